@@ -1,0 +1,17 @@
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY croniq_project ./croniq_project
+COPY calendars ./calendars
+COPY scheduler ./scheduler
+COPY runners ./runners
+COPY audit ./audit
+COPY templates ./templates
+COPY deploy ./deploy
+COPY manage.py ./
+RUN pip install . && useradd --create-home croniq && mkdir -p /data && chown croniq /data
+USER croniq
+EXPOSE 8000
+CMD ["uvicorn", "croniq_project.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,51 @@
+# Croniq: `make run` starts a local demo on SQLite, `make test` runs the suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CRONIQ_PORT ?= 8000
+
+.PHONY: install run test lint test-sqlite test-postgres bench chaos clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	DEBUG=1 $(BIN)/python manage.py migrate --no-input
+	DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) $(BIN)/python manage.py demo_setup --env-file .croniq/demo.env
+	PATH="$(CURDIR)/$(BIN):$$PATH" DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) \
+		$(BIN)/honcho -e .croniq/demo.env -f Procfile start
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint test-sqlite test-postgres
+
+test-sqlite: install
+	@echo "=== test suite on SQLite"
+	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-postgres: install
+	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
+		echo "=== test suite on PostgreSQL"; \
+		CRONIQ_TEST_DATABASE_URL="$$CRONIQ_TEST_POSTGRES_URL" $(BIN)/python -m pytest $(PYTEST_ARGS); \
+	else \
+		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
+	fi
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+chaos: install
+	CRONIQ_CHAOS_PROFILE=long $(BIN)/python -m pytest -m chaos tests/chaos
+
+clean:
+	rm -rf $(VENV) .croniq croniq.sqlite3*

@@ -1,0 +1,56 @@
+from django.db import models
+
+
+class AuditEvent(models.Model):
+    """One repair, operator action or rejection: invariant 4, "no silent repair"."""
+
+    USER = "user"
+    RUNNER = "runner"
+    SYSTEM = "system"
+    ACTOR_KINDS = [(USER, "user"), (RUNNER, "runner"), (SYSTEM, "system")]
+
+    at = models.DateTimeField(verbose_name="at")
+    actor_kind = models.CharField(max_length=10, choices=ACTOR_KINDS, default=SYSTEM)
+    actor_name = models.CharField(max_length=200, blank=True)
+    action = models.CharField(max_length=64, help_text="What happened, e.g. runner.takeover.")
+    target_type = models.CharField(max_length=64, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    target_repr = models.CharField(max_length=300, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            # The audit page and retention pruning read newest-first / oldest-first by time.
+            models.Index(fields=["at"], name="audit_at"),
+            # Filters by action (flapping detection counts recent runner.takeover events).
+            models.Index(fields=["action", "at"], name="audit_action_at"),
+            # "History of this object" on job, runner and execution pages.
+            models.Index(fields=["target_type", "target_id"], name="audit_target"),
+        ]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_repr}"
+
+
+class Counter(models.Model):
+    """A monotonically increasing count, persisted so /metrics is right across
+    processes and restarts (the web and the loop are separate processes)."""
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=300, blank=True, help_text="Canonical k=v,k=v form.")
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # One row per series; increments are F() updates on it.
+            models.UniqueConstraint(fields=["name", "labels"], name="counter_series_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.name}{{{self.labels}}} {self.value}"
+
+    def label_dict(self):
+        if not self.labels:
+            return {}
+        return dict(pair.split("=", 1) for pair in self.labels.split(","))

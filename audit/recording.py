@@ -1,0 +1,54 @@
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from audit.models import AuditEvent, Counter
+
+
+def actor_of(actor):
+    """(kind, name) for a user, a runner, a (kind, name) pair, or None (system)."""
+    if actor is None:
+        return AuditEvent.SYSTEM, ""
+    if isinstance(actor, tuple):
+        return actor
+    if getattr(actor, "_meta", None) and actor._meta.label == "runners.Runner":
+        return AuditEvent.RUNNER, actor.name
+    if hasattr(actor, "get_username"):
+        return AuditEvent.USER, actor.get_username()
+    return AuditEvent.SYSTEM, str(actor)
+
+
+def record(action, *, target=None, actor=None, data=None, at=None, counter=None):
+    """Write one AuditEvent; with `counter=(name, labels)` also bump that counter."""
+    kind, name = actor_of(actor)
+    event = AuditEvent.objects.create(
+        at=at or timezone.now(),
+        actor_kind=kind,
+        actor_name=name[:200],
+        action=action,
+        target_type=target._meta.label_lower if target is not None else "",
+        target_id=str(target.pk) if target is not None else "",
+        target_repr=str(target)[:300] if target is not None else "",
+        data=data or {},
+    )
+    if counter is not None:
+        counter_name, labels = counter
+        increment(counter_name, 1, **labels)
+    return event
+
+
+def labels_key(labels):
+    return ",".join(f"{k}={str(v).replace(',', '_')}" for k, v in sorted(labels.items()))
+
+
+def increment(name, amount=1, **labels):
+    key = labels_key(labels)
+    updated = Counter.objects.filter(name=name, labels=key).update(value=F("value") + amount)
+    if updated:
+        return
+    try:
+        with transaction.atomic():
+            Counter.objects.create(name=name, labels=key, value=amount)
+    except IntegrityError:
+        # Another process created the series between our update and insert.
+        Counter.objects.filter(name=name, labels=key).update(value=F("value") + amount)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CalendarsConfig(AppConfig):
+    name = "calendars"
+    verbose_name = "Calendars"

@@ -1,0 +1,6 @@
+import os
+
+# The suite runs with a throwaway key; production refuses to start without one.
+os.environ.setdefault("SECRET_KEY", "croniq-test-only-key")
+if os.environ.get("CRONIQ_TEST_DATABASE_URL"):
+    os.environ["DATABASE_URL"] = os.environ["CRONIQ_TEST_DATABASE_URL"]

@@ -1,0 +1,40 @@
+"""DATABASE_URL -> Django DATABASES entry, with Croniq's per-backend tuning."""
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+SUPPORTED_ENGINES = {
+    "django.db.backends.sqlite3",
+    "django.db.backends.postgresql",
+}
+
+
+def database_from_url(url):
+    try:
+        config = dj_database_url.parse(url, conn_max_age=0)
+    except Exception as e:  # dj-database-url raises several types for bad URLs
+        raise ImproperlyConfigured(f"DATABASE_URL: cannot parse {url!r}: {e}") from None
+    engine = config.get("ENGINE")
+    if engine not in SUPPORTED_ENGINES:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL: unsupported scheme in {url!r} (use sqlite:/// or postgres://)"
+        )
+    if engine == "django.db.backends.sqlite3":
+        if not config.get("NAME"):
+            raise ImproperlyConfigured(f"DATABASE_URL: no SQLite file path in {url!r}")
+        config["OPTIONS"] = {
+            # IMMEDIATE takes the write lock at BEGIN, so two processes never
+            # deadlock upgrading read locks; the busy timeout makes them wait.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": (
+                "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=20000;"
+            ),
+        }
+        config["TEST"] = {"NAME": None}
+    else:
+        if not config.get("NAME"):
+            raise ImproperlyConfigured(f"DATABASE_URL: no database name in {url!r}")
+        config.setdefault("OPTIONS", {})
+        config["CONN_HEALTH_CHECKS"] = True
+    return config

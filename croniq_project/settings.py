@@ -1,0 +1,118 @@
+"""Croniq settings: everything comes from the environment (README, "Configuration")."""
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from croniq_project.database import database_from_url
+from croniq_project.env import env, envbool, envfloat, envint, envlist
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = env("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY: required when DEBUG is off (set SECRET_KEY)")
+    SECRET_KEY = "croniq-insecure-development-key"
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_prometheus",
+    "audit",
+    "calendars",
+    "scheduler",
+    "runners",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "croniq_project.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "croniq_project.asgi.application"
+WSGI_APPLICATION = "croniq_project.wsgi.application"
+
+DATABASE_URL = env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'croniq.sqlite3'}"
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve the admin's static files straight from the installed apps, so
+# `make run` needs no collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGIN_URL = "/admin/login/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+
+# Croniq's own knobs (README, "Configuration").
+CRONIQ_LEASE_TTL = envfloat("CRONIQ_LEASE_TTL", 30.0, minimum=1)
+CRONIQ_HEARTBEAT_INTERVAL = envfloat("CRONIQ_HEARTBEAT_INTERVAL", 10.0, minimum=0.1)
+CRONIQ_TICK_INTERVAL = envfloat("CRONIQ_TICK_INTERVAL", 1.0, minimum=0.01)
+CRONIQ_FLAP_THRESHOLD = envint("CRONIQ_FLAP_THRESHOLD", 5, minimum=1)
+CRONIQ_FLAP_WINDOW = envfloat("CRONIQ_FLAP_WINDOW", 600.0, minimum=1)
+CRONIQ_LOG_LIMIT = envint("CRONIQ_LOG_LIMIT", 1024 * 1024, minimum=1024)
+CRONIQ_LOG_CHUNK_LIMIT = 64 * 1024
+CRONIQ_LOST_RETRIES = envint("CRONIQ_LOST_RETRIES", 3, minimum=0)
+CRONIQ_RUNNER_RETENTION = envfloat("CRONIQ_RUNNER_RETENTION", 7 * 24 * 3600.0, minimum=60)
+CRONIQ_AUDIT_RETENTION_DAYS = envint("CRONIQ_AUDIT_RETENTION_DAYS", 90, minimum=1)
+CRONIQ_HORIZON_YEARS = envint("CRONIQ_HORIZON_YEARS", 5, minimum=1)
+CRONIQ_TIMEOUT_GRACE = envfloat("CRONIQ_TIMEOUT_GRACE", 30.0, minimum=0)
+CRONIQ_MISFIRE_GRACE = envfloat("CRONIQ_MISFIRE_GRACE", 60.0, minimum=0)
+CRONIQ_RUN_ALL_CAP = envint("CRONIQ_RUN_ALL_CAP", 100, minimum=1)

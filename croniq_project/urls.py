@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.urls import path
+from django.views.generic import RedirectView
+
+from croniq_project.api import api
+from croniq_project.health import healthz
+from croniq_project.metrics import metrics_view
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
+    path("admin/", admin.site.urls),
+    path("api/", api.urls),
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+]

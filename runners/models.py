@@ -1,0 +1,85 @@
+import hashlib
+import secrets
+
+from django.db import models
+
+TOKEN_PREFIX = "crq_"
+
+
+def hash_secret(secret):
+    # Tokens are 256-bit random strings, so a fast hash is enough: there is
+    # nothing to brute-force that a slow KDF would protect.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class RunnerTokenQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(revoked_at__isnull=True)
+
+    def authenticate(self, secret):
+        """The active token for `secret`, or None."""
+        if not secret or not secret.startswith(TOKEN_PREFIX):
+            return None
+        return self.active().filter(secret_hash=hash_secret(secret)).first()
+
+
+class RunnerToken(models.Model):
+    """A credential runners present as `Authorization: Bearer <secret>`."""
+
+    name = models.CharField(max_length=100, unique=True)
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunnerTokenQuerySet.as_manager()
+
+    def __str__(self):
+        return self.name
+
+    @classmethod
+    def issue(cls, name):
+        """Create a token; returns (token, secret). The secret is not stored."""
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(name=name, secret_hash=hash_secret(secret))
+        return token, secret
+
+
+class Runner(models.Model):
+    """A machine that pulls work. `name` is its identity across restarts."""
+
+    ONLINE = "online"
+    OFFLINE = "offline"
+    DRAINING = "draining"
+    STATES = [(ONLINE, "online"), (OFFLINE, "offline"), (DRAINING, "draining")]
+
+    name = models.CharField(max_length=200, unique=True)
+    token = models.ForeignKey(
+        RunnerToken,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runners",
+        help_text="The token that first registered this name; only it may use the name.",
+    )
+    labels = models.JSONField(default=list, blank=True)
+    version = models.CharField(max_length=50, blank=True)
+    hostname = models.CharField(max_length=255, blank=True)
+    capacity = models.PositiveIntegerField(default=1)
+    session = models.CharField(max_length=64, help_text="Current process session.")
+    state = models.CharField(max_length=10, choices=STATES, default=ONLINE)
+    registered_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    takeover_count = models.PositiveIntegerField(default=0)
+    flapping = models.BooleanField(default=False)
+    flapping_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [
+            # The reaper marks runners offline by last_seen_at.
+            models.Index(fields=["state", "last_seen_at"], name="runner_state_seen"),
+        ]
+
+    def __str__(self):
+        return self.name

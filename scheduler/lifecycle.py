@@ -1,0 +1,120 @@
+"""State transitions of an Execution that more than one app needs.
+
+Every transition out of `running` is a conditional update on the row (id,
+lease, state): zero rows updated means someone else got there first (a reap,
+a takeover, a newer lease), which callers treat as a normal outcome.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+import audit
+from scheduler.models import Execution
+
+LEASE_EXPIRED = "lease_expired"
+RUNNER_SUPERSEDED = "runner_superseded"
+RUNNER_FORGOTTEN = "runner_forgotten"
+RUNNER_DRAINED = "runner_drained"
+
+
+def settle(execution, state, now, **fields):
+    """Move a running execution held under `execution.lease` to a final state.
+
+    Returns the retry attempt created (or None). Returns False when the
+    execution was no longer held under that lease (nothing changed).
+    """
+    with transaction.atomic():
+        updated = Execution.objects.filter(
+            pk=execution.pk, lease=execution.lease, state=Execution.RUNNING
+        ).update(state=state, finished_at=now, **fields)
+        if not updated:
+            return False
+        execution.refresh_from_db()
+        return after_final(execution, now)
+
+
+def after_final(execution, now):
+    """Count the outcome and create the retry the job's policy asks for."""
+    audit.increment("croniq_executions_total", state=execution.state)
+    if execution.state == Execution.LOST:
+        audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
+    return create_retry(execution, now)
+
+
+def retry_delay(execution):
+    """None when no retry is due; otherwise how long to wait before it runs."""
+    job = execution.job
+    attempts = Execution.objects.filter(job=job, scheduled_for=execution.scheduled_for)
+    if execution.state == Execution.LOST:
+        # The runner vanished, not the job failing: retry at once, even when
+        # the job has no retries, up to CRONIQ_LOST_RETRIES.
+        lost = attempts.filter(state=Execution.LOST).count()
+        return timedelta(0) if lost <= settings.CRONIQ_LOST_RETRIES else None
+    if execution.state in (Execution.FAILED, Execution.TIMED_OUT):
+        failures = attempts.filter(state__in=[Execution.FAILED, Execution.TIMED_OUT]).count()
+        if failures > job.retries:
+            return None
+        return timedelta(seconds=job.retry_backoff * 2 ** (failures - 1))
+    return None
+
+
+def create_retry(execution, now):
+    delay = retry_delay(execution)
+    if delay is None:
+        return None
+    try:
+        with transaction.atomic():
+            retry = Execution.objects.create(
+                job=execution.job,
+                scheduled_for=execution.scheduled_for,
+                attempt=execution.attempt + 1,
+                trigger=Execution.RETRY,
+                singleton=execution.job.singleton,
+                run_after=now + delay,
+                created_at=now,
+            )
+    except IntegrityError:
+        # The next attempt exists already, or a singleton run is live again.
+        return None
+    audit.record(
+        "execution.retry",
+        target=retry,
+        at=now,
+        data={
+            "previous": execution.pk,
+            "previous_state": execution.state,
+            "attempt": retry.attempt,
+            "run_after": retry.run_after.isoformat(),
+        },
+        counter=("croniq_retries_total", {"reason": execution.state}),
+    )
+    return retry
+
+
+def release(executions, reason, now, actor=None):
+    """Mark running executions lost at once (takeover, forget, expired lease).
+
+    Returns the executions actually released; ones that finished or moved on
+    in the meantime are left alone.
+    """
+    released = []
+    for execution in executions.filter(state=Execution.RUNNING).select_related("job"):
+        result = settle(execution, Execution.LOST, now, lost_reason=reason)
+        if result is False:
+            continue
+        audit.record(
+            "execution.reaped",
+            target=execution,
+            actor=actor,
+            at=now,
+            data={
+                "reason": reason,
+                "runner": execution.runner.name if execution.runner_id else None,
+                "lease": execution.lease,
+                "retry": result.pk if result else None,
+            },
+        )
+        released.append(execution)
+    return released

@@ -1,0 +1,44 @@
+"""Prepare a local demo: an admin user, the demo jobs and a runner token."""
+
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command, get_commands
+from django.core.management.base import BaseCommand
+
+from runners.models import RunnerToken
+
+DEMO_USER = "admin"
+DEMO_PASSWORD = "croniq-demo"
+DEMO_FILE = Path(__file__).resolve().parents[3] / "deploy" / "demo.yaml"
+
+
+class Command(BaseCommand):
+    help = "Create a demo admin user, load deploy/demo.yaml and write a runner token env file."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--env-file", required=True, help="Where to write CRONIQ_TOKEN=...")
+
+    def handle(self, *args, env_file, **options):
+        self.ensure_admin()
+        if "apply" in get_commands():
+            call_command("apply", str(DEMO_FILE))
+        self.write_token(Path(env_file))
+
+    def ensure_admin(self):
+        User = get_user_model()
+        user, created = User.objects.get_or_create(
+            username=DEMO_USER, defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        self.stdout.write(f"Demo admin (demo only): user {DEMO_USER!r}, password {DEMO_PASSWORD!r}")
+
+    def write_token(self, path):
+        RunnerToken.objects.filter(name="demo").delete()
+        _, secret = RunnerToken.issue("demo")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"CRONIQ_TOKEN={secret}\n")
+        path.chmod(0o600)
+        self.stdout.write(f"Runner token 'demo' written to {path}")

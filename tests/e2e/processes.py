@@ -1,0 +1,175 @@
+"""Start Croniq's real processes for end-to-end tests.
+
+Each test gets its own database: a temporary SQLite file, or a fresh
+PostgreSQL database when the suite runs against PostgreSQL.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import closing
+from pathlib import Path
+
+import requests
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def on_postgres():
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+def free_port():
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_admin_url():
+    db = settings.DATABASES["default"]
+    user = db.get("USER") or "postgres"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}@{host}:{port}"
+
+
+def create_database(tmp_path):
+    """A new empty database URL for the backend the suite runs on."""
+    if not on_postgres():
+        return f"sqlite:///{tmp_path / 'croniq-e2e.sqlite3'}"
+    import psycopg
+
+    name = f"croniq_e2e_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_admin_url() + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{postgres_admin_url()}/{name}"
+
+
+def drop_database(url):
+    if not url.startswith("postgres"):
+        return
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_admin_url() + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def process_env(database_url, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRONIQ_TEST", "PYTEST"))}
+    env.update(
+        DATABASE_URL=database_url,
+        SECRET_KEY="croniq-e2e-key",
+        DEBUG="0",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def manage(database_url, *args, check=True, **extra_env):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=process_env(database_url, **extra_env),
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
+
+
+class Process:
+    """A child process whose output goes to a file the test can read."""
+
+    def __init__(self, args, env, log_path):
+        self.args = args
+        self.log_path = log_path
+        self.log = open(log_path, "ab")  # noqa: SIM115 (lives as long as the process)
+        self.popen = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    def output(self):
+        return Path(self.log_path).read_text(errors="replace")
+
+    def alive(self):
+        return self.popen.poll() is None
+
+    def stop(self, timeout=10):
+        if self.alive():
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.log.close()
+        return self.popen.returncode
+
+    def kill(self):
+        if self.alive():
+            self.popen.kill()
+            self.popen.wait()
+        self.log.close()
+
+
+class Server(Process):
+    def __init__(self, database_url, log_path, port=None, **extra_env):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [
+            str(BIN / "uvicorn"),
+            "croniq_project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--no-access-log",
+        ]
+        super().__init__(args, process_env(database_url, **extra_env), log_path)
+
+    def wait_ready(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"server exited:\n{self.output()}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server not ready after {timeout}s:\n{self.output()}")
+
+
+def start_loop(database_url, log_path, *args, **extra_env):
+    return Process(
+        [sys.executable, str(ROOT / "manage.py"), "scheduler_loop", *args],
+        process_env(database_url, **extra_env),
+        log_path,
+    )
+
+
+def start_agent(server_url, token, log_path, *args, **extra_env):
+    env = process_env("sqlite:////nonexistent", **extra_env)
+    return Process(
+        [str(BIN / "croniq-runner"), "--server", server_url, "--token", token, *args],
+        env,
+        log_path,
+    )
+
+
+def wait_for(predicate, timeout=20, interval=0.05, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
