@@ -15,3 +15,10 @@ def increment(name, amount=1, **labels):
     from audit.recording import increment as _increment
 
     return _increment(name, amount, **labels)
+
+
+def observe(name, seconds):
+    """Add one observation to a persisted histogram (see audit.recording)."""
+    from audit.recording import observe as _observe
+
+    return _observe(name, seconds)

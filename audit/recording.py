@@ -52,3 +52,23 @@ def increment(name, amount=1, **labels):
     except IntegrityError:
         # Another process created the series between our update and insert.
         Counter.objects.filter(name=name, labels=key).update(value=F("value") + amount)
+
+
+# Histogram buckets (seconds) for latencies persisted in Counter rows.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+def bucket_of(seconds):
+    for bound in LATENCY_BUCKETS:
+        if seconds <= bound:
+            return str(bound)
+    return "+Inf"
+
+
+def observe(name, seconds):
+    """One observation: the bucket it falls in (not cumulative), the count, and
+    the sum in microseconds (Counter values are integers)."""
+    seconds = max(0.0, float(seconds))
+    increment(f"{name}__bucket", 1, le=bucket_of(seconds))
+    increment(f"{name}__count", 1)
+    increment(f"{name}__sum_us", round(seconds * 1_000_000))
