@@ -8,6 +8,7 @@ COPY calendars ./calendars
 COPY scheduler ./scheduler
 COPY runners ./runners
 COPY audit ./audit
+COPY dashboard ./dashboard
 COPY templates ./templates
 COPY deploy ./deploy
 COPY manage.py ./

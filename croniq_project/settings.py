@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "calendars",
     "scheduler",
     "runners",
+    "dashboard",
 ]
 
 MIDDLEWARE = [

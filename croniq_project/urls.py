@@ -1,6 +1,5 @@
 from django.contrib import admin
-from django.urls import path
-from django.views.generic import RedirectView
+from django.urls import include, path
 
 from croniq_project.api import api
 from croniq_project.health import healthz
@@ -11,5 +10,5 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", include("dashboard.urls")),
 ]
