@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from calendars.validators import validate_timezone
 
@@ -91,6 +92,36 @@ class Job(models.Model):
     @property
     def is_active(self):
         return self.enabled and self.paused_at is None
+
+    def next_fire_after(self, after):
+        """The first fire instant strictly after `after`, calendar applied."""
+        from scheduler.cron import next_fire
+
+        return next_fire(
+            self.schedule, self.timezone, job_calendar_rules(self), after, self.calendar_policy
+        )
+
+    def reschedule(self, now):
+        """Point next_run_at at the first instant after `now` (after an edit)."""
+        self.next_run_at = self.next_fire_after(now) if self.is_active else None
+
+    def clean(self):
+        from django.core.exceptions import ValidationError
+
+        from scheduler.cron import ScheduleError, never_fires_reason, parse_schedule
+
+        try:
+            parse_schedule(self.schedule)
+        except ScheduleError as e:
+            raise ValidationError({"schedule": str(e)}) from None
+        try:
+            validate_timezone(self.timezone)
+        except ValidationError:
+            return  # the field validator reports it
+        calendar = job_calendar_rules(self)
+        reason = never_fires_reason(self.schedule, self.timezone, calendar, timezone.now())
+        if reason:
+            raise ValidationError({"schedule": reason})
 
 
 class Execution(models.Model):
@@ -223,3 +254,7 @@ LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"
 
 def log_limit():
     return settings.CRONIQ_LOG_LIMIT
+
+
+def job_calendar_rules(job):
+    return job.calendar.rules() if job.calendar_id else None

@@ -1,0 +1,209 @@
+from django.contrib import admin, messages
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from croniq_project.paging import BoundedCountPaginator
+from scheduler import operations
+from scheduler.models import Execution, Job, LogChunk
+
+NEXT_FIRES_SHOWN = 10
+LOG_SHOWN = 200_000  # characters of log shown inline in the admin
+
+
+def schedule_in_words(schedule):
+    from scheduler.cron import ScheduleError, describe
+
+    try:
+        return describe(schedule)
+    except ScheduleError as e:
+        return str(e)
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "schedule",
+        "schedule_words",
+        "calendar",
+        "next_run_at",
+        "last_result",
+        "enabled",
+        "is_paused",
+    ]
+    list_filter = ["enabled", "singleton", "calendar", "misfire_policy"]
+    search_fields = ["name", "command", "description"]
+    list_select_related = ["calendar"]
+    readonly_fields = ["next_run_at", "last_scheduled_at", "paused_at", "next_fires", "created_at"]
+    actions = ["run_now", "pause", "resume"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "command", "env", "labels"]}),
+        (
+            "Schedule",
+            {
+                "fields": [
+                    "schedule",
+                    "timezone",
+                    "calendar",
+                    "calendar_policy",
+                    "misfire_policy",
+                    "next_fires",
+                ]
+            },
+        ),
+        ("Runs", {"fields": ["singleton", "timeout", "retries", "retry_backoff", "enabled"]}),
+        ("State", {"fields": ["next_run_at", "last_scheduled_at", "paused_at", "created_at"]}),
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("env", "command")
+
+    @admin.display(description="in words")
+    def schedule_words(self, job):
+        return schedule_in_words(job.schedule)
+
+    @admin.display(description="paused", boolean=True)
+    def is_paused(self, job):
+        return job.paused_at is not None
+
+    @admin.display(description="last result")
+    def last_result(self, job):
+        last = (
+            job.executions.exclude(state__in=Execution.ACTIVE_STATES)
+            .order_by("-scheduled_for", "-attempt")
+            .values_list("state", flat=True)
+            .first()
+        )
+        return last or "—"
+
+    @admin.display(description="next fire times (calendar applied)")
+    def next_fires(self, job):
+        if not job.pk:
+            return "—"
+        from scheduler.cron import next_fires
+
+        now = timezone.now()
+        calendar = job.calendar.rules() if job.calendar_id else None
+        fires = next_fires(
+            job.schedule, job.timezone, calendar, now, NEXT_FIRES_SHOWN, job.calendar_policy
+        )
+        if not fires:
+            return "never fires within the horizon"
+        return format_html(
+            "<ol>{}</ol>",
+            format_html_join(
+                "", "<li>{} UTC</li>", ((f.strftime("%a %Y-%m-%d %H:%M:%S"),) for f in fires)
+            ),
+        )
+
+    def save_model(self, request, obj, form, change):
+        if not change or set(form.changed_data) & {
+            "schedule",
+            "timezone",
+            "calendar",
+            "calendar_policy",
+            "enabled",
+        }:
+            obj.reschedule(timezone.now())
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Run selected jobs now")
+    def run_now(self, request, queryset):
+        started = 0
+        for job in queryset:
+            try:
+                operations.run_now(job, timezone.now(), request.user)
+                started += 1
+            except operations.OperationRefused as e:
+                self.message_user(request, str(e), messages.WARNING)
+        self.message_user(request, f"Started {started} job(s).")
+
+    @admin.action(description="Pause selected jobs")
+    def pause(self, request, queryset):
+        count = operations.pause(queryset, timezone.now(), request.user)
+        self.message_user(request, f"Paused {count} job(s).")
+
+    @admin.action(description="Resume selected jobs")
+    def resume(self, request, queryset):
+        count = operations.resume(queryset, timezone.now(), request.user)
+        self.message_user(request, f"Resumed {count} job(s).")
+
+
+@admin.register(Execution)
+class ExecutionAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "job",
+        "scheduled_for",
+        "attempt",
+        "trigger",
+        "state",
+        "runner",
+        "duration_text",
+        "exit_code",
+    ]
+    list_filter = ["state", "trigger"]
+    search_fields = ["job__name"]
+    list_select_related = ["job", "runner"]
+    raw_id_fields = ["job", "runner"]
+    show_full_result_count = False
+    paginator = BoundedCountPaginator
+    actions = ["cancel", "retry"]
+    readonly_fields = [
+        "job",
+        "scheduled_for",
+        "attempt",
+        "trigger",
+        "state",
+        "singleton",
+        "run_after",
+        "runner",
+        "session",
+        "lease",
+        "lease_expires_at",
+        "created_at",
+        "claimed_at",
+        "finished_at",
+        "exit_code",
+        "error",
+        "lost_reason",
+        "cancel_requested_at",
+        "log_size",
+        "log_truncated",
+        "log",
+    ]
+
+    def has_add_permission(self, request):
+        return False  # executions come from schedules, "run now" and retries
+
+    @admin.display(description="duration")
+    def duration_text(self, execution):
+        duration = execution.duration
+        return f"{duration.total_seconds():.1f}s" if duration else "—"
+
+    @admin.display(description="log")
+    def log(self, execution):
+        text = "".join(
+            LogChunk.objects.filter(execution=execution)
+            .order_by("seq")
+            .values_list("data", flat=True)
+        )
+        if len(text) > LOG_SHOWN:
+            text = text[-LOG_SHOWN:]
+        return format_html("<pre style='white-space:pre-wrap'>{}</pre>", text or "(no output)")
+
+    @admin.action(description="Cancel selected executions")
+    def cancel(self, request, queryset):
+        count = operations.cancel(queryset, timezone.now(), request.user)
+        self.message_user(request, f"Cancelled or asked to stop {count} execution(s).")
+
+    @admin.action(description="Retry selected executions now")
+    def retry(self, request, queryset):
+        retried = 0
+        for execution in queryset.select_related("job"):
+            try:
+                operations.retry(execution, timezone.now(), request.user)
+                retried += 1
+            except operations.OperationRefused as e:
+                self.message_user(request, str(e), messages.WARNING)
+        self.message_user(request, f"Retried {retried} execution(s).")

@@ -1,0 +1,455 @@
+"""Jobs and calendars as code: `manage.py apply FILE` (DESIGN.md §5).
+
+The whole file is validated and applied in one transaction: the first bad
+item rolls everything back, and errors name the item and field
+("jobs[3].schedule: ..."). Applying the same file twice changes nothing.
+"""
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import ProtectedError
+
+import audit
+from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
+from scheduler.models import Job
+
+CALENDAR_KEYS = {
+    "name", "description", "timezone", "weekdays", "holidays", "daily_window",
+    "exclude", "include", "base",
+}  # fmt: skip
+JOB_KEYS = {
+    "name", "description", "schedule", "timezone", "command", "env", "calendar",
+    "calendar_policy", "labels", "singleton", "timeout", "retries", "retry_backoff",
+    "misfire_policy", "enabled",
+}  # fmt: skip
+JOB_DEFAULTS = {
+    "description": "",
+    "timezone": "UTC",
+    "env": {},
+    "calendar": None,
+    "calendar_policy": Job.SKIP,
+    "labels": [],
+    "singleton": False,
+    "timeout": None,
+    "retries": 0,
+    "retry_backoff": 30,
+    "misfire_policy": Job.RUN_ONCE,
+    "enabled": True,
+}
+# Fields whose change moves a job's next fire time.
+SCHEDULE_FIELDS = {"schedule", "timezone", "calendar", "calendar_policy", "enabled"}
+
+
+class ApplyError(Exception):
+    def __init__(self, errors):
+        self.errors = errors if isinstance(errors, list) else [errors]
+        super().__init__("; ".join(self.errors))
+
+
+@dataclass
+class Change:
+    action: str  # create, update, delete, unchanged
+    kind: str  # calendar, job
+    name: str
+    diff: dict = field(default_factory=dict)
+
+    def __str__(self):
+        signs = {"create": "+", "update": "~", "delete": "-", "unchanged": "="}
+        text = f"{signs[self.action]} {self.kind} {self.name}"
+        if self.action == "update":
+            text += ": " + ", ".join(sorted(self.diff))
+        return text
+
+
+def load(path):
+    """The document in FILE (YAML or JSON), or ApplyError with a clear message."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ApplyError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        document = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise ApplyError(
+            f"{path}: not valid {'JSON' if str(path).endswith('.json') else 'YAML'}: {e}"
+        ) from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ApplyError(f"{path}: expected a mapping with 'calendars' and 'jobs'")
+    unknown = set(document) - {"calendars", "jobs"}
+    if unknown:
+        raise ApplyError(f"{path}: unknown top-level key(s): {', '.join(sorted(unknown))}")
+    for key in ("calendars", "jobs"):
+        if not isinstance(document.get(key) or [], list):
+            raise ApplyError(f"{key}: expected a list")
+    return document
+
+
+def apply(document, *, now, prune=False, dry_run=False, actor=("user", "apply"), source=""):
+    """Apply the document; returns the list of Changes. Raises ApplyError."""
+    with transaction.atomic():
+        applier = Applier(now=now, actor=actor, source=source)
+        applier.apply_calendars(document.get("calendars") or [])
+        applier.apply_jobs(document.get("jobs") or [])
+        if prune:
+            applier.prune()
+        if applier.errors:
+            raise ApplyError(applier.errors)
+        applier.reschedule()
+        if dry_run:
+            transaction.set_rollback(True)
+        else:
+            applier.audit()
+    return applier.changes
+
+
+def describe_errors(where, error):
+    """'jobs[3].schedule: ...' lines from a ValidationError."""
+    if hasattr(error, "error_dict"):
+        return [
+            f"{where}.{name}: {' '.join(m for e in errors for m in e.messages)}"
+            if name != "__all__"
+            else f"{where}: {' '.join(m for e in errors for m in e.messages)}"
+            for name, errors in error.error_dict.items()
+        ]
+    return [f"{where}: {' '.join(error.messages)}"]
+
+
+class Applier:
+    def __init__(self, now, actor, source):
+        self.now = now
+        self.actor = actor
+        self.source = source
+        self.errors = []
+        self.changes = []
+        self.calendar_names = []
+        self.job_names = []
+        self.touched_calendars = set()
+        self.jobs_to_reschedule = set()
+
+    # Calendars
+
+    def apply_calendars(self, items):
+        indexed = self.check_items("calendars", items, CALENDAR_KEYS)
+        for where, item in order_by_base(indexed):
+            self.calendar_names.append(item["name"])
+            try:
+                self.apply_calendar(where, item)
+            except ValidationError as e:
+                self.errors.extend(describe_errors(where, e))
+            except ApplyError as e:
+                self.errors.extend(e.errors)
+
+    def apply_calendar(self, where, item):
+        values = calendar_values(where, item)
+        periods = [period_values(f"{where}.{k}[{i}]", k, p) for k, i, p in periods_of(where, item)]
+        calendar = Calendar.objects.filter(name=item["name"]).first()
+        before = calendar_state(calendar) if calendar else None
+        calendar = calendar or Calendar(name=item["name"])
+        for key, value in values.items():
+            setattr(calendar, key, value)
+        calendar.full_clean()
+        for period in periods:
+            CalendarPeriod(calendar=calendar, **period).full_clean(exclude=["calendar"])
+        after = calendar_state(calendar, [CalendarPeriod(**p) for p in periods])
+        if before != after:
+            calendar.save()
+            calendar.periods.all().delete()
+            CalendarPeriod.objects.bulk_create(
+                CalendarPeriod(calendar=calendar, **p) for p in periods
+            )
+            self.touched_calendars.add(calendar.pk)
+        self.record_change("calendar", calendar.name, before, after)
+
+    # Jobs
+
+    def apply_jobs(self, items):
+        for where, item in self.check_items("jobs", items, JOB_KEYS):
+            self.job_names.append(item["name"])
+            try:
+                self.apply_job(where, item)
+            except ValidationError as e:
+                self.errors.extend(describe_errors(where, e))
+            except ApplyError as e:
+                self.errors.extend(e.errors)
+
+    def apply_job(self, where, item):
+        values = {**JOB_DEFAULTS, **item}
+        values["env"] = string_mapping(f"{where}.env", values["env"])
+        values["labels"] = string_list(f"{where}.labels", values["labels"])
+        calendar_name = values.pop("calendar")
+        calendar = None
+        if calendar_name is not None:
+            calendar = Calendar.objects.filter(name=calendar_name).first()
+            if calendar is None:
+                raise ApplyError(f"{where}.calendar: no calendar named {calendar_name!r}")
+        job = Job.objects.filter(name=item["name"]).first()
+        before = job_state(job) if job else None
+        job = job or Job(name=item["name"])
+        for key, value in values.items():
+            setattr(job, key, value)
+        job.calendar = calendar
+        job.full_clean()
+        after = job_state(job)
+        if before != after:
+            job.save()
+        self.record_change("job", job.name, before, after)
+        changed = {k for k in after if before is None or before.get(k) != after[k]}
+        if changed & SCHEDULE_FIELDS:
+            self.jobs_to_reschedule.add(job.pk)
+
+    # Prune, reschedule, audit
+
+    def prune(self):
+        for job in Job.objects.exclude(name__in=self.job_names):
+            self.record_change("job", job.name, job_state(job), None)
+            job.delete()
+        for calendar in Calendar.objects.exclude(name__in=self.calendar_names).order_by("-pk"):
+            before = calendar_state(calendar)
+            try:
+                with transaction.atomic():
+                    calendar.delete()
+            except ProtectedError:
+                self.errors.append(
+                    f"calendars: {calendar.name!r} is still used by a job or calendar; "
+                    "list it in the file or remove what uses it"
+                )
+                continue
+            self.record_change("calendar", calendar.name, before, None)
+
+    def reschedule(self):
+        jobs = Job.objects.filter(pk__in=self.jobs_to_reschedule) | Job.objects.filter(
+            calendar__in=self.touched_calendars
+        )
+        for job in jobs.select_related("calendar").distinct():
+            job.reschedule(self.now)
+            job.save(update_fields=["next_run_at"])
+
+    def audit(self):
+        for change in self.changes:
+            if change.action == "unchanged":
+                continue
+            verb = {"create": "created", "update": "changed", "delete": "deleted"}[change.action]
+            audit.record(
+                f"{change.kind}.{verb}",
+                actor=self.actor,
+                at=self.now,
+                data={
+                    "name": change.name,
+                    "diff": change.diff,
+                    "via": "apply",
+                    "source": self.source,
+                },
+            )
+
+    # Helpers
+
+    def check_items(self, key, items, allowed):
+        """[(where, item)] for well-formed items; errors for the others."""
+        good, seen = [], set()
+        for index, item in enumerate(items):
+            where = f"{key}[{index}]"
+            if not isinstance(item, dict):
+                self.errors.append(f"{where}: expected a mapping")
+                continue
+            unknown = set(item) - allowed
+            if unknown:
+                self.errors.append(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
+                continue
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
+                self.errors.append(f"{where}.name: required")
+                continue
+            if name in seen:
+                self.errors.append(f"{where}.name: {name!r} is listed twice")
+                continue
+            seen.add(name)
+            good.append((where, item))
+        return good
+
+    def record_change(self, kind, name, before, after):
+        if before is None:
+            change = Change("create", kind, name, {k: [None, v] for k, v in after.items()})
+        elif after is None:
+            change = Change("delete", kind, name, {k: [v, None] for k, v in before.items()})
+        else:
+            diff = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+            change = Change("update" if diff else "unchanged", kind, name, diff)
+        self.changes.append(change)
+
+
+def string_mapping(where, value):
+    if not isinstance(value, dict):
+        raise ApplyError(f"{where}: expected a mapping of names to values")
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+def string_list(where, value):
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ApplyError(f"{where}: expected a list of non-empty strings")
+    return value
+
+
+def order_by_base(indexed):
+    """Calendars whose base is in the file come after their base."""
+    by_name = {item["name"]: (where, item) for where, item in indexed}
+    ordered, placed = [], set()
+
+    def place(name, trail=()):
+        if name in placed or name not in by_name:
+            return
+        if name in trail:
+            raise ApplyError(f"{by_name[name][0]}.base: cycle through {' -> '.join(trail)}")
+        base = by_name[name][1].get("base")
+        if base:
+            place(base, (*trail, name))
+        placed.add(name)
+        ordered.append(by_name[name])
+
+    for name in by_name:
+        place(name)
+    return ordered
+
+
+def parse_time(where, value):
+    try:
+        return dt.time.fromisoformat(str(value))
+    except ValueError:
+        raise ApplyError(f'{where}: {value!r} is not a time like "06:00"') from None
+
+
+def calendar_values(where, item):
+    holidays = item.get("holidays") or {}
+    if not isinstance(holidays, dict):
+        raise ApplyError(f"{where}.holidays: expected {{country, subdivision?, categories?}}")
+    window = item.get("daily_window") or {}
+    if not isinstance(window, dict) or (window and set(window) != {"start", "end"}):
+        raise ApplyError(f'{where}.daily_window: expected {{start: "HH:MM", end: "HH:MM"}}')
+    weekdays = item.get("weekdays", list(WEEKDAYS))
+    if not isinstance(weekdays, list):
+        raise ApplyError(f"{where}.weekdays: expected a list like [mon, tue]")
+    base = item.get("base")
+    base_calendar = None
+    if base:
+        base_calendar = Calendar.objects.filter(name=base).first()
+        if base_calendar is None:
+            raise ApplyError(f"{where}.base: no calendar named {base!r}")
+    return {
+        "description": item.get("description") or "",
+        "timezone": item.get("timezone") or "UTC",
+        "weekdays": [str(d).lower() for d in weekdays],
+        "holiday_country": str(holidays.get("country") or ""),
+        "holiday_subdivision": str(holidays.get("subdivision") or ""),
+        "holiday_categories": list(holidays.get("categories") or []),
+        "window_start": parse_time(f"{where}.daily_window.start", window["start"])
+        if window
+        else None,
+        "window_end": parse_time(f"{where}.daily_window.end", window["end"]) if window else None,
+        "base": base_calendar,
+    }
+
+
+def periods_of(where, item):
+    for kind in (CalendarPeriod.EXCLUDE, CalendarPeriod.INCLUDE):
+        periods = item.get(kind) or []
+        if not isinstance(periods, list):
+            raise ApplyError(f"{where}.{kind}: expected a list of {{start, end, label?}}")
+        for index, period in enumerate(periods):
+            yield kind, index, period
+
+
+def parse_moment(where, value):
+    """A date (whole day) or an aware datetime."""
+    if isinstance(value, dt.datetime):
+        moment = value
+    elif isinstance(value, dt.date):
+        return value
+    else:
+        text = str(value)
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            pass
+        try:
+            moment = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ApplyError(f"{where}: {value!r} is not a date or an ISO 8601 datetime") from None
+    if moment.tzinfo is None:
+        raise ApplyError(f"{where}: datetime {value!r} needs an offset, e.g. +01:00 or Z")
+    return moment
+
+
+def period_values(where, kind, period):
+    if not isinstance(period, dict) or not {"start", "end"} <= set(period):
+        raise ApplyError(f"{where}: expected {{start, end, label?}}")
+    unknown = set(period) - {"start", "end", "label"}
+    if unknown:
+        raise ApplyError(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
+    start = parse_moment(f"{where}.start", period["start"])
+    end = parse_moment(f"{where}.end", period["end"])
+    if isinstance(start, dt.datetime) != isinstance(end, dt.datetime):
+        raise ApplyError(f"{where}: start and end must both be dates or both datetimes")
+    if start > end or (isinstance(start, dt.datetime) and start == end):
+        raise ApplyError(f"{where}: start {period['start']} is after end {period['end']}")
+    values = {"kind": kind, "label": str(period.get("label") or "")}
+    if isinstance(start, dt.datetime):
+        values.update(start_at=start, end_at=end)
+    else:
+        values.update(start_date=start, end_date=end)
+    return values
+
+
+def calendar_state(calendar, periods=None):
+    """A comparable, JSON-friendly picture of a calendar and its periods."""
+    if periods is None:
+        periods = list(calendar.periods.all()) if calendar.pk else []
+    return {
+        "description": calendar.description,
+        "timezone": calendar.timezone,
+        "weekdays": list(calendar.weekdays),
+        "holidays": [
+            calendar.holiday_country,
+            calendar.holiday_subdivision,
+            list(calendar.holiday_categories),
+        ],
+        "daily_window": [
+            calendar.window_start.isoformat() if calendar.window_start else None,
+            calendar.window_end.isoformat() if calendar.window_end else None,
+        ],
+        "base": calendar.base.name if calendar.base_id else None,
+        "periods": sorted(
+            [
+                p.kind,
+                str(p.start_date or p.start_at.isoformat()),
+                str(p.end_date or p.end_at.isoformat()),
+                p.label,
+            ]
+            for p in periods
+        ),
+    }
+
+
+def job_state(job):
+    return {
+        "description": job.description,
+        "schedule": job.schedule,
+        "timezone": job.timezone,
+        "command": job.command,
+        "env": dict(job.env),
+        "calendar": job.calendar.name if job.calendar_id else None,
+        "calendar_policy": job.calendar_policy,
+        "labels": list(job.labels),
+        "singleton": job.singleton,
+        "timeout": job.timeout,
+        "retries": job.retries,
+        "retry_backoff": job.retry_backoff,
+        "misfire_policy": job.misfire_policy,
+        "enabled": job.enabled,
+    }

@@ -1,0 +1,101 @@
+"""The scheduler loop: one tick of every unit of work, then a precise sleep.
+
+It sleeps until the earliest due `next_run_at` (capped by the interval) so a
+job fires within milliseconds of its instant, and wakes early when a job is
+saved. A database outage is logged and retried with backoff; the loop never
+dies from it.
+"""
+
+import logging
+import threading
+import time
+
+from django.db import close_old_connections
+from django.db.utils import DatabaseError, InterfaceError, OperationalError
+from django.utils import timezone
+
+from scheduler import ticks
+
+log = logging.getLogger("croniq.scheduler")
+
+MAX_OUTAGE_BACKOFF = 30.0
+# How often a sleeping loop looks for edited jobs (an indexed MAX query).
+EDIT_CHECK_INTERVAL = 0.1
+
+
+class SchedulerLoop:
+    def __init__(self, interval=1.0, clock=timezone.now):
+        self.interval = interval
+        self.clock = clock
+        self.stopping = threading.Event()
+        self.outage_backoff = 0.0
+        self.last_job_edit = None
+
+    def stop(self):
+        self.stopping.set()
+
+    def units(self):
+        return [
+            ("fired", ticks.trigger_due),
+            ("timed_out", ticks.expire_timeouts),
+            ("reaped", ticks.reap_expired_leases),
+            ("runners", ticks.update_runner_states),
+            ("pruned", ticks.prune_history),
+        ]
+
+    def tick(self, now):
+        """Run every unit once; returns {unit: count} for the units that did work."""
+        done = {}
+        for name, unit in self.units():
+            count = unit(now)
+            if count:
+                done[name] = count
+        ticks.mark_tick(now)
+        return done
+
+    def run_once(self):
+        close_old_connections()
+        done = self.tick(self.clock())
+        if done:
+            log.info("tick: %s", " ".join(f"{k}={v}" for k, v in done.items()))
+        return done
+
+    def run_forever(self):
+        log.info("scheduler loop started (interval %.2fs)", self.interval)
+        while not self.stopping.is_set():
+            try:
+                self.run_once()
+                if self.outage_backoff:
+                    log.info("database is back: scheduler loop resumed")
+                self.outage_backoff = 0.0
+                self.sleep_until_due()
+            except (OperationalError, InterfaceError, DatabaseError) as e:
+                self.outage_backoff = min(MAX_OUTAGE_BACKOFF, max(0.5, self.outage_backoff * 2))
+                log.warning(
+                    "database unavailable (%s); retrying in %.1fs",
+                    str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
+                    self.outage_backoff,
+                )
+                close_old_connections()
+                self.stopping.wait(self.outage_backoff)
+        log.info("scheduler loop stopped")
+
+    def sleep_until_due(self):
+        """Sleep until the earliest due job, the interval, an edit, or a stop."""
+        now = self.clock()
+        earliest = ticks.earliest_due(now)
+        seconds = self.interval
+        if earliest is not None:
+            seconds = min(seconds, max(0.0, (earliest - now).total_seconds()))
+        deadline = time.monotonic() + seconds
+        self.last_job_edit = self.last_job_edit or ticks.last_job_edit()
+        while not self.stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)):
+                return
+            edit = ticks.last_job_edit()
+            if edit != self.last_job_edit:
+                self.last_job_edit = edit
+                return

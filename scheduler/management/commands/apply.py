@@ -1,0 +1,56 @@
+import getpass
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from scheduler.applyfile import ApplyError, apply, load
+
+
+class Command(BaseCommand):
+    help = "Apply jobs and calendars from a YAML or JSON file (all or nothing, audited)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Print the plan, change nothing."
+        )
+        parser.add_argument(
+            "--prune", action="store_true", help="Delete jobs and calendars the file does not list."
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="Print the changes as JSON."
+        )
+
+    def handle(self, *args, file, dry_run, prune, as_json, **options):
+        try:
+            document = load(file)
+            changes = apply(
+                document,
+                now=timezone.now(),
+                prune=prune,
+                dry_run=dry_run,
+                actor=("user", f"apply:{getpass.getuser()}"),
+                source=file,
+            )
+        except ApplyError as e:
+            for error in e.errors:
+                self.stderr.write(f"error: {error}")
+            raise CommandError(f"{file}: nothing applied ({len(e.errors)} error(s))") from None
+        self.report(changes, dry_run, as_json)
+
+    def report(self, changes, dry_run, as_json):
+        real = [c for c in changes if c.action != "unchanged"]
+        if as_json:
+            rows = [
+                {"action": c.action, "kind": c.kind, "name": c.name, "diff": c.diff} for c in real
+            ]
+            self.stdout.write(json.dumps(rows, default=str))
+            return
+        for change in real:
+            self.stdout.write(str(change))
+        prefix = "would apply" if dry_run else "applied"
+        if not real:
+            self.stdout.write("nothing to change: everything is as the file says")
+        else:
+            self.stdout.write(f"{prefix} {len(real)} change(s)")

@@ -1,0 +1,34 @@
+"""The scheduler worker: fires due jobs, times out and reaps executions.
+
+`handle()` only loops, sleeps and watches for shutdown; the work is in
+scheduler.loop.SchedulerLoop, whose `tick(now)` tests call directly.
+"""
+
+import signal
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from scheduler.loop import SchedulerLoop
+
+
+class Command(BaseCommand):
+    help = "Fire due jobs and reap orphaned executions, until SIGTERM/SIGINT."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="Run a single tick and exit.")
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=settings.CRONIQ_TICK_INTERVAL,
+            help="Longest sleep between ticks, in seconds (default CRONIQ_TICK_INTERVAL).",
+        )
+
+    def handle(self, *args, once, interval, **options):
+        loop = SchedulerLoop(interval=interval)
+        if once:
+            loop.run_once()
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: loop.stop())
+        loop.run_forever()

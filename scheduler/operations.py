@@ -1,0 +1,121 @@
+"""Operator actions on jobs and executions (admin, dashboard). Each is audited."""
+
+from django.db import IntegrityError, transaction
+
+import audit
+from scheduler.models import Execution, Job
+
+
+class OperationRefused(Exception):
+    pass
+
+
+def run_now(job, now, actor):
+    """A manual execution now; refused while a singleton job has one live."""
+    if job.singleton and job.executions.filter(state__in=Execution.ACTIVE_STATES).exists():
+        raise OperationRefused(f"{job.name} is a singleton job and already has a live execution")
+    try:
+        with transaction.atomic():
+            execution = Execution.objects.create(
+                job=job,
+                scheduled_for=now,
+                trigger=Execution.MANUAL,
+                singleton=job.singleton,
+                run_after=now,
+                created_at=now,
+            )
+    except IntegrityError:
+        raise OperationRefused(f"{job.name} already has a live or identical execution") from None
+    audit.record("job.run_now", target=job, actor=actor, at=now, data={"execution": execution.pk})
+    notify_runners()
+    return execution
+
+
+def pause(jobs, now, actor):
+    paused = 0
+    for job in jobs.filter(paused_at__isnull=True):
+        Job.objects.filter(pk=job.pk).update(paused_at=now, next_run_at=None, updated_at=now)
+        audit.record("job.paused", target=job, actor=actor, at=now)
+        paused += 1
+    return paused
+
+
+def resume(jobs, now, actor):
+    resumed = 0
+    for job in jobs.filter(paused_at__isnull=False).select_related("calendar"):
+        job.paused_at = None
+        job.reschedule(now)
+        job.save(update_fields=["paused_at", "next_run_at", "updated_at"])
+        audit.record(
+            "job.resumed",
+            target=job,
+            actor=actor,
+            at=now,
+            data={"next_run_at": job.next_run_at.isoformat() if job.next_run_at else None},
+        )
+        resumed += 1
+    return resumed
+
+
+def cancel(executions, now, actor):
+    """Pending ones are cancelled at once; running ones are asked to stop
+    through the runner's next heartbeat (its `cancel` list)."""
+    cancelled = 0
+    for execution in executions.filter(state__in=Execution.ACTIVE_STATES):
+        if execution.state == Execution.PENDING:
+            done = Execution.objects.filter(pk=execution.pk, state=Execution.PENDING).update(
+                state=Execution.CANCELLED, finished_at=now, error="cancelled by an operator"
+            )
+            if done:
+                audit.increment("croniq_executions_total", state=Execution.CANCELLED)
+        else:
+            done = Execution.objects.filter(
+                pk=execution.pk, state=Execution.RUNNING, cancel_requested_at__isnull=True
+            ).update(cancel_requested_at=now)
+        if done:
+            audit.record(
+                "execution.cancel", target=execution, actor=actor, at=now,
+                data={"state": execution.state},
+            )  # fmt: skip
+            cancelled += 1
+    return cancelled
+
+
+RETRYABLE = (Execution.FAILED, Execution.TIMED_OUT, Execution.LOST, Execution.CANCELLED)
+
+
+def retry(execution, now, actor):
+    """A new attempt of a finished execution, now."""
+    if execution.state not in RETRYABLE:
+        raise OperationRefused(f"execution {execution.pk} is {execution.state}, not retryable")
+    latest = (
+        Execution.objects.filter(job=execution.job, scheduled_for=execution.scheduled_for)
+        .order_by("-attempt")
+        .first()
+    )
+    try:
+        with transaction.atomic():
+            new = Execution.objects.create(
+                job=execution.job,
+                scheduled_for=execution.scheduled_for,
+                attempt=latest.attempt + 1,
+                trigger=Execution.RETRY,
+                singleton=execution.job.singleton,
+                run_after=now,
+                created_at=now,
+            )
+    except IntegrityError:
+        raise OperationRefused(f"{execution.job.name} already has a live execution") from None
+    audit.record(
+        "execution.retry", target=new, actor=actor, at=now,
+        data={"previous": execution.pk, "by": "operator"},
+        counter=("croniq_retries_total", {"reason": "operator"}),
+    )  # fmt: skip
+    notify_runners()
+    return new
+
+
+def notify_runners():
+    from runners.hub import notify_new_work
+
+    transaction.on_commit(notify_new_work)

@@ -1,0 +1,262 @@
+"""The scheduler's units of work. Each takes `now` and returns how much it did.
+
+`scheduler_loop` calls them in turn; tests call them with fixed instants.
+Any number of loops may run at once: every unit claims its rows with a
+conditional update or `select_for_update(skip_locked=True)`, and the unique
+constraints on Execution are the backstop (DESIGN.md §2).
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Min
+
+import audit
+from scheduler import lifecycle
+from scheduler.models import Execution, Job
+
+log = logging.getLogger("croniq.scheduler")
+
+# How many due jobs one trigger pass takes; the rest wait for the next pass.
+TRIGGER_BATCH = 1000
+# Occurrences enumerated one by one before a long outage is treated in bulk.
+ENUMERATION_LIMIT = 1000
+
+
+def due_jobs(now):
+    return Job.objects.filter(enabled=True, paused_at__isnull=True, next_run_at__lte=now)
+
+
+def earliest_due(now):
+    """The earliest next_run_at of any active job (the loop sleeps until then)."""
+    return Job.objects.filter(
+        enabled=True, paused_at__isnull=True, next_run_at__isnull=False
+    ).aggregate(at=Min("next_run_at"))["at"]
+
+
+@dataclass
+class Occurrences:
+    """The instants of one job that came due by `now`, split by misfire grace."""
+
+    on_time: list = field(default_factory=list)
+    missed: list = field(default_factory=list)
+    missed_uncounted: bool = False  # an outage too long to enumerate
+    last: object = None  # the last due instant
+    next_instant: object = None  # the first instant after now: the new next_run_at
+
+
+def due_occurrences(job, now):
+    grace = timedelta(seconds=settings.CRONIQ_MISFIRE_GRACE)
+    result = Occurrences()
+    instant = job.next_run_at
+    enumerated = 0
+    while instant is not None and instant <= now:
+        if enumerated == ENUMERATION_LIMIT and not result.missed_uncounted:
+            # Too many missed instants to list: jump to the grace window.
+            result.missed_uncounted = True
+            instant = job.next_fire_after(now - grace - timedelta(microseconds=1))
+            continue
+        (result.missed if now - instant > grace else result.on_time).append(instant)
+        result.last = instant
+        enumerated += 1
+        instant = job.next_fire_after(instant)
+    result.next_instant = instant
+    return result
+
+
+def trigger_due(now):
+    """Create the executions of every due job; returns how many were created."""
+    created = 0
+    for job_id in (
+        due_jobs(now).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
+    ):
+        try:
+            created += trigger_job(job_id, now)
+        except IntegrityError:
+            # Another loop created the same (job, instant, attempt): invariant 1's backstop.
+            log.info("job %s: another scheduler fired it first", job_id)
+    if created:
+        from runners.hub import notify_new_work
+
+        notify_new_work()
+    return created
+
+
+def lock_due_job(job_id, now):
+    """The job, locked, if it is still due; None if another loop has it."""
+    jobs = due_jobs(now).filter(pk=job_id).select_related("calendar")
+    if connection.features.has_select_for_update_skip_locked:
+        jobs = jobs.select_for_update(skip_locked=True, of=("self",))
+    return jobs.first()
+
+
+def trigger_job(job_id, now):
+    with transaction.atomic():
+        job = lock_due_job(job_id, now)
+        if job is None:
+            return 0
+        occurrences = due_occurrences(job, now)
+        to_fire = apply_misfire_policy(job, occurrences, now)
+        created = sum(fire(job, instant, trigger, now) for instant, trigger in to_fire)
+        job.last_scheduled_at = occurrences.last
+        job.next_run_at = occurrences.next_instant
+        job.save(update_fields=["last_scheduled_at", "next_run_at"])
+        if job.next_run_at is None:
+            audit.record("job.exhausted", target=job, at=now, data={"after": str(now)})
+        return created
+
+
+def apply_misfire_policy(job, occurrences, now):
+    """[(instant, trigger)] to fire; records the misfire when instants are dropped."""
+    on_time = [(t, Execution.SCHEDULE) for t in occurrences.on_time]
+    missed = occurrences.missed
+    if not missed and not occurrences.missed_uncounted:
+        return on_time
+    if job.misfire_policy == Job.RUN_ALL:
+        cap = settings.CRONIQ_RUN_ALL_CAP
+        catch_up = [(t, Execution.CATCH_UP) for t in missed][-cap:]
+        dropped = len(missed) - len(catch_up)
+        fired = catch_up + on_time
+    elif job.misfire_policy == Job.RUN_ONCE and not on_time:
+        fired = [(missed[-1], Execution.CATCH_UP)] if missed else []
+        dropped = len(missed) - len(fired)
+    else:  # skip, or run_once with an on-time occurrence that covers the gap
+        fired = on_time
+        dropped = len(missed)
+    record_misfire(job, missed, dropped, occurrences.missed_uncounted, now)
+    return fired
+
+
+def record_misfire(job, missed, dropped, uncounted, now):
+    audit.record(
+        "job.misfire",
+        target=job,
+        at=now,
+        data={
+            "policy": job.misfire_policy,
+            "missed": len(missed),
+            "dropped": dropped,
+            "more_than_listed": uncounted,
+            "first_missed": missed[0].isoformat() if missed else None,
+        },
+        counter=("croniq_misfires_total", {"job": job.name}),
+    )
+
+
+def fire(job, instant, trigger, now):
+    """Create the execution for one occurrence, or a skipped one when a
+    singleton job is still busy. Returns 1 if a runnable execution was made."""
+    if job.singleton:
+        live = job.executions.filter(state__in=Execution.ACTIVE_STATES).first()
+        if live is not None:
+            skip(job, instant, trigger, live, now)
+            return 0
+    Execution.objects.create(
+        job=job,
+        scheduled_for=instant,
+        trigger=trigger,
+        singleton=job.singleton,
+        run_after=instant,
+        created_at=now,
+    )
+    return 1
+
+
+def skip(job, instant, trigger, live, now):
+    execution = Execution.objects.create(
+        job=job,
+        scheduled_for=instant,
+        trigger=trigger,
+        state=Execution.SKIPPED,
+        run_after=instant,
+        created_at=now,
+        finished_at=now,
+        error=f"skipped: singleton job still has execution {live.pk} {live.state}",
+    )
+    audit.increment("croniq_executions_total", state=Execution.SKIPPED)
+    audit.record(
+        "execution.skipped",
+        target=execution,
+        at=now,
+        data={"reason": "singleton", "active": live.pk},
+        counter=("croniq_singleton_skips_total", {"job": job.name}),
+    )
+
+
+def expire_timeouts(now):
+    """Time out running executions past their timeout (plus grace) on the
+    server side, whether or not their runner is still there."""
+    grace = timedelta(seconds=settings.CRONIQ_TIMEOUT_GRACE)
+    expired = 0
+    running = Execution.objects.filter(
+        state=Execution.RUNNING, job__timeout__isnull=False, claimed_at__isnull=False
+    ).select_related("job")
+    for execution in running:
+        deadline = execution.claimed_at + timedelta(seconds=execution.job.timeout) + grace
+        if deadline > now:
+            continue
+        error = f"timed out on the server after {execution.job.timeout}s (runner did not finish)"
+        result = lifecycle.settle(execution, Execution.TIMED_OUT, now, error=error)
+        if result is not False:
+            audit.record("execution.timed_out", target=execution, at=now, data={"error": error})
+            expired += 1
+    return expired
+
+
+def reap_expired_leases(now):
+    """Running executions whose lease ran out become lost and are retried."""
+    expired = Execution.objects.filter(state=Execution.RUNNING, lease_expires_at__lt=now)
+    return len(lifecycle.release(expired, lifecycle.LEASE_EXPIRED, now))
+
+
+def update_runner_states(now):
+    """Mark silent runners offline, and forget long-offline ones (audited)."""
+    from runners.models import Runner
+
+    silent_since = now - timedelta(seconds=3 * settings.CRONIQ_HEARTBEAT_INTERVAL)
+    changed = 0
+    silent = Runner.objects.filter(
+        state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since
+    )
+    for runner in silent:
+        if Runner.objects.filter(pk=runner.pk, last_seen_at=runner.last_seen_at).update(
+            state=Runner.OFFLINE
+        ):
+            audit.record(
+                "runner.offline",
+                target=runner,
+                at=now,
+                data={"last_seen_at": runner.last_seen_at.isoformat()},
+            )
+            changed += 1
+    forget_before = now - timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
+    for runner in Runner.objects.filter(state=Runner.OFFLINE, last_seen_at__lt=forget_before):
+        lifecycle.release(runner.executions.all(), lifecycle.RUNNER_FORGOTTEN, now)
+        audit.record(
+            "runner.forgotten",
+            target=runner,
+            at=now,
+            data={"last_seen_at": runner.last_seen_at.isoformat(), "reason": "retention"},
+        )
+        runner.delete()
+        changed += 1
+    return changed
+
+
+def prune_history(now):
+    """Drop audit events past their retention (bounded batches)."""
+    return audit.prune(now) if hasattr(audit, "prune") else 0
+
+
+def last_job_edit():
+    """A marker that changes whenever a job is saved (the loop wakes on it)."""
+    from django.db.models import Max
+
+    return Job.objects.aggregate(at=Max("updated_at"), n=Max("pk"))
+
+
+def mark_tick(now):
+    audit.mark_tick(now)

@@ -1,0 +1,234 @@
+"""`manage.py apply`: jobs and calendars as code, all or nothing, idempotent."""
+
+import datetime as dt
+import json
+
+import pytest
+import yaml
+from django.core.management import CommandError, call_command
+
+from audit.models import AuditEvent
+from calendars.models import Calendar
+from scheduler.models import Job
+
+pytestmark = pytest.mark.django_db
+
+DOCUMENT = {
+    "calendars": [
+        {
+            "name": "de-by-workdays",
+            "timezone": "Europe/Berlin",
+            "weekdays": ["mon", "tue", "wed", "thu", "fri"],
+            "holidays": {"country": "DE", "subdivision": "BY"},
+            "daily_window": {"start": "06:00", "end": "22:00"},
+            "exclude": [{"start": "2026-12-24", "end": "2027-01-06", "label": "Christmas freeze"}],
+        }
+    ],
+    "jobs": [
+        {
+            "name": "nightly-report",
+            "schedule": "30 7 * * *",
+            "timezone": "Europe/Berlin",
+            "command": "python report.py",
+            "env": {"REPORT_DIR": "/srv/reports"},
+            "calendar": "de-by-workdays",
+            "labels": ["linux"],
+            "singleton": True,
+            "timeout": 3600,
+            "retries": 2,
+            "retry_backoff": 30,
+            "misfire_policy": "run_once",
+        },
+        {"name": "heartbeat", "schedule": "@every 5m", "command": "true"},
+    ],
+}
+
+
+def write(tmp_path, document, name="croniq.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(document) if name.endswith(".yaml") else json.dumps(document))
+    return str(path)
+
+
+def run_apply(*args):
+    from io import StringIO
+
+    out, err = StringIO(), StringIO()
+    call_command("apply", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def snapshot():
+    jobs = list(Job.objects.order_by("name").values())
+    calendars = list(Calendar.objects.order_by("name").values())
+    return jobs, calendars
+
+
+def test_apply_creates_calendars_and_jobs_and_schedules_them(tmp_path):
+    out, _ = run_apply(write(tmp_path, DOCUMENT))
+
+    assert "+ calendar de-by-workdays" in out
+    assert "+ job nightly-report" in out
+    job = Job.objects.get(name="nightly-report")
+    assert job.calendar.name == "de-by-workdays"
+    assert job.env == {"REPORT_DIR": "/srv/reports"}
+    assert job.labels == ["linux"]
+    assert job.singleton and job.timeout == 3600 and job.retries == 2
+    assert job.next_run_at is not None
+    assert Calendar.objects.get(name="de-by-workdays").periods.count() == 1
+    assert Job.objects.get(name="heartbeat").timezone == "UTC"
+
+
+def test_a_second_apply_changes_nothing_and_says_so(tmp_path):
+    path = write(tmp_path, DOCUMENT)
+    run_apply(path)
+    before = snapshot()
+    events = AuditEvent.objects.count()
+
+    out, _ = run_apply(path)
+
+    assert "nothing to change" in out
+    assert snapshot() == before
+    assert AuditEvent.objects.count() == events
+
+
+def test_json_files_work_too(tmp_path):
+    run_apply(write(tmp_path, DOCUMENT, "croniq.json"))
+    assert Job.objects.count() == 2
+
+
+def test_a_change_is_applied_and_audited_with_a_diff(tmp_path):
+    run_apply(write(tmp_path, DOCUMENT))
+    changed = json.loads(json.dumps(DOCUMENT))
+    changed["jobs"][1]["schedule"] = "@every 10m"
+
+    out, _ = run_apply(write(tmp_path, changed))
+
+    assert "~ job heartbeat: schedule" in out
+    assert Job.objects.get(name="heartbeat").schedule == "@every 10m"
+    event = AuditEvent.objects.filter(action="job.changed").get()
+    assert event.data["diff"] == {"schedule": ["@every 5m", "@every 10m"]}
+    assert event.actor_kind == "user"
+    assert event.actor_name.startswith("apply:")
+
+
+def test_the_first_bad_item_rolls_everything_back_and_names_the_field(tmp_path):
+    run_apply(write(tmp_path, DOCUMENT))
+    before = snapshot()
+    broken = json.loads(json.dumps(DOCUMENT))
+    broken["jobs"][0]["command"] = "python other.py"  # a good change before the bad one
+    broken["jobs"].append({"name": "bad", "schedule": "61 * * * *", "command": "true"})
+
+    with pytest.raises(CommandError, match="nothing applied"):
+        run_apply(write(tmp_path, broken))
+
+    assert snapshot() == before
+
+
+def test_errors_point_at_the_item_and_field(tmp_path, capsys):
+    broken = {
+        "jobs": [
+            {"name": "ok", "schedule": "@hourly", "command": "true"},
+            {"name": "a", "schedule": "61 * * * *", "command": "true"},
+            {"name": "b", "schedule": "@hourly", "command": "true", "timezone": "Mars/Base"},
+            {"name": "c", "schedule": "@hourly", "command": "true", "calendar": "nope"},
+            {"name": "d", "schedul": "@hourly"},
+        ]
+    }
+    from io import StringIO
+
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply", write(tmp_path, broken), stderr=err, stdout=StringIO())
+    text = err.getvalue()
+    assert "jobs[1].schedule:" in text and "59" in text
+    assert "jobs[2].timezone:" in text
+    assert "jobs[3].calendar: no calendar named 'nope'" in text
+    assert "jobs[4]: unknown field(s): schedul" in text
+    assert not Job.objects.exists()
+
+
+def test_a_job_that_never_meets_its_calendar_is_refused(tmp_path):
+    document = {
+        "calendars": [{"name": "weekdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],
+        "jobs": [
+            {"name": "saturday", "schedule": "0 9 * * 6", "command": "true", "calendar": "weekdays"}
+        ],
+    }
+    from io import StringIO
+
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply", write(tmp_path, document), stderr=err, stdout=StringIO())
+    assert "jobs[0].schedule:" in err.getvalue()
+    assert "never" in err.getvalue()
+    assert not Calendar.objects.exists()
+
+
+def test_malformed_files_are_refused_with_a_clear_message(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("jobs: [ {name: x\n")
+    with pytest.raises(CommandError):
+        run_apply(str(path))
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(CommandError):
+        run_apply(str(path))
+    with pytest.raises(CommandError):
+        run_apply(str(tmp_path / "missing.yaml"))
+
+
+def test_bad_periods_are_refused(tmp_path):
+    document = {
+        "calendars": [
+            {"name": "backwards", "exclude": [{"start": "2027-01-06", "end": "2026-12-24"}]}
+        ]
+    }
+    with pytest.raises(CommandError):
+        run_apply(write(tmp_path, document))
+    assert not Calendar.objects.exists()
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
+    out, _ = run_apply(write(tmp_path, DOCUMENT), "--dry-run")
+
+    assert "+ job nightly-report" in out
+    assert "would apply 3 change(s)" in out
+    assert not Job.objects.exists()
+    assert not Calendar.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_prune_removes_what_the_file_no_longer_lists(tmp_path):
+    run_apply(write(tmp_path, DOCUMENT))
+    smaller = {"jobs": [DOCUMENT["jobs"][1]]}
+
+    out, _ = run_apply(write(tmp_path, smaller), "--prune")
+
+    assert "- job nightly-report" in out
+    assert "- calendar de-by-workdays" in out
+    assert list(Job.objects.values_list("name", flat=True)) == ["heartbeat"]
+    assert not Calendar.objects.exists()
+    assert AuditEvent.objects.filter(action="job.deleted").count() == 1
+
+
+def test_without_prune_unlisted_jobs_stay(tmp_path):
+    run_apply(write(tmp_path, DOCUMENT))
+    run_apply(write(tmp_path, {"jobs": [DOCUMENT["jobs"][1]]}))
+    assert Job.objects.count() == 2
+
+
+def test_datetime_periods_need_an_offset(tmp_path):
+    document = {
+        "calendars": [
+            {"name": "c", "exclude": [{"start": "2026-12-24T10:00", "end": "2026-12-24T12:00"}]}
+        ]
+    }
+    with pytest.raises(CommandError):
+        run_apply(write(tmp_path, document))
+    document["calendars"][0]["exclude"][0] = {
+        "start": "2026-12-24T10:00+01:00",
+        "end": "2026-12-24T12:00+01:00",
+    }
+    run_apply(write(tmp_path, document))
+    period = Calendar.objects.get(name="c").periods.get()
+    assert period.start_at == dt.datetime(2026, 12, 24, 9, 0, tzinfo=dt.UTC)

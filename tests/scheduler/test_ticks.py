@@ -1,0 +1,293 @@
+"""The trigger, timeout, retry and reaper ticks, at fixed instants."""
+
+import datetime as dt
+
+import pytest
+from django.test import override_settings
+
+from audit.models import AuditEvent, Counter
+from scheduler import lifecycle, ticks
+from scheduler.models import Execution, Job
+from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)  # a Monday
+
+
+def at(minutes=0, seconds=0):
+    return T0 + dt.timedelta(minutes=minutes, seconds=seconds)
+
+
+def counter(name, **labels):
+    from audit.recording import labels_key
+
+    row = Counter.objects.filter(name=name, labels=labels_key(labels)).first()
+    return row.value if row else 0
+
+
+def test_a_due_job_fires_once_and_advances_to_its_next_instant():
+    job = JobFactory(schedule="*/5 * * * *", next_run_at=at(0))
+
+    assert ticks.trigger_due(at(0, 0.01)) == 1
+    assert ticks.trigger_due(at(0, 0.02)) == 0
+
+    execution = Execution.objects.get(job=job)
+    assert execution.scheduled_for == at(0)
+    assert execution.state == Execution.PENDING
+    assert execution.run_after == at(0)
+    job.refresh_from_db()
+    assert job.next_run_at == at(5)
+    assert job.last_scheduled_at == at(0)
+
+
+def test_a_job_not_yet_due_does_not_fire():
+    JobFactory(next_run_at=at(5))
+    assert ticks.trigger_due(at(4, 59)) == 0
+    assert not Execution.objects.exists()
+
+
+def test_paused_and_disabled_jobs_do_not_fire():
+    JobFactory(next_run_at=at(0), enabled=False)
+    JobFactory(next_run_at=at(0), paused_at=at(-1))
+    assert ticks.trigger_due(at(1)) == 0
+
+
+def test_every_schedules_stay_anchored_on_the_last_instant_not_on_now():
+    job = JobFactory(schedule="@every 1s", next_run_at=at(0))
+    ticks.trigger_due(at(0, 0.4))  # 400 ms late
+    job.refresh_from_db()
+    assert job.next_run_at == at(0, 1)
+
+
+def test_a_short_lag_within_grace_fires_every_instant_on_time():
+    job = JobFactory(schedule="@every 10s", next_run_at=at(0))
+    assert ticks.trigger_due(at(0, 25)) == 3
+    instants = sorted(job.executions.values_list("scheduled_for", flat=True))
+    assert instants == [at(0), at(0, 10), at(0, 20)]
+    assert set(job.executions.values_list("trigger", flat=True)) == {Execution.SCHEDULE}
+    assert not AuditEvent.objects.filter(action="job.misfire").exists()
+
+
+OUTAGE_END = at(180, 30)  # three hours and a half minute later
+
+
+def test_run_once_after_a_three_hour_outage_makes_one_catch_up_then_continues():
+    job = JobFactory(schedule="*/10 * * * *", next_run_at=at(0), misfire_policy=Job.RUN_ONCE)
+
+    assert ticks.trigger_due(OUTAGE_END) == 1
+
+    execution = job.executions.get()
+    assert execution.trigger == Execution.CATCH_UP
+    assert execution.scheduled_for == at(180)
+    job.refresh_from_db()
+    assert job.next_run_at == at(190)
+    misfire = AuditEvent.objects.get(action="job.misfire")
+    assert misfire.data["missed"] == 19
+    assert misfire.data["dropped"] == 18
+    assert counter("croniq_misfires_total", job=job.name) == 1
+
+
+def test_skip_after_an_outage_drops_the_missed_instants_and_records_it():
+    job = JobFactory(schedule="*/10 * * * *", next_run_at=at(0), misfire_policy=Job.SKIP)
+
+    assert ticks.trigger_due(OUTAGE_END) == 0
+
+    assert not job.executions.exists()
+    job.refresh_from_db()
+    assert job.next_run_at == at(190)
+    assert AuditEvent.objects.get(action="job.misfire").data["dropped"] == 19
+
+
+def test_run_all_after_an_outage_runs_each_missed_instant():
+    job = JobFactory(schedule="*/10 * * * *", next_run_at=at(0), misfire_policy=Job.RUN_ALL)
+
+    assert ticks.trigger_due(OUTAGE_END) == 19
+
+    instants = sorted(job.executions.values_list("scheduled_for", flat=True))
+    assert instants == [at(10 * i) for i in range(19)]
+    assert set(job.executions.values_list("trigger", flat=True)) == {Execution.CATCH_UP}
+
+
+@override_settings(CRONIQ_RUN_ALL_CAP=5)
+def test_run_all_is_capped_to_the_newest_missed_instants():
+    job = JobFactory(schedule="*/10 * * * *", next_run_at=at(0), misfire_policy=Job.RUN_ALL)
+
+    assert ticks.trigger_due(OUTAGE_END) == 5
+
+    instants = sorted(job.executions.values_list("scheduled_for", flat=True))
+    assert instants == [at(10 * i) for i in range(14, 19)]
+    assert AuditEvent.objects.get(action="job.misfire").data["dropped"] == 14
+
+
+def test_an_outage_too_long_to_list_still_makes_one_catch_up():
+    job = JobFactory(schedule="@every 1s", next_run_at=at(0), misfire_policy=Job.RUN_ONCE)
+    end = at(180)  # 10,800 missed instants
+
+    assert ticks.trigger_due(end) == 1
+
+    job.refresh_from_db()
+    assert job.next_run_at > end
+    assert job.next_run_at <= end + dt.timedelta(seconds=1)
+    assert AuditEvent.objects.get(action="job.misfire").data["more_than_listed"] is True
+
+
+def test_a_singleton_occurrence_while_one_is_active_is_recorded_as_skipped():
+    job = JobFactory(schedule="*/5 * * * *", next_run_at=at(5), singleton=True)
+    active = ExecutionFactory(job=job, scheduled_for=at(0), state=Execution.RUNNING)
+
+    assert ticks.trigger_due(at(5)) == 0
+
+    skipped = job.executions.get(scheduled_for=at(5))
+    assert skipped.state == Execution.SKIPPED
+    assert str(active.pk) in skipped.error
+    assert job.executions.filter(state__in=Execution.ACTIVE_STATES).count() == 1
+    assert counter("croniq_singleton_skips_total", job=job.name) == 1
+    assert AuditEvent.objects.filter(action="execution.skipped").count() == 1
+
+
+def test_a_non_singleton_job_may_overlap():
+    job = JobFactory(schedule="*/5 * * * *", next_run_at=at(5))
+    ExecutionFactory(job=job, scheduled_for=at(0), state=Execution.RUNNING)
+    assert ticks.trigger_due(at(5)) == 1
+
+
+def test_the_database_refuses_a_second_live_singleton_execution():
+    from django.db import IntegrityError, transaction
+
+    job = JobFactory(singleton=True)
+    ExecutionFactory(job=job, scheduled_for=at(0))
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ExecutionFactory(job=job, scheduled_for=at(5))
+
+
+def test_the_database_refuses_a_duplicate_occurrence():
+    from django.db import IntegrityError, transaction
+
+    job = JobFactory()
+    ExecutionFactory(job=job, scheduled_for=at(0), state=Execution.SUCCEEDED)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ExecutionFactory(job=job, scheduled_for=at(0), state=Execution.PENDING)
+
+
+def running(job, claimed, lease_for=30, **fields):
+    return ExecutionFactory(
+        job=job,
+        scheduled_for=claimed,
+        state=Execution.RUNNING,
+        runner=fields.pop("runner", None) or RunnerFactory(),
+        lease=1,
+        claimed_at=claimed,
+        lease_expires_at=claimed + dt.timedelta(seconds=lease_for),
+        **fields,
+    )
+
+
+def test_a_failed_run_is_retried_with_doubling_backoff_until_retries_run_out():
+    job = JobFactory(retries=2, retry_backoff=30)
+    first = running(job, at(0))
+
+    retry = lifecycle.settle(first, Execution.FAILED, at(1), exit_code=1)
+    assert (retry.attempt, retry.trigger, retry.run_after) == (2, Execution.RETRY, at(1, 30))
+
+    retry.state, retry.lease, retry.claimed_at = Execution.RUNNING, 1, at(2)
+    retry.save()
+    second = lifecycle.settle(retry, Execution.TIMED_OUT, at(3))
+    assert (second.attempt, second.run_after) == (3, at(4))
+
+    second.state, second.lease, second.claimed_at = Execution.RUNNING, 1, at(5)
+    second.save()
+    assert lifecycle.settle(second, Execution.FAILED, at(6), exit_code=1) is None
+    assert job.executions.count() == 3
+    assert counter("croniq_retries_total", reason=Execution.FAILED) == 1
+    assert counter("croniq_retries_total", reason=Execution.TIMED_OUT) == 1
+
+
+def test_a_succeeded_run_is_not_retried():
+    job = JobFactory(retries=3)
+    assert lifecycle.settle(running(job, at(0)), Execution.SUCCEEDED, at(1), exit_code=0) is None
+    assert counter("croniq_executions_total", state=Execution.SUCCEEDED) == 1
+
+
+def test_a_stale_lease_cannot_settle_an_execution():
+    job = JobFactory()
+    execution = running(job, at(0))
+    Execution.objects.filter(pk=execution.pk).update(lease=2)  # claimed again elsewhere
+
+    assert lifecycle.settle(execution, Execution.SUCCEEDED, at(1), exit_code=0) is False
+    execution.refresh_from_db()
+    assert execution.state == Execution.RUNNING
+
+
+def test_the_server_times_out_a_run_whose_runner_never_finishes():
+    job = JobFactory(timeout=60, retries=0)
+    execution = running(job, at(0), lease_for=3600)
+
+    with override_settings(CRONIQ_TIMEOUT_GRACE=30):
+        assert ticks.expire_timeouts(at(1, 29)) == 0
+        assert ticks.expire_timeouts(at(1, 31)) == 1
+
+    execution.refresh_from_db()
+    assert execution.state == Execution.TIMED_OUT
+    assert "timed out on the server" in execution.error
+    assert AuditEvent.objects.filter(action="execution.timed_out").count() == 1
+
+
+def test_an_expired_lease_is_reaped_and_retried_at_once_even_without_retries():
+    job = JobFactory(retries=0, singleton=True)
+    execution = running(job, at(0), lease_for=30)
+
+    assert ticks.reap_expired_leases(at(0, 29)) == 0
+    assert ticks.reap_expired_leases(at(0, 31)) == 1
+
+    execution.refresh_from_db()
+    assert execution.state == Execution.LOST
+    assert execution.lost_reason == lifecycle.LEASE_EXPIRED
+    retry = job.executions.get(attempt=2)
+    assert retry.state == Execution.PENDING
+    assert retry.run_after == at(0, 31)
+    assert counter("croniq_executions_reaped_total", reason=lifecycle.LEASE_EXPIRED) == 1
+    reaped = AuditEvent.objects.get(action="execution.reaped")
+    assert reaped.data["reason"] == lifecycle.LEASE_EXPIRED
+    assert reaped.data["retry"] == retry.pk
+
+
+@override_settings(CRONIQ_LOST_RETRIES=2)
+def test_lost_retries_stop_at_the_limit():
+    job = JobFactory(retries=0)
+    execution = running(job, at(0), lease_for=1)
+    attempts = []
+    for minute in range(1, 4):
+        retry = lifecycle.release(
+            Execution.objects.filter(pk=execution.pk), "lease_expired", at(minute)
+        )
+        attempts.append(execution.attempt)
+        execution = job.executions.filter(state=Execution.PENDING).first()
+        if execution is None:
+            break
+        Execution.objects.filter(pk=execution.pk).update(
+            state=Execution.RUNNING, lease=1, claimed_at=at(minute)
+        )
+        execution.refresh_from_db()
+        assert retry
+
+    assert attempts == [1, 2, 3]
+    assert job.executions.filter(state=Execution.LOST).count() == 3
+    assert not job.executions.filter(state=Execution.PENDING).exists()
+
+
+def test_silent_runners_go_offline_and_long_offline_ones_are_forgotten():
+    from runners.models import Runner
+
+    with override_settings(CRONIQ_HEARTBEAT_INTERVAL=10, CRONIQ_RUNNER_RETENTION=3600):
+        fresh = RunnerFactory(last_seen_at=at(0, 50))
+        silent = RunnerFactory(last_seen_at=at(0, 0))
+        gone = RunnerFactory(last_seen_at=at(-120), state=Runner.OFFLINE)
+
+        assert ticks.update_runner_states(at(1)) == 2
+
+    assert Runner.objects.get(pk=fresh.pk).state == Runner.ONLINE
+    assert Runner.objects.get(pk=silent.pk).state == Runner.OFFLINE
+    assert not Runner.objects.filter(pk=gone.pk).exists()
+    assert AuditEvent.objects.filter(action="runner.offline").count() == 1
+    assert AuditEvent.objects.filter(action="runner.forgotten").count() == 1
