@@ -1,0 +1,545 @@
+"""When a calendar allows an instant, and when it next does.
+
+Pure and database-free: `Calendar.rules()` turns a row into a `CalendarRules`
+value, and the scheduler's cron math (`scheduler/cron.py`) asks it questions.
+
+Everything is interval arithmetic. From a blocked instant we jump straight to
+the end of whatever blocks it (the end of a blackout, the midnight of the next
+allowed day, the next window start, the next include period), so the cost of
+`next_allowed` grows with the number of blocked stretches crossed, never with
+their length. A three-week Christmas freeze is a handful of jumps.
+
+Day-level rules (weekdays, holidays, date periods) read the local date of the
+instant in the calendar's timezone; the daily window reads its local wall time.
+A window whose end is before its start crosses midnight (22:00-06:00 allows
+late evening and early morning of every allowed day, each by its own date).
+"""
+
+from __future__ import annotations
+
+import bisect
+import calendar as stdlib_calendar
+import functools
+import zoneinfo
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from functools import cached_property
+
+import holidays as holidays_lib
+
+WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DEFAULT_HORIZON_YEARS = 5
+ONE_DAY = timedelta(days=1)
+MIDNIGHT = time(0, 0)
+# Offsets never change twice within a few hours, so sampling every 6 hours
+# finds every transition; a bisection then pins it to the second.
+_SAMPLE_STEP = 6 * 3600
+
+
+class RulesError(ValueError):
+    """Calendar data that cannot describe allowed time (bad timezone, period, ...)."""
+
+
+# --- timezone helpers (shared with scheduler/cron.py) ------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def get_zone(name):
+    """A ZoneInfo for an IANA name, or RulesError with a message a person understands."""
+    if isinstance(name, zoneinfo.ZoneInfo):
+        return name
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise RulesError(
+            f"{name!r} is not a known IANA timezone (for example Europe/Berlin or UTC)."
+        ) from None
+
+
+def to_utc(t):
+    if t.tzinfo is None:
+        raise RulesError(f"{t.isoformat()} has no timezone; pass an aware datetime.")
+    return t.astimezone(UTC)
+
+
+def wall(zone, t):
+    """The naive local wall time of instant `t` in `zone`."""
+    return t.astimezone(zone).replace(tzinfo=None)
+
+
+def _offset_at(zone, epoch):
+    return datetime.fromtimestamp(epoch, zone).utcoffset()
+
+
+@functools.lru_cache(maxsize=4096)
+def _transitions_in_year(zone, year):
+    """(instant, offset before, offset after) for each offset change in `year` (UTC)."""
+    start = int(datetime(year, 1, 1, tzinfo=UTC).timestamp())
+    end = int(datetime(year + 1, 1, 1, tzinfo=UTC).timestamp())
+    found = []
+    lo, lo_off = start - _SAMPLE_STEP, _offset_at(zone, start - _SAMPLE_STEP)
+    for hi in range(start, end + _SAMPLE_STEP, _SAMPLE_STEP):
+        hi_off = _offset_at(zone, hi)
+        if hi_off != lo_off:
+            a, b = lo, hi  # offset(a) == lo_off, offset(b) != lo_off
+            while b - a > 1:
+                mid = (a + b) // 2
+                if _offset_at(zone, mid) == lo_off:
+                    a = mid
+                else:
+                    b = mid
+            if start <= b < end:
+                found.append((datetime.fromtimestamp(b, UTC), lo_off, _offset_at(zone, b)))
+        lo, lo_off = hi, hi_off
+    return tuple(found)
+
+
+def next_transition(zone, t):
+    """The first offset change strictly after `t`, as (instant, before, after), or None.
+
+    Only the current and the next year are searched; callers treat None as
+    "no change before 1 January of t.year + 2" (see `segment_end`).
+    """
+    for year in (t.year, t.year + 1):
+        for tr in _transitions_in_year(zone, year):
+            if tr[0] > t:
+                return tr
+    return None
+
+
+def last_transition(zone, t):
+    """The last offset change at or before `t` (this year or last), or None."""
+    for year in (t.year, t.year - 1):
+        for tr in reversed(_transitions_in_year(zone, year)):
+            if tr[0] <= t:
+                return tr
+    return None
+
+
+def segment_end(zone, t):
+    """The first instant after `t` where the zone's offset may change.
+
+    A real transition, or a year boundary standing in for "none soon", so
+    loops over constant-offset segments always move forward.
+    """
+    tr = next_transition(zone, t)
+    return tr[0] if tr else datetime(t.year + 2, 1, 1, tzinfo=UTC)
+
+
+def instants_with_wall(zone, naive):
+    """All instants whose local wall time is `naive`: none (gap), one, or two (fold)."""
+    found = set()
+    for fold in (0, 1):
+        t = naive.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+        if wall(zone, t) == naive:
+            found.add(t)
+    return sorted(found)
+
+
+def resolve_wall(zone, naive):
+    """The first instant whose wall time is `naive`; in a DST gap, the end of the gap."""
+    hits = instants_with_wall(zone, naive)
+    if hits:
+        return hits[0]
+    before_gap = min(naive.replace(tzinfo=zone, fold=f).astimezone(UTC) for f in (0, 1))
+    return next_transition(zone, before_gap)[0]
+
+
+def local_midnight(zone, day):
+    return resolve_wall(zone, datetime.combine(day, MIDNIGHT))
+
+
+def add_years(t, years):
+    try:
+        return t.replace(year=t.year + years)
+    except ValueError:  # 29 February
+        return t.replace(year=t.year + years, day=28)
+
+
+# --- holidays ----------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def holiday_names(country, subdivision, categories, year):
+    """{date: name} of the public holidays of one year (cached: building them is slow)."""
+    if not country:
+        return {}
+    found = holidays_lib.country_holidays(
+        country, subdiv=subdivision or None, years=year, categories=categories or None
+    )
+    return dict(found)
+
+
+def holiday_problem(country, subdivision="", categories=()):
+    """A sentence saying what is wrong with a holiday selection, or None."""
+    if not country:
+        return "a holiday subdivision needs a country" if subdivision else None
+    try:
+        holiday_names(country, subdivision, tuple(categories), 2000)
+    except NotImplementedError:
+        supported = holidays_lib.list_supported_countries()
+        if country not in supported:
+            return f"{country!r} is not a holiday country the holidays package knows (e.g. DE)"
+        subdivs = ", ".join(supported[country])
+        return f"{subdivision!r} is not a subdivision of {country} (known: {subdivs})"
+    except ValueError as exc:
+        return f"holiday categories {list(categories)!r} are not supported for {country}: {exc}"
+    return None
+
+
+# --- periods -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Period:
+    """A date range (end inclusive, whole local days) or an instant range (end exclusive)."""
+
+    start: date
+    end: date
+    label: str = ""
+
+    def __post_init__(self):
+        is_dt = [isinstance(v, datetime) for v in (self.start, self.end)]
+        if is_dt[0] != is_dt[1]:
+            raise RulesError("a period is two dates or two datetimes, not one of each")
+        if is_dt[0] and (self.start.tzinfo is None or self.end.tzinfo is None):
+            raise RulesError("period datetimes need a timezone")
+        if self.start > self.end or (is_dt[0] and self.start == self.end):
+            name = f"period {self.label!r}" if self.label else "period"
+            raise RulesError(f"{name} starts ({self.start}) after it ends ({self.end})")
+
+    @property
+    def is_dates(self):
+        return not isinstance(self.start, datetime)
+
+    def interval(self, zone):
+        if self.is_dates:
+            return local_midnight(zone, self.start), local_midnight(zone, self.end + ONE_DAY)
+        return to_utc(self.start), to_utc(self.end)
+
+
+class _Intervals:
+    """Sorted, merged, half-open UTC intervals with bisect lookups."""
+
+    def __init__(self, pairs):
+        merged = []
+        for start, end in sorted(pairs):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self.starts = [s for s, _ in merged]
+        self.ends = [e for _, e in merged]
+
+    def __bool__(self):
+        return bool(self.starts)
+
+    def containing(self, t):
+        """Index of the interval containing t, or None."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        return i if i >= 0 and t < self.ends[i] else None
+
+    def next_start(self, t):
+        """The first interval start strictly after t, or None."""
+        i = bisect.bisect_right(self.starts, t)
+        return self.starts[i] if i < len(self.starts) else None
+
+
+def _normalise_weekdays(weekdays):
+    days = set()
+    for day in weekdays:
+        if isinstance(day, str):
+            if day.lower() not in WEEKDAY_NAMES:
+                raise RulesError(f"{day!r} is not a weekday (use {', '.join(WEEKDAY_NAMES)})")
+            day = WEEKDAY_NAMES.index(day.lower())
+        if not 0 <= day <= 6:
+            raise RulesError(f"weekday {day} is out of range 0-6 (0 is Monday)")
+        days.add(day)
+    return frozenset(days)
+
+
+# --- the rules ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CalendarRules:
+    """Allowed time of one calendar (and its base chain), as plain values.
+
+    An instant is allowed when its local date is an allowed weekday and no
+    holiday, its wall time is inside the daily window (if any), it is in no
+    exclude period, inside some include period (when there are any), and the
+    base calendar (if any) allows it too.
+    """
+
+    timezone: str = "UTC"
+    weekdays: frozenset = frozenset(range(7))
+    holiday_country: str = ""
+    holiday_subdivision: str = ""
+    holiday_categories: tuple = ()
+    window_start: time | None = None
+    window_end: time | None = None
+    exclude: tuple = ()
+    include: tuple = ()
+    base: CalendarRules | None = None
+    name: str = ""
+
+    def __post_init__(self):
+        set_ = functools.partial(object.__setattr__, self)
+        get_zone(self.timezone)
+        set_("weekdays", _normalise_weekdays(self.weekdays))
+        set_("holiday_categories", tuple(sorted(self.holiday_categories or ())))
+        set_("exclude", tuple(self.exclude))
+        set_("include", tuple(self.include))
+        problem = holiday_problem(
+            self.holiday_country, self.holiday_subdivision, self.holiday_categories
+        )
+        if problem:
+            raise RulesError(problem)
+        if (self.window_start is None) != (self.window_end is None):
+            raise RulesError("a daily window needs both a start and an end")
+        if self.window_start is not None and self.window_start == self.window_end:
+            raise RulesError(
+                f"daily window starts and ends at {self.window_start:%H:%M}; "
+                "leave both empty to allow the whole day"
+            )
+
+    # derived values, computed once per value
+
+    @cached_property
+    def zone(self):
+        return get_zone(self.timezone)
+
+    @cached_property
+    def _excluded(self):
+        return _Intervals(p.interval(self.zone) for p in self.exclude)
+
+    @cached_property
+    def _included(self):
+        return _Intervals(p.interval(self.zone) for p in self.include)
+
+    # predicates
+
+    def _day_allowed(self, day):
+        return day.weekday() in self.weekdays and day not in self._holidays(day.year)
+
+    def _holidays(self, year):
+        return holiday_names(
+            self.holiday_country, self.holiday_subdivision, self.holiday_categories, year
+        )
+
+    def _in_window(self, wall_time):
+        start, end = self.window_start, self.window_end
+        if start is None:
+            return True
+        if start < end:
+            return start <= wall_time < end
+        return wall_time >= start or wall_time < end  # crosses midnight
+
+    def is_allowed(self, t):
+        """Whether instant `t` (aware) is allowed. A direct check, no jumping."""
+        t = to_utc(t)
+        local = wall(self.zone, t)
+        return (
+            self._day_allowed(local.date())
+            and self._in_window(local.time())
+            and self._excluded.containing(t) is None
+            and (not self._included or self._included.containing(t) is not None)
+            and (self.base is None or self.base.is_allowed(t))
+        )
+
+    # jumps
+
+    def next_allowed(self, t, horizon=None):
+        """The first allowed instant >= t, or None when there is none within the horizon.
+
+        `horizon` is an instant, a timedelta after t, or None for 5 years.
+        """
+        t = to_utc(t)
+        return self._next_allowed(t, self._limit(t, horizon))
+
+    def _limit(self, t, horizon):
+        if horizon is None:
+            return add_years(t, DEFAULT_HORIZON_YEARS)
+        if isinstance(horizon, timedelta):
+            return t + horizon
+        return to_utc(horizon)
+
+    def _next_allowed(self, t, limit):
+        while t is not None and t <= limit:
+            own = self._skip_own_block(t, limit)
+            if own != t:
+                t = own
+                continue
+            if self.base is None:
+                return t
+            based = self.base._next_allowed(t, limit)
+            if based == t:
+                return t
+            t = based
+        return None
+
+    def _skip_own_block(self, t, limit):
+        """t itself when this calendar's own rules allow it, else where the block ends."""
+        local = wall(self.zone, t)
+        if not self._day_allowed(local.date()):
+            day = self._next_allowed_day(local.date(), limit)
+            return None if day is None else local_midnight(self.zone, day)
+        i = self._excluded.containing(t)
+        if i is not None:
+            return self._excluded.ends[i]
+        if self._included and self._included.containing(t) is None:
+            return self._included.next_start(t)
+        if not self._in_window(local.time()):
+            return self._next_window_open(t)
+        return t
+
+    def _next_allowed_day(self, day, limit):
+        if not self.weekdays:
+            return None
+        last = wall(self.zone, limit).date()
+        day += ONE_DAY
+        while day <= last:
+            if self._day_allowed(day):
+                return day
+            day += ONE_DAY
+        return None
+
+    def _window_edges(self, t, edge):
+        """Instants after t whose wall time is `edge`, today and tomorrow (local)."""
+        today = wall(self.zone, t).date()
+        return [
+            x
+            for day in (today, today + ONE_DAY)
+            for x in instants_with_wall(self.zone, datetime.combine(day, edge))
+            if x > t
+        ]
+
+    def _next_window_open(self, t):
+        # The wall time enters the window at a window start, or by a DST jump
+        # that lands inside it.
+        candidates = self._window_edges(t, self.window_start)
+        tr = next_transition(self.zone, t)
+        if tr and self._in_window(wall(self.zone, tr[0]).time()):
+            candidates.append(tr[0])
+        if candidates:
+            return min(candidates)
+        # Both starts fell into DST gaps: try again from tomorrow.
+        return self._next_window_open(t + ONE_DAY)
+
+    def _next_window_close(self, t):
+        candidates = self._window_edges(t, self.window_end)
+        tr = next_transition(self.zone, t)
+        if tr and not self._in_window(wall(self.zone, tr[0]).time()):
+            candidates.append(tr[0])
+        return min(candidates) if candidates else self._next_window_close(t + ONE_DAY)
+
+    def allowed_until(self, t, horizon=None):
+        """The end (exclusive) of the allowed stretch containing t.
+
+        t itself when t is blocked; None when it stays allowed past the horizon.
+        """
+        t = to_utc(t)
+        limit = self._limit(t, horizon)
+        cur = t
+        while cur <= limit:
+            if not self.is_allowed(cur):
+                return cur
+            cur = self._stretch_end(cur, limit)
+            if cur is None:
+                return None
+        return None
+
+    def _stretch_end(self, t, limit):
+        """The first instant after allowed t where some rule (own or base) may block."""
+        ends = [self._own_stretch_end(t, limit)]
+        if self.base is not None:
+            ends.append(self.base._stretch_end(t, limit))
+        ends = [e for e in ends if e is not None]
+        return min(ends) if ends else None
+
+    def _own_stretch_end(self, t, limit):
+        local = wall(self.zone, t)
+        ends = []
+        day = local.date() + ONE_DAY
+        last = wall(self.zone, limit).date()
+        while day <= last and self._day_allowed(day):
+            day += ONE_DAY
+        if day <= last:
+            ends.append(local_midnight(self.zone, day))
+        nxt = self._excluded.next_start(t)
+        if nxt is not None:
+            ends.append(nxt)
+        i = self._included.containing(t)
+        if i is not None:
+            ends.append(self._included.ends[i])
+        if self.window_start is not None:
+            ends.append(self._next_window_close(t))
+        return min(ends) if ends else None
+
+    def allowed_stretches(self, t, count, horizon=None):
+        """Up to `count` (start, end) allowed stretches from t on; end None = open-ended."""
+        t = to_utc(t)
+        limit = self._limit(t, horizon)
+        found = []
+        while len(found) < count:
+            start = self._next_allowed(t, limit)
+            if start is None:
+                break
+            end = self.allowed_until(start, limit)
+            found.append((start, end))
+            if end is None:
+                break
+            t = end
+        return found
+
+    # the admin's month grid
+
+    def day_status(self, day):
+        """(allowed, reason) for a local date: allowed when any instant of it is."""
+        start = local_midnight(self.zone, day)
+        end = local_midnight(self.zone, day + ONE_DAY)
+        found = self._next_allowed(start, end)
+        if found is not None and found < end:
+            return True, ""
+        return False, self._block_reason(day, start, end)
+
+    def _block_reason(self, day, start, end):
+        if day.weekday() not in self.weekdays:
+            return "weekend" if day.weekday() >= 5 else "not an allowed weekday"
+        holiday = self._holidays(day.year).get(day)
+        if holiday:
+            return holiday
+        for period in self.exclude:
+            p_start, p_end = period.interval(self.zone)
+            if p_start < end and start < p_end:
+                return period.label or "blackout"
+        if self._included and not any(
+            s < end and start < e
+            for s, e in zip(self._included.starts, self._included.ends, strict=True)
+        ):
+            return "outside include periods"
+        if self.base is not None:
+            allowed, reason = self.base.day_status(day)
+            if not allowed:
+                return f"{reason} (base calendar {self.base.name})".replace(" ()", "")
+        return "outside the daily window"
+
+
+def month_grid(rules, first_day, months=3):
+    """Months from `first_day`'s month on, as weeks (Monday first) of day cells."""
+    grid = []
+    year, month = first_day.year, first_day.month
+    for _ in range(months):
+        weeks = []
+        for week in stdlib_calendar.Calendar().monthdatescalendar(year, month):
+            cells = []
+            for day in week:
+                if day.month != month:
+                    cells.append(None)
+                    continue
+                allowed, reason = rules.day_status(day)
+                cells.append({"date": day, "allowed": allowed, "reason": reason})
+            weeks.append(cells)
+        grid.append({"title": date(year, month, 1).strftime("%B %Y"), "weeks": weeks})
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return grid
