@@ -1,7 +1,9 @@
 """Audit trail and persisted counters.
 
 `record(...)` is the one entry point every app uses to write an AuditEvent;
-`increment(...)` moves a counter that `/metrics` exports.
+`increment(...)` moves a counter that `/metrics` exports; `observe(...)` adds
+to a persisted histogram; `mark_tick(now)` is the scheduler loop's heartbeat;
+`prune(now)` applies the audit retention.
 """
 
 
@@ -22,3 +24,26 @@ def observe(name, seconds):
     from audit.recording import observe as _observe
 
     return _observe(name, seconds)
+
+
+def mark_tick(now):
+    """The scheduler loop finished a tick at `now`: exported as
+    croniq_scheduler_last_tick_timestamp_seconds."""
+    from audit.recording import SCHEDULER_TICK, beat
+
+    return beat(SCHEDULER_TICK, now)
+
+
+def last_tick():
+    """When the scheduler loop last finished a tick (None if never)."""
+    from audit.recording import SCHEDULER_TICK, last_beat
+
+    return last_beat(SCHEDULER_TICK)
+
+
+def prune(now, **limits):
+    """Delete audit events older than CRONIQ_AUDIT_RETENTION_DAYS, in bounded
+    batches; returns how many went (see audit.retention.prune)."""
+    from audit.retention import prune as _prune
+
+    return _prune(now, **limits)

@@ -54,3 +54,17 @@ class Counter(models.Model):
         if not self.labels:
             return {}
         return dict(pair.split("=", 1) for pair in self.labels.split(","))
+
+
+class Heartbeat(models.Model):
+    """The last time a periodic process did its work, e.g. the scheduler tick.
+
+    `/metrics` exports it so an alert fires when the loop stops; the web and
+    the loop are separate processes, so the time lives in the database.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.name} {self.at:%Y-%m-%d %H:%M:%S}"

@@ -2,7 +2,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from audit.models import AuditEvent, Counter
+from audit.models import AuditEvent, Counter, Heartbeat
 
 
 def actor_of(actor):
@@ -37,8 +37,13 @@ def record(action, *, target=None, actor=None, data=None, at=None, counter=None)
     return event
 
 
+def label_value(value):
+    """A label value as stored: commas would break the k=v,k=v key."""
+    return str(value).replace(",", "_")
+
+
 def labels_key(labels):
-    return ",".join(f"{k}={str(v).replace(',', '_')}" for k, v in sorted(labels.items()))
+    return ",".join(f"{k}={label_value(v)}" for k, v in sorted(labels.items()))
 
 
 def increment(name, amount=1, **labels):
@@ -69,6 +74,28 @@ def observe(name, seconds):
     """One observation: the bucket it falls in (not cumulative), the count, and
     the sum in microseconds (Counter values are integers)."""
     seconds = max(0.0, float(seconds))
-    increment(f"{name}__bucket", 1, le=bucket_of(seconds))
-    increment(f"{name}__count", 1)
-    increment(f"{name}__sum_us", round(seconds * 1_000_000))
+    # One transaction, so a scrape never sees the bucket without the sum.
+    with transaction.atomic():
+        increment(f"{name}__bucket", 1, le=bucket_of(seconds))
+        increment(f"{name}__count", 1)
+        increment(f"{name}__sum_us", round(seconds * 1_000_000))
+
+
+SCHEDULER_TICK = "scheduler_tick"
+
+
+def beat(name, now):
+    """Remember that `name` did its periodic work at `now` (one row per name)."""
+    if Heartbeat.objects.filter(name=name).update(at=now):
+        return
+    try:
+        with transaction.atomic():
+            Heartbeat.objects.create(name=name, at=now)
+    except IntegrityError:
+        # Another process created the row between our update and insert.
+        Heartbeat.objects.filter(name=name).update(at=now)
+
+
+def last_beat(name):
+    """When `name` last did its work, or None if it never did."""
+    return Heartbeat.objects.filter(name=name).values_list("at", flat=True).first()

@@ -1,32 +1,305 @@
-"""Croniq's own Prometheus series (DESIGN.md §4, "Metrics")."""
+"""Croniq's own Prometheus series (DESIGN.md §4, "Metrics (contract)").
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+Every value is read from the database at scrape time: persisted counters and
+histogram rows (audit.Counter, written by audit.increment / audit.observe),
+the scheduler's heartbeat, and a few aggregates over runners, jobs and
+pending executions. So every web process exports the same numbers, and they
+survive restarts of any process.
+
+A scrape costs a fixed handful of queries, whatever the size of the
+execution table: counters are rows, not counts over executions.
+"""
+
+import logging
+import math
+import re
+from collections import defaultdict
+
+from django.db.models import Count, Min
+from django.utils import timezone
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+logger = logging.getLogger(__name__)
+
+# Counter families of the contract: stored name -> (label names, help).
+COUNTERS = {
+    "croniq_runner_takeovers_total": (
+        ("runner",),
+        "Registrations of a runner name by a new session (takeovers).",
+    ),
+    "croniq_executions_reaped_total": (
+        ("reason",),
+        "Running executions marked lost (lease expired, runner superseded or forgotten).",
+    ),
+    "croniq_executions_total": (("state",), "Executions that reached a final state."),
+    "croniq_singleton_skips_total": (
+        ("job",),
+        "Occurrences of a singleton job skipped because a run was still active.",
+    ),
+    "croniq_fencing_rejections_total": (
+        (),
+        "Runner calls refused because they carried a stale lease or session.",
+    ),
+}
+DISPATCH_LATENCY = "croniq_dispatch_latency_seconds"
+HISTOGRAMS = {
+    DISPATCH_LATENCY: "Seconds from an execution being due to a runner claiming it.",
+}
+GAUGES = {
+    "croniq_runner_flapping",
+    "croniq_runners",
+    "croniq_executions_pending",
+    "croniq_executions_pending_unmatched",
+    "croniq_scheduler_lag_seconds",
+    "croniq_scheduler_last_tick_timestamp_seconds",
+}
+# audit.observe stores a histogram as these rows (see audit.recording.observe).
+BUCKET, COUNT, SUM_US = "__bucket", "__count", "__sum_us"
+
+METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class CroniqCollector:
+    """Registered once per process on prometheus_client's REGISTRY.
+
+    `clock` is the seam tests use to scrape at a fixed instant.
+    """
+
+    def __init__(self, clock=timezone.now):
+        self.clock = clock
+
     def describe(self):
         # Declaring nothing up front keeps registration from querying the
         # database (at import time there may be no tables yet).
         return []
 
     def collect(self):
-        from audit.models import Counter
+        return families(self.clock())
 
-        by_name = {}
-        for counter in Counter.objects.all():
-            by_name.setdefault(counter.name, []).append(counter)
-        for name, rows in sorted(by_name.items()):
-            labels = sorted(rows[0].label_dict())
-            family = CounterMetricFamily(name, f"Croniq counter {name}", labels=labels)
-            for row in rows:
-                values = row.label_dict()
-                family.add_metric([values.get(k, "") for k in labels], row.value)
-            yield family
-        yield from self.gauges()
 
-    def gauges(self):
-        from scheduler.models import Execution
+def families(now):
+    """Every Croniq metric family, as of `now`."""
+    from runners.models import Runner
 
-        pending = GaugeMetricFamily("croniq_executions_pending", "Executions waiting for a runner")
-        pending.add_metric([], Execution.objects.filter(state=Execution.PENDING).count())
-        yield pending
+    counters, histograms = stored_series()
+    runners = list(Runner.objects.values_list("name", "state", "flapping", "labels"))
+    yield from contract_counters(counters, runners)
+    yield from other_counters(counters)
+    for name in sorted(set(HISTOGRAMS) | set(histograms)):
+        yield histogram_family(name, histograms.get(name, {}))
+    yield from runner_gauges(runners)
+    yield from execution_gauges(runners)
+    yield from scheduler_gauges(now)
+
+
+# Stored rows
+
+
+def label_dict(key):
+    """Counter.labels ("k=v,k=v") -> dict."""
+    if not key:
+        return {}
+    return dict(pair.split("=", 1) for pair in key.split(",") if "=" in pair)
+
+
+def stored_series():
+    """All Counter rows in one query, split into counters and histograms.
+
+    Counters: {family name without _total: [(labels dict, value)]}; a row
+    stored with or without the `_total` suffix lands in the same family.
+    Histograms: {name: {"buckets": {le: value}, "sum_us": value}}.
+    """
+    from audit.models import Counter
+
+    counters = defaultdict(list)
+    histograms = defaultdict(lambda: {"buckets": {}, "sum_us": 0})
+    for name, key, value in Counter.objects.values_list("name", "labels", "value"):
+        labels = label_dict(key)
+        if name.endswith(BUCKET):
+            histograms[name.removesuffix(BUCKET)]["buckets"][labels.get("le", "")] = value
+        elif name.endswith(SUM_US):
+            histograms[name.removesuffix(SUM_US)]["sum_us"] += value
+        elif name.endswith(COUNT):
+            continue  # the +Inf bucket is the count
+        else:
+            counters[name.removesuffix("_total")].append((labels, value))
+    return counters, histograms
+
+
+def counter_family(name, help_text, label_names, rows, seeds=()):
+    """A counter family summed onto `label_names`; `seeds` are label value
+    tuples exported as 0 until their first increment, so `increase()` sees
+    the first event too."""
+    samples = dict.fromkeys(seeds, 0)
+    for labels, value in rows:
+        values = tuple(labels.get(label, "") for label in label_names)
+        samples[values] = samples.get(values, 0) + value
+    family = CounterMetricFamily(name, help_text, labels=label_names)
+    for values, value in sorted(samples.items()):
+        family.add_metric(list(values), value)
+    return family
+
+
+def contract_counters(counters, runners):
+    from audit.recording import label_value
+
+    seeds = {
+        "croniq_runner_takeovers_total": [(label_value(name),) for name, *_ in runners],
+        "croniq_executions_reaped_total": [(reason,) for reason in reap_reasons()],
+        "croniq_executions_total": [(state,) for state in final_states()],
+        "croniq_singleton_skips_total": [(label_value(job),) for job in singleton_jobs()],
+        "croniq_fencing_rejections_total": [()],
+    }
+    for name, (label_names, help_text) in COUNTERS.items():
+        rows = counters.get(name.removesuffix("_total"), [])
+        yield counter_family(name, help_text, label_names, rows, seeds[name])
+
+
+def other_counters(counters):
+    """Counters no contract names (croniq_retries_total, croniq_misfires_total, ...)."""
+    taken = {name.removesuffix("_total") for name in COUNTERS} | set(HISTOGRAMS) | GAUGES
+    for name, rows in sorted(counters.items()):
+        if name in taken:
+            continue
+        label_names = sorted({label for labels, _ in rows for label in labels})
+        if not METRIC_NAME.match(name) or not all(map(valid_label_name, label_names)):
+            logger.warning("metrics: counter %r has an invalid name or label; not exported", name)
+            continue
+        yield counter_family(name, f"Croniq counter {name}.", label_names, rows)
+
+
+def valid_label_name(label):
+    return bool(LABEL_NAME.match(label)) and not label.startswith("__") and label != "le"
+
+
+def histogram_family(name, stored):
+    """A Prometheus histogram from audit.observe's per-bucket (non-cumulative) rows."""
+    from audit.recording import LATENCY_BUCKETS
+
+    per_bound = dict.fromkeys(map(float, LATENCY_BUCKETS), 0)
+    for le, value in stored.get("buckets", {}).items():
+        try:
+            bound = float(le)
+        except ValueError:
+            logger.warning("metrics: histogram %s has a bucket le=%r; ignored", name, le)
+            continue
+        per_bound[bound] = per_bound.get(bound, 0) + value
+    beyond = per_bound.pop(math.inf, 0)
+    buckets, cumulative = [], 0
+    for bound in sorted(per_bound):
+        cumulative += per_bound[bound]
+        buckets.append((floatToGoString(bound), cumulative))
+    buckets.append(("+Inf", cumulative + beyond))
+    help_text = HISTOGRAMS.get(name, f"Croniq histogram {name}.")
+    sum_seconds = stored.get("sum_us", 0) / 1_000_000
+    return HistogramMetricFamily(name, help_text, buckets=buckets, sum_value=sum_seconds)
+
+
+# Known label values, exported as zeros before their first increment
+
+
+def reap_reasons():
+    from scheduler import lifecycle
+
+    return sorted(
+        {
+            lifecycle.LEASE_EXPIRED,
+            lifecycle.RUNNER_SUPERSEDED,
+            lifecycle.RUNNER_FORGOTTEN,
+            lifecycle.RUNNER_DRAINED,
+        }
+    )
+
+
+def final_states():
+    from scheduler.models import Execution
+
+    return Execution.FINAL_STATES
+
+
+def singleton_jobs():
+    from scheduler.models import Job
+
+    return Job.objects.filter(singleton=True).values_list("name", flat=True)
+
+
+# Gauges read at scrape time
+
+
+def runner_gauges(runners):
+    from audit.recording import label_value
+    from runners.models import Runner
+
+    flapping = GaugeMetricFamily(
+        "croniq_runner_flapping",
+        "1 while a runner is marked flapping (too many takeovers in the window).",
+        labels=["runner"],
+    )
+    by_state = dict.fromkeys((state for state, _ in Runner.STATES), 0)
+    for name, state, is_flapping, _ in runners:
+        flapping.add_metric([label_value(name)], 1 if is_flapping else 0)
+        by_state[state] = by_state.get(state, 0) + 1
+    yield flapping
+    states = GaugeMetricFamily("croniq_runners", "Known runners by state.", labels=["state"])
+    for state, count in sorted(by_state.items()):
+        states.add_metric([state], count)
+    yield states
+
+
+def execution_gauges(runners):
+    from runners.models import Runner
+    from scheduler.models import Execution
+
+    pending = Execution.objects.filter(state=Execution.PENDING)
+    total = GaugeMetricFamily("croniq_executions_pending", "Executions waiting for a runner.")
+    total.add_metric([], pending.count())
+    yield total
+    online = [set(labels or []) for _, state, _, labels in runners if state == Runner.ONLINE]
+    unmatched = GaugeMetricFamily(
+        "croniq_executions_pending_unmatched",
+        "Pending executions whose job labels no online runner carries, by job labels.",
+        labels=["labels"],
+    )
+    for labels, count in sorted(unmatched_pending(pending, online).items()):
+        unmatched.add_metric([labels], count)
+    yield unmatched
+
+
+def unmatched_pending(pending, online_label_sets):
+    """{"a,b": n} for pending executions no online runner could take.
+
+    One GROUP BY over the pending executions' job labels; the matching runs
+    over the few distinct label sets, not over executions.
+    """
+    result = defaultdict(int)
+    groups = pending.values_list("job__labels").annotate(n=Count("id")).order_by()
+    for labels, count in groups:
+        needed = set(labels or [])
+        if not any(needed <= carried for carried in online_label_sets):
+            result[",".join(sorted(needed))] += count
+    return result
+
+
+def scheduler_gauges(now):
+    import audit
+    from scheduler.models import Job
+
+    # Served by the job_due partial index (enabled, unpaused, by next_run_at).
+    oldest_due = Job.objects.filter(
+        enabled=True, paused_at__isnull=True, next_run_at__lte=now
+    ).aggregate(oldest=Min("next_run_at"))["oldest"]
+    lag = GaugeMetricFamily(
+        "croniq_scheduler_lag_seconds",
+        "Seconds since the oldest due next_run_at of an enabled, unpaused job (0: none due).",
+    )
+    lag.add_metric([], max(0.0, (now - oldest_due).total_seconds()) if oldest_due else 0.0)
+    yield lag
+    last = audit.last_tick()
+    tick = GaugeMetricFamily(
+        "croniq_scheduler_last_tick_timestamp_seconds",
+        "Unix time of the scheduler loop's last finished tick (0: never).",
+    )
+    tick.add_metric([], last.timestamp() if last else 0.0)
+    yield tick
