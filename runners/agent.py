@@ -1,17 +1,405 @@
-"""croniq-runner: the reference runner agent.
+"""croniq-runner: the reference runner agent (DESIGN.md §4 and §5).
 
-Imports only the standard library and requests, so it runs on any machine.
+Imports only the standard library and requests, so it runs on any machine
+with Python. Threads:
+
+- the poller long-polls for work while there is free capacity;
+- the heartbeat thread renews the leases of held executions every
+  `heartbeat_interval` and kills those the server reports lost or cancelled;
+- the watchdog enforces job timeouts, SIGKILL escalation and self-fencing:
+  a job whose lease could not be renewed in time is killed before the server
+  can hand it to another runner;
+- each execution has a reader, a log shipper and a thread that reports its end.
+
+Exit codes: 0 done (also after SIGTERM/SIGINT and a drain), 2 usage error,
+3 the token was refused, 4 another process took over this runner's identity.
 """
 
+import logging
+import signal
+import socket
 import sys
+import threading
+import time
+import uuid
+
+from runners.agent_config import VERSION, UsageError, build_parser, parse_args
+from runners.agent_http import (
+    Client,
+    Conflict,
+    Link,
+    NotFound,
+    Rejected,
+    ServerError,
+    Transient,
+    Unauthorized,
+)
+from runners.agent_job import Job
+from runners.agent_timing import Backoff, LeaseBook
+
+log = logging.getLogger("croniq.runner")
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_UNAUTHORIZED = 3
+EXIT_SUPERSEDED = 4
+
+WATCHDOG_TICK = 0.1
+REGISTER_TIMEOUT = 10.0
+# After the drain, reports of killed jobs get this long to reach the server.
+REPORT_WINDOW = 15.0
+
+
+class Fatal(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class Agent:
+    def __init__(self, config, clock=time.monotonic):
+        self.config = config
+        self.clock = clock
+        self.session = uuid.uuid4().hex
+        self.link = Link(config.server, clock=clock)
+        self.client = Client(config.server, config.token, self.link)
+        self.runner_id = None
+        self.heartbeat_interval = 10.0
+        self.lease_ttl = 30.0
+        self.leases = None
+
+        self.jobs = {}
+        self.jobs_lock = threading.Lock()
+        self.taken = 0  # executions accepted since start (for --once)
+        self.stopping = threading.Event()  # no more polling
+        self.hurry = threading.Event()  # skip what is left of the drain
+        self.giving_up = threading.Event()  # stop retrying reports; exiting
+        self.exited = threading.Event()
+        self.changed = threading.Event()  # a job ended, or stop: wake waiters
+        self.beat_now = threading.Event()
+        self.fatal = None
+
+    # -- lifecycle --------------------------------------------------------
+
+    def run(self):
+        try:
+            self.register()
+        except Fatal as fatal:
+            log.error("%s", fatal)
+            return fatal.code
+        if self.runner_id is None:  # stopped before the server answered
+            return EXIT_OK
+        self.leases = LeaseBook(self.lease_ttl, clock=self.clock)
+        for target, name in (
+            (self.heartbeat_loop, "heartbeat"),
+            (self.watchdog_loop, "watchdog"),
+            (self.poll_loop, "poll"),
+        ):
+            threading.Thread(target=target, name=name, daemon=True).start()
+        self.stopping.wait()
+        return self.shut_down()
+
+    def stop(self, why):
+        if self.stopping.is_set():
+            if not self.hurry.is_set():
+                log.warning("%s again: killing running jobs now", why)
+                self.hurry.set()
+                self.changed.set()
+            return
+        log.info("%s: no new work; draining", why)
+        self.stopping.set()
+        self.changed.set()
+
+    def die(self, code, message):
+        """Give up this identity: kill jobs at once (they may already run
+        elsewhere) and exit non-zero."""
+        if self.fatal is None:
+            self.fatal = Fatal(code, message)
+            log.error("%s", message)
+        self.hurry.set()
+        self.stopping.set()
+        self.changed.set()
+
+    def unauthorized(self, error):
+        self.die(
+            EXIT_UNAUTHORIZED,
+            f"the server refused the runner token ({error}); check --token / CRONIQ_TOKEN",
+        )
+
+    def superseded(self, error):
+        self.die(
+            EXIT_SUPERSEDED,
+            f"another process took over runner {self.config.name!r} ({error}); "
+            "this one stops instead of fighting for the name",
+        )
+
+    def shut_down(self):
+        running = self.held()
+        if self.fatal is None and running:
+            log.info(
+                "waiting up to %ss for %d running execution(s)",
+                self.config.drain_timeout,
+                len(running),
+            )
+            deadline = self.clock() + self.config.drain_timeout
+            self.wait_for_jobs(deadline, self.hurry)
+        reason = "superseded" if self.fatal and self.fatal.code == EXIT_SUPERSEDED else "shutdown"
+        for job in self.held():
+            job.kill(reason, 0 if self.fatal else self.config.kill_grace)
+        window = 3.0 if self.fatal else self.config.kill_grace + REPORT_WINDOW
+        if not self.wait_for_jobs(self.clock() + window):
+            log.error("exiting with %d execution(s) not reported", len(self.held()))
+        self.giving_up.set()
+        self.exited.set()
+        if self.fatal is not None:
+            return self.fatal.code
+        log.info("stopped")
+        return EXIT_OK
+
+    def wait_for_jobs(self, deadline, interrupt=None):
+        while self.held():
+            remaining = deadline - self.clock()
+            if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
+                return False
+            self.changed.wait(min(remaining, 0.5))
+            self.changed.clear()
+        return True
+
+    def held(self):
+        with self.jobs_lock:
+            return list(self.jobs.values())
+
+    # -- register ---------------------------------------------------------
+
+    def register(self):
+        body = {
+            "name": self.config.name,
+            "labels": list(self.config.labels),
+            "session": self.session,
+            "version": VERSION,
+            "hostname": socket.gethostname(),
+            "capacity": self.config.capacity,
+        }
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            try:
+                answer = self.client.post("/api/v1/runners/register", body, REGISTER_TIMEOUT)
+            except Unauthorized as error:
+                raise Fatal(
+                    EXIT_UNAUTHORIZED,
+                    f"the server refused to register runner {self.config.name!r} ({error}); "
+                    "check the token (--token / CRONIQ_TOKEN) and that the name is not "
+                    "bound to another token",
+                ) from None
+            except (Transient, NotFound, Rejected, Conflict) as error:
+                if isinstance(error, Rejected):
+                    log.error("registration refused (%s); retrying", error)
+                self.stopping.wait(backoff.next_delay())
+                continue
+            self.registered(answer)
+            return
+
+    def registered(self, answer):
+        self.runner_id = answer["runner_id"]
+        self.heartbeat_interval = float(answer.get("heartbeat_interval") or 10)
+        self.lease_ttl = float(answer.get("lease_ttl") or 30)
+        log.info(
+            "connected to %s as runner %r (id %s, session %s, labels %s, capacity %d)",
+            self.config.server,
+            self.config.name,
+            self.runner_id,
+            self.session,
+            ",".join(self.config.labels) or "-",
+            self.config.capacity,
+        )
+        if answer.get("takeover"):
+            log.warning(
+                "took over runner %r from a previous session; the server released its executions",
+                self.config.name,
+            )
+
+    def reregister(self, error):
+        """The server forgot this runner (deleted in the admin): register again."""
+        log.warning("server does not know runner %s (%s); registering again", self.runner_id, error)
+        try:
+            self.register()
+        except Fatal as fatal:
+            self.die(fatal.code, str(fatal))
+
+    # -- poll -------------------------------------------------------------
+
+    def free_slots(self):
+        if self.config.once:
+            return 1 - self.taken
+        return self.config.capacity - len(self.held())
+
+    def poll_loop(self):
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            free = self.free_slots()
+            if free <= 0:
+                self.changed.wait(1.0)
+                self.changed.clear()
+                continue
+            path = f"/api/v1/runners/{self.runner_id}/poll"
+            body = {"session": self.session, "wait": self.config.poll_wait, "capacity": free}
+            try:
+                answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)
+            except Transient:
+                self.stopping.wait(backoff.next_delay())
+                continue
+            except Unauthorized as error:
+                return self.unauthorized(error)
+            except Conflict as error:
+                return self.superseded(error)
+            except NotFound as error:
+                self.reregister(error)
+                continue
+            except Rejected as error:
+                log.error("poll refused (%s); retrying", error)
+                self.stopping.wait(backoff.next_delay())
+                continue
+            backoff.reset()
+            received_at = self.clock()
+            for assignment in answer.get("executions") or []:
+                self.accept(assignment, received_at)
+            if self.config.once:
+                if not self.taken:
+                    log.info("--once: no work was waiting")
+                self.run_once_then_stop()
+                return
+
+    def run_once_then_stop(self):
+        while self.held() and not self.stopping.is_set():
+            self.changed.wait(0.5)
+            self.changed.clear()
+        if not self.stopping.is_set():
+            self.stopping.set()
+            self.changed.set()
+
+    def accept(self, assignment, received_at):
+        if self.stopping.is_set():
+            # The poll was already in flight. Leaving it alone is safest: the
+            # next registration of this name releases it at once, or else the
+            # reaper hands it out again when its lease runs out.
+            log.warning("execution %s arrived while stopping; not started", assignment.get("id"))
+            return
+        job = Job(
+            assignment,
+            client=self.client,
+            session=self.session,
+            work_dir=self.config.work_dir,
+            on_done=self.job_done,
+            on_unauthorized=self.unauthorized,
+            giving_up=self.giving_up,
+            clock=self.clock,
+        )
+        # Until the first renewal the lease counts from its arrival; the
+        # immediate heartbeat below anchors it on a real renewal.
+        self.leases.renewed(job.id, received_at)
+        with self.jobs_lock:
+            self.jobs[job.id] = job
+            self.taken += 1
+        job.start()
+        self.beat_now.set()
+
+    def job_done(self, job):
+        with self.jobs_lock:
+            self.jobs.pop(job.id, None)
+        self.leases.forget(job.id)
+        self.changed.set()
+
+    # -- heartbeat --------------------------------------------------------
+
+    def heartbeat_loop(self):
+        backoff = Backoff(cap=self.heartbeat_interval)
+        delay = 0.0
+        while not self.exited.is_set():
+            self.beat_now.wait(delay)
+            self.beat_now.clear()
+            if self.exited.is_set() or self.fatal is not None:
+                return
+            try:
+                self.heartbeat()
+            except Transient:
+                delay = min(backoff.next_delay(), self.heartbeat_interval)
+                continue
+            except Unauthorized as error:
+                return self.unauthorized(error)
+            except Conflict as error:
+                return self.superseded(error)
+            except NotFound as error:
+                self.reregister(error)
+            except Rejected as error:
+                log.error("heartbeat refused (%s)", error)
+            backoff.reset()
+            delay = self.heartbeat_interval
+
+    def heartbeat(self):
+        held = self.held()
+        body = {
+            "session": self.session,
+            "executions": [{"id": job.id, "lease": job.lease} for job in held],
+        }
+        sent_at = self.clock()
+        path = f"/api/v1/runners/{self.runner_id}/heartbeat"
+        answer = self.client.post(path, body, timeout=max(2.0, min(10.0, self.lease_ttl / 3)))
+        by_id = {job.id: job for job in held}
+        for execution_id in answer.get("renewed") or []:
+            if execution_id in by_id:
+                self.leases.renewed(execution_id, sent_at)
+        fence_grace = self.leases.margin / 2
+        for execution_id in answer.get("lost") or []:
+            if execution_id in by_id:
+                by_id[execution_id].kill("lost", min(fence_grace, self.config.kill_grace))
+                self.leases.forget(execution_id)
+        for execution_id in answer.get("cancel") or []:
+            if execution_id in by_id:
+                by_id[execution_id].kill("cancel", self.config.kill_grace)
+
+    # -- watchdog ---------------------------------------------------------
+
+    def watchdog_loop(self):
+        while not self.exited.wait(WATCHDOG_TICK):
+            now = self.clock()
+            jobs = {job.id: job for job in self.held()}
+            for execution_id in self.leases.overdue(now):
+                job = jobs.get(execution_id)
+                self.leases.forget(execution_id)
+                if job is not None and job.running:
+                    job.kill("fenced", min(self.leases.margin / 2, self.config.kill_grace))
+            for job in jobs.values():
+                job.tick(now, self.config.kill_grace)
+
+
+def configure_logging(level):
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)s croniq-runner: %(message)s",
+        stream=sys.stderr,
+    )
+    # requests' pool chatter is noise next to the agent's own state changes.
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
 def main(argv=None):
-    print(
-        "usage: croniq-runner --server URL --token TOKEN [--name N] [--labels a,b] [--capacity N]",
-        file=sys.stderr,
-    )
-    return 2
+    try:
+        config = parse_args(argv)
+    except UsageError as error:
+        build_parser().print_usage(sys.stderr)
+        print(f"croniq-runner: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exit:  # --help, --version
+        return exit.code
+    configure_logging(config.log_level)
+    agent = Agent(config)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda s, _frame: agent.stop(f"received {signal.Signals(s).name}"))
+    try:
+        return agent.run()
+    except ServerError as error:  # a path nothing above expected
+        log.error("stopping: %s", error)
+        return 1
 
 
 if __name__ == "__main__":

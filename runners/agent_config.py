@@ -1,0 +1,172 @@
+"""Command line and environment of croniq-runner (DESIGN.md §5).
+
+A flag wins over its environment variable, which wins over the default.
+Standard library only.
+"""
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass, field
+
+VERSION = "0.1.0"
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class UsageError(Exception):
+    """A missing or invalid setting; the agent exits 2."""
+
+
+@dataclass(frozen=True)
+class Config:
+    server: str
+    token: str
+    name: str
+    labels: list = field(default_factory=list)
+    capacity: int = 1
+    work_dir: str = "."
+    log_level: str = "INFO"
+    once: bool = False
+    drain_timeout: float = 60.0
+    kill_grace: float = 10.0
+    poll_wait: float = 20.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def build_parser():
+    parser = _Parser(
+        prog="croniq-runner",
+        description="Pull Croniq executions from a server and run them as `sh -c COMMAND`.",
+        epilog="Each flag may also come from the environment variable shown in brackets.",
+    )
+    add = parser.add_argument
+    add(
+        "--server", metavar="URL", help="Croniq server, e.g. https://croniq.example [CRONIQ_SERVER]"
+    )
+    add("--token", help="runner token from `manage.py create_runner_token` [CRONIQ_TOKEN]")
+    add("--token-file", metavar="PATH", help="read the token from a file [CRONIQ_TOKEN_FILE]")
+    add("--name", help="runner identity (default: the hostname) [CRONIQ_RUNNER_NAME]")
+    add("--labels", metavar="A,B", help="comma-separated labels jobs may require [CRONIQ_LABELS]")
+    add("--capacity", metavar="N", help="executions run at once (default 1) [CRONIQ_CAPACITY]")
+    add(
+        "--work-dir",
+        metavar="DIR",
+        help="working directory of jobs (default: current) [CRONIQ_WORK_DIR]",
+    )
+    add(
+        "--log-level",
+        metavar="LEVEL",
+        help="DEBUG, INFO (default), WARNING, ERROR [CRONIQ_LOG_LEVEL]",
+    )
+    add("--once", action="store_true", help="one poll; run the execution it brings, if any; exit")
+    add(
+        "--drain-timeout",
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, let running jobs finish this long before killing them "
+        "(default 60) [CRONIQ_DRAIN_TIMEOUT]",
+    )
+    add(
+        "--kill-grace",
+        metavar="SECONDS",
+        help="SIGTERM to SIGKILL delay when a job is cancelled or timed out (default 10) "
+        "[CRONIQ_KILL_GRACE]",
+    )
+    add(
+        "--poll-wait",
+        metavar="SECONDS",
+        help="how long one long-poll waits for work, 0-60 (default 20) [CRONIQ_POLL_WAIT]",
+    )
+    add("--version", action="version", version=f"croniq-runner {VERSION}")
+    return parser
+
+
+def _pick(args, flag, environ, var, default=None):
+    """(value, where it came from) for one setting."""
+    value = getattr(args, flag.replace("-", "_"))
+    if value is not None:
+        return value, f"--{flag}"
+    if environ.get(var, "") != "":
+        return environ[var], var
+    return default, var
+
+
+def _number(value, source, kind, low, high=None):
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{source}: expected a number, got {value!r}") from None
+    if number < low or (high is not None and number > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise UsageError(f"{source}: must be {bounds}, got {value!r}")
+    return number
+
+
+def parse_labels(text):
+    """'linux, gpu,,x86' -> ['linux', 'gpu', 'x86']"""
+    return [label.strip() for label in (text or "").split(",") if label.strip()]
+
+
+def _token(args, environ):
+    token, _ = _pick(args, "token", environ, "CRONIQ_TOKEN")
+    if token:
+        return token.strip()
+    path, source = _pick(args, "token-file", environ, "CRONIQ_TOKEN_FILE")
+    if not path:
+        raise UsageError("no token: pass --token or set CRONIQ_TOKEN (or --token-file)")
+    try:
+        with open(path) as handle:
+            token = handle.read().strip()
+    except OSError as error:
+        raise UsageError(f"{source}: cannot read {path}: {error.strerror}") from None
+    if not token:
+        raise UsageError(f"{source}: {path} is empty")
+    return token
+
+
+def parse_args(argv=None, environ=None):
+    """The agent's Config from `argv` and `environ`; UsageError when unusable."""
+    environ = os.environ if environ is None else environ
+    args = build_parser().parse_args(argv)
+
+    server, _ = _pick(args, "server", environ, "CRONIQ_SERVER")
+    if not server:
+        raise UsageError("no server: pass --server URL or set CRONIQ_SERVER")
+    if not server.startswith(("http://", "https://")):
+        raise UsageError(f"server must be an http:// or https:// URL, got {server!r}")
+
+    name, _ = _pick(args, "name", environ, "CRONIQ_RUNNER_NAME", socket.gethostname())
+    if not name.strip():
+        raise UsageError("runner name must not be empty")
+    labels, _ = _pick(args, "labels", environ, "CRONIQ_LABELS", "")
+    capacity = _number(*_pick(args, "capacity", environ, "CRONIQ_CAPACITY", "1"), int, 1)
+    work_dir, source = _pick(args, "work-dir", environ, "CRONIQ_WORK_DIR", os.getcwd())
+    if not os.path.isdir(work_dir):
+        raise UsageError(f"{source}: {work_dir!r} is not a directory")
+    level, source = _pick(args, "log-level", environ, "CRONIQ_LOG_LEVEL", "INFO")
+    if level.upper() not in LOG_LEVELS:
+        raise UsageError(f"{source}: expected one of {', '.join(LOG_LEVELS)}, got {level!r}")
+
+    return Config(
+        server=server.rstrip("/"),
+        token=_token(args, environ),
+        name=name.strip(),
+        labels=parse_labels(labels),
+        capacity=capacity,
+        work_dir=os.path.abspath(work_dir),
+        log_level=level.upper(),
+        once=args.once,
+        drain_timeout=_number(
+            *_pick(args, "drain-timeout", environ, "CRONIQ_DRAIN_TIMEOUT", "60"), float, 0
+        ),
+        kill_grace=_number(
+            *_pick(args, "kill-grace", environ, "CRONIQ_KILL_GRACE", "10"), float, 0
+        ),
+        poll_wait=_number(
+            *_pick(args, "poll-wait", environ, "CRONIQ_POLL_WAIT", "20"), float, 0, 60
+        ),
+    )

@@ -1,0 +1,166 @@
+"""The runner protocol over HTTP (DESIGN.md §4), seen from the agent.
+
+Every answer is sorted into what the agent does about it: retry later
+(Transient), give up on this identity (Unauthorized, Conflict on the runner),
+or drop one request (Rejected). Standard library and requests only.
+"""
+
+import json
+import logging
+import threading
+import time
+
+import requests
+
+from runners.agent_config import VERSION
+
+log = logging.getLogger("croniq.runner")
+
+CONNECT_TIMEOUT = 5.0
+
+
+class ServerError(Exception):
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class Transient(ServerError):
+    """No usable answer (refused, timed out, 5xx): try again with backoff."""
+
+
+class Unauthorized(ServerError):
+    """401/403: the token is wrong or revoked, or the name belongs to another token."""
+
+
+class Conflict(ServerError):
+    """409: stale lease, or this session was superseded by another process."""
+
+
+class NotFound(ServerError):
+    """404: the server does not know the runner or execution."""
+
+
+class Rejected(ServerError):
+    """Another 4xx: this request can never succeed as it is."""
+
+
+def _detail(response):
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if isinstance(detail, str):
+        return detail
+    if detail is not None:
+        return json.dumps(detail)[:500]
+    return (response.text or response.reason or "")[:200].strip()
+
+
+def classify(response):
+    """The answer's JSON, or the ServerError that describes it."""
+    status = response.status_code
+    if 200 <= status < 300:
+        try:
+            return response.json()
+        except ValueError:
+            raise Transient(f"HTTP {status} with a body that is not JSON", status) from None
+    detail = _detail(response)
+    message = f"HTTP {status}: {detail}" if detail else f"HTTP {status}"
+    if status in (401, 403):
+        raise Unauthorized(message, status)
+    if status == 409:
+        raise Conflict(message, status)
+    if status == 404:
+        raise NotFound(message, status)
+    if status in (408, 425, 429) or status >= 500:
+        raise Transient(message, status)
+    raise Rejected(message, status)
+
+
+class Link:
+    """Whether the server answers, logged once per change of state."""
+
+    def __init__(self, server, clock=time.monotonic):
+        self.server = server
+        self.clock = clock
+        self.up = None  # unknown until the first call
+        self.down_since = None
+        self._lock = threading.Lock()
+
+    def answered(self):
+        with self._lock:
+            if self.up is False:
+                log.info(
+                    "reconnected to %s after %.1fs without it",
+                    self.server,
+                    self.clock() - self.down_since,
+                )
+            self.up, self.down_since = True, None
+
+    def failed(self, reason):
+        with self._lock:
+            if self.up is False:
+                log.debug("server still unreachable: %s", reason)
+                return
+            log.warning("lost connection to %s (%s); retrying with backoff", self.server, reason)
+            self.up, self.down_since = False, self.clock()
+
+
+class Client:
+    """JSON calls with the bearer token; one requests.Session per thread."""
+
+    def __init__(self, server, token, link=None):
+        self.server = server.rstrip("/")
+        self.token = token
+        self.link = link or Link(self.server)
+        self._local = threading.local()
+
+    def _session(self):
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers.update(
+                {
+                    "Authorization": f"Bearer {self.token}",
+                    "User-Agent": f"croniq-runner/{VERSION}",
+                }
+            )
+            self._local.session = session
+        return session
+
+    def post(self, path, body, timeout=10.0):
+        try:
+            response = self._session().post(
+                self.server + path,
+                data=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+                headers={"Content-Type": "application/json"},
+                timeout=(min(CONNECT_TIMEOUT, timeout), timeout),
+            )
+        except requests.RequestException as error:
+            # A broken pooled connection must not poison the next attempt.
+            self._local.session.close()
+            self._local.session = None
+            reason = _describe(error)
+            self.link.failed(reason)
+            raise Transient(reason) from None
+        try:
+            answer = classify(response)
+        except Transient as error:
+            self.link.failed(str(error))
+            raise
+        self.link.answered()
+        return answer
+
+
+def _describe(error):
+    if isinstance(error, requests.Timeout):
+        return "timed out"
+    if isinstance(error, requests.ConnectionError):
+        text = str(error)
+        if "Connection refused" in text:
+            return "connection refused"
+        if "reset" in text.lower():
+            return "connection reset"
+        return "connection failed"
+    return type(error).__name__

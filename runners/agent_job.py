@@ -1,0 +1,318 @@
+"""One execution on the agent: a `sh -c` child in its own process group, its
+output shipped to the server in batches, its outcome reported with `finish`.
+
+Standard library and requests only.
+"""
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+
+from runners.agent_http import Conflict, NotFound, Rejected, Transient, Unauthorized
+from runners.agent_logs import LogBatcher
+from runners.agent_timing import Backoff
+
+log = logging.getLogger("croniq.runner")
+
+# After the shell exits, what it left in its process group gets this long to
+# close the output pipe after SIGTERM before SIGKILL.
+LEFTOVER_GRACE = 2.0
+LOGS_TIMEOUT = 10.0
+FINISH_TIMEOUT = 10.0
+# Never handed to jobs: a job must not be able to act as the runner.
+SECRET_ENV = ("CRONIQ_TOKEN", "CRONIQ_TOKEN_FILE")
+
+REASONS = {
+    "timeout": "timed out after {timeout}s",
+    "cancel": "cancelled on the server's request",
+    "lost": "killed: the server reported the lease lost",
+    "fenced": "killed by the runner: its lease could not be renewed (server unreachable)",
+    "shutdown": "killed: the runner shut down before the job ended",
+    "superseded": "killed: another process took over this runner's identity",
+}
+
+
+def job_environment(assignment, base):
+    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+    env.update({str(k): str(v) for k, v in (assignment.get("env") or {}).items()})
+    env.update(
+        CRONIQ_JOB=str(assignment.get("job", "")),
+        CRONIQ_EXECUTION_ID=str(assignment["id"]),
+        CRONIQ_SCHEDULED_FOR=str(assignment.get("scheduled_for", "")),
+        CRONIQ_ATTEMPT=str(assignment.get("attempt", "")),
+    )
+    return env
+
+
+def outcome(returncode, kill_reason=None, timeout=None, start_error=None):
+    """The `finish` fields for how the child ended."""
+    if start_error is not None:
+        return {"exit_code": None, "error": f"could not start: {start_error}"}
+    body = {"exit_code": returncode if returncode >= 0 else None}
+    parts = []
+    if kill_reason:
+        parts.append(REASONS[kill_reason].format(timeout=timeout))
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        parts.append(f"terminated by {name}")
+    if parts:
+        body["error"] = "; ".join(parts)
+    if kill_reason == "timeout":
+        body["timed_out"] = True
+    return body
+
+
+class Job:
+    def __init__(
+        self,
+        assignment,
+        *,
+        client,
+        session,
+        work_dir,
+        on_done,
+        on_unauthorized,
+        giving_up,
+        clock=time.monotonic,
+    ):
+        self.assignment = assignment
+        self.id = assignment["id"]
+        self.lease = assignment["lease"]
+        self.timeout = assignment.get("timeout") or None
+        self.client = client
+        self.session = session
+        self.work_dir = work_dir
+        self.on_done = on_done
+        self.on_unauthorized = on_unauthorized
+        self.giving_up = giving_up
+        self.clock = clock
+
+        self.process = None
+        self.start_error = None
+        self.started_at = None
+        self.kill_reason = None
+        self.sigkill_at = None
+        self.sigkill_sent = False
+        self.reaped = False
+        self.stale = False
+        self.state = None  # the server's answer to finish
+        self.seq = 0
+
+        self._lock = threading.Lock()
+        self._output = threading.Condition()
+        self._batcher = LogBatcher(clock=clock)
+        self._output_closed = False
+        self._stop_reading = threading.Event()
+        self.done = threading.Event()
+
+    def __repr__(self):
+        return f"<Job {self.id} lease={self.lease}>"
+
+    # -- starting -------------------------------------------------------
+
+    def start(self):
+        try:
+            self.process = subprocess.Popen(
+                ["sh", "-c", self.assignment["command"]],
+                cwd=self.work_dir,
+                env=job_environment(self.assignment, os.environ),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: kills reach every child
+            )
+        except OSError as error:
+            self.start_error = str(error)
+            log.error("execution %s could not start: %s", self.id, error)
+        self.started_at = self.clock()
+        if self.process is not None:
+            log.info(
+                "execution %s started (job %s, attempt %s, pid %s)",
+                self.id,
+                self.assignment.get("job"),
+                self.assignment.get("attempt"),
+                self.process.pid,
+            )
+            self._thread(self._read, "read")
+            self._shipper = self._thread(self._ship, "ship")
+        else:
+            self._output_closed = True
+            self._shipper = None
+        self._thread(self._run, "run")
+
+    def _thread(self, target, role):
+        thread = threading.Thread(target=target, name=f"exec-{self.id}-{role}", daemon=True)
+        thread.start()
+        return thread
+
+    # -- killing ----------------------------------------------------------
+
+    @property
+    def running(self):
+        return self.process is not None and not self.reaped
+
+    def kill(self, reason, grace):
+        """SIGTERM the process group now, SIGKILL after `grace` seconds."""
+        with self._lock:
+            if not self.running:
+                return False
+            first = self.kill_reason is None
+            if first:
+                self.kill_reason = reason
+            deadline = self.clock() + grace
+            if self.sigkill_at is None or deadline < self.sigkill_at:
+                self.sigkill_at = deadline
+            if first:
+                self._signal(signal.SIGTERM)
+        if first:
+            log.warning("execution %s: %s", self.id, REASONS[reason].format(timeout=self.timeout))
+        return first
+
+    def tick(self, now, kill_grace):
+        """Enforce the local timeout and the SIGKILL escalation."""
+        if self.timeout and self.kill_reason is None and now >= self.started_at + self.timeout:
+            self.kill("timeout", kill_grace)
+        with self._lock:
+            due = self.sigkill_at is not None and now >= self.sigkill_at
+            if self.running and due and not self.sigkill_sent:
+                self.sigkill_sent = True
+                self._signal(signal.SIGKILL)
+
+    def _signal(self, signum):
+        # Only called while the group leader is not reaped, so the group id
+        # cannot have been reused by an unrelated process.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
+
+    # -- output -----------------------------------------------------------
+
+    def _read(self):
+        fd = self.process.stdout.fileno()
+        while not self._stop_reading.is_set():
+            readable, _, _ = select.select([fd], [], [], 0.2)
+            if not readable:
+                continue
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            with self._output:
+                self._batcher.feed(data)
+                self._output.notify_all()
+        self.process.stdout.close()
+        with self._output:
+            self._batcher.finish()
+            self._output_closed = True
+            self._output.notify_all()
+
+    def _next_batch(self):
+        with self._output:
+            while True:
+                batch = self._batcher.take(force=self._output_closed)
+                if batch is not None or self._output_closed:
+                    return batch
+                self._output.wait(self._batcher.seconds_until_ready())
+
+    def _ship(self):
+        while (batch := self._next_batch()) is not None:
+            self.seq += 1
+            self._send_logs(self.seq, batch)
+
+    def _send_logs(self, seq, data):
+        if self.stale:
+            return
+        body = {"session": self.session, "lease": self.lease, "seq": seq, "data": data}
+        try:
+            self._retry(f"/api/v1/executions/{self.id}/logs", body, LOGS_TIMEOUT)
+        except (Conflict, NotFound) as error:
+            self.stale = True
+            log.warning(
+                "execution %s: server refused its output (%s); no more is sent", self.id, error
+            )
+        except Rejected as error:
+            log.warning("execution %s: output batch %s refused (%s); skipped", self.id, seq, error)
+
+    def _retry(self, path, body, timeout):
+        """Post until answered; Transient errors wait with backoff. None when
+        the agent gives up (shutting down with the server unreachable)."""
+        backoff = Backoff()
+        while True:
+            try:
+                return self.client.post(path, body, timeout=timeout)
+            except Transient:
+                if self.giving_up.wait(backoff.next_delay()):
+                    log.error("execution %s: giving up on reporting to the server", self.id)
+                    return None
+            except Unauthorized as error:
+                self.on_unauthorized(error)
+                return None
+
+    # -- ending -----------------------------------------------------------
+
+    def _wait_for_exit(self):
+        pid = self.process.pid
+        # Wait without reaping: the zombie keeps the process group id ours
+        # while leftovers are signalled.
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        with self._lock:
+            self._signal(signal.SIGTERM)  # whatever the shell left behind
+        with self._output:
+            closed = self._output.wait_for(lambda: self._output_closed, LEFTOVER_GRACE)
+        if not closed:
+            with self._lock:
+                self._signal(signal.SIGKILL)
+            with self._output:
+                closed = self._output.wait_for(lambda: self._output_closed, 1.0)
+            if not closed:
+                self._stop_reading.set()  # something outside the group holds the pipe
+        with self._lock:
+            self.process.wait()
+            self.reaped = True
+
+    def _run(self):
+        try:
+            if self.process is not None:
+                self._wait_for_exit()
+                self._shipper.join()
+            self._finish()
+        except Exception:
+            log.exception("execution %s: unexpected error in the agent", self.id)
+        finally:
+            self.done.set()
+            self.on_done(self)
+
+    def _finish(self):
+        returncode = self.process.returncode if self.process is not None else None
+        body = outcome(returncode, self.kill_reason, self.timeout, self.start_error)
+        log.info(
+            "execution %s ended: exit code %s%s",
+            self.id,
+            body["exit_code"],
+            f" ({body['error']})" if body.get("error") else "",
+        )
+        body.update(session=self.session, lease=self.lease)
+        try:
+            answer = self._retry(f"/api/v1/executions/{self.id}/finish", body, FINISH_TIMEOUT)
+        except (Conflict, NotFound) as error:
+            log.warning(
+                "execution %s: server refused the report (%s): its lease was already taken "
+                "back (expected after a lost lease or self-fencing)",
+                self.id,
+                error,
+            )
+            self.state = "refused"
+            return
+        except Rejected as error:
+            log.error("execution %s: server rejected the report (%s)", self.id, error)
+            self.state = "rejected"
+            return
+        if answer is not None:
+            self.state = answer.get("state")
+            log.info("execution %s reported: %s", self.id, self.state)

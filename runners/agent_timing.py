@@ -1,0 +1,82 @@
+"""Retry pacing and lease deadlines for croniq-runner. Standard library only.
+
+Both take their randomness and clock as arguments so tests need no sleeping.
+"""
+
+import random
+import threading
+import time
+
+
+class Backoff:
+    """Exponential backoff with jitter, capped.
+
+    The n-th consecutive failure waits a random time in [d/2, d] where
+    d = min(cap, base * 2**n): growing pauses, never zero, never in lockstep
+    with other runners that lost the same server.
+    """
+
+    def __init__(self, base=0.5, cap=30.0, rand=random.random):
+        self.base = base
+        self.cap = cap
+        self.rand = rand
+        self.failures = 0
+
+    def ceiling(self):
+        exponent = min(self.failures, 60)
+        return min(self.cap, self.base * 2**exponent)
+
+    def next_delay(self):
+        ceiling = self.ceiling()
+        self.failures += 1
+        return ceiling / 2 + self.rand() * ceiling / 2
+
+    def reset(self):
+        self.failures = 0
+
+
+def fence_margin(lease_ttl):
+    """How long before the server-side lease expiry the agent kills a job it
+    could not renew: a third of the TTL, at most 10 s. A job killed at that
+    point is dead before the server can re-dispatch it.
+    """
+    return min(lease_ttl / 3, 10.0)
+
+
+class LeaseBook:
+    """Local deadlines of the leases this agent holds, on the monotonic clock.
+
+    A renewal is anchored at the moment the heartbeat was *sent*: the server
+    renewed after that, so its expiry is at least `sent_at + ttl` (no wall
+    clocks compared across machines). The agent must have killed the job by
+    `deadline = sent_at + ttl - margin`.
+    """
+
+    def __init__(self, lease_ttl, margin=None, clock=time.monotonic):
+        self.lease_ttl = lease_ttl
+        self.margin = fence_margin(lease_ttl) if margin is None else margin
+        self.clock = clock
+        self._deadlines = {}
+        self._lock = threading.Lock()
+
+    def renewed(self, execution_id, sent_at):
+        deadline = sent_at + self.lease_ttl - self.margin
+        with self._lock:
+            # A late answer to an older heartbeat must not move the deadline back.
+            self._deadlines[execution_id] = max(deadline, self._deadlines.get(execution_id, 0))
+
+    def forget(self, execution_id):
+        with self._lock:
+            self._deadlines.pop(execution_id, None)
+
+    def remaining(self, execution_id, now=None):
+        now = self.clock() if now is None else now
+        with self._lock:
+            deadline = self._deadlines.get(execution_id)
+        return None if deadline is None else deadline - now
+
+    def overdue(self, now=None):
+        """Ids whose deadline has passed: their jobs must die now."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            return sorted(eid for eid, deadline in self._deadlines.items() if deadline <= now)
