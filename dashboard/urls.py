@@ -1,8 +1,14 @@
 from django.urls import path
-from django.views.generic import RedirectView
+
+from dashboard import views
 
 app_name = "dashboard"
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False), name="overview"),
+    path("", views.overview, name="overview"),
+    path("jobs/<slug:name>/", views.job_detail, name="job"),
+    path("executions/<int:pk>/", views.execution_detail, name="execution"),
+    path("executions/<int:pk>/log", views.execution_log, name="execution-log"),
+    path("runners/", views.runners, name="runners"),
+    path("audit/", views.audit, name="audit"),
 ]

@@ -1,0 +1,229 @@
+"""The dashboard's reads. Each function issues a fixed, small number of queries
+whatever the size of the tables, so pages stay fast with 2,000 jobs and a
+million executions: nothing here counts or loads a whole history.
+"""
+
+from collections import defaultdict
+from datetime import timedelta
+
+from django.db import connection
+from django.db.models import Count, Min
+
+import audit
+from audit.models import AuditEvent, Counter
+from runners.models import Runner
+from scheduler.models import Execution, Job, LogChunk
+
+STRIP_LENGTH = 20
+JOBS_PER_PAGE = 50
+HISTORY_PER_PAGE = 50
+AUDIT_PER_PAGE = 50
+CHART_RUNS = 60
+LOG_CHUNKS_PER_POLL = 500
+RUNNERS_LIMIT = 500
+
+
+class Page:
+    """One page of a listing, found without COUNT(*): fetch one row more than
+    the page holds to know whether a next page exists."""
+
+    def __init__(self, rows, number, per_page):
+        self.number = number
+        self.has_next = len(rows) > per_page
+        self.items = rows[:per_page]
+        self.has_previous = number > 1
+        self.next_number = number + 1
+        self.previous_number = number - 1
+
+
+def cheap_page(queryset, number, per_page):
+    start = (number - 1) * per_page
+    return Page(list(queryset[start : start + per_page + 1]), number, per_page)
+
+
+def page_number(value):
+    """A page number from a query string value; anything odd means page 1."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return 1
+    return min(max(number, 1), 100_000)
+
+
+# Overview
+
+
+def live_counts():
+    """Pending and running executions right now: both states have a partial
+    index, so these counts never read the finished history."""
+    return {
+        Execution.PENDING: Execution.objects.filter(state=Execution.PENDING).count(),
+        Execution.RUNNING: Execution.objects.filter(state=Execution.RUNNING).count(),
+    }
+
+
+def finished_totals():
+    """Finished executions by state since the start, from the persisted
+    `croniq_executions_total{state}` counters that /metrics exposes too
+    (a GROUP BY over a million rows would read the whole table)."""
+    totals = {}
+    for counter in Counter.objects.filter(name="croniq_executions_total"):
+        state = counter.label_dict().get("state", "")
+        totals[state] = totals.get(state, 0) + counter.value
+    return totals
+
+
+def state_counts():
+    """[(state, label, count)] in the model's order of states."""
+    counts = {**finished_totals(), **live_counts()}
+    return [(state, label, counts.get(state, 0)) for state, label in Execution.STATES]
+
+
+def runner_counts():
+    rows = Runner.objects.values("state").annotate(n=Count("id"))
+    counts = {row["state"]: row["n"] for row in rows}
+    counts["flapping"] = Runner.objects.filter(flapping=True).count()
+    return counts
+
+
+def scheduler_lag(now):
+    """How far the trigger tick is behind: the age of the oldest due job
+    (`job_due` index, as `croniq_scheduler_lag_seconds`), of the oldest
+    execution waiting for a runner (`exec_pending` index), and of the loop's
+    last finished tick."""
+    oldest_due = Job.objects.filter(
+        enabled=True, paused_at__isnull=True, next_run_at__lte=now
+    ).aggregate(at=Min("next_run_at"))["at"]
+    oldest_pending = Execution.objects.filter(
+        state=Execution.PENDING, run_after__lte=now
+    ).aggregate(at=Min("run_after"))["at"]
+    last_tick = audit.last_tick()
+    return {
+        "trigger": now - oldest_due if oldest_due else timedelta(0),
+        "dispatch": now - oldest_pending if oldest_pending else timedelta(0),
+        "last_tick": last_tick,
+        "tick_age": now - last_tick if last_tick else None,
+    }
+
+
+def jobs_page(number, per_page=JOBS_PER_PAGE):
+    jobs = Job.objects.select_related("calendar").order_by("name")
+    return cheap_page(jobs, number, per_page)
+
+
+STRIP_COLUMNS = "id, job_id, state, scheduled_for, attempt, claimed_at, finished_at"
+
+
+def recent_results(job_ids, per_job=STRIP_LENGTH):
+    """{job_id: [Execution, ...]} the newest `per_job` executions of each job,
+    newest first, in one query.
+
+    Each branch of the UNION ALL is an index range scan on `exec_job_history`
+    that stops after `per_job` rows, so the cost is bounded by the jobs on the
+    page, not by the size of their histories. (SQLite refuses LIMIT inside a
+    compound SELECT's members, hence the wrapping sub-select.)
+    """
+    if not job_ids:
+        return {}
+    table = connection.ops.quote_name(Execution._meta.db_table)
+    branch = (
+        f"SELECT * FROM (SELECT {STRIP_COLUMNS} FROM {table} WHERE job_id = %s"
+        " ORDER BY scheduled_for DESC, attempt DESC LIMIT %s) AS b{n}"
+    )
+    sql = " UNION ALL ".join(branch.format(n=n) for n in range(len(job_ids)))
+    params = []
+    for job_id in job_ids:
+        params += [job_id, per_job]
+    results = defaultdict(list)
+    for execution in Execution.objects.raw(sql, params):
+        results[execution.job_id].append(execution)
+    for runs in results.values():
+        runs.sort(key=lambda e: (e.scheduled_for, e.attempt), reverse=True)
+    return dict(results)
+
+
+# Job page
+
+
+def job_history(job, number, per_page=HISTORY_PER_PAGE):
+    runs = Execution.objects.filter(job=job).select_related("runner")
+    return cheap_page(runs.order_by("-scheduled_for", "-attempt"), number, per_page)
+
+
+def recent_durations(job, limit=CHART_RUNS):
+    """The newest finished runs that have a duration, oldest first."""
+    runs = (
+        Execution.objects.filter(job=job)
+        .order_by("-scheduled_for", "-attempt")
+        .only("id", "state", "scheduled_for", "attempt", "claimed_at", "finished_at")[:limit]
+    )
+    return [run for run in reversed(list(runs)) if run.duration is not None]
+
+
+# Execution page
+
+
+def log_chunks(execution, after=-1, limit=None):
+    chunks = LogChunk.objects.filter(execution=execution, seq__gt=after).order_by("seq")
+    if limit is not None:
+        chunks = chunks[:limit]
+    return list(chunks.values_list("seq", "data"))
+
+
+def execution_attempts(execution):
+    """All attempts for the same scheduled instant (retries), oldest first."""
+    return list(
+        Execution.objects.filter(
+            job_id=execution.job_id, scheduled_for=execution.scheduled_for
+        ).order_by("attempt")
+    )
+
+
+# Runners page
+
+
+def runners_with_work(limit=RUNNERS_LIMIT):
+    """Runners and what each is running, in two queries."""
+    runners = list(Runner.objects.order_by("name")[:limit])
+    work = defaultdict(list)
+    running = Execution.objects.filter(
+        state=Execution.RUNNING, runner__in=[r.pk for r in runners]
+    ).select_related("job")
+    for execution in running.order_by("claimed_at"):
+        work[execution.runner_id].append(execution)
+    for runner in runners:
+        runner.current_work = work.get(runner.pk, [])
+    return runners
+
+
+# Audit page
+
+
+def audit_events(action="", actor="", target="", number=1, per_page=AUDIT_PER_PAGE):
+    """Newest first, filtered; a page without COUNT(*).
+
+    `action` is exact ("runner.takeover") or a prefix ending in a dot
+    ("runner."). `actor` matches the actor name exactly, or "kind:name".
+    `target` is "type:id" (the `audit_target` index, e.g.
+    "runners.runner:7") or text found in the target's description.
+    """
+    events = AuditEvent.objects.all()
+    if action:
+        events = (
+            events.filter(action__startswith=action)
+            if action.endswith(".")
+            else events.filter(action=action)
+        )
+    if actor:
+        kind, sep, name = actor.partition(":")
+        if sep and kind in dict(AuditEvent.ACTOR_KINDS):
+            events = events.filter(actor_kind=kind, actor_name=name)
+        else:
+            events = events.filter(actor_name=actor)
+    if target:
+        target_type, sep, target_id = target.partition(":")
+        if sep and "." in target_type and target_id:
+            events = events.filter(target_type=target_type, target_id=target_id)
+        else:
+            events = events.filter(target_repr__icontains=target)
+    return cheap_page(events.order_by("-at", "-id"), number, per_page)

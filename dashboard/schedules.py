@@ -1,0 +1,49 @@
+"""Schedule text and upcoming fire times for the job page.
+
+The cron math lives in `scheduler/cron.py`; it is imported when used so the
+dashboard still renders (with the raw schedule) where it is not available.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Upcoming:
+    times: list = field(default_factory=list)
+    # Why there are no times, when there are none.
+    reason: str = ""
+
+
+def _cron():
+    try:
+        from scheduler import cron
+    except ImportError:
+        return None
+    return cron
+
+
+def describe(job):
+    """The schedule in words, or the raw schedule when that is unavailable."""
+    cron = _cron()
+    if cron is None or not hasattr(cron, "describe"):
+        return job.schedule
+    try:
+        return cron.describe(job.schedule)
+    except ValueError:
+        return job.schedule
+
+
+def upcoming(job, now, count=10):
+    cron = _cron()
+    if cron is None or not hasattr(cron, "next_fires"):
+        return Upcoming(reason="Fire times are not available in this version.")
+    rules = job.calendar.rules() if job.calendar_id else None
+    try:
+        times = list(
+            cron.next_fires(job.schedule, job.timezone, rules, now, count, job.calendar_policy)
+        )
+    except ValueError as e:
+        return Upcoming(reason=f"Cannot compute fire times: {e}")
+    if not times:
+        return Upcoming(reason="This schedule never fires within the horizon (calendar applied).")
+    return Upcoming(times=times)

@@ -1,0 +1,80 @@
+// Croniq dashboard: local times and the live log tail. No dependencies.
+"use strict";
+
+(function () {
+  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  var format = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit",
+    timeZoneName: "short",
+  });
+
+  // Server renders UTC; show each instant in the viewer's timezone and keep
+  // the UTC text in the title for hovering.
+  function localiseTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (el) {
+      if (el.dataset.localised) return;
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at)) return;
+      if (!el.title) el.title = el.textContent;
+      el.textContent = format.format(at);
+      el.dataset.localised = "1";
+    });
+  }
+
+  function showZone() {
+    var label = document.querySelector("[data-viewer-tz]");
+    if (label) label.textContent = "Times in " + zone + " (UTC on hover)";
+  }
+
+  // While an execution is pending or running, ask for new log chunks every
+  // second and append them; stop once it has finished.
+  function tailLog(log) {
+    var after = parseInt(log.dataset.after, 10);
+    var url = log.dataset.url;
+    var stateBadge = document.querySelector("[data-execution-state] .state");
+    var indicator = document.querySelector("[data-live-indicator]");
+
+    function atBottom() {
+      return log.scrollHeight - log.scrollTop - log.clientHeight < 30;
+    }
+
+    function poll() {
+      fetch(url + "?after=" + after, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (answer) {
+          if (!answer.ok) throw new Error("HTTP " + answer.status);
+          return answer.json();
+        })
+        .then(function (body) {
+          var follow = atBottom();
+          body.chunks.forEach(function (chunk) {
+            log.appendChild(document.createTextNode(chunk.data));
+            after = chunk.seq;
+          });
+          log.dataset.after = String(after);
+          if (follow) log.scrollTop = log.scrollHeight;
+          if (stateBadge && stateBadge.textContent !== body.state) {
+            stateBadge.textContent = body.state.replace("_", " ");
+            stateBadge.className = "state state-" + body.state;
+          }
+          if (body.live || body.more) {
+            setTimeout(poll, body.more ? 0 : 1000);
+          } else {
+            delete log.dataset.live;
+            if (indicator) indicator.remove();
+          }
+        })
+        .catch(function () {
+          setTimeout(poll, 3000);
+        });
+    }
+    setTimeout(poll, 1000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    showZone();
+    localiseTimes(document);
+    var log = document.querySelector("pre.log[data-live]");
+    if (log) tailLog(log);
+  });
+})();
