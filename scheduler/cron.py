@@ -1,0 +1,383 @@
+"""Schedules and their next fire instants, DST-correct and calendar-gated.
+
+Pure: no database, no clock. Callers pass `after` (the last scheduled instant,
+or now) and get aware UTC datetimes back.
+
+DST follows the Debian cron rule (DESIGN.md §3). A job whose hour field is
+not `*` runs at a fixed time of day: when that wall time occurs twice it fires
+once (the first occurrence), and when it does not exist it fires right after
+the gap. A job whose hour field is `*` follows absolute time through both
+transitions. We evaluate cron on constant-offset segments of the zone (between
+two transitions wall time is just UTC plus an offset) and apply the rule at
+the segment borders; croniter alone fires `30 2 * * *` twice on a fall-back
+day.
+
+Calendars never make us discard candidates one by one: from a blocked
+candidate we ask the calendar for its next allowed instant and continue the
+cron search from there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from cron_descriptor import get_description
+from croniter import croniter
+
+from calendars.rules import (
+    DEFAULT_HORIZON_YEARS,
+    RulesError,
+    add_years,
+    get_zone,
+    last_transition,
+    segment_end,
+    to_utc,
+)
+
+SKIP = "skip"
+DEFER = "defer"
+ONE_MINUTE = timedelta(minutes=1)
+TINY = timedelta(microseconds=1)
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+MONTH_NAMES = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+DOW_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+# (name, lowest, highest, names for the lowest values on)
+FIELDS = [
+    ("minute", 0, 59, None),
+    ("hour", 0, 23, None),
+    ("day-of-month", 1, 31, None),
+    ("month", 1, 12, MONTH_NAMES),
+    ("day-of-week", 0, 7, DOW_NAMES),
+]
+EVERY_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot be parsed, with a message a person understands."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A parsed schedule: either cron fields or a fixed interval (`@every`)."""
+
+    text: str
+    every: timedelta | None = None
+    expression: str = ""
+    minutes: tuple = ()
+    hours: tuple = ()
+    days: frozenset = frozenset()
+    months: frozenset = frozenset()
+    weekdays: frozenset = frozenset()  # 0 = Sunday, as in cron
+    dom_star: bool = True
+    dow_star: bool = True
+    hour_star: bool = True
+
+    def __str__(self):
+        return self.text
+
+    @property
+    def fixed_time(self):
+        """Whether the Debian fixed-time-of-day DST rule applies (hour field not `*`)."""
+        return self.every is None and not self.hour_star
+
+    def day_matches(self, day):
+        dom = day.day in self.days
+        dow = (day.weekday() + 1) % 7 in self.weekdays
+        # Vixie cron: when either day field starts with `*`, both must match;
+        # when both are restricted, either one is enough.
+        if self.dom_star or self.dow_star:
+            return dom and dow
+        return dom or dow
+
+
+# --- parsing -----------------------------------------------------------------
+
+
+def parse_schedule(text):
+    """A Schedule from cron text, a macro or `@every <duration>`; ScheduleError if bad."""
+    if isinstance(text, Schedule):
+        return text
+    if not isinstance(text, str) or not text.strip():
+        raise ScheduleError("schedule is empty: use 5 cron fields, a macro or @every <duration>")
+    cleaned = " ".join(text.split())
+    lowered = cleaned.lower()
+    if lowered.startswith("@every"):
+        return _parse_every(cleaned)
+    if lowered.startswith("@"):
+        if lowered not in MACROS:
+            known = ", ".join(sorted(MACROS))
+            raise ScheduleError(f"unknown macro {cleaned!r} (known: {known}, @every <duration>)")
+        return _parse_cron(MACROS[lowered], text=cleaned)
+    return _parse_cron(cleaned, text=cleaned)
+
+
+def _parse_every(text):
+    _, _, duration = text.partition(" ")
+    match = EVERY_RE.match(duration.strip().lower())
+    if not duration.strip() or not match:
+        raise ScheduleError(
+            f"{text!r}: write the interval as days, hours, minutes and seconds, "
+            "e.g. @every 30s, @every 5m, @every 1h30m, @every 2d"
+        )
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if interval <= timedelta(0):
+        raise ScheduleError(f"{text!r}: the interval must be longer than zero")
+    return Schedule(text=text, every=interval)
+
+
+def _parse_cron(expression, text):
+    fields = expression.split(" ")
+    if len(fields) != 5:
+        raise ScheduleError(
+            f"schedule {text!r} has {len(fields)} fields; cron needs 5 "
+            "(minute hour day-of-month month day-of-week), e.g. '30 2 * * *'"
+        )
+    values = [_parse_field(f, *spec) for f, spec in zip(fields, FIELDS, strict=True)]
+    if not croniter.is_valid(expression):  # we agree with croniter on what is cron
+        raise ScheduleError(f"schedule {text!r} is not a valid cron expression")
+    minutes, hours, days, months, weekdays = values
+    return Schedule(
+        text=text,
+        expression=expression,
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        days=frozenset(days),
+        months=frozenset(months),
+        weekdays=frozenset(d % 7 for d in weekdays),  # 7 is Sunday too
+        dom_star=fields[2].startswith(("*", "?")),
+        dow_star=fields[4].startswith(("*", "?")),
+        hour_star=fields[1] == "*",
+    )
+
+
+def _parse_field(text, name, lo, hi, names):
+    found = set()
+    for item in text.split(","):
+        if not item:
+            raise ScheduleError(f"{name} field: empty item in {text!r}")
+        base, slash, step_text = item.partition("/")
+        step = 1
+        if slash:
+            if not step_text.isdigit() or int(step_text) < 1:
+                raise ScheduleError(f"{name} field: step {step_text!r} must be a whole number >= 1")
+            step = int(step_text)
+        if base in ("*", "?") and (base == "*" or name.startswith("day")):
+            first, last = lo, hi
+        elif "-" in base:
+            a, _, b = base.partition("-")
+            first, last = _field_value(a, name, lo, hi, names), _field_value(b, name, lo, hi, names)
+            if first > last:
+                raise ScheduleError(f"{name} field: range {base} runs backwards")
+        else:
+            first = _field_value(base, name, lo, hi, names)
+            last = hi if slash else first  # "5/15" means from 5 to the end, every 15
+        found.update(range(first, last + 1, step))
+    return found
+
+
+def _field_value(token, name, lo, hi, names):
+    if token.isdigit():
+        value = int(token)
+        if not lo <= value <= hi:
+            raise ScheduleError(f"{name} field: {value} is out of range {lo}-{hi}")
+        return value
+    if names and token.lower() in names:
+        return names.index(token.lower()) + (lo if name == "month" else 0)
+    hint = f" or a name ({', '.join(names)})" if names else ""
+    raise ScheduleError(f"{name} field: {token!r} is not a number in {lo}-{hi}{hint}")
+
+
+def _as_zone(tz):
+    try:
+        return get_zone(tz)
+    except RulesError as exc:
+        raise ScheduleError(str(exc)) from None
+
+
+# --- cron on wall time ---------------------------------------------------------
+
+
+def _next_wall_match(schedule, w, last):
+    """The first naive wall time >= w (minute-aligned) that matches, or None after `last`."""
+    while w <= last:
+        if w.month not in schedule.months:
+            w = _first_of_next_month(w)
+        elif not schedule.day_matches(w.date()):
+            w = _next_midnight(w)
+        elif w.hour not in schedule.hours:
+            i = bisect.bisect_right(schedule.hours, w.hour)
+            if i < len(schedule.hours):
+                w = w.replace(hour=schedule.hours[i], minute=0)
+            else:
+                w = _next_midnight(w)
+        elif w.minute not in schedule.minutes:
+            i = bisect.bisect_right(schedule.minutes, w.minute)
+            if i < len(schedule.minutes):
+                w = w.replace(minute=schedule.minutes[i])
+            else:
+                w = w.replace(minute=0) + timedelta(hours=1)
+        else:
+            return w
+    return None
+
+
+def _next_midnight(w):
+    return w.replace(hour=0, minute=0) + timedelta(days=1)
+
+
+def _first_of_next_month(w):
+    if w.month == 12:
+        return w.replace(year=w.year + 1, month=1, day=1, hour=0, minute=0)
+    return w.replace(month=w.month + 1, day=1, hour=0, minute=0)
+
+
+def _naive(t):
+    return t.replace(tzinfo=None)
+
+
+def _cron_next(schedule, zone, after, limit):
+    """The first fire instant strictly after `after` (calendar ignored), or None past `limit`."""
+    t = after.replace(second=0, microsecond=0) + ONE_MINUTE
+    while t <= limit:
+        if schedule.fixed_time:
+            tr = last_transition(zone, t)
+            if tr is not None:
+                moved = _fixed_time_border(schedule, tr, t)
+                if moved == t:
+                    return t
+                if moved is not None:
+                    t = moved
+                    continue
+        offset = t.astimezone(zone).utcoffset()
+        end = min(segment_end(zone, t), limit + ONE_MINUTE)
+        # Inside [t, end) the wall time is UTC + offset, a plain bijection.
+        found = _next_wall_match(schedule, _naive(t + offset), _naive(end + offset) - ONE_MINUTE)
+        if found is not None:
+            return found.replace(tzinfo=UTC) - offset
+        t = end
+    return None
+
+
+def _fixed_time_border(schedule, transition, t):
+    """Apply the Debian rule at the last transition before t, for fixed-time jobs.
+
+    Returns t when t is the end of a gap that swallowed a wall time due, the
+    end of a repeated stretch when t lies inside one, or None (nothing to do).
+    """
+    at, before, after = transition
+    if after > before and at == t:
+        skipped_from = _naive(at + before)
+        skipped_to = _naive(at + after) - ONE_MINUTE
+        if _next_wall_match(schedule, skipped_from, skipped_to) is not None:
+            return t
+    if after < before and t < at + (before - after):
+        return at + (before - after)  # these wall times already had their firing
+    return None
+
+
+def _raw_next(schedule, zone, after, limit, anchor):
+    """The first fire instant > after, calendar ignored. `@every` counts from anchor."""
+    if schedule.every is None:
+        return _cron_next(schedule, zone, after, limit)
+    steps = (after - anchor) // schedule.every + 1
+    found = anchor + steps * schedule.every
+    return found if found <= limit else None
+
+
+# --- the public math -----------------------------------------------------------
+
+
+def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
+    """The first fire instant strictly after `after`, calendar applied, in UTC.
+
+    `schedule` is text or a Schedule, `tz` an IANA name or ZoneInfo, `calendar`
+    a CalendarRules or None. `@every` counts from `after` (pass the last
+    scheduled instant). Policy `skip` moves on to the next occurrence inside
+    allowed time; `defer` fires a blocked occurrence once at the first allowed
+    instant after it. None when nothing fires within the horizon (5 years).
+    """
+    schedule = parse_schedule(schedule)
+    zone = _as_zone(tz)
+    after = _as_utc(after)
+    limit = add_years(after, horizon_years or DEFAULT_HORIZON_YEARS)
+    candidate = _raw_next(schedule, zone, after, limit, anchor=after)
+    if candidate is None or calendar is None:
+        return candidate
+    if policy == DEFER:
+        # Every occurrence before the next allowed instant is blocked too, so
+        # they all coalesce into this one firing.
+        return calendar.next_allowed(candidate, horizon=limit)
+    if policy != SKIP:
+        raise ValueError(f"unknown calendar policy {policy!r} (use skip or defer)")
+    while candidate is not None:
+        allowed = calendar.next_allowed(candidate, horizon=limit)
+        if allowed is None or allowed == candidate:
+            return allowed
+        candidate = _raw_next(schedule, zone, allowed - TINY, limit, anchor=after)
+    return None
+
+
+def next_fires(schedule, tz, calendar, after, count, policy=SKIP, horizon_years=None):
+    """Up to `count` consecutive fire instants after `after` (each anchored on the previous)."""
+    schedule = parse_schedule(schedule)
+    zone = _as_zone(tz)
+    found = []
+    while len(found) < count:
+        after = next_fire(schedule, zone, calendar, after, policy, horizon_years)
+        if after is None:
+            break
+        found.append(after)
+    return found
+
+
+def never_fires_reason(schedule, tz, calendar, now, horizon_years=None, policy=SKIP):
+    """A sentence when the schedule never fires within the horizon, else None."""
+    schedule = parse_schedule(schedule)
+    years = horizon_years or DEFAULT_HORIZON_YEARS
+    if next_fire(schedule, tz, calendar, now, policy, years) is not None:
+        return None
+    if calendar is None:
+        return f"never fires: schedule '{schedule}' has no occurrence within {years} years"
+    if calendar.next_allowed(now, horizon=add_years(to_utc(now), years)) is None:
+        return f"never fires: calendar '{calendar.name}' allows no time within {years} years"
+    return (
+        f"never fires: schedule '{schedule}' never meets calendar '{calendar.name}' "
+        f"within {years} years"
+    )
+
+
+def describe(schedule):
+    """The schedule in words, e.g. "At 02:30 AM" or "Every 1 hour 30 minutes"."""
+    schedule = parse_schedule(schedule)
+    if schedule.every is None:
+        return get_description(schedule.expression)
+    return "Every " + _describe_interval(schedule.every)
+
+
+def _describe_interval(interval):
+    seconds = int(interval.total_seconds())
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts)
+
+
+def _as_utc(t):
+    if not isinstance(t, datetime) or t.tzinfo is None:
+        raise ValueError("`after` must be a timezone-aware datetime")
+    return t.astimezone(UTC)
