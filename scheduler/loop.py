@@ -21,6 +21,8 @@ log = logging.getLogger("croniq.scheduler")
 MAX_OUTAGE_BACKOFF = 30.0
 # How often a sleeping loop looks for edited jobs (an indexed MAX query).
 EDIT_CHECK_INTERVAL = 0.1
+# Housekeeping (runner states, audit retention) needs no sub-second precision.
+HOUSEKEEPING_INTERVAL = 5.0
 
 
 class SchedulerLoop:
@@ -30,23 +32,32 @@ class SchedulerLoop:
         self.stopping = threading.Event()
         self.outage_backoff = 0.0
         self.last_job_edit = None
+        self.last_housekeeping = None
 
     def stop(self):
         self.stopping.set()
 
-    def units(self):
-        return [
+    def units(self, now):
+        units = [
             ("fired", ticks.trigger_due),
             ("timed_out", ticks.expire_timeouts),
             ("reaped", ticks.reap_expired_leases),
-            ("runners", ticks.update_runner_states),
-            ("pruned", ticks.prune_history),
         ]
+        if self.housekeeping_due(now):
+            units += [("runners", ticks.update_runner_states), ("pruned", ticks.prune_history)]
+        return units
+
+    def housekeeping_due(self, now):
+        last = self.last_housekeeping
+        if last is not None and (now - last).total_seconds() < HOUSEKEEPING_INTERVAL:
+            return False
+        self.last_housekeeping = now
+        return True
 
     def tick(self, now):
         """Run every unit once; returns {unit: count} for the units that did work."""
         done = {}
-        for name, unit in self.units():
+        for name, unit in self.units(now):
             count = unit(now)
             if count:
                 done[name] = count

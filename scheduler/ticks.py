@@ -248,7 +248,7 @@ def update_runner_states(now):
 
 def prune_history(now):
     """Drop audit events past their retention (bounded batches)."""
-    return audit.prune(now) if hasattr(audit, "prune") else 0
+    return audit.prune(now)
 
 
 def last_job_edit():

@@ -173,3 +173,17 @@ def wait_for(predicate, timeout=20, interval=0.05, message="condition"):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+def query(database_url, sql, params=()):
+    """Rows from the e2e database, read from outside the processes under test."""
+    if database_url.startswith("sqlite"):
+        import sqlite3
+
+        path = database_url.removeprefix("sqlite:///")
+        with closing(sqlite3.connect(path, timeout=20)) as conn:
+            return conn.execute(sql.replace("%s", "?"), params).fetchall()
+    import psycopg
+
+    with psycopg.connect(database_url.replace("postgres://", "postgresql://")) as conn:
+        return conn.execute(sql, params).fetchall()
