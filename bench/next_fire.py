@@ -1,0 +1,126 @@
+"""Speed of the calendar-gated next-fire math. Prints one JSON object per measurement.
+
+Run: .venv/bin/python bench/next_fire.py   (no database, no Django setup)
+"""
+
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from calendars.rules import CalendarRules, Period  # noqa: E402
+from scheduler.cron import never_fires_reason, next_fire, next_fires, parse_schedule  # noqa: E402
+
+START = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
+REPEATS = 201
+
+
+def emit(name, value, unit, target, **extra):
+    line = {"bench": name, "value": round(value, 4), "unit": unit, "target": target}
+    if target is not None:
+        line["met"] = value <= target
+    line.update(extra)
+    print(json.dumps(line), flush=True)
+
+
+def median_ms(fn, repeats=REPEATS):
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), fn()
+
+
+def naive_next_fire(schedule, calendar, after):
+    """Discard-and-retry, for comparison: every blocked candidate is one more round."""
+    candidate = after
+    rounds = 0
+    while True:
+        candidate = next_fire(schedule, "Europe/Berlin", None, candidate)
+        rounds += 1
+        if calendar.is_allowed(candidate):
+            return candidate, rounds
+
+
+def bench_blackout():
+    freeze = CalendarRules(
+        timezone="Europe/Berlin",
+        exclude=(Period(date(2026, 12, 21), date(2027, 1, 10), "Christmas freeze"),),
+        name="freeze",
+    )
+    schedule = parse_schedule("* * * * *")
+    after = datetime(2026, 12, 20, 23, 0, tzinfo=UTC)  # local midnight, as the freeze starts
+    fast, found = median_ms(lambda: next_fire(schedule, "Europe/Berlin", freeze, after))
+    emit(
+        "every_minute_across_21_day_blackout",
+        fast,
+        "ms (median)",
+        1.0,
+        result=found.isoformat(),
+    )
+    started = time.perf_counter()
+    slow, rounds = naive_next_fire(schedule, freeze, after)
+    naive = (time.perf_counter() - started) * 1000
+    assert slow == found, (slow, found)
+    emit(
+        "every_minute_across_21_day_blackout_naive_discard_and_retry",
+        naive,
+        "ms (one run)",
+        None,
+        candidates_discarded=rounds - 1,
+        speedup=round(naive / fast, 1),
+    )
+
+
+def bench_de_by_workdays():
+    workdays = CalendarRules(
+        timezone="Europe/Berlin",
+        weekdays=("mon", "tue", "wed", "thu", "fri"),
+        holiday_country="DE",
+        holiday_subdivision="BY",
+        name="de-by-workdays",
+    )
+    next_fires("0 9 * * 1-5", "Europe/Berlin", workdays, START, 1)  # warm the holiday cache
+    started = time.perf_counter()
+    fires = next_fires("0 9 * * 1-5", "Europe/Berlin", workdays, START, 2500)
+    total = (time.perf_counter() - started) * 1000
+    emit(
+        "2500_fires_weekday_9am_de_by_holidays",
+        total,
+        "ms (total)",
+        250.0,
+        first=fires[0].isoformat(),
+        last=fires[-1].isoformat(),
+    )
+
+
+def bench_never_fires():
+    workdays = CalendarRules(
+        timezone="Europe/Berlin", weekdays=("mon", "tue", "wed", "thu", "fri"), name="workdays"
+    )
+    never_fires_reason("0 9 * * 6", "Europe/Berlin", workdays, START)  # warm caches
+    took, reason = median_ms(
+        lambda: never_fires_reason("0 9 * * 6", "Europe/Berlin", workdays, START), repeats=21
+    )
+    emit("never_fires_detection_5_years", took, "ms (median)", 50.0, reason=reason)
+
+
+def bench_warm_up_cost():
+    # Building a holiday year and a zone's transitions happens once per process.
+    started = time.perf_counter()
+    CalendarRules(holiday_country="GB", timezone="Australia/Sydney").next_allowed(
+        START + timedelta(days=3650)
+    )
+    emit("first_use_cold_caches", (time.perf_counter() - started) * 1000, "ms", None)
+
+
+if __name__ == "__main__":
+    bench_blackout()
+    bench_de_by_workdays()
+    bench_never_fires()
+    bench_warm_up_cost()
