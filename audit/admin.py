@@ -1,0 +1,78 @@
+import json
+
+from django.contrib import admin
+from django.utils.html import format_html
+
+from audit.admin_mixins import CheapPaginator, ReadOnlyModelAdmin
+from audit.models import AuditEvent, Counter, Heartbeat
+
+
+class RecentValuesFilter(admin.SimpleListFilter):
+    """Offers the values seen among the newest events: a DISTINCT over the
+    whole table would scan it on every page view. Older values still filter
+    by URL (?action=...)."""
+
+    window = 10_000
+
+    def lookups(self, request, model_admin):
+        newest = AuditEvent.objects.order_by("-at", "-id").values("id")[: self.window]
+        values = (
+            AuditEvent.objects.filter(id__in=newest)
+            .exclude(**{self.parameter_name: ""})
+            .order_by(self.parameter_name)
+            .values_list(self.parameter_name, flat=True)
+            .distinct()
+        )
+        return [(value, value) for value in values]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(**{self.parameter_name: self.value()})
+        return queryset
+
+
+class ActionFilter(RecentValuesFilter):
+    title = "action"
+    parameter_name = "action"
+
+
+class TargetTypeFilter(RecentValuesFilter):
+    title = "target type"
+    parameter_name = "target_type"
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyModelAdmin):
+    list_display = ["at", "action", "actor_kind", "actor_name", "target_type", "target_repr"]
+    list_filter = [ActionFilter, "actor_kind", TargetTypeFilter]
+    search_fields = ["actor_name", "target_repr"]
+    fields = [
+        "at",
+        "action",
+        "actor_kind",
+        "actor_name",
+        "target_type",
+        "target_id",
+        "target_repr",
+        "pretty_data",
+    ]
+    readonly_fields = fields
+    paginator = CheapPaginator
+    show_full_result_count = False
+    list_per_page = 100
+
+    @admin.display(description="data")
+    def pretty_data(self, event):
+        return format_html("<pre>{}</pre>", json.dumps(event.data, indent=2, sort_keys=True))
+
+
+@admin.register(Counter)
+class CounterAdmin(ReadOnlyModelAdmin):
+    list_display = ["name", "labels", "value"]
+    search_fields = ["name", "labels"]
+    ordering = ["name", "labels"]
+
+
+@admin.register(Heartbeat)
+class HeartbeatAdmin(ReadOnlyModelAdmin):
+    list_display = ["name", "at"]

@@ -1,0 +1,289 @@
+"""Croniq's series on /metrics (DESIGN.md §4, "Metrics (contract)"), read back
+through prometheus_client's own parser from rows in a real database."""
+
+from datetime import UTC, datetime, timedelta
+from itertools import count
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.core import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+import audit
+from audit.models import Counter
+from croniq_project.collector import CroniqCollector
+from runners.models import Runner
+from scheduler.models import Execution, Job
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+CONTRACT = {
+    "croniq_runner_takeovers_total": "counter",
+    "croniq_runner_flapping": "gauge",
+    "croniq_runners": "gauge",
+    "croniq_executions_reaped_total": "counter",
+    "croniq_executions_total": "counter",
+    "croniq_executions_pending": "gauge",
+    "croniq_dispatch_latency_seconds": "histogram",
+    "croniq_scheduler_lag_seconds": "gauge",
+    "croniq_scheduler_last_tick_timestamp_seconds": "gauge",
+    "croniq_singleton_skips_total": "counter",
+    "croniq_fencing_rejections_total": "counter",
+}
+_names = count(1)
+
+
+def scrape(now=NOW):
+    """The exposition text of a fresh collector, as a process would serve it."""
+    registry = CollectorRegistry()
+    registry.register(CroniqCollector(clock=lambda: now))
+    return generate_latest(registry).decode()
+
+
+def samples(text):
+    """{(sample name, frozenset(labels)): value} and {family name: type}."""
+    values, types = {}, {}
+    for family in text_string_to_metric_families(text):
+        name = family.name + "_total" if family.type == "counter" else family.name
+        types[name] = family.type
+        for sample in family.samples:
+            values[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return values, types
+
+
+def value(values, name, **labels):
+    return values[(name, frozenset(labels.items()))]
+
+
+def make_runner(name=None, **fields):
+    fields.setdefault("session", "s1")
+    fields.setdefault("registered_at", NOW)
+    fields.setdefault("last_seen_at", NOW)
+    return Runner.objects.create(name=name or f"runner-{next(_names)}", **fields)
+
+
+def make_job(name=None, **fields):
+    fields.setdefault("schedule", "*/5 * * * *")
+    fields.setdefault("command", "true")
+    return Job.objects.create(name=name or f"job-{next(_names)}", **fields)
+
+
+def make_execution(job, state=Execution.PENDING, **fields):
+    scheduled_for = fields.pop("scheduled_for", NOW - timedelta(minutes=next(_names)))
+    fields.setdefault("run_after", scheduled_for)
+    fields.setdefault("created_at", scheduled_for)
+    return Execution.objects.create(job=job, scheduled_for=scheduled_for, state=state, **fields)
+
+
+@pytest.fixture
+def world(db):
+    """Two online runners (one flapping), one draining, pending work, counters."""
+    make_runner("alpha", flapping=True, takeover_count=2, labels=["linux"])
+    make_runner("beta", labels=["linux", "gpu"])
+    make_runner("gamma", state=Runner.DRAINING)
+    job = make_job("nightly", singleton=True, next_run_at=NOW - timedelta(seconds=90))
+    make_job("hourly", next_run_at=NOW - timedelta(seconds=30))
+    make_execution(make_job(), Execution.PENDING)
+    make_execution(make_job(), Execution.PENDING)
+    make_execution(job, Execution.RUNNING)
+    for _ in range(3):
+        audit.increment("croniq_executions_total", state="succeeded")
+    audit.increment("croniq_executions_total", state="lost")
+    audit.increment("croniq_executions_reaped_total", reason="lease_expired")
+    audit.increment("croniq_runner_takeovers_total", 2, runner="alpha")
+    audit.increment("croniq_singleton_skips_total", 4, job="nightly")
+    audit.increment("croniq_fencing_rejections_total", 5)
+    audit.observe("croniq_dispatch_latency_seconds", 0.2)
+    audit.mark_tick(NOW - timedelta(seconds=1))
+
+
+def test_every_contract_series_is_exported_once_with_its_type(world):
+    _, types = samples(scrape())
+    assert {name: types.get(name) for name in CONTRACT} == CONTRACT
+
+
+def test_contract_values_come_from_the_database(world):
+    values, _ = samples(scrape())
+    assert value(values, "croniq_executions_total", state="succeeded") == 3
+    assert value(values, "croniq_executions_total", state="lost") == 1
+    assert value(values, "croniq_executions_reaped_total", reason="lease_expired") == 1
+    assert value(values, "croniq_runner_takeovers_total", runner="alpha") == 2
+    assert value(values, "croniq_singleton_skips_total", job="nightly") == 4
+    assert value(values, "croniq_fencing_rejections_total") == 5
+    assert value(values, "croniq_executions_pending") == 2
+    assert value(values, "croniq_runners", state="online") == 2
+    assert value(values, "croniq_runners", state="draining") == 1
+    assert value(values, "croniq_runners", state="offline") == 0
+    assert value(values, "croniq_scheduler_lag_seconds") == 90
+    assert value(values, "croniq_scheduler_last_tick_timestamp_seconds") == NOW.timestamp() - 1
+
+
+def test_flapping_is_one_zero_or_one_sample_per_runner(world):
+    values, _ = samples(scrape())
+    flapping = {
+        dict(labels)["runner"]: v
+        for (name, labels), v in values.items()
+        if name == "croniq_runner_flapping"
+    }
+    assert flapping == {"alpha": 1, "beta": 0, "gamma": 0}
+
+
+def test_the_exposition_names_each_counter_sample_once_without_a_doubled_suffix(world):
+    text = scrape()
+    assert "_total_total" not in text
+    assert text.count('croniq_executions_total{state="succeeded"} 3.0\n') == 1
+    assert text.count("# TYPE croniq_executions_total counter\n") == 1
+
+
+def test_counters_survive_a_restart_because_they_live_in_the_database(world):
+    before = scrape()
+    audit.increment("croniq_executions_total", state="succeeded")
+    # A new collector is what a restarted web process (or a second one) builds.
+    after, _ = samples(scrape())
+    assert samples(before)[0][("croniq_executions_total", frozenset({("state", "succeeded")}))] == 3
+    assert value(after, "croniq_executions_total", state="succeeded") == 4
+    assert Counter.objects.get(name="croniq_executions_total", labels="state=succeeded").value == 4
+
+
+def test_counters_without_events_still_appear_with_known_labels_at_zero(db):
+    make_runner("alpha")
+    make_job("solo", singleton=True)
+    make_job("plain")
+    values, types = samples(scrape())
+    assert set(CONTRACT) <= set(types)
+    assert value(values, "croniq_runner_takeovers_total", runner="alpha") == 0
+    assert value(values, "croniq_singleton_skips_total", job="solo") == 0
+    assert ("croniq_singleton_skips_total", frozenset({("job", "plain")})) not in values
+    assert value(values, "croniq_executions_reaped_total", reason="lease_expired") == 0
+    assert value(values, "croniq_executions_total", state="failed") == 0
+    assert value(values, "croniq_fencing_rejections_total") == 0
+    assert value(values, "croniq_scheduler_last_tick_timestamp_seconds") == 0
+
+
+def test_the_latency_histogram_is_cumulative_with_inf_sum_and_count(db):
+    for seconds in (0.004, 0.2, 0.2, 3, 100):
+        audit.observe("croniq_dispatch_latency_seconds", seconds)
+    values, _ = samples(scrape())
+    bucket = "croniq_dispatch_latency_seconds_bucket"
+    assert value(values, bucket, le="0.005") == 1
+    assert value(values, bucket, le="0.1") == 1
+    assert value(values, bucket, le="0.25") == 3
+    assert value(values, bucket, le="2.5") == 3
+    assert value(values, bucket, le="5.0") == 4
+    assert value(values, bucket, le="60.0") == 4
+    assert value(values, bucket, le="+Inf") == 5
+    assert value(values, "croniq_dispatch_latency_seconds_count") == 5
+    assert value(values, "croniq_dispatch_latency_seconds_sum") == pytest.approx(103.404)
+
+
+def test_the_latency_histogram_is_present_before_the_first_observation(db):
+    values, _ = samples(scrape())
+    assert value(values, "croniq_dispatch_latency_seconds_bucket", le="+Inf") == 0
+    assert value(values, "croniq_dispatch_latency_seconds_count") == 0
+    assert value(values, "croniq_dispatch_latency_seconds_sum") == 0
+
+
+def test_histogram_helper_rows_are_never_exported_as_counters(db):
+    audit.observe("croniq_dispatch_latency_seconds", 1)
+    text = scrape()
+    assert "__bucket" not in text
+    assert "__count" not in text
+    assert "__sum_us" not in text
+
+
+def test_other_counters_are_exported_generically(db):
+    audit.increment("croniq_retries_total", reason="lost")
+    audit.increment("croniq_retries_total", 2, reason="failed")
+    audit.increment("croniq_misfires_total", job="nightly")
+    values, types = samples(scrape())
+    assert types["croniq_retries_total"] == "counter"
+    assert value(values, "croniq_retries_total", reason="failed") == 2
+    assert value(values, "croniq_retries_total", reason="lost") == 1
+    assert value(values, "croniq_misfires_total", job="nightly") == 1
+
+
+def test_a_counter_stored_without_the_total_suffix_joins_its_family(db):
+    audit.increment("croniq_fencing_rejections_total", 2)
+    audit.increment("croniq_fencing_rejections", 1)
+    text = scrape()
+    values, _ = samples(text)
+    assert value(values, "croniq_fencing_rejections_total") == 3
+    assert text.count("# TYPE croniq_fencing_rejections_total counter") == 1
+
+
+def test_extra_labels_on_a_contract_counter_are_summed_away(db):
+    audit.increment("croniq_executions_reaped_total", reason="lease_expired", runner="a")
+    audit.increment("croniq_executions_reaped_total", reason="lease_expired", runner="b")
+    values, _ = samples(scrape())
+    assert value(values, "croniq_executions_reaped_total", reason="lease_expired") == 2
+
+
+def test_a_counter_with_an_invalid_name_is_left_out_and_the_scrape_still_works(db, caplog):
+    Counter.objects.create(name="not a metric", labels="", value=1)
+    values, _ = samples(scrape())
+    assert value(values, "croniq_fencing_rejections_total") == 0
+    assert "not a metric" in caplog.text
+
+
+def test_lag_counts_only_enabled_unpaused_due_jobs(db):
+    make_job(next_run_at=NOW - timedelta(seconds=40))
+    make_job(next_run_at=NOW - timedelta(hours=1), enabled=False)
+    make_job(next_run_at=NOW - timedelta(hours=2), paused_at=NOW - timedelta(hours=3))
+    make_job(next_run_at=NOW + timedelta(hours=1))
+    values, _ = samples(scrape())
+    assert value(values, "croniq_scheduler_lag_seconds") == 40
+
+
+def test_lag_is_zero_when_nothing_is_due(db):
+    make_job(next_run_at=NOW + timedelta(seconds=5))
+    make_job(next_run_at=None)
+    values, _ = samples(scrape())
+    assert value(values, "croniq_scheduler_lag_seconds") == 0
+
+
+def test_the_last_tick_timestamp_follows_mark_tick(db):
+    audit.mark_tick(NOW - timedelta(minutes=5))
+    audit.mark_tick(NOW)
+    values, _ = samples(scrape())
+    assert value(values, "croniq_scheduler_last_tick_timestamp_seconds") == NOW.timestamp()
+
+
+def test_pending_work_no_online_runner_can_take_is_counted_by_labels(db):
+    make_runner("cpu", labels=["linux"])
+    make_runner("gpu-box", labels=["linux", "gpu"], state=Runner.OFFLINE)
+    make_execution(make_job(labels=["linux"]))
+    make_execution(make_job(labels=["gpu", "linux"]))
+    make_execution(make_job(labels=["linux", "gpu"]))
+    values, _ = samples(scrape())
+    unmatched = {
+        dict(labels)["labels"]: v
+        for (name, labels), v in values.items()
+        if name == "croniq_executions_pending_unmatched"
+    }
+    assert unmatched == {"gpu,linux": 2}
+
+
+def test_a_scrape_costs_the_same_few_queries_however_many_rows(db, django_assert_num_queries):
+    def world_of(size):
+        for _ in range(size):
+            make_runner()
+            job = make_job(singleton=True)
+            make_execution(job, Execution.SUCCEEDED)
+            audit.increment("croniq_singleton_skips_total", job=job.name)
+
+    world_of(2)
+    with django_assert_num_queries(7):
+        scrape()
+    world_of(30)
+    with django_assert_num_queries(7):
+        scrape()
+
+
+@pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
+def test_the_metrics_endpoint_serves_croniq_series_next_to_django_prometheus(world, client):
+    answer = client.get("/metrics")
+    assert answer.status_code == 200
+    text = answer.content.decode()
+    _, types = samples(text)
+    assert {name: types.get(name) for name in CONTRACT} == CONTRACT
+    assert "django_http_requests_before_middlewares_total" in types
+    assert text.count('croniq_executions_total{state="succeeded"} 3.0\n') == 1
