@@ -1,5 +1,7 @@
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from calendars.rules import CalendarRules, Period, RulesError, holiday_problem
 from calendars.validators import validate_timezone
 
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -56,6 +58,81 @@ class Calendar(models.Model):
     def __str__(self):
         return self.name
 
+    def rules(self):
+        """This calendar, its periods and its base chain as a CalendarRules value."""
+        return self._rules(seen=frozenset())
+
+    def _rules(self, seen):
+        if self.pk in seen:
+            raise RulesError(f"calendar {self.name!r} is its own base (a cycle)")
+        periods = list(self.periods.all()) if self.pk else []
+        return CalendarRules(
+            timezone=self.timezone,
+            weekdays=self.weekdays,
+            holiday_country=self.holiday_country,
+            holiday_subdivision=self.holiday_subdivision,
+            holiday_categories=tuple(self.holiday_categories or ()),
+            window_start=self.window_start,
+            window_end=self.window_end,
+            exclude=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.EXCLUDE),
+            include=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.INCLUDE),
+            base=self.base._rules(seen | {self.pk}) if self.base_id else None,
+            name=self.name,
+        )
+
+    def clean(self):
+        errors = {}
+        for field, problem in (
+            ("weekdays", self._weekdays_problem()),
+            ("holiday_country", self._holiday_problem()),
+            ("window_end", self._window_problem()),
+            ("base", self._base_problem()),
+        ):
+            if problem:
+                errors[field] = problem
+        if errors:
+            raise ValidationError(errors)
+
+    def _weekdays_problem(self):
+        if not isinstance(self.weekdays, list) or not all(
+            isinstance(d, str) for d in self.weekdays
+        ):
+            return 'weekdays must be a list of day names, e.g. ["mon", "tue"]'
+        unknown = [d for d in self.weekdays if d not in WEEKDAYS]
+        if unknown:
+            return f"unknown weekdays {unknown} (use {', '.join(WEEKDAYS)})"
+        return None
+
+    def _holiday_problem(self):
+        categories = self.holiday_categories or []
+        if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+            return 'holiday categories must be a list of names, e.g. ["public"]'
+        return holiday_problem(self.holiday_country, self.holiday_subdivision, tuple(categories))
+
+    def _window_problem(self):
+        start, end = self.window_start, self.window_end
+        if (start is None) != (end is None):
+            return "a daily window needs both a start and an end (or neither)"
+        if start is not None and start == end:
+            return (
+                f"the daily window starts and ends at {start:%H:%M}; "
+                "leave both empty to allow the whole day"
+            )
+        return None
+
+    def _base_problem(self):
+        """Walk the base chain: reaching this calendar again would be a cycle."""
+        seen = set()
+        calendar = self.base
+        while calendar is not None:
+            if self.pk is not None and calendar.pk == self.pk:
+                return f"base calendars form a cycle through {self.name!r}"
+            if calendar.pk in seen:
+                return f"the base chain of {calendar.name!r} is a cycle"
+            seen.add(calendar.pk)
+            calendar = calendar.base
+        return None
+
 
 class CalendarPeriod(models.Model):
     """A blackout (exclude) or an "only within" (include) period.
@@ -103,3 +180,26 @@ class CalendarPeriod(models.Model):
         start = self.start_date or self.start_at
         end = self.end_date or self.end_at
         return f"{self.kind} {start}..{end} {self.label}".strip()
+
+    def as_period(self):
+        if self.start_date is not None:
+            return Period(self.start_date, self.end_date, self.label)
+        return Period(self.start_at, self.end_at, self.label)
+
+    def clean(self):
+        dates = (self.start_date, self.end_date)
+        instants = (self.start_at, self.end_at)
+        if any(v is not None for v in dates) and any(v is not None for v in instants):
+            raise ValidationError(
+                "give either start and end dates or start and end times, not both"
+            )
+        for start, end, field, inclusive in (
+            (*dates, "end_date", True),
+            (*instants, "end_at", False),
+        ):
+            if (start is None) != (end is None):
+                raise ValidationError({field: "a period needs both a start and an end"})
+            if start is not None and (start > end or (start == end and not inclusive)):
+                raise ValidationError({field: f"the period starts ({start}) after it ends ({end})"})
+        if all(v is None for v in dates + instants):
+            raise ValidationError("a period needs start and end dates (or start and end times)")
