@@ -1,16 +1,70 @@
-"""The single NinjaAPI; each app contributes a Router (STYLE.md, "Layout")."""
+"""The single NinjaAPI; each app contributes a Router (STYLE.md, "Layout").
 
+Errors are answered once, here, as JSON `{"detail": "..."}` (DESIGN.md §4):
+bad input never becomes a 500.
+"""
+
+from django.core.exceptions import RequestDataTooBig
+from django.db import OperationalError
 from ninja import NinjaAPI
+from ninja.errors import HttpError, ValidationError
 
 api = NinjaAPI(title="Croniq", version="1", urls_namespace="api")
+
+
+@api.exception_handler(ValidationError)
+def invalid_input(request, exc):
+    errors = [
+        {
+            "loc": location(error.get("loc", ())),
+            "msg": str(error.get("msg", "")),
+            "type": str(error.get("type", "")),
+        }
+        for error in exc.errors
+    ]
+    detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors) or "invalid input"
+    return api.create_response(request, {"detail": detail, "errors": errors}, status=422)
+
+
+def location(loc):
+    """("body", "body", "wait") -> ["body", "wait"]: ninja repeats the parameter name."""
+    parts = [str(part) for part in loc]
+    if len(parts) > 1 and parts[0] == parts[1]:
+        parts = parts[1:]
+    return parts
+
+
+@api.exception_handler(HttpError)
+def http_error(request, exc):
+    status = exc.status_code
+    if status == 400:
+        # django-ninja answers an unparsable JSON body with 400; the
+        # protocol says 422 for any invalid body.
+        status = 422
+    return api.create_response(request, {"detail": str(exc)}, status=status)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request, exc):
+    return api.create_response(request, {"detail": "request body too large"}, status=413)
+
+
+@api.exception_handler(OperationalError)
+def database_unavailable(request, exc):
+    return api.create_response(request, {"detail": "database unavailable"}, status=503)
 
 
 def add_app_routers():
     """Routers are added lazily so apps can import this module freely."""
     from runners.api import executions_router, runners_router
+    from runners.identity import Refused
 
     api.add_router("/v1/runners/", runners_router)
     api.add_router("/v1/executions/", executions_router)
+
+    @api.exception_handler(Refused)
+    def refused(request, exc):
+        return api.create_response(request, {"detail": exc.detail}, status=exc.status)
 
 
 add_app_routers()

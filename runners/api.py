@@ -1,6 +1,252 @@
-"""The runner HTTP protocol (DESIGN.md §4)."""
+"""The runner HTTP protocol (DESIGN.md §4, a contract).
 
-from ninja import Router
+Views stay thin: they read the clock once, hand the call to `identity` or
+`dispatch` in a database thread, and shape the answer. Errors are raised as
+`identity.Refused` and mapped to `{"detail": ...}` once, in
+`croniq_project.api`.
+"""
 
-runners_router = Router(tags=["runners"])
-executions_router = Router(tags=["executions"])
+from datetime import datetime
+from typing import Annotated, Any
+
+from django.conf import settings
+from django.utils import timezone
+from ninja import Field, Router, Schema
+from ninja.security import HttpBearer
+from pydantic import AfterValidator, StrictBool, StrictInt, StrictStr, StringConstraints
+
+from runners import dispatch, identity
+from runners.hub import run_db
+
+INT32_MAX = 2**31 - 1
+
+
+def no_nul_or_surrogates(value):
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+def Text(min_length=0, max_length=None):  # noqa: N802 - reads as a type in schemas
+    return Annotated[
+        StrictStr,
+        StringConstraints(min_length=min_length, max_length=max_length),
+        AfterValidator(no_nul_or_surrogates),
+    ]
+
+
+Session = Annotated[Text(1, 64), Field(description="Random id of the runner process.")]
+Lease = Annotated[StrictInt, Field(ge=0, description="The lease token of the claim.")]
+ExecutionId = Annotated[StrictInt, Field(description="An execution id.")]
+
+
+class RunnerAuth(HttpBearer):
+    """`Authorization: Bearer <runner token>`; 401 when missing, unknown or revoked."""
+
+    async def __call__(self, request):
+        scheme, _, secret = request.headers.get(self.header, "").partition(" ")
+        secret = secret.strip()
+        if scheme.lower() != self.openapi_scheme or not secret:
+            return None
+        return await run_db(identity.authenticate, secret, timezone.now())
+
+    def authenticate(self, request, token):  # pragma: no cover - __call__ does it
+        raise NotImplementedError
+
+
+runners_router = Router(tags=["runners"], auth=RunnerAuth())
+executions_router = Router(tags=["executions"], auth=RunnerAuth())
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+class ValidationErrorOut(Schema):
+    detail: str
+    errors: list[dict[str, Any]] = []
+
+
+ERRORS = {
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+    413: ErrorOut,
+    422: ValidationErrorOut,
+}
+
+
+# -- register --------------------------------------------------------------
+
+
+class RegisterIn(Schema):
+    name: Annotated[Text(1, 200), Field(description="The runner's identity (default: hostname).")]
+    labels: Annotated[list[Text(1, 100)], Field(max_length=100)] = []
+    session: Session
+    version: Text(0, 50) | None = None
+    hostname: Text(0, 255) | None = None
+    capacity: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+
+
+class RegisterOut(Schema):
+    runner_id: int
+    session: str
+    takeover: bool
+    heartbeat_interval: float
+    lease_ttl: float
+
+
+@runners_router.post("/register", response={200: RegisterOut, **ERRORS})
+async def register(request, body: RegisterIn):
+    """Register (or re-register) a runner; a new session for a known name is a takeover."""
+    runner, takeover = await run_db(
+        identity.register,
+        request.auth,
+        body.name,
+        body.session,
+        timezone.now(),
+        labels=body.labels,
+        version=body.version,
+        hostname=body.hostname,
+        capacity=body.capacity,
+    )
+    return {
+        "runner_id": runner.pk,
+        "session": runner.session,
+        "takeover": takeover,
+        "heartbeat_interval": settings.CRONIQ_HEARTBEAT_INTERVAL,
+        "lease_ttl": settings.CRONIQ_LEASE_TTL,
+    }
+
+
+# -- poll ------------------------------------------------------------------
+
+
+class PollIn(Schema):
+    session: Session
+    wait: Annotated[
+        float, Field(ge=0, le=60, allow_inf_nan=False, description="Seconds to wait for work.")
+    ] = 0
+    capacity: Annotated[
+        StrictInt | None, Field(ge=0, le=1000, description="How many executions to take.")
+    ] = None
+
+
+class AssignmentOut(Schema):
+    id: int
+    job: str
+    command: str
+    env: dict[str, Any]
+    timeout: int | None
+    scheduled_for: datetime
+    attempt: int
+    lease: int
+    lease_expires_at: datetime
+
+
+class PollOut(Schema):
+    executions: list[AssignmentOut]
+
+
+@runners_router.post("/{runner_id}/poll", response={200: PollOut, **ERRORS})
+async def poll(request, runner_id: int, body: PollIn):
+    """Claim work, waiting up to `wait` seconds for some (long-poll)."""
+    found = await dispatch.long_poll(
+        request.auth, runner_id, body.session, body.wait, body.capacity
+    )
+    return {"executions": found}
+
+
+# -- heartbeat -------------------------------------------------------------
+
+
+class HeldIn(Schema):
+    id: ExecutionId
+    lease: Lease
+
+
+class HeartbeatIn(Schema):
+    session: Session
+    executions: Annotated[list[HeldIn], Field(max_length=1000)] = []
+
+
+class HeartbeatOut(Schema):
+    renewed: list[int]
+    lost: list[int]
+    cancel: list[int]
+    lease_expires_at: datetime
+
+
+@runners_router.post("/{runner_id}/heartbeat", response={200: HeartbeatOut, **ERRORS})
+async def heartbeat(request, runner_id: int, body: HeartbeatIn):
+    """Renew held leases; report lost and cancelled executions."""
+    held = [(item.id, item.lease) for item in body.executions]
+    return await run_db(
+        dispatch.heartbeat, request.auth, runner_id, body.session, held, timezone.now()
+    )
+
+
+# -- logs and finish -------------------------------------------------------
+
+
+class LogIn(Schema):
+    session: Session
+    lease: Lease
+    seq: Annotated[
+        StrictInt, Field(ge=0, le=INT32_MAX, description="Chunk number; retries reuse it.")
+    ]
+    data: StrictStr
+
+
+class LogOut(Schema):
+    ok: bool
+
+
+@executions_router.post("/{execution_id}/logs", response={200: LogOut, **ERRORS})
+async def logs(request, execution_id: int, body: LogIn):
+    """Append a log chunk (at most 64 KiB); a repeated `seq` is accepted once."""
+    await run_db(
+        dispatch.append_log,
+        request.auth,
+        execution_id,
+        body.session,
+        body.lease,
+        body.seq,
+        body.data,
+        timezone.now(),
+    )
+    return {"ok": True}
+
+
+class FinishIn(Schema):
+    session: Session
+    lease: Lease
+    exit_code: Annotated[StrictInt | None, Field(ge=-INT32_MAX - 1, le=INT32_MAX)] = None
+    error: StrictStr | None = ""
+    timed_out: StrictBool = False
+
+
+class FinishOut(Schema):
+    state: str
+
+
+@executions_router.post("/{execution_id}/finish", response={200: FinishOut, **ERRORS})
+async def finish(request, execution_id: int, body: FinishIn):
+    """Report the outcome; answers the execution's final state."""
+    state = await run_db(
+        dispatch.finish,
+        request.auth,
+        execution_id,
+        body.session,
+        body.lease,
+        body.exit_code,
+        body.error,
+        body.timed_out,
+        timezone.now(),
+    )
+    return {"state": state}

@@ -1,0 +1,379 @@
+"""Handing executions to runners, and every runner write under a lease.
+
+Claiming is atomic: PostgreSQL locks the chosen pending rows with
+`FOR UPDATE SKIP LOCKED` (two web processes never hand out the same row and
+never wait for each other); SQLite runs the claim in an IMMEDIATE
+transaction, which already holds the database's write lock.
+
+Every later write (heartbeat, logs, finish) is conditional on the execution
+id, the runner's session, the lease token and state `running`. Nothing
+matching means another claim, a takeover or the reaper got there first: the
+call is answered 409, changes nothing, and the rejection is audited and
+counted (invariant 3, fencing).
+"""
+
+import asyncio
+import functools
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+import audit
+from runners import identity
+from runners.hub import hub, notify_new_work, run_db
+from runners.identity import Conflict, NotFound, TooLarge
+from runners.models import Runner
+from scheduler import lifecycle
+from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
+
+MAX_ERROR_CHARS = 10_000
+# Final states a runner's finish call produces (not lost, not skipped).
+FINISHED_BY_RUNNER = (
+    Execution.SUCCEEDED,
+    Execution.FAILED,
+    Execution.TIMED_OUT,
+    Execution.CANCELLED,
+)
+CLAIM_ORDER = ("run_after", "scheduled_for", "id")
+
+
+def lease_deadline(now):
+    return now + timedelta(seconds=settings.CRONIQ_LEASE_TTL)
+
+
+# -- claiming --------------------------------------------------------------
+
+
+def claim(runner, session, capacity, now):
+    """Claim up to `capacity` ready executions the runner's labels allow.
+
+    Returns them (job loaded) oldest first; an empty list when the runner is
+    draining or nothing matches.
+    """
+    if capacity <= 0 or runner.state == Runner.DRAINING:
+        return []
+    with transaction.atomic():
+        ids = claimable_ids(runner.labels, capacity, now)
+        if not ids:
+            return []
+        Execution.objects.filter(pk__in=ids, state=Execution.PENDING).update(
+            state=Execution.RUNNING,
+            runner=runner,
+            session=session,
+            lease=F("lease") + 1,
+            lease_expires_at=lease_deadline(now),
+            claimed_at=now,
+        )
+        executions = list(
+            Execution.objects.filter(pk__in=ids).select_related("job").order_by(*CLAIM_ORDER)
+        )
+    for execution in executions:
+        audit.observe(
+            "croniq_dispatch_latency_seconds", (now - execution.run_after).total_seconds()
+        )
+    return executions
+
+
+def ready_executions(now):
+    return Execution.objects.filter(
+        state=Execution.PENDING, run_after__lte=now, cancel_requested_at__isnull=True
+    ).order_by(*CLAIM_ORDER)
+
+
+def claimable_ids(labels, capacity, now):
+    """Ids of the oldest ready executions whose job labels are all in `labels`."""
+    ready = ready_executions(now)
+    if connection.vendor == "postgresql":
+        chosen = (
+            ready.filter(job__labels__contained_by=list(labels))
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("id", flat=True)
+        )
+        return list(chosen[:capacity])
+    # SQLite has no JSON containment; the IMMEDIATE transaction holds the
+    # write lock, so filtering in Python here cannot race another claim.
+    mine = set(labels)
+    ids = []
+    for pk, job_labels in ready.values_list("id", "job__labels").iterator(chunk_size=500):
+        if set(job_labels or ()) <= mine:
+            ids.append(pk)
+            if len(ids) == capacity:
+                break
+    return ids
+
+
+def assignment(execution):
+    """The contract's Assignment for a claimed execution (DESIGN.md §4)."""
+    job = execution.job
+    return {
+        "id": execution.pk,
+        "job": job.name,
+        "command": job.command,
+        "env": job.env or {},
+        "timeout": job.timeout,
+        "scheduled_for": execution.scheduled_for,
+        "attempt": execution.attempt,
+        "lease": execution.lease,
+        "lease_expires_at": execution.lease_expires_at,
+    }
+
+
+def poll_once(token, runner_id, session, capacity, now):
+    """One poll step: check the caller, count it as a heartbeat, claim.
+
+    Returns (runner, [assignment, ...]).
+    """
+    with transaction.atomic():
+        runner = identity.current_runner(token, runner_id, session)
+        identity.touch(runner, now)
+        executions = claim(runner, session, capacity or runner.capacity, now)
+    if runner.flapping:
+        identity.check_flapping(runner, now)
+    return runner, [assignment(e) for e in executions]
+
+
+def check_in(token, runner_id, session, now):
+    """The end of a poll that found nothing: still the current session?"""
+    runner = identity.current_runner(token, runner_id, session)
+    identity.touch(runner, now)
+    return runner
+
+
+async def long_poll(token, runner_id, session, wait, capacity=None):
+    """Claim work for the runner, waiting up to `wait` seconds for some.
+
+    While it waits it holds no database connection and no thread: database
+    steps run in the hub's database threads, the wait is an asyncio event.
+    """
+    runner, found = await run_db(poll_once, token, runner_id, session, capacity, timezone.now())
+    if found or wait <= 0:
+        return found
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    if runner.state == Runner.DRAINING:
+        # A drained runner gets nothing, however long it asks.
+        await asyncio.sleep(wait)
+    else:
+        found = await wait_and_claim(token, runner, session, capacity, deadline)
+        if found:
+            return found
+    await run_db(check_in, token, runner_id, session, timezone.now())
+    return []
+
+
+async def wait_and_claim(token, runner, session, capacity, deadline):
+    loop = asyncio.get_running_loop()
+    current = hub()
+    waiter = current.add(runner.pk, runner.labels, capacity or runner.capacity)
+    # Work committed between our claim and joining the hub: look once more.
+    current.signal()
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            try:
+                await asyncio.wait_for(waiter.event.wait(), remaining)
+            except TimeoutError:
+                return []
+            waiter.event.clear()
+            _, found = await run_db(poll_once, token, runner.pk, session, capacity, timezone.now())
+            if found:
+                return found
+    finally:
+        current.remove(waiter)
+
+
+# -- heartbeat -------------------------------------------------------------
+
+
+def heartbeat(token, runner_id, session, held, now):
+    """Renew the leases the runner still holds.
+
+    `held` is a list of (execution id, lease). Returns the contract's answer:
+    renewed ids, lost ids (no longer held under that lease), cancel ids
+    (held, but an operator asked to cancel them), and the new expiry.
+    """
+    deadline = lease_deadline(now)
+    leases = {}
+    for pk, lease in held:
+        leases.setdefault(pk, lease)
+    with transaction.atomic():
+        runner = identity.current_runner(token, runner_id, session)
+        identity.touch(runner, now)
+        rows = (
+            Execution.objects.filter(
+                pk__in=[pk for pk in leases if identity.is_db_id(pk)],
+                runner=runner,
+                session=session,
+                state=Execution.RUNNING,
+            )
+            .select_for_update(of=("self",))
+            .values_list("id", "lease", "cancel_requested_at")
+        )
+        kept = {pk: cancel for pk, lease, cancel in rows if leases[pk] == lease}
+        if kept:
+            Execution.objects.filter(pk__in=kept).update(lease_expires_at=deadline)
+    return {
+        "renewed": [pk for pk in leases if pk in kept],
+        "lost": [pk for pk in leases if pk not in kept],
+        "cancel": [pk for pk in leases if kept.get(pk) is not None],
+        "lease_expires_at": deadline,
+    }
+
+
+# -- writes under a lease --------------------------------------------------
+
+
+class StaleLease(Conflict):
+    """A write under a lease the caller no longer holds."""
+
+    def __init__(self, execution, token, session, lease, call, at):
+        super().__init__(
+            f"execution {execution.pk} is not held under lease {lease} by this session"
+        )
+        self.execution, self.token, self.session = execution, token, session
+        self.lease, self.call, self.at = lease, call, at
+
+    def record(self):
+        execution = self.execution
+        audit.record(
+            "execution.fencing_rejected",
+            target=execution,
+            actor=("runner", execution.runner.name if execution.runner_id else ""),
+            at=self.at,
+            data={
+                "call": self.call,
+                "token": self.token.name,
+                "session": self.session,
+                "lease": self.lease,
+                "current_lease": execution.lease,
+                "state": execution.state,
+            },
+            counter=("croniq_fencing_rejections_total", {}),
+        )
+
+
+def holds(execution, token, session, lease):
+    return (
+        execution.state == Execution.RUNNING
+        and execution.session == session
+        and execution.lease == lease
+        and execution.runner_id is not None
+        and execution.runner.token_id == token.pk
+    )
+
+
+def find_execution(execution_id, lock=False):
+    found = Execution.objects.select_related("runner", "job")
+    if lock:
+        found = found.select_for_update(of=("self",))
+    execution = found.filter(pk=execution_id).first() if identity.is_db_id(execution_id) else None
+    if execution is None:
+        raise NotFound(f"unknown execution {execution_id}")
+    return execution
+
+
+def audited(fn):
+    """Record a StaleLease after the transaction that found it rolled back."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except StaleLease as stale:
+            stale.record()
+            raise
+
+    return run
+
+
+def clean_text(text):
+    """Text the database can store: no NUL, no lone surrogates."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+@audited
+def append_log(token, execution_id, session, lease, seq, data, now):
+    """Append one chunk; a retried `seq` is accepted without a second row."""
+    data = clean_text(data)
+    size = len(data.encode("utf-8"))
+    if size > settings.CRONIQ_LOG_CHUNK_LIMIT:
+        raise TooLarge(
+            f"log chunk of {size} bytes is above the {settings.CRONIQ_LOG_CHUNK_LIMIT} byte limit"
+        )
+    with transaction.atomic():
+        execution = find_execution(execution_id, lock=True)
+        if not holds(execution, token, session, lease):
+            raise StaleLease(execution, token, session, lease, "logs", now)
+        if LogChunk.objects.filter(execution=execution, seq=seq).exists():
+            return False
+        if execution.log_truncated:
+            return False
+        stored, size, truncated = fit_log(data, size, execution.log_size)
+        try:
+            with transaction.atomic():
+                LogChunk.objects.create(execution=execution, seq=seq, data=stored)
+        except IntegrityError:
+            return False  # the same seq arrived twice at once
+        Execution.objects.filter(pk=execution.pk).update(
+            log_size=F("log_size") + size, log_truncated=truncated
+        )
+    return True
+
+
+def fit_log(data, size, used):
+    """(text to store, bytes counted, truncated) under the per-execution cap."""
+    limit = settings.CRONIQ_LOG_LIMIT
+    room = max(0, limit - used)
+    if size <= room:
+        return data, size, False
+    kept = data.encode("utf-8")[:room].decode("utf-8", "ignore")
+    return kept + LOG_TRUNCATED_MARKER.format(limit=limit), len(kept.encode("utf-8")), True
+
+
+def outcome(execution, exit_code, timed_out):
+    if timed_out:
+        return Execution.TIMED_OUT
+    if exit_code == 0:
+        return Execution.SUCCEEDED
+    if execution.cancel_requested_at is not None:
+        return Execution.CANCELLED
+    return Execution.FAILED
+
+
+@audited
+def finish(token, execution_id, session, lease, exit_code, error, timed_out, now):
+    """Settle the execution; returns its final state.
+
+    A retried finish of the same lease that was already accepted answers the
+    same state again instead of 409.
+    """
+    execution = find_execution(execution_id)
+    if not holds(execution, token, session, lease):
+        if already_finished(execution, token, session, lease, exit_code):
+            return execution.state
+        raise StaleLease(execution, token, session, lease, "finish", now)
+    state = outcome(execution, exit_code, timed_out)
+    error = clean_text(error or "")[:MAX_ERROR_CHARS]
+    result = lifecycle.settle(execution, state, now, exit_code=exit_code, error=error)
+    if result is False:
+        execution.refresh_from_db()
+        raise StaleLease(execution, token, session, lease, "finish", now)
+    if result is not None:
+        notify_new_work()
+    return state
+
+
+def already_finished(execution, token, session, lease, exit_code):
+    return (
+        execution.state in FINISHED_BY_RUNNER
+        and execution.session == session
+        and execution.lease == lease
+        and execution.exit_code == exit_code
+        and execution.runner_id is not None
+        and execution.runner.token_id == token.pk
+    )

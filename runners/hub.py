@@ -1,0 +1,351 @@
+"""Wake-ups for waiting long-polls, and the threads that run their database work.
+
+A waiting poll holds neither a worker thread nor a database connection: it
+awaits a `Waiter` in this process's `Hub`. The hub learns about new work in
+one of two ways (DESIGN.md §4, "Long-poll"):
+
+- PostgreSQL: one LISTEN connection per web process on the `croniq_work`
+  channel; whoever commits new pending executions calls `notify_new_work()`.
+- SQLite: the loop is another process on the same file, so the hub checks
+  the highest execution id every `WATCH_INTERVAL` seconds while polls wait.
+
+On a hint the hub reads which label sets have work ready and wakes only as
+many matching waiters as there is work for, so one new execution does not
+send a thousand polls to the database.
+"""
+
+import asyncio
+import contextlib
+import functools
+import logging
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Count, Max, Min
+from django.utils import timezone
+
+CHANNEL = "croniq_work"
+# SQLite: how often the web process looks for new executions while polls wait.
+WATCH_INTERVAL = 0.025
+# Both backends: a full look at pending work this often while polls wait, in
+# case a hint was lost (listener reconnecting, a writer that did not notify).
+SAFETY_SCAN_INTERVAL = 1.0
+# Database threads for runner calls. Each keeps its connection between calls
+# (a new PostgreSQL connection costs milliseconds on every dispatch); a
+# waiting poll holds none of them.
+DB_THREADS = 8
+# A connection idle this long is checked before use (the database may have
+# restarted meanwhile).
+IDLE_CHECK_AFTER = 5.0
+
+log = logging.getLogger(__name__)
+
+
+def on_postgres():
+    return connection.vendor == "postgresql"
+
+
+# -- database threads ------------------------------------------------------
+
+_executor_lock = threading.Lock()
+_executor = None
+_local = threading.local()
+
+
+def executor():
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="croniq-db")
+        return _executor
+
+
+def _run_in_db_thread(fn, args, kwargs):
+    last = getattr(_local, "last_used", None)
+    idle = last is not None and time.monotonic() - last > IDLE_CHECK_AFTER
+    if idle and connection.connection is not None and not connection.is_usable():
+        connection.close()
+    try:
+        return fn(*args, **kwargs)
+    except DatabaseError:
+        if not connection.in_atomic_block:
+            # A broken connection must not poison this thread's next call.
+            connection.close()
+        raise
+    finally:
+        _local.last_used = time.monotonic()
+
+
+async def run_db(fn, *args, **kwargs):
+    """Run `fn` in a database thread; the caller's coroutine holds no connection."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(_run_in_db_thread, fn, args, kwargs)
+    return await loop.run_in_executor(executor(), call)
+
+
+def close_connections():
+    """Close the database connections the runner threads keep (tests, shutdown)."""
+    global _executor
+    with _executor_lock:
+        pool, _executor = _executor, None
+    if pool is None:
+        return
+    # A barrier puts one close on every thread of the pool.
+    barrier = threading.Barrier(DB_THREADS)
+
+    def close():
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=5)
+        connection.close()
+
+    for _ in range(DB_THREADS):
+        pool.submit(close)
+    pool.shutdown(wait=True)
+
+
+# -- notifying -------------------------------------------------------------
+
+
+def notify_new_work(using="default"):
+    """Tell every web process that pending executions were committed.
+
+    Call it after the commit (inside `transaction.atomic()` it waits for the
+    commit). One call covers any number of new executions: NOTIFY serialises
+    commits, so it is a coalesced hint, not one per execution. On SQLite it
+    does nothing: each web process watches the execution table itself.
+    """
+    from django.db import connections
+
+    conn = connections[using]
+    if conn.vendor != "postgresql":
+        return
+    if conn.in_atomic_block:
+        transaction.on_commit(lambda: _notify(conn), using=using)
+    else:
+        _notify(conn)
+
+
+def _notify(conn):
+    with conn.cursor() as cursor:
+        cursor.execute(f"NOTIFY {CHANNEL}")
+
+
+# -- reading pending work (runs in a database thread) -----------------------
+
+
+def pending_summary(now):
+    """({frozenset(labels): ready count}, earliest future run_after or None)."""
+    from scheduler.models import Execution
+
+    pending = Execution.objects.filter(state=Execution.PENDING)
+    ready = {}
+    rows = (
+        pending.filter(run_after__lte=now)
+        .values_list("job__labels")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for labels, n in rows:
+        key = frozenset(labels or ())
+        ready[key] = ready.get(key, 0) + n
+    upcoming = pending.filter(run_after__gt=now).aggregate(at=Min("run_after"))["at"]
+    return ready, upcoming
+
+
+def highest_execution_id():
+    from scheduler.models import Execution
+
+    return Execution.objects.aggregate(top=Max("id"))["top"] or 0
+
+
+def touch_runners(runner_ids, now):
+    """Waiting polls keep their runners' last_seen_at fresh, one query per interval."""
+    from runners.models import Runner
+
+    Runner.objects.filter(pk__in=runner_ids).update(last_seen_at=now)
+
+
+# -- the in-process hub ----------------------------------------------------
+
+
+class Waiter:
+    """One poll waiting for work it can run."""
+
+    def __init__(self, runner_id, labels, capacity):
+        self.runner_id = runner_id
+        self.labels = frozenset(labels)
+        self.capacity = capacity
+        self.event = asyncio.Event()
+
+    def can_run(self, job_labels):
+        return job_labels <= self.labels
+
+
+class Hub:
+    def __init__(self, loop):
+        self.loop = loop
+        # Insertion-ordered: the longest-waiting poll is woken first.
+        self.waiters = {}
+        self.scan_requested = asyncio.Event()
+        self.tasks = []
+        self.timer = None
+        self.last_touch = 0.0
+
+    # waiting
+
+    def add(self, runner_id, labels, capacity):
+        self.start()
+        waiter = Waiter(runner_id, labels, capacity)
+        self.waiters[waiter] = None
+        return waiter
+
+    def remove(self, waiter):
+        self.waiters.pop(waiter, None)
+
+    def signal(self):
+        """A hint that work may be ready; scans are coalesced."""
+        self.scan_requested.set()
+
+    # background tasks, started with the first waiting poll of this loop
+
+    def start(self):
+        if self.tasks:
+            return
+        self.tasks.append(self.loop.create_task(self.scanner()))
+        self.tasks.append(self.loop.create_task(self.safety_net()))
+        watch = self.listen if on_postgres() else self.watch
+        self.tasks.append(self.loop.create_task(watch()))
+
+    async def scanner(self):
+        while True:
+            await self.scan_requested.wait()
+            self.scan_requested.clear()
+            if not self.waiters:
+                continue
+            try:
+                await self.scan()
+            except DatabaseError as e:
+                log.warning("croniq hub: cannot read pending work: %s", e)
+                await asyncio.sleep(0.5)
+
+    async def scan(self):
+        now = timezone.now()
+        ready, upcoming = await run_db(pending_summary, now)
+        self.wake_for(ready)
+        self.wake_at(upcoming, now)
+
+    def wake_for(self, ready):
+        """Wake waiters in arrival order while there is ready work they can run."""
+        left = dict(ready)
+        for waiter in list(self.waiters):
+            if not any(left.values()):
+                return
+            if waiter.event.is_set():
+                continue
+            want = waiter.capacity
+            for labels, n in left.items():
+                if n and waiter.can_run(labels):
+                    take = min(n, want)
+                    left[labels] -= take
+                    want -= take
+                    if not want:
+                        break
+            if want < waiter.capacity:
+                waiter.event.set()
+
+    def wake_at(self, upcoming, now):
+        """Scan again when the earliest not-yet-ready execution becomes ready."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if upcoming is not None:
+            delay = max(0.0, (upcoming - now).total_seconds())
+            self.timer = self.loop.call_later(delay, self.signal)
+
+    async def safety_net(self):
+        heartbeat = settings.CRONIQ_HEARTBEAT_INTERVAL
+        while True:
+            await asyncio.sleep(SAFETY_SCAN_INTERVAL)
+            if not self.waiters:
+                continue
+            self.signal()
+            if time.monotonic() - self.last_touch >= heartbeat:
+                self.last_touch = time.monotonic()
+                ids = {w.runner_id for w in self.waiters}
+                try:
+                    await run_db(touch_runners, ids, timezone.now())
+                except DatabaseError as e:
+                    log.warning("croniq hub: cannot touch waiting runners: %s", e)
+
+    async def watch(self):
+        """SQLite: wake the scanner when the highest execution id moves."""
+        seen = None
+        while True:
+            if self.waiters or seen is None:
+                try:
+                    top = await run_db(highest_execution_id)
+                except DatabaseError as e:
+                    log.warning("croniq hub: cannot watch executions: %s", e)
+                    await asyncio.sleep(0.5)
+                    continue
+                if seen is not None and top != seen:
+                    self.signal()
+                seen = top
+            await asyncio.sleep(WATCH_INTERVAL)
+
+    async def listen(self):
+        """PostgreSQL: one LISTEN connection for this process, reconnecting on loss."""
+        import psycopg
+
+        while True:
+            try:
+                params = listen_params()
+                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    # Anything committed while we were not listening.
+                    self.signal()
+                    async for _ in conn.notifies():
+                        self.signal()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any failure: reconnect after a pause
+                log.warning("croniq hub: LISTEN connection lost: %s", e)
+                await asyncio.sleep(1.0)
+
+    def stop(self):
+        for task in self.tasks:
+            task.cancel()
+        self.tasks = []
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def listen_params():
+    db = settings.DATABASES["default"]
+    params = {
+        "dbname": db.get("NAME"),
+        "user": db.get("USER"),
+        "password": db.get("PASSWORD"),
+        "host": db.get("HOST"),
+        "port": db.get("PORT"),
+    }
+    ignored = {"pool", "server_side_binding", "isolation_level", "assume_role", "context"}
+    params.update({k: v for k, v in db.get("OPTIONS", {}).items() if k not in ignored})
+    return {k: v for k, v in params.items() if v not in (None, "")}
+
+
+_hubs = weakref.WeakKeyDictionary()
+
+
+def hub():
+    """The hub of the running event loop (one per web process under uvicorn)."""
+    loop = asyncio.get_running_loop()
+    current = _hubs.get(loop)
+    if current is None:
+        current = _hubs[loop] = Hub(loop)
+    return current

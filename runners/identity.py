@@ -1,0 +1,265 @@
+"""Who is calling: token authentication, registration, takeover and flapping.
+
+A runner's `name` is its identity across restarts; its `session` says which
+process currently speaks for it. A new session for a known name is a
+takeover: the old session's work is released at once and its next call is
+refused (DESIGN.md §4, "Identity"). A name is bound to the token that first
+registered it ("Credential binding").
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+import audit
+from audit.models import AuditEvent
+from runners.models import Runner, RunnerToken
+from scheduler import lifecycle
+from scheduler.models import Execution
+
+# last_used_at is informational: write it at most this often per token.
+TOKEN_TOUCH_INTERVAL = timedelta(seconds=60)
+
+TAKEOVER = "runner.takeover"
+
+
+class Refused(Exception):
+    """A runner call that is answered with an error status and changes nothing."""
+
+    status = 400
+
+    def __init__(self, detail):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class Unauthorized(Refused):
+    status = 401
+
+
+class Forbidden(Refused):
+    status = 403
+
+
+class NotFound(Refused):
+    status = 404
+
+
+class Conflict(Refused):
+    """A stale lease or a superseded session (fencing, invariant 3)."""
+
+    status = 409
+
+
+class TooLarge(Refused):
+    status = 413
+
+
+def authenticate(secret, now):
+    """The active RunnerToken for `secret`, or None; touches last_used_at cheaply."""
+    token = RunnerToken.objects.authenticate(secret)
+    if token is None:
+        return None
+    if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_INTERVAL:
+        RunnerToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def register(token, name, session, now, labels=(), version="", hostname="", capacity=1):
+    """Create or re-register the runner called `name`; returns (runner, takeover).
+
+    Raises Forbidden when the name is bound to another token.
+    """
+    try:
+        runner, takeover = register_locked(
+            token, name, session, now, labels, version, hostname, capacity
+        )
+    except BindingRefused as refusal:
+        # Recorded after the rollback, so the audit row survives the refusal.
+        refusal.record()
+        raise
+    if takeover:
+        check_flapping(runner, now)
+    return runner, takeover
+
+
+@transaction.atomic
+def register_locked(token, name, session, now, labels, version, hostname, capacity):
+    runner = lock_or_create(token, name, session, now)
+    if runner.token_id is None:
+        runner.token = token
+    elif runner.token_id != token.pk:
+        raise BindingRefused(runner, token, now)
+    takeover = bool(runner.session) and runner.session != session
+    if takeover:
+        take_over(runner, session, now)
+    runner.session = session
+    runner.labels = sorted(set(labels))
+    runner.version = version or ""
+    runner.hostname = hostname or ""
+    runner.capacity = capacity
+    runner.last_seen_at = now
+    if runner.state == Runner.OFFLINE:
+        runner.state = Runner.ONLINE
+    runner.save()
+    return runner, takeover
+
+
+def lock_or_create(token, name, session, now):
+    """The runner row for `name`, locked for this transaction (created if new)."""
+    runner = Runner.objects.select_for_update().filter(name=name).first()
+    if runner is not None:
+        return runner
+    try:
+        with transaction.atomic():
+            runner = Runner.objects.create(
+                name=name, token=token, session="", registered_at=now, last_seen_at=now
+            )
+    except IntegrityError:
+        # Another process registered the same name a moment ago.
+        return Runner.objects.select_for_update().get(name=name)
+    audit.record("runner.registered", target=runner, actor=runner, at=now)
+    return runner
+
+
+class BindingRefused(Forbidden):
+    """Another token tries to use a name bound to its first token."""
+
+    def __init__(self, runner, token, now):
+        super().__init__(f"runner name {runner.name!r} is bound to another token")
+        self.runner, self.token, self.at = runner, token, now
+
+    def record(self):
+        audit.record(
+            "runner.binding_refused",
+            target=self.runner,
+            actor=("runner", self.runner.name),
+            at=self.at,
+            data={"token": self.token.name, "bound_token_id": self.runner.token_id},
+            counter=("croniq_runner_binding_refusals_total", {}),
+        )
+
+
+def take_over(runner, session, now):
+    """Release what the old session held and record the takeover."""
+    old_session = runner.session
+    held = Execution.objects.filter(runner=runner, state=Execution.RUNNING).exclude(session=session)
+    released = lifecycle.release(held, lifecycle.RUNNER_SUPERSEDED, now, actor=runner)
+    runner.takeover_count += 1
+    audit.record(
+        TAKEOVER,
+        target=runner,
+        actor=runner,
+        at=now,
+        data={
+            "old_session": old_session,
+            "new_session": session,
+            "released": [e.pk for e in released],
+        },
+        counter=("croniq_runner_takeovers_total", {"runner": runner.name}),
+    )
+    if released:
+        transaction.on_commit(notify_retries)
+
+
+def notify_retries():
+    from runners.hub import notify_new_work
+
+    notify_new_work()
+
+
+def recent_takeovers(runner, now):
+    since = now - timedelta(seconds=settings.CRONIQ_FLAP_WINDOW)
+    return AuditEvent.objects.filter(
+        action=TAKEOVER,
+        at__gt=since,
+        at__lte=now,
+        target_type=Runner._meta.label_lower,
+        target_id=str(runner.pk),
+    )
+
+
+def check_flapping(runner, now):
+    """Mark the runner flapping when takeovers exceed the threshold in the window,
+    clear the mark after a quiet window. Returns the runner's flapping flag."""
+    count = recent_takeovers(runner, now).count()
+    if count > settings.CRONIQ_FLAP_THRESHOLD and not runner.flapping:
+        updated = Runner.objects.filter(pk=runner.pk, flapping=False).update(
+            flapping=True, flapping_since=now
+        )
+        runner.flapping, runner.flapping_since = True, now
+        if updated:
+            audit.record(
+                "runner.flapping",
+                target=runner,
+                actor=runner,
+                at=now,
+                data={"takeovers": count, "window": settings.CRONIQ_FLAP_WINDOW},
+                counter=("croniq_runner_flaps_total", {"runner": runner.name}),
+            )
+    elif count == 0 and runner.flapping:
+        clear_flapping(runner, now)
+    return runner.flapping
+
+
+def clear_flapping(runner, now):
+    updated = Runner.objects.filter(pk=runner.pk, flapping=True).update(
+        flapping=False, flapping_since=None
+    )
+    runner.flapping, runner.flapping_since = False, None
+    if updated:
+        audit.record(
+            "runner.flapping_cleared",
+            target=runner,
+            at=now,
+            data={"quiet_for": settings.CRONIQ_FLAP_WINDOW},
+        )
+
+
+def clear_quiet_flapping(now):
+    """Clear the flapping mark of every runner that had no takeover for a window.
+
+    A runner that died while flapping never calls again, so something
+    periodic (the reaper tick) calls this. Returns how many were cleared.
+    """
+    cleared = 0
+    for runner in Runner.objects.filter(flapping=True):
+        if not recent_takeovers(runner, now).exists():
+            clear_flapping(runner, now)
+            cleared += 1
+    return cleared
+
+
+def current_runner(token, runner_id, session):
+    """The runner `runner_id` if `token` may speak for it under `session`.
+
+    404 unknown runner, 403 bound to another token, 409 superseded session
+    (a takeover happened: the caller must register again).
+    """
+    runner = Runner.objects.filter(pk=runner_id).first() if is_db_id(runner_id) else None
+    if runner is None:
+        raise NotFound(f"unknown runner {runner_id}")
+    if runner.token_id is not None and runner.token_id != token.pk:
+        raise Forbidden(f"runner {runner.name!r} is bound to another token")
+    if runner.token_id is None or runner.session != session:
+        raise Conflict(f"session superseded: runner {runner.name!r} registered again")
+    return runner
+
+
+def touch(runner, now):
+    """A call from the runner: it is alive (and online unless an operator drains it)."""
+    fields = {"last_seen_at": now}
+    if runner.state == Runner.OFFLINE:
+        fields["state"] = Runner.ONLINE
+    Runner.objects.filter(pk=runner.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(runner, key, value)
+
+
+MAX_DB_ID = 2**63 - 1
+
+
+def is_db_id(value):
+    return isinstance(value, int) and 0 < value <= MAX_DB_ID

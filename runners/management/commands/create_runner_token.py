@@ -1,0 +1,25 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.db import IntegrityError
+from django.utils import timezone
+
+import audit
+from runners.models import RunnerToken
+
+
+class Command(BaseCommand):
+    help = "Create a runner token and print its secret (shown only this once)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="A name for the token, e.g. the machine or team.")
+
+    def handle(self, *args, name, **options):
+        name = name.strip()
+        if not name or len(name) > RunnerToken._meta.get_field("name").max_length:
+            raise CommandError("token name: 1 to 100 characters")
+        try:
+            token, secret = RunnerToken.issue(name)
+        except IntegrityError:
+            raise CommandError(f"a token named {name!r} exists already") from None
+        audit.record("token.created", target=token, at=timezone.now(), data={"via": "command"})
+        self.stdout.write(secret)
+        self.stderr.write(f"Token {name!r} created; the secret above is not shown again.")
