@@ -1,3 +1,5 @@
+"""Loaded with -p before Django is set up (see pyproject.toml)."""
+
 import os
 
 # The suite runs with a throwaway key; production refuses to start without one.
