@@ -1,0 +1,98 @@
+from django.contrib import admin
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from audit.admin_mixins import AuditedModelAdmin
+from calendars.models import Calendar, CalendarPeriod
+from calendars.rules import RulesError, month_grid, wall
+
+PREVIEW_STRETCHES = 10
+GRID_MONTHS = 3
+
+
+class CalendarPeriodInline(admin.TabularInline):
+    model = CalendarPeriod
+    extra = 0
+    fields = ["kind", "label", "start_date", "end_date", "start_at", "end_at"]
+
+
+@admin.register(Calendar)
+class CalendarAdmin(AuditedModelAdmin):
+    list_display = ["name", "timezone", "weekdays_shown", "holidays_shown", "window_shown", "base"]
+    list_select_related = ["base"]
+    search_fields = ["name", "description"]
+    show_full_result_count = False
+    inlines = [CalendarPeriodInline]
+    readonly_fields = ["next_allowed_preview"]
+    change_form_template = "admin/calendars/calendar/change_form.html"
+
+    @admin.display(description="weekdays")
+    def weekdays_shown(self, calendar):
+        return ", ".join(calendar.weekdays) or "none"
+
+    @admin.display(description="holidays")
+    def holidays_shown(self, calendar):
+        return "-".join(filter(None, [calendar.holiday_country, calendar.holiday_subdivision]))
+
+    @admin.display(description="daily window")
+    def window_shown(self, calendar):
+        if calendar.window_start is None:
+            return "all day"
+        return f"{calendar.window_start:%H:%M}-{calendar.window_end:%H:%M}"
+
+    @admin.display(description="next allowed time (from now)")
+    def next_allowed_preview(self, calendar):
+        if not calendar.pk:
+            return "shown after saving"
+        try:
+            rules = calendar.rules()
+        except (RulesError, ValueError) as e:
+            return f"cannot compute: {e}"
+        stretches = rules.allowed_stretches(timezone.now(), PREVIEW_STRETCHES)
+        if not stretches:
+            return "no allowed time within the horizon"
+        rows = ((_local(rules, start), _local(rules, end)) for start, end in stretches)
+        return format_html("<ol>{}</ol>", format_html_join("", "<li>{} until {}</li>", rows))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        calendar = self.get_object(request, object_id)
+        extra_context = {**(extra_context or {}), **self.grid_context(calendar)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def grid_context(self, calendar):
+        if calendar is None:
+            return {}
+        try:
+            rules = calendar.rules()
+        except (RulesError, ValueError) as e:
+            return {"grid_error": str(e)}
+        today = wall(rules.zone, timezone.now()).date()
+        grid = month_grid(rules, today, GRID_MONTHS)
+        return {"month_grid": grid, "grid_timezone": rules.timezone}
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        # Periods are saved with the inline: only now do the rules the jobs
+        # depend on stand complete.
+        reschedule_jobs_of(form.instance)
+
+
+def reschedule_jobs_of(calendar):
+    """Recompute next_run_at of jobs on this calendar or on calendars based on it."""
+    from scheduler.models import Job
+
+    calendars, frontier = {calendar.pk}, {calendar.pk}
+    while frontier:
+        frontier = set(Calendar.objects.filter(base__in=frontier).values_list("pk", flat=True))
+        frontier -= calendars
+        calendars |= frontier
+    now = timezone.now()
+    for job in Job.objects.filter(calendar__in=calendars).select_related("calendar"):
+        job.reschedule(now)
+        job.save(update_fields=["next_run_at"])
+
+
+def _local(rules, instant):
+    if instant is None:
+        return "beyond the horizon"
+    return f"{instant.astimezone(rules.zone):%a %Y-%m-%d %H:%M %Z}"
