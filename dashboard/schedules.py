@@ -37,13 +37,31 @@ def upcoming(job, now, count=10):
     cron = _cron()
     if cron is None or not hasattr(cron, "next_fires"):
         return Upcoming(reason="Fire times are not available in this version.")
-    rules = job.calendar.rules() if job.calendar_id else None
     try:
+        rules = job.calendar.rules() if job.calendar_id else None
         times = list(
-            cron.next_fires(job.schedule, job.timezone, rules, now, count, job.calendar_policy)
+            cron.next_fires(
+                job.schedule, job.timezone, rules, anchor(job, now), count, job.calendar_policy
+            )
         )
     except ValueError as e:
         return Upcoming(reason=f"Cannot compute fire times: {e}")
     if not times:
-        return Upcoming(reason="This schedule never fires within the horizon (calendar applied).")
+        return Upcoming(reason=never_fires_reason(cron, job, rules, now))
     return Upcoming(times=times)
+
+
+def anchor(job, now):
+    """`@every` schedules count from the job's last scheduled instant."""
+    if job.schedule.strip().startswith("@every") and job.last_scheduled_at:
+        return job.last_scheduled_at
+    return now
+
+
+def never_fires_reason(cron, job, rules, now):
+    reason = None
+    if hasattr(cron, "never_fires_reason"):
+        reason = cron.never_fires_reason(
+            job.schedule, job.timezone, rules, now, policy=job.calendar_policy
+        )
+    return reason or "This schedule never fires within the horizon (calendar applied)."

@@ -1,0 +1,261 @@
+import re
+from datetime import timedelta
+
+import time_machine
+from django.urls import reverse
+
+from calendars.models import Calendar
+from dashboard import queries
+from scheduler.models import Execution
+from tests.dashboard.conftest import NOW
+
+# Session, user, then the page's own reads: bounded whatever the table sizes.
+OVERVIEW_QUERIES = 12
+JOB_QUERIES = 8
+EXECUTION_QUERIES = 6
+RUNNERS_QUERIES = 5
+AUDIT_QUERIES = 4
+
+
+def strip_links(html, job_name):
+    row = html.split(f'data-job="{job_name}"')[1].split("</tr>")[0]
+    return [int(pk) for pk in re.findall(r'href="/executions/(\d+)/"', row)]
+
+
+def test_overview_shows_the_last_twenty_results_per_job_oldest_left(
+    staff_client, make_job, make_history
+):
+    job = make_job("nightly-report")
+    runs = make_history(job, 25)
+
+    html = staff_client.get(reverse("dashboard:overview")).content.decode()
+
+    assert strip_links(html, "nightly-report") == [r.pk for r in reversed(runs[:20])]
+    assert 'class="cell state-failed"' in html
+    assert 'class="cell state-succeeded"' in html
+
+
+def test_overview_query_count_does_not_grow_with_jobs_or_history(
+    staff_client, make_job, make_history, make_runner, django_assert_max_num_queries
+):
+    for i in range(queries.JOBS_PER_PAGE + 10):
+        job = make_job(f"job-{i:03}")
+        if i % 5 == 0:
+            make_history(job, 22)
+    make_runner()
+    with django_assert_max_num_queries(OVERVIEW_QUERIES):
+        answer = staff_client.get(reverse("dashboard:overview"))
+    assert answer.status_code == 200
+    assert len(answer.context["page"].items) == queries.JOBS_PER_PAGE
+
+
+def test_overview_pages_through_jobs_by_name(staff_client, make_job):
+    for i in range(queries.JOBS_PER_PAGE + 1):
+        make_job(f"job-{i:03}")
+
+    first = staff_client.get(reverse("dashboard:overview")).content.decode()
+    second = staff_client.get(reverse("dashboard:overview"), {"page": 2}).content.decode()
+
+    assert 'data-job="job-000"' in first
+    assert f'data-job="job-{queries.JOBS_PER_PAGE:03}"' not in first
+    assert 'rel="next" href="?page=2"' in first
+    assert f'data-job="job-{queries.JOBS_PER_PAGE:03}"' in second
+    assert 'data-job="job-000"' not in second
+
+
+def test_overview_shows_live_counts_runners_online_and_scheduler_lag(
+    staff_client, make_job, make_execution, make_runner
+):
+    job = make_job(next_run_at=NOW - timedelta(minutes=3))
+    make_execution(job, NOW, state=Execution.PENDING)
+    for name in ("a", "b"):
+        make_runner(name, state="online")
+    make_runner("c", state="offline", flapping=True, flapping_since=NOW)
+
+    with time_machine.travel(NOW, tick=False):
+        html = staff_client.get(reverse("dashboard:overview")).content.decode()
+
+    def card(marker):
+        return re.search(marker + r'.*?<div class="count">([^<]*)</div>', html, re.S).group(1)
+
+    assert card('data-state="pending"') == "1"
+    assert card('data-state="running"') == "0"
+    assert card('data-metric="runners-online"') == "2"
+    assert card('data-metric="runners-flapping"') == "1"
+    assert card('data-metric="trigger-lag"') == "3.0 min"
+    assert card('data-metric="dispatch-lag"') == "0 ms"
+
+
+def test_times_are_time_elements_in_utc_with_utc_on_hover(staff_client, make_job):
+    make_job("nightly-report", next_run_at=NOW)
+    html = staff_client.get(reverse("dashboard:overview")).content.decode()
+    assert (
+        '<time datetime="2026-11-30T12:00:00Z" title="2026-11-30 12:00:00 UTC">'
+        "2026-11-30 12:00:00 UTC</time>"
+    ) in html
+
+
+def test_job_page_shows_history_newest_first_and_a_duration_chart(
+    staff_client, make_job, make_history, django_assert_max_num_queries
+):
+    job = make_job("nightly-report")
+    runs = make_history(job, queries.CHART_RUNS + 3)
+
+    with django_assert_max_num_queries(JOB_QUERIES):
+        answer = staff_client.get(reverse("dashboard:job", args=[job.name]))
+    html = answer.content.decode()
+
+    history = answer.context["page"]
+    assert [r.pk for r in history.items] == [r.pk for r in runs[: queries.HISTORY_PER_PAGE]]
+    assert history.has_next
+    assert html.count('<rect class="bar') == queries.CHART_RUNS
+    assert "<svg" in html and 'class="bar state-failed"' in html
+    older = staff_client.get(reverse("dashboard:job", args=[job.name]), {"page": 2})
+    assert [r.pk for r in older.context["page"].items] == [
+        r.pk for r in runs[queries.HISTORY_PER_PAGE : 2 * queries.HISTORY_PER_PAGE]
+    ]
+
+
+def test_job_page_says_when_there_are_no_runs(staff_client, make_job):
+    html = staff_client.get(reverse("dashboard:job", args=[make_job().name])).content.decode()
+    assert "No finished runs yet." in html
+    assert "No runs yet." in html
+
+
+def test_unknown_job_or_execution_is_404(staff_client, db):
+    assert staff_client.get(reverse("dashboard:job", args=["nope"])).status_code == 404
+    assert staff_client.get(reverse("dashboard:execution", args=[999])).status_code == 404
+    assert staff_client.get(reverse("dashboard:execution-log", args=[999])).status_code == 404
+
+
+def next_fires(html):
+    section = re.search(r"data-next-fires>(.*?)</(ol|p)>", html, re.S).group(1)
+    return re.findall(r'<time datetime="([^"]+)"', section)
+
+
+def test_job_page_lists_the_next_ten_fire_times_in_words(staff_client, make_job):
+    job = make_job(schedule="0 * * * *")
+    with time_machine.travel(NOW, tick=False):
+        html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    assert next_fires(html) == [f"2026-11-30T{h}:00:00Z" for h in range(13, 23)]
+    assert "<dd data-schedule-words>Every hour</dd>" in html
+
+
+def test_job_page_applies_the_jobs_calendar_to_fire_times(
+    staff_client, make_job, django_assert_max_num_queries
+):
+    weekends = Calendar.objects.create(name="weekends", weekdays=["sat", "sun"])
+    job = make_job(schedule="0 12 * * *", calendar=weekends)
+    with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(JOB_QUERIES):
+        html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    # 2026-11-30 is a Monday.
+    assert next_fires(html)[:3] == [
+        "2026-12-05T12:00:00Z",
+        "2026-12-06T12:00:00Z",
+        "2026-12-12T12:00:00Z",
+    ]
+
+
+def test_job_page_explains_a_schedule_that_never_meets_its_calendar(staff_client, make_job):
+    weekends = Calendar.objects.create(name="weekends", weekdays=["sat", "sun"])
+    job = make_job(schedule="0 12 * * 1-5", calendar=weekends)
+    html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    assert next_fires(html) == []
+    assert "never meets calendar" in html
+
+
+def test_job_page_counts_every_schedules_from_the_last_scheduled_instant(staff_client, make_job):
+    job = make_job(schedule="@every 30m", last_scheduled_at=NOW - timedelta(minutes=10))
+    with time_machine.travel(NOW, tick=False):
+        html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    assert next_fires(html)[:2] == ["2026-11-30T12:20:00Z", "2026-11-30T12:50:00Z"]
+    assert "Every 30 minutes" in html
+
+
+def test_execution_page_shows_metadata_and_the_whole_log(
+    staff_client, make_job, make_execution, make_runner, add_log, django_assert_max_num_queries
+):
+    runner = make_runner("web-1")
+    execution = make_execution(
+        make_job("nightly-report"),
+        state=Execution.FAILED,
+        runner=runner,
+        claimed_at=NOW,
+        finished_at=NOW + timedelta(seconds=42),
+        exit_code=3,
+        error="exit status 3",
+    )
+    add_log(execution, "starting\n", "<b>not markup</b>\n", "done\n")
+
+    with django_assert_max_num_queries(EXECUTION_QUERIES):
+        html = staff_client.get(
+            reverse("dashboard:execution", args=[execution.pk])
+        ).content.decode()
+
+    assert "starting\n&lt;b&gt;not markup&lt;/b&gt;\ndone\n</pre>" in html
+    assert "web-1" in html and "42.0 s" in html and "exit status 3" in html
+    # Finished: no live tail.
+    assert "data-live" not in html
+    assert 'data-after="2"' in html
+
+
+def test_running_execution_page_tails_the_log_from_its_last_chunk(
+    staff_client, make_job, make_execution, add_log
+):
+    execution = make_execution(make_job(), state=Execution.RUNNING, claimed_at=NOW)
+    add_log(execution, "one\n")
+    html = staff_client.get(reverse("dashboard:execution", args=[execution.pk])).content.decode()
+    url = reverse("dashboard:execution-log", args=[execution.pk])
+    assert f'data-live data-url="{url}" data-after="0"' in html
+
+
+def test_log_endpoint_returns_chunks_after_a_seq_and_whether_the_run_is_live(
+    staff_client, make_job, make_execution, add_log
+):
+    execution = make_execution(make_job(), state=Execution.RUNNING)
+    add_log(execution, "one\n", "two\n", "three\n")
+    url = reverse("dashboard:execution-log", args=[execution.pk])
+
+    body = staff_client.get(url, {"after": 0}).json()
+    assert body["chunks"] == [{"seq": 1, "data": "two\n"}, {"seq": 2, "data": "three\n"}]
+    assert (body["state"], body["live"], body["more"]) == ("running", True, False)
+
+    Execution.objects.filter(pk=execution.pk).update(state=Execution.SUCCEEDED)
+    body = staff_client.get(url, {"after": 2}).json()
+    assert body["chunks"] == []
+    assert (body["state"], body["live"]) == ("succeeded", False)
+
+
+def test_log_endpoint_refuses_a_seq_that_is_not_a_number(staff_client, make_job, make_execution):
+    execution = make_execution(make_job())
+    url = reverse("dashboard:execution-log", args=[execution.pk])
+    answer = staff_client.get(url, {"after": "x"})
+    assert answer.status_code == 400
+    assert "after" in answer.json()["detail"]
+
+
+def test_runners_page_shows_flapping_badge_labels_work_and_takeovers(
+    staff_client, make_job, make_execution, make_runner, django_assert_max_num_queries
+):
+    flappy = make_runner(
+        "flappy", labels=["linux", "gpu"], takeover_count=9, flapping=True, flapping_since=NOW
+    )
+    make_runner("calm", labels=["linux"])
+    make_execution(
+        make_job("nightly-report"), state=Execution.RUNNING, runner=flappy, claimed_at=NOW
+    )
+
+    with django_assert_max_num_queries(RUNNERS_QUERIES):
+        html = staff_client.get(reverse("dashboard:runners")).content.decode()
+
+    flappy_row = html.split('data-runner="flappy"')[1].split("</tr>")[0]
+    calm_row = html.split('data-runner="calm"')[1].split("</tr>")[0]
+    assert "data-flapping" in flappy_row and "data-flapping" not in calm_row
+    assert "gpu" in flappy_row and "nightly-report" in flappy_row
+    assert "<td>9</td>" in flappy_row
+    assert "idle" in calm_row
+
+
+def test_audit_page_query_count_is_bounded(staff_client, db, django_assert_max_num_queries):
+    with django_assert_max_num_queries(AUDIT_QUERIES):
+        assert staff_client.get(reverse("dashboard:audit")).status_code == 200
