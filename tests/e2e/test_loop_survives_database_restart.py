@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tests.e2e.private_postgres import PrivatePostgres, postgres_bin
-from tests.e2e.processes import manage, query, start_loop, wait_for
+from tests.e2e.processes import manage, on_postgres, query, start_loop, wait_for
 
 pytestmark = [
     pytest.mark.e2e,
@@ -17,6 +17,8 @@ pytestmark = [
 
 @pytest.fixture
 def private_postgres():
+    if not on_postgres():
+        pytest.skip("runs in the PostgreSQL pass of the suite")
     server = PrivatePostgres()
     server.start()
     server.wait_ready()
