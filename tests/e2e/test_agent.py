@@ -1,0 +1,232 @@
+"""croniq-runner against a real server: real uvicorn, real agent process, real jobs.
+
+The tests of this module share one server and database; each test uses its
+own labels and runner names, so no test's agent can take another's work.
+"""
+
+import os
+import signal
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.agent.world import add_execution, executions, issue_token, request_cancel
+from tests.e2e.processes import (
+    Server,
+    create_database,
+    drop_database,
+    manage,
+    start_agent,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("agent-world")
+    db = create_database(tmp)
+    manage(db, "migrate", "--no-input")
+    server = Server(db, tmp / "web.log", CRONIQ_HEARTBEAT_INTERVAL=0.5).wait_ready()
+    try:
+        yield SimpleNamespace(db=db, server=server, token=issue_token(db))
+    finally:
+        server.stop()
+        drop_database(db)
+
+
+@pytest.fixture
+def agents(world, tmp_path, request):
+    """Start agents labelled after the test; stopped (and their logs shown) at the end."""
+    started = []
+    label = request.node.name.replace("[", "-").replace("]", "")[:90]
+
+    def start(*args, name=None, token=None, **env):
+        name = name or f"{label}-{len(started)}"
+        log = tmp_path / f"agent-{len(started)}.log"
+        agent = start_agent(
+            world.server.url,
+            token or world.token,
+            log,
+            "--name",
+            name,
+            "--labels",
+            label,
+            "--poll-wait",
+            "5",
+            *args,
+            **env,
+        )
+        started.append(agent)
+        return agent
+
+    start.label = label
+    yield start
+    for agent in started:
+        agent.stop()
+        print(f"--- {agent.log_path}\n{agent.output()}")
+
+
+def reported(agent, count=1, timeout=20):
+    wait_for(
+        lambda: (
+            agent.output().count(" reported: ") + agent.output().count("server refused the")
+            >= count
+        ),
+        timeout=timeout,
+        message=f"{count} report(s) in the agent log:\n{agent.output()}",
+    )
+
+
+def exit_code(agent, timeout=15):
+    wait_for(lambda: not agent.alive(), timeout=timeout, message="the agent to exit")
+    return agent.popen.returncode
+
+
+def process_gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    # A zombie (no init reaping in some containers) is dead for our purposes.
+    return status.exists() and "State:\tZ" in status.read_text()
+
+
+def test_output_arrives_in_order_with_the_job_environment(world, agents):
+    script = (
+        'echo "job=$CRONIQ_JOB id=$CRONIQ_EXECUTION_ID attempt=$CRONIQ_ATTEMPT '
+        'at=$CRONIQ_SCHEDULED_FOR greeting=$GREETING"; '
+        'i=0; while [ $i -lt 2000 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; '
+        "echo 'grüße, 漢字'"
+    )
+    job = f"{agents.label}-job"
+    eid = add_execution(world.db, job, script, labels=[agents.label], env={"GREETING": "hi"})
+    agent = agents("--once")
+    assert exit_code(agent) == 0
+
+    [run] = executions(world.db, job)
+    assert (run["state"], run["exit_code"]) == ("succeeded", 0)
+    lines = run["log"].splitlines()
+    assert lines[0].startswith(f"job={job} id={eid} attempt=1 at=")
+    assert lines[0].endswith(" greeting=hi")
+    expected = [f"{kind} {i}" for i in range(2000) for kind in ("out", "err")]
+    assert lines[1:-1] == expected
+    assert lines[-1] == "grüße, 漢字"
+    # ~28 KB of output cannot fit one batch: several, numbered in order.
+    assert len(run["seqs"]) >= 2
+    assert run["seqs"] == list(range(1, len(run["seqs"]) + 1))
+
+
+def test_exit_codes_and_signals_are_reported(world, agents):
+    job = agents.label
+    commands = {"ok": "exit 0", "fails": "echo bad >&2; exit 7", "killed": "kill -KILL $$"}
+    for suffix, command in commands.items():
+        add_execution(world.db, f"{job}-{suffix}", command, labels=[job])
+    agent = agents("--capacity", "3")
+    reported(agent, 3)
+
+    def outcome(suffix):
+        [run] = executions(world.db, f"{job}-{suffix}")
+        return run["state"], run["exit_code"], run["error"]
+
+    assert outcome("ok") == ("succeeded", 0, "")
+    assert outcome("fails") == ("failed", 7, "")
+    assert outcome("killed") == ("failed", None, "terminated by SIGKILL")
+    assert agent.alive()
+
+
+def test_a_job_past_its_timeout_is_killed_with_its_children(world, agents, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    job = agents.label
+    command = f"echo started; sleep 30 & echo $! > {pidfile}; wait"
+    add_execution(world.db, job, command, labels=[job], timeout=1)
+    started = time.monotonic()
+    agent = agents("--kill-grace", "1")
+    reported(agent)
+    assert time.monotonic() - started < 10
+
+    [run] = executions(world.db, job)
+    assert run["state"] == "timed_out"
+    assert run["exit_code"] is None
+    assert run["error"].startswith("timed out after 1s")
+    assert "started" in run["log"]
+    assert wait_for(lambda: process_gone(int(pidfile.read_text())), timeout=5)
+
+
+def test_an_operator_cancel_stops_a_running_job(world, agents, tmp_path):
+    job = agents.label
+    marker = tmp_path / "still-running"
+    command = f"echo started; while true; do touch {marker}; sleep 0.1; done"
+    eid = add_execution(world.db, job, command, labels=[job])
+    agent = agents()
+    # The first line reaches the server while the job runs (batches leave every second).
+    wait_for(
+        lambda: "started" in executions(world.db, job)[0]["log"],
+        timeout=15,
+        message="the first output line on the server",
+    )
+    assert request_cancel(world.db, eid) == 1
+    reported(agent)
+
+    [run] = executions(world.db, job)
+    assert run["state"] == "cancelled"
+    assert "cancelled on the server's request" in run["error"]
+    marker.unlink()
+    time.sleep(0.5)
+    assert not marker.exists()
+
+
+def test_sigterm_lets_the_running_job_finish_then_exits_0(world, agents):
+    job = agents.label
+    add_execution(world.db, job, "echo begin; sleep 2; echo done", labels=[job])
+    agent = agents("--drain-timeout", "30")
+    wait_for(lambda: "started" in agent.output(), message="the job to start")
+    agent.popen.send_signal(signal.SIGTERM)
+    assert exit_code(agent) == 0
+
+    [run] = executions(world.db, job)
+    assert (run["state"], run["exit_code"]) == ("succeeded", 0)
+    assert run["log"] == "begin\ndone\n"
+    assert "received SIGTERM" in agent.output()
+
+
+def test_sigterm_kills_jobs_that_outlive_the_drain_timeout_and_reports_them(
+    world, agents, tmp_path
+):
+    pidfile = tmp_path / "job.pid"
+    job = agents.label
+    add_execution(world.db, job, f"echo $$ > {pidfile}; sleep 60", labels=[job])
+    agent = agents("--drain-timeout", "1", "--kill-grace", "1")
+    wait_for(lambda: "started" in agent.output(), message="the job to start")
+    stopped_at = time.monotonic()
+    agent.popen.send_signal(signal.SIGINT)
+    assert exit_code(agent) == 0
+    assert time.monotonic() - stopped_at < 8
+
+    [run] = executions(world.db, job)
+    assert run["state"] == "failed"
+    assert "runner shut down" in run["error"]
+    assert process_gone(int(pidfile.read_text()))
+
+
+def test_a_bad_token_exits_non_zero_with_a_clear_message(world, agents):
+    agent = agents(token="crq_not-a-real-token")
+    assert exit_code(agent) == 3
+    assert "refused" in agent.output()
+    assert "token" in agent.output()
+
+
+def test_an_agent_superseded_by_another_process_exits_instead_of_fighting(world, agents):
+    name = f"{agents.label}-shared"
+    first = agents(name=name)
+    wait_for(lambda: "connected" in first.output(), message="the first agent to register")
+    second = agents(name=name)
+    assert exit_code(first) == 4
+    assert f"another process took over runner '{name}'" in first.output()
+    assert "took over runner" in second.output()
+    time.sleep(1)
+    assert second.alive()
