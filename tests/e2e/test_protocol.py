@@ -1,0 +1,358 @@
+"""The runner protocol end to end: a real uvicorn, a plain HTTP client (DESIGN.md §4)."""
+
+import threading
+import time
+
+import pytest
+import requests
+
+from tests.e2e.processes import Server, manage
+from tests.e2e.protocol_client import RunnerClient, execution_row, query, seed, seed_timed, token
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def secret(e2e_database):
+    return token(e2e_database)
+
+
+@pytest.fixture
+def runner(server, secret):
+    client = RunnerClient(server.url, secret, labels=["linux"])
+    assert client.register().status_code == 200
+    return client
+
+
+def test_register_answers_the_contract_and_keeps_the_runner_id_per_name(server, secret):
+    first = RunnerClient(server.url, secret, name="build-1", labels=["linux"])
+    answer = first.register(version="1.0", hostname="build-1.example")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert set(body) == {"runner_id", "session", "takeover", "heartbeat_interval", "lease_ttl"}
+    assert body["session"] == first.session
+    assert body["takeover"] is False
+    assert body["heartbeat_interval"] == 10.0
+    assert body["lease_ttl"] == 30.0
+
+    again = first.register()
+    assert again.json()["runner_id"] == body["runner_id"]
+    assert again.json()["takeover"] is False
+
+    restarted = RunnerClient(server.url, secret, name="build-1", labels=["linux"])
+    answer = restarted.register()
+    assert answer.json()["runner_id"] == body["runner_id"]
+    assert answer.json()["takeover"] is True
+
+
+def test_takeover_releases_the_old_sessions_work_and_fences_the_old_session(
+    server, secret, e2e_database
+):
+    old = RunnerClient(server.url, secret, name="worker", labels=["linux"])
+    old.register()
+    [pk] = seed(e2e_database, {"job": "takeover-job", "labels": ["linux"]})
+    [held] = old.claim()
+    assert held["id"] == pk
+
+    new = RunnerClient(server.url, secret, name="worker", labels=["linux"])
+    assert new.register().json()["takeover"] is True
+
+    row = execution_row(e2e_database, pk)
+    assert row["state"] == "lost"
+    assert row["lost_reason"] == "runner_superseded"
+
+    for answer in (
+        old.poll(),
+        old.heartbeat([(pk, held["lease"])]),
+        old.logs(pk, held["lease"], 0, "late output"),
+        old.finish(pk, held["lease"], exit_code=0),
+    ):
+        assert answer.status_code == 409, answer.text
+        assert "detail" in answer.json()
+
+    after = execution_row(e2e_database, pk)
+    assert after == row  # nothing changed
+    # The released run is retried at once and the new session gets it.
+    [retry] = new.claim()
+    assert retry["job"] == "takeover-job"
+    assert retry["attempt"] == 2
+
+    facts = query(
+        e2e_database,
+        """
+        from audit.models import AuditEvent, Counter
+        result = dict(
+            takeovers=AuditEvent.objects.filter(action="runner.takeover").count(),
+            rejections=AuditEvent.objects.filter(action="execution.fencing_rejected").count(),
+            takeover_counter=Counter.objects.get(
+                name="croniq_runner_takeovers_total", labels="runner=worker").value,
+            fencing_counter=Counter.objects.get(name="croniq_fencing_rejections_total").value,
+        )
+        """,
+    )
+    assert facts == {
+        "takeovers": 1,
+        "rejections": 2,
+        "takeover_counter": 1,
+        "fencing_counter": 2,
+    }
+
+
+def test_a_second_token_cannot_take_over_a_name_it_did_not_register(server, secret, e2e_database):
+    owner = RunnerClient(server.url, secret, name="payments-1")
+    owner.register()
+    intruder = RunnerClient(server.url, token(e2e_database), name="payments-1")
+    answer = intruder.register()
+    assert answer.status_code == 403
+    assert "bound to another token" in answer.json()["detail"]
+    # The owner's session is untouched.
+    assert owner.poll().status_code == 200
+    refused = query(
+        e2e_database,
+        """
+        from audit.models import AuditEvent
+        result = AuditEvent.objects.filter(action="runner.binding_refused").count()
+        """,
+    )
+    assert refused == 1
+
+
+def test_a_waiting_poll_is_woken_by_an_execution_inserted_by_another_process(runner, e2e_database):
+    answers = []
+    poller = threading.Thread(target=lambda: answers.append((runner.poll(wait=20), time.time())))
+    poller.start()
+    time.sleep(0.5)  # the poll is now waiting
+    seeded = seed_timed(e2e_database, {"job": "wake-me", "labels": ["linux"]})
+    poller.join(10)
+    [(answer, arrived)] = answers
+    [assigned] = answer.json()["executions"]
+    assert assigned["id"] == seeded["ids"][0]
+    assert arrived - seeded["committed_at"] < 0.5
+
+
+def test_a_poll_that_finds_nothing_answers_an_empty_list_when_wait_runs_out(runner):
+    started = time.monotonic()
+    assert runner.claim(wait=1) == []
+    assert 0.9 < time.monotonic() - started < 3
+
+
+def test_runners_only_receive_jobs_whose_labels_they_all_carry(server, secret, e2e_database):
+    linux = RunnerClient(server.url, secret, labels=["linux"], capacity=10)
+    gpu = RunnerClient(server.url, secret, labels=["linux", "gpu"], capacity=10)
+    linux.register()
+    gpu.register()
+    gpu_job, any_job, linux_job = seed(
+        e2e_database,
+        {"job": "train", "labels": ["gpu", "linux"]},
+        {"job": "anywhere", "labels": []},
+        {"job": "linux-only", "labels": ["linux"]},
+    )
+    assert {e["id"] for e in linux.claim()} == {any_job, linux_job}
+    assert [e["id"] for e in gpu.claim()] == [gpu_job]
+
+
+def test_the_assignment_carries_the_job_and_a_fresh_lease(runner, e2e_database):
+    [pk] = seed(
+        e2e_database,
+        {
+            "job": "report",
+            "labels": ["linux"],
+            "command": "echo hi",
+            "env": {"A": "1"},
+            "timeout": 60,
+        },
+    )
+    [assigned] = runner.claim()
+    assert assigned["id"] == pk
+    assert assigned["job"] == "report"
+    assert assigned["command"] == "echo hi"
+    assert assigned["env"] == {"A": "1"}
+    assert assigned["timeout"] == 60
+    assert assigned["attempt"] == 1
+    assert assigned["lease"] == 1
+    assert assigned["scheduled_for"].endswith("Z") or "+00:00" in assigned["scheduled_for"]
+    row = execution_row(e2e_database, pk)
+    assert row["state"] == "running"
+    assert row["session"] == runner.session
+
+
+def test_heartbeat_renews_held_leases_and_reports_lost_and_cancelled_ones(runner, e2e_database):
+    first, second = seed(
+        e2e_database,
+        {"job": "hb-1", "labels": ["linux"]},
+        {"job": "hb-2", "labels": ["linux"]},
+    )
+    held = {e["id"]: e for e in runner.claim(capacity=2)}
+    before = execution_row(e2e_database, first)["lease_expires_at"]
+    query(
+        e2e_database,
+        f"""
+        from django.utils import timezone
+        from scheduler.models import Execution
+        Execution.objects.filter(pk={second}).update(cancel_requested_at=timezone.now())
+        result = None
+        """,
+    )
+    answer = runner.heartbeat(
+        [(first, held[first]["lease"]), (second, held[second]["lease"]), (999999, 1)]
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    assert sorted(body["renewed"]) == sorted([first, second])
+    assert body["lost"] == [999999]
+    assert body["cancel"] == [second]
+    assert execution_row(e2e_database, first)["lease_expires_at"] > before
+    # A wrong lease is not renewed.
+    stale = runner.heartbeat([(first, held[first]["lease"] + 1)]).json()
+    assert stale["renewed"] == [] and stale["lost"] == [first]
+
+
+def test_logs_are_appended_once_per_seq_and_refused_above_64_kib(runner, e2e_database):
+    [pk] = seed(e2e_database, {"job": "chatty", "labels": ["linux"]})
+    [held] = runner.claim()
+    lease = held["lease"]
+    assert runner.logs(pk, lease, 0, "hello\n").json() == {"ok": True}
+    assert runner.logs(pk, lease, 0, "hello\n").json() == {"ok": True}  # a retry
+    assert runner.logs(pk, lease, 1, "wörld\n").status_code == 200
+    too_big = runner.logs(pk, lease, 2, "é" * (32 * 1024 + 1))  # 64 KiB + 2 bytes encoded
+    assert too_big.status_code == 413
+    assert "detail" in too_big.json()
+    row = execution_row(e2e_database, pk)
+    assert row["logs"] == [[0, "hello\n"], [1, "wörld\n"]]
+    assert row["log_size"] == len("hello\nwörld\n".encode())
+
+
+def test_the_log_cap_truncates_with_a_marker(e2e_database, tmp_path):
+    server = Server(e2e_database, tmp_path / "web.log", CRONIQ_LOG_LIMIT=1024).wait_ready()
+    try:
+        client = RunnerClient(server.url, token(e2e_database), labels=["linux"])
+        client.register()
+        [pk] = seed(e2e_database, {"job": "verbose", "labels": ["linux"]})
+        [held] = client.claim()
+        for seq in range(3):
+            assert client.logs(pk, held["lease"], seq, "x" * 600).status_code == 200
+        row = execution_row(e2e_database, pk)
+        assert row["log_truncated"] is True
+        assert row["log_size"] == 1024
+        stored = "".join(data for _, data in row["logs"])
+        assert stored.startswith("x" * 1024)
+        assert "log truncated at 1024 bytes" in stored
+        assert len(row["logs"]) == 2  # the third chunk is dropped
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("report", "state"),
+    [
+        ({"exit_code": 0}, "succeeded"),
+        ({"exit_code": 3, "error": "boom"}, "failed"),
+        ({"exit_code": None, "error": "killed"}, "failed"),
+        ({"exit_code": None, "timed_out": True}, "timed_out"),
+    ],
+)
+def test_finish_settles_the_execution(runner, e2e_database, report, state):
+    [pk] = seed(e2e_database, {"job": "finisher", "labels": ["linux"]})
+    [held] = runner.claim()
+    answer = runner.finish(pk, held["lease"], **report)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"state": state}
+    row = execution_row(e2e_database, pk)
+    assert row["state"] == state
+    assert row["exit_code"] == report["exit_code"]
+    assert row["finished_at"] is not None
+    # A retried finish (the answer was lost) gets the same answer, not 409.
+    assert runner.finish(pk, held["lease"], **report).json() == {"state": state}
+
+
+def test_a_failed_run_with_retries_comes_back_after_its_backoff(runner, e2e_database):
+    [pk] = seed(e2e_database, {"job": "flaky", "labels": ["linux"], "retries": 1})
+    [held] = runner.claim()
+    runner.finish(pk, held["lease"], exit_code=1)
+    retry = query(
+        e2e_database,
+        """
+        from scheduler.models import Execution
+        e = Execution.objects.get(job__name="flaky", attempt=2)
+        result = dict(state=e.state, delay=(e.run_after - e.created_at).total_seconds())
+        """,
+    )
+    assert retry == {"state": "pending", "delay": 30.0}
+    assert runner.claim() == []  # not before its run_after
+
+
+def test_after_a_reap_and_a_new_claim_the_old_lease_changes_nothing(server, secret, e2e_database):
+    first = RunnerClient(server.url, secret, labels=["linux"])
+    second = RunnerClient(server.url, secret, labels=["linux"])
+    first.register()
+    second.register()
+    [pk] = seed(e2e_database, {"job": "reaped", "labels": ["linux"]})
+    [held] = first.claim()
+    # The reaper's path: the lease expired and the run is released for a retry.
+    query(
+        e2e_database,
+        f"""
+        from django.utils import timezone
+        from scheduler import lifecycle
+        from scheduler.models import Execution
+        held = Execution.objects.filter(pk={pk})
+        lifecycle.release(held, lifecycle.LEASE_EXPIRED, timezone.now())
+        from runners.hub import notify_new_work
+        notify_new_work()
+        result = None
+        """,
+    )
+    [retry] = second.claim()
+    before = execution_row(e2e_database, pk)
+    assert first.logs(pk, held["lease"], 0, "zombie").status_code == 409
+    assert first.finish(pk, held["lease"], exit_code=0).status_code == 409
+    assert first.heartbeat([(pk, held["lease"])]).json()["lost"] == [pk]
+    assert execution_row(e2e_database, pk) == before
+    assert second.finish(retry["id"], retry["lease"], exit_code=0).json() == {"state": "succeeded"}
+
+
+def test_every_error_is_json_with_the_contract_status(runner, server, e2e_database):
+    url = server.url
+    register = url + "/api/v1/runners/register"
+    body = {"name": "x", "session": "s"}
+
+    assert requests.post(register, json=body, timeout=5).status_code == 401
+    wrong = {"Authorization": "Bearer crq_not-a-token"}
+    assert requests.post(register, json=body, headers=wrong, timeout=5).status_code == 401
+
+    revoked = token(e2e_database, "revoked-token")
+    manage(
+        e2e_database,
+        "shell",
+        "-c",
+        "from django.utils import timezone; from runners.models import RunnerToken; "
+        "RunnerToken.objects.filter(name='revoked-token').update(revoked_at=timezone.now())",
+    )
+    assert RunnerClient(url, revoked).register().status_code == 401
+
+    auth = {"Authorization": f"Bearer {runner.secret}"}
+    cases = [
+        ("/api/v1/runners/987654/poll", {"session": "s"}, 404),
+        ("/api/v1/runners/987654/heartbeat", {"session": "s", "executions": []}, 404),
+        ("/api/v1/executions/987654/logs", {"session": "s", "lease": 1, "seq": 0, "data": ""}, 404),
+        ("/api/v1/executions/987654/finish", {"session": "s", "lease": 1, "exit_code": 0}, 404),
+        (f"/api/v1/runners/{runner.runner_id}/poll", {"session": "other"}, 409),
+        (f"/api/v1/runners/{runner.runner_id}/poll", {"session": runner.session, "wait": 61}, 422),
+        (f"/api/v1/runners/{runner.runner_id}/poll", {"session": runner.session, "wait": -1}, 422),
+        (f"/api/v1/runners/{runner.runner_id}/poll", {"session": runner.session, "wait": "x"}, 422),
+        (f"/api/v1/runners/{runner.runner_id}/poll", {"wait": 1}, 422),
+        ("/api/v1/runners/register", {"name": "", "session": "s"}, 422),
+        ("/api/v1/runners/register", {"name": "n", "session": "s", "labels": "linux"}, 422),
+        ("/api/v1/executions/1/finish", {"session": "s", "lease": 1, "exit_code": "0"}, 422),
+        ("/api/v1/runners/not-a-number/poll", {"session": "s"}, 422),
+    ]
+    for path, payload, status in cases:
+        answer = requests.post(url + path, json=payload, headers=auth, timeout=5)
+        assert answer.status_code == status, (path, payload, answer.text)
+        assert isinstance(answer.json()["detail"], str), answer.text
+
+    malformed = requests.post(
+        register, data=b'{"name": ', headers={**auth, "Content-Type": "application/json"}, timeout=5
+    )
+    assert malformed.status_code == 422
+    assert "detail" in malformed.json()
