@@ -263,3 +263,66 @@ MAX_DB_ID = 2**63 - 1
 
 def is_db_id(value):
     return isinstance(value, int) and 0 < value <= MAX_DB_ID
+
+
+# -- operator actions (admin) ----------------------------------------------
+
+
+def drain(runner, now, actor=None):
+    """Stop giving the runner new work; what it runs now may finish."""
+    if runner.state == Runner.DRAINING:
+        return False
+    Runner.objects.filter(pk=runner.pk).update(state=Runner.DRAINING)
+    runner.state = Runner.DRAINING
+    audit.record("runner.drained", target=runner, actor=actor, at=now)
+    return True
+
+
+def resume(runner, now, actor=None):
+    """Undo a drain: the runner gets work again."""
+    if runner.state != Runner.DRAINING:
+        return False
+    Runner.objects.filter(pk=runner.pk).update(state=Runner.ONLINE)
+    runner.state = Runner.ONLINE
+    audit.record("runner.resumed", target=runner, actor=actor, at=now)
+    return True
+
+
+@transaction.atomic
+def forget(runner, now, actor=None):
+    """Release the runner's executions at once and delete it (and its token binding).
+
+    If the machine comes back it registers as a new runner.
+    """
+    held = Execution.objects.filter(runner=runner, state=Execution.RUNNING)
+    released = lifecycle.release(held, lifecycle.RUNNER_FORGOTTEN, now, actor=actor)
+    audit.record(
+        "runner.forgotten",
+        target=runner,
+        actor=actor,
+        at=now,
+        data={"released": [e.pk for e in released], "token": runner.token_id},
+    )
+    runner.delete()
+    if released:
+        transaction.on_commit(notify_retries)
+    return released
+
+
+def revoke(token, now, actor=None):
+    """Revoke a token: its calls get 401 and the names it bound are free again.
+
+    Executions its runners hold are left to their leases: the agents stop
+    them when renewals fail, before the reaper hands them out again.
+    """
+    if token.revoked_at is not None:
+        return False
+    with transaction.atomic():
+        RunnerToken.objects.filter(pk=token.pk).update(revoked_at=now)
+        token.revoked_at = now
+        unbound = list(token.runners.values_list("name", flat=True))
+        Runner.objects.filter(token=token).update(token=None)
+        audit.record(
+            "runnertoken.revoked", target=token, actor=actor, at=now, data={"unbound": unbound}
+        )
+    return True
