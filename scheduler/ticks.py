@@ -7,11 +7,12 @@ constraints on Execution are the backstop (DESIGN.md §2).
 """
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Min
 
 import audit
@@ -20,8 +21,10 @@ from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
 
-# How many due jobs one trigger pass takes; the rest wait for the next pass.
-TRIGGER_BATCH = 1000
+# Due jobs claimed per transaction.
+TRIGGER_BATCH = 200
+# Seconds before a job whose schedule cannot be evaluated is tried again.
+BROKEN_JOB_RETRY = 60
 # Occurrences enumerated one by one before a long outage is treated in bulk.
 ENUMERATION_LIMIT = 1000
 
@@ -70,14 +73,11 @@ def due_occurrences(job, now):
 def trigger_due(now):
     """Create the executions of every due job; returns how many were created."""
     created = 0
-    for job_id in (
-        due_jobs(now).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
-    ):
-        try:
-            created += trigger_job(job_id, now)
-        except IntegrityError:
-            # Another loop created the same (job, instant, attempt): invariant 1's backstop.
-            log.info("job %s: another scheduler fired it first", job_id)
+    while True:
+        batch_created, claimed = trigger_batch(now)
+        created += batch_created
+        if claimed < TRIGGER_BATCH:
+            break
     if created:
         from runners.hub import notify_new_work
 
@@ -85,28 +85,117 @@ def trigger_due(now):
     return created
 
 
-def lock_due_job(job_id, now):
-    """The job, locked, if it is still due; None if another loop has it."""
-    jobs = due_jobs(now).filter(pk=job_id).select_related("calendar")
+def trigger_batch(now):
+    """Claim up to TRIGGER_BATCH due jobs in one transaction and fire them.
+    Returns (executions created, jobs claimed)."""
+    try:
+        with transaction.atomic():
+            jobs = lock_due_jobs(now)
+            return fire_jobs(jobs, now, bulk=True), len(jobs)
+    except IntegrityError:
+        # Another loop inserted one of these executions first (invariant 1's
+        # backstop); redo the batch job by job so the others still fire.
+        log.info("a concurrent scheduler fired some of these jobs first; retrying one by one")
+    created = claimed = 0
+    for job_id in (
+        due_jobs(now).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
+    ):
+        with transaction.atomic():
+            jobs = lock_due_jobs(now, pk=job_id)
+            created += fire_jobs(jobs, now, bulk=False)
+            claimed += len(jobs)
+    return created, claimed
+
+
+def lock_due_jobs(now, **filters):
+    """Due jobs, locked; ones another loop holds are skipped (PostgreSQL).
+    SQLite needs no row locks: its IMMEDIATE transactions serialise writers."""
+    jobs = due_jobs(now).filter(**filters).select_related("calendar").order_by("next_run_at")
     if connection.features.has_select_for_update_skip_locked:
         jobs = jobs.select_for_update(skip_locked=True, of=("self",))
-    return jobs.first()
+    return list(jobs[:TRIGGER_BATCH])
 
 
-def trigger_job(job_id, now):
-    with transaction.atomic():
-        job = lock_due_job(job_id, now)
-        if job is None:
-            return 0
-        occurrences = due_occurrences(job, now)
-        to_fire = apply_misfire_policy(job, occurrences, now)
-        created = sum(fire(job, instant, trigger, now) for instant, trigger in to_fire)
+def fire_jobs(jobs, now, bulk):
+    """Create the due executions of locked jobs and advance each job."""
+    live = live_singleton_executions(jobs)
+    pending, skipped = [], []
+    for job in jobs:
+        try:
+            occurrences = due_occurrences(job, now)
+        except DatabaseError:
+            raise
+        except Exception as e:
+            postpone_broken_job(job, e, now)
+            continue
+        for instant, trigger in apply_misfire_policy(job, occurrences, now):
+            execution = new_execution(job, instant, trigger, now)
+            if job.pk in live:
+                skipped.append((execution, live[job.pk]))
+            else:
+                pending.append(execution)
+                if job.singleton:
+                    live[job.pk] = f"for {instant.isoformat()}"
         job.last_scheduled_at = occurrences.last
         job.next_run_at = occurrences.next_instant
-        job.save(update_fields=["last_scheduled_at", "next_run_at"])
         if job.next_run_at is None:
-            audit.record("job.exhausted", target=job, at=now, data={"after": str(now)})
-        return created
+            audit.record("job.exhausted", target=job, at=now, data={"after": now.isoformat()})
+    save_executions(pending, bulk)
+    for execution, holder in skipped:
+        record_skip(execution, holder, now)
+    advance_jobs(jobs)
+    return len(pending)
+
+
+def advance_jobs(jobs):
+    """Save the jobs' new instants: one UPDATE per distinct pair, since jobs
+    due together mostly move together (cheaper than a CASE per row)."""
+    groups = defaultdict(list)
+    for job in jobs:
+        groups[(job.last_scheduled_at, job.next_run_at)].append(job.pk)
+    for (last, upcoming), ids in groups.items():
+        Job.objects.filter(pk__in=ids).update(last_scheduled_at=last, next_run_at=upcoming)
+
+
+def live_singleton_executions(jobs):
+    """{job id: "<execution id> <state>"} for singleton jobs that have a live execution."""
+    singleton_ids = [job.pk for job in jobs if job.singleton]
+    if not singleton_ids:
+        return {}
+    rows = Execution.objects.filter(
+        job_id__in=singleton_ids, state__in=Execution.ACTIVE_STATES
+    ).values_list("job_id", "pk", "state")
+    return {job_id: f"{pk} {state}" for job_id, pk, state in rows}
+
+
+def new_execution(job, instant, trigger, now):
+    return Execution(
+        job=job,
+        scheduled_for=instant,
+        trigger=trigger,
+        singleton=job.singleton,
+        run_after=instant,
+        created_at=now,
+    )
+
+
+def save_executions(executions, bulk):
+    if bulk:
+        Execution.objects.bulk_create(executions)
+        return
+    for execution in executions:
+        try:
+            with transaction.atomic():
+                execution.save()
+        except IntegrityError:
+            log.info("%s: already created by another scheduler", execution)
+
+
+def postpone_broken_job(job, error, now):
+    """A job whose schedule cannot be evaluated must not block the others."""
+    log.error("job %s: cannot compute its fire times: %s", job.name, error)
+    job.next_run_at = now + timedelta(seconds=BROKEN_JOB_RETRY)
+    audit.record("job.error", target=job, at=now, data={"error": str(error)})
 
 
 def apply_misfire_policy(job, occurrences, now):
@@ -146,43 +235,21 @@ def record_misfire(job, missed, dropped, uncounted, now):
     )
 
 
-def fire(job, instant, trigger, now):
-    """Create the execution for one occurrence, or a skipped one when a
-    singleton job is still busy. Returns 1 if a runnable execution was made."""
-    if job.singleton:
-        live = job.executions.filter(state__in=Execution.ACTIVE_STATES).first()
-        if live is not None:
-            skip(job, instant, trigger, live, now)
-            return 0
-    Execution.objects.create(
-        job=job,
-        scheduled_for=instant,
-        trigger=trigger,
-        singleton=job.singleton,
-        run_after=instant,
-        created_at=now,
-    )
-    return 1
-
-
-def skip(job, instant, trigger, live, now):
-    execution = Execution.objects.create(
-        job=job,
-        scheduled_for=instant,
-        trigger=trigger,
-        state=Execution.SKIPPED,
-        run_after=instant,
-        created_at=now,
-        finished_at=now,
-        error=f"skipped: singleton job still has execution {live.pk} {live.state}",
-    )
+def record_skip(execution, holder, now):
+    """A singleton occurrence that came due while one was live: kept as a
+    skipped execution so history shows it, audited and counted."""
+    execution.state = Execution.SKIPPED
+    execution.singleton = False  # not live, so outside the singleton index
+    execution.finished_at = now
+    execution.error = f"skipped: singleton job still has a live execution {holder}"
+    execution.save()
     audit.increment("croniq_executions_total", state=Execution.SKIPPED)
     audit.record(
         "execution.skipped",
         target=execution,
         at=now,
-        data={"reason": "singleton", "active": live.pk},
-        counter=("croniq_singleton_skips_total", {"job": job.name}),
+        data={"reason": "singleton", "live": holder},
+        counter=("croniq_singleton_skips_total", {"job": execution.job.name}),
     )
 
 
