@@ -21,7 +21,7 @@ CHANGELIST = "admin:audit_auditevent_changelist"
 
 @pytest.fixture
 def admin_client(client, db):
-    user = get_user_model().objects.create_superuser("root", password="pw")
+    user = get_user_model().objects.create_superuser("root", password=None)
     client.force_login(user)
     return client
 
@@ -78,7 +78,7 @@ def test_an_event_cannot_be_deleted_through_the_admin(admin_client, events):
 
 
 def test_staff_without_the_view_permission_cannot_see_the_audit(client, events):
-    user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    user = get_user_model().objects.create_user("staff", password=None, is_staff=True)
     client.force_login(user)
     assert client.get(reverse(CHANGELIST)).status_code == 403
 

@@ -44,7 +44,7 @@ INLINE = "periods"
 
 @pytest.fixture
 def operator(client, db):
-    user = get_user_model().objects.create_superuser("alice", password="pw")
+    user = get_user_model().objects.create_superuser("alice", password=None)
     client.force_login(user)
     return client
 
