@@ -130,7 +130,8 @@ async def register(request, body: RegisterIn):
 class PollIn(Schema):
     session: Session
     wait: Annotated[
-        float, Field(ge=0, le=60, allow_inf_nan=False, description="Seconds to wait for work.")
+        float,
+        Field(ge=0, le=60, strict=True, allow_inf_nan=False, description="Seconds to wait."),
     ] = 0
     capacity: Annotated[
         StrictInt | None, Field(ge=0, le=1000, description="How many executions to take.")

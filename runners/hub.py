@@ -23,6 +23,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max, Min
@@ -80,11 +81,29 @@ def _run_in_db_thread(fn, args, kwargs):
         _local.last_used = time.monotonic()
 
 
+# Tests that keep their data inside the test's transaction run the steps in
+# the caller's thread instead (see `steps_in_caller_thread`).
+_caller_thread = False
+
+
 async def run_db(fn, *args, **kwargs):
     """Run `fn` in a database thread; the caller's coroutine holds no connection."""
+    if _caller_thread:
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
     loop = asyncio.get_running_loop()
     call = functools.partial(_run_in_db_thread, fn, args, kwargs)
     return await loop.run_in_executor(executor(), call)
+
+
+@contextlib.contextmanager
+def steps_in_caller_thread():
+    """Run database steps on the thread that drives the event loop (tests)."""
+    global _caller_thread
+    _caller_thread = True
+    try:
+        yield
+    finally:
+        _caller_thread = False
 
 
 def close_connections():

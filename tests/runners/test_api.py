@@ -1,0 +1,239 @@
+"""The runner API in-process: authentication, validation and every 4xx path."""
+
+import pytest
+from django.utils import timezone
+
+from runners.models import Runner, RunnerToken
+from scheduler.models import Execution, LogChunk
+from tests.runners.conftest import pending
+
+REGISTER = "/v1/runners/register"
+
+
+@pytest.fixture
+def registered(api_client):
+    answer = api_client.post(REGISTER, {"name": "r1", "labels": ["linux"], "session": "s1"})
+    assert answer.status_code == 200, answer.content
+    return answer.json()["runner_id"]
+
+
+def assert_error(answer, status):
+    assert answer.status_code == status, answer.content
+    body = answer.json()
+    assert isinstance(body["detail"], str) and body["detail"]
+    return body
+
+
+def test_register_answers_the_contract(api_client, settings):
+    settings.CRONIQ_HEARTBEAT_INTERVAL = 7.0
+    settings.CRONIQ_LEASE_TTL = 21.0
+    body = {"name": "r1", "labels": ["a"], "session": "s1", "version": "1", "hostname": "h"}
+    answer = api_client.post(REGISTER, body)
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "runner_id": Runner.objects.get(name="r1").pk,
+        "session": "s1",
+        "takeover": False,
+        "heartbeat_interval": 7.0,
+        "lease_ttl": 21.0,
+    }
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "", "Bearer", "Bearer ", "Basic abc", "Bearer crq_unknown", "Bearer nonsense"],
+)
+def test_calls_without_a_valid_token_get_401(api_client, authorization):
+    body = {"name": "r1", "session": "s1"}
+    if authorization is None:
+        answer = api_client.post(REGISTER, body, secret=False)
+    else:
+        answer = api_client.post(REGISTER, body, authorization=authorization)
+    assert_error(answer, 401)
+    assert not Runner.objects.exists()
+
+
+def test_a_revoked_token_gets_401(api_client, token):
+    RunnerToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    assert_error(api_client.post(REGISTER, {"name": "r1", "session": "s1"}), 401)
+
+
+def test_a_bound_name_refuses_another_token_with_403(api_client, registered):
+    _, other = RunnerToken.issue("other")
+    answer = api_client.post(REGISTER, {"name": "r1", "session": "s2"}, secret=other)
+    assert_error(answer, 403)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session": "s1"},
+        {"name": "r1"},
+        {"name": "", "session": "s1"},
+        {"name": "x" * 201, "session": "s1"},
+        {"name": "r\x001", "session": "s1"},
+        {"name": "r1", "session": "s" * 65},
+        {"name": "r1", "session": "\ud800"},
+        {"name": "r1", "session": "s1", "labels": "linux"},
+        {"name": "r1", "session": "s1", "labels": [1]},
+        {"name": "r1", "session": "s1", "labels": [""]},
+        {"name": "r1", "session": "s1", "capacity": 0},
+        {"name": "r1", "session": "s1", "capacity": "2"},
+        {"name": "r1", "session": "s1", "capacity": 1.5},
+        {"name": 5, "session": "s1"},
+        {"name": "r1", "session": "s1", "version": "v" * 51},
+    ],
+)
+def test_an_invalid_register_body_is_422_and_changes_nothing(api_client, body):
+    body = assert_error(api_client.post(REGISTER, body), 422)
+    assert body["errors"]
+    assert not Runner.objects.exists()
+
+
+@pytest.mark.parametrize("raw", [b'{"name": ', b"[]", b'"x"', b"null", b"", b"\xff\xfe"])
+def test_a_body_that_is_not_a_json_object_is_422(api_client, raw):
+    assert_error(api_client.post(REGISTER, raw=raw), 422)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session": "s1", "wait": 61},
+        {"session": "s1", "wait": -0.5},
+        {"session": "s1", "wait": "10"},
+        {"session": "s1", "capacity": -1},
+        {"session": "s1", "capacity": 10_000},
+        {"wait": 1},
+    ],
+)
+def test_an_invalid_poll_is_422(api_client, registered, body):
+    assert_error(api_client.post(f"/v1/runners/{registered}/poll", body), 422)
+
+
+def test_a_poll_with_nan_wait_is_422(api_client, registered):
+    raw = b'{"session": "s1", "wait": NaN}'
+    assert_error(api_client.post(f"/v1/runners/{registered}/poll", raw=raw), 422)
+
+
+@pytest.mark.parametrize("runner_id", ["424242", "0", "-1", str(2**64)])
+def test_calls_for_an_unknown_runner_are_404(api_client, registered, runner_id):
+    for call, body in [("poll", {"session": "s1"}), ("heartbeat", {"session": "s1"})]:
+        assert_error(api_client.post(f"/v1/runners/{runner_id}/{call}", body), 404)
+
+
+def test_a_superseded_session_gets_409_on_poll_and_heartbeat(api_client, registered):
+    api_client.post(REGISTER, {"name": "r1", "session": "s2"})
+    assert_error(api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1"}), 409)
+    assert_error(api_client.post(f"/v1/runners/{registered}/heartbeat", {"session": "s1"}), 409)
+
+
+def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
+    execution = pending(now=timezone.now(), labels=["linux"])
+    answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "capacity": 2})
+    assert answer.status_code == 200
+    [assigned] = answer.json()["executions"]
+    assert assigned["id"] == execution.pk
+    assert assigned["lease"] == 1
+    assert set(assigned) == {
+        "id",
+        "job",
+        "command",
+        "env",
+        "timeout",
+        "scheduled_for",
+        "attempt",
+        "lease",
+        "lease_expires_at",
+    }
+
+
+def test_a_poll_with_nothing_to_do_and_no_wait_answers_an_empty_list(api_client, registered):
+    answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "wait": 0})
+    assert answer.json() == {"executions": []}
+
+
+@pytest.fixture
+def held(api_client, registered):
+    pending(now=timezone.now(), labels=["linux"])
+    answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1"})
+    return answer.json()["executions"][0]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session": "s1", "lease": 1, "seq": -1, "data": "x"},
+        {"session": "s1", "lease": 1, "seq": 2**31, "data": "x"},
+        {"session": "s1", "lease": 1, "seq": "0", "data": "x"},
+        {"session": "s1", "lease": 1, "seq": 0, "data": 5},
+        {"session": "s1", "lease": -1, "seq": 0, "data": "x"},
+        {"session": "s1", "lease": 1, "seq": 0},
+    ],
+)
+def test_an_invalid_log_call_is_422(api_client, held, body):
+    assert_error(api_client.post(f"/v1/executions/{held['id']}/logs", body), 422)
+    assert not LogChunk.objects.exists()
+
+
+def test_a_log_chunk_above_64_kib_is_413(api_client, held):
+    body = {"session": "s1", "lease": held["lease"], "seq": 0, "data": "x" * (64 * 1024 + 1)}
+    assert_error(api_client.post(f"/v1/executions/{held['id']}/logs", body), 413)
+
+
+def test_logs_and_finish_under_a_stale_lease_are_409(api_client, held):
+    stale = held["lease"] + 1
+    logs = {"session": "s1", "lease": stale, "seq": 0, "data": "x"}
+    assert_error(api_client.post(f"/v1/executions/{held['id']}/logs", logs), 409)
+    finish = {"session": "s1", "lease": stale, "exit_code": 0}
+    assert_error(api_client.post(f"/v1/executions/{held['id']}/finish", finish), 409)
+    assert Execution.objects.get(pk=held["id"]).state == Execution.RUNNING
+
+
+@pytest.mark.parametrize("execution_id", ["424242", "0", str(2**70)])
+def test_logs_and_finish_for_an_unknown_execution_are_404(api_client, held, execution_id):
+    logs = {"session": "s1", "lease": 1, "seq": 0, "data": "x"}
+    assert_error(api_client.post(f"/v1/executions/{execution_id}/logs", logs), 404)
+    finish = {"session": "s1", "lease": 1, "exit_code": 0}
+    assert_error(api_client.post(f"/v1/executions/{execution_id}/finish", finish), 404)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session": "s1", "lease": 1, "exit_code": "0"},
+        {"session": "s1", "lease": 1, "exit_code": 1.5},
+        {"session": "s1", "lease": 1, "exit_code": 2**31},
+        {"session": "s1", "lease": 1, "exit_code": 0, "timed_out": "yes"},
+        {"session": "s1", "lease": 1, "exit_code": 0, "error": 3},
+        {"session": "s1", "exit_code": 0},
+    ],
+)
+def test_an_invalid_finish_is_422(api_client, held, body):
+    assert_error(api_client.post(f"/v1/executions/{held['id']}/finish", body), 422)
+    assert Execution.objects.get(pk=held["id"]).state == Execution.RUNNING
+
+
+def test_finish_answers_the_final_state(api_client, held):
+    body = {"session": "s1", "lease": held["lease"], "exit_code": 0}
+    answer = api_client.post(f"/v1/executions/{held['id']}/finish", body)
+    assert answer.status_code == 200
+    assert answer.json() == {"state": "succeeded"}
+
+
+def test_heartbeat_answers_renewed_lost_and_cancel(api_client, registered, held):
+    body = {"session": "s1", "executions": [{"id": held["id"], "lease": held["lease"]}]}
+    answer = api_client.post(f"/v1/runners/{registered}/heartbeat", body)
+    assert answer.status_code == 200
+    payload = answer.json()
+    assert payload["renewed"] == [held["id"]]
+    assert payload["lost"] == [] and payload["cancel"] == []
+    assert payload["lease_expires_at"]
+
+
+@pytest.mark.parametrize(
+    "executions",
+    [[{"id": "a", "lease": 1}], [{"id": 1}], "all", [{"id": 1, "lease": 1}] * 1001],
+)
+def test_an_invalid_heartbeat_is_422(api_client, registered, executions):
+    body = {"session": "s1", "executions": executions}
+    assert_error(api_client.post(f"/v1/runners/{registered}/heartbeat", body), 422)

@@ -1,0 +1,343 @@
+import datetime as dt
+import threading
+
+import pytest
+from django.db import connection
+
+from audit.models import AuditEvent, Counter
+from runners import dispatch, identity
+from runners.models import Runner, RunnerToken
+from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
+from tests.factories import JobFactory, RunnerFactory
+from tests.runners.conftest import NOW, pending
+
+LATER = NOW + dt.timedelta(seconds=5)
+
+
+@pytest.fixture
+def runner(token):
+    return RunnerFactory(token=token, labels=["linux"], session="s1", capacity=2)
+
+
+def claim(runner, capacity=1, now=NOW):
+    return dispatch.claim(runner, runner.session, capacity, now)
+
+
+def test_claim_takes_the_oldest_ready_executions_up_to_capacity(runner):
+    newest = pending(now=NOW - dt.timedelta(seconds=1))
+    oldest = pending(now=NOW - dt.timedelta(seconds=3))
+    middle = pending(now=NOW - dt.timedelta(seconds=2))
+    assert [e.pk for e in claim(runner, capacity=2)] == [oldest.pk, middle.pk]
+    assert [e.pk for e in claim(runner, capacity=2)] == [newest.pk]
+    assert claim(runner, capacity=2) == []
+
+
+def test_claim_leaves_executions_whose_run_after_is_still_ahead(runner):
+    pending(now=NOW + dt.timedelta(seconds=1))
+    assert claim(runner) == []
+    assert len(claim(runner, now=NOW + dt.timedelta(seconds=1))) == 1
+
+
+def test_claim_marks_the_execution_running_under_a_new_lease(runner, settings):
+    settings.CRONIQ_LEASE_TTL = 30
+    execution = pending(now=NOW - dt.timedelta(seconds=2))
+    [claimed] = claim(runner)
+    execution.refresh_from_db()
+    assert execution.state == Execution.RUNNING
+    assert execution.runner == runner
+    assert execution.session == "s1"
+    assert execution.lease == 1
+    assert execution.claimed_at == NOW
+    assert execution.lease_expires_at == NOW + dt.timedelta(seconds=30)
+    assert claimed.lease == 1
+
+    # Back to pending (the reaper's path): the next claim gets a newer lease.
+    Execution.objects.filter(pk=execution.pk).update(state=Execution.PENDING)
+    [again] = claim(runner, now=LATER)
+    assert again.lease == 2
+
+
+def test_claim_records_dispatch_latency(runner):
+    pending(now=NOW - dt.timedelta(milliseconds=30))
+    claim(runner)
+    count = Counter.objects.get(name="croniq_dispatch_latency_seconds__count")
+    assert count.value == 1
+    bucket = Counter.objects.get(name="croniq_dispatch_latency_seconds__bucket")
+    assert bucket.labels == "le=0.05"
+
+
+@pytest.mark.parametrize(
+    ("job_labels", "runner_labels", "matches"),
+    [
+        ([], [], True),
+        ([], ["linux"], True),
+        (["linux"], ["linux"], True),
+        (["linux"], ["gpu", "linux"], True),
+        (["gpu", "linux"], ["linux"], False),
+        (["windows"], ["linux"], False),
+        (["linux"], [], False),
+    ],
+)
+def test_a_job_runs_only_where_all_its_labels_are(token, job_labels, runner_labels, matches):
+    runner = RunnerFactory(token=token, labels=runner_labels)
+    pending(labels=job_labels)
+    assert bool(claim(runner)) is matches
+
+
+def test_a_runner_skips_jobs_it_cannot_run_and_takes_later_ones(token):
+    runner = RunnerFactory(token=token, labels=["linux"])
+    pending(now=NOW - dt.timedelta(seconds=2), labels=["gpu"])
+    fits = pending(now=NOW - dt.timedelta(seconds=1), labels=["linux"])
+    assert [e.pk for e in claim(runner)] == [fits.pk]
+
+
+def test_a_draining_runner_gets_nothing(runner):
+    pending()
+    identity.drain(runner, NOW)
+    assert claim(runner) == []
+
+
+def test_a_cancelled_pending_execution_is_not_handed_out(runner):
+    pending(cancel_requested_at=NOW)
+    assert claim(runner) == []
+
+
+def test_poll_once_counts_as_a_heartbeat_and_brings_an_offline_runner_back(runner, token):
+    Runner.objects.filter(pk=runner.pk).update(state=Runner.OFFLINE)
+    pending(labels=["linux"])
+    found, assignments = dispatch.poll_once(token, runner.pk, "s1", None, LATER)
+    found.refresh_from_db()
+    assert found.last_seen_at == LATER
+    assert found.state == Runner.ONLINE
+    assert len(assignments) == 1  # capacity defaults to the runner's (2), one is ready
+
+
+def test_poll_once_refuses_a_superseded_session(runner, token):
+    pending()
+    with pytest.raises(identity.Conflict):
+        dispatch.poll_once(token, runner.pk, "old-session", 1, NOW)
+    assert Execution.objects.get().state == Execution.PENDING
+
+
+def test_the_assignment_carries_what_the_runner_needs(runner):
+    job = JobFactory(name="report", command="echo hi", env={"A": "1"}, timeout=60)
+    execution = pending(job=job, attempt=2)
+    [claimed] = claim(runner)
+    assert dispatch.assignment(claimed) == {
+        "id": execution.pk,
+        "job": "report",
+        "command": "echo hi",
+        "env": {"A": "1"},
+        "timeout": 60,
+        "scheduled_for": NOW,
+        "attempt": 2,
+        "lease": 1,
+        "lease_expires_at": claimed.lease_expires_at,
+    }
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SKIP LOCKED is PostgreSQL's")
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_never_hand_out_the_same_execution_twice():
+    token, _ = RunnerToken.issue("t")
+    runners = [RunnerFactory(token=token, session=f"s{n}") for n in range(8)]
+    for _ in range(60):
+        pending()
+    got = []
+
+    def work(runner):
+        try:
+            while found := dispatch.claim(runner, runner.session, 3, LATER):
+                got.extend(e.pk for e in found)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 60
+    assert len(set(got)) == 60
+    assert Execution.objects.filter(state=Execution.RUNNING, lease=1).count() == 60
+
+
+# -- heartbeat -------------------------------------------------------------
+
+
+def test_heartbeat_renews_what_is_held_and_reports_lost_and_cancelled(runner, token, settings):
+    settings.CRONIQ_LEASE_TTL = 30
+    first, second, foreign = pending(), pending(), pending()
+    claim(runner, capacity=2)
+    Execution.objects.filter(pk=second.pk).update(cancel_requested_at=NOW)
+    held = [(first.pk, 1), (second.pk, 1), (foreign.pk, 1), (first.pk, 1), (2**80, 1)]
+
+    answer = dispatch.heartbeat(token, runner.pk, "s1", held, LATER)
+
+    assert answer["renewed"] == [first.pk, second.pk]
+    assert answer["lost"] == [foreign.pk, 2**80]
+    assert answer["cancel"] == [second.pk]
+    assert answer["lease_expires_at"] == LATER + dt.timedelta(seconds=30)
+    first.refresh_from_db()
+    assert first.lease_expires_at == LATER + dt.timedelta(seconds=30)
+
+
+def test_heartbeat_with_a_stale_lease_renews_nothing(runner, token):
+    execution = pending()
+    claim(runner)
+    answer = dispatch.heartbeat(token, runner.pk, "s1", [(execution.pk, 7)], LATER)
+    assert answer["renewed"] == []
+    assert answer["lost"] == [execution.pk]
+    execution.refresh_from_db()
+    assert execution.lease_expires_at == NOW + dt.timedelta(seconds=30)
+
+
+def test_heartbeat_from_a_superseded_session_is_refused(runner, token):
+    with pytest.raises(identity.Conflict):
+        dispatch.heartbeat(token, runner.pk, "old", [], LATER)
+
+
+# -- logs ------------------------------------------------------------------
+
+
+@pytest.fixture
+def held(runner):
+    execution = pending()
+    claim(runner)
+    execution.refresh_from_db()
+    return execution
+
+
+def append(token, held, seq, data, lease=None, session="s1"):
+    lease = held.lease if lease is None else lease
+    return dispatch.append_log(token, held.pk, session, lease, seq, data, LATER)
+
+
+def test_a_retried_log_chunk_is_stored_once(token, held):
+    assert append(token, held, 0, "one\n") is True
+    assert append(token, held, 0, "one\n") is False
+    assert append(token, held, 1, "two\n") is True
+    assert list(held.log_chunks.values_list("seq", "data")) == [(0, "one\n"), (1, "two\n")]
+    held.refresh_from_db()
+    assert held.log_size == 8
+
+
+def test_a_chunk_above_64_kib_is_refused(token, held, settings):
+    assert settings.CRONIQ_LOG_CHUNK_LIMIT == 64 * 1024
+    with pytest.raises(identity.TooLarge):
+        append(token, held, 0, "€" * 21846)  # 65,538 bytes in UTF-8, 21,846 characters
+    append(token, held, 0, "x" * 64 * 1024)
+    assert LogChunk.objects.count() == 1
+
+
+def test_the_per_execution_cap_truncates_with_a_marker_on_a_character_boundary(
+    token, held, settings
+):
+    settings.CRONIQ_LOG_LIMIT = 1024
+    append(token, held, 0, "a" * 1023)
+    append(token, held, 1, "é" * 10)  # only one byte of room: "é" does not fit
+    append(token, held, 2, "more")
+    held.refresh_from_db()
+    assert held.log_truncated is True
+    assert held.log_size == 1023
+    assert list(held.log_chunks.values_list("seq", "data")) == [
+        (0, "a" * 1023),
+        (1, LOG_TRUNCATED_MARKER.format(limit=1024)),
+    ]
+
+
+def test_log_text_the_database_cannot_store_is_replaced(token, held):
+    append(token, held, 0, "nul\x00 and a lone \ud800 surrogate")
+    stored = LogChunk.objects.get().data
+    assert "\x00" not in stored
+    assert stored.startswith("nul\ufffd and a lone ")
+
+
+@pytest.mark.parametrize(
+    "stale",
+    [
+        {"lease": 2},
+        {"session": "someone-else"},
+    ],
+)
+def test_a_log_under_a_stale_lease_is_refused_audited_and_counted(token, held, stale):
+    with pytest.raises(identity.Conflict):
+        append(token, held, 0, "late", **stale)
+    assert LogChunk.objects.count() == 0
+    event = AuditEvent.objects.get(action="execution.fencing_rejected")
+    assert event.data["call"] == "logs"
+    assert Counter.objects.get(name="croniq_fencing_rejections_total").value == 1
+
+
+def test_another_tokens_runner_cannot_write_to_an_execution(held):
+    other, _ = RunnerToken.issue("other")
+    with pytest.raises(identity.Conflict):
+        append(other, held, 0, "x")
+
+
+def test_logs_for_an_unknown_execution_are_404(token):
+    with pytest.raises(identity.NotFound):
+        dispatch.append_log(token, 424242, "s1", 1, 0, "x", NOW)
+
+
+# -- finish ----------------------------------------------------------------
+
+
+def finish(token, held, exit_code=0, error="", timed_out=False, lease=None, session="s1"):
+    lease = held.lease if lease is None else lease
+    return dispatch.finish(token, held.pk, session, lease, exit_code, error, timed_out, LATER)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "timed_out", "state"),
+    [
+        (0, False, Execution.SUCCEEDED),
+        (2, False, Execution.FAILED),
+        (None, False, Execution.FAILED),
+        (None, True, Execution.TIMED_OUT),
+        (0, True, Execution.TIMED_OUT),
+    ],
+)
+def test_finish_settles_by_exit_code_and_timeout(token, held, exit_code, timed_out, state):
+    assert finish(token, held, exit_code, "err", timed_out) == state
+    held.refresh_from_db()
+    assert held.state == state
+    assert held.exit_code == exit_code
+    assert held.finished_at == LATER
+    assert held.error == "err"
+
+
+def test_a_run_the_operator_cancelled_finishes_cancelled(token, held):
+    Execution.objects.filter(pk=held.pk).update(cancel_requested_at=NOW)
+    held.refresh_from_db()
+    assert finish(token, held, exit_code=None) == Execution.CANCELLED
+
+
+def test_a_retried_finish_gets_the_same_answer(token, held):
+    assert finish(token, held, 1) == Execution.FAILED
+    assert finish(token, held, 1) == Execution.FAILED
+    with pytest.raises(identity.Conflict):
+        finish(token, held, 0)  # a different outcome is not a retry
+
+
+def test_a_finish_after_a_takeover_is_refused_and_changes_nothing(token, held):
+    identity.register(token, held.runner.name, "s2", LATER)
+    held.refresh_from_db()
+    assert held.state == Execution.LOST
+    with pytest.raises(identity.Conflict):
+        finish(token, held, 0)
+    held.refresh_from_db()
+    assert held.state == Execution.LOST
+    assert held.exit_code is None
+    assert AuditEvent.objects.filter(action="execution.fencing_rejected").count() == 1
+
+
+def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(token, runner):
+    job = JobFactory(retries=2, retry_backoff=10)
+    execution = pending(job=job)
+    claim(runner)
+    execution.refresh_from_db()
+    finish(token, execution, 1)
+    retry = Execution.objects.get(job=job, attempt=2)
+    assert retry.state == Execution.PENDING
+    assert retry.run_after == LATER + dt.timedelta(seconds=10)
