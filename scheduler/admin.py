@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from croniq_project.paging import BoundedCountPaginator
+from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from scheduler import operations
 from scheduler.models import Execution, Job, LogChunk
 
@@ -20,7 +20,7 @@ def schedule_in_words(schedule):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(AuditedModelAdmin):
     list_display = [
         "name",
         "schedule",
@@ -130,7 +130,7 @@ class JobAdmin(admin.ModelAdmin):
 
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(AuditedModelAdmin):
     list_display = [
         "id",
         "job",
@@ -147,7 +147,7 @@ class ExecutionAdmin(admin.ModelAdmin):
     list_select_related = ["job", "runner"]
     raw_id_fields = ["job", "runner"]
     show_full_result_count = False
-    paginator = BoundedCountPaginator
+    paginator = CheapPaginator
     actions = ["cancel", "retry"]
     readonly_fields = [
         "job",

@@ -1,0 +1,132 @@
+"""Job and execution admin: validation, actions, audit."""
+
+import datetime as dt
+
+import pytest
+from django.urls import reverse
+
+from audit.models import AuditEvent
+from scheduler.models import Execution, Job
+from tests.factories import CalendarFactory, ExecutionFactory, JobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(client, django_user_model):
+    user = django_user_model.objects.create_superuser("ops", "ops@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def job_form(**overrides):
+    form = {
+        "name": "report",
+        "description": "",
+        "command": "python report.py",
+        "env": "{}",
+        "labels": "[]",
+        "schedule": "30 2 * * *",
+        "timezone": "Europe/Berlin",
+        "calendar": "",
+        "calendar_policy": "skip",
+        "misfire_policy": "run_once",
+        "retries": "0",
+        "retry_backoff": "30",
+        "timeout": "",
+        "enabled": "on",
+    }
+    form.update(overrides)
+    return form
+
+
+def test_adding_a_job_schedules_it_and_audits_it(staff):
+    answer = staff.post(reverse("admin:scheduler_job_add"), job_form())
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    job = Job.objects.get(name="report")
+    assert job.next_run_at is not None
+    event = AuditEvent.objects.get(action="job.created")
+    assert event.actor_name == "ops"
+    assert event.data["schedule"] == [None, "30 2 * * *"]
+
+
+def test_a_broken_cron_is_refused_with_a_readable_message(staff):
+    answer = staff.post(reverse("admin:scheduler_job_add"), job_form(schedule="61 * * * *"))
+    assert answer.status_code == 200
+    assert "59" in answer.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_an_unknown_timezone_is_refused(staff):
+    answer = staff.post(reverse("admin:scheduler_job_add"), job_form(timezone="Mars/Olympus"))
+    assert answer.status_code == 200
+    assert "Mars/Olympus" in answer.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_a_job_that_never_meets_its_calendar_is_refused(staff):
+    weekdays = CalendarFactory(weekdays=["mon", "tue", "wed", "thu", "fri"])
+    form = job_form(schedule="0 9 * * 6", calendar=str(weekdays.pk))
+    answer = staff.post(reverse("admin:scheduler_job_add"), form)
+    assert answer.status_code == 200
+    assert "never" in answer.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_changing_a_schedule_moves_the_next_run_and_records_a_diff(staff):
+    staff.post(reverse("admin:scheduler_job_add"), job_form())
+    job = Job.objects.get()
+    before = job.next_run_at
+    url = reverse("admin:scheduler_job_change", args=[job.pk])
+    answer = staff.post(url, job_form(schedule="45 3 * * *"))
+    assert answer.status_code == 302
+    job.refresh_from_db()
+    assert job.next_run_at != before
+    assert job.next_run_at.astimezone(dt.UTC).minute == 45
+    event = AuditEvent.objects.get(action="job.changed")
+    assert event.data["schedule"] == ["30 2 * * *", "45 3 * * *"]
+
+
+def test_run_now_action_creates_a_manual_execution(staff):
+    job = JobFactory()
+    answer = staff.post(
+        reverse("admin:scheduler_job_changelist"),
+        {"action": "run_now", "_selected_action": [job.pk]},
+    )
+    assert answer.status_code == 302
+    assert job.executions.get().trigger == Execution.MANUAL
+    assert AuditEvent.objects.filter(action="job.run_now", actor_name="ops").exists()
+
+
+def test_pages_render_with_next_fires_and_logs(staff):
+    job = JobFactory(schedule="0 9 * * 1-5")
+    execution = ExecutionFactory(job=job, state=Execution.SUCCEEDED)
+    execution.log_chunks.create(seq=1, data="hello <world>\n")
+
+    page = staff.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert page.count("<li>") >= 10  # the next 10 fire times
+    assert (
+        "At 09:00 AM, Monday through Friday"
+        in staff.get(reverse("admin:scheduler_job_changelist")).content.decode()
+    )
+
+    detail = staff.get(reverse("admin:scheduler_execution_change", args=[execution.pk]))
+    assert "hello &lt;world&gt;" in detail.content.decode()
+    assert staff.get(reverse("admin:scheduler_execution_changelist")).status_code == 200
+
+
+def test_cancel_and_retry_actions(staff):
+    running = ExecutionFactory(state=Execution.RUNNING, lease=1)
+    failed = ExecutionFactory(state=Execution.FAILED)
+    url = reverse("admin:scheduler_execution_changelist")
+    staff.post(url, {"action": "cancel", "_selected_action": [running.pk]})
+    staff.post(url, {"action": "retry", "_selected_action": [failed.pk]})
+    running.refresh_from_db()
+    assert running.cancel_requested_at is not None
+    assert failed.job.executions.filter(attempt=2, trigger=Execution.RETRY).exists()
+
+
+def test_the_admin_needs_a_login(client):
+    answer = client.get(reverse("admin:scheduler_job_changelist"))
+    assert answer.status_code == 302
+    assert "/admin/login/" in answer["Location"]
