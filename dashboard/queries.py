@@ -4,10 +4,13 @@ million executions: nothing here counts or loads a whole history.
 """
 
 from collections import defaultdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import Count, Min
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.models import AuditEvent, Counter
@@ -111,35 +114,53 @@ def jobs_page(number, per_page=JOBS_PER_PAGE):
     return cheap_page(jobs, number, per_page)
 
 
-STRIP_COLUMNS = "id, job_id, state, scheduled_for, attempt, claimed_at, finished_at"
+class StripRun(NamedTuple):
+    pk: int
+    job_id: int
+    state: str
+    scheduled_for: datetime
+    attempt: int
 
 
 def recent_results(job_ids, per_job=STRIP_LENGTH):
-    """{job_id: [Execution, ...]} the newest `per_job` executions of each job,
+    """{job_id: [StripRun, ...]} the newest `per_job` executions of each job,
     newest first, in one query.
 
-    Each branch of the UNION ALL is an index range scan on `exec_job_history`
+    Each branch of the UNION ALL is an index range scan on (job, scheduled_for)
     that stops after `per_job` rows, so the cost is bounded by the jobs on the
     page, not by the size of their histories. (SQLite refuses LIMIT inside a
-    compound SELECT's members, hence the wrapping sub-select.)
+    compound SELECT's members, hence the wrapping sub-selects.) Plain tuples,
+    not model instances: the overview draws up to a thousand of them.
     """
     if not job_ids:
         return {}
     table = connection.ops.quote_name(Execution._meta.db_table)
     branch = (
-        f"SELECT * FROM (SELECT {STRIP_COLUMNS} FROM {table} WHERE job_id = %s"
-        " ORDER BY scheduled_for DESC, attempt DESC LIMIT %s) AS b{n}"
+        f"SELECT * FROM (SELECT id, job_id, state, scheduled_for, attempt FROM {table}"
+        " WHERE job_id = %s ORDER BY scheduled_for DESC, attempt DESC LIMIT %s) AS b{n}"
     )
     sql = " UNION ALL ".join(branch.format(n=n) for n in range(len(job_ids)))
     params = []
     for job_id in job_ids:
         params += [job_id, per_job]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     results = defaultdict(list)
-    for execution in Execution.objects.raw(sql, params):
-        results[execution.job_id].append(execution)
+    for pk, job_id, state, scheduled_for, attempt in rows:
+        results[job_id].append(StripRun(pk, job_id, state, as_utc(scheduled_for), attempt))
     for runs in results.values():
-        runs.sort(key=lambda e: (e.scheduled_for, e.attempt), reverse=True)
+        runs.sort(key=lambda run: (run.scheduled_for, run.attempt), reverse=True)
     return dict(results)
+
+
+def as_utc(value):
+    """A datetime column read through a raw cursor: SQLite hands back text."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if timezone.is_naive(value):
+        value = value.replace(tzinfo=UTC)
+    return value
 
 
 # Job page
@@ -183,12 +204,16 @@ def execution_attempts(execution):
 
 
 def runners_with_work(limit=RUNNERS_LIMIT):
-    """Runners and what each is running, in two queries."""
+    """Runners and what each is running, in two queries.
+
+    All running executions are read through the small `exec_running_lease`
+    partial index (there are at most as many as the runners' capacity);
+    filtering them by a list of runner ids instead leads SQLite's planner
+    into a full scan, most rows having no runner.
+    """
     runners = list(Runner.objects.order_by("name")[:limit])
     work = defaultdict(list)
-    running = Execution.objects.filter(
-        state=Execution.RUNNING, runner__in=[r.pk for r in runners]
-    ).select_related("job")
+    running = Execution.objects.filter(state=Execution.RUNNING).select_related("job")
     for execution in running.order_by("claimed_at"):
         work[execution.runner_id].append(execution)
     for runner in runners:
