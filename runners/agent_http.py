@@ -84,27 +84,31 @@ class Link:
     def __init__(self, server, clock=time.monotonic):
         self.server = server
         self.clock = clock
-        self.up = None  # unknown until the first call
+        self.up = None  # unknown until the first answer
         self.down_since = None
         self._lock = threading.Lock()
 
     def answered(self):
         with self._lock:
-            if self.up is False:
-                log.info(
-                    "reconnected to %s after %.1fs without it",
-                    self.server,
-                    self.clock() - self.down_since,
-                )
+            if self.down_since is not None:
+                verb = "reconnected to" if self.up is False else "reached"
+                outage = self.clock() - self.down_since
+                log.info("%s %s after %.1fs without it", verb, self.server, outage)
             self.up, self.down_since = True, None
 
     def failed(self, reason):
         with self._lock:
-            if self.up is False:
+            if self.down_since is not None:
                 log.debug("server still unreachable: %s", reason)
                 return
-            log.warning("lost connection to %s (%s); retrying with backoff", self.server, reason)
-            self.up, self.down_since = False, self.clock()
+            if self.up:
+                log.warning(
+                    "lost connection to %s (%s); retrying with backoff", self.server, reason
+                )
+                self.up = False
+            else:
+                log.warning("cannot reach %s (%s); retrying with backoff", self.server, reason)
+            self.down_since = self.clock()
 
 
 class Client:

@@ -34,42 +34,46 @@ def issue_token(db, name="agent"):
     return django(db, f"out(RunnerToken.issue({name!r})[1])")
 
 
-def add_execution(db, job, command, *, labels=(), singleton=False, timeout=None, env=None):
-    """A pending execution of `job` (created if needed), due now; returns its id."""
+def add_executions(db, *specs):
+    """Pending executions due now, one per spec (a dict with job, command and
+    optionally labels, singleton, timeout, env); jobs are created as needed.
+    Returns their ids, in one manage.py call."""
+    defaults = dict(labels=[], singleton=False, timeout=None, env={})
+    specs = [{**defaults, **spec} for spec in specs]
     return django(
         db,
         f"""
-        job, _ = Job.objects.update_or_create(
-            name={job!r},
-            defaults=dict(
-                schedule="0 0 1 1 *",
-                command={command!r},
-                labels={list(labels)!r},
-                singleton={singleton!r},
-                timeout={timeout!r},
-                env={dict(env or {})!r},
-            ),
-        )
-        execution = Execution.objects.create(
-            job=job, scheduled_for=now, singleton=job.singleton, run_after=now, created_at=now
-        )
-        out(execution.pk)
+        ids = []
+        for spec in {specs!r}:
+            job, _ = Job.objects.update_or_create(
+                name=spec.pop("job"), defaults=dict(schedule="0 0 1 1 *", **spec)
+            )
+            ids.append(Execution.objects.create(
+                job=job, scheduled_for=now, singleton=job.singleton, run_after=now, created_at=now
+            ).pk)
+        out(ids)
         """,
     )
 
 
-def executions(db, job):
-    """Every execution of `job`, oldest first, with its log joined in seq order."""
+def add_execution(db, job, command, **options):
+    [execution_id] = add_executions(db, dict(job=job, command=command, **options))
+    return execution_id
+
+
+def executions(db, *jobs):
+    """Every execution of `jobs`, oldest first, with its log joined in seq order."""
     return django(
         db,
         f"""
         rows = []
-        for e in Execution.objects.filter(job__name={job!r}).order_by("pk"):
+        for e in Execution.objects.filter(job__name__in={list(jobs)!r}).order_by("pk"):
             log = "".join(e.log_chunks.order_by("seq").values_list("data", flat=True))
             seqs = list(e.log_chunks.order_by("seq").values_list("seq", flat=True))
             rows.append(dict(
-                id=e.pk, state=e.state, attempt=e.attempt, exit_code=e.exit_code,
-                error=e.error, lease=e.lease, lost_reason=e.lost_reason,
+                id=e.pk, job=e.job.name, state=e.state, attempt=e.attempt,
+                exit_code=e.exit_code, error=e.error, lease=e.lease,
+                lost_reason=e.lost_reason,
                 lease_expires_at=e.lease_expires_at.timestamp() if e.lease_expires_at else None,
                 claimed_at=e.claimed_at.timestamp() if e.claimed_at else None,
                 finished_at=e.finished_at.timestamp() if e.finished_at else None,

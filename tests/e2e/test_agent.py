@@ -6,13 +6,22 @@ own labels and runner names, so no test's agent can take another's work.
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.agent.world import add_execution, executions, issue_token, request_cancel
+from tests.agent.bare_venv import bare_env, run
+from tests.agent.bare_venv import bare_venv as make_bare_venv
+from tests.agent.world import (
+    add_execution,
+    add_executions,
+    executions,
+    issue_token,
+    request_cancel,
+)
 from tests.e2e.processes import (
     Server,
     create_database,
@@ -124,18 +133,20 @@ def test_output_arrives_in_order_with_the_job_environment(world, agents):
 def test_exit_codes_and_signals_are_reported(world, agents):
     job = agents.label
     commands = {"ok": "exit 0", "fails": "echo bad >&2; exit 7", "killed": "kill -KILL $$"}
-    for suffix, command in commands.items():
-        add_execution(world.db, f"{job}-{suffix}", command, labels=[job])
+    add_executions(
+        world.db,
+        *(dict(job=f"{job}-{name}", command=cmd, labels=[job]) for name, cmd in commands.items()),
+    )
     agent = agents("--capacity", "3")
     reported(agent, 3)
 
-    def outcome(suffix):
-        [run] = executions(world.db, f"{job}-{suffix}")
-        return run["state"], run["exit_code"], run["error"]
-
-    assert outcome("ok") == ("succeeded", 0, "")
-    assert outcome("fails") == ("failed", 7, "")
-    assert outcome("killed") == ("failed", None, "terminated by SIGKILL")
+    runs = {run["job"]: run for run in executions(world.db, *(f"{job}-{n}" for n in commands))}
+    outcome = {name: (run["state"], run["exit_code"], run["error"]) for name, run in runs.items()}
+    assert outcome == {
+        f"{job}-ok": ("succeeded", 0, ""),
+        f"{job}-fails": ("failed", 7, ""),
+        f"{job}-killed": ("failed", None, "terminated by SIGKILL"),
+    }
     assert agent.alive()
 
 
@@ -230,3 +241,37 @@ def test_an_agent_superseded_by_another_process_exits_instead_of_fighting(world,
     assert "took over runner" in second.output()
     time.sleep(1)
     assert second.alive()
+
+
+def test_the_agent_runs_from_a_virtualenv_with_only_requests(world, tmp_path):
+    bare_venv = make_bare_venv(tmp_path)
+    packages = run([bare_venv / "python", "-m", "pip", "--version"], tmp_path)
+    assert packages.returncode != 0  # not even pip: only what the agent needs
+    no_django = run([bare_venv / "python", "-c", "import django"], tmp_path)
+    assert "ModuleNotFoundError" in no_django.stderr
+    where = run(
+        [bare_venv / "python", "-c", "import runners.agent as a; print(a.__file__)"], tmp_path
+    )
+    assert where.stdout.startswith(str(bare_venv.parent))
+
+    help_text = run([bare_venv / "croniq-runner", "--help"], tmp_path)
+    assert help_text.returncode == 0
+    assert "--server URL" in help_text.stdout
+
+    add_execution(world.db, "bare", 'echo "from $CRONIQ_JOB"; exit 4', labels=["bare"])
+    log = tmp_path / "agent.log"
+    with open(log, "w") as output:
+        agent = subprocess.Popen(
+            [bare_venv / "croniq-runner", "--once", "--labels", "bare", "--poll-wait", "2"],
+            cwd=tmp_path,
+            env={**bare_env(), "CRONIQ_SERVER": world.server.url, "CRONIQ_TOKEN": world.token},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            assert agent.wait(30) == 0, Path(log).read_text()
+        finally:
+            agent.kill()
+    assert " reported: failed" in log.read_text()
+    [execution] = executions(world.db, "bare")
+    assert (execution["exit_code"], execution["log"]) == (4, "from bare\n")

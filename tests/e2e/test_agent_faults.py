@@ -1,0 +1,173 @@
+"""croniq-runner when the network or the server fails: partition, crash, late start."""
+
+import time
+
+import pytest
+
+from tests.agent.world import add_execution, executions, issue_token
+from tests.e2e.processes import Server, free_port, start_agent, start_loop, wait_for
+from tests.e2e.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+
+# A singleton job that writes when each run starts and ends (also when it is
+# terminated) to a ledger. The first attempt runs long, retries briefly.
+LEDGER_JOB = (
+    'log() { echo "$1 $CRONIQ_EXECUTION_ID $CRONIQ_ATTEMPT $(date +%s.%N)" >> {ledger}; }; '
+    "log start; trap 'log end; exit 143' TERM; "
+    'n=150; [ "$CRONIQ_ATTEMPT" -gt 1 ] && n=5; '
+    "i=0; while [ $i -lt $n ]; do sleep 0.1; i=$((i+1)); done; log end"
+)
+
+
+def read_ledger(path):
+    """{(execution id, event): unix time}"""
+    if not path.exists():
+        return {}
+    events = {}
+    for line in path.read_text().splitlines():
+        event, execution_id, _attempt, at = line.split()
+        events[(int(execution_id), event)] = float(at)
+    return events
+
+
+def show(*processes):
+    for process in processes:
+        print(f"--- {process.log_path}\n{process.output()}")
+
+
+def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
+    e2e_database, tmp_path
+):
+    db = e2e_database
+    fast = {"CRONIQ_LEASE_TTL": 3, "CRONIQ_HEARTBEAT_INTERVAL": 0.5, "CRONIQ_TICK_INTERVAL": 0.2}
+    server = Server(db, tmp_path / "web.log", **fast).wait_ready()
+    loop = start_loop(db, tmp_path / "loop.log", **fast)
+    proxy = TcpProxy(server.port)
+    token = issue_token(db)
+    ledger = tmp_path / "ledger"
+    first_id = add_execution(
+        db, "guarded", LEDGER_JOB.replace("{ledger}", str(ledger)), labels=["p"], singleton=True
+    )
+    behind_proxy = start_agent(
+        proxy.url, token, tmp_path / "a.log", "--name", "a", "--labels", "p", "--poll-wait", "2"
+    )
+    direct = None
+    try:
+        wait_for(lambda: (first_id, "start") in read_ledger(ledger), message="the first run")
+        proxy.cut()
+        # Only now a second runner may exist: it can take nothing but a re-dispatch.
+        direct = start_agent(
+            server.url,
+            token,
+            tmp_path / "b.log",
+            "--name",
+            "b",
+            "--labels",
+            "p",
+            "--poll-wait",
+            "2",
+        )
+        wait_for(
+            lambda: "lease could not be renewed" in behind_proxy.output(),
+            timeout=10,
+            message="the partitioned agent to fence its job",
+        )
+        wait_for(lambda: " reported: succeeded" in direct.output(), message="the re-dispatched run")
+        proxy.heal()
+        wait_for(
+            lambda: "server refused the report" in behind_proxy.output(),
+            timeout=30,
+            message="the fenced run to be reported after the partition healed",
+        )
+
+        first, second = executions(db, "guarded")
+        events = read_ledger(ledger)
+        # The job died before the server could consider the lease gone...
+        assert events[(first_id, "end")] < first["lease_expires_at"]
+        assert first["state"] == "lost"
+        assert first["lost_reason"] == "lease_expired"
+        # ...so the retry the reaper dispatched never overlapped it.
+        assert (second["attempt"], second["state"]) == (2, "succeeded")
+        assert events[(first_id, "end")] < events[(second["id"], "start")]
+        assert len(events) == 4
+        assert "reconnected" in behind_proxy.output()
+        assert behind_proxy.alive()
+    finally:
+        proxy.close()
+        for process in filter(None, (behind_proxy, direct, loop)):
+            process.stop()
+        server.stop()
+        show(*filter(None, (behind_proxy, direct, loop)))
+
+
+def test_the_job_keeps_running_while_the_server_restarts_and_everything_arrives(
+    e2e_database, tmp_path
+):
+    db = e2e_database
+    port = free_port()
+    server = Server(db, tmp_path / "web-1.log", port=port, CRONIQ_HEARTBEAT_INTERVAL=0.5)
+    server.wait_ready()
+    token = issue_token(db)
+    add_execution(
+        db,
+        "steady",
+        'i=0; while [ $i -lt 40 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done',
+        labels=["r"],
+    )
+    agent = start_agent(
+        server.url, token, tmp_path / "agent.log", "--labels", "r", "--poll-wait", "1"
+    )
+    try:
+        wait_for(lambda: "started" in agent.output(), message="the job to start")
+        time.sleep(0.5)
+        server.kill()  # a crash: connections reset, then refused
+        time.sleep(1.5)
+        server = Server(db, tmp_path / "web-2.log", port=port, CRONIQ_HEARTBEAT_INTERVAL=0.5)
+        server.wait_ready()
+        wait_for(lambda: " reported: " in agent.output(), message="the report after the restart")
+
+        [run] = executions(db, "steady")
+        assert (run["state"], run["exit_code"]) == ("succeeded", 0)
+        assert run["log"].splitlines() == [f"line {i}" for i in range(40)]
+        output = agent.output()
+        assert output.count("lost connection to") == 1
+        assert output.count("reconnected to") == 1
+        assert agent.alive()
+    finally:
+        agent.stop()
+        server.stop()
+        show(agent)
+
+
+def test_an_agent_started_before_its_server_waits_for_it(e2e_database, tmp_path):
+    db = e2e_database
+    port = free_port()
+    token = issue_token(db)
+    add_execution(db, "early", "echo hello", labels=["e"])
+    agent = start_agent(
+        f"http://127.0.0.1:{port}",
+        token,
+        tmp_path / "agent.log",
+        "--labels",
+        "e",
+        "--once",
+        "--poll-wait",
+        "2",
+    )
+    server = None
+    try:
+        wait_for(lambda: "cannot reach" in agent.output(), message="the agent to retry")
+        time.sleep(1)
+        assert agent.alive()
+        server = Server(db, tmp_path / "web.log", port=port).wait_ready()
+        wait_for(lambda: not agent.alive(), message="the agent to run its one execution")
+        assert agent.popen.returncode == 0
+        assert "reached" in agent.output()
+        [run] = executions(db, "early")
+        assert (run["state"], run["log"]) == ("succeeded", "hello\n")
+    finally:
+        agent.stop()
+        if server is not None:
+            server.stop()
+        show(agent)
