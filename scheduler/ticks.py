@@ -79,9 +79,7 @@ def trigger_due(now):
         if claimed < TRIGGER_BATCH:
             break
     if created:
-        from runners.hub import notify_new_work
-
-        notify_new_work()
+        notify_runners()
     return created
 
 
@@ -270,17 +268,31 @@ def expire_timeouts(now):
         if result is not False:
             audit.record("execution.timed_out", target=execution, at=now, data={"error": error})
             expired += 1
+    if expired:
+        notify_runners()
     return expired
 
 
 def reap_expired_leases(now):
     """Running executions whose lease ran out become lost and are retried."""
     expired = Execution.objects.filter(state=Execution.RUNNING, lease_expires_at__lt=now)
-    return len(lifecycle.release(expired, lifecycle.LEASE_EXPIRED, now))
+    released = lifecycle.release(expired, lifecycle.LEASE_EXPIRED, now)
+    if released:
+        notify_runners()
+    return len(released)
+
+
+def notify_runners():
+    """Wake waiting long-polls: a retry or a new execution may be theirs."""
+    from runners.hub import notify_new_work
+
+    notify_new_work()
 
 
 def update_runner_states(now):
-    """Mark silent runners offline, and forget long-offline ones (audited)."""
+    """Mark silent runners offline, forget long-offline ones and clear the
+    flapping mark of runners that went quiet (each change audited)."""
+    from runners import identity
     from runners.models import Runner
 
     silent_since = now - timedelta(seconds=3 * settings.CRONIQ_HEARTBEAT_INTERVAL)
@@ -301,16 +313,9 @@ def update_runner_states(now):
             changed += 1
     forget_before = now - timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
     for runner in Runner.objects.filter(state=Runner.OFFLINE, last_seen_at__lt=forget_before):
-        lifecycle.release(runner.executions.all(), lifecycle.RUNNER_FORGOTTEN, now)
-        audit.record(
-            "runner.forgotten",
-            target=runner,
-            at=now,
-            data={"last_seen_at": runner.last_seen_at.isoformat(), "reason": "retention"},
-        )
-        runner.delete()
+        identity.forget(runner, now)
         changed += 1
-    return changed
+    return changed + identity.clear_quiet_flapping(now)
 
 
 def prune_history(now):

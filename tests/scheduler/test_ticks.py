@@ -292,3 +292,15 @@ def test_silent_runners_go_offline_and_long_offline_ones_are_forgotten():
     assert not Runner.objects.filter(pk=gone.pk).exists()
     assert AuditEvent.objects.filter(action="runner.offline").count() == 1
     assert AuditEvent.objects.filter(action="runner.forgotten").count() == 1
+
+
+def test_housekeeping_clears_the_flapping_mark_of_a_runner_that_went_quiet():
+    from runners.models import Runner
+
+    quiet = RunnerFactory(flapping=True, flapping_since=at(-60), last_seen_at=at(1))
+
+    with override_settings(CRONIQ_FLAP_WINDOW=600, CRONIQ_HEARTBEAT_INTERVAL=10):
+        ticks.update_runner_states(at(1))
+
+    assert Runner.objects.get(pk=quiet.pk).flapping is False
+    assert AuditEvent.objects.filter(action="runner.flapping_cleared").count() == 1
