@@ -1,5 +1,5 @@
 from django.core.management.base import BaseCommand, CommandError
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
@@ -17,7 +17,8 @@ class Command(BaseCommand):
         if not name or len(name) > RunnerToken._meta.get_field("name").max_length:
             raise CommandError("token name: 1 to 100 characters")
         try:
-            token, secret = RunnerToken.issue(name)
+            with transaction.atomic():
+                token, secret = RunnerToken.issue(name)
         except IntegrityError:
             raise CommandError(f"a token named {name!r} exists already") from None
         audit.record("token.created", target=token, at=timezone.now(), data={"via": "command"})
