@@ -15,15 +15,9 @@ class RecentValuesFilter(admin.SimpleListFilter):
     window = 10_000
 
     def lookups(self, request, model_admin):
-        newest = AuditEvent.objects.order_by("-at", "-id").values("id")[: self.window]
-        values = (
-            AuditEvent.objects.filter(id__in=newest)
-            .exclude(**{self.parameter_name: ""})
-            .order_by(self.parameter_name)
-            .values_list(self.parameter_name, flat=True)
-            .distinct()
-        )
-        return [(value, value) for value in values]
+        newest = AuditEvent.objects.order_by("-at", "-id")[: self.window]
+        values = set(newest.values_list(self.parameter_name, flat=True)) - {""}
+        return [(value, value) for value in sorted(values)]
 
     def queryset(self, request, queryset):
         if self.value():

@@ -25,6 +25,9 @@ class AuditEvent(models.Model):
             models.Index(fields=["at"], name="audit_at"),
             # Filters by action (flapping detection counts recent runner.takeover events).
             models.Index(fields=["action", "at"], name="audit_action_at"),
+            # The admin's actor kind filter: operator actions are rare among
+            # system events, so finding them must not scan the table.
+            models.Index(fields=["actor_kind", "at"], name="audit_actor_at"),
             # "History of this object" on job, runner and execution pages.
             models.Index(fields=["target_type", "target_id"], name="audit_target"),
         ]
