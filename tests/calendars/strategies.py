@@ -38,13 +38,29 @@ ANCHORS = [
     datetime(2028, 2, 28, tzinfo=UTC),
 ]
 THREE_DAYS = 3 * 24 * 60
+# Local dates of each zone's offset changes in 2026.
+DST_CHANGES = {
+    "Europe/Berlin": [datetime(2026, 3, 29, tzinfo=UTC), datetime(2026, 10, 25, tzinfo=UTC)],
+    "America/New_York": [datetime(2026, 3, 8, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)],
+    "Australia/Sydney": [datetime(2026, 4, 5, tzinfo=UTC), datetime(2026, 10, 4, tzinfo=UTC)],
+    "America/Havana": [datetime(2026, 3, 8, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)],
+}
 
 
 @st.composite
-def instants(draw, seconds=False):
-    """An aware UTC instant within three days of an interesting anchor."""
-    anchor = draw(st.sampled_from(ANCHORS))
-    t = anchor + timedelta(minutes=draw(st.integers(-THREE_DAYS, THREE_DAYS)))
+def instants(draw, seconds=False, timezone=None):
+    """An aware UTC instant within three days of an interesting anchor.
+
+    With a timezone, half of them fall in the days just before one of its
+    offset changes, so a three-day walk from them crosses it.
+    """
+    changes = DST_CHANGES.get(timezone)
+    if changes and draw(st.booleans()):
+        change = draw(st.sampled_from(changes))
+        t = change - timedelta(minutes=draw(st.integers(-12 * 60, 2 * 24 * 60)))
+    else:
+        anchor = draw(st.sampled_from(ANCHORS))
+        t = anchor + timedelta(minutes=draw(st.integers(-THREE_DAYS, THREE_DAYS)))
     if seconds and draw(st.booleans()):
         t += timedelta(seconds=draw(st.integers(1, 59)))
     return t
@@ -75,14 +91,14 @@ def periods(draw, anchor):
 
 
 @st.composite
-def calendars(draw, anchor, with_base=True):
+def calendars(draw, anchor, with_base=True, timezone=None):
     """Random CalendarRules near `anchor`: weekday masks, holidays, window, periods, base."""
     window = None
     if draw(st.booleans()):
         window = draw(st.tuples(times, times).filter(lambda w: w[0] != w[1]))
     country, subdivision = draw(st.sampled_from(HOLIDAYS))
     return CalendarRules(
-        timezone=draw(st.sampled_from(TIMEZONES)),
+        timezone=timezone or draw(st.sampled_from(TIMEZONES)),
         weekdays=draw(weekday_masks),
         holiday_country=country,
         holiday_subdivision=subdivision,

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from tests.calendars.strategies import (
     ANCHORS,
     THREE_DAYS,
+    TIMEZONES,
     calendars,
     instants,
     minutes_from,
@@ -23,9 +24,10 @@ SAMPLES = 300
 
 @st.composite
 def calendar_and_instant(draw):
-    t = draw(instants(seconds=True))
-    anchor = draw(st.sampled_from(ANCHORS))
-    return draw(calendars(anchor)), t
+    tz = draw(st.sampled_from(TIMEZONES))
+    t = draw(instants(seconds=True, timezone=tz))
+    anchor = draw(st.sampled_from([t.replace(second=0, microsecond=0), *ANCHORS]))
+    return draw(calendars(anchor, timezone=tz)), t
 
 
 @PROPERTY_SETTINGS
