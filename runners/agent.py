@@ -56,6 +56,22 @@ class Fatal(Exception):
         self.code = code
 
 
+class Changes:
+    """Wakes every thread waiting on the agent's state; unlike an Event, no
+    waiter can swallow the wake-up meant for another."""
+
+    def __init__(self):
+        self._condition = threading.Condition()
+
+    def notify(self):
+        with self._condition:
+            self._condition.notify_all()
+
+    def wait(self, timeout):
+        with self._condition:
+            self._condition.wait(timeout)
+
+
 class Agent:
     def __init__(self, config, clock=time.monotonic):
         self.config = config
@@ -75,7 +91,7 @@ class Agent:
         self.hurry = threading.Event()  # skip what is left of the drain
         self.giving_up = threading.Event()  # stop retrying reports; exiting
         self.exited = threading.Event()
-        self.changed = threading.Event()  # a job ended, or stop: wake waiters
+        self.changed = Changes()  # a job ended, or stop: wake waiters
         self.beat_now = threading.Event()
         self.fatal = None
 
@@ -104,11 +120,11 @@ class Agent:
             if not self.hurry.is_set():
                 log.warning("%s again: killing running jobs now", why)
                 self.hurry.set()
-                self.changed.set()
+                self.changed.notify()
             return
         log.info("%s: no new work; draining", why)
         self.stopping.set()
-        self.changed.set()
+        self.changed.notify()
 
     def die(self, code, message):
         """Give up this identity: kill jobs at once (they may already run
@@ -118,7 +134,7 @@ class Agent:
             log.error("%s", message)
         self.hurry.set()
         self.stopping.set()
-        self.changed.set()
+        self.changed.notify()
 
     def unauthorized(self, error):
         self.die(
@@ -162,7 +178,6 @@ class Agent:
             if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
                 return False
             self.changed.wait(min(remaining, 0.5))
-            self.changed.clear()
         return True
 
     def held(self):
@@ -236,46 +251,54 @@ class Agent:
     def poll_loop(self):
         backoff = Backoff()
         while not self.stopping.is_set():
-            free = self.free_slots()
-            if free <= 0:
-                self.changed.wait(1.0)
-                self.changed.clear()
-                continue
-            path = f"/api/v1/runners/{self.runner_id}/poll"
-            body = {"session": self.session, "wait": self.config.poll_wait, "capacity": free}
             try:
-                answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)
-            except Transient:
-                self.stopping.wait(backoff.next_delay())
-                continue
-            except Unauthorized as error:
-                return self.unauthorized(error)
-            except Conflict as error:
-                return self.superseded(error)
-            except NotFound as error:
-                self.reregister(error)
-                continue
-            except Rejected as error:
-                log.error("poll refused (%s); retrying", error)
-                self.stopping.wait(backoff.next_delay())
-                continue
-            backoff.reset()
-            received_at = self.clock()
-            for assignment in answer.get("executions") or []:
-                self.accept(assignment, received_at)
-            if self.config.once:
-                if not self.taken:
-                    log.info("--once: no work was waiting")
-                self.run_once_then_stop()
-                return
+                pause = self.poll_once(backoff)
+            except Exception:
+                log.exception("unexpected error while polling; retrying")
+                pause = backoff.next_delay()
+            if pause:
+                self.stopping.wait(pause)
+
+    def poll_once(self, backoff):
+        """One long-poll; returns how long to pause before the next one."""
+        free = self.free_slots()
+        if free <= 0:
+            self.changed.wait(1.0)
+            return 0
+        path = f"/api/v1/runners/{self.runner_id}/poll"
+        body = {"session": self.session, "wait": self.config.poll_wait, "capacity": free}
+        try:
+            answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)
+        except Transient:
+            return backoff.next_delay()
+        except Unauthorized as error:
+            self.unauthorized(error)
+            return 0
+        except Conflict as error:
+            self.superseded(error)
+            return 0
+        except NotFound as error:
+            self.reregister(error)
+            return 0
+        except Rejected as error:
+            log.error("poll refused (%s); retrying", error)
+            return backoff.next_delay()
+        backoff.reset()
+        received_at = self.clock()
+        for assignment in answer.get("executions") or []:
+            self.accept(assignment, received_at)
+        if self.config.once:
+            if not self.taken:
+                log.info("--once: no work was waiting")
+            self.run_once_then_stop()
+        return 0
 
     def run_once_then_stop(self):
         while self.held() and not self.stopping.is_set():
             self.changed.wait(0.5)
-            self.changed.clear()
         if not self.stopping.is_set():
             self.stopping.set()
-            self.changed.set()
+            self.changed.notify()
 
     def accept(self, assignment, received_at):
         if self.stopping.is_set():
@@ -283,6 +306,10 @@ class Agent:
             # next registration of this name releases it at once, or else the
             # reaper hands it out again when its lease runs out.
             log.warning("execution %s arrived while stopping; not started", assignment.get("id"))
+            return
+        missing = [key for key in ("id", "lease", "command") if key not in assignment]
+        if missing:
+            log.error("ignoring an assignment without %s: %r", ", ".join(missing), assignment)
             return
         job = Job(
             assignment,
@@ -307,33 +334,41 @@ class Agent:
         with self.jobs_lock:
             self.jobs.pop(job.id, None)
         self.leases.forget(job.id)
-        self.changed.set()
+        self.changed.notify()
 
     # -- heartbeat --------------------------------------------------------
 
     def heartbeat_loop(self):
         backoff = Backoff(cap=self.heartbeat_interval)
-        delay = 0.0
-        while not self.exited.is_set():
-            self.beat_now.wait(delay)
+        pause = 0.0
+        while not self.exited.is_set() and self.fatal is None:
+            self.beat_now.wait(pause)
             self.beat_now.clear()
             if self.exited.is_set() or self.fatal is not None:
                 return
             try:
-                self.heartbeat()
-            except Transient:
-                delay = min(backoff.next_delay(), self.heartbeat_interval)
-                continue
-            except Unauthorized as error:
-                return self.unauthorized(error)
-            except Conflict as error:
-                return self.superseded(error)
-            except NotFound as error:
-                self.reregister(error)
-            except Rejected as error:
-                log.error("heartbeat refused (%s)", error)
-            backoff.reset()
-            delay = self.heartbeat_interval
+                pause = self.beat_once(backoff)
+            except Exception:
+                log.exception("unexpected error in the heartbeat; retrying")
+                pause = backoff.next_delay()
+
+    def beat_once(self, backoff):
+        """One heartbeat; returns the pause before the next."""
+        try:
+            self.heartbeat()
+        except Transient:
+            # Retry sooner than the interval: the leases are running out.
+            return min(backoff.next_delay(), self.heartbeat_interval)
+        except Unauthorized as error:
+            self.unauthorized(error)
+        except Conflict as error:
+            self.superseded(error)
+        except NotFound as error:
+            self.reregister(error)
+        except Rejected as error:
+            log.error("heartbeat refused (%s)", error)
+        backoff.reset()
+        return self.heartbeat_interval
 
     def heartbeat(self):
         held = self.held()
@@ -348,10 +383,9 @@ class Agent:
         for execution_id in answer.get("renewed") or []:
             if execution_id in by_id:
                 self.leases.renewed(execution_id, sent_at)
-        fence_grace = self.leases.margin / 2
         for execution_id in answer.get("lost") or []:
             if execution_id in by_id:
-                by_id[execution_id].kill("lost", min(fence_grace, self.config.kill_grace))
+                by_id[execution_id].kill("lost", self.fence_grace())
                 self.leases.forget(execution_id)
         for execution_id in answer.get("cancel") or []:
             if execution_id in by_id:
@@ -361,15 +395,26 @@ class Agent:
 
     def watchdog_loop(self):
         while not self.exited.wait(WATCHDOG_TICK):
-            now = self.clock()
-            jobs = {job.id: job for job in self.held()}
-            for execution_id in self.leases.overdue(now):
-                job = jobs.get(execution_id)
-                self.leases.forget(execution_id)
-                if job is not None and job.running:
-                    job.kill("fenced", min(self.leases.margin / 2, self.config.kill_grace))
-            for job in jobs.values():
-                job.tick(now, self.config.kill_grace)
+            try:
+                self.watch(self.clock())
+            except Exception:
+                log.exception("unexpected error in the watchdog")
+
+    def watch(self, now):
+        """Self-fencing, local timeouts and SIGKILL escalation, at `now`."""
+        jobs = {job.id: job for job in self.held()}
+        for execution_id in self.leases.overdue(now):
+            job = jobs.get(execution_id)
+            self.leases.forget(execution_id)
+            if job is not None and job.running:
+                job.kill("fenced", self.fence_grace())
+        for job in jobs.values():
+            job.tick(now, self.config.kill_grace)
+
+    def fence_grace(self):
+        """SIGTERM to SIGKILL delay when the lease is gone: the job must be
+        dead before the server's lease runs out."""
+        return min(self.leases.margin / 2, self.config.kill_grace)
 
 
 def configure_logging(level):

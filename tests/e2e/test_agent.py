@@ -275,3 +275,13 @@ def test_the_agent_runs_from_a_virtualenv_with_only_requests(world, tmp_path):
     assert " reported: failed" in log.read_text()
     [execution] = executions(world.db, "bare")
     assert (execution["exit_code"], execution["log"]) == (4, "from bare\n")
+
+
+def test_a_name_registered_with_another_token_is_refused_and_the_owner_keeps_it(world, agents):
+    owner = agents()
+    wait_for(lambda: "connected" in owner.output(), message="the owner to register")
+    name = f"{agents.label}-0"
+    intruder = agents(name=name, token=issue_token(world.db, f"{agents.label}-other"))
+    assert exit_code(intruder) == 3
+    assert f"the server refused to register runner '{name}' (HTTP 403" in intruder.output()
+    assert owner.alive()

@@ -1,0 +1,137 @@
+"""The agent's decisions on a fake clock: fencing, heartbeat answers, link state."""
+
+import logging
+
+import pytest
+
+from runners.agent import Agent
+from runners.agent_config import Config
+from runners.agent_http import Link
+from runners.agent_timing import LeaseBook
+
+
+class FakeClock:
+    def __init__(self, now=500.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class FakeJob:
+    def __init__(self, execution_id, lease=1):
+        self.id, self.lease = execution_id, lease
+        self.running = True
+        self.kills = []
+        self.ticks = []
+
+    def kill(self, reason, grace):
+        self.kills.append((reason, grace))
+
+    def tick(self, now, kill_grace):
+        self.ticks.append(now)
+
+
+class SlowServer:
+    """Answers a heartbeat after `latency` seconds of fake time."""
+
+    def __init__(self, clock, answer, latency=0.0):
+        self.clock, self.answer, self.latency = clock, answer, latency
+        self.calls = []
+
+    def post(self, path, body, timeout):
+        self.calls.append((path, body))
+        self.clock.now += self.latency
+        return self.answer
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+def make_agent(clock, *jobs, lease_ttl=30.0, kill_grace=10.0):
+    config = Config(server="http://croniq.test", token="t", name="n", kill_grace=kill_grace)
+    agent = Agent(config, clock=clock)
+    agent.runner_id = 1
+    agent.lease_ttl = lease_ttl
+    agent.leases = LeaseBook(lease_ttl, clock=clock)
+    for job in jobs:
+        agent.jobs[job.id] = job
+        agent.leases.renewed(job.id, clock.now)
+    return agent
+
+
+def test_a_job_is_fenced_once_its_lease_could_not_be_renewed_in_time(clock):
+    job = FakeJob(1)
+    agent = make_agent(clock, job, lease_ttl=3.0)
+    clock.now += 1.9
+    agent.watch(clock.now)
+    assert job.kills == []
+    clock.now += 0.1  # ttl 3 - margin 1
+    agent.watch(clock.now)
+    assert job.kills == [("fenced", 0.5)]
+    agent.watch(clock.now + 1)
+    assert len(job.kills) == 1
+
+
+def test_a_job_that_already_ended_is_not_fenced(clock):
+    job = FakeJob(1)
+    job.running = False
+    agent = make_agent(clock, job, lease_ttl=3.0)
+    agent.watch(clock.now + 10)
+    assert job.kills == []
+    assert job.ticks == [clock.now + 10]
+
+
+def test_a_renewal_counts_from_when_the_heartbeat_was_sent_not_answered(clock):
+    job = FakeJob(1)
+    agent = make_agent(clock, job, lease_ttl=30.0)
+    sent_at = clock.now + 5
+    clock.now = sent_at
+    agent.client = SlowServer(clock, {"renewed": [1], "lost": [], "cancel": []}, latency=4.0)
+    agent.heartbeat()
+    assert agent.client.calls[0][1]["executions"] == [{"id": 1, "lease": 1}]
+    # deadline = sent_at + ttl 30 - margin 10, whatever the answer's latency
+    assert agent.leases.remaining(1, now=sent_at) == 20.0
+
+
+def test_heartbeat_answers_kill_lost_jobs_fast_and_cancelled_ones_gracefully(clock):
+    lost, cancelled, kept = FakeJob(1), FakeJob(2), FakeJob(3)
+    agent = make_agent(clock, lost, cancelled, kept, lease_ttl=30.0, kill_grace=7.0)
+    answer = {"renewed": [2, 3], "lost": [1], "cancel": [2]}
+    agent.client = SlowServer(clock, answer)
+    agent.heartbeat()
+    assert lost.kills == [("lost", 5.0)]
+    assert cancelled.kills == [("cancel", 7.0)]
+    assert kept.kills == []
+    assert agent.leases.remaining(1) is None
+
+
+def test_the_link_logs_each_change_of_state_once(clock, caplog):
+    caplog.set_level(logging.INFO, logger="croniq.runner")
+    link = Link("http://croniq.test", clock=clock)
+    link.answered()
+    link.failed("connection refused")
+    clock.now += 1
+    link.failed("connection refused")
+    link.failed("timed out")
+    clock.now += 2.5
+    link.answered()
+    link.answered()
+    assert [record.getMessage() for record in caplog.records] == [
+        "lost connection to http://croniq.test (connection refused); retrying with backoff",
+        "reconnected to http://croniq.test after 3.5s without it",
+    ]
+
+
+def test_a_server_not_reached_yet_is_reported_as_such(clock, caplog):
+    caplog.set_level(logging.INFO, logger="croniq.runner")
+    link = Link("http://croniq.test", clock=clock)
+    link.failed("connection refused")
+    clock.now += 2
+    link.answered()
+    assert [record.getMessage() for record in caplog.records] == [
+        "cannot reach http://croniq.test (connection refused); retrying with backoff",
+        "reached http://croniq.test after 2.0s without it",
+    ]
