@@ -12,7 +12,10 @@ COPY dashboard ./dashboard
 COPY templates ./templates
 COPY deploy ./deploy
 COPY manage.py ./
-RUN pip install . && useradd --create-home croniq && mkdir -p /data && chown croniq /data
+ENV STATIC_ROOT=/app/staticfiles
+RUN pip install . \
+    && SECRET_KEY=build python manage.py collectstatic --no-input \
+    && useradd --create-home croniq && mkdir -p /data && chown croniq /data
 USER croniq
 EXPOSE 8000
 CMD ["uvicorn", "croniq_project.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

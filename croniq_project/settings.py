@@ -81,7 +81,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Only needed after `collectstatic` (the Docker image runs it); without it the
+# files are served straight from the installed apps (WHITENOISE_USE_FINDERS).
+STATIC_ROOT = env("STATIC_ROOT") or None
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
