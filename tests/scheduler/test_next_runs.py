@@ -1,0 +1,96 @@
+"""`manage.py next_runs` through call_command, with the database (DESIGN.md §5)."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from calendars.models import CalendarPeriod
+from tests.factories import CalendarFactory, CalendarPeriodFactory, JobFactory
+
+pytestmark = pytest.mark.django_db
+WORKDAYS = ["mon", "tue", "wed", "thu", "fri"]
+
+
+def next_runs(*args):
+    out, err = StringIO(), StringIO()
+    call_command("next_runs", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def office_job():
+    calendar = CalendarFactory(
+        name="de-by-workdays",
+        timezone="Europe/Berlin",
+        weekdays=WORKDAYS,
+        holiday_country="DE",
+        holiday_subdivision="BY",
+    )
+    CalendarPeriodFactory(
+        calendar=calendar, kind=CalendarPeriod.EXCLUDE, label="Christmas freeze"
+    )  # 24 Dec 2026 .. 6 Jan 2027
+    return JobFactory(
+        name="report", schedule="0 9 * * *", timezone="Europe/Berlin", calendar=calendar
+    )
+
+
+def test_json_lists_fire_times_after_the_given_instant_with_the_calendar(office_job):
+    out, err = next_runs("report", "--after", "2026-12-22T09:00:00+01:00", "--count", "3", "--json")
+    assert json.loads(out) == [
+        "2026-12-23T08:00:00+00:00",
+        "2027-01-07T08:00:00+00:00",
+        "2027-01-08T08:00:00+00:00",
+    ]
+    assert err == ""
+
+
+def test_after_is_exclusive_and_defaults_to_utc_without_an_offset(office_job):
+    out, _ = next_runs("report", "--after", "2026-12-23T08:00:00", "--count", "1", "--json")
+    assert json.loads(out) == ["2027-01-07T08:00:00+00:00"]
+
+
+def test_defer_policy_is_honoured(office_job):
+    office_job.calendar_policy = "defer"
+    office_job.save()
+    out, _ = next_runs("report", "--after", "2026-12-23T09:00:00+01:00", "--count", "2", "--json")
+    assert json.loads(out) == ["2027-01-06T23:00:00+00:00", "2027-01-07T08:00:00+00:00"]
+
+
+def test_count_defaults_to_ten_and_plain_output_shows_utc_and_local_time(office_job):
+    out, _ = next_runs("report", "--after", "2027-01-08T12:00:00Z")
+    lines = out.splitlines()
+    assert len(lines) == 10
+    assert lines[0] == "2027-01-11T08:00:00+00:00  2027-01-11T09:00:00+01:00"
+
+
+def test_every_schedule_is_anchored_on_after():
+    JobFactory(name="poll", schedule="@every 1h30m", timezone="UTC")
+    out, _ = next_runs("poll", "--after", "2026-05-04T10:00:07+00:00", "--count", "2", "--json")
+    assert json.loads(out) == ["2026-05-04T11:30:07+00:00", "2026-05-04T13:00:07+00:00"]
+
+
+def test_job_that_never_fires_prints_an_empty_list_and_says_why():
+    calendar = CalendarFactory(name="workdays", timezone="Europe/Berlin", weekdays=WORKDAYS)
+    JobFactory(name="saturday", schedule="0 9 * * 6", timezone="Europe/Berlin", calendar=calendar)
+    out, err = next_runs("saturday", "--after", "2026-05-04T00:00:00Z", "--json")
+    assert json.loads(out) == []
+    assert "never fires: schedule '0 9 * * 6' never meets calendar 'workdays' within 5 years" in err
+
+
+def test_unknown_job_exits_1_with_a_clear_message():
+    with pytest.raises(CommandError, match="unknown job 'nope'") as caught:
+        next_runs("nope", "--json")
+    assert caught.value.returncode == 1
+
+
+@pytest.mark.parametrize("after", ["yesterday", "2026-13-01T00:00:00", ""])
+def test_malformed_after_is_a_clear_error(office_job, after):
+    with pytest.raises(CommandError, match="argument --after: invalid ISO 8601 instant value"):
+        next_runs("report", "--after", after)
+
+
+def test_count_must_be_positive(office_job):
+    with pytest.raises(CommandError, match="argument --count"):
+        next_runs("report", "--count", "0")
