@@ -63,6 +63,15 @@ def retry_delay(execution):
 def create_retry(execution, now):
     delay = retry_delay(execution)
     if delay is None:
+        if execution.state == Execution.LOST:
+            # Its runners kept vanishing: nobody will run this instant now.
+            audit.record(
+                "execution.given_up",
+                target=execution,
+                at=now,
+                data={"attempt": execution.attempt, "reason": execution.lost_reason},
+                counter=("croniq_executions_given_up_total", {"reason": execution.lost_reason}),
+            )
         return None
     try:
         with transaction.atomic():

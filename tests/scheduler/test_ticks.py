@@ -275,6 +275,8 @@ def test_lost_retries_stop_at_the_limit():
     assert attempts == [1, 2, 3]
     assert job.executions.filter(state=Execution.LOST).count() == 3
     assert not job.executions.filter(state=Execution.PENDING).exists()
+    assert AuditEvent.objects.filter(action="execution.given_up").count() == 1
+    assert counter("croniq_executions_given_up_total", reason="lease_expired") == 1
 
 
 def test_silent_runners_go_offline_and_long_offline_ones_are_forgotten():
