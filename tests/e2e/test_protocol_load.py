@@ -1,0 +1,85 @@
+"""Long-polls under load: waiting polls hold no thread the server needs and no connection."""
+
+import statistics
+import threading
+import time
+
+import pytest
+import requests
+
+from tests.e2e.processes import on_postgres
+from tests.e2e.protocol_client import RunnerClient, seed, token
+
+pytestmark = pytest.mark.e2e
+
+POLLS = 200
+
+
+def connections_to(db_url):
+    import psycopg
+
+    name = db_url.rsplit("/", 1)[1]
+    admin = db_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name]
+        ).fetchone()
+    return row[0]
+
+
+def test_200_idle_long_polls_leave_healthz_fast_and_hold_no_connections(server, e2e_database):
+    client = RunnerClient(server.url, token(e2e_database), labels=["linux"])
+    assert client.register().status_code == 200
+    answers = []
+
+    def wait_for_work():
+        answers.append(client.poll(wait=8))
+
+    pollers = [threading.Thread(target=wait_for_work) for _ in range(POLLS)]
+    for poller in pollers:
+        poller.start()
+    time.sleep(3)  # every poll has done its claim and is waiting now
+
+    timings = []
+    for _ in range(20):
+        started = time.perf_counter()
+        assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
+        timings.append(time.perf_counter() - started)
+        time.sleep(0.05)
+    if on_postgres():
+        # The runner threads' connections, the LISTEN one: not one per poll.
+        assert connections_to(e2e_database) <= 12
+
+    for poller in pollers:
+        poller.join(20)
+    assert len(answers) == POLLS
+    assert all(a.status_code == 200 and a.json() == {"executions": []} for a in answers)
+    assert max(timings) < 0.1, timings
+    assert statistics.median(timings) < 0.05
+
+
+def test_a_burst_of_work_is_spread_over_waiting_runners_without_double_handout(
+    server, e2e_database
+):
+    secret = token(e2e_database)
+    runners = [RunnerClient(server.url, secret, labels=["linux"], capacity=5) for _ in range(20)]
+    for runner in runners:
+        runner.register()
+    got = []
+    lock = threading.Lock()
+
+    def drain(runner):
+        found = runner.claim(wait=10)
+        while found:
+            with lock:
+                got.extend(e["id"] for e in found)
+            found = runner.claim(wait=1)
+
+    threads = [threading.Thread(target=drain, args=(r,)) for r in runners]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)
+    ids = seed(e2e_database, *({"job": f"burst-{n}", "labels": ["linux"]} for n in range(200)))
+    for thread in threads:
+        thread.join(60)
+    assert sorted(got) == sorted(ids)
