@@ -221,7 +221,7 @@ def for_backend(sql, vendor):
     PostgreSQL; SQLite stores datetimes as the text datetime() writes."""
     last = re.search(r"@SEQ\((@\w+)\)", sql).group(1)
     if vendor == "postgresql":
-        sql = sql.replace(f"@SEQ({last})", f"generate_series(0, {last}) AS g(i)")
+        sql = sql.replace(f"@SEQ({last})", f"generate_series(0::bigint, {last}) AS g(i)")
         return re.sub(r"@TS\[(.*?)\]", r"to_timestamp(\1)", sql)
     sql = sql.replace(f"@SEQ({last})", "seq")
     sql = re.sub(r"@TS\[(.*?)\]", r"datetime(\1, 'unixepoch')", sql)

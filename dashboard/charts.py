@@ -35,6 +35,8 @@ class DurationChart:
 
 
 def format_seconds(seconds):
+    if seconds == 0:
+        return "0 s"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 120:

@@ -8,12 +8,15 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.utils.html import escape
 from django.views.decorators.http import require_safe
 
 from dashboard import queries, schedules
 from dashboard.charts import duration_chart
+from dashboard.templatetags import dashboard_tags as tags
 from scheduler.models import Execution, Job
 
 
@@ -92,8 +95,9 @@ def execution_detail(request, pk):
 
 @staff_required
 def execution_log(request, pk):
-    """Log chunks after `?after=<seq>`, for the execution page's live tail."""
-    execution = get_object_or_404(Execution.objects.only("id", "state", "log_truncated"), pk=pk)
+    """Log chunks after `?after=<seq>`, for the execution page's live tail,
+    with the metadata that changes while an execution runs."""
+    execution = get_object_or_404(Execution.objects.select_related("runner"), pk=pk)
     try:
         after = int(request.GET.get("after", -1))
     except ValueError:
@@ -102,13 +106,27 @@ def execution_log(request, pk):
     return JsonResponse(
         {
             "state": execution.state,
+            "state_label": execution.get_state_display(),
             "live": execution.state in Execution.ACTIVE_STATES,
             "truncated": execution.log_truncated,
             "chunks": [{"seq": seq, "data": data} for seq, data in chunks],
             # More chunks are waiting when this answer was cut at the limit.
             "more": len(chunks) == queries.LOG_CHUNKS_PER_POLL,
+            "fields": live_fields(execution),
         }
     )
+
+
+def live_fields(execution):
+    """HTML of the execution page's fields that change while it runs."""
+    return {
+        "runner": escape(execution.runner.name) if execution.runner else "—",
+        "claimed_at": tags.when(execution.claimed_at),
+        "finished_at": tags.when(execution.finished_at),
+        "duration": tags.seconds(execution.duration),
+        "exit_code": "—" if execution.exit_code is None else str(execution.exit_code),
+        "log_size": filesizeformat(execution.log_size),
+    }
 
 
 @staff_required

@@ -83,7 +83,7 @@ def test_overview_shows_live_counts_runners_online_and_scheduler_lag(
     assert card('data-metric="runners-online"') == "2"
     assert card('data-metric="runners-flapping"') == "1"
     assert card('data-metric="trigger-lag"') == "3.0 min"
-    assert card('data-metric="dispatch-lag"') == "0 ms"
+    assert card('data-metric="dispatch-lag"') == "0 s"
 
 
 def test_times_are_time_elements_in_utc_with_utc_on_hover(staff_client, make_job):
@@ -138,7 +138,7 @@ def test_job_page_lists_the_next_ten_fire_times_in_words(staff_client, make_job)
     with time_machine.travel(NOW, tick=False):
         html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
     assert next_fires(html) == [f"2026-11-30T{h}:00:00Z" for h in range(13, 23)]
-    assert "<dd data-schedule-words>Every hour</dd>" in html
+    assert "<span data-schedule-words>Every hour</span>" in html
 
 
 def test_job_page_applies_the_jobs_calendar_to_fire_times(
@@ -220,10 +220,15 @@ def test_log_endpoint_returns_chunks_after_a_seq_and_whether_the_run_is_live(
     assert body["chunks"] == [{"seq": 1, "data": "two\n"}, {"seq": 2, "data": "three\n"}]
     assert (body["state"], body["live"], body["more"]) == ("running", True, False)
 
-    Execution.objects.filter(pk=execution.pk).update(state=Execution.SUCCEEDED)
+    assert body["fields"]["exit_code"] == "—"
+    Execution.objects.filter(pk=execution.pk).update(
+        state=Execution.TIMED_OUT, claimed_at=NOW, finished_at=NOW + timedelta(seconds=90)
+    )
     body = staff_client.get(url, {"after": 2}).json()
     assert body["chunks"] == []
-    assert (body["state"], body["live"]) == ("succeeded", False)
+    assert (body["state"], body["state_label"], body["live"]) == ("timed_out", "timed out", False)
+    assert body["fields"]["duration"] == "90.0 s"
+    assert 'datetime="2026-11-30T12:01:30Z"' in body["fields"]["finished_at"]
 
 
 def test_log_endpoint_refuses_a_seq_that_is_not_a_number(staff_client, make_job, make_execution):

@@ -53,10 +53,19 @@
           });
           log.dataset.after = String(after);
           if (follow) log.scrollTop = log.scrollHeight;
-          if (stateBadge && stateBadge.textContent !== body.state) {
-            stateBadge.textContent = body.state.replace("_", " ");
+          if (stateBadge) {
+            stateBadge.textContent = body.state_label;
             stateBadge.className = "state state-" + body.state;
           }
+          // Runner, start, end, exit code: server-rendered, escaped HTML.
+          Object.keys(body.fields || {}).forEach(function (name) {
+            var field = document.querySelector('[data-field="' + name + '"]');
+            if (field && field.dataset.html !== body.fields[name]) {
+              field.innerHTML = body.fields[name];
+              field.dataset.html = body.fields[name];
+              localiseTimes(field);
+            }
+          });
           if (body.live || body.more) {
             setTimeout(poll, body.more ? 0 : 1000);
           } else {

@@ -1,0 +1,300 @@
+"""The dashboard in headless Chromium against a real uvicorn.
+
+Needs the Debian `chromium` package and the `playwright` Python package (its
+API drives the system Chromium through `executable_path`; no browser download).
+Outside CI the tests skip when either is missing; with CI=true they must run.
+Screenshots of every page land in test-artifacts/screenshots/.
+"""
+
+import json
+import os
+import shutil
+import textwrap
+
+import pytest
+
+from tests.e2e.processes import ROOT, manage, start_agent
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+USERNAME, PASSWORD = "operator", "croniq-operator-pw"
+
+
+def missing_browser():
+    if not shutil.which(CHROMIUM):
+        return f"{CHROMIUM} not found (apt-get install chromium chromium-driver)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is not installed (pip install playwright)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    reason = missing_browser()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests must run in CI: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def django_shell(db, code):
+    """Run `code` in `manage.py shell` against the server's database; it
+    reports back with out(value), read as JSON from the last output line."""
+    prelude = "import json\ndef out(value): print(json.dumps(value, default=str))\n"
+    result = manage(db, "shell", "-c", prelude + textwrap.dedent(code))
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+WORLD = """
+from datetime import timedelta
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from audit.recording import record
+from runners.models import Runner
+from scheduler.models import Execution, Job, LogChunk
+
+now = timezone.now()
+get_user_model().objects.create_user({username!r}, password={password!r}, is_staff=True)
+report = Job.objects.create(
+    name="nightly-report", schedule="30 2 * * *", timezone="Europe/Berlin",
+    command="python report.py", labels=["linux"], next_run_at=now + timedelta(hours=3),
+)
+Job.objects.create(name="cleanup", schedule="@every 5m", command="sh cleanup.sh")
+runner = Runner.objects.create(
+    name="web-1", labels=["linux", "gpu"], session="s", registered_at=now, last_seen_at=now,
+    takeover_count=7, flapping=True, flapping_since=now - timedelta(minutes=4),
+)
+Runner.objects.create(
+    name="web-2", labels=["linux"], session="s", registered_at=now, last_seen_at=now,
+)
+for i in range(1, 30):
+    at = now - timedelta(days=i)
+    state = "failed" if i % 5 == 0 else ("lost" if i % 11 == 0 else "succeeded")
+    Execution.objects.create(
+        job=report, scheduled_for=at, run_after=at, created_at=at, state=state,
+        claimed_at=at, finished_at=at + timedelta(seconds=20 + (i * 13) % 40),
+        exit_code=0 if state == "succeeded" else 1, runner=runner,
+    )
+running = Execution.objects.create(
+    job=report, scheduled_for=now, run_after=now, created_at=now, state="running",
+    claimed_at=now, runner=runner, lease=1,
+)
+LogChunk.objects.create(execution=running, seq=0, data="report: starting\\n")
+record("runner.takeover", target=runner, actor=runner, data={{"session": "s"}})
+record("runner.flapping", target=runner)
+out({{"running": running.pk}})
+"""
+
+
+@pytest.fixture
+def world(server, e2e_database):
+    ids = django_shell(e2e_database, WORLD.format(username=USERNAME, password=PASSWORD))
+    return {"db": e2e_database, "server": server, **ids}
+
+
+@pytest.fixture
+def page(chromium, world):
+    # A viewer far from UTC, so converted times differ from the server's.
+    context = chromium.new_context(
+        timezone_id="Asia/Tokyo", locale="en-GB", viewport={"width": 1360, "height": 900}
+    )
+    page = context.new_page()
+    problems = []
+
+    def console(message):
+        url = message.location.get("url", "")
+        # The admin's login page declares no icon, so Chromium asks for one.
+        if message.type == "error" and not url.endswith("/favicon.ico"):
+            problems.append(f"{message.text} {url}")
+
+    page.on("console", console)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and problems.append(f"{r.status} {r.url}"),
+    )
+    page.problems = problems
+    yield page
+    context.close()
+
+
+def log_in(page, server):
+    page.goto(server.url + "/")
+    assert "/admin/login/" in page.url
+    page.fill("input[name=username]", USERNAME)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(server.url + "/")
+
+
+def screenshot(page, name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
+    server = world["server"]
+    log_in(page, server)
+
+    # Overview: counts, the result strip, times in the viewer's timezone.
+    assert page.locator("[data-state=running] .count").inner_text() == "1"
+    cells = page.locator("tr[data-job=nightly-report] .strip .cell")
+    assert cells.count() == 20
+    assert page.locator("tr[data-job=nightly-report] .cell.state-failed").count() >= 1
+    next_run = page.locator("tr[data-job=nightly-report] time")
+    assert "UTC" in next_run.get_attribute("title")
+    assert "UTC" not in next_run.inner_text()
+    assert "Asia/Tokyo" in page.locator("[data-viewer-tz]").inner_text()
+    screenshot(page, "overview")
+
+    # Job page: schedule in words, ten fire times, chart and history.
+    page.click("tr[data-job=nightly-report] a >> text=nightly-report")
+    page.wait_for_url("**/jobs/nightly-report/")
+    assert page.locator("[data-next-fires] time").count() == 10
+    assert page.locator("[data-schedule-words]").inner_text() != "30 2 * * *"
+    assert page.locator("svg.chart rect.bar").count() == 29
+    assert page.locator("table.runs tbody tr").count() == 30
+    screenshot(page, "job")
+
+    # Execution page of a finished run.
+    page.locator("table.runs tbody tr").nth(1).locator("a").first.click()
+    page.wait_for_url("**/executions/*/")
+    assert page.locator("[data-live-indicator]").count() == 0
+    screenshot(page, "execution")
+
+    # Runners: the flapping runner carries its badge, the calm one does not.
+    page.click("nav >> text=Runners")
+    page.wait_for_url("**/runners/")
+    assert page.locator("tr[data-runner=web-1] [data-flapping]").is_visible()
+    assert page.locator("tr[data-runner=web-2] [data-flapping]").count() == 0
+    assert "nightly-report" in page.locator("tr[data-runner=web-1]").inner_text()
+    screenshot(page, "runners")
+
+    # Audit: filter by action through the GET form.
+    page.click("nav >> text=Audit")
+    page.wait_for_url("**/audit/")
+    assert page.locator("table.audit tbody tr").count() == 2
+    page.fill("input[name=action]", "runner.flapping")
+    page.click("form.filters button")
+    page.wait_for_url("**/audit/?action=runner.flapping*")
+    assert page.locator("table.audit tbody tr").count() == 1
+    screenshot(page, "audit")
+
+    assert page.problems == []
+
+
+def test_the_execution_page_tails_the_log_while_the_run_goes_on(page, world):
+    server, db, pk = world["server"], world["db"], world["running"]
+    log_in(page, server)
+    page.goto(f"{server.url}/executions/{pk}/")
+    log = page.locator("pre#log")
+    assert log.text_content() == "report: starting\n"
+    assert page.locator("[data-live-indicator]").is_visible()
+
+    django_shell(
+        db,
+        f"""
+        from scheduler.models import LogChunk
+        LogChunk.objects.create(execution_id={pk}, seq=1, data="row 1 of 2\\n")
+        LogChunk.objects.create(execution_id={pk}, seq=2, data="row 2 of 2\\n")
+        out(1)
+        """,
+    )
+    page.wait_for_function(
+        "document.querySelector('pre#log').textContent.includes('row 2 of 2')", timeout=10_000
+    )
+    assert log.text_content() == "report: starting\nrow 1 of 2\nrow 2 of 2\n"
+    screenshot(page, "execution-live")
+
+    django_shell(
+        db,
+        f"""
+        from django.utils import timezone
+        from scheduler.models import Execution, LogChunk
+        LogChunk.objects.create(execution_id={pk}, seq=3, data="done\\n")
+        Execution.objects.filter(pk={pk}).update(
+            state="succeeded", finished_at=timezone.now(), exit_code=0
+        )
+        out(1)
+        """,
+    )
+    # The tail picks up the last chunk, shows the final state and stops.
+    page.wait_for_selector("[data-live-indicator]", state="detached", timeout=10_000)
+    assert log.text_content().endswith("row 2 of 2\ndone\n")
+    assert page.locator("[data-execution-state] .state").inner_text() == "succeeded"
+    # The fields that change at the end follow without a reload.
+    assert page.locator("[data-field=exit_code]").inner_text() == "0"
+    assert page.locator("[data-field=duration]").inner_text() != "—"
+    finished = page.locator("[data-field=finished_at] time")
+    assert "UTC" in finished.get_attribute("title") and "GMT+9" in finished.inner_text()
+    assert page.problems == []
+
+
+def test_run_now_in_the_admin_then_the_log_arrives_live_from_a_real_agent(page, world, tmp_path):
+    server, db = world["server"], world["db"]
+    job = django_shell(
+        db,
+        """
+        from django.contrib.auth import get_user_model
+        from scheduler.models import Job
+        from runners.models import RunnerToken
+        # Running jobs from the admin takes the admin's permissions.
+        get_user_model().objects.filter(username="operator").update(is_superuser=True)
+        job = Job.objects.create(
+            name="slow-count", schedule="0 0 1 1 *", labels=["browser"],
+            command="for i in 1 2 3 4 5 6; do echo tick-$i; sleep 1; done",
+        )
+        out({"pk": job.pk, "token": RunnerToken.issue("browser")[1]})
+        """,
+    )
+    log_in(page, server)
+    page.goto(server.url + "/admin/scheduler/job/")
+    page.check(f"input[name=_selected_action][value='{job['pk']}']")
+    page.select_option("select[name=action]", "run_now")
+    page.click("button[name=index]")
+    assert "Started 1 job" in page.locator(".messagelist").inner_text()
+
+    agent = start_agent(
+        server.url, job["token"], tmp_path / "agent.log", "--name", "browser-1",
+        "--labels", "browser",
+    )  # fmt: skip
+    try:
+        page.goto(server.url + "/jobs/slow-count/")
+        page.locator("table.runs tbody tr a").first.click()
+        page.wait_for_url("**/executions/*/")
+        # The page was opened before the job finished: the ticks stream in.
+        page.wait_for_function(
+            "document.querySelector('pre#log').textContent.includes('tick-2')", timeout=20_000
+        )
+        assert "tick-6" not in page.locator("pre#log").text_content()
+        assert page.locator("[data-live-indicator]").is_visible()
+        screenshot(page, "run-now-live")
+        page.wait_for_selector("[data-live-indicator]", state="detached", timeout=30_000)
+        text = page.locator("pre#log").text_content()
+        assert [f"tick-{i}" for i in range(1, 7)] == [line for line in text.split("\n") if line]
+        assert page.locator("[data-execution-state] .state").inner_text() == "succeeded"
+        assert page.locator("[data-field=runner]").inner_text() == "browser-1"
+        assert page.locator("[data-field=exit_code]").inner_text() == "0"
+        screenshot(page, "run-now-finished")
+    finally:
+        agent.stop()
+        print(agent.output())
+    assert page.problems == []
