@@ -11,8 +11,9 @@ with Python. Threads:
   can hand it to another runner;
 - each execution has a reader, a log shipper and a thread that reports its end.
 
-Exit codes: 0 done (also after SIGTERM/SIGINT and a drain), 2 usage error,
-3 the token was refused, 4 another process took over this runner's identity.
+Exit codes: 0 done (also after SIGTERM/SIGINT and a drain), 2 usage error
+(also when the server refuses the registration as invalid), 3 the token was
+refused, 4 another process took over this runner's identity.
 """
 
 import logging
@@ -206,9 +207,10 @@ class Agent:
                     "check the token (--token / CRONIQ_TOKEN) and that the name is not "
                     "bound to another token",
                 ) from None
-            except (Transient, NotFound, Rejected, Conflict) as error:
-                if isinstance(error, Rejected):
-                    log.error("registration refused (%s); retrying", error)
+            except Rejected as error:
+                # Invalid labels or name: retrying cannot fix the configuration.
+                raise Fatal(EXIT_USAGE, f"the server refused the registration ({error})") from None
+            except (Transient, NotFound, Conflict):
                 self.stopping.wait(backoff.next_delay())
                 continue
             self.registered(answer)

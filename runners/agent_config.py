@@ -143,7 +143,7 @@ def parse_args(argv=None, environ=None):
     if not name.strip():
         raise UsageError("runner name must not be empty")
     labels, _ = _pick(args, "labels", environ, "CRONIQ_LABELS", "")
-    capacity = _number(*_pick(args, "capacity", environ, "CRONIQ_CAPACITY", "1"), int, 1)
+    capacity = _number(*_pick(args, "capacity", environ, "CRONIQ_CAPACITY", "1"), int, 1, 1000)
     work_dir, source = _pick(args, "work-dir", environ, "CRONIQ_WORK_DIR", os.getcwd())
     if not os.path.isdir(work_dir):
         raise UsageError(f"{source}: {work_dir!r} is not a directory")

@@ -178,6 +178,8 @@ class Job:
 
     def tick(self, now, kill_grace):
         """Enforce the local timeout and the SIGKILL escalation."""
+        if self.started_at is None:
+            return  # not started yet
         if self.timeout and self.kill_reason is None and now >= self.started_at + self.timeout:
             self.kill("timeout", kill_grace)
         with self._lock:

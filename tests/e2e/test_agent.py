@@ -231,6 +231,12 @@ def test_a_bad_token_exits_non_zero_with_a_clear_message(world, agents):
     assert "token" in agent.output()
 
 
+def test_a_registration_the_server_finds_invalid_exits_2_instead_of_retrying(agents):
+    agent = agents("--labels", "x" * 101)
+    assert exit_code(agent) == 2
+    assert "the server refused the registration (HTTP 422" in agent.output()
+
+
 def test_an_agent_superseded_by_another_process_exits_instead_of_fighting(world, agents):
     name = f"{agents.label}-shared"
     first = agents(name=name)
