@@ -62,9 +62,19 @@ def to_utc(t):
     return t.astimezone(UTC)
 
 
+# datetime.replace() is several times slower than combine(); these helpers sit
+# on the hot path of every jump.
+
+
 def wall(zone, t):
     """The naive local wall time of instant `t` in `zone`."""
-    return t.astimezone(zone).replace(tzinfo=None)
+    local = t.astimezone(zone)
+    return datetime.combine(local.date(), local.time())
+
+
+def as_utc(naive):
+    """The aware UTC instant with the same fields as `naive`."""
+    return datetime.combine(naive.date(), naive.time(), UTC)
 
 
 def _offset_at(zone, epoch):
@@ -126,14 +136,21 @@ def segment_end(zone, t):
     return tr[0] if tr else datetime(t.year + 2, 1, 1, tzinfo=UTC)
 
 
+def _fold_offsets(zone, naive):
+    """The UTC offsets zoneinfo gives `naive` with fold=0 and fold=1."""
+    d, t = naive.date(), naive.time()
+    return zone.utcoffset(datetime.combine(d, t.replace(fold=0))), zone.utcoffset(
+        datetime.combine(d, t.replace(fold=1))
+    )
+
+
 def instants_with_wall(zone, naive):
     """All instants whose local wall time is `naive`: none (gap), one, or two (fold)."""
-    found = set()
-    for fold in (0, 1):
-        t = naive.replace(tzinfo=zone, fold=fold).astimezone(UTC)
-        if wall(zone, t) == naive:
-            found.add(t)
-    return sorted(found)
+    first, second = _fold_offsets(zone, naive)
+    if first == second:  # the usual case: exactly one instant
+        return [as_utc(naive - first)]
+    candidates = sorted({as_utc(naive - first), as_utc(naive - second)})
+    return [t for t in candidates if wall(zone, t) == naive]
 
 
 def resolve_wall(zone, naive):
@@ -141,7 +158,7 @@ def resolve_wall(zone, naive):
     hits = instants_with_wall(zone, naive)
     if hits:
         return hits[0]
-    before_gap = min(naive.replace(tzinfo=zone, fold=f).astimezone(UTC) for f in (0, 1))
+    before_gap = min(as_utc(naive - offset) for offset in _fold_offsets(zone, naive))
     return next_transition(zone, before_gap)[0]
 
 
@@ -458,14 +475,7 @@ class CalendarRules:
         return min(ends) if ends else None
 
     def _own_stretch_end(self, t, limit):
-        local = wall(self.zone, t)
         ends = []
-        day = local.date() + ONE_DAY
-        last = wall(self.zone, limit).date()
-        while day <= last and self._day_allowed(day):
-            day += ONE_DAY
-        if day <= last:
-            ends.append(local_midnight(self.zone, day))
         nxt = self._excluded.next_start(t)
         if nxt is not None:
             ends.append(nxt)
@@ -474,6 +484,14 @@ class CalendarRules:
             ends.append(self._included.ends[i])
         if self.window_start is not None:
             ends.append(self._next_window_close(t))
+        # Scan days only up to the nearest other end: a daily window keeps
+        # this short, however long the run of allowed days.
+        last = wall(self.zone, min([*ends, limit])).date()
+        day = wall(self.zone, t).date() + ONE_DAY
+        while day <= last and self._day_allowed(day):
+            day += ONE_DAY
+        if day <= last:
+            ends.append(local_midnight(self.zone, day))
         return min(ends) if ends else None
 
     def allowed_stretches(self, t, count, horizon=None):

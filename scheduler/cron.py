@@ -31,6 +31,7 @@ from calendars.rules import (
     DEFAULT_HORIZON_YEARS,
     RulesError,
     add_years,
+    as_utc,
     get_zone,
     last_transition,
     segment_end,
@@ -40,6 +41,8 @@ from calendars.rules import (
 SKIP = "skip"
 DEFER = "defer"
 ONE_MINUTE = timedelta(minutes=1)
+ONE_HOUR = timedelta(hours=1)
+ONE_DAY = timedelta(days=1)
 TINY = timedelta(microseconds=1)
 
 MACROS = {
@@ -220,32 +223,32 @@ def _next_wall_match(schedule, w, last):
         elif w.hour not in schedule.hours:
             i = bisect.bisect_right(schedule.hours, w.hour)
             if i < len(schedule.hours):
-                w = w.replace(hour=schedule.hours[i], minute=0)
+                w = datetime(w.year, w.month, w.day, schedule.hours[i])
             else:
                 w = _next_midnight(w)
         elif w.minute not in schedule.minutes:
             i = bisect.bisect_right(schedule.minutes, w.minute)
             if i < len(schedule.minutes):
-                w = w.replace(minute=schedule.minutes[i])
+                w = datetime(w.year, w.month, w.day, w.hour, schedule.minutes[i])
             else:
-                w = w.replace(minute=0) + timedelta(hours=1)
+                w = datetime(w.year, w.month, w.day, w.hour) + ONE_HOUR
         else:
             return w
     return None
 
 
 def _next_midnight(w):
-    return w.replace(hour=0, minute=0) + timedelta(days=1)
+    return datetime(w.year, w.month, w.day) + ONE_DAY
 
 
 def _first_of_next_month(w):
     if w.month == 12:
-        return w.replace(year=w.year + 1, month=1, day=1, hour=0, minute=0)
-    return w.replace(month=w.month + 1, day=1, hour=0, minute=0)
+        return datetime(w.year + 1, 1, 1)
+    return datetime(w.year, w.month + 1, 1)
 
 
 def _naive(t):
-    return t.replace(tzinfo=None)
+    return datetime.combine(t.date(), t.time())  # replace() is slow on this hot path
 
 
 def _cron_next(schedule, zone, after, limit):
@@ -266,7 +269,7 @@ def _cron_next(schedule, zone, after, limit):
         # Inside [t, end) the wall time is UTC + offset, a plain bijection.
         found = _next_wall_match(schedule, _naive(t + offset), _naive(end + offset) - ONE_MINUTE)
         if found is not None:
-            return found.replace(tzinfo=UTC) - offset
+            return as_utc(found) - offset
         t = end
     return None
 
