@@ -90,6 +90,9 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
         # ...so the retry the reaper dispatched never overlapped it.
         assert (second["attempt"], second["state"]) == (2, "succeeded")
         assert events[(first_id, "end")] < events[(second["id"], "start")]
+        # The server's own record agrees: the retry was claimed after the
+        # first run's lease had expired and it was reaped.
+        assert first["lease_expires_at"] <= first["finished_at"] <= second["claimed_at"]
         assert len(events) == 4
         assert "reconnected" in behind_proxy.output()
         assert behind_proxy.alive()
