@@ -85,14 +85,20 @@ class Schedule:
     weekdays: frozenset = frozenset()  # 0 = Sunday, as in cron
     dom_star: bool = True
     dow_star: bool = True
-    hour_star: bool = True
+    hour_star: bool = True  # the hour field covers all 24 hours
 
     def __str__(self):
         return self.text
 
     @property
     def fixed_time(self):
-        """Whether the Debian fixed-time-of-day DST rule applies (hour field not `*`)."""
+        """Whether the Debian fixed-time-of-day DST rule applies.
+
+        It does unless the hour field covers every hour (`*`, `*/1`, `0-23`):
+        such a job runs at least hourly and follows absolute time. `*/2` is a
+        fixed time of day, so it fires once in a repeated hour and right
+        after a gap (never zero, never two).
+        """
         return self.every is None and not self.hour_star
 
     def day_matches(self, day):
@@ -162,7 +168,7 @@ def _parse_cron(expression, text):
         weekdays=frozenset(d % 7 for d in weekdays),  # 7 is Sunday too
         dom_star=fields[2].startswith(("*", "?")),
         dow_star=fields[4].startswith(("*", "?")),
-        hour_star=fields[1] == "*",
+        hour_star=len(hours) == 24,
     )
 
 
@@ -365,9 +371,12 @@ def never_fires_reason(schedule, tz, calendar, now, horizon_years=None, policy=S
 def describe(schedule):
     """The schedule in words, e.g. "At 02:30 AM" or "Every 1 hour 30 minutes"."""
     schedule = parse_schedule(schedule)
-    if schedule.every is None:
+    if schedule.every is not None:
+        return "Every " + _describe_interval(schedule.every)
+    try:
         return get_description(schedule.expression)
-    return "Every " + _describe_interval(schedule.every)
+    except Exception:  # a describer gap must not break a page; the text still says it
+        return schedule.expression
 
 
 def _describe_interval(interval):

@@ -201,6 +201,20 @@ def test_hourly_jobs_follow_absolute_time_through_both_transitions():
     assert all(b - a == timedelta(hours=1) for a, b in zip(fall, fall[1:], strict=False))
 
 
+def test_every_second_hour_is_a_fixed_time_of_day():
+    spring = fires_on_day("0 */2 * * *", BERLIN, date(2026, 3, 29))
+    assert len(spring) == 12
+    assert spring[1] == utc(2026, 3, 29, 1, 0)  # 02:00 did not exist: 03:00 CEST
+    fall = fires_on_day("0 */2 * * *", BERLIN, date(2026, 10, 25))
+    assert len(fall) == 12
+    assert fall[1:3] == [utc(2026, 10, 25, 0, 0), utc(2026, 10, 25, 3, 0)]  # 02:00 once
+
+
+def test_an_hour_field_covering_every_hour_is_absolute_time_like_a_star():
+    assert len(fires_on_day("0 0-23 * * *", BERLIN, date(2026, 10, 25))) == 25
+    assert len(fires_on_day("0 */1 * * *", BERLIN, date(2026, 3, 29))) == 23
+
+
 def test_half_hourly_job_steps_over_the_gap_in_absolute_time():
     fires = next_fires("*/30 * * * *", BERLIN, None, utc(2026, 3, 29, 0, 0), 3)
     assert fires == [utc(2026, 3, 29, 0, 30), utc(2026, 3, 29, 1, 0), utc(2026, 3, 29, 1, 30)]
