@@ -282,6 +282,9 @@ def pages():
         "audit_actor": "/audit/?actor=alice",
         "audit_target": "/audit/?target=scheduler.job:17",
         "audit_target_text": "/audit/?target=bench-1999",
+        # No match: the filter reads every event (the worst case).
+        "audit_target_text_no_match": "/audit/?target=no-such-target",
+        "audit_actor_no_match": "/audit/?actor=nobody",
     }
 
 

@@ -4,7 +4,7 @@ import json
 from datetime import UTC, timedelta
 
 from django import template
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
@@ -76,3 +76,30 @@ def result_strip(runs):
             f' title="{escape(title)}"></a>'
         )
     return mark_safe("".join(cells))  # noqa: S308 (every value above is escaped or an int)
+
+
+TARGET_PAGES = {
+    "scheduler.job": lambda event: reverse("dashboard:job", args=[event.target_repr]),
+    "scheduler.execution": lambda event: reverse("dashboard:execution", args=[event.target_id]),
+    "runners.runner": lambda event: reverse("dashboard:runners"),
+}
+
+
+@register.simple_tag
+def audit_target(event):
+    """An audit event's target, linked to its dashboard page when it has one."""
+    if not event.target_type:
+        return ""
+    page = TARGET_PAGES.get(event.target_type)
+    try:
+        url = page(event) if page else None
+    except NoReverseMatch:  # e.g. a job renamed to something that is no slug
+        url = None
+    if url is None:
+        return format_html('<span class="muted">{}</span> {}', event.target_type, event.target_repr)
+    return format_html(
+        '<span class="muted">{}</span> <a href="{}">{}</a>',
+        event.target_type,
+        url,
+        event.target_repr,
+    )

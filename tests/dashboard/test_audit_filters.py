@@ -79,3 +79,16 @@ def test_audit_form_shows_the_filters_it_applied(staff_client, events):
     assert 'name="actor" value="alice"' in html
     assert "nightly-report" in html
     assert "web-1" not in html.split("<tbody>")[1]
+
+
+def test_audit_targets_link_to_their_dashboard_pages(staff_client, events):
+    html = staff_client.get(reverse("dashboard:audit")).content.decode()
+    assert '<a href="/jobs/nightly-report/">nightly-report</a>' in html
+    assert '<a href="/executions/70/">3@x#1</a>' in html
+    assert '<a href="/runners/">web-1</a>' in html
+
+
+def test_the_job_page_links_to_the_jobs_audit_trail(staff_client, make_job):
+    job = make_job("nightly-report")
+    html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    assert f'href="/audit/?target=scheduler.job:{job.pk}"' in html
