@@ -318,6 +318,8 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
     allowed time; `defer` fires a blocked occurrence once at the first allowed
     instant after it. None when nothing fires within the horizon (5 years).
     """
+    if policy not in (SKIP, DEFER):
+        raise ValueError(f"unknown calendar policy {policy!r} (use skip or defer)")
     schedule = parse_schedule(schedule)
     zone = _as_zone(tz)
     after = _as_utc(after)
@@ -329,8 +331,6 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
         # Every occurrence before the next allowed instant is blocked too, so
         # they all coalesce into this one firing.
         return calendar.next_allowed(candidate, horizon=limit)
-    if policy != SKIP:
-        raise ValueError(f"unknown calendar policy {policy!r} (use skip or defer)")
     while candidate is not None:
         allowed = calendar.next_allowed(candidate, horizon=limit)
         if allowed is None or allowed == candidate:

@@ -166,7 +166,7 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ScheduleError, match="not a known IANA timezone"):
         next_fire("* * * * *", "Mars/Base", None, utc(2026, 1, 1))
     with pytest.raises(ValueError, match="unknown calendar policy"):
-        next_fire("* * * * *", "UTC", CalendarRules(weekdays=()), utc(2026, 1, 1), "later")
+        next_fire("* * * * *", "UTC", None, utc(2026, 1, 1), "later")
 
 
 # --- DST: Debian rule ------------------------------------------------------------------
