@@ -134,6 +134,18 @@ def recent_results(job_ids, per_job=STRIP_LENGTH):
     """
     if not job_ids:
         return {}
+    with connection.cursor() as cursor:
+        cursor.execute(*recent_results_sql(job_ids, per_job))
+        rows = cursor.fetchall()
+    results = defaultdict(list)
+    for pk, job_id, state, scheduled_for, attempt in rows:
+        results[job_id].append(StripRun(pk, job_id, state, as_utc(scheduled_for), attempt))
+    for runs in results.values():
+        runs.sort(key=lambda run: (run.scheduled_for, run.attempt), reverse=True)
+    return dict(results)
+
+
+def recent_results_sql(job_ids, per_job):
     table = connection.ops.quote_name(Execution._meta.db_table)
     branch = (
         f"SELECT * FROM (SELECT id, job_id, state, scheduled_for, attempt FROM {table}"
@@ -143,15 +155,7 @@ def recent_results(job_ids, per_job=STRIP_LENGTH):
     params = []
     for job_id in job_ids:
         params += [job_id, per_job]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    results = defaultdict(list)
-    for pk, job_id, state, scheduled_for, attempt in rows:
-        results[job_id].append(StripRun(pk, job_id, state, as_utc(scheduled_for), attempt))
-    for runs in results.values():
-        runs.sort(key=lambda run: (run.scheduled_for, run.attempt), reverse=True)
-    return dict(results)
+    return sql, params
 
 
 def as_utc(value):

@@ -1,5 +1,7 @@
 from datetime import timedelta
 
+from django.db import connection
+
 from dashboard import queries
 from scheduler.models import Execution
 from tests.dashboard.conftest import NOW
@@ -132,3 +134,22 @@ def test_log_chunks_after_a_seq_are_returned_in_order(make_job, make_execution, 
     assert queries.log_chunks(execution, after=0) == [(1, "b\n"), (2, "c\n")]
     assert queries.log_chunks(execution, after=0, limit=1) == [(1, "b\n")]
     assert queries.log_chunks(execution, after=2) == []
+
+
+def test_each_job_in_the_strip_query_is_an_index_search_cut_at_twenty_rows(make_job, make_history):
+    jobs = [make_job() for _ in range(3)]
+    for job in jobs:
+        make_history(job, 30)
+    sql, params = queries.recent_results_sql([job.pk for job in jobs], queries.STRIP_LENGTH)
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = [row[-1] for row in cursor.fetchall()]
+            reads = [line for line in plan if "scheduler_execution" in line]
+            assert len(reads) == 3
+            assert all(line.startswith("SEARCH") and "(job_id=?)" in line for line in reads)
+        else:
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert plan.count("Limit") == 3
+            assert "job_id = " in plan
