@@ -264,3 +264,18 @@ def test_runners_page_shows_flapping_badge_labels_work_and_takeovers(
 def test_audit_page_query_count_is_bounded(staff_client, db, django_assert_max_num_queries):
     with django_assert_max_num_queries(AUDIT_QUERIES):
         assert staff_client.get(reverse("dashboard:audit")).status_code == 200
+
+
+def test_a_finished_run_without_output_says_so_instead_of_an_empty_log(
+    staff_client, make_job, make_execution
+):
+    execution = make_execution(make_job())
+    html = staff_client.get(reverse("dashboard:execution", args=[execution.pk])).content.decode()
+    assert "This run wrote no output." in html
+    assert '<pre class="log"' not in html
+
+
+def test_the_overview_of_a_new_installation_points_to_where_jobs_come_from(staff_client):
+    html = staff_client.get(reverse("dashboard:overview")).content.decode()
+    assert "No jobs yet." in html
+    assert "manage.py apply" in html
