@@ -109,8 +109,10 @@ def scheduler_lag(now):
     }
 
 
-def jobs_page(number, per_page=JOBS_PER_PAGE):
+def jobs_page(number, search="", per_page=JOBS_PER_PAGE):
     jobs = Job.objects.select_related("calendar").order_by("name")
+    if search:
+        jobs = jobs.filter(name__icontains=search)
     return cheap_page(jobs, number, per_page)
 
 

@@ -48,7 +48,8 @@ def admin_url(name, *args):
 @staff_required
 def overview(request):
     now = timezone.now()
-    page = queries.jobs_page(queries.page_number(request.GET.get("page")))
+    search = request.GET.get("q", "").strip()
+    page = queries.jobs_page(queries.page_number(request.GET.get("page")), search)
     results = queries.recent_results([job.pk for job in page.items])
     for job in page.items:
         job.recent = results.get(job.pk, [])
@@ -59,6 +60,8 @@ def overview(request):
         "lag": queries.scheduler_lag(now),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
+        "search": search,
+        "query": urlencode({"q": search}) if search else "",
     }
     return render(request, "dashboard/overview.html", context)
 

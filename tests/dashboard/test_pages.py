@@ -279,3 +279,21 @@ def test_the_overview_of_a_new_installation_points_to_where_jobs_come_from(staff
     html = staff_client.get(reverse("dashboard:overview")).content.decode()
     assert "No jobs yet." in html
     assert "manage.py apply" in html
+
+
+def test_the_overview_finds_jobs_by_part_of_their_name_and_keeps_it_while_paging(
+    staff_client, make_job
+):
+    for i in range(queries.JOBS_PER_PAGE + 1):
+        make_job(f"report-{i:03}")
+    make_job("cleanup")
+
+    answer = staff_client.get(reverse("dashboard:overview"), {"q": "PORT"})
+    html = answer.content.decode()
+
+    assert 'data-job="cleanup"' not in html
+    assert 'data-job="report-000"' in html
+    assert 'href="?q=PORT&amp;page=2"' in html
+    assert 'name="q" value="PORT"' in html
+    nothing = staff_client.get(reverse("dashboard:overview"), {"q": "zzz"}).content.decode()
+    assert "No job name contains “zzz”." in nothing

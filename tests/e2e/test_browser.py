@@ -44,7 +44,7 @@ def missing_browser():
 def chromium():
     reason = missing_browser()
     if reason:
-        if os.environ.get("CI"):
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(f"browser tests must run in CI: {reason}")
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
