@@ -198,9 +198,10 @@ class Job:
 
     def _read(self):
         fd = self.process.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while not self._stop_reading.is_set():
-            readable, _, _ = select.select([fd], [], [], 0.2)
-            if not readable:
+            if not poller.poll(200):
                 continue
             data = os.read(fd, 65536)
             if not data:

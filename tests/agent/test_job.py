@@ -1,0 +1,107 @@
+"""One execution on a real subprocess, reporting to a recording client."""
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from runners.agent_http import Conflict, Transient
+from runners.agent_job import Job
+
+
+class RecordingServer:
+    """Stands in for the HTTP client: records calls, can fail some first."""
+
+    def __init__(self, fail_first=0, conflict_on=None):
+        self.calls = []
+        self.fail_first = fail_first
+        self.conflict_on = conflict_on
+        self.lock = threading.Lock()
+
+    def post(self, path, body, timeout):
+        with self.lock:
+            self.calls.append((path.rsplit("/", 1)[1], dict(body)))
+            if self.fail_first:
+                self.fail_first -= 1
+                raise Transient("connection refused")
+        if self.conflict_on and path.endswith(self.conflict_on):
+            raise Conflict("HTTP 409: stale lease", 409)
+        return {"ok": True} if path.endswith("/logs") else {"state": "succeeded"}
+
+    def bodies(self, call):
+        return [body for name, body in self.calls if name == call]
+
+
+def gone(pid, timeout=2.0):
+    """True once `pid` no longer runs (a zombie awaiting init counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        status = Path(f"/proc/{pid}/status")
+        if status.exists() and "State:\tZ" in status.read_text():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def run_job(command, server, work_dir, timeout=10, **assignment):
+    done = threading.Event()
+    job = Job(
+        {"id": 9, "lease": 4, "command": command, "job": "j", "attempt": 1, **assignment},
+        client=server,
+        session="s1",
+        work_dir=str(work_dir),
+        on_done=lambda job: done.set(),
+        on_unauthorized=lambda error: None,
+        giving_up=threading.Event(),
+    )
+    job.start()
+    assert done.wait(timeout), "the job did not end"
+    return job
+
+
+def test_output_is_shipped_in_order_then_finish_reports_the_exit_code(tmp_path):
+    server = RecordingServer()
+    run_job("echo one; echo two >&2; exit 5", server, tmp_path)
+    logs = server.bodies("logs")
+    assert "".join(body["data"] for body in logs) == "one\ntwo\n"
+    assert [body["seq"] for body in logs] == list(range(1, len(logs) + 1))
+    assert all((body["session"], body["lease"]) == ("s1", 4) for body in logs)
+    [finish] = server.bodies("finish")
+    assert finish == {"session": "s1", "lease": 4, "exit_code": 5}
+    assert server.calls[-1][0] == "finish"
+
+
+def test_a_failed_log_post_is_retried_with_the_same_seq(tmp_path):
+    server = RecordingServer(fail_first=2)
+    run_job("echo hello", server, tmp_path)
+    assert [(body["seq"], body["data"]) for body in server.bodies("logs")] == [(1, "hello\n")] * 3
+    assert len(server.bodies("finish")) == 1
+
+
+def test_a_stale_lease_stops_output_and_the_report_is_given_up(tmp_path):
+    server = RecordingServer(conflict_on="/logs")
+    job = run_job("echo a; sleep 1.2; echo b", server, tmp_path)
+    assert len(server.bodies("logs")) == 1  # after the 409 no more output is sent
+    assert job.stale
+
+
+def test_what_the_shell_leaves_running_is_killed_when_it_exits(tmp_path):
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    # Detached from the output pipe: only the group kill can end it.
+    command = f"sleep 60 >/dev/null 2>&1 & echo $! > {pidfile}; echo parent done"
+    run_job(command, RecordingServer(), tmp_path)
+    assert time.monotonic() - started < 5
+    assert gone(int(pidfile.read_text()))
+
+
+def test_a_command_that_cannot_start_is_reported_without_an_exit_code(tmp_path):
+    server = RecordingServer()
+    run_job("true", server, tmp_path / "missing-dir")
+    [finish] = server.bodies("finish")
+    assert finish["exit_code"] is None
+    assert finish["error"].startswith("could not start:")
