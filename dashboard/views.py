@@ -54,7 +54,6 @@ def overview(request):
     for job in page.items:
         job.recent = results.get(job.pk, [])
     context = {
-        "now": now,
         "states": queries.state_counts(),
         "runners": queries.runner_counts(),
         "lag": queries.scheduler_lag(now),
