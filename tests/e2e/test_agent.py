@@ -158,7 +158,7 @@ def test_a_job_past_its_timeout_is_killed_with_its_children(world, agents, tmp_p
     started = time.monotonic()
     agent = agents("--kill-grace", "1")
     reported(agent)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 15  # the job alone would sleep 30 s
 
     [run] = executions(world.db, job)
     assert run["state"] == "timed_out"
@@ -216,7 +216,7 @@ def test_sigterm_kills_jobs_that_outlive_the_drain_timeout_and_reports_them(
     stopped_at = time.monotonic()
     agent.popen.send_signal(signal.SIGINT)
     assert exit_code(agent) == 0
-    assert time.monotonic() - stopped_at < 8
+    assert time.monotonic() - stopped_at < 12  # the job alone would sleep 60 s
 
     [run] = executions(world.db, job)
     assert run["state"] == "failed"
