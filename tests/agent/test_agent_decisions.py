@@ -135,3 +135,22 @@ def test_a_server_not_reached_yet_is_reported_as_such(clock, caplog):
         "cannot reach http://croniq.test (connection refused); retrying with backoff",
         "reached http://croniq.test after 2.0s without it",
     ]
+
+
+def test_a_first_signal_drains_and_a_second_one_hurries(clock):
+    agent = make_agent(clock)
+    agent.stop("received SIGTERM")
+    assert agent.stopping.is_set()
+    assert not agent.hurry.is_set()
+    agent.stop("received SIGINT")
+    assert agent.hurry.is_set()
+    assert agent.fatal is None
+
+
+def test_losing_the_identity_stops_at_once_with_its_own_exit_code(clock):
+    agent = make_agent(clock)
+    agent.superseded("HTTP 409: superseded")
+    assert agent.stopping.is_set() and agent.hurry.is_set()
+    assert agent.fatal.code == 4
+    agent.unauthorized("HTTP 401: bad token")
+    assert agent.fatal.code == 4  # the first cause is the one reported
