@@ -5,6 +5,7 @@ dashboard still renders (with the raw schedule) where it is not available.
 """
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 
 @dataclass
@@ -24,13 +25,20 @@ def _cron():
 
 def describe(job):
     """The schedule in words, or the raw schedule when that is unavailable."""
+    return describe_schedule(job.schedule)
+
+
+@lru_cache(maxsize=4096)
+def describe_schedule(schedule):
+    # About a millisecond per call (cron-descriptor), and the overview shows
+    # fifty at a time; schedules repeat a lot across jobs, so remember them.
     cron = _cron()
     if cron is None or not hasattr(cron, "describe"):
-        return job.schedule
+        return schedule
     try:
-        return cron.describe(job.schedule)
+        return cron.describe(schedule)
     except ValueError:
-        return job.schedule
+        return schedule
 
 
 def upcoming(job, now, count=10):

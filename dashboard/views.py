@@ -53,6 +53,7 @@ def overview(request):
     results = queries.recent_results([job.pk for job in page.items])
     for job in page.items:
         job.recent = results.get(job.pk, [])
+        job.schedule_words = schedules.describe(job)
     context = {
         "states": queries.state_counts(),
         "runners": queries.runner_counts(),

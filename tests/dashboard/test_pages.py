@@ -297,3 +297,9 @@ def test_the_overview_finds_jobs_by_part_of_their_name_and_keeps_it_while_paging
     assert 'name="q" value="PORT"' in html
     nothing = staff_client.get(reverse("dashboard:overview"), {"q": "zzz"}).content.decode()
     assert "No job name contains “zzz”." in nothing
+
+
+def test_the_overview_shows_each_schedule_in_words_on_hover(staff_client, make_job):
+    make_job("nightly-report", schedule="30 2 * * *")
+    html = staff_client.get(reverse("dashboard:overview")).content.decode()
+    assert '<code title="At 02:30 AM">30 2 * * *</code>' in html
