@@ -84,7 +84,7 @@ class Calendar(models.Model):
         errors = {}
         for field, problem in (
             ("weekdays", self._weekdays_problem()),
-            ("holiday_country", self._holiday_problem()),
+            *self._holiday_problems(),
             ("window_end", self._window_problem()),
             ("base", self._base_problem()),
         ):
@@ -101,13 +101,23 @@ class Calendar(models.Model):
         unknown = [d for d in self.weekdays if d not in WEEKDAYS]
         if unknown:
             return f"unknown weekdays {unknown} (use {', '.join(WEEKDAYS)})"
+        if not self.weekdays:
+            return "allow at least one weekday: a calendar without any never allows a job to run"
         return None
 
-    def _holiday_problem(self):
+    def _holiday_problems(self):
+        """(field, problem) pairs, each problem reported on the field that causes it."""
+        country, subdivision = self.holiday_country, self.holiday_subdivision
         categories = self.holiday_categories or []
         if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
-            return 'holiday categories must be a list of names, e.g. ["public"]'
-        return holiday_problem(self.holiday_country, self.holiday_subdivision, tuple(categories))
+            return [("holiday_categories", 'must be a list of names, e.g. ["public"]')]
+        if not country:
+            return [("holiday_subdivision", holiday_problem(country, subdivision))]
+        if problem := holiday_problem(country):
+            return [("holiday_country", problem)]
+        if problem := holiday_problem(country, subdivision):
+            return [("holiday_subdivision", problem)]
+        return [("holiday_categories", holiday_problem(country, subdivision, tuple(categories)))]
 
     def _window_problem(self):
         start, end = self.window_start, self.window_end

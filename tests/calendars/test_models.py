@@ -64,9 +64,16 @@ def test_unsaved_calendar_builds_rules_without_periods():
         ({"holiday_country": "XX"}, "holiday_country", "'XX' is not a holiday country"),
         (
             {"holiday_country": "DE", "holiday_subdivision": "XY"},
-            "holiday_country",
+            "holiday_subdivision",
             "'XY' is not a subdivision of DE",
         ),
+        ({"holiday_subdivision": "BY"}, "holiday_subdivision", "needs a country"),
+        (
+            {"holiday_country": "DE", "holiday_categories": ["bank-ish"]},
+            "holiday_categories",
+            "are not supported for DE",
+        ),
+        ({"weekdays": []}, "weekdays", "allow at least one weekday"),
         ({"weekdays": ["mon", "sunday"]}, "weekdays", "unknown weekdays ['sunday']"),
         ({"weekdays": "mon"}, "weekdays", "must be a list of day names"),
         (
@@ -75,7 +82,7 @@ def test_unsaved_calendar_builds_rules_without_periods():
             "daily window starts and ends at 08:00",
         ),
         ({"window_start": time(8)}, "window_end", "needs both a start and an end"),
-        ({"holiday_categories": "public"}, "holiday_country", "must be a list of names"),
+        ({"holiday_categories": "public"}, "holiday_categories", "must be a list of names"),
     ],
 )
 def test_bad_calendar_is_refused_with_a_clear_message(fields, field, message):
