@@ -1,5 +1,6 @@
 """Calendar rows: validation, rules() from the row, and the admin page."""
 
+import json
 from datetime import UTC, date, datetime, time
 
 import pytest
@@ -8,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import get_zone
-from tests.factories import CalendarFactory, CalendarPeriodFactory
+from tests.factories import CalendarFactory, CalendarPeriodFactory, JobFactory
 
 BERLIN = get_zone("Europe/Berlin")
 WORKDAYS = ["mon", "tue", "wed", "thu", "fri"]
@@ -125,7 +126,7 @@ def test_period_mixing_dates_and_times_is_refused():
 
 
 @pytest.mark.django_db
-def test_admin_change_page_shows_preview_and_month_grid(admin_client):
+def test_admin_change_page_shows_preview_and_month_grid(client, admin_user):
     calendar = CalendarFactory(
         name="de-by-workdays",
         timezone="Europe/Berlin",
@@ -135,7 +136,8 @@ def test_admin_change_page_shows_preview_and_month_grid(admin_client):
     )
     CalendarPeriodFactory(calendar=calendar, label="Christmas freeze")
     with time_machine.travel(datetime(2026, 12, 10, 12, 0, tzinfo=UTC), tick=False):
-        page = admin_client.get(f"/admin/calendars/calendar/{calendar.pk}/change/")
+        client.force_login(admin_user)
+        page = client.get(f"/admin/calendars/calendar/{calendar.pk}/change/")
     html = page.content.decode()
     assert page.status_code == 200
     assert "Allowed days, next 3 months (Europe/Berlin)" in html
@@ -172,5 +174,53 @@ def test_admin_saves_a_calendar_with_periods_inline(admin_client):
     assert "after it ends" in page.content.decode()
     form["periods-0-end_date"] = "2027-01-06"
     page = admin_client.post("/admin/calendars/calendar/add/", form)
-    assert page.status_code == 302
+    assert page["Location"] == "/admin/calendars/calendar/"
     assert Calendar.objects.get(name="ops").periods.get().label == "freeze"
+
+
+@pytest.mark.django_db
+def test_admin_changelist_shows_the_rules_in_short(admin_client):
+    CalendarFactory(
+        name="de-by-workdays",
+        weekdays=WORKDAYS,
+        holiday_country="DE",
+        holiday_subdivision="BY",
+        window_start=time(6),
+        window_end=time(22),
+    )
+    html = admin_client.get("/admin/calendars/calendar/").content.decode()
+    assert "mon, tue, wed, thu, fri" in html
+    assert "DE-BY" in html and "06:00-22:00" in html
+
+
+@pytest.mark.django_db
+def test_saving_a_calendar_in_the_admin_reschedules_its_jobs(client, admin_user):
+    calendar = CalendarFactory(name="ops", timezone="UTC")
+    job = JobFactory(schedule="0 9 * * *", calendar=calendar)
+    form = {
+        "name": "ops",
+        "description": "",
+        "timezone": "UTC",
+        "weekdays": json.dumps(calendar.weekdays),
+        "holiday_country": "",
+        "holiday_subdivision": "",
+        "holiday_categories": "[]",
+        "window_start": "",
+        "window_end": "",
+        "base": "",
+        "periods-TOTAL_FORMS": "1",
+        "periods-INITIAL_FORMS": "0",
+        "periods-MIN_NUM_FORMS": "0",
+        "periods-MAX_NUM_FORMS": "1000",
+        "periods-0-kind": "exclude",
+        "periods-0-label": "freeze",
+        "periods-0-start_date": "2026-12-21",
+        "periods-0-end_date": "2027-01-06",
+    }
+    with time_machine.travel(datetime(2026, 12, 20, 12, 0, tzinfo=UTC), tick=False):
+        client.force_login(admin_user)  # a session from before the jump would have expired
+        page = client.post(f"/admin/calendars/calendar/{calendar.pk}/change/", form)
+    assert page.status_code == 302
+    assert page["Location"] == "/admin/calendars/calendar/"
+    job.refresh_from_db()
+    assert job.next_run_at == datetime(2027, 1, 7, 9, 0, tzinfo=UTC)
