@@ -20,6 +20,7 @@ cron search from there.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -118,7 +119,14 @@ def parse_schedule(text):
     """A Schedule from cron text, a macro or `@every <duration>`; ScheduleError if bad."""
     if isinstance(text, Schedule):
         return text
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        raise ScheduleError("schedule is empty: use 5 cron fields, a macro or @every <duration>")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=1024)  # the scheduler asks about the same few texts every tick
+def _parse_text(text):
+    if not text.strip():
         raise ScheduleError("schedule is empty: use 5 cron fields, a macro or @every <duration>")
     cleaned = " ".join(text.split())
     lowered = cleaned.lower()
