@@ -201,11 +201,16 @@ class Agent:
             try:
                 answer = self.client.post("/api/v1/runners/register", body, REGISTER_TIMEOUT)
             except Unauthorized as error:
+                hint = (
+                    "the name belongs to another token: pick another --name, or release it "
+                    "in the admin"
+                    if error.status == 403
+                    else "check --token / CRONIQ_TOKEN"
+                )
                 raise Fatal(
                     EXIT_UNAUTHORIZED,
                     f"the server refused to register runner {self.config.name!r} ({error}); "
-                    "check the token (--token / CRONIQ_TOKEN) and that the name is not "
-                    "bound to another token",
+                    + hint,
                 ) from None
             except Rejected as error:
                 # Invalid labels or name: retrying cannot fix the configuration.

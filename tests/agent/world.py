@@ -6,9 +6,12 @@ they create jobs and read results the way an operator's script would.
 
 import json
 import textwrap
+import time
 from datetime import UTC, datetime
 
-from tests.e2e.processes import manage, query
+import requests
+
+from tests.e2e.processes import Server, manage, query
 
 PRELUDE = """
 import json
@@ -122,3 +125,21 @@ def request_cancel(db, execution_id):
         f"out(Execution.objects.filter(pk={execution_id}, state='running')"
         ".update(cancel_requested_at=now))",
     )
+
+
+def start_server(db, log_path, port=None, timeout=60, **env):
+    """A running Server. Unlike Server.wait_ready() this also rides out a
+    first /healthz that is slower than its 1 s read timeout on a busy machine."""
+    server = Server(db, log_path, port=port, **env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise RuntimeError(f"server exited:\n{server.output()}")
+        try:
+            if requests.get(server.url + "/healthz", timeout=5).status_code == 200:
+                return server
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"server not ready after {timeout}s:\n{server.output()}")

@@ -21,9 +21,9 @@ from tests.agent.world import (
     executions,
     issue_token,
     request_cancel,
+    start_server,
 )
 from tests.e2e.processes import (
-    Server,
     create_database,
     drop_database,
     manage,
@@ -38,12 +38,14 @@ pytestmark = pytest.mark.e2e
 def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agent-world")
     db = create_database(tmp)
-    manage(db, "migrate", "--no-input")
-    server = Server(db, tmp / "web.log", CRONIQ_HEARTBEAT_INTERVAL=0.5).wait_ready()
     try:
-        yield SimpleNamespace(db=db, server=server, token=issue_token(db))
+        manage(db, "migrate", "--no-input")
+        server = start_server(db, tmp / "web.log", CRONIQ_HEARTBEAT_INTERVAL=0.5)
+        try:
+            yield SimpleNamespace(db=db, server=server, token=issue_token(db))
+        finally:
+            server.stop()
     finally:
-        server.stop()
         drop_database(db)
 
 
@@ -227,8 +229,9 @@ def test_sigterm_kills_jobs_that_outlive_the_drain_timeout_and_reports_them(
 def test_a_bad_token_exits_non_zero_with_a_clear_message(world, agents):
     agent = agents(token="crq_not-a-real-token")
     assert exit_code(agent) == 3
-    assert "refused" in agent.output()
-    assert "token" in agent.output()
+    assert "the server refused to register runner" in agent.output()
+    assert "(HTTP 401" in agent.output()
+    assert "check --token / CRONIQ_TOKEN" in agent.output()
 
 
 def test_a_registration_the_server_finds_invalid_exits_2_instead_of_retrying(agents):
@@ -290,4 +293,5 @@ def test_a_name_registered_with_another_token_is_refused_and_the_owner_keeps_it(
     intruder = agents(name=name, token=issue_token(world.db, f"{agents.label}-other"))
     assert exit_code(intruder) == 3
     assert f"the server refused to register runner '{name}' (HTTP 403" in intruder.output()
+    assert "the name belongs to another token" in intruder.output()
     assert owner.alive()

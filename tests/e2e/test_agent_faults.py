@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from tests.agent.world import add_execution, executions, issue_token
-from tests.e2e.processes import Server, free_port, start_agent, start_loop, wait_for
+from tests.agent.world import add_execution, executions, issue_token, start_server
+from tests.e2e.processes import free_port, start_agent, start_loop, wait_for
 from tests.e2e.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
@@ -41,7 +41,7 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
 ):
     db = e2e_database
     fast = {"CRONIQ_LEASE_TTL": 3, "CRONIQ_HEARTBEAT_INTERVAL": 0.5, "CRONIQ_TICK_INTERVAL": 0.2}
-    server = Server(db, tmp_path / "web.log", **fast).wait_ready()
+    server = start_server(db, tmp_path / "web.log", **fast)
     loop = start_loop(db, tmp_path / "loop.log", **fast)
     proxy = TcpProxy(server.port)
     token = issue_token(db)
@@ -123,12 +123,12 @@ def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
         # No server yet: the agent keeps trying, it does not crash.
         wait_for(lambda: "cannot reach" in agent.output(), message="the agent to retry")
         fast = {"CRONIQ_HEARTBEAT_INTERVAL": 0.5}
-        server = Server(db, tmp_path / "web-1.log", port=port, **fast).wait_ready()
+        server = start_server(db, tmp_path / "web-1.log", port=port, **fast)
         wait_for(lambda: "started" in agent.output(), message="the job to start")
         time.sleep(0.5)
         server.kill()  # a crash: connections reset, then refused
         time.sleep(0.5)
-        server = Server(db, tmp_path / "web-2.log", port=port, **fast).wait_ready()
+        server = start_server(db, tmp_path / "web-2.log", port=port, **fast)
         wait_for(lambda: " reported: " in agent.output(), message="the report after the restart")
 
         [run] = executions(db, "steady")
