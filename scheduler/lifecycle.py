@@ -73,19 +73,8 @@ def create_retry(execution, now):
                 counter=("croniq_executions_given_up_total", {"reason": execution.lost_reason}),
             )
         return None
-    try:
-        with transaction.atomic():
-            retry = Execution.objects.create(
-                job=execution.job,
-                scheduled_for=execution.scheduled_for,
-                attempt=execution.attempt + 1,
-                trigger=Execution.RETRY,
-                singleton=execution.job.singleton,
-                run_after=now + delay,
-                created_at=now,
-            )
-    except IntegrityError:
-        # The next attempt exists already, or a singleton run is live again.
+    retry = next_attempt(execution, execution.attempt + 1, now + delay, now)
+    if retry is None:
         return None
     audit.record(
         "execution.retry",
@@ -100,6 +89,24 @@ def create_retry(execution, now):
         counter=("croniq_retries_total", {"reason": execution.state}),
     )
     return retry
+
+
+def next_attempt(execution, attempt, run_after, now):
+    """A pending retry of the same instant, or None when that attempt exists
+    already or a singleton job has a live execution again."""
+    try:
+        with transaction.atomic():
+            return Execution.objects.create(
+                job=execution.job,
+                scheduled_for=execution.scheduled_for,
+                attempt=attempt,
+                trigger=Execution.RETRY,
+                singleton=execution.job.singleton,
+                run_after=run_after,
+                created_at=now,
+            )
+    except IntegrityError:
+        return None
 
 
 def release(executions, reason, now, actor=None):

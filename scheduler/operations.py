@@ -3,6 +3,7 @@
 from django.db import IntegrityError, transaction
 
 import audit
+from scheduler import lifecycle
 from scheduler.models import Execution, Job
 
 
@@ -93,19 +94,9 @@ def retry(execution, now, actor):
         .order_by("-attempt")
         .first()
     )
-    try:
-        with transaction.atomic():
-            new = Execution.objects.create(
-                job=execution.job,
-                scheduled_for=execution.scheduled_for,
-                attempt=latest.attempt + 1,
-                trigger=Execution.RETRY,
-                singleton=execution.job.singleton,
-                run_after=now,
-                created_at=now,
-            )
-    except IntegrityError:
-        raise OperationRefused(f"{execution.job.name} already has a live execution") from None
+    new = lifecycle.next_attempt(execution, latest.attempt + 1, now, now)
+    if new is None:
+        raise OperationRefused(f"{execution.job.name} already has a live execution")
     audit.record(
         "execution.retry", target=new, actor=actor, at=now,
         data={"previous": execution.pk, "by": "operator"},
