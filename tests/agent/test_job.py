@@ -105,3 +105,31 @@ def test_a_command_that_cannot_start_is_reported_without_an_exit_code(tmp_path):
     [finish] = server.bodies("finish")
     assert finish["exit_code"] is None
     assert finish["error"].startswith("could not start:")
+
+
+def test_a_job_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
+    server = RecordingServer()
+    done = threading.Event()
+    job = Job(
+        {
+            "id": 1,
+            "lease": 1,
+            "command": "trap '' TERM; echo ready; while true; do sleep 0.1; done",
+        },
+        client=server,
+        session="s",
+        work_dir=str(tmp_path),
+        on_done=lambda job: done.set(),
+        on_unauthorized=lambda error: None,
+        giving_up=threading.Event(),
+    )
+    job.start()
+    time.sleep(0.3)  # let the shell install its trap
+    killed_at = time.monotonic()
+    assert job.kill("cancel", grace=0.5)
+    while not done.wait(0.05):  # the agent's watchdog, by hand
+        job.tick(time.monotonic(), kill_grace=0.5)
+    assert time.monotonic() - killed_at >= 0.5
+    [finish] = server.bodies("finish")
+    assert finish["exit_code"] is None
+    assert finish["error"] == "cancelled on the server's request; terminated by SIGKILL"
