@@ -238,6 +238,10 @@ def test_the_execution_page_tails_the_log_while_the_run_goes_on(page, world):
     )
     # The tail picks up the last chunk, shows the final state and stops.
     page.wait_for_selector("[data-live-indicator]", state="detached", timeout=10_000)
+    polls = []
+    page.on("request", lambda r: "/log?after=" in r.url and polls.append(r.url))
+    page.wait_for_timeout(2500)
+    assert polls == []
     assert log.text_content().endswith("row 2 of 2\ndone\n")
     assert page.locator("[data-execution-state] .state").inner_text() == "succeeded"
     # The fields that change at the end follow without a reload.
@@ -298,3 +302,19 @@ def test_run_now_in_the_admin_then_the_log_arrives_live_from_a_real_agent(page, 
         agent.stop()
         print(agent.output())
     assert page.problems == []
+
+
+def test_a_live_execution_page_goes_to_the_login_when_the_session_ends(page, world):
+    server, db, pk = world["server"], world["db"], world["running"]
+    log_in(page, server)
+    page.goto(f"{server.url}/executions/{pk}/")
+    assert page.locator("[data-live-indicator]").is_visible()
+
+    django_shell(
+        db,
+        """
+        from django.contrib.sessions.models import Session
+        out(Session.objects.all().delete()[0])
+        """,
+    )
+    page.wait_for_url(f"**/admin/login/?next=/executions/{pk}/", timeout=10_000)

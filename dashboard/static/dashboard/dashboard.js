@@ -42,10 +42,16 @@
     function poll() {
       fetch(url + "?after=" + after, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (answer) {
+          // Signed out meanwhile: reloading leads to the login page.
+          if (answer.redirected || answer.status === 403) {
+            window.location.reload();
+            return null;
+          }
           if (!answer.ok) throw new Error("HTTP " + answer.status);
           return answer.json();
         })
         .then(function (body) {
+          if (!body) return;
           var follow = atBottom();
           body.chunks.forEach(function (chunk) {
             log.appendChild(document.createTextNode(chunk.data));
