@@ -422,14 +422,13 @@ class CalendarRules:
         return None
 
     def _window_edges(self, t, edge):
-        """Instants after t whose wall time is `edge`, today and tomorrow (local)."""
+        """The instants after t whose wall time is `edge`: today's, else tomorrow's."""
         today = wall(self.zone, t).date()
-        return [
-            x
-            for day in (today, today + ONE_DAY)
-            for x in instants_with_wall(self.zone, datetime.combine(day, edge))
-            if x > t
-        ]
+        for day in (today, today + ONE_DAY):
+            found = [x for x in instants_with_wall(self.zone, datetime.combine(day, edge)) if x > t]
+            if found:
+                return found
+        return []
 
     def _next_window_open(self, t):
         # The wall time enters the window at a window start, or by a DST jump
