@@ -303,3 +303,12 @@ def test_the_overview_shows_each_schedule_in_words_on_hover(staff_client, make_j
     make_job("nightly-report", schedule="30 2 * * *")
     html = staff_client.get(reverse("dashboard:overview")).content.decode()
     assert '<code title="At 02:30 AM">30 2 * * *</code>' in html
+
+
+def test_the_job_page_says_a_paused_job_fires_only_after_it_is_resumed(staff_client, make_job):
+    paused = make_job(paused_at=NOW)
+    active = make_job()
+    html = staff_client.get(reverse("dashboard:job", args=[paused.name])).content.decode()
+    assert "none of these fire until it is resumed" in html
+    html = staff_client.get(reverse("dashboard:job", args=[active.name])).content.decode()
+    assert "data-inactive-note" not in html
