@@ -45,17 +45,33 @@ ExecutionId = Annotated[StrictInt, Field(description="An execution id.")]
 
 
 class RunnerAuth(HttpBearer):
-    """`Authorization: Bearer <runner token>`; 401 when missing, unknown or revoked."""
+    """`Authorization: Bearer <runner token>`; 401 when missing, unknown or revoked.
+
+    Here only the header's shape is checked; the token itself is looked up in
+    the call's own database step (`as_runner`), so a request costs one trip
+    to the database thread, not two.
+    """
 
     async def __call__(self, request):
         scheme, _, secret = request.headers.get(self.header, "").partition(" ")
         secret = secret.strip()
         if scheme.lower() != self.openapi_scheme or not secret:
             return None
-        return await run_db(identity.authenticate, secret, timezone.now())
+        return identity.Credential(secret)
 
     def authenticate(self, request, token):  # pragma: no cover - __call__ does it
         raise NotImplementedError
+
+
+async def as_runner(request, fn, *args, **kwargs):
+    """Run `fn(token, *args, now=now, **kwargs)` in one database step."""
+    now = timezone.now()
+
+    def step():
+        token = identity.require_token(request.auth, now)
+        return fn(token, *args, now=now, **kwargs)
+
+    return await run_db(step)
 
 
 runners_router = Router(tags=["runners"], auth=RunnerAuth())
@@ -104,12 +120,11 @@ class RegisterOut(Schema):
 @runners_router.post("/register", response={200: RegisterOut, **ERRORS})
 async def register(request, body: RegisterIn):
     """Register (or re-register) a runner; a new session for a known name is a takeover."""
-    runner, takeover = await run_db(
+    runner, takeover = await as_runner(
+        request,
         identity.register,
-        request.auth,
         body.name,
         body.session,
-        timezone.now(),
         labels=body.labels,
         version=body.version,
         hostname=body.hostname,
@@ -187,9 +202,7 @@ class HeartbeatOut(Schema):
 async def heartbeat(request, runner_id: int, body: HeartbeatIn):
     """Renew held leases; report lost and cancelled executions."""
     held = [(item.id, item.lease) for item in body.executions]
-    return await run_db(
-        dispatch.heartbeat, request.auth, runner_id, body.session, held, timezone.now()
-    )
+    return await as_runner(request, dispatch.heartbeat, runner_id, body.session, held)
 
 
 # -- logs and finish -------------------------------------------------------
@@ -211,15 +224,14 @@ class LogOut(Schema):
 @executions_router.post("/{execution_id}/logs", response={200: LogOut, **ERRORS})
 async def logs(request, execution_id: int, body: LogIn):
     """Append a log chunk (at most 64 KiB); a repeated `seq` is accepted once."""
-    await run_db(
+    await as_runner(
+        request,
         dispatch.append_log,
-        request.auth,
         execution_id,
         body.session,
         body.lease,
         body.seq,
         body.data,
-        timezone.now(),
     )
     return {"ok": True}
 
@@ -239,15 +251,14 @@ class FinishOut(Schema):
 @executions_router.post("/{execution_id}/finish", response={200: FinishOut, **ERRORS})
 async def finish(request, execution_id: int, body: FinishIn):
     """Report the outcome; answers the execution's final state."""
-    state = await run_db(
+    state = await as_runner(
+        request,
         dispatch.finish,
-        request.auth,
         execution_id,
         body.session,
         body.lease,
         body.exit_code,
         body.error,
         body.timed_out,
-        timezone.now(),
     )
     return {"state": state}

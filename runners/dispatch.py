@@ -13,6 +13,7 @@ counted (invariant 3, fencing).
 """
 
 import asyncio
+import collections
 import functools
 from datetime import timedelta
 
@@ -22,6 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 
 import audit
+from audit.recording import bucket_of
 from runners import identity
 from runners.hub import hub, notify_new_work, run_db
 from runners.identity import Conflict, NotFound, TooLarge
@@ -38,6 +40,7 @@ FINISHED_BY_RUNNER = (
     Execution.CANCELLED,
 )
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
+LATENCY = "croniq_dispatch_latency_seconds"
 
 
 def lease_deadline(now):
@@ -55,6 +58,7 @@ def claim(runner, session, capacity, now):
     """
     if capacity <= 0 or runner.state == Runner.DRAINING:
         return []
+    on_postgres = connection.vendor == "postgresql"
     with transaction.atomic():
         ids = claimable_ids(runner.labels, capacity, now)
         if not ids:
@@ -70,11 +74,31 @@ def claim(runner, session, capacity, now):
         executions = list(
             Execution.objects.filter(pk__in=ids).select_related("job").order_by(*CLAIM_ORDER)
         )
-    for execution in executions:
-        audit.observe(
-            "croniq_dispatch_latency_seconds", (now - execution.run_after).total_seconds()
-        )
+        if not on_postgres:
+            # SQLite: in the same write transaction, one commit for all.
+            record_latency(executions, now)
+    if on_postgres:
+        # PostgreSQL: after the commit, so concurrent claims never wait on
+        # (or deadlock over) the histogram's counter rows.
+        record_latency(executions, now)
     return executions
+
+
+def record_latency(executions, now):
+    """Dispatch latency: from the instant an execution became ready to its claim.
+
+    The same rows `audit.observe` writes, one increment per bucket rather
+    than three per execution (a claim of 10 is 3-4 writes, not 30), in a
+    fixed order so concurrent claims never deadlock on them.
+    """
+    waits = [max(0.0, (now - e.run_after).total_seconds()) for e in executions]
+    if not waits:
+        return
+    buckets = collections.Counter(bucket_of(w) for w in waits)
+    for le in sorted(buckets):
+        audit.increment(f"{LATENCY}__bucket", buckets[le], le=le)
+    audit.increment(f"{LATENCY}__count", len(waits))
+    audit.increment(f"{LATENCY}__sum_us", round(sum(waits) * 1_000_000))
 
 
 def ready_executions(now):
@@ -142,13 +166,21 @@ def check_in(token, runner_id, session, now):
     return runner
 
 
-async def long_poll(token, runner_id, session, wait, capacity=None):
+def first_poll(credential, runner_id, session, capacity, now):
+    """Authenticate and poll in one database step; returns (token, runner, assignments)."""
+    token = identity.require_token(credential, now)
+    return (token, *poll_once(token, runner_id, session, capacity, now))
+
+
+async def long_poll(credential, runner_id, session, wait, capacity=None):
     """Claim work for the runner, waiting up to `wait` seconds for some.
 
     While it waits it holds no database connection and no thread: database
     steps run in the hub's database threads, the wait is an asyncio event.
     """
-    runner, found = await run_db(poll_once, token, runner_id, session, capacity, timezone.now())
+    token, runner, found = await run_db(
+        first_poll, credential, runner_id, session, capacity, timezone.now()
+    )
     if found or wait <= 0:
         return found
     loop = asyncio.get_running_loop()
@@ -165,26 +197,18 @@ async def long_poll(token, runner_id, session, wait, capacity=None):
 
 
 async def wait_and_claim(token, runner, session, capacity, deadline):
+    """Wait in the hub until it claims work for us, or until `deadline`."""
     loop = asyncio.get_running_loop()
     current = hub()
-    waiter = current.add(runner.pk, runner.labels, capacity or runner.capacity)
+    claim = functools.partial(claim_for_waiter, token, runner.pk, session, capacity)
+    waiter = current.add(runner.pk, runner.labels, capacity or runner.capacity, claim)
     # Work committed between our claim and joining the hub: look once more.
     current.signal()
-    try:
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return []
-            try:
-                await asyncio.wait_for(waiter.event.wait(), remaining)
-            except TimeoutError:
-                return []
-            waiter.event.clear()
-            _, found = await run_db(poll_once, token, runner.pk, session, capacity, timezone.now())
-            if found:
-                return found
-    finally:
-        current.remove(waiter)
+    return await current.wait(waiter, deadline - loop.time())
+
+
+def claim_for_waiter(token, runner_id, session, capacity, now):
+    return poll_once(token, runner_id, session, capacity, now)[1]
 
 
 # -- heartbeat -------------------------------------------------------------

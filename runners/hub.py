@@ -37,8 +37,10 @@ WATCH_INTERVAL = 0.025
 SAFETY_SCAN_INTERVAL = 1.0
 # Database threads for runner calls. Each keeps its connection between calls
 # (a new PostgreSQL connection costs milliseconds on every dispatch); a
-# waiting poll holds none of them.
-DB_THREADS = 8
+# waiting poll holds none of them. SQLite takes one writer at a time anyway,
+# and writers of one process that contend for its lock sleep in the busy
+# handler's backoff (up to 100 ms a round): one thread queues them instead.
+DB_THREADS = {"postgresql": 8, "sqlite": 1}
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
@@ -57,11 +59,15 @@ _executor = None
 _local = threading.local()
 
 
+def db_threads():
+    return DB_THREADS.get(connection.vendor, 4)
+
+
 def executor():
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(DB_THREADS, thread_name_prefix="croniq-db")
+            _executor = ThreadPoolExecutor(db_threads(), thread_name_prefix="croniq-db")
         return _executor
 
 
@@ -114,14 +120,15 @@ def close_connections():
     if pool is None:
         return
     # A barrier puts one close on every thread of the pool.
-    barrier = threading.Barrier(DB_THREADS)
+    threads = pool._max_workers
+    barrier = threading.Barrier(threads)
 
     def close():
         with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait(timeout=5)
         connection.close()
 
-    for _ in range(DB_THREADS):
+    for _ in range(threads):
         pool.submit(close)
     pool.shutdown(wait=True)
 
@@ -192,22 +199,76 @@ def touch_runners(runner_ids, now):
 
 
 class Waiter:
-    """One poll waiting for work it can run."""
+    """One poll waiting for work it can run.
 
-    def __init__(self, runner_id, labels, capacity):
+    `claim(now)` claims for it (in a database thread) and returns the
+    assignments; the hub calls it when there is work the waiter's labels fit.
+    """
+
+    def __init__(self, loop, runner_id, labels, capacity, claim):
         self.runner_id = runner_id
         self.labels = frozenset(labels)
         self.capacity = capacity
-        self.event = asyncio.Event()
+        self.claim = claim
+        self.future = loop.create_future()
+        # True while a database step that may claim for it is running.
+        self.serving = False
+        self.step_done = asyncio.Event()
 
     def can_run(self, job_labels):
         return job_labels <= self.labels
 
 
+def choose(waiters, ready):
+    """The waiters to claim for, in arrival order, while ready work fits them.
+
+    `ready` is {frozenset(job labels): count}. Each chosen waiter takes up to
+    its capacity, so one new execution wakes one poll, not all of them.
+    """
+    left = dict(ready)
+    chosen = []
+    for waiter in waiters:
+        if not any(left.values()):
+            break
+        want = waiter.capacity
+        for labels, n in left.items():
+            if n and waiter.can_run(labels):
+                take = min(n, want)
+                left[labels] -= take
+                want -= take
+                if not want:
+                    break
+        if want < waiter.capacity:
+            chosen.append(waiter)
+    return chosen
+
+
+def serve(waiters, now):
+    """One database step: see what is ready and claim it for the waiters it fits.
+
+    Returns ([(waiter, assignments or exception)], earliest future run_after).
+    """
+    ready, upcoming = pending_summary(now)
+    served = []
+    for waiter in choose(waiters, ready):
+        try:
+            found = waiter.claim(now)
+        except DatabaseError:
+            if served:
+                break  # hand out what was claimed; the next scan retries
+            raise
+        except Exception as refused:  # noqa: BLE001 - e.g. a superseded session: the poll answers it
+            served.append((waiter, refused))
+            continue
+        if found:
+            served.append((waiter, found))
+    return served, upcoming
+
+
 class Hub:
     def __init__(self, loop):
         self.loop = loop
-        # Insertion-ordered: the longest-waiting poll is woken first.
+        # Insertion-ordered: the longest-waiting poll is served first.
         self.waiters = {}
         self.scan_requested = asyncio.Event()
         self.tasks = []
@@ -216,14 +277,28 @@ class Hub:
 
     # waiting
 
-    def add(self, runner_id, labels, capacity):
+    def add(self, runner_id, labels, capacity, claim):
         self.start()
-        waiter = Waiter(runner_id, labels, capacity)
+        waiter = Waiter(self.loop, runner_id, labels, capacity, claim)
         self.waiters[waiter] = None
         return waiter
 
     def remove(self, waiter):
         self.waiters.pop(waiter, None)
+
+    async def wait(self, waiter, timeout):
+        """The assignments claimed for `waiter`, or [] when `timeout` ran out.
+
+        Raises what its claim raised (e.g. the session was superseded).
+        """
+        try:
+            await asyncio.wait([waiter.future], timeout=timeout)
+            if waiter.serving:
+                # A claim for it may be under way: never drop what it gets.
+                await waiter.step_done.wait()
+        finally:
+            self.remove(waiter)
+        return waiter.future.result() if waiter.future.done() else []
 
     def signal(self):
         """A hint that work may be ready; scans are coalesced."""
@@ -243,38 +318,34 @@ class Hub:
         while True:
             await self.scan_requested.wait()
             self.scan_requested.clear()
-            if not self.waiters:
-                continue
             try:
                 await self.scan()
             except DatabaseError as e:
-                log.warning("croniq hub: cannot read pending work: %s", e)
+                log.warning("croniq hub: cannot dispatch to waiting polls: %s", e)
                 await asyncio.sleep(0.5)
 
     async def scan(self):
+        waiters = [w for w in self.waiters if not w.future.done()]
+        if not waiters:
+            return
+        for waiter in waiters:
+            waiter.serving = True
+            waiter.step_done.clear()
         now = timezone.now()
-        ready, upcoming = await run_db(pending_summary, now)
-        self.wake_for(ready)
-        self.wake_at(upcoming, now)
-
-    def wake_for(self, ready):
-        """Wake waiters in arrival order while there is ready work they can run."""
-        left = dict(ready)
-        for waiter in list(self.waiters):
-            if not any(left.values()):
-                return
-            if waiter.event.is_set():
+        try:
+            served, upcoming = await run_db(serve, waiters, now)
+        finally:
+            for waiter in waiters:
+                waiter.serving = False
+                waiter.step_done.set()
+        for waiter, outcome in served:
+            if waiter.future.done():
                 continue
-            want = waiter.capacity
-            for labels, n in left.items():
-                if n and waiter.can_run(labels):
-                    take = min(n, want)
-                    left[labels] -= take
-                    want -= take
-                    if not want:
-                        break
-            if want < waiter.capacity:
-                waiter.event.set()
+            if isinstance(outcome, BaseException):
+                waiter.future.set_exception(outcome)
+            else:
+                waiter.future.set_result(outcome)
+        self.wake_at(upcoming, now)
 
     def wake_at(self, upcoming, now):
         """Scan again when the earliest not-yet-ready execution becomes ready."""

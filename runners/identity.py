@@ -67,6 +67,22 @@ def authenticate(secret, now):
     return token
 
 
+class Credential:
+    """A well-formed bearer secret, checked against the database later, in the
+    same database step as the call it authorises (one step per request)."""
+
+    def __init__(self, secret):
+        self.secret = secret
+
+
+def require_token(credential, now):
+    """The token for `credential`; Unauthorized (401) when unknown or revoked."""
+    token = authenticate(credential.secret, now)
+    if token is None:
+        raise Unauthorized("Unauthorized")
+    return token
+
+
 def register(token, name, session, now, labels=(), version="", hostname="", capacity=1):
     """Create or re-register the runner called `name`; returns (runner, takeover).
 

@@ -3,7 +3,7 @@ import datetime as dt
 
 import pytest
 
-from runners.hub import Hub, Waiter, pending_summary
+from runners.hub import Hub, Waiter, choose, pending_summary, serve
 from tests.runners.conftest import NOW, pending
 
 
@@ -14,56 +14,34 @@ def loop():
     loop.close()
 
 
-def waiting(hub, labels, capacity=1, runner_id=1):
-    waiter = Waiter(runner_id, labels, capacity)
-    hub.waiters[waiter] = None
-    return waiter
+def waiter(loop, labels, capacity=1, claim=None):
+    return Waiter(loop, 1, labels, capacity, claim)
 
 
-def woken(*waiters):
-    return [w.event.is_set() for w in waiters]
+def test_it_chooses_only_waiters_whose_labels_fit_the_ready_work(loop):
+    windows, linux, gpu = (
+        waiter(loop, ["windows"]),
+        waiter(loop, ["linux"]),
+        waiter(loop, ["gpu", "linux"]),
+    )
+    assert choose([windows, linux, gpu], {frozenset(["gpu"]): 1}) == [gpu]
 
 
-def test_it_wakes_only_waiters_whose_labels_fit_the_ready_work(loop):
-    hub = Hub(loop)
-    windows = waiting(hub, ["windows"])
-    linux = waiting(hub, ["linux"])
-    gpu = waiting(hub, ["gpu", "linux"])
-    hub.wake_for({frozenset(["gpu"]): 1})
-    assert woken(windows, linux, gpu) == [False, False, True]
-
-
-def test_it_wakes_as_many_waiters_as_there_is_work_longest_waiting_first(loop):
-    hub = Hub(loop)
-    first, second, third = (waiting(hub, ["linux"]) for _ in range(3))
-    hub.wake_for({frozenset(): 2})
-    assert woken(first, second, third) == [True, True, False]
+def test_it_chooses_as_many_waiters_as_there_is_work_longest_waiting_first(loop):
+    first, second, third = (waiter(loop, ["linux"]) for _ in range(3))
+    assert choose([first, second, third], {frozenset(): 2}) == [first, second]
 
 
 def test_a_waiter_with_capacity_takes_a_share_of_the_work(loop):
-    hub = Hub(loop)
-    big = waiting(hub, ["linux"], capacity=3)
-    small = waiting(hub, ["linux"])
-    hub.wake_for({frozenset(["linux"]): 3})
-    assert woken(big, small) == [True, False]
-    hub.wake_for({frozenset(["linux"]): 4})
-    assert woken(big, small) == [True, True]
+    big, small = waiter(loop, ["linux"], capacity=3), waiter(loop, ["linux"])
+    assert choose([big, small], {frozenset(["linux"]): 3}) == [big]
+    assert choose([big, small], {frozenset(["linux"]): 4}) == [big, small]
 
 
-def test_an_already_woken_waiter_does_not_take_a_share_again(loop):
-    hub = Hub(loop)
-    first, second = waiting(hub, []), waiting(hub, [])
-    first.event.set()
-    hub.wake_for({frozenset(): 1})
-    assert woken(first, second) == [True, True]
-
-
-def test_nothing_ready_wakes_nobody(loop):
-    hub = Hub(loop)
-    only = waiting(hub, ["linux"])
-    hub.wake_for({})
-    hub.wake_for({frozenset(["linux"]): 0})
-    assert woken(only) == [False]
+def test_nothing_ready_chooses_nobody(loop):
+    only = waiter(loop, ["linux"])
+    assert choose([only], {}) == []
+    assert choose([only], {frozenset(["linux"]): 0}) == []
 
 
 def test_the_summary_groups_ready_work_by_labels_and_finds_the_next_instant(db):
@@ -75,6 +53,32 @@ def test_the_summary_groups_ready_work_by_labels_and_finds_the_next_instant(db):
     ready, upcoming = pending_summary(NOW)
     assert ready == {frozenset(["a", "b"]): 2, frozenset(): 1}
     assert upcoming == NOW + dt.timedelta(seconds=4)
+
+
+def test_serve_claims_for_chosen_waiters_and_hands_refusals_to_their_poll(db, loop):
+    pending(now=NOW, labels=["linux"])
+    pending(now=NOW, labels=["linux"])
+    calls = []
+
+    def claims(result):
+        def claim(now):
+            calls.append(now)
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+        return claim
+
+    superseded = waiter(loop, ["linux"], claim=claims(LookupError("superseded")))
+    lucky = waiter(loop, ["linux"], claim=claims(["assignment"]))
+    late = waiter(loop, ["linux"], claim=claims([]))
+    served, upcoming = serve([superseded, lucky, late], NOW)
+    assert [(w, str(o) if isinstance(o, Exception) else o) for w, o in served] == [
+        (superseded, "superseded"),
+        (lucky, ["assignment"]),
+    ]
+    assert calls == [NOW, NOW]  # two ready executions: the third waiter is not tried
+    assert upcoming is None
 
 
 def test_the_hub_rescans_when_the_next_pending_execution_becomes_ready(loop):

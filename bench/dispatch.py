@@ -1,0 +1,450 @@
+"""Dispatch benchmarks: real uvicorn, real scheduler_loop, runners over HTTP.
+
+Prints one JSON line per figure (issue "Runner API", section "Speed"):
+
+- steady: 50 jobs `@every 1s`, 20 runners in long-poll; dispatch latency
+  (scheduled_for -> the poll answer arrives at the runner) p50/p99.
+- burst: 1,000 executions due at once, 100 waiting runners; time until the
+  last one is in a runner's hands.
+- throughput: claim + finish over HTTP, executions per second.
+- idle: 1,000 long-polls held by one uvicorn worker: its RSS and the
+  database connections open meanwhile (pg_stat_activity on PostgreSQL).
+
+    .venv/bin/python bench/dispatch.py            # SQLite, a temporary file
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_dispatch_bench \
+        .venv/bin/python bench/dispatch.py        # a fresh database, dropped after
+
+Options: --only steady,burst,throughput,idle  --seconds N (steady duration).
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+STEADY_JOBS = 50
+STEADY_RUNNERS = 20
+BURST_EXECUTIONS = 1000
+BURST_RUNNERS = 100
+THROUGHPUT_EXECUTIONS = 2000
+THROUGHPUT_RUNNERS = 16
+IDLE_POLLS = 1000
+
+
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def ms(seconds):
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+# -- database and processes ------------------------------------------------
+
+
+def prepare_database():
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'dispatch-bench.sqlite3'}"
+    elif url.startswith("postgres"):
+        server, name = url.rsplit("/", 1)
+        url = f"{server}/{name}_{uuid.uuid4().hex[:6]}"
+        import psycopg
+
+        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{url.rsplit("/", 1)[1]}"')
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("SECRET_KEY", "croniq-bench-key")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return url
+
+
+def drop_database(url):
+    if url.startswith("postgres"):
+        from django.db import connections
+
+        connections.close_all()
+        from tests.e2e.processes import drop_database as drop
+
+        drop(url)
+
+
+def backend(url):
+    return "postgresql" if url.startswith("postgres") else "sqlite"
+
+
+def start_web(url, workdir):
+    from tests.e2e.processes import Server
+
+    return Server(url, workdir / "web.log").wait_ready()
+
+
+def start_loop(url, workdir):
+    from tests.e2e.processes import start_loop as start
+
+    return start(url, workdir / "loop.log")
+
+
+def new_token():
+    from runners.models import RunnerToken
+
+    return RunnerToken.issue(f"bench-{uuid.uuid4().hex[:8]}")[1]
+
+
+def notify():
+    from runners.hub import notify_new_work
+
+    notify_new_work()
+
+
+def insert_pending(count, job_prefix):
+    """`count` executions due now, committed in one transaction; returns the commit time."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from scheduler.models import Execution, Job
+
+    now = timezone.now()
+    with transaction.atomic():
+        jobs = Job.objects.bulk_create(
+            Job(name=f"{job_prefix}-{n}", schedule="@every 1h", command="true", enabled=False)
+            for n in range(count)
+        )
+        Execution.objects.bulk_create(
+            Execution(job=job, scheduled_for=now, run_after=now, created_at=now) for job in jobs
+        )
+    committed = time.time()
+    notify()
+    return committed
+
+
+# -- a runner over HTTP ----------------------------------------------------
+
+
+class Runner:
+    def __init__(self, url, secret, capacity):
+        import requests
+
+        self.url = url
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Bearer {secret}"
+        self.session = uuid.uuid4().hex
+        self.capacity = capacity
+        body = {"name": f"bench-{self.session[:10]}", "session": self.session}
+        answer = self.http.post(url + "/api/v1/runners/register", json=body, timeout=10)
+        answer.raise_for_status()
+        self.runner_id = answer.json()["runner_id"]
+
+    def poll(self, wait, capacity=None):
+        body = {"session": self.session, "wait": wait, "capacity": capacity or self.capacity}
+        answer = self.http.post(
+            f"{self.url}/api/v1/runners/{self.runner_id}/poll", json=body, timeout=wait + 30
+        )
+        answer.raise_for_status()
+        return answer.json()["executions"], time.time()
+
+    def finish(self, assignment):
+        body = {"session": self.session, "lease": assignment["lease"], "exit_code": 0}
+        answer = self.http.post(
+            f"{self.url}/api/v1/executions/{assignment['id']}/finish", json=body, timeout=30
+        )
+        answer.raise_for_status()
+
+
+def scheduled_epoch(assignment):
+    return datetime.fromisoformat(assignment["scheduled_for"].replace("Z", "+00:00")).timestamp()
+
+
+# -- scenarios -------------------------------------------------------------
+
+
+def steady(url, workdir, seconds):
+    """50 jobs @every 1s through the real loop; 20 runners long-polling."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Job
+
+    web = start_web(url, workdir)
+    start_at = timezone.now().replace(microsecond=0) + timedelta(seconds=3)
+    Job.objects.bulk_create(
+        Job(name=f"steady-{n}", schedule="@every 1s", command="true", next_run_at=start_at)
+        for n in range(STEADY_JOBS)
+    )
+    loop = start_loop(url, workdir)
+    secret = new_token()
+    latencies = []
+    stop = threading.Event()
+    warmup_until = start_at.timestamp() + 2
+
+    arrivals = {}
+
+    def run(runner):
+        while not stop.is_set():
+            found, arrived = runner.poll(wait=5)
+            for assignment in found:
+                if scheduled_epoch(assignment) >= warmup_until:
+                    latencies.append(arrived - scheduled_epoch(assignment))
+                    arrivals[assignment["id"]] = arrived
+                runner.finish(assignment)
+
+    runners = [Runner(web.url, secret, capacity=5) for _ in range(STEADY_RUNNERS)]
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in runners]
+    for thread in threads:
+        thread.start()
+    time.sleep(max(0, warmup_until - time.time()) + seconds)
+    stop.set()
+    Job.objects.update(enabled=False)
+    for thread in threads:
+        thread.join(10)
+    loop.stop()
+    web.stop()
+    fired, claimed, answered = stages(arrivals)
+    emit(
+        bench="dispatch_latency",
+        backend=backend(url),
+        jobs=STEADY_JOBS,
+        runners=STEADY_RUNNERS,
+        samples=len(latencies),
+        p50_ms=ms(percentile(latencies, 50)),
+        p90_ms=ms(percentile(latencies, 90)),
+        p99_ms=ms(percentile(latencies, 99)),
+        max_ms=ms(max(latencies) if latencies else None),
+        # Where the time goes, p50/p99: the loop creating the execution after
+        # its instant, the web claiming it after creation, the answer reaching
+        # the runner after the claim.
+        loop_fire_ms=[ms(percentile(fired, 50)), ms(percentile(fired, 99))],
+        claim_ms=[ms(percentile(claimed, 50)), ms(percentile(claimed, 99))],
+        answer_ms=[ms(percentile(answered, 50)), ms(percentile(answered, 99))],
+        load_average=os.getloadavg()[0],
+        target="postgresql p50<=10ms p99<=50ms; sqlite p99<=150ms",
+    )
+
+
+def stages(arrivals):
+    from scheduler.models import Execution
+
+    fired, claimed, answered = [], [], []
+    for pk, scheduled, created, claimed_at in Execution.objects.filter(
+        pk__in=list(arrivals)
+    ).values_list("pk", "scheduled_for", "created_at", "claimed_at"):
+        fired.append((created - scheduled).total_seconds())
+        claimed.append((claimed_at - created).total_seconds())
+        answered.append(arrivals[pk] - claimed_at.timestamp())
+    return fired, claimed, answered
+
+
+def burst(url, workdir):
+    """1,000 executions due in the same instant, 100 runners waiting."""
+    web = start_web(url, workdir)
+    secret = new_token()
+    runners = [Runner(web.url, secret, capacity=10) for _ in range(BURST_RUNNERS)]
+    arrivals = []
+    lock = threading.Lock()
+
+    def run(runner):
+        held = 0
+        while held < runner.capacity:
+            wait = 2 if held else 10
+            found, arrived = runner.poll(wait=wait, capacity=runner.capacity - held)
+            if not found:
+                return
+            held += len(found)
+            with lock:
+                arrivals.extend(arrived for _ in found)
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in runners]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)  # every runner is waiting
+    committed = insert_pending(BURST_EXECUTIONS, "burst")
+    for thread in threads:
+        thread.join(30)
+    web.stop()
+    emit(
+        bench="dispatch_burst",
+        backend=backend(url),
+        executions=BURST_EXECUTIONS,
+        runners=BURST_RUNNERS,
+        delivered=len(arrivals),
+        p50_ms=ms(statistics.median(arrivals) - committed if arrivals else None),
+        last_ms=ms(max(arrivals) - committed if arrivals else None),
+        load_average=os.getloadavg()[0],
+        target="postgresql last<=1000ms; sqlite last<=3000ms",
+    )
+
+
+def throughput(url, workdir):
+    """Claim + finish over HTTP as fast as THROUGHPUT_RUNNERS runners can go."""
+    web = start_web(url, workdir)
+    secret = new_token()
+    runners = [Runner(web.url, secret, capacity=10) for _ in range(THROUGHPUT_RUNNERS)]
+    insert_pending(THROUGHPUT_EXECUTIONS, "throughput")
+    done = []
+
+    def run(runner):
+        while True:
+            found, _ = runner.poll(wait=0)
+            if not found:
+                return
+            for assignment in found:
+                runner.finish(assignment)
+            done.append(len(found))
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in runners]
+    started = time.perf_counter()
+    cpu_before = cpu_seconds(web.popen.pid)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(web.popen.pid) - cpu_before
+    web.stop()
+    emit(
+        bench="claim_finish_throughput",
+        backend=backend(url),
+        executions=sum(done),
+        runners=THROUGHPUT_RUNNERS,
+        seconds=round(elapsed, 2),
+        per_second=round(sum(done) / elapsed, 1),
+        # Web-process CPU per execution (one poll share + one finish): the
+        # figure that does not depend on what else the machine is doing.
+        web_cpu_ms_per_execution=round(cpu / max(1, sum(done)) * 1000, 2),
+        load_average=os.getloadavg()[0],
+        target="postgresql >= 500/s",
+    )
+
+
+async def hold_polls(port, secret, runner_id, session, count, wait):
+    """Open `count` long-polls on raw sockets (no thread each); returns the writers."""
+    body = json.dumps({"session": session, "wait": wait, "capacity": 1}).encode()
+    request = (
+        f"POST /api/v1/runners/{runner_id}/poll HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {secret}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    streams = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request)
+        streams.append((reader, writer))
+    await asyncio.gather(*(w.drain() for _, w in streams))
+    return streams
+
+
+def rss_mb(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def cpu_seconds(pid):
+    """User + system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def threads_of(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def database_connections(url):
+    if not url.startswith("postgres"):
+        return None
+    import psycopg
+
+    server, name = url.rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+        return conn.execute(query, [name]).fetchone()[0]
+
+
+def idle(url, workdir):
+    """1,000 long-polls waiting in one uvicorn worker."""
+    from django.db import connections
+
+    web = start_web(url, workdir)
+    secret = new_token()
+    runner = Runner(web.url, secret, capacity=1)
+    connections.close_all()
+    baseline = rss_mb(web.popen.pid)
+
+    async def scenario():
+        streams = await hold_polls(
+            web.port, secret, runner.runner_id, runner.session, IDLE_POLLS, wait=30
+        )
+        await asyncio.sleep(8)  # all of them are past their claim and waiting
+        figures = dict(
+            rss_mb=rss_mb(web.popen.pid),
+            threads=threads_of(web.popen.pid),
+            db_connections=database_connections(url),
+        )
+        started = time.perf_counter()
+        await asyncio.to_thread(__import__("requests").get, web.url + "/healthz", timeout=5)
+        figures["healthz_ms"] = ms(time.perf_counter() - started)
+        for _, writer in streams:
+            writer.close()
+        return figures
+
+    figures = asyncio.run(scenario())
+    web.stop()
+    emit(
+        bench="idle_long_polls",
+        backend=backend(url),
+        polls=IDLE_POLLS,
+        baseline_rss_mb=baseline,
+        **figures,
+        target="rss<=250MB, no connection per waiting poll",
+    )
+
+
+SCENARIOS = {"steady": steady, "burst": burst, "throughput": throughput, "idle": idle}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--seconds", type=float, default=20)
+    args = parser.parse_args()
+    url = prepare_database()
+    workdir = Path(tempfile.mkdtemp(prefix="croniq-dispatch-bench-"))
+    try:
+        for name in args.only.split(","):
+            if name == "steady":
+                steady(url, workdir, args.seconds)
+            else:
+                SCENARIOS[name](url, workdir)
+    finally:
+        drop_database(url)
+
+
+if __name__ == "__main__":
+    main()
