@@ -8,7 +8,7 @@ import time_machine
 from django.core.exceptions import ValidationError
 
 from calendars.models import Calendar, CalendarPeriod
-from calendars.rules import get_zone
+from calendars.rules import RulesError, get_zone
 from tests.factories import CalendarFactory, CalendarPeriodFactory, JobFactory
 
 BERLIN = get_zone("Europe/Berlin")
@@ -224,3 +224,13 @@ def test_saving_a_calendar_in_the_admin_reschedules_its_jobs(client, admin_user)
     assert page["Location"] == "/admin/calendars/calendar/"
     job.refresh_from_db()
     assert job.next_run_at == datetime(2027, 1, 7, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.django_db
+def test_rules_refuse_a_base_cycle_stored_behind_validation():
+    a = CalendarFactory(name="a")
+    b = CalendarFactory(name="b", base=a)
+    Calendar.objects.filter(pk=a.pk).update(base=b)
+    a.refresh_from_db()
+    with pytest.raises(RulesError, match="calendar 'a' is its own base"):
+        a.rules()

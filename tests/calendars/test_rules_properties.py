@@ -1,6 +1,6 @@
 """Property tests: the interval arithmetic agrees with a minute-by-minute oracle."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -75,3 +75,18 @@ def test_allowed_until_equals_a_brute_force_scan(case):
         None,
     )
     assert rules.allowed_until(start, horizon=limit) == expected
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calendar_and_instant())
+def test_day_status_says_allowed_exactly_when_some_minute_of_the_day_is(case):
+    rules, t = case
+    day = t.astimezone(rules.zone).date()
+    midnight = datetime.combine(day, time(0), tzinfo=rules.zone).astimezone(UTC)
+    minutes = (midnight + timedelta(minutes=i) for i in range(-120, 26 * 60))
+    any_allowed = any(
+        oracle_allowed(rules, m) for m in minutes if m.astimezone(rules.zone).date() == day
+    )
+    allowed, reason = rules.day_status(day)
+    assert allowed == any_allowed
+    assert (reason == "") == allowed
