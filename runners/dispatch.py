@@ -145,6 +145,11 @@ def assignment(execution):
     }
 
 
+def wanted(runner, capacity):
+    """How many executions a poll asks for: its `capacity`, else the runner's."""
+    return runner.capacity if capacity is None else capacity
+
+
 def poll_once(token, runner_id, session, capacity, now):
     """One poll step: check the caller, count it as a heartbeat, claim.
 
@@ -153,7 +158,7 @@ def poll_once(token, runner_id, session, capacity, now):
     with transaction.atomic():
         runner = identity.current_runner(token, runner_id, session)
         identity.touch(runner, now)
-        executions = claim(runner, session, capacity or runner.capacity, now)
+        executions = claim(runner, session, wanted(runner, capacity), now)
     if runner.flapping:
         identity.check_flapping(runner, now)
     return runner, [assignment(e) for e in executions]
@@ -185,8 +190,8 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
         return found
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    if runner.state == Runner.DRAINING:
-        # A drained runner gets nothing, however long it asks.
+    if runner.state == Runner.DRAINING or wanted(runner, capacity) == 0:
+        # A drained runner (or a poll with no room) gets nothing, however long it asks.
         await asyncio.sleep(wait)
     else:
         found = await wait_and_claim(token, runner, session, capacity, deadline)
@@ -201,7 +206,7 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
     loop = asyncio.get_running_loop()
     current = hub()
     claim = functools.partial(claim_for_waiter, token, runner.pk, session, capacity)
-    waiter = current.add(runner.pk, runner.labels, capacity or runner.capacity, claim)
+    waiter = current.add(runner.pk, runner.labels, wanted(runner, capacity), claim)
     # Work committed between our claim and joining the hub: look once more.
     current.signal()
     return await current.wait(waiter, deadline - loop.time())

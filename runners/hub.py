@@ -192,7 +192,9 @@ def touch_runners(runner_ids, now):
     """Waiting polls keep their runners' last_seen_at fresh, one query per interval."""
     from runners.models import Runner
 
-    Runner.objects.filter(pk__in=runner_ids).update(last_seen_at=now)
+    waiting = Runner.objects.filter(pk__in=runner_ids)
+    waiting.update(last_seen_at=now)
+    waiting.filter(state=Runner.OFFLINE).update(state=Runner.ONLINE)
 
 
 # -- the in-process hub ----------------------------------------------------

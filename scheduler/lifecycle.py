@@ -19,14 +19,17 @@ RUNNER_FORGOTTEN = "runner_forgotten"
 RUNNER_DRAINED = "runner_drained"
 
 
-def settle(execution, state, now, **fields):
+def settle(execution, state, now, within=None, **fields):
     """Move a running execution held under `execution.lease` to a final state.
 
-    Returns the retry attempt created (or None). Returns False when the
-    execution was no longer held under that lease (nothing changed).
+    `within`, a queryset, adds its conditions to the update (they are checked
+    again when the row is written, not only when it was read). Returns the
+    retry attempt created (or None). Returns False when the execution was no
+    longer held under that lease (nothing changed).
     """
+    rows = Execution.objects.all() if within is None else within
     with transaction.atomic():
-        updated = Execution.objects.filter(
+        updated = rows.filter(
             pk=execution.pk, lease=execution.lease, state=Execution.RUNNING
         ).update(state=state, finished_at=now, **fields)
         if not updated:
@@ -117,7 +120,9 @@ def release(executions, reason, now, actor=None):
     """
     released = []
     for execution in executions.filter(state=Execution.RUNNING).select_related("job"):
-        result = settle(execution, Execution.LOST, now, lost_reason=reason)
+        # `within`: a lease renewed since the read (heartbeat racing the
+        # reaper) no longer matches "lease expired", so it is left alone.
+        result = settle(execution, Execution.LOST, now, within=executions, lost_reason=reason)
         if result is False:
             continue
         audit.record(

@@ -39,6 +39,7 @@ def test_schemathesis_finds_no_server_error(server, e2e_database, tmp_path):
             "--workers",
             "2",
         ],
+        cwd=tmp_path,  # its example database stays out of the work tree
         capture_output=True,
         text=True,
         timeout=300,

@@ -341,3 +341,19 @@ def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(token, runn
     retry = Execution.objects.get(job=job, attempt=2)
     assert retry.state == Execution.PENDING
     assert retry.run_after == LATER + dt.timedelta(seconds=10)
+
+
+def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, token):
+    from scheduler import lifecycle
+
+    execution = pending()
+    claim(runner)
+    expired = Execution.objects.filter(
+        state=Execution.RUNNING, lease_expires_at__lt=NOW + dt.timedelta(seconds=31)
+    )
+    [seen] = list(expired)  # the reaper reads the row: its lease ran out...
+    dispatch.heartbeat(token, runner.pk, "s1", [(execution.pk, 1)], LATER)  # ...then it is renewed
+    assert lifecycle.settle(seen, Execution.LOST, NOW, within=expired) is False
+    execution.refresh_from_db()
+    assert execution.state == Execution.RUNNING
+    assert lifecycle.release(expired, lifecycle.LEASE_EXPIRED, NOW) == []

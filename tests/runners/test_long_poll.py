@@ -1,6 +1,7 @@
 """Long-poll through the in-process API: waiting, waking, timing out."""
 
 import asyncio
+import datetime as dt
 import time
 
 import pytest
@@ -84,3 +85,25 @@ def test_a_draining_runner_waits_out_its_poll_with_nothing(api_client, runner_id
     answer, took = run(scenario)
     assert answer.json() == {"executions": []}
     assert took >= 0.3
+
+
+def test_a_poll_asking_for_nothing_gets_nothing(api_client, runner_id):
+    pending(now=timezone.now(), labels=["linux"])
+
+    async def scenario():
+        return await api_client.client.post(
+            f"/v1/runners/{runner_id}/poll",
+            json={"session": "s1", "wait": 0.2, "capacity": 0},
+            headers={"Authorization": f"Bearer {api_client.secret}"},
+        )
+
+    assert run(scenario).json() == {"executions": []}
+
+
+def test_waiting_polls_keep_their_runner_online(db, runner_id):
+    Runner.objects.filter(pk=runner_id).update(state=Runner.OFFLINE)
+    before = Runner.objects.get(pk=runner_id).last_seen_at
+    hub.touch_runners({runner_id}, before + dt.timedelta(seconds=10))
+    runner = Runner.objects.get(pk=runner_id)
+    assert runner.state == Runner.ONLINE
+    assert runner.last_seen_at == before + dt.timedelta(seconds=10)
