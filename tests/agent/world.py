@@ -38,26 +38,37 @@ def issue_token(db, name="agent"):
     return django(db, f"out(RunnerToken.issue({name!r})[1])")
 
 
+ADD_EXECUTIONS = """
+ids = []
+for spec in {specs!r}:
+    job, _ = Job.objects.update_or_create(
+        name=spec.pop("job"), defaults=dict(schedule="0 0 1 1 *", **spec)
+    )
+    ids.append(Execution.objects.create(
+        job=job, scheduled_for=now, singleton=job.singleton, run_after=now, created_at=now
+    ).pk)
+out(ids)
+"""
+
+
+def normalise(specs):
+    defaults = dict(labels=[], singleton=False, timeout=None, env={})
+    return [{**defaults, **spec} for spec in specs]
+
+
 def add_executions(db, *specs):
     """Pending executions due now, one per spec (a dict with job, command and
     optionally labels, singleton, timeout, env); jobs are created as needed.
     Returns their ids, in one manage.py call."""
-    defaults = dict(labels=[], singleton=False, timeout=None, env={})
-    specs = [{**defaults, **spec} for spec in specs]
-    return django(
-        db,
-        f"""
-        ids = []
-        for spec in {specs!r}:
-            job, _ = Job.objects.update_or_create(
-                name=spec.pop("job"), defaults=dict(schedule="0 0 1 1 *", **spec)
-            )
-            ids.append(Execution.objects.create(
-                job=job, scheduled_for=now, singleton=job.singleton, run_after=now, created_at=now
-            ).pk)
-        out(ids)
-        """,
+    return django(db, ADD_EXECUTIONS.format(specs=normalise(specs)))
+
+
+def token_and_executions(db, token_name, *specs):
+    """issue_token() and add_executions() in one manage.py call."""
+    code = ADD_EXECUTIONS.format(specs=normalise(specs)).replace(
+        "out(ids)", f"out([RunnerToken.issue({token_name!r})[1], ids])"
     )
+    return django(db, code)
 
 
 def add_execution(db, job, command, **options):
@@ -134,10 +145,15 @@ def request_cancel(db, execution_id):
     )
 
 
-def start_server(db, log_path, port=None, timeout=60, **env):
-    """A running Server. Unlike Server.wait_ready() this also rides out a
-    first /healthz that is slower than its 1 s read timeout on a busy machine."""
-    server = Server(db, log_path, port=port, **env)
+def start_server(db, log_path, port=None, **env):
+    """A running Server; see ready()."""
+    return ready(Server(db, log_path, port=port, **env))
+
+
+def ready(server, timeout=60):
+    """Wait for a spawned Server (start it, do other set-up, then wait).
+    Unlike Server.wait_ready() this also rides out a first /healthz slower
+    than a 1 s read timeout on a busy machine."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not server.alive():

@@ -20,10 +20,11 @@ from tests.agent.world import (
     add_executions,
     executions,
     issue_token,
+    ready,
     request_cancel,
-    start_server,
 )
 from tests.e2e.processes import (
+    Server,
     create_database,
     drop_database,
     manage,
@@ -40,9 +41,10 @@ def world(tmp_path_factory):
     db = create_database(tmp)
     try:
         manage(db, "migrate", "--no-input")
-        server = start_server(db, tmp / "web.log", CRONIQ_HEARTBEAT_INTERVAL=0.5)
+        server = Server(db, tmp / "web.log", CRONIQ_HEARTBEAT_INTERVAL=0.5)
         try:
-            yield SimpleNamespace(db=db, server=server, token=issue_token(db))
+            token = issue_token(db)  # while the server boots
+            yield SimpleNamespace(db=db, server=ready(server), token=token)
         finally:
             server.stop()
     finally:

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from tests.agent.world import add_execution, executions, issue_token, start_server
-from tests.e2e.processes import free_port, start_agent, start_loop, wait_for
+from tests.agent.world import executions, ready, start_server, token_and_executions
+from tests.e2e.processes import Server, free_port, start_agent, start_loop, wait_for
 from tests.e2e.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
@@ -41,19 +41,22 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
 ):
     db = e2e_database
     fast = {"CRONIQ_LEASE_TTL": 3, "CRONIQ_HEARTBEAT_INTERVAL": 0.5, "CRONIQ_TICK_INTERVAL": 0.2}
-    server = start_server(db, tmp_path / "web.log", **fast)
+    server = Server(db, tmp_path / "web.log", **fast)
     loop = start_loop(db, tmp_path / "loop.log", **fast)
-    proxy = TcpProxy(server.port)
-    token = issue_token(db)
     ledger = tmp_path / "ledger"
-    first_id = add_execution(
-        db, "guarded", LEDGER_JOB.replace("{ledger}", str(ledger)), labels=["p"], singleton=True
+    job = dict(
+        job="guarded",
+        command=LEDGER_JOB.replace("{ledger}", str(ledger)),
+        labels=["p"],
+        singleton=True,
     )
-    behind_proxy = start_agent(
-        proxy.url, token, tmp_path / "a.log", "--name", "a", "--labels", "p", "--poll-wait", "2"
-    )
-    direct = None
+    proxy = behind_proxy = direct = None
     try:
+        token, [first_id] = token_and_executions(db, "agents", job)
+        proxy = TcpProxy(ready(server).port)
+        behind_proxy = start_agent(
+            proxy.url, token, tmp_path / "a.log", "--name", "a", "--labels", "p", "--poll-wait", "2"
+        )
         wait_for(lambda: (first_id, "start") in read_ledger(ledger), message="the first run")
         proxy.cut()
         # Only now a second runner may exist: it can take nothing but a re-dispatch.
@@ -97,7 +100,8 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
         assert "reconnected" in behind_proxy.output()
         assert behind_proxy.alive()
     finally:
-        proxy.close()
+        if proxy is not None:
+            proxy.close()
         for process in filter(None, (behind_proxy, direct, loop)):
             process.stop()
         server.stop()
@@ -109,13 +113,8 @@ def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
 ):
     db = e2e_database
     port = free_port()
-    token = issue_token(db)
-    add_execution(
-        db,
-        "steady",
-        'i=0; while [ $i -lt 40 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done',
-        labels=["r"],
-    )
+    steady = 'i=0; while [ $i -lt 40 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done'
+    token, _ = token_and_executions(db, "agents", dict(job="steady", command=steady, labels=["r"]))
     url = f"http://127.0.0.1:{port}"
     agent = start_agent(url, token, tmp_path / "agent.log", "--labels", "r", "--poll-wait", "1")
     server = None
