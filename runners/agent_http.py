@@ -145,7 +145,7 @@ class Client:
             # A broken pooled connection must not poison the next attempt.
             self._local.session.close()
             self._local.session = None
-            reason = _describe(error)
+            reason = describe_failure(error)
             self.link.failed(reason)
             raise Transient(reason) from None
         try:
@@ -157,14 +157,21 @@ class Client:
         return answer
 
 
-def _describe(error):
+def describe_failure(error):
+    """A short reason for a failed call, for the one log line per outage."""
+    text = str(error)
     if isinstance(error, requests.Timeout):
         return "timed out"
+    if isinstance(error, requests.exceptions.SSLError):
+        # Not a passing fault, but the agent still retries: the operator may
+        # be fixing the certificate. The log line says what is wrong.
+        return f"TLS error: {text[-200:]}"
     if isinstance(error, requests.ConnectionError):
-        text = str(error)
         if "Connection refused" in text:
             return "connection refused"
         if "reset" in text.lower():
             return "connection reset"
+        if "Name or service not known" in text or "NameResolutionError" in text:
+            return "host name not found"
         return "connection failed"
     return type(error).__name__

@@ -4,7 +4,15 @@ import signal
 import pytest
 import requests
 
-from runners.agent_http import Conflict, NotFound, Rejected, Transient, Unauthorized, classify
+from runners.agent_http import (
+    Conflict,
+    NotFound,
+    Rejected,
+    Transient,
+    Unauthorized,
+    classify,
+    describe_failure,
+)
 from runners.agent_job import job_environment, outcome
 
 
@@ -96,3 +104,19 @@ def test_a_command_that_could_not_start_is_reported_as_such():
         "exit_code": None,
         "error": "could not start: No such file or directory: '/gone'",
     }
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (requests.ConnectTimeout("x"), "timed out"),
+        (requests.ReadTimeout("x"), "timed out"),
+        (requests.ConnectionError("[Errno 111] Connection refused"), "connection refused"),
+        (requests.ConnectionError("Connection reset by peer"), "connection reset"),
+        (requests.ConnectionError("NameResolutionError: no such host"), "host name not found"),
+        (requests.exceptions.SSLError("certificate verify failed"), "TLS error: certificate"),
+        (requests.exceptions.ChunkedEncodingError("x"), "ChunkedEncodingError"),
+    ],
+)
+def test_a_failed_call_is_described_in_a_few_words(error, reason):
+    assert describe_failure(error).startswith(reason)
