@@ -6,13 +6,30 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import Server, manage
+from tests.e2e.processes import Server, create_database, drop_database, manage
 from tests.e2e.protocol_client import RunnerClient, execution_row, query, seed, seed_timed, token
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
+# One database and one server for the module: every test uses runner and
+# job names of its own, so they do not see each other's work.
+@pytest.fixture(scope="module")
+def e2e_database(tmp_path_factory):
+    url = create_database(tmp_path_factory.mktemp("protocol"))
+    manage(url, "migrate", "--no-input")
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def server(e2e_database, tmp_path_factory):
+    process = Server(e2e_database, tmp_path_factory.mktemp("web") / "web.log").wait_ready()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
 def secret(e2e_database):
     return token(e2e_database)
 
@@ -79,23 +96,26 @@ def test_takeover_releases_the_old_sessions_work_and_fences_the_old_session(
 
     facts = query(
         e2e_database,
-        """
+        f"""
         from audit.models import AuditEvent, Counter
         result = dict(
-            takeovers=AuditEvent.objects.filter(action="runner.takeover").count(),
-            rejections=AuditEvent.objects.filter(action="execution.fencing_rejected").count(),
+            takeovers=AuditEvent.objects.filter(
+                action="runner.takeover", target_repr="worker").count(),
+            rejections=AuditEvent.objects.filter(
+                action="execution.fencing_rejected",
+                target_type="scheduler.execution",
+                target_id="{pk}",
+            ).count(),
             takeover_counter=Counter.objects.get(
                 name="croniq_runner_takeovers_total", labels="runner=worker").value,
             fencing_counter=Counter.objects.get(name="croniq_fencing_rejections_total").value,
         )
         """,
     )
-    assert facts == {
-        "takeovers": 1,
-        "rejections": 2,
-        "takeover_counter": 1,
-        "fencing_counter": 2,
-    }
+    assert facts["takeovers"] == 1
+    assert facts["rejections"] == 2
+    assert facts["takeover_counter"] == 1
+    assert facts["fencing_counter"] >= 2  # shared with the module's other tests
 
 
 def test_a_second_token_cannot_take_over_a_name_it_did_not_register(server, secret, e2e_database):
@@ -111,7 +131,8 @@ def test_a_second_token_cannot_take_over_a_name_it_did_not_register(server, secr
         e2e_database,
         """
         from audit.models import AuditEvent
-        result = AuditEvent.objects.filter(action="runner.binding_refused").count()
+        refused = AuditEvent.objects.filter(action="runner.binding_refused")
+        result = refused.filter(target_repr="payments-1").count()
         """,
     )
     assert refused == 1
