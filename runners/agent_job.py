@@ -129,7 +129,7 @@ class Job:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kills reach every child
             )
-        except OSError as error:
+        except (OSError, ValueError, TypeError) as error:  # no sh, no work dir, bad command
             self.start_error = str(error)
             log.error("execution %s could not start: %s", self.id, error)
         self.started_at = self.clock()
