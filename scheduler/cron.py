@@ -267,7 +267,8 @@ def _naive(t):
 
 def _cron_next(schedule, zone, after, limit):
     """The first fire instant strictly after `after` (calendar ignored), or None past `limit`."""
-    t = after.replace(second=0, microsecond=0) + ONE_MINUTE
+    # The next whole minute (arithmetic: replace() is slow on this hot path).
+    t = after - timedelta(seconds=after.second, microseconds=after.microsecond) + ONE_MINUTE
     while t <= limit:
         if schedule.fixed_time:
             tr = last_transition(zone, t)
