@@ -312,3 +312,12 @@ def test_the_job_page_says_a_paused_job_fires_only_after_it_is_resumed(staff_cli
     assert "none of these fire until it is resumed" in html
     html = staff_client.get(reverse("dashboard:job", args=[active.name])).content.decode()
     assert "data-inactive-note" not in html
+
+
+def test_a_job_with_a_schedule_that_does_not_parse_still_has_a_page(staff_client, make_job):
+    job = make_job(schedule="every full moon")
+    answer = staff_client.get(reverse("dashboard:job", args=[job.name]))
+    html = answer.content.decode()
+    assert answer.status_code == 200
+    assert "<span data-schedule-words>every full moon</span>" in html
+    assert "Cannot compute fire times" in html
