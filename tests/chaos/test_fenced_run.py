@@ -27,6 +27,10 @@ from tests.e2e.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
+# A lease long enough that the runner's fence margin (a third of it) leaves
+# the healed network seconds to report before the server would reap.
+FENCE_SETTINGS = {**SETTINGS, "CRONIQ_LEASE_TTL": 15}
+
 JOB = """
 jobs:
   - name: fenced
@@ -62,8 +66,8 @@ def attempts(db):
 def test_a_job_its_runner_fenced_is_retried_when_the_network_heals_before_the_lease_expires(
     database, tmp_path
 ):
-    server = wait_healthy(Server(database, tmp_path / "web.log", **SETTINGS))
-    loop = start_loop(database, tmp_path / "loop.log", "--interval", "0.2", **SETTINGS)
+    server = wait_healthy(Server(database, tmp_path / "web.log", **FENCE_SETTINGS))
+    loop = start_loop(database, tmp_path / "loop.log", "--interval", "0.2", **FENCE_SETTINGS)
     proxy = TcpProxy(server.port)
     agent = None
     try:
@@ -82,7 +86,7 @@ def test_a_job_its_runner_fenced_is_retried_when_the_network_heals_before_the_le
         proxy.cut()
         wait_for(
             lambda: f"execution {first_id}: killed by the runner" in agent.output(),
-            timeout=15,
+            timeout=30,
             message="the runner to fence its job",
         )
         proxy.heal()

@@ -1,0 +1,214 @@
+"""Fuzzing the runner API from its OpenAPI schema, checking state, not just status.
+
+test_protocol_schema.py runs the schemathesis CLI with a valid token and
+checks for server errors. These tests drive schemathesis' case generation
+(valid and invalid bodies, real and made-up ids) against the real ASGI
+server and read the database around every call:
+
+- with a bad token (missing, unknown, revoked, wrong scheme, a real token
+  with one character changed) every call is refused with 401 (or 422 for a
+  malformed body) and changes nothing at all, not even the audit;
+- with a valid token no call gets a 5xx, and a refused call (4xx) changes
+  nothing but the audit trail of the refusal itself (fencing rejections and
+  refused name bindings are meant to be recorded, DESIGN.md §4).
+"""
+
+import contextlib
+import json
+from collections import Counter
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+
+from tests.chaos.harness import wait_healthy
+from tests.e2e.processes import Server, manage, query
+from tests.e2e.protocol_client import RunnerClient, seed, token
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES_VALID_TOKEN = 60  # per operation
+EXAMPLES_BAD_TOKEN = 30  # per operation
+# Refusals that are audited on purpose (and counted on /metrics).
+AUDITED_REFUSALS = ("execution.fencing_rejected", "runner.binding_refused")
+REFUSAL_COUNTERS = ("croniq_fencing_rejections_total", "croniq_runner_binding_refusals_total")
+
+
+@pytest.fixture
+def server(e2e_database, tmp_path):
+    """The real ASGI server; a slow first /healthz on a busy machine is waited out."""
+    process = Server(e2e_database, tmp_path / "web.log")
+    try:
+        yield wait_healthy(process)
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def world(server, e2e_database):
+    """A token, a registered runner holding a claimed execution, and a revoked token."""
+    secret = token(e2e_database)
+    runner = RunnerClient(server.url, secret, name="fuzz-target")
+    runner.register()
+    seed(e2e_database, {"job": "fuzzed", "labels": []}, {"job": "waiting", "labels": []})
+    [held] = runner.claim()
+    revoked = token(e2e_database, "revoked")
+    manage(
+        e2e_database,
+        "shell",
+        "-c",
+        "from runners.models import RunnerToken; "
+        "RunnerToken.objects.filter(name='revoked').update(revoked_at=__import__("
+        "'django.utils.timezone', fromlist=['now']).now())",
+    )
+    schema = schemathesis.openapi.from_url(server.url + "/api/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 5, [op.label for op in operations]
+    return dict(
+        db=e2e_database,
+        url=server.url,
+        server=server,
+        secret=secret,
+        revoked=revoked,
+        runner=runner,
+        held=held,
+        operations=operations,
+    )
+
+
+def state(db, ignore_refusal_audit):
+    """Everything a runner call could change, as comparable values."""
+    executions = query(db, "SELECT * FROM scheduler_execution ORDER BY id")
+    runners = query(db, "SELECT * FROM runners_runner ORDER BY id")
+    logs = query(db, "SELECT execution_id, seq, data FROM scheduler_logchunk ORDER BY id")
+    # last_used_at says a token was presented, refused call or not: not state.
+    tokens = query(db, "SELECT id, name, secret_hash, revoked_at FROM runners_runnertoken")
+    audit = query(db, "SELECT id, action, target_id, data FROM audit_auditevent ORDER BY id")
+    counters = query(db, "SELECT name, labels, value FROM audit_counter ORDER BY name, labels")
+    if ignore_refusal_audit:
+        audit = [row for row in audit if row[1] not in AUDITED_REFUSALS]
+        counters = [row for row in counters if row[0] not in REFUSAL_COUNTERS]
+    return dict(
+        executions=executions, runners=runners, logs=logs, tokens=tokens, audit=audit,
+        counters=counters,
+    )  # fmt: skip
+
+
+def changes(before, after):
+    return {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+
+
+def cases(operation, world):
+    """Valid and invalid requests for `operation`, often aimed at real ids."""
+    generated = st.one_of(
+        operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
+    )
+    real = {"runner_id": world["runner"].runner_id, "execution_id": world["held"]["id"]}
+
+    @st.composite
+    def aimed(draw):
+        case = draw(generated)
+        for name, value in real.items():
+            if name in case.path_parameters and draw(st.booleans()):
+                case.path_parameters[name] = value
+        if isinstance(case.body, dict) and draw(st.booleans()):
+            # The real session and lease get past the first checks into the logic.
+            with contextlib.suppress(TypeError):
+                case.body.setdefault("session", world["runner"].session)
+                case.body.setdefault("lease", world["held"]["lease"])
+        return case
+
+    return aimed()
+
+
+def call(case, world, authorization):
+    headers = {} if authorization is None else {"Authorization": authorization}
+    try:
+        return case.call(base_url=world["url"], headers=headers, timeout=70)
+    except requests.ConnectionError as error:
+        pytest.fail(f"the server dropped the connection: {error}\n{world['server'].output()}")
+
+
+def show(case, response):
+    body = case.body if not isinstance(case.body, bytes) else case.body[:200]
+    return (
+        f"{case.method} {case.formatted_path} body={json.dumps(body, default=str)[:500]} -> "
+        f"{response.status_code} {response.text[:300]}"
+    )
+
+
+def bad_authorizations(world):
+    secret = world["secret"]
+    return st.sampled_from(
+        [
+            None,
+            "Bearer",
+            "Bearer ",
+            "Bearer crq_no-such-token",
+            f"Bearer {world['revoked']}",
+            f"Bearer {secret[:-1]}{'a' if secret[-1] != 'a' else 'b'}",
+            f"Basic {secret}",
+            f"{secret}",
+            f"Bearer {secret} trailing",
+        ]
+    )
+
+
+def fuzzed(examples):
+    return settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+
+
+def test_with_a_bad_token_every_call_is_refused_and_changes_nothing(world):
+    before = state(world["db"], ignore_refusal_audit=False)
+    seen = Counter()
+    for operation in world["operations"]:
+
+        @fuzzed(EXAMPLES_BAD_TOKEN)
+        @given(case=cases(operation, world), authorization=bad_authorizations(world))
+        def refused(case, authorization):
+            response = call(case, world, authorization)
+            seen[response.status_code] += 1
+            assert response.status_code in (401, 422), show(case, response)
+            assert "detail" in response.json(), show(case, response)
+            after = state(world["db"], ignore_refusal_audit=False)
+            assert not changes(before, after), f"{show(case, response)}\n{changes(before, after)}"
+
+        refused()
+    assert seen[401] > 0, seen
+    assert "Traceback" not in world["server"].output()
+
+
+def test_with_a_valid_token_no_call_fails_and_a_refused_call_changes_nothing(world):
+    authorization = f"Bearer {world['secret']}"
+    seen = Counter()
+    for operation in world["operations"]:
+
+        @fuzzed(EXAMPLES_VALID_TOKEN)
+        @given(case=cases(operation, world))
+        def answered(case):
+            before = state(world["db"], ignore_refusal_audit=True)
+            response = call(case, world, authorization)
+            seen[response.status_code] += 1
+            assert response.status_code < 500, show(case, response)
+            if response.status_code >= 400:
+                assert "detail" in response.json(), show(case, response)
+                after = state(world["db"], ignore_refusal_audit=True)
+                assert not changes(before, after), (
+                    f"{show(case, response)}\n{changes(before, after)}"
+                )
+
+        answered()
+    # The fuzzer got past validation into the logic: accepted, unknown ids,
+    # stale leases or sessions, malformed bodies.
+    assert seen[200] and seen[422] and (seen[404] or seen[409]), seen
+    assert "Traceback" not in world["server"].output()
