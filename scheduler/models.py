@@ -98,8 +98,23 @@ class Job(models.Model):
         from scheduler.cron import next_fire
 
         return next_fire(
-            self.schedule, self.timezone, job_calendar_rules(self), after, self.calendar_policy
+            self.schedule, self.timezone, self.calendar_rules(), after, self.calendar_policy
         )
+
+    def calendar_rules(self, shared=None):
+        """The calendar as CalendarRules, built once per instance (it costs
+        queries); `shared` is a {calendar id: rules} dict reused across jobs."""
+        if not self.calendar_id:
+            return None
+        cached = getattr(self, "_calendar_rules", None)
+        if cached is None or cached[0] != self.calendar_id:
+            rules = shared.get(self.calendar_id) if shared is not None else None
+            if rules is None:
+                rules = self.calendar.rules()
+                if shared is not None:
+                    shared[self.calendar_id] = rules
+            self._calendar_rules = (self.calendar_id, rules)
+        return self._calendar_rules[1]
 
     def reschedule(self, now):
         """Point next_run_at at the first instant after `now` (after an edit)."""
@@ -118,8 +133,13 @@ class Job(models.Model):
             validate_timezone(self.timezone)
         except ValidationError:
             return  # the field validator reports it
-        calendar = job_calendar_rules(self)
-        reason = never_fires_reason(self.schedule, self.timezone, calendar, timezone.now())
+        reason = never_fires_reason(
+            self.schedule,
+            self.timezone,
+            self.calendar_rules(),
+            timezone.now(),
+            policy=self.calendar_policy,
+        )
         if reason:
             raise ValidationError({"schedule": reason})
 
@@ -254,7 +274,3 @@ LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"
 
 def log_limit():
     return settings.CRONIQ_LOG_LIMIT
-
-
-def job_calendar_rules(job):
-    return job.calendar.rules() if job.calendar_id else None

@@ -118,8 +118,10 @@ def fire_jobs(jobs, now, bulk):
     """Create the due executions of locked jobs and advance each job."""
     live = live_singleton_executions(jobs)
     pending, skipped = [], []
+    calendars = {}  # one CalendarRules per calendar for the whole batch
     for job in jobs:
         try:
+            job.calendar_rules(shared=calendars)
             occurrences = due_occurrences(job, now)
         except DatabaseError:
             raise

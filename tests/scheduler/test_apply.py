@@ -232,3 +232,21 @@ def test_datetime_periods_need_an_offset(tmp_path):
     run_apply(write(tmp_path, document))
     period = Calendar.objects.get(name="c").periods.get()
     assert period.start_at == dt.datetime(2026, 12, 24, 9, 0, tzinfo=dt.UTC)
+
+
+def test_a_deferred_saturday_job_on_a_weekday_calendar_is_accepted(tmp_path):
+    document = {
+        "calendars": [{"name": "weekdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],
+        "jobs": [
+            {
+                "name": "saturday",
+                "schedule": "0 9 * * 6",
+                "command": "true",
+                "calendar": "weekdays",
+                "calendar_policy": "defer",
+            }
+        ],
+    }
+    run_apply(write(tmp_path, document))
+    job = Job.objects.get(name="saturday")
+    assert job.next_run_at.weekday() == 0  # runs on the Monday after

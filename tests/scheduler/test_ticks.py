@@ -306,3 +306,35 @@ def test_housekeeping_clears_the_flapping_mark_of_a_runner_that_went_quiet():
 
     assert Runner.objects.get(pk=quiet.pk).flapping is False
     assert AuditEvent.objects.filter(action="runner.flapping_cleared").count() == 1
+
+
+def test_defer_runs_occurrences_blocked_by_the_calendar_once_when_it_opens():
+    from tests.factories import CalendarFactory, CalendarPeriodFactory
+
+    calendar = CalendarFactory()
+    CalendarPeriodFactory(
+        calendar=calendar, start_date=None, end_date=None, start_at=at(0), end_at=at(120)
+    )
+    job = JobFactory(schedule="*/30 * * * *", calendar=calendar, calendar_policy=Job.DEFER)
+    job.reschedule(at(-10))
+    job.save()
+    assert job.next_run_at == at(120)  # 12:00, 12:30 ... 13:30 coalesce at the block's end
+
+    assert ticks.trigger_due(at(120, 1)) == 1
+
+    execution = job.executions.get()
+    assert execution.scheduled_for == at(120)
+    job.refresh_from_db()
+    assert job.next_run_at == at(150)
+
+
+def test_skip_passes_over_a_calendar_block_without_firing_inside_it():
+    from tests.factories import CalendarFactory, CalendarPeriodFactory
+
+    calendar = CalendarFactory()
+    CalendarPeriodFactory(
+        calendar=calendar, start_date=None, end_date=None, start_at=at(0), end_at=at(120)
+    )
+    job = JobFactory(schedule="*/30 * * * *", calendar=calendar)
+    job.reschedule(at(-10))
+    assert job.next_run_at == at(120)
