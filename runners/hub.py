@@ -9,9 +9,10 @@ one of two ways (DESIGN.md §4, "Long-poll"):
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id every `WATCH_INTERVAL` seconds while polls wait.
 
-On a hint the hub reads which label sets have work ready and wakes only as
-many matching waiters as there is work for, so one new execution does not
-send a thousand polls to the database.
+On a hint the hub, in one database step, reads which label sets have work
+ready and claims it for as many matching waiters (longest waiting first) as
+there is work for: one new execution costs one claim, not a thousand polls
+rushing to the database.
 """
 
 import asyncio
@@ -25,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
@@ -78,10 +79,9 @@ def _run_in_db_thread(fn, args, kwargs):
         connection.close()
     try:
         return fn(*args, **kwargs)
-    except DatabaseError:
-        if not connection.in_atomic_block:
-            # A broken connection must not poison this thread's next call.
-            connection.close()
+    except (OperationalError, InterfaceError):
+        # A broken connection must not poison this thread's next call.
+        connection.close()
         raise
     finally:
         _local.last_used = time.monotonic()
@@ -325,6 +325,10 @@ class Hub:
             except DatabaseError as e:
                 log.warning("croniq hub: cannot dispatch to waiting polls: %s", e)
                 await asyncio.sleep(0.5)
+            except Exception:
+                # Never let one bad step end dispatching for this process.
+                log.exception("croniq hub: dispatch step failed")
+                await asyncio.sleep(0.5)
 
     async def scan(self):
         waiters = [w for w in self.waiters if not w.future.done()]
@@ -370,7 +374,7 @@ class Hub:
                 ids = {w.runner_id for w in self.waiters}
                 try:
                     await run_db(touch_runners, ids, timezone.now())
-                except DatabaseError as e:
+                except Exception as e:  # noqa: BLE001 - logged; the next round retries
                     log.warning("croniq hub: cannot touch waiting runners: %s", e)
 
     async def watch(self):
@@ -380,7 +384,7 @@ class Hub:
             if self.waiters or seen is None:
                 try:
                     top = await run_db(highest_execution_id)
-                except DatabaseError as e:
+                except Exception as e:  # noqa: BLE001 - logged; the next round retries
                     log.warning("croniq hub: cannot watch executions: %s", e)
                     await asyncio.sleep(0.5)
                     continue
@@ -407,14 +411,6 @@ class Hub:
             except Exception as e:  # noqa: BLE001 - any failure: reconnect after a pause
                 log.warning("croniq hub: LISTEN connection lost: %s", e)
                 await asyncio.sleep(1.0)
-
-    def stop(self):
-        for task in self.tasks:
-            task.cancel()
-        self.tasks = []
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
 
 
 def listen_params():
