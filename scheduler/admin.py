@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -56,7 +57,14 @@ class JobAdmin(AuditedModelAdmin):
     ]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer("env", "command")
+        last_state = (
+            Execution.objects.filter(job=OuterRef("pk"))
+            .exclude(state__in=Execution.ACTIVE_STATES)
+            .order_by("-scheduled_for", "-attempt")
+            .values("state")[:1]
+        )
+        # One subquery per page instead of one query per row.
+        return super().get_queryset(request).annotate(last_state=Subquery(last_state))
 
     @admin.display(description="in words")
     def schedule_words(self, job):
@@ -68,13 +76,7 @@ class JobAdmin(AuditedModelAdmin):
 
     @admin.display(description="last result")
     def last_result(self, job):
-        last = (
-            job.executions.exclude(state__in=Execution.ACTIVE_STATES)
-            .order_by("-scheduled_for", "-attempt")
-            .values_list("state", flat=True)
-            .first()
-        )
-        return last or "—"
+        return job.last_state or "—"
 
     @admin.display(description="next fire times (calendar applied)")
     def next_fires(self, job):

@@ -130,3 +130,12 @@ def test_the_admin_needs_a_login(client):
     answer = client.get(reverse("admin:scheduler_job_changelist"))
     assert answer.status_code == 302
     assert "/admin/login/" in answer["Location"]
+
+
+def test_the_job_list_costs_a_bounded_number_of_queries(staff, django_assert_max_num_queries):
+    for _ in range(30):
+        job = JobFactory()
+        ExecutionFactory(job=job, state=Execution.FAILED)
+    with django_assert_max_num_queries(12):
+        page = staff.get(reverse("admin:scheduler_job_changelist"))
+    assert page.content.decode().count("failed") >= 30
