@@ -163,7 +163,13 @@ def read_facts(cluster, metrics_texts, disabled_at):
         started=started,
         malformed_ledger_lines=malformed,
     )
-    for execution in executions.values():
+    return index(facts)
+
+
+def index(facts):
+    """Group the executions by (job, instant), attempts in order."""
+    facts.by_instant = {}
+    for execution in facts.executions.values():
         key = (execution["job"], execution["scheduled_for"])
         facts.by_instant.setdefault(key, []).append(execution)
     for attempts in facts.by_instant.values():
@@ -414,11 +420,17 @@ def check_singleton_overlap(facts):
             by_job[run.job].append(run)
     for job, runs in sorted(by_job.items()):
         runs.sort(key=lambda r: r.start)
+        # Each run against the one that ends last among those before it.
+        latest = None
         for before, after in zip(runs, runs[1:], strict=False):
             end = run_end(facts, before)
             if end is None:
                 violations.append(f"{job}: run of execution {before.execution} never ended")
-            elif after.start < end:
+                continue
+            if latest is None or end > run_end(facts, latest):
+                latest = before
+            before, end = latest, run_end(facts, latest)
+            if after.start < end:
                 violations.append(
                     f"{job}: execution {after.execution} on {after.agent} started at "
                     f"{stamp(after.start)} while execution {before.execution} on {before.agent} "
