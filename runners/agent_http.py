@@ -153,6 +153,9 @@ class Client:
         except Transient as error:
             self.link.failed(str(error))
             raise
+        except ServerError:
+            self.link.answered()  # a refusal is still an answer: the server is back
+            raise
         self.link.answered()
         return answer
 
