@@ -10,10 +10,12 @@ import json
 import os
 import shutil
 import textwrap
+import time
 
 import pytest
+import requests
 
-from tests.e2e.processes import ROOT, manage, start_agent
+from tests.e2e.processes import ROOT, Server, manage, start_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -53,6 +55,32 @@ def chromium():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def server(e2e_database, tmp_path):
+    """A real uvicorn; on a busy machine its first answer can take seconds,
+    so wait for it patiently and never leave it running."""
+    process = Server(e2e_database, tmp_path / "web.log")
+    try:
+        wait_until_healthy(process)
+        yield process
+    finally:
+        process.stop()
+
+
+def wait_until_healthy(server, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise RuntimeError(f"server exited:\n{server.output()}")
+        try:
+            if requests.get(server.url + "/healthz", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"server not healthy after {timeout}s:\n{server.output()}")
 
 
 def django_shell(db, code):
