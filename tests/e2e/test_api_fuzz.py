@@ -25,50 +25,52 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from tests.chaos.harness import wait_healthy
-from tests.e2e.processes import Server, manage, query
+from tests.e2e.processes import Server, create_database, drop_database, manage
 from tests.e2e.protocol_client import RunnerClient, seed, token
 
 pytestmark = pytest.mark.e2e
 
-EXAMPLES_VALID_TOKEN = 60  # per operation
-EXAMPLES_BAD_TOKEN = 30  # per operation
+EXAMPLES_VALID_TOKEN = 40  # per operation
+EXAMPLES_BAD_TOKEN = 20  # per operation
 # Refusals that are audited on purpose (and counted on /metrics).
 AUDITED_REFUSALS = ("execution.fencing_rejected", "runner.binding_refused")
 REFUSAL_COUNTERS = ("croniq_fencing_rejections_total", "croniq_runner_binding_refusals_total")
 
 
-@pytest.fixture
-def server(e2e_database, tmp_path):
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """One migrated database for both tests (each compares against its own start)."""
+    url = create_database(tmp_path_factory.mktemp("fuzz"))
+    manage(url, "migrate", "--no-input")
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def server(database, tmp_path_factory):
     """The real ASGI server; a slow first /healthz on a busy machine is waited out."""
-    process = Server(e2e_database, tmp_path / "web.log")
+    process = Server(database, tmp_path_factory.mktemp("fuzz-web") / "web.log")
     try:
         yield wait_healthy(process)
     finally:
         process.stop()
 
 
-@pytest.fixture
-def world(server, e2e_database):
+@pytest.fixture(scope="module")
+def world(server, database):
     """A token, a registered runner holding a claimed execution, and a revoked token."""
-    secret = token(e2e_database)
+    secret = token(database)
     runner = RunnerClient(server.url, secret, name="fuzz-target")
     runner.register()
-    seed(e2e_database, {"job": "fuzzed", "labels": []}, {"job": "waiting", "labels": []})
+    seed(database, {"job": "fuzzed", "labels": []}, {"job": "waiting", "labels": []})
     [held] = runner.claim()
-    revoked = token(e2e_database, "revoked")
-    manage(
-        e2e_database,
-        "shell",
-        "-c",
-        "from runners.models import RunnerToken; "
-        "RunnerToken.objects.filter(name='revoked').update(revoked_at=__import__("
-        "'django.utils.timezone', fromlist=['now']).now())",
-    )
+    revoked = token(database, "revoked")
+    manage(database, "shell", "-c", REVOKE)
     schema = schemathesis.openapi.from_url(server.url + "/api/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 5, [op.label for op in operations]
     return dict(
-        db=e2e_database,
+        db=database,
         url=server.url,
         server=server,
         secret=secret,
@@ -79,22 +81,44 @@ def world(server, e2e_database):
     )
 
 
+STATE_QUERIES = dict(
+    executions="SELECT * FROM scheduler_execution ORDER BY id",
+    runners="SELECT * FROM runners_runner ORDER BY id",
+    logs="SELECT execution_id, seq, data FROM scheduler_logchunk ORDER BY id",
+    # last_used_at says a token was presented, refused call or not: not state.
+    tokens="SELECT id, name, secret_hash, revoked_at FROM runners_runnertoken ORDER BY id",
+    audit="SELECT id, action, target_id, data FROM audit_auditevent ORDER BY id",
+    counters="SELECT name, labels, value FROM audit_counter ORDER BY name, labels",
+)
+
+
+def read_all(db):
+    """Every STATE_QUERIES result, over one connection (one snapshot per query)."""
+    if db.startswith("sqlite"):
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(db.removeprefix("sqlite:///"), timeout=20)) as c:
+            return {key: c.execute(sql).fetchall() for key, sql in STATE_QUERIES.items()}
+    import psycopg
+
+    with psycopg.connect(db.replace("postgres://", "postgresql://")) as conn:
+        return {key: conn.execute(sql).fetchall() for key, sql in STATE_QUERIES.items()}
+
+
+REVOKE = """
+from django.utils import timezone
+from runners.models import RunnerToken
+RunnerToken.objects.filter(name="revoked").update(revoked_at=timezone.now())
+"""
+
+
 def state(db, ignore_refusal_audit):
     """Everything a runner call could change, as comparable values."""
-    executions = query(db, "SELECT * FROM scheduler_execution ORDER BY id")
-    runners = query(db, "SELECT * FROM runners_runner ORDER BY id")
-    logs = query(db, "SELECT execution_id, seq, data FROM scheduler_logchunk ORDER BY id")
-    # last_used_at says a token was presented, refused call or not: not state.
-    tokens = query(db, "SELECT id, name, secret_hash, revoked_at FROM runners_runnertoken")
-    audit = query(db, "SELECT id, action, target_id, data FROM audit_auditevent ORDER BY id")
-    counters = query(db, "SELECT name, labels, value FROM audit_counter ORDER BY name, labels")
+    found = read_all(db)
     if ignore_refusal_audit:
-        audit = [row for row in audit if row[1] not in AUDITED_REFUSALS]
-        counters = [row for row in counters if row[0] not in REFUSAL_COUNTERS]
-    return dict(
-        executions=executions, runners=runners, logs=logs, tokens=tokens, audit=audit,
-        counters=counters,
-    )  # fmt: skip
+        found["audit"] = [row for row in found["audit"] if row[1] not in AUDITED_REFUSALS]
+        found["counters"] = [row for row in found["counters"] if row[0] not in REFUSAL_COUNTERS]
+    return found
 
 
 def changes(before, after):
