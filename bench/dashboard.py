@@ -275,6 +275,7 @@ def pages():
         "job": f"/jobs/{busy.name}/",
         "job_calendar": "/jobs/bench-0004/",
         "job_history_page_9": f"/jobs/{busy.name}/?page=9",
+        "job_history_lost_only": f"/jobs/{busy.name}/?state=lost",
         "execution_running": f"/executions/{running.pk}/",
         "execution_big_log": f"/executions/{big_log.pk}/",
         "execution_log_poll": f"/executions/{running.pk}/log?after=19",

@@ -172,8 +172,12 @@ def as_utc(value):
 # Job page
 
 
-def job_history(job, number, per_page=HISTORY_PER_PAGE):
+def job_history(job, number, state="", per_page=HISTORY_PER_PAGE):
+    """A page of the job's runs, newest first, optionally in one state only
+    (read newest-first through the job's history index)."""
     runs = Execution.objects.filter(job=job).select_related("runner")
+    if state:
+        runs = runs.filter(state=state)
     return cheap_page(runs.order_by("-scheduled_for", "-attempt"), number, per_page)
 
 

@@ -70,11 +70,18 @@ def overview(request):
 def job_detail(request, name):
     now = timezone.now()
     job = get_object_or_404(Job.objects.select_related("calendar"), name=name)
+    state = request.GET.get("state", "")
+    if state not in dict(Execution.STATES):
+        state = ""
+    number = queries.page_number(request.GET.get("page"))
     context = {
         "job": job,
         "description": schedules.describe(job),
         "upcoming": schedules.upcoming(job, now),
-        "page": queries.job_history(job, queries.page_number(request.GET.get("page"))),
+        "page": queries.job_history(job, number, state),
+        "state": state,
+        "states": Execution.STATES,
+        "query": urlencode({"state": state}) if state else "",
         "chart": duration_chart(queries.recent_durations(job)),
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
     }

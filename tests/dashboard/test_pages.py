@@ -321,3 +321,16 @@ def test_a_job_with_a_schedule_that_does_not_parse_still_has_a_page(staff_client
     assert answer.status_code == 200
     assert "<span data-schedule-words>every full moon</span>" in html
     assert "Cannot compute fire times" in html
+
+
+def test_the_job_history_shows_one_state_at_a_time_on_request(staff_client, make_job, make_history):
+    job = make_job()
+    runs = make_history(job, 12)
+    failed = [r.pk for r in runs if r.state == Execution.FAILED]
+
+    answer = staff_client.get(reverse("dashboard:job", args=[job.name]), {"state": "failed"})
+
+    assert [r.pk for r in answer.context["page"].items] == failed
+    assert 'href="?state=failed" aria-current="true"' in answer.content.decode()
+    unknown = staff_client.get(reverse("dashboard:job", args=[job.name]), {"state": "bogus"})
+    assert len(unknown.context["page"].items) == 12
