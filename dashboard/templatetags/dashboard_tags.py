@@ -71,9 +71,10 @@ def result_strip(runs):
         title = f"{labels.get(run.state, run.state)} · {utc(run.scheduled_for)}"
         if run.attempt > 1:
             title += f" · attempt {run.attempt}"
+        title = escape(title)
         cells.append(
             f'<a class="cell state-{escape(run.state)}" href="{base}{run.pk}/"'
-            f' title="{escape(title)}"></a>'
+            f' title="{title}" aria-label="{title}"></a>'
         )
     return mark_safe("".join(cells))  # noqa: S308 (every value above is escaped or an int)
 

@@ -31,8 +31,11 @@ def test_overview_shows_the_last_twenty_results_per_job_oldest_left(
     html = staff_client.get(reverse("dashboard:overview")).content.decode()
 
     assert strip_links(html, "nightly-report") == [r.pk for r in reversed(runs[:20])]
-    assert 'class="cell state-failed"' in html
     assert 'class="cell state-succeeded"' in html
+    # Run 3 (three minutes back) failed; its cell says so in UTC on hover.
+    label = "failed · 2026-11-30 11:57:00 UTC"
+    assert f'class="cell state-failed" href="/executions/{runs[3].pk}/"' in html
+    assert f'title="{label}" aria-label="{label}"' in html
 
 
 def test_overview_query_count_does_not_grow_with_jobs_or_history(
