@@ -94,6 +94,7 @@ ERRORS = {
     409: ErrorOut,
     413: ErrorOut,
     422: ValidationErrorOut,
+    503: ErrorOut,
 }
 
 

@@ -297,7 +297,7 @@ def holds(execution, token, session, lease):
 
 
 def find_execution(execution_id, lock=False):
-    found = Execution.objects.select_related("runner", "job")
+    found = Execution.objects.select_related("runner")
     if lock:
         found = found.select_for_update(of=("self",))
     execution = found.filter(pk=execution_id).first() if identity.is_db_id(execution_id) else None

@@ -245,6 +245,16 @@ def choose(waiters, ready):
     return chosen
 
 
+def claim_for(waiter, now):
+    """The waiter's claim: assignments, or the exception its poll should answer."""
+    try:
+        return waiter.claim(now)
+    except DatabaseError:
+        raise
+    except Exception as refused:  # noqa: BLE001 - e.g. a superseded session: the poll answers it
+        return refused
+
+
 def serve(waiters, now):
     """One database step: see what is ready and claim it for the waiters it fits.
 
@@ -254,16 +264,30 @@ def serve(waiters, now):
     served = []
     for waiter in choose(waiters, ready):
         try:
-            found = waiter.claim(now)
+            outcome = claim_for(waiter, now)
         except DatabaseError:
             if served:
                 break  # hand out what was claimed; the next scan retries
             raise
-        except Exception as refused:  # noqa: BLE001 - e.g. a superseded session: the poll answers it
-            served.append((waiter, refused))
-            continue
-        if found:
-            served.append((waiter, found))
+        if outcome:
+            served.append((waiter, outcome))
+    return served, upcoming
+
+
+async def serve_side_by_side(waiters, now):
+    """PostgreSQL: read once, then claim for the chosen waiters in parallel
+    (SKIP LOCKED keeps them apart), so a burst is spread over every thread."""
+    ready, upcoming = await run_db(pending_summary, now)
+    chosen = choose(waiters, ready)
+    outcomes = await asyncio.gather(
+        *(run_db(claim_for, waiter, now) for waiter in chosen), return_exceptions=True
+    )
+    served = []
+    for waiter, outcome in zip(chosen, outcomes, strict=True):
+        if isinstance(outcome, DatabaseError):
+            log.warning("croniq hub: claim failed: %s", outcome)
+        elif outcome:
+            served.append((waiter, outcome))
     return served, upcoming
 
 
@@ -339,7 +363,10 @@ class Hub:
             waiter.step_done.clear()
         now = timezone.now()
         try:
-            served, upcoming = await run_db(serve, waiters, now)
+            if on_postgres():
+                served, upcoming = await serve_side_by_side(waiters, now)
+            else:
+                served, upcoming = await run_db(serve, waiters, now)
         finally:
             for waiter in waiters:
                 waiter.serving = False

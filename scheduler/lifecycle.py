@@ -48,8 +48,9 @@ def after_final(execution, now):
 
 def retry_delay(execution):
     """None when no retry is due; otherwise how long to wait before it runs."""
-    job = execution.job
-    attempts = Execution.objects.filter(job=job, scheduled_for=execution.scheduled_for)
+    attempts = Execution.objects.filter(
+        job_id=execution.job_id, scheduled_for=execution.scheduled_for
+    )
     if execution.state == Execution.LOST:
         # The runner vanished, not the job failing: retry at once, even when
         # the job has no retries, up to CRONIQ_LOST_RETRIES.
@@ -57,6 +58,7 @@ def retry_delay(execution):
         return timedelta(0) if lost <= settings.CRONIQ_LOST_RETRIES else None
     if execution.state in (Execution.FAILED, Execution.TIMED_OUT):
         failures = attempts.filter(state__in=[Execution.FAILED, Execution.TIMED_OUT]).count()
+        job = execution.job  # loaded only when its retry policy matters
         if failures > job.retries:
             return None
         return timedelta(seconds=job.retry_backoff * 2 ** (failures - 1))

@@ -44,7 +44,7 @@ def test_a_waiting_poll_is_woken_by_new_work_without_waiting_out_its_wait(api_cl
 
     answer, took, execution = run(scenario)
     assert [e["id"] for e in answer.json()["executions"]] == [execution.pk]
-    assert took < 0.5
+    assert took < 0.75  # well inside the 1 s safety scan, even on a loaded machine
 
 
 def test_work_the_runner_cannot_run_does_not_end_its_wait(api_client, runner_id):
