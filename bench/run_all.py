@@ -15,6 +15,7 @@ and bench/results.md (one table row per figure). Exits 1 when a script failed
 to run (a missed target is reported, not an error).
 
 Options: --only dispatch,tick  --backends sqlite,postgres  --timeout SECONDS
+         --merge (re-run some scripts, keep the others' results)
 """
 
 import argparse
@@ -96,16 +97,17 @@ def run_script(path, backend, server, timeout):
     for line in lines:
         print("   ", json.dumps(line), flush=True)
     seconds = round(time.monotonic() - started, 1)
-    if returncode not in (0, 1) or not lines:
-        print(f"    exit {returncode}; stderr tail:\n{stderr[-2000:]}", flush=True)
-    return {
+    run = {
         "script": path.name,
         "backend": backend,
         "exit_code": returncode,
         "seconds": seconds,
         "results": lines,
-        "stderr_tail": stderr[-2000:] if returncode not in (0, 1) else "",
+        "stderr_tail": stderr[-2000:] if returncode != 0 else "",
     }
+    if failed(run):
+        print(f"    exit {returncode}; stderr tail:\n{stderr[-2000:]}", flush=True)
+    return run
 
 
 def parse_lines(stdout):
@@ -125,7 +127,13 @@ def parse_lines(stdout):
 
 
 def failed(run):
-    return run["exit_code"] not in (0, 1) or not run["results"]
+    """Crashed, printed nothing, or died half-way (a script may exit 1 for a
+    missed target, but not with a traceback)."""
+    return (
+        run["exit_code"] not in (0, 1)
+        or not run["results"]
+        or "Traceback" in run.get("stderr_tail", "")
+    )
 
 
 def describe(line):
@@ -160,23 +168,25 @@ def markdown(report):
         "",
         f"Measured {report['started_at']} on {m.get('cpu_model', '?')}, {m.get('cpus')} CPUs, "
         f"{m.get('memory_gib', '?')} GiB, Python {m.get('python')} "
-        f"(load average at start: {load}).",
+        f"(load average at start: {load}; the load column is the 1-minute load average "
+        "when each script started: 2 means both cores were already busy).",
         "Produced by `make bench` (bench/run_all.py); every line is in bench/results.json. "
         "docs/performance.md explains the figures.",
         "",
-        "| script | backend | figure | values | verdict |",
-        "| --- | --- | --- | --- | --- |",
+        "| script | backend | load | figure | values | verdict |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for run in report["runs"]:
+        loads = run.get("machine", m).get("load_average_at_start", [0.0])
+        where = f"{run['script']} | {run['backend']} | {loads[0]:.1f}"
         if failed(run):
             out.append(
-                f"| {run['script']} | {run['backend']} | **did not run** "
-                f"(exit {run['exit_code']}) | see results.json | — |"
+                f"| {where} | **did not run** (exit {run['exit_code']}) | see results.json | — |"
             )
             continue
         for line in run["results"]:
             what, figures, verdict = describe(line)
-            out.append(f"| {run['script']} | {run['backend']} | {what} | {figures} | {verdict} |")
+            out.append(f"| {where} | {what} | {figures} | {verdict} |")
     out.append("")
     return "\n".join(out)
 
@@ -186,6 +196,11 @@ def main(argv=None):
     parser.add_argument("--only", help="comma-separated script names without .py")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other scripts' runs from the existing bench/results.json",
+    )
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     wanted = set(args.backends.replace("postgres,", "postgresql,").split(","))
@@ -200,12 +215,21 @@ def main(argv=None):
         "machine": machine(),
         "runs": [],
     }
+    kept = []
+    if args.merge and RESULTS_JSON.exists():
+        chosen = {p.name for p in scripts(only)}
+        kept = [
+            r for r in json.loads(RESULTS_JSON.read_text())["runs"] if r["script"] not in chosen
+        ]
     for path in scripts(only):
         for backend in backends if path.stem not in NO_DATABASE else ["none"]:
-            report["runs"].append(run_script(path, backend, server, args.timeout))
+            run = run_script(path, backend, server, args.timeout)
+            run["machine"] = machine()  # load differs from script to script
+            report["runs"].append(run)
             # Written after every script, so a long run can be read while it goes on.
             RESULTS_JSON.write_text(json.dumps(report, indent=1) + "\n")
             RESULTS_MD.write_text(markdown(report))
+    report["runs"] = sorted(kept + report["runs"], key=lambda r: (r["script"], r["backend"]))
     report["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS_JSON.write_text(json.dumps(report, indent=1) + "\n")
     RESULTS_MD.write_text(markdown(report))
