@@ -5,7 +5,16 @@ import time
 import pytest
 
 from tests.agent.world import executions, ready, start_server, token_and_executions
-from tests.e2e.processes import Server, free_port, start_agent, start_loop, wait_for
+from tests.e2e.processes import (
+    Server,
+    create_database,
+    drop_database,
+    free_port,
+    manage,
+    start_agent,
+    start_loop,
+    wait_for,
+)
 from tests.e2e.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
@@ -18,6 +27,18 @@ LEDGER_JOB = (
     'n=150; [ "$CRONIQ_ATTEMPT" -gt 1 ] && n=5; '
     "i=0; while [ $i -lt $n ]; do sleep 0.1; i=$((i+1)); done; log end"
 )
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """One migrated database for the module; each test has its own jobs,
+    labels, runner names and server processes."""
+    url = create_database(tmp_path_factory.mktemp("agent-faults"))
+    try:
+        manage(url, "migrate", "--no-input")
+        yield url
+    finally:
+        drop_database(url)
 
 
 def read_ledger(path):
@@ -36,10 +57,8 @@ def show(*processes):
         print(f"--- {process.log_path}\n{process.output()}")
 
 
-def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
-    e2e_database, tmp_path
-):
-    db = e2e_database
+def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(database, tmp_path):
+    db = database
     fast = {"CRONIQ_LEASE_TTL": 3, "CRONIQ_HEARTBEAT_INTERVAL": 0.5, "CRONIQ_TICK_INTERVAL": 0.2}
     server = Server(db, tmp_path / "web.log", **fast)
     loop = start_loop(db, tmp_path / "loop.log", **fast)
@@ -52,7 +71,7 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
     )
     proxy = behind_proxy = direct = None
     try:
-        token, [first_id] = token_and_executions(db, "agents", job)
+        token, [first_id] = token_and_executions(db, "partitioned", job)
         proxy = TcpProxy(ready(server).port)
         behind_proxy = start_agent(
             proxy.url, token, tmp_path / "a.log", "--name", "a", "--labels", "p", "--poll-wait", "2"
@@ -108,13 +127,11 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(
         show(*filter(None, (behind_proxy, direct, loop)))
 
 
-def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
-    e2e_database, tmp_path
-):
-    db = e2e_database
+def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(database, tmp_path):
+    db = database
     port = free_port()
     steady = 'i=0; while [ $i -lt 40 ]; do echo "line $i"; sleep 0.1; i=$((i+1)); done'
-    token, _ = token_and_executions(db, "agents", dict(job="steady", command=steady, labels=["r"]))
+    token, _ = token_and_executions(db, "crashed", dict(job="steady", command=steady, labels=["r"]))
     url = f"http://127.0.0.1:{port}"
     agent = start_agent(url, token, tmp_path / "agent.log", "--labels", "r", "--poll-wait", "1")
     server = None
