@@ -88,6 +88,7 @@ class Agent:
         self.jobs = {}
         self.jobs_lock = threading.Lock()
         self.taken = 0  # executions accepted since start (for --once)
+        self.polling = False  # a long-poll is in flight
         self.stopping = threading.Event()  # no more polling
         self.hurry = threading.Event()  # skip what is left of the drain
         self.giving_up = threading.Event()  # stop retrying reports; exiting
@@ -168,6 +169,14 @@ class Agent:
             log.error("exiting with %d execution(s) not reported", len(self.held()))
         self.giving_up.set()
         self.exited.set()
+        if self.polling:
+            # The protocol has no call to hand an execution back: one this
+            # poll claims is released when this name registers again, or
+            # reaped when its lease runs out.
+            log.info(
+                "exiting with a long-poll in flight: an execution it still claims returns "
+                "to the queue when this runner registers again or its lease runs out"
+            )
         if self.fatal is not None:
             return self.fatal.code
         log.info("stopped")
@@ -274,6 +283,7 @@ class Agent:
             return 0
         path = f"/api/v1/runners/{self.runner_id}/poll"
         body = {"session": self.session, "wait": self.config.poll_wait, "capacity": free}
+        self.polling = True
         try:
             answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)
         except Transient:
@@ -290,6 +300,8 @@ class Agent:
         except Rejected as error:
             log.error("poll refused (%s); retrying", error)
             return backoff.next_delay()
+        finally:
+            self.polling = False
         backoff.reset()
         received_at = self.clock()
         for assignment in answer.get("executions") or []:
