@@ -228,6 +228,17 @@ def test_sigterm_kills_jobs_that_outlive_the_drain_timeout_and_reports_them(
     assert process_gone(int(pidfile.read_text()))
 
 
+def test_an_idle_agent_stops_at_once_without_waiting_out_its_long_poll(agents):
+    agent = agents("--poll-wait", "30")
+    wait_for(lambda: "connected" in agent.output(), message="the agent to register")
+    time.sleep(0.5)  # its long-poll is waiting on the server now
+    stopped_at = time.monotonic()
+    agent.popen.send_signal(signal.SIGTERM)
+    assert exit_code(agent) == 0
+    assert time.monotonic() - stopped_at < 5
+    assert "exiting with a long-poll in flight" in agent.output()
+
+
 def test_a_bad_token_exits_non_zero_with_a_clear_message(world, agents):
     agent = agents(token="crq_not-a-real-token")
     assert exit_code(agent) == 3
