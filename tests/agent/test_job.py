@@ -82,11 +82,12 @@ def test_a_failed_log_post_is_retried_with_the_same_seq(tmp_path):
     assert len(server.bodies("finish")) == 1
 
 
-def test_a_stale_lease_stops_output_and_the_report_is_given_up(tmp_path):
+def test_a_stale_lease_stops_the_output_but_the_end_is_still_reported(tmp_path):
     server = RecordingServer(conflict_on="/logs")
     job = run_job("echo a; sleep 1.2; echo b", server, tmp_path)
     assert len(server.bodies("logs")) == 1  # after the 409 no more output is sent
     assert job.stale
+    assert len(server.bodies("finish")) == 1
 
 
 def test_what_the_shell_leaves_running_is_killed_when_it_exits(tmp_path):
