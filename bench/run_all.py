@@ -177,8 +177,9 @@ def markdown(report):
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for run in report["runs"]:
-        loads = run.get("machine", m).get("load_average_at_start", [0.0])
-        where = f"{run['script']} | {run['backend']} | {loads[0]:.1f}"
+        loads = run.get("machine", m).get("load_average_at_start")
+        load = f"{loads[0]:.1f}" if loads else "?"
+        where = f"{run['script']} | {run['backend']} | {load}"
         if failed(run):
             out.append(
                 f"| {where} | **did not run** (exit {run['exit_code']}) | see results.json | — |"
@@ -223,8 +224,9 @@ def main(argv=None):
         ]
     for path in scripts(only):
         for backend in backends if path.stem not in NO_DATABASE else ["none"]:
+            before = machine()  # the load differs from script to script
             run = run_script(path, backend, server, args.timeout)
-            run["machine"] = machine()  # load differs from script to script
+            run["machine"] = before
             report["runs"].append(run)
             # Written after every script, so a long run can be read while it goes on.
             RESULTS_JSON.write_text(json.dumps(report, indent=1) + "\n")
