@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -148,17 +149,24 @@ def insert_pending(count, job_prefix):
 
 class Runner:
     def __init__(self, url, secret, capacity):
-        import requests
-
         self.url = url
-        self.http = requests.Session()
-        self.http.headers["Authorization"] = f"Bearer {secret}"
+        self.secret = secret
+        self.http = self.new_http()
         self.session = uuid.uuid4().hex
         self.capacity = capacity
+        self.held = 0
+        self.room = threading.Condition()
         body = {"name": f"bench-{self.session[:10]}", "session": self.session}
         answer = self.http.post(url + "/api/v1/runners/register", json=body, timeout=10)
         answer.raise_for_status()
         self.runner_id = answer.json()["runner_id"]
+
+    def new_http(self):
+        import requests
+
+        http = requests.Session()
+        http.headers["Authorization"] = f"Bearer {self.secret}"
+        return http
 
     def poll(self, wait, capacity=None):
         body = {"session": self.session, "wait": wait, "capacity": capacity or self.capacity}
@@ -168,9 +176,9 @@ class Runner:
         answer.raise_for_status()
         return answer.json()["executions"], time.time()
 
-    def finish(self, assignment):
+    def finish(self, assignment, http=None):
         body = {"session": self.session, "lease": assignment["lease"], "exit_code": 0}
-        answer = self.http.post(
+        answer = (http or self.http).post(
             f"{self.url}/api/v1/executions/{assignment['id']}/finish", json=body, timeout=30
         )
         answer.raise_for_status()
@@ -204,15 +212,36 @@ def steady(url, workdir, seconds):
     warmup_until = start_at.timestamp() + 2
 
     arrivals = {}
+    # Like the agent: runs finish on their own threads while the runner polls
+    # again for its free slots.
+    finisher = ThreadPoolExecutor(STEADY_RUNNERS * 2)
+    sessions = threading.local()
+
+    def finish_later(runner, assignment):
+        def finish():
+            if not hasattr(sessions, "http"):
+                sessions.http = runner.new_http()
+            runner.finish(assignment, sessions.http)
+            with runner.room:
+                runner.held -= 1
+                runner.room.notify()
+
+        finisher.submit(finish)
 
     def run(runner):
         while not stop.is_set():
-            found, arrived = runner.poll(wait=5)
+            with runner.room:
+                while runner.held >= runner.capacity and not stop.is_set():
+                    runner.room.wait(0.5)
+                free = runner.capacity - runner.held
+            found, arrived = runner.poll(wait=5, capacity=free)
+            with runner.room:
+                runner.held += len(found)
             for assignment in found:
                 if scheduled_epoch(assignment) >= warmup_until:
                     latencies.append(arrived - scheduled_epoch(assignment))
                     arrivals[assignment["id"]] = arrived
-                runner.finish(assignment)
+                finish_later(runner, assignment)
 
     runners = [Runner(web.url, secret, capacity=5) for _ in range(STEADY_RUNNERS)]
     threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in runners]
@@ -223,6 +252,7 @@ def steady(url, workdir, seconds):
     Job.objects.update(enabled=False)
     for thread in threads:
         thread.join(10)
+    finisher.shutdown(wait=True)
     loop.stop()
     web.stop()
     fired, claimed, answered = stages(arrivals)

@@ -4,11 +4,12 @@ the e2e database through `manage.py shell` (another process, as in production).
 
 import json
 import textwrap
+import time
 import uuid
 
 import requests
 
-from tests.e2e.processes import manage
+from tests.e2e.processes import Server, manage
 
 SEED = """
 import json, time
@@ -44,6 +45,20 @@ for spec in json.loads({specs!r}):
 notify_new_work()
 print(json.dumps({{"ids": ids, "committed_at": time.time()}}))
 """
+
+
+def start_server(db_url, log_path, timeout=60, **env):
+    """A uvicorn for `db_url`, ready. On a busy machine the first request can
+    take longer than `Server.wait_ready`'s one-second read timeout: wait on."""
+    server = Server(db_url, log_path, **env)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return server.wait_ready(timeout=max(1, deadline - time.monotonic()))
+        except requests.Timeout:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise
 
 
 def token(db_url, name=None):

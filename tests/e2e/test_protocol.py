@@ -6,8 +6,16 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import Server, create_database, drop_database, manage
-from tests.e2e.protocol_client import RunnerClient, execution_row, query, seed, seed_timed, token
+from tests.e2e.processes import create_database, drop_database, manage
+from tests.e2e.protocol_client import (
+    RunnerClient,
+    execution_row,
+    query,
+    seed,
+    seed_timed,
+    start_server,
+    token,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +32,7 @@ def e2e_database(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(e2e_database, tmp_path_factory):
-    process = Server(e2e_database, tmp_path_factory.mktemp("web") / "web.log").wait_ready()
+    process = start_server(e2e_database, tmp_path_factory.mktemp("web") / "web.log")
     yield process
     process.stop()
 
@@ -244,7 +252,7 @@ def test_logs_are_appended_once_per_seq_and_refused_above_64_kib(runner, e2e_dat
 
 
 def test_the_log_cap_truncates_with_a_marker(e2e_database, tmp_path):
-    server = Server(e2e_database, tmp_path / "web.log", CRONIQ_LOG_LIMIT=1024).wait_ready()
+    server = start_server(e2e_database, tmp_path / "web.log", CRONIQ_LOG_LIMIT=1024)
     try:
         client = RunnerClient(server.url, token(e2e_database), labels=["linux"])
         client.register()

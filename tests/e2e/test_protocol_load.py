@@ -8,11 +8,20 @@ import pytest
 import requests
 
 from tests.e2e.processes import on_postgres
-from tests.e2e.protocol_client import RunnerClient, seed, token
+from tests.e2e.protocol_client import RunnerClient, seed, start_server, token
 
 pytestmark = pytest.mark.e2e
 
+
+@pytest.fixture
+def server(e2e_database, tmp_path):
+    process = start_server(e2e_database, tmp_path / "web.log")
+    yield process
+    process.stop()
+
+
 POLLS = 200
+BURST = 100
 
 
 def connections_to(db_url):
@@ -54,32 +63,42 @@ def test_200_idle_long_polls_leave_healthz_fast_and_hold_no_connections(server, 
         poller.join(20)
     assert len(answers) == POLLS
     assert all(a.status_code == 200 and a.json() == {"executions": []} for a in answers)
-    assert max(timings) < 0.1, timings
-    assert statistics.median(timings) < 0.05
+    # Exhausted threads would hold /healthz until the polls end (seconds);
+    # a loaded test machine may still hiccup once, hence the 90th percentile.
+    timings.sort()
+    assert timings[int(len(timings) * 0.9)] < 0.1, timings
+    assert statistics.median(timings) < 0.05, timings
+    assert max(timings) < 1.0, timings
 
 
 def test_a_burst_of_work_is_spread_over_waiting_runners_without_double_handout(
     server, e2e_database
 ):
     secret = token(e2e_database)
-    runners = [RunnerClient(server.url, secret, labels=["linux"], capacity=5) for _ in range(20)]
+    runners = [RunnerClient(server.url, secret, labels=["linux"], capacity=10) for _ in range(20)]
     for runner in runners:
         runner.register()
     got = []
     lock = threading.Lock()
+    seeded = threading.Event()
+    deadline = time.monotonic() + 90
 
     def drain(runner):
-        found = runner.claim(wait=10)
-        while found:
+        # Hold what arrives (no finish): every execution must reach exactly one runner.
+        while time.monotonic() < deadline:
+            found = runner.claim(wait=2)
             with lock:
                 got.extend(e["id"] for e in found)
-            found = runner.claim(wait=1)
+                if seeded.is_set() and len(got) >= BURST:
+                    return
 
     threads = [threading.Thread(target=drain, args=(r,)) for r in runners]
     for thread in threads:
         thread.start()
     time.sleep(1)
-    ids = seed(e2e_database, *({"job": f"burst-{n}", "labels": ["linux"]} for n in range(200)))
+    specs = ({"job": f"burst-{n}", "labels": ["linux"]} for n in range(BURST))
+    ids = seed(e2e_database, *specs)
+    seeded.set()
     for thread in threads:
-        thread.join(60)
+        thread.join(100)
     assert sorted(got) == sorted(ids)
