@@ -8,7 +8,9 @@ with Python. Threads:
   `heartbeat_interval` and kills those the server reports lost or cancelled;
 - the watchdog enforces job timeouts, SIGKILL escalation and self-fencing:
   a job whose lease could not be renewed in time is killed before the server
-  can hand it to another runner;
+  can hand it to another runner. Its lease is never renewed again, and its
+  end is reported only once the server must have reaped it, so the server
+  settles it lost and retries it (the server then answers 409, as expected);
 - each execution has a reader, a log shipper and a thread that reports its end.
 
 Exit codes: 0 done (also after SIGTERM/SIGINT and a drain), 2 usage error
@@ -49,6 +51,9 @@ WATCHDOG_TICK = 0.1
 REGISTER_TIMEOUT = 10.0
 # After the drain, reports of killed jobs get this long to reach the server.
 REPORT_WINDOW = 15.0
+# A fenced job is reported this long after its lease must have expired on the
+# server, so the reaper has settled it lost (and retried it) first.
+REAP_SLACK = 3.0
 
 
 class Fatal(Exception):
@@ -89,6 +94,7 @@ class Agent:
         self.jobs_lock = threading.Lock()
         self.taken = 0  # executions accepted since start (for --once)
         self.polling = False  # a long-poll is in flight
+        self.last_beat_sent = None  # monotonic; answered or not
         self.stopping = threading.Event()  # no more polling
         self.hurry = threading.Event()  # skip what is left of the drain
         self.giving_up = threading.Event()  # stop retrying reports; exiting
@@ -152,7 +158,7 @@ class Agent:
         )
 
     def shut_down(self):
-        running = self.held()
+        running = self.busy()
         if self.fatal is None and running:
             log.info(
                 "waiting up to %ss for %d running execution(s)",
@@ -166,7 +172,13 @@ class Agent:
             job.kill(reason, 0 if self.fatal else self.config.kill_grace)
         window = 3.0 if self.fatal else self.config.kill_grace + REPORT_WINDOW
         if not self.wait_for_jobs(self.clock() + window):
-            log.error("exiting with %d execution(s) not reported", len(self.held()))
+            log.error("exiting with %d execution(s) not reported", len(self.busy()))
+        lapsing = [job for job in self.held() if job.waiting_for_lapse]
+        if lapsing:
+            log.info(
+                "leaving %d fenced execution(s) unreported: the server reaps and retries them",
+                len(lapsing),
+            )
         self.giving_up.set()
         self.exited.set()
         if self.polling:
@@ -183,7 +195,7 @@ class Agent:
         return EXIT_OK
 
     def wait_for_jobs(self, deadline, interrupt=None):
-        while self.held():
+        while self.busy():
             remaining = deadline - self.clock()
             if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
                 return False
@@ -193,6 +205,11 @@ class Agent:
     def held(self):
         with self.jobs_lock:
             return list(self.jobs.values())
+
+    def busy(self):
+        """Held executions still running or reporting; not the fenced ones
+        that only wait for their lease to lapse on the server."""
+        return [job for job in self.held() if not job.waiting_for_lapse]
 
     # -- register ---------------------------------------------------------
 
@@ -262,7 +279,7 @@ class Agent:
     def free_slots(self):
         if self.config.once:
             return 1 - self.taken
-        return self.config.capacity - len(self.held())
+        return self.config.capacity - len(self.busy())
 
     def poll_loop(self):
         backoff = Backoff()
@@ -389,15 +406,19 @@ class Agent:
         backoff.reset()
         return self.heartbeat_interval
 
+    def heartbeat_timeout(self):
+        return max(2.0, min(10.0, self.lease_ttl / 3))
+
     def heartbeat(self):
-        held = self.held()
+        # A lease given up (fenced, or reported lost) is never renewed again.
+        held = [job for job in self.held() if job.holds_lease]
         body = {
             "session": self.session,
             "executions": [{"id": job.id, "lease": job.lease} for job in held],
         }
-        sent_at = self.clock()
+        sent_at = self.last_beat_sent = self.clock()
         path = f"/api/v1/runners/{self.runner_id}/heartbeat"
-        answer = self.client.post(path, body, timeout=max(2.0, min(10.0, self.lease_ttl / 3)))
+        answer = self.client.post(path, body, timeout=self.heartbeat_timeout())
         by_id = {job.id: job for job in held}
         for execution_id in answer.get("renewed") or []:
             if execution_id in by_id:
@@ -426,9 +447,17 @@ class Agent:
             job = jobs.get(execution_id)
             self.leases.forget(execution_id)
             if job is not None and job.running:
-                job.kill("fenced", self.fence_grace())
+                job.give_up_lease(self.fence_grace(), self.lapse_time(now))
         for job in jobs.values():
             job.tick(now, self.config.kill_grace)
+
+    def lapse_time(self, now):
+        """When the server must have let a lease go that this agent stops
+        renewing at `now`: a heartbeat still in flight may renew it once more."""
+        last_renewal = now
+        if self.last_beat_sent is not None:
+            last_renewal = max(now, self.last_beat_sent + self.heartbeat_timeout())
+        return last_renewal + self.lease_ttl + REAP_SLACK
 
     def fence_grace(self):
         """SIGTERM to SIGKILL delay when the lease is gone: the job must be

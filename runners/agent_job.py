@@ -105,6 +105,7 @@ class Job:
         self.stale = False
         self.state = None  # the server's answer to finish
         self.seq = 0
+        self.report_after = None  # monotonic; set when the agent gives the lease up
 
         self._lock = threading.Lock()
         self._output = threading.Condition()
@@ -158,6 +159,30 @@ class Job:
     @property
     def running(self):
         return self.process is not None and not self.reaped
+
+    @property
+    def holds_lease(self):
+        """Whether heartbeats should renew this execution's lease."""
+        return self.kill_reason not in ("fenced", "lost")
+
+    @property
+    def waiting_for_lapse(self):
+        """Dead and fenced, its report held until the server let the lease go."""
+        return (
+            not self.running
+            and self.report_after is not None
+            and self.state is None
+            and self.clock() < self.report_after
+        )
+
+    def give_up_lease(self, grace, report_after):
+        """Self-fencing. Kill the job, and hold its report until `report_after`
+        (monotonic), when the server must have let the lease lapse: the server
+        then settles the run lost and retries it. Reported under a lease the
+        server still honoured, the runner's kill would pass for the job's own
+        failure and the scheduled instant would never run."""
+        self.report_after = report_after
+        return self.kill("fenced", grace)
 
     def kill(self, reason, grace):
         """SIGTERM the process group now, SIGKILL after `grace` seconds."""
@@ -291,6 +316,24 @@ class Job:
             self.done.set()
             self.on_done(self)
 
+    def _wait_for_lapse(self):
+        """False when the agent exits first: the report is then left out and
+        the server reaps the lease on its own."""
+        if self.report_after is None:
+            return True
+        wait = self.report_after - self.clock()
+        if wait <= 0:
+            return True
+        log.info(
+            "execution %s: reporting in %.0fs, once the server has let its lease lapse",
+            self.id,
+            wait,
+        )
+        if self.giving_up.wait(wait):
+            log.info("execution %s: not reported; the server reaps its lease", self.id)
+            return False
+        return True
+
     def _finish(self):
         returncode = self.process.returncode if self.process is not None else None
         body = outcome(returncode, self.kill_reason, self.timeout, self.start_error)
@@ -301,6 +344,8 @@ class Job:
             f" ({body['error']})" if body.get("error") else "",
         )
         body.update(session=self.session, lease=self.lease)
+        if not self._wait_for_lapse():
+            return
         try:
             answer = self._retry(f"/api/v1/executions/{self.id}/finish", body, FINISH_TIMEOUT)
         except (Conflict, NotFound) as error:

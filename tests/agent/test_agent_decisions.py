@@ -6,7 +6,7 @@ import pytest
 
 from runners.agent import Agent
 from runners.agent_config import Config
-from runners.agent_http import Link
+from runners.agent_http import Link, Transient
 from runners.agent_timing import LeaseBook
 
 
@@ -25,8 +25,16 @@ class FakeJob:
         self.kills = []
         self.ticks = []
 
+    holds_lease = True
+    waiting_for_lapse = False
+
     def kill(self, reason, grace):
         self.kills.append((reason, grace))
+
+    def give_up_lease(self, grace, report_after):
+        self.report_after = report_after
+        self.holds_lease = False
+        self.kill("fenced", grace)
 
     def tick(self, now, kill_grace):
         self.ticks.append(now)
@@ -43,6 +51,11 @@ class SlowServer:
         self.calls.append((path, body))
         self.clock.now += self.latency
         return self.answer
+
+
+class Unreachable:
+    def post(self, path, body, timeout):
+        raise Transient("timed out")
 
 
 @pytest.fixture
@@ -73,6 +86,28 @@ def test_a_job_is_fenced_once_its_lease_could_not_be_renewed_in_time(clock):
     assert job.kills == [("fenced", 0.5)]
     agent.watch(clock.now + 1)
     assert len(job.kills) == 1
+
+
+def test_a_fenced_job_is_renewed_no_more_and_reported_after_its_lease_lapsed(clock):
+    fenced, healthy = FakeJob(1), FakeJob(2)
+    agent = make_agent(clock, fenced, healthy, lease_ttl=30.0)
+    agent.client = SlowServer(clock, {"renewed": [1, 2], "lost": [], "cancel": []})
+    agent.heartbeat()
+    clock.now += 15
+    agent.client = Unreachable()
+    with pytest.raises(Transient):
+        agent.heartbeat()  # may still reach the server and renew, within its 10 s timeout
+    agent.leases.renewed(2, clock.now)
+    clock.now += 5
+    agent.watch(clock.now)
+    assert fenced.kills == [("fenced", 5.0)]
+    # The server lets go 30 s after the last renewal it may have made (the
+    # unanswered heartbeat, at the latest when it timed out), plus 3 s for
+    # the reaper: then the server has settled it lost and retried it.
+    assert fenced.report_after == (515 + 10) + 30 + 3
+    agent.client = SlowServer(clock, {"renewed": [2], "lost": [], "cancel": []})
+    agent.heartbeat()
+    assert agent.client.calls[-1][1]["executions"] == [{"id": 2, "lease": 1}]
 
 
 def test_a_job_that_already_ended_is_not_fenced(clock):

@@ -127,6 +127,63 @@ def test_a_partitioned_agent_kills_its_singleton_job_before_the_lease_expires(da
         show(*filter(None, (behind_proxy, direct, loop)))
 
 
+def test_a_fenced_run_is_lost_and_retried_when_the_network_heals_before_its_lease_expires(
+    database, tmp_path
+):
+    """The kill was the runner's doing, not the job's: the server must settle
+    the run lost and retry it, not take the kill for the job's own failure."""
+    db = database
+    # Fenced 6 s after the last renewal, expired 3 s later: room to heal between.
+    fast = {"CRONIQ_LEASE_TTL": 9, "CRONIQ_HEARTBEAT_INTERVAL": 0.5, "CRONIQ_TICK_INTERVAL": 0.2}
+    server = Server(db, tmp_path / "web.log", **fast)
+    loop = start_loop(db, tmp_path / "loop.log", **fast)
+    ledger = tmp_path / "ledger"
+    job = dict(
+        job="healed",
+        command=LEDGER_JOB.replace("{ledger}", str(ledger)),
+        labels=["h"],
+        singleton=True,
+    )
+    proxy = agent = None
+    try:
+        token, [first_id] = token_and_executions(db, "healed", job)
+        proxy = TcpProxy(ready(server).port)
+        agent = start_agent(
+            proxy.url, token, tmp_path / "agent.log", "--name", "h", "--labels", "h",
+            "--poll-wait", "2",
+        )  # fmt: skip
+        wait_for(lambda: (first_id, "start") in read_ledger(ledger), message="the first run")
+        proxy.cut()
+        wait_for(
+            lambda: "lease could not be renewed" in agent.output(),
+            timeout=15,
+            message="the agent to fence its job",
+        )
+        proxy.heal()
+        healed_at = time.time()
+
+        def retried():
+            runs = executions(db, "healed")
+            return len(runs) == 2 and runs[1]["state"] == "succeeded" and runs
+
+        first, second = wait_for(retried, timeout=30, message="the retry to run")
+        assert healed_at < first["lease_expires_at"]  # the scenario: healed in time
+        assert first["state"] == "lost"
+        assert first["lost_reason"] == "lease_expired"
+        assert second["attempt"] == 2
+        events = read_ledger(ledger)
+        assert events[(first_id, "end")] < first["lease_expires_at"]
+        assert events[(first_id, "end")] < events[(second["id"], "start")]
+        assert "reporting in" in agent.output()
+    finally:
+        if proxy is not None:
+            proxy.close()
+        for process in filter(None, (agent, loop)):
+            process.stop()
+        server.stop()
+        show(*filter(None, (agent, loop)))
+
+
 def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(database, tmp_path):
     db = database
     port = free_port()
