@@ -15,7 +15,8 @@ with Python. Threads:
 
 Exit codes: 0 done (also after SIGTERM/SIGINT and a drain), 2 usage error
 (also when the server refuses the registration as invalid), 3 the token was
-refused, 4 another process took over this runner's identity.
+refused, 4 another process took over this runner's identity, 1 an error
+nothing above expected.
 """
 
 import logging
