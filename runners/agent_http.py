@@ -86,6 +86,7 @@ class Link:
         self.clock = clock
         self.up = None  # unknown until the first answer
         self.down_since = None
+        self.outages = 0  # ended outages, so others can tell the server may have restarted
         self._lock = threading.Lock()
 
     def answered(self):
@@ -94,6 +95,7 @@ class Link:
                 verb = "reconnected to" if self.up is False else "reached"
                 outage = self.clock() - self.down_since
                 log.info("%s %s after %.1fs without it", verb, self.server, outage)
+                self.outages += 1
             self.up, self.down_since = True, None
 
     def failed(self, reason):
@@ -148,6 +150,7 @@ class Client:
             reason = describe_failure(error)
             self.link.failed(reason)
             raise Transient(reason) from None
+        self._local.date = response.headers.get("Date")
         try:
             answer = classify(response)
         except Transient as error:
@@ -158,6 +161,10 @@ class Client:
             raise
         self.link.answered()
         return answer
+
+    def last_date(self):
+        """The Date header of this thread's last answer (None if absent)."""
+        return getattr(self._local, "date", None)
 
 
 def describe_failure(error):

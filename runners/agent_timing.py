@@ -6,6 +6,8 @@ Both take their randomness and clock as arguments so tests need no sleeping.
 import random
 import threading
 import time
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 
 
 class Backoff:
@@ -43,40 +45,69 @@ def fence_margin(lease_ttl):
     return min(lease_ttl / 3, 10.0)
 
 
+def observed_ttl(lease_expires_at, date_header):
+    """An upper bound of the lease TTL the server applied in one answer:
+    `lease_expires_at` minus the answer's Date header (both the server's
+    clock; Date is truncated to the second, so the bound is at most 1 s
+    high). None when either is missing or unreadable."""
+    try:
+        expires = datetime.fromisoformat(lease_expires_at)
+        sent = parsedate_to_datetime(date_header)
+    except (TypeError, ValueError):
+        return None
+    if expires.tzinfo is None or sent.tzinfo is None:
+        return None
+    return (expires - sent).total_seconds()
+
+
 class LeaseBook:
     """Local deadlines of the leases this agent holds, on the monotonic clock.
 
     A renewal is anchored at the moment the heartbeat was *sent*: the server
     renewed after that, so its expiry is at least `sent_at + ttl` (no wall
     clocks compared across machines). The agent must have killed the job by
-    `deadline = sent_at + ttl - margin`.
+    `deadline = sent_at + ttl - margin`. Anchors are kept, not deadlines, so
+    a shorter TTL learnt later applies to every lease at once.
     """
 
     def __init__(self, lease_ttl, margin=None, clock=time.monotonic):
         self.lease_ttl = lease_ttl
         self.margin = fence_margin(lease_ttl) if margin is None else margin
         self.clock = clock
-        self._deadlines = {}
+        self._anchors = {}
         self._lock = threading.Lock()
 
+    def shorten(self, lease_ttl):
+        """The server now grants shorter leases (restarted with a smaller
+        CRONIQ_LEASE_TTL). A longer TTL is ignored: fencing early is safe,
+        fencing late is not."""
+        with self._lock:
+            if lease_ttl >= self.lease_ttl:
+                return False
+            self.lease_ttl = lease_ttl
+            self.margin = fence_margin(lease_ttl)
+            return True
+
     def renewed(self, execution_id, sent_at):
-        deadline = sent_at + self.lease_ttl - self.margin
         with self._lock:
             # A late answer to an older heartbeat must not move the deadline back.
-            self._deadlines[execution_id] = max(deadline, self._deadlines.get(execution_id, 0))
+            self._anchors[execution_id] = max(sent_at, self._anchors.get(execution_id, sent_at))
 
     def forget(self, execution_id):
         with self._lock:
-            self._deadlines.pop(execution_id, None)
+            self._anchors.pop(execution_id, None)
+
+    def _deadline(self, anchor):
+        return anchor + self.lease_ttl - self.margin
 
     def remaining(self, execution_id, now=None):
         now = self.clock() if now is None else now
         with self._lock:
-            deadline = self._deadlines.get(execution_id)
-        return None if deadline is None else deadline - now
+            anchor = self._anchors.get(execution_id)
+            return None if anchor is None else self._deadline(anchor) - now
 
     def overdue(self, now=None):
         """Ids whose deadline has passed: their jobs must die now."""
         now = self.clock() if now is None else now
         with self._lock:
-            return sorted(eid for eid, deadline in self._deadlines.items() if deadline <= now)
+            return sorted(e for e, anchor in self._anchors.items() if self._deadline(anchor) <= now)

@@ -7,7 +7,7 @@ import pytest
 from runners.agent import Agent
 from runners.agent_config import Config
 from runners.agent_http import Link, Transient
-from runners.agent_timing import LeaseBook
+from runners.agent_timing import Backoff, LeaseBook
 
 
 class FakeClock:
@@ -43,9 +43,12 @@ class FakeJob:
 class SlowServer:
     """Answers a heartbeat after `latency` seconds of fake time."""
 
-    def __init__(self, clock, answer, latency=0.0):
-        self.clock, self.answer, self.latency = clock, answer, latency
+    def __init__(self, clock, answer, latency=0.0, date=None):
+        self.clock, self.answer, self.latency, self.date = clock, answer, latency, date
         self.calls = []
+
+    def last_date(self):
+        return self.date
 
     def post(self, path, body, timeout):
         self.calls.append((path, body))
@@ -56,6 +59,9 @@ class SlowServer:
 class Unreachable:
     def post(self, path, body, timeout):
         raise Transient("timed out")
+
+    def last_date(self):
+        return None
 
 
 @pytest.fixture
@@ -189,3 +195,49 @@ def test_losing_the_identity_stops_at_once_with_its_own_exit_code(clock):
     assert agent.fatal.code == 4
     agent.unauthorized("HTTP 401: bad token")
     assert agent.fatal.code == 4  # the first cause is the one reported
+
+
+def test_a_server_restarted_with_shorter_leases_makes_the_agent_fence_sooner(clock):
+    job = FakeJob(1)
+    agent = make_agent(clock, job, lease_ttl=30.0)
+    agent.heartbeat_interval = 10.0
+    answer = {"renewed": [1], "lost": [], "cancel": [], "lease_expires_at": "2026-11-30T12:00:06Z"}
+    agent.client = SlowServer(clock, answer, date="Mon, 30 Nov 2026 12:00:00 GMT")
+    agent.heartbeat()
+    # Seen: 6 s leases, counted as 4 s: fenced 4 - 4/3 s after this renewal.
+    assert agent.leases.lease_ttl == 4.0
+    assert agent.heartbeat_interval == 4.0 / 3
+    assert round(agent.leases.remaining(1), 6) == round(4.0 - 4.0 / 3, 6)
+
+
+def test_the_same_ttl_seen_through_a_coarse_date_changes_nothing(clock):
+    agent = make_agent(clock, FakeJob(1), lease_ttl=30.0)
+    answer = {
+        "renewed": [1],
+        "lost": [],
+        "cancel": [],
+        "lease_expires_at": "2026-11-30T12:00:31.9Z",
+    }
+    agent.client = SlowServer(clock, answer, date="Mon, 30 Nov 2026 12:00:00 GMT")
+    agent.heartbeat()
+    answer["lease_expires_at"] = "2026-11-30T12:00:28.1Z"
+    agent.heartbeat()
+    assert agent.leases.lease_ttl == 30.0
+
+
+def test_after_an_outage_the_agent_registers_again_and_adopts_shorter_leases(clock):
+    agent = make_agent(clock, FakeJob(1), lease_ttl=30.0)
+    agent.heartbeat_interval = 10.0
+    agent.link.outages = 1
+    registration = {"runner_id": 1, "session": agent.session, "takeover": False,
+                    "heartbeat_interval": 2.0, "lease_ttl": 6.0}  # fmt: skip
+    agent.client = SlowServer(clock, registration)
+    agent.beat_once(Backoff())
+    path, body = agent.client.calls[0]
+    assert path == "/api/v1/runners/register"
+    assert body["session"] == agent.session
+    assert (agent.leases.lease_ttl, agent.heartbeat_interval) == (6.0, 2.0)
+    agent.client.calls.clear()
+    agent.client.answer = {"renewed": [1], "lost": [], "cancel": []}
+    agent.beat_once(Backoff())
+    assert [path for path, _ in agent.client.calls] == ["/api/v1/runners/1/heartbeat"]

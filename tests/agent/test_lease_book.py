@@ -1,4 +1,4 @@
-from runners.agent_timing import LeaseBook, fence_margin
+from runners.agent_timing import LeaseBook, fence_margin, observed_ttl
 
 
 class FakeClock:
@@ -55,3 +55,20 @@ def test_forgotten_leases_are_never_overdue():
     clock.now += 100
     assert book.overdue() == [2]
     assert book.remaining(1) is None
+
+
+def test_the_ttl_the_server_applied_is_read_from_its_answer_and_date():
+    assert observed_ttl("2026-11-30T12:00:30.400Z", "Mon, 30 Nov 2026 12:00:00 GMT") == 30.4
+    assert observed_ttl("2026-11-30T12:00:30+00:00", None) is None
+    assert observed_ttl("not a time", "Mon, 30 Nov 2026 12:00:00 GMT") is None
+    assert observed_ttl("2026-11-30T12:00:30", "Mon, 30 Nov 2026 12:00:00 GMT") is None
+
+
+def test_a_shorter_ttl_applies_to_later_renewals_and_a_longer_one_is_ignored():
+    clock = FakeClock()
+    book = LeaseBook(lease_ttl=30, clock=clock)
+    assert not book.shorten(60)
+    assert book.shorten(9)
+    assert (book.lease_ttl, book.margin) == (9, 3)
+    book.renewed(1, sent_at=clock.now)
+    assert book.remaining(1) == 6

@@ -1,5 +1,6 @@
 """croniq-runner when the network or the server fails: partition, crash, late start."""
 
+import re
 import time
 
 import pytest
@@ -201,7 +202,8 @@ def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
         time.sleep(0.5)
         server.kill()  # a crash: connections reset, then refused
         time.sleep(0.5)
-        server = start_server(db, tmp_path / "web-2.log", port=port, **fast)
+        # Back with shorter leases: the agent must notice, or it would fence too late.
+        server = start_server(db, tmp_path / "web-2.log", port=port, CRONIQ_LEASE_TTL=6, **fast)
         wait_for(lambda: " reported: " in agent.output(), message="the report after the restart")
 
         [run] = executions(db, "steady")
@@ -212,6 +214,10 @@ def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
         assert output.count("reached") == 1
         assert output.count("lost connection to") == 1
         assert output.count("reconnected to") == 1
+        [counted] = re.findall(
+            r"the server now grants shorter leases \(\d+s\): counting ([\d.]+)s", output
+        )
+        assert float(counted) <= 6
         assert agent.alive()
     finally:
         agent.stop()
