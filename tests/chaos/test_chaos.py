@@ -131,15 +131,6 @@ def test_every_scheduled_instant_has_one_success_or_an_audited_policy_outcome(ch
     assert_none(chaos, "instants")
 
 
-# Not strict: whether a random run heals a partition inside the runner's fence
-# margin is up to the seed. test_fenced_run.py reproduces it every time, and
-# is the strict xfail that turns red once the runner is fixed.
-@pytest.mark.xfail(
-    strict=False,
-    reason="croniq-runner keeps renewing the lease of a job it killed for fencing and "
-    "reports the kill as the job's failure; the server settles it `failed` and never "
-    "retries the instant (fix belongs in runners/agent.py; see test_fenced_run.py)",
-)
 def test_a_run_its_runner_killed_for_fencing_is_retried_not_settled_as_failed(chaos):
     assert_none(chaos, "fenced runs settled as failed")
 

@@ -225,3 +225,17 @@ def test_a_scheduler_that_stopped_firing_before_the_end_is_reported():
     facts = clean()
     facts.disabled_at = T0 + timedelta(minutes=5)
     assert "stopped firing" in " ".join(only(facts, "instants"))
+
+
+def test_a_total_is_summed_over_every_label_of_its_family():
+    facts = clean()
+    facts.audit += [
+        dict(action="runner.flapping", target_type="runners.runner", target_id=str(pk),
+             actor=name, data={}, at=T0)
+        for pk, name in ((1, "agent-1"), (2, "agent-2"))
+    ]  # fmt: skip
+    metrics = facts.metrics[0]
+    metrics[("croniq_runner_flaps_total", frozenset({("runner", "agent-1")}))] = 1.0
+    assert "croniq_runner_flaps_total is 1.0" in only(facts, "metrics")[0]
+    metrics[("croniq_runner_flaps_total", frozenset({("runner", "agent-2")}))] = 1.0
+    assert not found(facts)["metrics"]

@@ -57,12 +57,6 @@ def attempts(db):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="croniq-runner keeps renewing the lease of the job it fenced and reports the kill "
-    "as a failure with a lease the server still honours: the execution is settled `failed` "
-    "and the instant is never retried (runners/agent.py heartbeat and runners/agent_job.py)",
-)
 def test_a_job_its_runner_fenced_is_retried_when_the_network_heals_before_the_lease_expires(
     database, tmp_path
 ):
