@@ -39,7 +39,7 @@ from runners.agent_http import (
     Unauthorized,
 )
 from runners.agent_job import Job
-from runners.agent_timing import Backoff, LeaseBook, observed_ttl
+from runners.agent_timing import Backoff, LeaseBook
 
 log = logging.getLogger("croniq.runner")
 
@@ -55,6 +55,8 @@ REPORT_WINDOW = 15.0
 # A fenced job is reported this long after its lease must have expired on the
 # server, so the reaper has settled it lost (and retried it) first.
 REAP_SLACK = 3.0
+# Registration is repeated this often to pick up the server's current settings.
+REFRESH_INTERVAL = 300.0
 
 
 class Fatal(Exception):
@@ -97,6 +99,7 @@ class Agent:
         self.polling = False  # a long-poll is in flight
         self.last_beat_sent = None  # monotonic; answered or not
         self.outages_seen = 0
+        self.refresh_at = clock() + REFRESH_INTERVAL
         self.stopping = threading.Event()  # no more polling
         self.hurry = threading.Event()  # skip what is left of the drain
         self.giving_up = threading.Event()  # stop retrying reports; exiting
@@ -396,7 +399,7 @@ class Agent:
     def beat_once(self, backoff):
         """One heartbeat; returns the pause before the next."""
         try:
-            if self.link.outages != self.outages_seen:
+            if self.link.outages != self.outages_seen or self.clock() >= self.refresh_at:
                 self.refresh()
             self.heartbeat()
         except Transient:
@@ -426,7 +429,6 @@ class Agent:
         sent_at = self.last_beat_sent = self.clock()
         path = f"/api/v1/runners/{self.runner_id}/heartbeat"
         answer = self.client.post(path, body, timeout=self.heartbeat_timeout())
-        self.follow_ttl(observed_ttl(answer.get("lease_expires_at"), self.client.last_date()))
         by_id = {job.id: job for job in held}
         for execution_id in answer.get("renewed") or []:
             if execution_id in by_id:
@@ -440,29 +442,22 @@ class Agent:
                 by_id[execution_id].kill("cancel", self.config.kill_grace)
 
     def refresh(self):
-        """After an outage the server may be a restarted one with other
-        settings: register again under the same session (no takeover) and
-        adopt its lease TTL and heartbeat interval."""
+        """After an outage, and every few minutes (web processes restarted in
+        turn show no outage), the server may run with other settings:
+        register again under the same session (no takeover) and adopt its
+        lease TTL and heartbeat interval."""
         outages = self.link.outages
         answer = self.client.post("/api/v1/runners/register", self.registration(), REGISTER_TIMEOUT)
         self.outages_seen = outages
+        self.refresh_at = self.clock() + REFRESH_INTERVAL
         self.runner_id = answer["runner_id"]
         interval = answer.get("heartbeat_interval")
         if interval:
             self.heartbeat_interval = min(self.heartbeat_interval, float(interval))
         if answer.get("lease_ttl"):
-            self.shorten_leases(float(answer["lease_ttl"]), float(answer["lease_ttl"]))
+            self.shorten_leases(float(answer["lease_ttl"]))
 
-    def follow_ttl(self, observed):
-        """Backstop for a server replaced without an outage this agent saw
-        (several web processes restarted in turn): the TTL each heartbeat
-        answer implies. The Date header has whole seconds and uvicorn
-        refreshes it once a second, so the observation can be up to 2 s
-        high: only a drop beyond that counts, 2 s shorter than seen."""
-        if observed is not None and observed < self.leases.lease_ttl - 2:
-            self.shorten_leases(max(1.0, observed - 2), observed)
-
-    def shorten_leases(self, ttl, seen):
+    def shorten_leases(self, ttl):
         """Count leases with a shorter TTL from now on (never a longer one:
         fencing early is safe, fencing late is not)."""
         if not self.leases.shorten(ttl):
@@ -470,9 +465,8 @@ class Agent:
         self.lease_ttl = ttl
         self.heartbeat_interval = min(self.heartbeat_interval, ttl / 3)
         log.warning(
-            "the server now grants shorter leases (%ds): counting %.1fs, renewing every %.1fs, "
+            "the server now grants shorter leases (%.1fs): renewing every %.1fs, "
             "fencing %.1fs after a renewal",
-            int(seen),
             ttl,
             self.heartbeat_interval,
             ttl - self.leases.margin,

@@ -150,7 +150,6 @@ class Client:
             reason = describe_failure(error)
             self.link.failed(reason)
             raise Transient(reason) from None
-        self._local.date = response.headers.get("Date")
         try:
             answer = classify(response)
         except Transient as error:
@@ -161,10 +160,6 @@ class Client:
             raise
         self.link.answered()
         return answer
-
-    def last_date(self):
-        """The Date header of this thread's last answer (None if absent)."""
-        return getattr(self._local, "date", None)
 
 
 def describe_failure(error):

@@ -6,8 +6,6 @@ Both take their randomness and clock as arguments so tests need no sleeping.
 import random
 import threading
 import time
-from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 
 class Backoff:
@@ -43,21 +41,6 @@ def fence_margin(lease_ttl):
     point is dead before the server can re-dispatch it.
     """
     return min(lease_ttl / 3, 10.0)
-
-
-def observed_ttl(lease_expires_at, date_header):
-    """An upper bound of the lease TTL the server applied in one answer:
-    `lease_expires_at` minus the answer's Date header (both the server's
-    clock; Date is truncated to the second, so the bound is at most 1 s
-    high). None when either is missing or unreadable."""
-    try:
-        expires = datetime.fromisoformat(lease_expires_at)
-        sent = parsedate_to_datetime(date_header)
-    except (TypeError, ValueError):
-        return None
-    if expires.tzinfo is None or sent.tzinfo is None:
-        return None
-    return (expires - sent).total_seconds()
 
 
 class LeaseBook:

@@ -1,4 +1,4 @@
-from runners.agent_timing import LeaseBook, fence_margin, observed_ttl
+from runners.agent_timing import LeaseBook, fence_margin
 
 
 class FakeClock:
@@ -55,13 +55,6 @@ def test_forgotten_leases_are_never_overdue():
     clock.now += 100
     assert book.overdue() == [2]
     assert book.remaining(1) is None
-
-
-def test_the_ttl_the_server_applied_is_read_from_its_answer_and_date():
-    assert observed_ttl("2026-11-30T12:00:30.400Z", "Mon, 30 Nov 2026 12:00:00 GMT") == 30.4
-    assert observed_ttl("2026-11-30T12:00:30+00:00", None) is None
-    assert observed_ttl("not a time", "Mon, 30 Nov 2026 12:00:00 GMT") is None
-    assert observed_ttl("2026-11-30T12:00:30", "Mon, 30 Nov 2026 12:00:00 GMT") is None
 
 
 def test_a_shorter_ttl_applies_to_later_renewals_and_a_longer_one_is_ignored():

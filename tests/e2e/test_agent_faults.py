@@ -1,6 +1,5 @@
 """croniq-runner when the network or the server fails: partition, crash, late start."""
 
-import re
 import time
 
 import pytest
@@ -214,10 +213,8 @@ def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
         assert output.count("reached") == 1
         assert output.count("lost connection to") == 1
         assert output.count("reconnected to") == 1
-        [counted] = re.findall(
-            r"the server now grants shorter leases \(\d+s\): counting ([\d.]+)s", output
-        )
-        assert float(counted) <= 6
+        # ...and learnt, by registering again, that leases are shorter now.
+        assert "the server now grants shorter leases (6.0s)" in output
         assert agent.alive()
     finally:
         agent.stop()
