@@ -14,7 +14,8 @@ Prints one JSON line per figure (issue "Runner API", section "Speed"):
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_dispatch_bench \
         .venv/bin/python bench/dispatch.py        # a fresh database, dropped after
 
-Options: --only steady,burst,throughput,idle  --seconds N (steady duration).
+Options: --only steady,burst,throughput,idle  --seconds N (steady duration)
+         --jobs N (steady: jobs @every 1s, default 50).
 """
 
 import argparse
@@ -191,7 +192,7 @@ def scheduled_epoch(assignment):
 # -- scenarios -------------------------------------------------------------
 
 
-def steady(url, workdir, seconds):
+def steady(url, workdir, seconds, jobs=STEADY_JOBS):
     """50 jobs @every 1s through the real loop; 20 runners long-polling."""
     from datetime import timedelta
 
@@ -203,7 +204,7 @@ def steady(url, workdir, seconds):
     start_at = timezone.now().replace(microsecond=0) + timedelta(seconds=3)
     Job.objects.bulk_create(
         Job(name=f"steady-{n}", schedule="@every 1s", command="true", next_run_at=start_at)
-        for n in range(STEADY_JOBS)
+        for n in range(jobs)
     )
     loop = start_loop(url, workdir)
     secret = new_token()
@@ -259,7 +260,7 @@ def steady(url, workdir, seconds):
     emit(
         bench="dispatch_latency",
         backend=backend(url),
-        jobs=STEADY_JOBS,
+        jobs=jobs,
         runners=STEADY_RUNNERS,
         samples=len(latencies),
         p50_ms=ms(percentile(latencies, 50)),
@@ -463,13 +464,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(SCENARIOS))
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--jobs", type=int, default=STEADY_JOBS, help="steady: jobs @every 1s")
     args = parser.parse_args()
     url = prepare_database()
     workdir = Path(tempfile.mkdtemp(prefix="croniq-dispatch-bench-"))
     try:
         for name in args.only.split(","):
             if name == "steady":
-                steady(url, workdir, args.seconds)
+                steady(url, workdir, args.seconds, args.jobs)
             else:
                 SCENARIOS[name](url, workdir)
     finally:
