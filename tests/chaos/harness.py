@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
@@ -243,8 +243,6 @@ class Cluster:
     def apply_jobs(self, start_in=2.0):
         """Create the jobs disabled, then enable them all with the same known
         first instant (so the checks know every instant the run must have)."""
-        from datetime import UTC, datetime, timedelta
-
         path = jobs_file(self.dir / "jobs.yaml", self.ledger, enabled=False)
         manage(self.db, "apply", str(path))
         first = (datetime.now(UTC) + timedelta(seconds=start_in)).replace(microsecond=0)
@@ -336,8 +334,6 @@ def wait_healthy(server, timeout=60):
 
 def as_utc(value):
     """A datetime from either backend (SQLite returns text) as aware UTC."""
-    from datetime import datetime
-
     if value is None:
         return None
     if isinstance(value, str):
