@@ -224,19 +224,9 @@ class Cluster:
 
     def kill_machine(self, agent):
         """Stop the agent dead with its job processes, as a machine losing power."""
-        process = agent.process
-        if process is None or not process.alive():
+        if agent.process is None or not agent.process.alive():
             return
-        pid = process.popen.pid
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)  # it can start nothing more
-        children = subprocess.run(
-            ["pgrep", "-P", str(pid)], capture_output=True, text=True
-        ).stdout.split()
-        process.kill()
-        for child in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(child), signal.SIGKILL)
+        kill_machine(agent.process)
         agent.deaths[agent.label] = time.time()
         agent.process = None
 
@@ -308,6 +298,21 @@ class Cluster:
 
     def logs(self):
         return sorted(self.dir.glob("*.log"))
+
+
+def kill_machine(process):
+    """SIGKILL an agent process and every job it started (each job is a
+    process group of its own), as if its machine lost power."""
+    pid = process.popen.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)  # it can start nothing more
+    children = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True
+    ).stdout.split()
+    process.kill()
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(child), signal.SIGKILL)
 
 
 def sqlite_value(value):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.chaos.harness import SETTINGS, wait_healthy
+from tests.chaos.harness import SETTINGS, kill_machine, wait_healthy
 from tests.e2e.processes import (
     Server,
     create_database,
@@ -89,7 +89,7 @@ def test_a_job_its_runner_fenced_is_retried_when_the_network_heals_before_the_le
         rows = attempts(database)
     finally:
         if agent is not None:
-            agent.kill()
+            kill_machine(agent)  # and the retry's `sleep 30`
         proxy.close()
         loop.stop()
         server.stop()
