@@ -219,3 +219,12 @@ def test_registration_is_refreshed_every_few_minutes_without_an_outage(clock):
     agent.beat_once(Backoff())
     assert agent.client.calls[1][0] == "/api/v1/runners/register"
     assert agent.leases.lease_ttl == 30.0
+
+
+def test_a_fenced_job_waiting_for_its_lease_to_lapse_takes_no_slot(clock):
+    running, lapsing = FakeJob(1), FakeJob(2)
+    lapsing.waiting_for_lapse = True
+    agent = make_agent(clock, running, lapsing)
+    agent.config = Config(server="http://croniq.test", token="t", name="n", capacity=2)
+    assert agent.free_slots() == 1
+    assert agent.busy() == [running]
