@@ -134,3 +134,44 @@ def test_a_job_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
     [finish] = server.bodies("finish")
     assert finish["exit_code"] is None
     assert finish["error"] == "cancelled on the server's request; terminated by SIGKILL"
+
+
+def start_sleeper(server, tmp_path, giving_up):
+    done = threading.Event()
+    job = Job(
+        {"id": 3, "lease": 2, "command": "sleep 30"},
+        client=server,
+        session="s",
+        work_dir=str(tmp_path),
+        on_done=lambda job: done.set(),
+        on_unauthorized=lambda error: None,
+        giving_up=giving_up,
+    )
+    job.start()
+    return job, done
+
+
+def test_a_fenced_job_is_reported_only_once_its_lease_has_lapsed(tmp_path):
+    server = RecordingServer()
+    job, done = start_sleeper(server, tmp_path, threading.Event())
+    report_after = time.monotonic() + 1.0
+    assert job.give_up_lease(grace=0.2, report_after=report_after)
+    assert not job.holds_lease
+    assert done.wait(5)
+    assert time.monotonic() >= report_after
+    [finish] = server.bodies("finish")
+    assert "lease could not be renewed" in finish["error"]
+
+
+def test_a_fenced_job_is_left_unreported_when_the_agent_exits_first(tmp_path):
+    server = RecordingServer()
+    giving_up = threading.Event()
+    job, done = start_sleeper(server, tmp_path, giving_up)
+    job.give_up_lease(grace=0.2, report_after=time.monotonic() + 60)
+    wait_until = time.monotonic() + 5
+    while not job.waiting_for_lapse and time.monotonic() < wait_until:
+        time.sleep(0.05)
+    assert job.waiting_for_lapse
+    giving_up.set()
+    assert done.wait(5)
+    assert server.bodies("finish") == []
