@@ -140,10 +140,10 @@ class Server(Process):
             if not self.alive():
                 raise RuntimeError(f"server exited:\n{self.output()}")
             try:
-                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if requests.get(self.url + "/healthz", timeout=5).status_code == 200:
                     return self
-            except requests.ConnectionError:
-                pass
+            except requests.RequestException:
+                pass  # not listening yet, or too busy starting to answer in time
             time.sleep(0.1)
         raise RuntimeError(f"server not ready after {timeout}s:\n{self.output()}")
 
