@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from tests.e2e.processes import on_postgres
-from tests.e2e.protocol_client import RunnerClient, seed, start_server, token
+from tests.e2e.protocol_client import RunnerClient, query, seed, start_server, token
 
 pytestmark = pytest.mark.e2e
 
@@ -83,10 +83,16 @@ def test_a_burst_of_work_is_spread_over_waiting_runners_without_double_handout(
     seeded = threading.Event()
     deadline = time.monotonic() + 90
 
+    errors = []
+
     def drain(runner):
         # Hold what arrives (no finish): every execution must reach exactly one runner.
         while time.monotonic() < deadline:
-            found = runner.claim(wait=2)
+            answer = runner.poll(wait=2)
+            if answer.status_code != 200:
+                errors.append(answer.text)
+                continue
+            found = answer.json()["executions"]
             with lock:
                 got.extend(e["id"] for e in found)
                 if seeded.is_set() and len(got) >= BURST:
@@ -101,4 +107,14 @@ def test_a_burst_of_work_is_spread_over_waiting_runners_without_double_handout(
     seeded.set()
     for thread in threads:
         thread.join(100)
-    assert sorted(got) == sorted(ids)
+    assert errors == []
+    missing = sorted(set(ids) - set(got))
+    where = query(
+        e2e_database,
+        f"""
+        from scheduler.models import Execution
+        result = list(Execution.objects.filter(pk__in={missing}).values_list(
+            "pk", "state", "session", "lease", "claimed_at"))
+        """,
+    )
+    assert sorted(got) == sorted(ids), (missing, where, server.output()[-3000:])
