@@ -22,3 +22,13 @@ def test_a_duplicate_name_is_refused(db):
     with pytest.raises(CommandError, match="exists already"):
         call_command("create_runner_token", "twice", stdout=io.StringIO())
     assert RunnerToken.objects.count() == 1
+
+
+def test_the_creation_is_audited_without_the_secret(db):
+    from audit.models import AuditEvent
+
+    out = io.StringIO()
+    call_command("create_runner_token", "audited", stdout=out, stderr=io.StringIO())
+    event = AuditEvent.objects.get(action="runnertoken.created")
+    assert event.target_repr == "audited"
+    assert out.getvalue().strip() not in str(event.data)

@@ -21,6 +21,7 @@ class Command(BaseCommand):
                 token, secret = RunnerToken.issue(name)
         except IntegrityError:
             raise CommandError(f"a token named {name!r} exists already") from None
-        audit.record("token.created", target=token, at=timezone.now(), data={"via": "command"})
+        now = timezone.now()
+        audit.record("runnertoken.created", target=token, at=now, data={"via": "command"})
         self.stdout.write(secret)
         self.stderr.write(f"Token {name!r} created; the secret above is not shown again.")
