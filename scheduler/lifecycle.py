@@ -122,22 +122,29 @@ def release(executions, reason, now, actor=None):
     """
     released = []
     for execution in executions.filter(state=Execution.RUNNING).select_related("job"):
-        # `within`: a lease renewed since the read (heartbeat racing the
-        # reaper) no longer matches "lease expired", so it is left alone.
-        result = settle(execution, Execution.LOST, now, within=executions, lost_reason=reason)
-        if result is False:
-            continue
-        audit.record(
-            "execution.reaped",
-            target=execution,
-            actor=actor,
-            at=now,
-            data={
-                "reason": reason,
-                "runner": execution.runner.name if execution.runner_id else None,
-                "lease": execution.lease,
-                "retry": result.pk if result else None,
-            },
-        )
-        released.append(execution)
+        if release_one(execution, executions, reason, now, actor):
+            released.append(execution)
     return released
+
+
+@transaction.atomic
+def release_one(execution, within, reason, now, actor):
+    """The state change and its audit event commit together (invariant 4)."""
+    # `within`: a lease renewed since the read (heartbeat racing the
+    # reaper) no longer matches "lease expired", so it is left alone.
+    result = settle(execution, Execution.LOST, now, within=within, lost_reason=reason)
+    if result is False:
+        return False
+    audit.record(
+        "execution.reaped",
+        target=execution,
+        actor=actor,
+        at=now,
+        data={
+            "reason": reason,
+            "runner": execution.runner.name if execution.runner_id else None,
+            "lease": execution.lease,
+            "retry": result.pk if result else None,
+        },
+    )
+    return True

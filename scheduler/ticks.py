@@ -265,14 +265,21 @@ def expire_timeouts(now):
         deadline = execution.claimed_at + timedelta(seconds=execution.job.timeout) + grace
         if deadline > now:
             continue
-        error = f"timed out on the server after {execution.job.timeout}s (runner did not finish)"
-        result = lifecycle.settle(execution, Execution.TIMED_OUT, now, error=error)
-        if result is not False:
-            audit.record("execution.timed_out", target=execution, at=now, data={"error": error})
+        if time_out(execution, now):
             expired += 1
     if expired:
         notify_runners()
     return expired
+
+
+@transaction.atomic
+def time_out(execution, now):
+    """Settle one overdue execution; the change and its audit event commit together."""
+    error = f"timed out on the server after {execution.job.timeout}s (runner did not finish)"
+    if lifecycle.settle(execution, Execution.TIMED_OUT, now, error=error) is False:
+        return False
+    audit.record("execution.timed_out", target=execution, at=now, data={"error": error})
+    return True
 
 
 def reap_expired_leases(now):
