@@ -138,6 +138,7 @@ class Server(Process):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
+                self.kill()
                 raise RuntimeError(f"server exited:\n{self.output()}")
             try:
                 if requests.get(self.url + "/healthz", timeout=5).status_code == 200:
@@ -145,6 +146,7 @@ class Server(Process):
             except requests.RequestException:
                 pass  # not listening yet, or too busy starting to answer in time
             time.sleep(0.1)
+        self.kill()  # never leave an unready server running behind a failed test
         raise RuntimeError(f"server not ready after {timeout}s:\n{self.output()}")
 
 
