@@ -6,7 +6,14 @@ two thread hops and a thread held for every request, long-polls included.
 These subclasses do the same (cheap, non-blocking) work inline instead.
 """
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.common import CommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware
+from django.middleware.security import SecurityMiddleware
 from django_prometheus.middleware import PrometheusAfterMiddleware, PrometheusBeforeMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
@@ -63,3 +70,87 @@ class MetricsAfterMiddleware(AsyncCapable, PrometheusAfterMiddleware):
 
     async def process_exception(self, request, exception):
         return PrometheusAfterMiddleware.process_exception(self, request, exception)
+
+
+# -- Django's own middleware under ASGI ------------------------------------
+#
+# Each of Django's middlewares is a `MiddlewareMixin`: under ASGI its
+# process_request and process_response each run in a thread via
+# `sync_to_async`. Two kinds of work are done here without that hop:
+#
+# - header-only middlewares (security, common, clickjacking) do no I/O, so
+#   they run inline on the event loop for every request;
+# - the browser middlewares (sessions, CSRF, auth, messages) are skipped
+#   for the runner API: it authenticates with a bearer token, sets no
+#   cookies and reads no session, and its views are CSRF-exempt anyway.
+#   Every other path (admin, dashboard) goes through them unchanged.
+
+
+RUNNER_API_PREFIX = "/api/v1/"
+
+
+def is_runner_api(request):
+    return request.path_info.startswith(RUNNER_API_PREFIX)
+
+
+class Inline:
+    """A MiddlewareMixin whose hooks do no I/O: run them on the event loop."""
+
+    async def __acall__(self, request):
+        response = None
+        if hasattr(self, "process_request"):
+            response = self.process_request(request)
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            response = self.process_response(request, response)
+        return response
+
+
+class SkippedForRunnerApi:
+    """A browser middleware the runner API goes straight past."""
+
+    async def __acall__(self, request):
+        if is_runner_api(request):
+            return await self.get_response(request)
+        return await super().__acall__(request)
+
+
+class SecurityHeadersMiddleware(Inline, SecurityMiddleware):
+    pass
+
+
+class CommonRequestMiddleware(Inline, CommonMiddleware):
+    pass
+
+
+class FrameOptionsMiddleware(Inline, XFrameOptionsMiddleware):
+    pass
+
+
+class BrowserSessionMiddleware(SkippedForRunnerApi, SessionMiddleware):
+    pass
+
+
+class BrowserCsrfMiddleware(SkippedForRunnerApi, CsrfViewMiddleware):
+    def __init__(self, get_response):
+        super().__init__(get_response)
+        if self.async_mode:
+            # Django reads process_view once, at startup: under ASGI it gets
+            # this coroutine, which answers the runner API on the event loop
+            # and checks everything else in a thread as before.
+            self.process_view = self.process_view_async
+
+    async def process_view_async(self, request, callback, callback_args, callback_kwargs):
+        if is_runner_api(request):
+            return None
+        return await sync_to_async(CsrfViewMiddleware.process_view, thread_sensitive=True)(
+            self, request, callback, callback_args, callback_kwargs
+        )
+
+
+class BrowserAuthenticationMiddleware(SkippedForRunnerApi, AuthenticationMiddleware):
+    pass
+
+
+class BrowserMessageMiddleware(SkippedForRunnerApi, MessageMiddleware):
+    pass

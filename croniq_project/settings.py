@@ -36,14 +36,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "croniq_project.middleware.MetricsBeforeMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    "croniq_project.middleware.SecurityHeadersMiddleware",
     "croniq_project.middleware.StaticFilesMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "croniq_project.middleware.BrowserSessionMiddleware",
+    "croniq_project.middleware.CommonRequestMiddleware",
+    "croniq_project.middleware.BrowserCsrfMiddleware",
+    "croniq_project.middleware.BrowserAuthenticationMiddleware",
+    "croniq_project.middleware.BrowserMessageMiddleware",
+    "croniq_project.middleware.FrameOptionsMiddleware",
     "croniq_project.middleware.MetricsAfterMiddleware",
 ]
 

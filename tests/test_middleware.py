@@ -2,7 +2,6 @@
 
 import asyncio
 
-import pytest
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpResponse
 from django.test import RequestFactory
@@ -22,9 +21,6 @@ def run(middleware, path):
     return asyncio.run(middleware(RequestFactory().get(path)))
 
 
-# response.close() sends request_finished, whose receiver checks this
-# thread's database connection (one an earlier test may have opened).
-@pytest.mark.django_db
 def test_static_files_are_served_without_reaching_the_view(db):
     # `db`: closing a response sends request_finished, which checks connections.
     middleware = StaticFilesMiddleware(view_response)
