@@ -8,7 +8,9 @@ from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
-pytestmark = pytest.mark.django_db
+# run_once() closes obsolete connections, as the loop does: that needs real
+# transactions, not the test-wrapping one.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
