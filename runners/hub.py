@@ -215,6 +215,8 @@ class Waiter:
         self.future = loop.create_future()
         # True while a database step that may claim for it is running.
         self.serving = False
+        # Set when its poll stops waiting: no new step may claim for it.
+        self.leaving = False
         self.step_done = asyncio.Event()
 
     def can_run(self, job_labels):
@@ -319,8 +321,13 @@ class Hub:
         """
         try:
             await asyncio.wait([waiter.future], timeout=timeout)
-            if waiter.serving:
-                # A claim for it may be under way: never drop what it gets.
+            # From here no new step takes this waiter; a step already under
+            # way may still claim for it, so wait for that one: never drop
+            # what it gets. (Without `leaving`, the scanner could start its
+            # next step with this waiter between one step's end and this
+            # coroutine resuming, and claim work nobody would answer.)
+            waiter.leaving = True
+            while waiter.serving:
                 await waiter.step_done.wait()
         finally:
             self.remove(waiter)
@@ -355,7 +362,7 @@ class Hub:
                 await asyncio.sleep(0.5)
 
     async def scan(self):
-        waiters = [w for w in self.waiters if not w.future.done()]
+        waiters = [w for w in self.waiters if not w.future.done() and not w.leaving]
         if not waiters:
             return
         for waiter in waiters:
