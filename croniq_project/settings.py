@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-from django.core.exceptions import ImproperlyConfigured
-
 from croniq_project.database import database_from_url
 from croniq_project.env import env, envbool, envfloat, envint, envlist
 
@@ -11,10 +9,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = envbool("DEBUG", False)
 SECRET_KEY = env("SECRET_KEY")
+# Only the web server signs anything (sessions, CSRF): it refuses to start
+# without a key when DEBUG is off (croniq_project.startup). Management
+# commands such as apply, next_runs and scheduler_loop need none.
+SECRET_KEY_MISSING = not SECRET_KEY and not DEBUG
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY: required when DEBUG is off (set SECRET_KEY)")
-    SECRET_KEY = "croniq-insecure-development-key"
+    SECRET_KEY = "croniq-insecure-development-key" if DEBUG else "croniq-no-key-configured"
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])

@@ -11,3 +11,17 @@ def fail_on_bad_configuration(start):
     except ImproperlyConfigured as e:
         print(f"croniq: configuration error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def web_application(make_application):
+    """The web application, refusing to start without a real SECRET_KEY."""
+
+    def start():
+        from django.conf import settings
+
+        application = make_application()
+        if settings.SECRET_KEY_MISSING:
+            raise ImproperlyConfigured("SECRET_KEY: required when DEBUG is off (set SECRET_KEY)")
+        return application
+
+    return fail_on_bad_configuration(start)

@@ -14,11 +14,11 @@ from croniq_project.env import envbool, envint
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_check(**env):
+def run_check(*command, **env):
     base = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG", "DATABASE_URL")}
     base.update(env)
     return subprocess.run(
-        [sys.executable, "manage.py", "check"],
+        [sys.executable, *(command or ["manage.py", "check"])],
         cwd=ROOT,
         env=base,
         capture_output=True,
@@ -27,12 +27,30 @@ def run_check(**env):
     )
 
 
-def test_missing_secret_key_with_debug_off_stops_startup_with_one_line():
-    result = run_check(DEBUG="0")
+WEB_START = ("-c", "import croniq_project.asgi")
+
+
+def test_missing_secret_key_with_debug_off_stops_the_web_server_with_one_line():
+    result = run_check(*WEB_START, DEBUG="0")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "SECRET_KEY" in lines[0]
+
+
+def test_the_web_server_starts_with_a_secret_key(tmp_path):
+    result = run_check(*WEB_START, DEBUG="0", SECRET_KEY="x" * 50)
+    assert result.returncode == 0, result.stderr
+
+
+def test_management_commands_need_no_secret_key(tmp_path):
+    result = run_check(
+        "manage.py", "help", "--commands", DEBUG="0", DATABASE_URL=f"sqlite:///{tmp_path}/c.db"
+    )
+    assert result.returncode == 0, result.stderr
+    assert {"scheduler_loop", "apply", "next_runs", "create_runner_token"} <= set(
+        result.stdout.split()
+    )
 
 
 def test_bad_database_url_stops_startup_naming_the_setting():
