@@ -252,14 +252,15 @@ class FinishOut(Schema):
 @executions_router.post("/{execution_id}/finish", response={200: FinishOut, **ERRORS})
 async def finish(request, execution_id: int, body: FinishIn):
     """Report the outcome; answers the execution's final state."""
-    state = await as_runner(
-        request,
+    state = await run_db(
         dispatch.finish,
+        request.auth,
         execution_id,
         body.session,
         body.lease,
         body.exit_code,
         body.error,
         body.timed_out,
+        timezone.now(),
     )
     return {"state": state}

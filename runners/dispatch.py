@@ -27,7 +27,7 @@ from audit.recording import bucket_of
 from runners import identity
 from runners.hub import hub, notify_new_work, run_db
 from runners.identity import Conflict, NotFound, TooLarge
-from runners.models import Runner
+from runners.models import Runner, RunnerToken
 from scheduler import lifecycle
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 
@@ -374,9 +374,43 @@ def outcome(execution, exit_code, timed_out):
     return Execution.FAILED
 
 
+def finish(credential, execution_id, session, lease, exit_code, error, timed_out, now):
+    """Settle the execution for the caller; returns its final state.
+
+    A success, by far the most common finish, is one conditional write that
+    checks the token, session, lease and state together. Anything else, and a
+    success that write did not match, takes the full path, which tells the
+    caller exactly why (401, 404, 409) or answers a retried finish.
+    """
+    error = clean_text(error or "")[:MAX_ERROR_CHARS]
+    if (
+        exit_code == 0
+        and not timed_out
+        and finished_ok(credential, execution_id, session, lease, error, now)
+    ):
+        return Execution.SUCCEEDED
+    token = identity.require_token(credential, now)
+    return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
+
+
+def finished_ok(credential, execution_id, session, lease, error, now):
+    """Settle a success in one write, if the caller holds the execution."""
+    if not identity.is_db_id(execution_id):
+        return False
+    held_by_caller = Execution.objects.filter(
+        session=session,
+        runner__token__in=RunnerToken.objects.matching(credential.secret),
+    )
+    execution = Execution(pk=execution_id, lease=lease)
+    settled = lifecycle.settle(
+        execution, Execution.SUCCEEDED, now, within=held_by_caller, exit_code=0, error=error
+    )
+    return settled is not False
+
+
 @audited
-def finish(token, execution_id, session, lease, exit_code, error, timed_out, now):
-    """Settle the execution; returns its final state.
+def finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now):
+    """The full finish: read the execution, check the lease, settle.
 
     A retried finish of the same lease that was already accepted answers the
     same state again instead of 409.
@@ -387,7 +421,6 @@ def finish(token, execution_id, session, lease, exit_code, error, timed_out, now
             return execution.state
         raise StaleLease(execution, token, session, lease, "finish", now)
     state = outcome(execution, exit_code, timed_out)
-    error = clean_text(error or "")[:MAX_ERROR_CHARS]
     result = lifecycle.settle(execution, state, now, exit_code=exit_code, error=error)
     if result is False:
         execution.refresh_from_db()

@@ -16,11 +16,15 @@ class RunnerTokenQuerySet(models.QuerySet):
     def active(self):
         return self.filter(revoked_at__isnull=True)
 
+    def matching(self, secret):
+        """The active token for `secret`, as a queryset (empty when none)."""
+        if not secret or not secret.startswith(TOKEN_PREFIX):
+            return self.none()
+        return self.active().filter(secret_hash=hash_secret(secret))
+
     def authenticate(self, secret):
         """The active token for `secret`, or None."""
-        if not secret or not secret.startswith(TOKEN_PREFIX):
-            return None
-        return self.active().filter(secret_hash=hash_secret(secret)).first()
+        return self.matching(secret).first()
 
 
 class RunnerToken(models.Model):

@@ -17,6 +17,9 @@ LEASE_EXPIRED = "lease_expired"
 RUNNER_SUPERSEDED = "runner_superseded"
 RUNNER_FORGOTTEN = "runner_forgotten"
 RUNNER_DRAINED = "runner_drained"
+# Final states no retry follows: settling into them needs nothing more of the
+# row than its new state.
+NEVER_RETRIED = (Execution.SUCCEEDED, Execution.CANCELLED)
 
 
 def settle(execution, state, now, within=None, **fields):
@@ -34,6 +37,11 @@ def settle(execution, state, now, within=None, **fields):
         ).update(state=state, finished_at=now, **fields)
         if not updated:
             return False
+        if state in NEVER_RETRIED:
+            # The common finish: count it, and skip re-reading the row.
+            execution.state = state
+            audit.increment("croniq_executions_total", state=state)
+            return None
         execution.refresh_from_db()
         return after_final(execution, now)
 

@@ -283,9 +283,10 @@ def test_logs_for_an_unknown_execution_are_404(token):
 # -- finish ----------------------------------------------------------------
 
 
-def finish(token, held, exit_code=0, error="", timed_out=False, lease=None, session="s1"):
+def finish(secret, held, exit_code=0, error="", timed_out=False, lease=None, session="s1"):
     lease = held.lease if lease is None else lease
-    return dispatch.finish(token, held.pk, session, lease, exit_code, error, timed_out, LATER)
+    credential = identity.Credential(secret)
+    return dispatch.finish(credential, held.pk, session, lease, exit_code, error, timed_out, LATER)
 
 
 @pytest.mark.parametrize(
@@ -298,8 +299,8 @@ def finish(token, held, exit_code=0, error="", timed_out=False, lease=None, sess
         (0, True, Execution.TIMED_OUT),
     ],
 )
-def test_finish_settles_by_exit_code_and_timeout(token, held, exit_code, timed_out, state):
-    assert finish(token, held, exit_code, "err", timed_out) == state
+def test_finish_settles_by_exit_code_and_timeout(secret, held, exit_code, timed_out, state):
+    assert finish(secret, held, exit_code, "err", timed_out) == state
     held.refresh_from_db()
     assert held.state == state
     assert held.exit_code == exit_code
@@ -307,37 +308,37 @@ def test_finish_settles_by_exit_code_and_timeout(token, held, exit_code, timed_o
     assert held.error == "err"
 
 
-def test_a_run_the_operator_cancelled_finishes_cancelled(token, held):
+def test_a_run_the_operator_cancelled_finishes_cancelled(secret, held):
     Execution.objects.filter(pk=held.pk).update(cancel_requested_at=NOW)
     held.refresh_from_db()
-    assert finish(token, held, exit_code=None) == Execution.CANCELLED
+    assert finish(secret, held, exit_code=None) == Execution.CANCELLED
 
 
-def test_a_retried_finish_gets_the_same_answer(token, held):
-    assert finish(token, held, 1) == Execution.FAILED
-    assert finish(token, held, 1) == Execution.FAILED
+def test_a_retried_finish_gets_the_same_answer(secret, held):
+    assert finish(secret, held, 1) == Execution.FAILED
+    assert finish(secret, held, 1) == Execution.FAILED
     with pytest.raises(identity.Conflict):
-        finish(token, held, 0)  # a different outcome is not a retry
+        finish(secret, held, 0)  # a different outcome is not a retry
 
 
-def test_a_finish_after_a_takeover_is_refused_and_changes_nothing(token, held):
+def test_a_finish_after_a_takeover_is_refused_and_changes_nothing(token, secret, held):
     identity.register(token, held.runner.name, "s2", LATER)
     held.refresh_from_db()
     assert held.state == Execution.LOST
     with pytest.raises(identity.Conflict):
-        finish(token, held, 0)
+        finish(secret, held, 0)
     held.refresh_from_db()
     assert held.state == Execution.LOST
     assert held.exit_code is None
     assert AuditEvent.objects.filter(action="execution.fencing_rejected").count() == 1
 
 
-def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(token, runner):
+def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(secret, runner):
     job = JobFactory(retries=2, retry_backoff=10)
     execution = pending(job=job)
     claim(runner)
     execution.refresh_from_db()
-    finish(token, execution, 1)
+    finish(secret, execution, 1)
     retry = Execution.objects.get(job=job, attempt=2)
     assert retry.state == Execution.PENDING
     assert retry.run_after == LATER + dt.timedelta(seconds=10)
@@ -357,3 +358,35 @@ def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, token):
     execution.refresh_from_db()
     assert execution.state == Execution.RUNNING
     assert lifecycle.release(expired, lifecycle.LEASE_EXPIRED, NOW) == []
+
+
+def test_a_success_is_counted_once(secret, held):
+    assert finish(secret, held, 0) == Execution.SUCCEEDED
+    assert finish(secret, held, 0) == Execution.SUCCEEDED  # a retried call
+    counted = Counter.objects.get(name="croniq_executions_total", labels="state=succeeded")
+    assert counted.value == 1
+
+
+def test_a_success_reported_under_another_token_changes_nothing(held):
+    _, other_secret = RunnerToken.issue("other")
+    with pytest.raises(identity.Conflict):
+        finish(other_secret, held, 0)
+    held.refresh_from_db()
+    assert held.state == Execution.RUNNING
+    assert held.exit_code is None
+
+
+def test_a_success_reported_with_a_revoked_token_is_unauthorized(token, secret, held):
+    RunnerToken.objects.filter(pk=token.pk).update(revoked_at=NOW)
+    with pytest.raises(identity.Unauthorized):
+        finish(secret, held, 0)
+    held.refresh_from_db()
+    assert held.state == Execution.RUNNING
+
+
+@pytest.mark.parametrize("wrong", [{"session": "s2"}, {"lease": 99}])
+def test_a_success_under_a_stale_session_or_lease_is_refused(secret, held, wrong):
+    with pytest.raises(identity.Conflict):
+        finish(secret, held, 0, **wrong)
+    held.refresh_from_db()
+    assert held.state == Execution.RUNNING
