@@ -1,8 +1,18 @@
 import os
 
-from django.core.asgi import get_asgi_application
-
 from croniq_project.startup import web_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
-application = web_application(get_asgi_application)
+
+
+def get_application():
+    """Django's `get_asgi_application`, with Croniq's handler."""
+    import django
+
+    django.setup(set_prefix=False)
+    from croniq_project.asgi_handler import CroniqASGIHandler
+
+    return CroniqASGIHandler()
+
+
+application = web_application(get_application)

@@ -1,5 +1,7 @@
 """The runner protocol end to end: a real uvicorn, a plain HTTP client (DESIGN.md §4)."""
 
+import json
+import socket
 import threading
 import time
 
@@ -391,3 +393,24 @@ def test_every_error_is_json_with_the_contract_status(runner, server, e2e_databa
     )
     assert malformed.status_code == 422
     assert "detail" in malformed.json()
+
+
+def test_a_long_poll_whose_runner_hung_up_claims_nothing(server, secret, e2e_database):
+    gone = RunnerClient(server.url, secret, name="hangs-up", labels=["hangup"])
+    gone.register()
+    body = json.dumps({"session": gone.session, "wait": 30, "capacity": 1}).encode()
+    request = (
+        f"POST /api/v1/runners/{gone.runner_id}/poll HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {secret}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(request)
+        time.sleep(1)  # the poll found nothing and waits in the hub
+    time.sleep(0.5)  # the hang-up reached the server
+
+    [pk] = seed(e2e_database, {"job": "after-hang-up", "labels": ["hangup"]})
+    other = RunnerClient(server.url, secret, name="still-here", labels=["hangup"])
+    other.register()
+    [held] = other.claim(wait=10)
+    assert held["id"] == pk

@@ -1,0 +1,64 @@
+"""The ASGI handler: Django's, with a lean path for the runner protocol.
+
+For every request Django's ASGIHandler opens a `ThreadSensitiveContext`
+(its sync code gets a new thread, started and joined per request) and sends
+`request_started` / `request_finished` through `sync_to_async` (two more
+thread hops). Their receivers reset the query log and close the request
+thread's stale database connection.
+
+Runner calls (`/api/v1/`) are async views whose database steps run in the
+hub's own database threads (`runners.hub.run_db`), never on the request's
+thread: those signals have nothing to do for them, and at a few hundred
+calls a second the threads cost more than the calls. So they are handled
+here on the event loop alone; every other path (admin, dashboard, metrics)
+goes through Django's handler unchanged.
+"""
+
+import asyncio
+import contextlib
+
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.urls import set_script_prefix
+
+from croniq_project.middleware import RUNNER_API_PREFIX
+
+
+class CroniqASGIHandler(ASGIHandler):
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith(RUNNER_API_PREFIX):
+            await self.handle_runner_call(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def handle_runner_call(self, scope, receive, send):
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        with body_file:
+            set_script_prefix(get_script_prefix(scope))
+            request, response = self.create_request(scope, body_file)
+            if request is not None:
+                response = await self.answer_unless_gone(request, receive)
+            if response is not None:
+                await self.send_response(response, send)
+
+    async def answer_unless_gone(self, request, receive):
+        """The view's response, or None when the caller hung up first.
+
+        A long-poll whose runner disconnected is cancelled (as Django does),
+        so it leaves the hub instead of claiming work nobody will receive.
+        """
+        answer = asyncio.create_task(self.run_get_response(request))
+        gone = asyncio.create_task(self.listen_for_disconnect(receive))
+        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+        gone.cancel()
+        if gone.done() and not gone.cancelled():
+            gone.exception()  # the disconnect, seen: asyncio need not log it
+        if answer.done():
+            return answer.result()
+        answer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await answer
+        return None
