@@ -20,6 +20,8 @@ from scheduler.models import Execution
 
 # last_used_at is informational: write it at most this often per token.
 TOKEN_TOUCH_INTERVAL = timedelta(seconds=60)
+# A runner's last_seen_at is written at most this often (see `touch`).
+SEEN_INTERVAL = timedelta(seconds=1)
 
 TAKEOVER = "runner.takeover"
 
@@ -59,12 +61,15 @@ class TooLarge(Refused):
 def authenticate(secret, now):
     """The active RunnerToken for `secret`, or None; touches last_used_at cheaply."""
     token = RunnerToken.objects.authenticate(secret)
-    if token is None:
-        return None
+    if token is not None:
+        note_use(token, now)
+    return token
+
+
+def note_use(token, now):
     if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_INTERVAL:
         RunnerToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
-    return token
 
 
 class Credential:
@@ -255,6 +260,29 @@ def current_runner(token, runner_id, session):
     (a takeover happened: the caller must register again).
     """
     runner = Runner.objects.filter(pk=runner_id).first() if is_db_id(runner_id) else None
+    return check_caller(runner, token, runner_id, session)
+
+
+def caller(credential, runner_id, session, now):
+    """(token, runner) for a call about runner `runner_id` under `session`.
+
+    The runner and its token come in one query; only when the credential
+    is not that runner's active token is it looked up on its own, so the
+    refusal is the right one (401 before 404, 403 and 409).
+    """
+    secret_hash = RunnerToken.hash_of(credential.secret)
+    runner = None
+    if secret_hash is not None and is_db_id(runner_id):
+        runner = next(iter(Runner.objects.select_related("token").filter(pk=runner_id)), None)
+    token = runner.token if runner is not None else None
+    if token is None or token.secret_hash != secret_hash or token.revoked_at is not None:
+        token = require_token(credential, now)
+    else:
+        note_use(token, now)
+    return token, check_caller(runner, token, runner_id, session)
+
+
+def check_caller(runner, token, runner_id, session):
     if runner is None:
         raise NotFound(f"unknown runner {runner_id}")
     if runner.token_id is not None and runner.token_id != token.pk:
@@ -265,10 +293,17 @@ def current_runner(token, runner_id, session):
 
 
 def touch(runner, now):
-    """A call from the runner: it is alive (and online unless an operator drains it)."""
+    """A call from the runner: it is alive (and online unless an operator drains it).
+
+    A runner calls many times a second under load; `last_seen_at` only has
+    to be fresh to the second (runners go offline after missing three
+    heartbeats), so it is written at most once per `SEEN_INTERVAL`.
+    """
     fields = {"last_seen_at": now}
     if runner.state == Runner.OFFLINE:
         fields["state"] = Runner.ONLINE
+    elif runner.last_seen_at is not None and abs(now - runner.last_seen_at) < SEEN_INTERVAL:
+        return
     Runner.objects.filter(pk=runner.pk).update(**fields)
     for key, value in fields.items():
         setattr(runner, key, value)

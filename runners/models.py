@@ -16,15 +16,12 @@ class RunnerTokenQuerySet(models.QuerySet):
     def active(self):
         return self.filter(revoked_at__isnull=True)
 
-    def matching(self, secret):
-        """The active token for `secret`, as a queryset (empty when none)."""
-        if not secret or not secret.startswith(TOKEN_PREFIX):
-            return self.none()
-        return self.active().filter(secret_hash=hash_secret(secret))
-
     def authenticate(self, secret):
         """The active token for `secret`, or None."""
-        return self.matching(secret).first()
+        secret_hash = RunnerToken.hash_of(secret)
+        if secret_hash is None:
+            return None
+        return self.active().filter(secret_hash=secret_hash).first()
 
 
 class RunnerToken(models.Model):
@@ -40,6 +37,13 @@ class RunnerToken(models.Model):
 
     def __str__(self):
         return self.name
+
+    @staticmethod
+    def hash_of(secret):
+        """The stored hash of a well-formed `secret`; None for anything else."""
+        if not secret or not secret.startswith(TOKEN_PREFIX):
+            return None
+        return hash_secret(secret)
 
     @classmethod
     def issue(cls, name):

@@ -170,6 +170,58 @@ def test_authenticate_touches_last_used_at_at_most_once_a_minute(issued):
     assert identity.authenticate("", NOW) is None
 
 
+def test_a_runner_call_writes_last_seen_at_at_most_once_a_second(token):
+    runner, _ = register(token, now=NOW)
+    identity.touch(runner, NOW + dt.timedelta(milliseconds=500))
+    assert Runner.objects.get(pk=runner.pk).last_seen_at == NOW
+    identity.touch(runner, NOW + dt.timedelta(seconds=1))
+    assert Runner.objects.get(pk=runner.pk).last_seen_at == NOW + dt.timedelta(seconds=1)
+
+
+def test_an_offline_runner_that_calls_is_online_at_once(token):
+    runner, _ = register(token, now=NOW)
+    Runner.objects.filter(pk=runner.pk).update(state=Runner.OFFLINE)
+    runner.refresh_from_db()
+    identity.touch(runner, NOW + dt.timedelta(milliseconds=10))
+    assert Runner.objects.get(pk=runner.pk).state == Runner.ONLINE
+
+
+@pytest.mark.parametrize(
+    ("call", "refusal"),
+    [
+        ({"secret": "crq_not-a-token"}, identity.Unauthorized),
+        ({"secret": "crq_not-a-token", "runner_id": 424242}, identity.Unauthorized),
+        ({"runner_id": 424242}, identity.NotFound),
+        ({"session": "s0"}, identity.Conflict),
+        ({"other_token": True}, identity.Forbidden),
+    ],
+)
+def test_caller_refuses_in_the_contracts_order(issued, call, refusal):
+    token, secret = issued
+    runner, _ = register(token)
+    if call.get("other_token"):
+        _, secret = RunnerToken.issue("other")
+    credential = identity.Credential(call.get("secret", secret))
+    with pytest.raises(refusal):
+        identity.caller(
+            credential, call.get("runner_id", runner.pk), call.get("session", "s1"), NOW
+        )
+
+
+def test_caller_with_a_revoked_token_is_unauthorized(issued):
+    token, secret = issued
+    runner, _ = register(token)
+    RunnerToken.objects.filter(pk=token.pk).update(revoked_at=NOW)
+    with pytest.raises(identity.Unauthorized):
+        identity.caller(identity.Credential(secret), runner.pk, "s1", NOW)
+
+
+def test_caller_answers_the_token_and_runner(issued):
+    token, secret = issued
+    runner, _ = register(token)
+    assert identity.caller(identity.Credential(secret), runner.pk, "s1", NOW) == (token, runner)
+
+
 def test_drain_and_resume_are_audited_and_idempotent(token):
     runner = RunnerFactory(token=token)
     assert identity.drain(runner, NOW) is True

@@ -64,7 +64,8 @@ def test_work_the_runner_cannot_run_does_not_end_its_wait(api_client, runner_id)
 
 
 def test_a_poll_that_waits_in_vain_still_counts_as_a_heartbeat(api_client, runner_id):
-    before = Runner.objects.get(pk=runner_id).last_seen_at
+    before = timezone.now() - dt.timedelta(minutes=1)
+    Runner.objects.filter(pk=runner_id).update(last_seen_at=before)
 
     async def scenario():
         return await poll(api_client, runner_id, 0.3)
