@@ -58,33 +58,40 @@ def claim(runner, session, capacity, now):
     """
     if capacity <= 0 or runner.state == Runner.DRAINING:
         return []
-    deadline = lease_deadline(now)
     # Part of the caller's transaction when there is one (a poll reads its
     # runner, touches it and claims in one).
     with transaction.atomic(savepoint=False):
         executions = claimable(runner.labels, capacity, now)
         if not executions:
             return []
-        # The rows are ours alone until the commit (locked on PostgreSQL; on
-        # SQLite this transaction holds the write lock), so the new values
-        # can be set on the objects read instead of reading them again.
-        Execution.objects.filter(pk__in=[e.pk for e in executions]).update(
-            state=Execution.RUNNING,
-            runner=runner,
-            session=session,
-            lease=F("lease") + 1,
-            lease_expires_at=deadline,
-            claimed_at=now,
-        )
-        for execution in executions:
-            execution.state = Execution.RUNNING
-            execution.runner = runner
-            execution.session = session
-            execution.lease += 1
-            execution.lease_expires_at = deadline
-            execution.claimed_at = now
+        hand_over(executions, runner, session, now)
         record_latency(executions, now)
     return executions
+
+
+def hand_over(executions, runner, session, now):
+    """Mark executions read and locked by this transaction as claimed by `runner`.
+
+    The rows are ours alone until the commit (locked on PostgreSQL; on
+    SQLite the transaction holds the write lock), so the new values are set
+    on the objects read instead of reading them again.
+    """
+    deadline = lease_deadline(now)
+    Execution.objects.filter(pk__in=[e.pk for e in executions]).update(
+        state=Execution.RUNNING,
+        runner=runner,
+        session=session,
+        lease=F("lease") + 1,
+        lease_expires_at=deadline,
+        claimed_at=now,
+    )
+    for execution in executions:
+        execution.state = Execution.RUNNING
+        execution.runner = runner
+        execution.session = session
+        execution.lease += 1
+        execution.lease_expires_at = deadline
+        execution.claimed_at = now
 
 
 def record_latency(executions, now):
@@ -216,15 +223,68 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
     """Wait in the hub until it claims work for us, or until `deadline`."""
     loop = asyncio.get_running_loop()
     current = hub()
-    claim = functools.partial(claim_for_waiter, token, runner.pk, session, capacity)
-    waiter = current.add(runner.pk, runner.labels, wanted(runner, capacity), claim)
+    waiter = current.add(runner.pk, runner.labels, token, session, capacity)
     # Work committed between our claim and joining the hub: look once more.
     current.signal()
     return await current.wait(waiter, deadline - loop.time())
 
 
-def claim_for_waiter(token, runner_id, session, capacity, now):
-    return poll_once(token, runner_id, session, capacity, now)[1]
+def serve_waiters(waiters, now):
+    """Claim ready work for waiting polls in one transaction.
+
+    The oldest ready executions go to the longest-waiting poll they fit (its
+    runner's labels include the job's), each poll up to its capacity: a burst
+    is handed out in one step instead of a claim per poll. Returns
+    [(waiter, [assignment, ...] or the Refused its poll answers)].
+    """
+    served = []
+    with transaction.atomic():
+        room = runners_with_room(waiters, served)
+        handed = hand_out(room, now) if room else {}
+        claimed = []
+        for waiter, executions in handed.items():
+            runner = room[waiter][0]
+            identity.touch(runner, now)
+            hand_over(executions, runner, waiter.session, now)
+            claimed.extend(executions)
+        record_latency(claimed, now)
+    for waiter, executions in handed.items():
+        served.append((waiter, after_poll(room[waiter][0], executions, now)[1]))
+    return served
+
+
+def runners_with_room(waiters, refused):
+    """{waiter: (runner, how many it takes)} for the waiters still entitled to work;
+    the refused ones (superseded, forgotten) are added to `refused` with their refusal."""
+    runners = Runner.objects.in_bulk({w.runner_id for w in waiters})
+    room = {}
+    for waiter in waiters:
+        try:
+            runner = identity.check_caller(
+                runners.get(waiter.runner_id), waiter.token, waiter.runner_id, waiter.session
+            )
+        except identity.Refused as refusal:
+            refused.append((waiter, refusal))
+            continue
+        want = wanted(runner, waiter.capacity)
+        if runner.state != Runner.DRAINING and want > 0:
+            room[waiter] = (runner, want)
+    return room
+
+
+def hand_out(room, now):
+    """{waiter: [execution, ...]}: ready work, oldest first, to the first waiter it fits."""
+    left = {waiter: want for waiter, (_, want) in room.items()}
+    labels = frozenset().union(*(frozenset(runner.labels) for runner, _ in room.values()))
+    handed = {}
+    for execution in claimable(labels, sum(left.values()), now):
+        job_labels = frozenset(execution.job.labels or ())
+        for waiter, want in left.items():
+            if want and job_labels <= frozenset(room[waiter][0].labels):
+                handed.setdefault(waiter, []).append(execution)
+                left[waiter] -= 1
+                break
+    return handed
 
 
 # -- heartbeat -------------------------------------------------------------

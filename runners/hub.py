@@ -9,10 +9,10 @@ one of two ways (DESIGN.md §4, "Long-poll"):
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id every `WATCH_INTERVAL` seconds while polls wait.
 
-On a hint the hub, in one database step, reads which label sets have work
-ready and claims it for as many matching waiters (longest waiting first) as
-there is work for: one new execution costs one claim, not a thousand polls
-rushing to the database.
+On a hint the hub claims, in one database transaction, the ready work for
+its waiting polls: oldest execution to the longest-waiting poll it fits. One
+new execution costs one claim, not a thousand polls rushing to the
+database, and a burst for a hundred polls is one transaction, not a hundred.
 """
 
 import asyncio
@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import Count, Max, Min
+from django.db.models import Max, Min
 from django.utils import timezone
 
 CHANNEL = "croniq_work"
@@ -163,23 +163,12 @@ def _notify(conn):
 # -- reading pending work (runs in a database thread) -----------------------
 
 
-def pending_summary(now):
-    """({frozenset(labels): ready count}, earliest future run_after or None)."""
+def next_ready_at(now):
+    """When the earliest pending execution not yet ready becomes ready (or None)."""
     from scheduler.models import Execution
 
-    pending = Execution.objects.filter(state=Execution.PENDING)
-    ready = {}
-    rows = (
-        pending.filter(run_after__lte=now)
-        .values_list("job__labels")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for labels, n in rows:
-        key = frozenset(labels or ())
-        ready[key] = ready.get(key, 0) + n
-    upcoming = pending.filter(run_after__gt=now).aggregate(at=Min("run_after"))["at"]
-    return ready, upcoming
+    upcoming = Execution.objects.filter(state=Execution.PENDING, run_after__gt=now)
+    return upcoming.aggregate(at=Min("run_after"))["at"]
 
 
 def highest_execution_id():
@@ -201,17 +190,18 @@ def touch_runners(runner_ids, now):
 
 
 class Waiter:
-    """One poll waiting for work it can run.
+    """One poll waiting for work its runner can run.
 
-    `claim(now)` claims for it (in a database thread) and returns the
-    assignments; the hub calls it when there is work the waiter's labels fit.
+    `token`, `session` and `capacity` (as the poll asked, or None) are what
+    `runners.dispatch.serve_waiters` needs to claim for it.
     """
 
-    def __init__(self, loop, runner_id, labels, capacity, claim):
+    def __init__(self, loop, runner_id, labels, token, session, capacity):
         self.runner_id = runner_id
         self.labels = frozenset(labels)
+        self.token = token
+        self.session = session
         self.capacity = capacity
-        self.claim = claim
         self.future = loop.create_future()
         # True while a database step that may claim for it is running.
         self.serving = False
@@ -219,78 +209,15 @@ class Waiter:
         self.leaving = False
         self.step_done = asyncio.Event()
 
-    def can_run(self, job_labels):
-        return job_labels <= self.labels
-
-
-def choose(waiters, ready):
-    """The waiters to claim for, in arrival order, while ready work fits them.
-
-    `ready` is {frozenset(job labels): count}. Each chosen waiter takes up to
-    its capacity, so one new execution wakes one poll, not all of them.
-    """
-    left = dict(ready)
-    chosen = []
-    for waiter in waiters:
-        if not any(left.values()):
-            break
-        want = waiter.capacity
-        for labels, n in left.items():
-            if n and waiter.can_run(labels):
-                take = min(n, want)
-                left[labels] -= take
-                want -= take
-                if not want:
-                    break
-        if want < waiter.capacity:
-            chosen.append(waiter)
-    return chosen
-
-
-def claim_for(waiter, now):
-    """The waiter's claim: assignments, or the exception its poll should answer."""
-    try:
-        return waiter.claim(now)
-    except DatabaseError:
-        raise
-    except Exception as refused:  # noqa: BLE001 - e.g. a superseded session: the poll answers it
-        return refused
-
 
 def serve(waiters, now):
-    """One database step: see what is ready and claim it for the waiters it fits.
+    """One database step: claim ready work for the waiters it fits.
 
-    Returns ([(waiter, assignments or exception)], earliest future run_after).
+    Returns ([(waiter, assignments or refusal)], earliest future run_after).
     """
-    ready, upcoming = pending_summary(now)
-    served = []
-    for waiter in choose(waiters, ready):
-        try:
-            outcome = claim_for(waiter, now)
-        except DatabaseError:
-            if served:
-                break  # hand out what was claimed; the next scan retries
-            raise
-        if outcome:
-            served.append((waiter, outcome))
-    return served, upcoming
+    from runners.dispatch import serve_waiters
 
-
-async def serve_side_by_side(waiters, now):
-    """PostgreSQL: read once, then claim for the chosen waiters in parallel
-    (SKIP LOCKED keeps them apart), so a burst is spread over every thread."""
-    ready, upcoming = await run_db(pending_summary, now)
-    chosen = choose(waiters, ready)
-    outcomes = await asyncio.gather(
-        *(run_db(claim_for, waiter, now) for waiter in chosen), return_exceptions=True
-    )
-    served = []
-    for waiter, outcome in zip(chosen, outcomes, strict=True):
-        if isinstance(outcome, DatabaseError):
-            log.warning("croniq hub: claim failed: %s", outcome)
-        elif outcome:
-            served.append((waiter, outcome))
-    return served, upcoming
+    return serve_waiters(waiters, now), next_ready_at(now)
 
 
 class Hub:
@@ -305,9 +232,9 @@ class Hub:
 
     # waiting
 
-    def add(self, runner_id, labels, capacity, claim):
+    def add(self, runner_id, labels, token, session, capacity):
         self.start()
-        waiter = Waiter(self.loop, runner_id, labels, capacity, claim)
+        waiter = Waiter(self.loop, runner_id, labels, token, session, capacity)
         self.waiters[waiter] = None
         return waiter
 
@@ -370,10 +297,7 @@ class Hub:
             waiter.step_done.clear()
         now = timezone.now()
         try:
-            if on_postgres():
-                served, upcoming = await serve_side_by_side(waiters, now)
-            else:
-                served, upcoming = await run_db(serve, waiters, now)
+            served, upcoming = await run_db(serve, waiters, now)
         finally:
             for waiter in waiters:
                 waiter.serving = False
@@ -385,6 +309,10 @@ class Hub:
                 waiter.future.set_exception(outcome)
             else:
                 waiter.future.set_result(outcome)
+        if served:
+            # Work that came in during the step, or that fit none of the
+            # waiters served (while others wait on): look once more.
+            self.signal()
         self.wake_at(upcoming, now)
 
     def wake_at(self, upcoming, now):

@@ -3,7 +3,11 @@ import datetime as dt
 
 import pytest
 
-from runners.hub import Hub, Waiter, choose, pending_summary, serve
+from runners import identity
+from runners.hub import Hub, Waiter, serve
+from runners.models import Runner
+from scheduler.models import Execution
+from tests.factories import RunnerFactory
 from tests.runners.conftest import NOW, pending
 
 
@@ -14,71 +18,85 @@ def loop():
     loop.close()
 
 
-def waiter(loop, labels, capacity=1, claim=None):
-    return Waiter(loop, 1, labels, capacity, claim)
+@pytest.fixture
+def runners(token):
+    """Three registered runners: linux, windows, and gpu+linux (capacity 2)."""
+    made = {}
+    for name, labels, capacity in [
+        ("linux", ["linux"], 1),
+        ("windows", ["windows"], 1),
+        ("gpu", ["gpu", "linux"], 2),
+    ]:
+        made[name] = RunnerFactory(
+            token=token, name=name, labels=labels, session=f"s-{name}", capacity=capacity
+        )
+    return made
 
 
-def test_it_chooses_only_waiters_whose_labels_fit_the_ready_work(loop):
-    windows, linux, gpu = (
-        waiter(loop, ["windows"]),
-        waiter(loop, ["linux"]),
-        waiter(loop, ["gpu", "linux"]),
+def waiter(loop, runner, capacity=None, session=None):
+    return Waiter(loop, runner.pk, runner.labels, runner.token, session or runner.session, capacity)
+
+
+def held_by(runner):
+    return set(
+        Execution.objects.filter(runner=runner, state=Execution.RUNNING).values_list(
+            "pk", flat=True
+        )
     )
-    assert choose([windows, linux, gpu], {frozenset(["gpu"]): 1}) == [gpu]
 
 
-def test_it_chooses_as_many_waiters_as_there_is_work_longest_waiting_first(loop):
-    first, second, third = (waiter(loop, ["linux"]) for _ in range(3))
-    assert choose([first, second, third], {frozenset(): 2}) == [first, second]
-
-
-def test_a_waiter_with_capacity_takes_a_share_of_the_work(loop):
-    big, small = waiter(loop, ["linux"], capacity=3), waiter(loop, ["linux"])
-    assert choose([big, small], {frozenset(["linux"]): 3}) == [big]
-    assert choose([big, small], {frozenset(["linux"]): 4}) == [big, small]
-
-
-def test_nothing_ready_chooses_nobody(loop):
-    only = waiter(loop, ["linux"])
-    assert choose([only], {}) == []
-    assert choose([only], {frozenset(["linux"]): 0}) == []
-
-
-def test_the_summary_groups_ready_work_by_labels_and_finds_the_next_instant(db):
-    pending(now=NOW - dt.timedelta(seconds=1), labels=["b", "a"])
-    pending(now=NOW, labels=["a", "b"])
-    pending(now=NOW, labels=[])
-    pending(now=NOW + dt.timedelta(seconds=9), labels=["a"])
-    pending(now=NOW + dt.timedelta(seconds=4), labels=["a"])
-    ready, upcoming = pending_summary(NOW)
-    assert ready == {frozenset(["a", "b"]): 2, frozenset(): 1}
-    assert upcoming == NOW + dt.timedelta(seconds=4)
-
-
-def test_serve_claims_for_chosen_waiters_and_hands_refusals_to_their_poll(db, loop):
-    pending(now=NOW, labels=["linux"])
-    pending(now=NOW, labels=["linux"])
-    calls = []
-
-    def claims(result):
-        def claim(now):
-            calls.append(now)
-            if isinstance(result, Exception):
-                raise result
-            return result
-
-        return claim
-
-    superseded = waiter(loop, ["linux"], claim=claims(LookupError("superseded")))
-    lucky = waiter(loop, ["linux"], claim=claims(["assignment"]))
-    late = waiter(loop, ["linux"], claim=claims([]))
-    served, upcoming = serve([superseded, lucky, late], NOW)
-    assert [(w, str(o) if isinstance(o, Exception) else o) for w, o in served] == [
-        (superseded, "superseded"),
-        (lucky, ["assignment"]),
-    ]
-    assert calls == [NOW, NOW]  # two ready executions: the third waiter is not tried
+def test_ready_work_goes_to_the_longest_waiting_poll_it_fits(db, loop, runners):
+    gpu_job = pending(now=NOW - dt.timedelta(seconds=2), labels=["gpu"])
+    linux_job = pending(now=NOW - dt.timedelta(seconds=1), labels=["linux"])
+    windows, linux, gpu = (waiter(loop, runners[n]) for n in ("windows", "linux", "gpu"))
+    served, upcoming = serve([windows, linux, gpu], NOW)
+    got = {w: [a["id"] for a in assignments] for w, assignments in served}
+    assert got == {linux: [linux_job.pk], gpu: [gpu_job.pk]}
+    assert held_by(runners["linux"]) == {linux_job.pk}
+    assert held_by(runners["gpu"]) == {gpu_job.pk}
     assert upcoming is None
+
+
+def test_a_poll_takes_up_to_its_capacity_oldest_first(db, loop, runners):
+    oldest, middle, newest = (
+        pending(now=NOW - dt.timedelta(seconds=s), labels=["linux"]) for s in (3, 2, 1)
+    )
+    gpu, linux = waiter(loop, runners["gpu"]), waiter(loop, runners["linux"])
+    served, _ = serve([gpu, linux], NOW)
+    got = {w: [a["id"] for a in assignments] for w, assignments in served}
+    assert got == {gpu: [oldest.pk, middle.pk], linux: [newest.pk]}
+
+
+def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
+    windows_job = pending(now=NOW, labels=["windows"])
+    served, _ = serve([waiter(loop, runners["linux"])], NOW)
+    assert served == []
+    windows_job.refresh_from_db()
+    assert windows_job.state == Execution.PENDING
+
+
+def test_a_superseded_poll_gets_its_refusal_and_no_work(db, loop, runners):
+    pending(now=NOW, labels=["linux"])
+    stale = waiter(loop, runners["linux"], session="s-old")
+    fresh = waiter(loop, runners["gpu"])
+    served, _ = serve([stale, fresh], NOW)
+    assert isinstance(dict(served)[stale], identity.Conflict)
+    assert len(dict(served)[fresh]) == 1
+
+
+def test_a_draining_runners_poll_gets_nothing(db, loop, runners):
+    pending(now=NOW, labels=["linux"])
+    Runner.objects.filter(pk=runners["linux"].pk).update(state=Runner.DRAINING)
+    served, _ = serve([waiter(loop, runners["linux"])], NOW)
+    assert served == []
+
+
+def test_serving_reports_when_the_next_pending_execution_becomes_ready(db, loop, runners):
+    pending(now=NOW + dt.timedelta(seconds=9), labels=["linux"])
+    pending(now=NOW + dt.timedelta(seconds=4), labels=["linux"])
+    served, upcoming = serve([waiter(loop, runners["linux"])], NOW)
+    assert served == []
+    assert upcoming == NOW + dt.timedelta(seconds=4)
 
 
 def test_the_hub_rescans_when_the_next_pending_execution_becomes_ready(loop):
