@@ -62,9 +62,9 @@ class AuditEventAdmin(ReadOnlyModelAdmin):
 
 @admin.register(Counter)
 class CounterAdmin(ReadOnlyModelAdmin):
-    list_display = ["name", "labels", "value"]
+    list_display = ["name", "labels", "shard", "value"]
     search_fields = ["name", "labels"]
-    ordering = ["name", "labels"]
+    ordering = ["name", "labels", "shard"]
 
 
 @admin.register(Heartbeat)

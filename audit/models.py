@@ -36,18 +36,41 @@ class AuditEvent(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_repr}"
 
 
+class CounterQuerySet(models.QuerySet):
+    def totals(self):
+        """(name, labels, value) per series, its shards summed."""
+        series = self.values("name", "labels").annotate(total=models.Sum("value")).order_by()
+        return [(row["name"], row["labels"], row["total"]) for row in series]
+
+    def value_of(self, name, labels=""):
+        """The value of one series (0 when it was never incremented)."""
+        found = self.filter(name=name, labels=labels).aggregate(total=models.Sum("value"))
+        return found["total"] or 0
+
+
 class Counter(models.Model):
     """A monotonically increasing count, persisted so /metrics is right across
-    processes and restarts (the web and the loop are separate processes)."""
+    processes and restarts (the web and the loop are separate processes).
+
+    A series is split over a few rows (`shard`, one per database thread):
+    every finish moves `croniq_executions_total`, and on a single row the
+    concurrent finishes queued for its lock through each other's commits.
+    Readers sum the shards.
+    """
 
     name = models.CharField(max_length=100)
     labels = models.CharField(max_length=300, blank=True, help_text="Canonical k=v,k=v form.")
+    shard = models.PositiveSmallIntegerField(default=0)
     value = models.BigIntegerField(default=0)
+
+    objects = CounterQuerySet.as_manager()
 
     class Meta:
         constraints = [
-            # One row per series; increments are F() updates on it.
-            models.UniqueConstraint(fields=["name", "labels"], name="counter_series_unique"),
+            # One row per series and shard; increments are UPDATEs of it.
+            models.UniqueConstraint(
+                fields=["name", "labels", "shard"], name="counter_series_shard_unique"
+            ),
         ]
 
     def __str__(self):

@@ -115,7 +115,7 @@ def stored_series():
 
     counters = defaultdict(list)
     histograms = defaultdict(lambda: {"buckets": {}, "sum_us": 0})
-    for name, key, value in Counter.objects.values_list("name", "labels", "value"):
+    for name, key, value in Counter.objects.totals():
         labels = label_dict(key)
         if name.endswith(BUCKET):
             histograms[name.removesuffix(BUCKET)]["buckets"][labels.get("le", "")] = value

@@ -92,7 +92,7 @@ def runner_counts():
 def scheduler_lag(now):
     """How far the trigger tick is behind: the age of the oldest due job
     (`job_due` index, as `croniq_scheduler_lag_seconds`), of the oldest
-    execution waiting for a runner (`exec_pending` index), and of the loop's
+    execution waiting for a runner (`exec_pending_order` index), and of the loop's
     last finished tick."""
     oldest_due = Job.objects.filter(
         enabled=True, paused_at__isnull=True, next_run_at__lte=now

@@ -141,7 +141,7 @@ def test_counters_survive_a_restart_because_they_live_in_the_database(world):
     after, _ = samples(scrape())
     assert samples(before)[0][("croniq_executions_total", frozenset({("state", "succeeded")}))] == 3
     assert value(after, "croniq_executions_total", state="succeeded") == 4
-    assert Counter.objects.get(name="croniq_executions_total", labels="state=succeeded").value == 4
+    assert Counter.objects.value_of("croniq_executions_total", "state=succeeded") == 4
 
 
 def test_counters_without_events_still_appear_with_known_labels_at_zero(db):

@@ -1,6 +1,9 @@
 """audit.record / increment / observe / mark_tick against the database."""
 
+import threading
 from datetime import UTC, datetime, timedelta
+
+from django.db import connection
 
 import audit
 from audit.models import AuditEvent, Counter, Heartbeat
@@ -18,7 +21,7 @@ def test_record_with_a_counter_writes_the_event_and_moves_the_counter(db):
     audit.record("execution.retry", at=NOW, counter=("croniq_retries_total", {"reason": "lost"}))
     event = AuditEvent.objects.first()
     assert (event.action, event.actor_kind, event.at) == ("execution.retry", "system", NOW)
-    assert Counter.objects.get(name="croniq_retries_total", labels="reason=lost").value == 2
+    assert Counter.objects.value_of("croniq_retries_total", "reason=lost") == 2
 
 
 def test_a_comma_in_a_label_value_cannot_split_the_series(db):
@@ -47,3 +50,20 @@ def test_mark_tick_keeps_one_row_holding_the_latest_tick(db):
     audit.mark_tick(NOW)
     assert Heartbeat.objects.count() == 1
     assert audit.last_tick() == NOW
+
+
+def test_a_series_moved_from_several_threads_is_their_sum(transactional_db):
+    def bump():
+        audit.increment("croniq_executions_total", 2, state="succeeded")
+        connection.close()
+
+    threads = [threading.Thread(target=bump) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    audit.increment("croniq_executions_total", 1, state="succeeded")
+    rows = Counter.objects.filter(name="croniq_executions_total")
+    assert rows.count() >= 3  # the threads have shards of their own
+    assert Counter.objects.value_of("croniq_executions_total", "state=succeeded") == 7
+    assert Counter.objects.totals() == [("croniq_executions_total", "state=succeeded", 7)]

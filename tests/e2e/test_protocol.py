@@ -116,9 +116,9 @@ def test_takeover_releases_the_old_sessions_work_and_fences_the_old_session(
                 target_type="scheduler.execution",
                 target_id="{pk}",
             ).count(),
-            takeover_counter=Counter.objects.get(
-                name="croniq_runner_takeovers_total", labels="runner=worker").value,
-            fencing_counter=Counter.objects.get(name="croniq_fencing_rejections_total").value,
+            takeover_counter=Counter.objects.value_of(
+                "croniq_runner_takeovers_total", "runner=worker"),
+            fencing_counter=Counter.objects.value_of("croniq_fencing_rejections_total"),
         )
         """,
     )

@@ -266,7 +266,7 @@ def test_a_log_under_a_stale_lease_is_refused_audited_and_counted(token, held, s
     assert LogChunk.objects.count() == 0
     event = AuditEvent.objects.get(action="execution.fencing_rejected")
     assert event.data["call"] == "logs"
-    assert Counter.objects.get(name="croniq_fencing_rejections_total").value == 1
+    assert Counter.objects.value_of("croniq_fencing_rejections_total") == 1
 
 
 def test_another_tokens_runner_cannot_write_to_an_execution(held):
@@ -363,8 +363,7 @@ def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, token):
 def test_a_success_is_counted_once(secret, held):
     assert finish(secret, held, 0) == Execution.SUCCEEDED
     assert finish(secret, held, 0) == Execution.SUCCEEDED  # a retried call
-    counted = Counter.objects.get(name="croniq_executions_total", labels="state=succeeded")
-    assert counted.value == 1
+    assert Counter.objects.value_of("croniq_executions_total", "state=succeeded") == 1
 
 
 def test_a_success_reported_under_another_token_changes_nothing(held):

@@ -22,8 +22,7 @@ def at(minutes=0, seconds=0):
 def counter(name, **labels):
     from audit.recording import labels_key
 
-    row = Counter.objects.filter(name=name, labels=labels_key(labels)).first()
-    return row.value if row else 0
+    return Counter.objects.value_of(name, labels_key(labels))
 
 
 def test_a_due_job_fires_once_and_advances_to_its_next_instant():
