@@ -220,9 +220,10 @@ def steady(url, workdir, seconds, jobs=STEADY_JOBS):
 
     def finish_later(runner, assignment):
         def finish():
-            if not hasattr(sessions, "http"):
-                sessions.http = runner.new_http()
-            runner.finish(assignment, sessions.http)
+            if not hasattr(sessions, "client"):
+                sessions.client = LeanClient(web.url, secret)
+            body = {"session": runner.session, "lease": assignment["lease"], "exit_code": 0}
+            sessions.client.post(f"/api/v1/executions/{assignment['id']}/finish", body)
             with runner.room:
                 runner.held -= 1
                 runner.room.notify()
@@ -230,12 +231,15 @@ def steady(url, workdir, seconds, jobs=STEADY_JOBS):
         finisher.submit(finish)
 
     def run(runner):
+        client = LeanClient(web.url, secret)
         while not stop.is_set():
             with runner.room:
                 while runner.held >= runner.capacity and not stop.is_set():
                     runner.room.wait(0.5)
                 free = runner.capacity - runner.held
-            found, arrived = runner.poll(wait=5, capacity=free)
+            body = {"session": runner.session, "wait": 5, "capacity": free}
+            found = client.post(f"/api/v1/runners/{runner.runner_id}/poll", body)["executions"]
+            arrived = time.time()
             with runner.room:
                 runner.held += len(found)
             for assignment in found:

@@ -19,7 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 import audit
@@ -70,28 +70,46 @@ def claim(runner, session, capacity, now):
 
 
 def hand_over(executions, runner, session, now):
-    """Mark executions read and locked by this transaction as claimed by `runner`.
+    """Mark executions read and locked by this transaction as claimed by `runner`."""
+    hand_over_many([(runner, session, executions)], now)
+
+
+def hand_over_many(claims, now):
+    """Mark executions as claimed, in one UPDATE: `claims` is
+    [(runner, session, [execution, ...])], the executions read and locked by
+    this transaction.
 
     The rows are ours alone until the commit (locked on PostgreSQL; on
     SQLite the transaction holds the write lock), so the new values are set
     on the objects read instead of reading them again.
     """
     deadline = lease_deadline(now)
-    Execution.objects.filter(pk__in=[e.pk for e in executions]).update(
+    if len(claims) == 1:
+        [(runner, session, _)] = claims
+        runner_id, session_of = runner.pk, session
+    else:
+        runner_id = Case(*(when_among(e, Value(r.pk)) for r, _, e in claims))
+        session_of = Case(*(when_among(e, Value(s)) for _, s, e in claims))
+    Execution.objects.filter(pk__in=[e.pk for _, _, claimed in claims for e in claimed]).update(
         state=Execution.RUNNING,
-        runner=runner,
-        session=session,
+        runner_id=runner_id,
+        session=session_of,
         lease=F("lease") + 1,
         lease_expires_at=deadline,
         claimed_at=now,
     )
-    for execution in executions:
-        execution.state = Execution.RUNNING
-        execution.runner = runner
-        execution.session = session
-        execution.lease += 1
-        execution.lease_expires_at = deadline
-        execution.claimed_at = now
+    for runner, session, executions in claims:
+        for execution in executions:
+            execution.state = Execution.RUNNING
+            execution.runner = runner
+            execution.session = session
+            execution.lease += 1
+            execution.lease_expires_at = deadline
+            execution.claimed_at = now
+
+
+def when_among(executions, value):
+    return When(pk__in=[e.pk for e in executions], then=value)
 
 
 def record_latency(executions, now):
@@ -241,13 +259,11 @@ def serve_waiters(waiters, now):
     with transaction.atomic():
         room = runners_with_room(waiters, served)
         handed = hand_out(room, now) if room else {}
-        claimed = []
-        for waiter, executions in handed.items():
-            runner = room[waiter][0]
-            identity.touch(runner, now)
-            hand_over(executions, runner, waiter.session, now)
-            claimed.extend(executions)
-        record_latency(claimed, now)
+        if handed:
+            claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
+            identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
+            hand_over_many(claims, now)
+            record_latency([e for _, _, executions in claims for e in executions], now)
     for waiter, executions in handed.items():
         served.append((waiter, after_poll(room[waiter][0], executions, now)[1]))
     return served

@@ -293,20 +293,34 @@ def check_caller(runner, token, runner_id, session):
 
 
 def touch(runner, now):
-    """A call from the runner: it is alive (and online unless an operator drains it).
+    """A call from the runner: it is alive (and online unless an operator drains it)."""
+    touch_many([runner], now)
+
+
+def touch_many(runners, now):
+    """`touch` for several runners, in at most two UPDATEs.
 
     A runner calls many times a second under load; `last_seen_at` only has
     to be fresh to the second (runners go offline after missing three
     heartbeats), so it is written at most once per `SEEN_INTERVAL`.
     """
-    fields = {"last_seen_at": now}
-    if runner.state == Runner.OFFLINE:
-        fields["state"] = Runner.ONLINE
-    elif runner.last_seen_at is not None and abs(now - runner.last_seen_at) < SEEN_INTERVAL:
+    stale = [
+        runner
+        for runner in runners
+        if runner.state == Runner.OFFLINE
+        or runner.last_seen_at is None
+        or abs(now - runner.last_seen_at) >= SEEN_INTERVAL
+    ]
+    if not stale:
         return
-    Runner.objects.filter(pk=runner.pk).update(**fields)
-    for key, value in fields.items():
-        setattr(runner, key, value)
+    Runner.objects.filter(pk__in=[r.pk for r in stale]).update(last_seen_at=now)
+    back = [runner.pk for runner in stale if runner.state == Runner.OFFLINE]
+    if back:
+        Runner.objects.filter(pk__in=back).update(state=Runner.ONLINE)
+    for runner in stale:
+        runner.last_seen_at = now
+        if runner.state == Runner.OFFLINE:
+            runner.state = Runner.ONLINE
 
 
 MAX_DB_ID = 2**63 - 1

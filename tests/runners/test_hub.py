@@ -54,6 +54,8 @@ def test_ready_work_goes_to_the_longest_waiting_poll_it_fits(db, loop, runners):
     assert got == {linux: [linux_job.pk], gpu: [gpu_job.pk]}
     assert held_by(runners["linux"]) == {linux_job.pk}
     assert held_by(runners["gpu"]) == {gpu_job.pk}
+    sessions = dict(Execution.objects.values_list("pk", "session"))
+    assert sessions == {linux_job.pk: "s-linux", gpu_job.pk: "s-gpu"}
     assert upcoming is None
 
 
