@@ -256,6 +256,10 @@ def serve_waiters(waiters, now):
     [(waiter, [assignment, ...] or the Refused its poll answers)].
     """
     served = []
+    if not ready_executions(now).exists():
+        # Most scans (a poll joining the hub, the safety net) find nothing:
+        # one read, and no write transaction (on SQLite, no write lock).
+        return served
     with transaction.atomic():
         room = runners_with_room(waiters, served)
         handed = hand_out(room, now) if room else {}

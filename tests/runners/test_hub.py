@@ -106,3 +106,10 @@ def test_the_hub_rescans_when_the_next_pending_execution_becomes_ready(loop):
     hub.wake_at(NOW + dt.timedelta(seconds=0.05), NOW)
     loop.run_until_complete(asyncio.sleep(0.1))
     assert hub.scan_requested.is_set()
+
+
+def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert_num_queries):
+    pending(now=NOW + dt.timedelta(seconds=4), labels=["linux"])
+    with django_assert_num_queries(2):  # anything ready? when is the next?
+        served, upcoming = serve([waiter(loop, runners["linux"])], NOW)
+    assert (served, upcoming) == ([], NOW + dt.timedelta(seconds=4))
