@@ -71,13 +71,6 @@ def test_200_idle_long_polls_leave_healthz_fast_and_hold_no_connections(server, 
     assert max(timings) < 1.0, timings
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a rare lost hand-out (about 1 run in 10 under load: executions the hub claimed "
-    "for a poll that had just stopped waiting) was fixed with Waiter.leaving in "
-    "runners/hub.py; kept non-strict until repeated runs confirm it. Lease expiry and the "
-    "reaper recover such executions in any case.",
-)
 def test_a_burst_of_work_is_spread_over_waiting_runners_without_double_handout(
     server, e2e_database
 ):
