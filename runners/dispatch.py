@@ -25,7 +25,7 @@ from django.utils import timezone
 import audit
 from audit.recording import bucket_of
 from runners import identity
-from runners.hub import hub, notify_new_work, run_db
+from runners.hub import hub, notify_new_work, run_db, run_dispatch
 from runners.identity import Conflict, NotFound, TooLarge
 from runners.models import Runner, RunnerToken
 from scheduler import lifecycle
@@ -219,7 +219,7 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
     While it waits it holds no database connection and no thread: database
     steps run in the hub's database threads, the wait is an asyncio event.
     """
-    token, runner, found = await run_db(
+    token, runner, found = await run_dispatch(
         first_poll, credential, runner_id, session, capacity, timezone.now()
     )
     if found or wait <= 0:

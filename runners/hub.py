@@ -42,6 +42,11 @@ SAFETY_SCAN_INTERVAL = 1.0
 # and writers of one process that contend for its lock sleep in the busy
 # handler's backoff (up to 100 ms a round): one thread queues them instead.
 DB_THREADS = {"postgresql": 8, "sqlite": 1}
+# PostgreSQL: claims (a poll's first look, the hub's hand-out) run in threads
+# of their own, so handing out work never queues behind a burst of finishes,
+# logs and heartbeats (all jobs of an instant finish at about the same
+# time). SQLite keeps its one thread for everything.
+DISPATCH_THREADS = {"postgresql": 2}
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
@@ -56,20 +61,26 @@ def on_postgres():
 # -- database threads ------------------------------------------------------
 
 _executor_lock = threading.Lock()
-_executor = None
+_executors = {}
 _local = threading.local()
+CALLS, DISPATCH = "calls", "dispatch"
 
 
-def db_threads():
-    return DB_THREADS.get(connection.vendor, 4)
+def pool_for(lane):
+    """(pool name, threads) for a lane: dispatch shares the calls pool where
+    it has no threads of its own."""
+    vendor = connection.vendor
+    if lane == DISPATCH and vendor in DISPATCH_THREADS:
+        return DISPATCH, DISPATCH_THREADS[vendor]
+    return CALLS, DB_THREADS.get(vendor, 4)
 
 
-def executor():
-    global _executor
+def executor(lane=CALLS):
+    name, threads = pool_for(lane)
     with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(db_threads(), thread_name_prefix="croniq-db")
-        return _executor
+        if name not in _executors:
+            _executors[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"croniq-{name}")
+        return _executors[name]
 
 
 def _run_in_db_thread(fn, args, kwargs):
@@ -94,11 +105,20 @@ _caller_thread = False
 
 async def run_db(fn, *args, **kwargs):
     """Run `fn` in a database thread; the caller's coroutine holds no connection."""
+    return await _run_in(CALLS, fn, args, kwargs)
+
+
+async def run_dispatch(fn, *args, **kwargs):
+    """`run_db` for claims: in the dispatch threads where there are some."""
+    return await _run_in(DISPATCH, fn, args, kwargs)
+
+
+async def _run_in(lane, fn, args, kwargs):
     if _caller_thread:
         return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
     loop = asyncio.get_running_loop()
     call = functools.partial(_run_in_db_thread, fn, args, kwargs)
-    return await loop.run_in_executor(executor(), call)
+    return await loop.run_in_executor(executor(lane), call)
 
 
 @contextlib.contextmanager
@@ -114,11 +134,14 @@ def steps_in_caller_thread():
 
 def close_connections():
     """Close the database connections the runner threads keep (tests, shutdown)."""
-    global _executor
     with _executor_lock:
-        pool, _executor = _executor, None
-    if pool is None:
-        return
+        pools = list(_executors.values())
+        _executors.clear()
+    for pool in pools:
+        close_pool(pool)
+
+
+def close_pool(pool):
     # A barrier puts one close on every thread of the pool.
     threads = pool._max_workers
     barrier = threading.Barrier(threads)
@@ -297,7 +320,7 @@ class Hub:
             waiter.step_done.clear()
         now = timezone.now()
         try:
-            served, upcoming = await run_db(serve, waiters, now)
+            served, upcoming = await run_dispatch(serve, waiters, now)
         finally:
             for waiter in waiters:
                 waiter.serving = False

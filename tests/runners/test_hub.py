@@ -1,7 +1,9 @@
 import asyncio
 import datetime as dt
+import threading
 
 import pytest
+from django.db import connection
 
 from runners import identity
 from runners.hub import Hub, Waiter, serve
@@ -113,3 +115,31 @@ def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert
     with django_assert_num_queries(2):  # anything ready? when is the next?
         served, upcoming = serve([waiter(loop, runners["linux"])], NOW)
     assert (served, upcoming) == ([], NOW + dt.timedelta(seconds=4))
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="SQLite runs every step in its one thread"
+)
+def test_claims_do_not_queue_behind_busy_database_threads(transactional_db):
+    """A burst of finishes occupying every calls thread does not hold up a claim."""
+    from runners import hub
+
+    release = threading.Event()
+
+    async def scenario():
+        busy = [
+            asyncio.ensure_future(hub.run_db(release.wait, 10))
+            for _ in range(hub.DB_THREADS["postgresql"])
+        ]
+        await asyncio.sleep(0.2)  # every calls thread is taken
+        try:
+            return await asyncio.wait_for(hub.run_dispatch(lambda: "claimed"), timeout=5)
+        finally:
+            release.set()
+            await asyncio.gather(*busy)
+
+    try:
+        assert asyncio.run(scenario()) == "claimed"
+    finally:
+        release.set()
+        hub.close_connections()
