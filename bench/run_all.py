@@ -147,7 +147,7 @@ def describe(line):
     target = line.get("target", line.get("target_ms"))
     unit = line.get("unit", "ms" if "target_ms" in line else "")
     verdict = "—"
-    if "met" in line:
+    if line.get("met") is not None:  # None: a figure measured for comparison only
         verdict = "met" if line["met"] else "**missed**"
     if target is not None:
         verdict += f" (target {format_value(target)} {unit})".rstrip()
