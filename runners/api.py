@@ -203,7 +203,9 @@ class HeartbeatOut(Schema):
 async def heartbeat(request, runner_id: int, body: HeartbeatIn):
     """Renew held leases; report lost and cancelled executions."""
     held = [(item.id, item.lease) for item in body.executions]
-    return await as_runner(request, dispatch.heartbeat, runner_id, body.session, held)
+    return await run_db(
+        dispatch.heartbeat, request.auth, runner_id, body.session, held, timezone.now()
+    )
 
 
 # -- logs and finish -------------------------------------------------------

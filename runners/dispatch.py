@@ -310,7 +310,7 @@ def hand_out(room, now):
 # -- heartbeat -------------------------------------------------------------
 
 
-def heartbeat(token, runner_id, session, held, now):
+def heartbeat(credential, runner_id, session, held, now):
     """Renew the leases the runner still holds.
 
     `held` is a list of (execution id, lease). Returns the contract's answer:
@@ -322,7 +322,7 @@ def heartbeat(token, runner_id, session, held, now):
     for pk, lease in held:
         leases.setdefault(pk, lease)
     with transaction.atomic():
-        runner = identity.current_runner(token, runner_id, session)
+        _, runner = identity.caller(credential, runner_id, session, now)
         identity.touch(runner, now)
         rows = (
             Execution.objects.filter(

@@ -165,14 +165,18 @@ def test_concurrent_claims_never_hand_out_the_same_execution_twice():
 # -- heartbeat -------------------------------------------------------------
 
 
-def test_heartbeat_renews_what_is_held_and_reports_lost_and_cancelled(runner, token, settings):
+def beat(secret, runner, held, session="s1"):
+    return dispatch.heartbeat(identity.Credential(secret), runner.pk, session, held, LATER)
+
+
+def test_heartbeat_renews_what_is_held_and_reports_lost_and_cancelled(runner, secret, settings):
     settings.CRONIQ_LEASE_TTL = 30
     first, second, foreign = pending(), pending(), pending()
     claim(runner, capacity=2)
     Execution.objects.filter(pk=second.pk).update(cancel_requested_at=NOW)
     held = [(first.pk, 1), (second.pk, 1), (foreign.pk, 1), (first.pk, 1), (2**80, 1)]
 
-    answer = dispatch.heartbeat(token, runner.pk, "s1", held, LATER)
+    answer = beat(secret, runner, held, session="s1")
 
     assert answer["renewed"] == [first.pk, second.pk]
     assert answer["lost"] == [foreign.pk, 2**80]
@@ -182,19 +186,19 @@ def test_heartbeat_renews_what_is_held_and_reports_lost_and_cancelled(runner, to
     assert first.lease_expires_at == LATER + dt.timedelta(seconds=30)
 
 
-def test_heartbeat_with_a_stale_lease_renews_nothing(runner, token):
+def test_heartbeat_with_a_stale_lease_renews_nothing(runner, secret):
     execution = pending()
     claim(runner)
-    answer = dispatch.heartbeat(token, runner.pk, "s1", [(execution.pk, 7)], LATER)
+    answer = beat(secret, runner, [(execution.pk, 7)], session="s1")
     assert answer["renewed"] == []
     assert answer["lost"] == [execution.pk]
     execution.refresh_from_db()
     assert execution.lease_expires_at == NOW + dt.timedelta(seconds=30)
 
 
-def test_heartbeat_from_a_superseded_session_is_refused(runner, token):
+def test_heartbeat_from_a_superseded_session_is_refused(runner, secret):
     with pytest.raises(identity.Conflict):
-        dispatch.heartbeat(token, runner.pk, "old", [], LATER)
+        beat(secret, runner, [], session="old")
 
 
 # -- logs ------------------------------------------------------------------
@@ -344,7 +348,7 @@ def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(secret, run
     assert retry.run_after == LATER + dt.timedelta(seconds=10)
 
 
-def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, token):
+def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, secret):
     from scheduler import lifecycle
 
     execution = pending()
@@ -353,7 +357,7 @@ def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, token):
         state=Execution.RUNNING, lease_expires_at__lt=NOW + dt.timedelta(seconds=31)
     )
     [seen] = list(expired)  # the reaper reads the row: its lease ran out...
-    dispatch.heartbeat(token, runner.pk, "s1", [(execution.pk, 1)], LATER)  # ...then it is renewed
+    beat(secret, runner, [(execution.pk, 1)], session="s1")  # ...then it is renewed
     assert lifecycle.settle(seen, Execution.LOST, NOW, within=expired) is False
     execution.refresh_from_db()
     assert execution.state == Execution.RUNNING
