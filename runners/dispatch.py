@@ -64,17 +64,12 @@ def claim(runner, session, capacity, now):
         executions = claimable(runner.labels, capacity, now)
         if not executions:
             return []
-        hand_over(executions, runner, session, now)
+        hand_over([(runner, session, executions)], now)
         record_latency(executions, now)
     return executions
 
 
-def hand_over(executions, runner, session, now):
-    """Mark executions read and locked by this transaction as claimed by `runner`."""
-    hand_over_many([(runner, session, executions)], now)
-
-
-def hand_over_many(claims, now):
+def hand_over(claims, now):
     """Mark executions as claimed, in one UPDATE: `claims` is
     [(runner, session, [execution, ...])], the executions read and locked by
     this transaction.
@@ -176,26 +171,11 @@ def wanted(runner, capacity):
     return runner.capacity if capacity is None else capacity
 
 
-def poll_once(token, runner_id, session, capacity, now):
-    """One poll step: check the caller, count it as a heartbeat, claim.
-
-    Returns (runner, [assignment, ...]).
-    """
-    with transaction.atomic():
-        runner = identity.current_runner(token, runner_id, session)
-        executions = poll_as(runner, session, capacity, now)
-    return after_poll(runner, executions, now)
-
-
-def poll_as(runner, session, capacity, now):
-    identity.touch(runner, now)
-    return claim(runner, session, wanted(runner, capacity), now)
-
-
-def after_poll(runner, executions, now):
+def answer(runner, executions, now):
+    """A poll's assignments (after the commit); a flapping mark may clear here."""
     if runner.flapping:
         identity.check_flapping(runner, now)
-    return runner, [assignment(e) for e in executions]
+    return [assignment(e) for e in executions]
 
 
 def check_in(token, runner_id, session, now):
@@ -206,11 +186,13 @@ def check_in(token, runner_id, session, now):
 
 
 def first_poll(credential, runner_id, session, capacity, now):
-    """Authenticate and poll in one database step; returns (token, runner, assignments)."""
+    """Authenticate, count the poll as a heartbeat and claim, in one database
+    step; returns (token, runner, assignments)."""
     with transaction.atomic():
         token, runner = identity.caller(credential, runner_id, session, now)
-        executions = poll_as(runner, session, capacity, now)
-    return (token, *after_poll(runner, executions, now))
+        identity.touch(runner, now)
+        executions = claim(runner, session, wanted(runner, capacity), now)
+    return token, runner, answer(runner, executions, now)
 
 
 async def long_poll(credential, runner_id, session, wait, capacity=None):
@@ -241,7 +223,7 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
     """Wait in the hub until it claims work for us, or until `deadline`."""
     loop = asyncio.get_running_loop()
     current = hub()
-    waiter = current.add(runner.pk, runner.labels, token, session, capacity)
+    waiter = current.add(runner.pk, token, session, capacity)
     # Work committed between our claim and joining the hub: look once more.
     current.signal()
     return await current.wait(waiter, deadline - loop.time())
@@ -255,29 +237,27 @@ def serve_waiters(waiters, now):
     is handed out in one step instead of a claim per poll. Returns
     [(waiter, [assignment, ...] or the Refused its poll answers)].
     """
-    served = []
     if not ready_executions(now).exists():
         # Most scans (a poll joining the hub, the safety net) find nothing:
         # one read, and no write transaction (on SQLite, no write lock).
-        return served
+        return []
     with transaction.atomic():
-        room = runners_with_room(waiters, served)
+        room, refused = runners_with_room(waiters)
         handed = hand_out(room, now) if room else {}
         if handed:
             claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
             identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
-            hand_over_many(claims, now)
+            hand_over(claims, now)
             record_latency([e for _, _, executions in claims for e in executions], now)
-    for waiter, executions in handed.items():
-        served.append((waiter, after_poll(room[waiter][0], executions, now)[1]))
-    return served
+    served = [(waiter, answer(room[waiter][0], got, now)) for waiter, got in handed.items()]
+    return refused + served
 
 
-def runners_with_room(waiters, refused):
-    """{waiter: (runner, how many it takes)} for the waiters still entitled to work;
-    the refused ones (superseded, forgotten) are added to `refused` with their refusal."""
+def runners_with_room(waiters):
+    """({waiter: (runner, how many it takes)}, [(waiter, refusal)]): the waiters
+    still entitled to work, and the refused ones (superseded, forgotten)."""
     runners = Runner.objects.in_bulk({w.runner_id for w in waiters})
-    room = {}
+    room, refused = {}, []
     for waiter in waiters:
         try:
             runner = identity.check_caller(
@@ -289,7 +269,7 @@ def runners_with_room(waiters, refused):
         want = wanted(runner, waiter.capacity)
         if runner.state != Runner.DRAINING and want > 0:
             room[waiter] = (runner, want)
-    return room
+    return room, refused
 
 
 def hand_out(room, now):
@@ -518,7 +498,7 @@ def finished_ok(credential, execution_id, session, lease, error, now):
             cursor.execute(SUCCEED_HELD, params)
             if cursor.rowcount != 1:
                 return False
-        audit.increment("croniq_executions_total", state=Execution.SUCCEEDED)
+        lifecycle.count_final(Execution.SUCCEEDED)
     return True
 
 

@@ -219,9 +219,8 @@ class Waiter:
     `runners.dispatch.serve_waiters` needs to claim for it.
     """
 
-    def __init__(self, loop, runner_id, labels, token, session, capacity):
+    def __init__(self, loop, runner_id, token, session, capacity):
         self.runner_id = runner_id
-        self.labels = frozenset(labels)
         self.token = token
         self.session = session
         self.capacity = capacity
@@ -255,9 +254,9 @@ class Hub:
 
     # waiting
 
-    def add(self, runner_id, labels, token, session, capacity):
+    def add(self, runner_id, token, session, capacity):
         self.start()
-        waiter = Waiter(self.loop, runner_id, labels, token, session, capacity)
+        waiter = Waiter(self.loop, runner_id, token, session, capacity)
         self.waiters[waiter] = None
         return waiter
 

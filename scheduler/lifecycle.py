@@ -17,9 +17,6 @@ LEASE_EXPIRED = "lease_expired"
 RUNNER_SUPERSEDED = "runner_superseded"
 RUNNER_FORGOTTEN = "runner_forgotten"
 RUNNER_DRAINED = "runner_drained"
-# Final states no retry follows: settling into them needs nothing more of the
-# row than its new state.
-NEVER_RETRIED = (Execution.SUCCEEDED, Execution.CANCELLED)
 
 
 def settle(execution, state, now, within=None, **fields):
@@ -37,21 +34,20 @@ def settle(execution, state, now, within=None, **fields):
         ).update(state=state, finished_at=now, **fields)
         if not updated:
             return False
-        if state in NEVER_RETRIED:
-            # The common finish: count it, and skip re-reading the row.
-            execution.state = state
-            audit.increment("croniq_executions_total", state=state)
-            return None
         execution.refresh_from_db()
         return after_final(execution, now)
 
 
 def after_final(execution, now):
     """Count the outcome and create the retry the job's policy asks for."""
-    audit.increment("croniq_executions_total", state=execution.state)
+    count_final(execution.state)
     if execution.state == Execution.LOST:
         audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
     return create_retry(execution, now)
+
+
+def count_final(state):
+    audit.increment("croniq_executions_total", state=state)
 
 
 def retry_delay(execution):

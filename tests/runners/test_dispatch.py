@@ -102,20 +102,25 @@ def test_a_cancelled_pending_execution_is_not_handed_out(runner):
     assert claim(runner) == []
 
 
-def test_poll_once_counts_as_a_heartbeat_and_brings_an_offline_runner_back(runner, token):
+def poll(secret, runner, session="s1", capacity=None, now=LATER):
+    credential = identity.Credential(secret)
+    return dispatch.first_poll(credential, runner.pk, session, capacity, now)[1:]
+
+
+def test_a_poll_counts_as_a_heartbeat_and_brings_an_offline_runner_back(runner, secret):
     Runner.objects.filter(pk=runner.pk).update(state=Runner.OFFLINE)
     pending(labels=["linux"])
-    found, assignments = dispatch.poll_once(token, runner.pk, "s1", None, LATER)
+    found, assignments = poll(secret, runner)
     found.refresh_from_db()
     assert found.last_seen_at == LATER
     assert found.state == Runner.ONLINE
     assert len(assignments) == 1  # capacity defaults to the runner's (2), one is ready
 
 
-def test_poll_once_refuses_a_superseded_session(runner, token):
+def test_a_poll_refuses_a_superseded_session(runner, secret):
     pending()
     with pytest.raises(identity.Conflict):
-        dispatch.poll_once(token, runner.pk, "old-session", 1, NOW)
+        poll(secret, runner, session="old-session", capacity=1, now=NOW)
     assert Execution.objects.get().state == Execution.PENDING
 
 

@@ -36,7 +36,7 @@ def runners(token):
 
 
 def waiter(loop, runner, capacity=None, session=None):
-    return Waiter(loop, runner.pk, runner.labels, runner.token, session or runner.session, capacity)
+    return Waiter(loop, runner.pk, runner.token, session or runner.session, capacity)
 
 
 def held_by(runner):
