@@ -232,9 +232,10 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
 def serve_waiters(waiters, now):
     """Claim ready work for waiting polls in one transaction.
 
-    The oldest ready executions go to the longest-waiting poll they fit (its
-    runner's labels include the job's), each poll up to its capacity: a burst
-    is handed out in one step instead of a claim per poll. Returns
+    The oldest ready executions are dealt round the polls they fit (their
+    runners' labels include the job's), longest-waiting first, each poll up
+    to its capacity: a burst is handed out in one step instead of a claim per
+    poll. Returns
     [(waiter, [assignment, ...] or the Refused its poll answers)].
     """
     if not ready_executions(now).exists():
@@ -273,17 +274,30 @@ def runners_with_room(waiters):
 
 
 def hand_out(room, now):
-    """{waiter: [execution, ...]}: ready work, oldest first, to the first waiter it fits."""
+    """{waiter: [execution, ...]}: ready work, oldest first, dealt round the
+    waiters it fits in turn, longest-waiting first.
+
+    Dealing spreads an instant's work over the runners instead of filling
+    the first poll to its capacity: the load is shared, and every runner
+    served polls again at once with its free slots. (Filling the first ones
+    left the runners served long ago waiting with the one slot they had free
+    then, too few for the next instant.)
+    """
+    turn = collections.deque(room)
     left = {waiter: want for waiter, (_, want) in room.items()}
-    labels = frozenset().union(*(frozenset(runner.labels) for runner, _ in room.values()))
+    fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in claimable(labels, sum(left.values()), now):
+    for execution in claimable(frozenset().union(*fits.values()), sum(left.values()), now):
         job_labels = frozenset(execution.job.labels or ())
-        for waiter, want in left.items():
-            if want and job_labels <= frozenset(room[waiter][0].labels):
+        for _ in range(len(turn)):
+            waiter = turn.popleft()
+            if job_labels <= fits[waiter]:
                 handed.setdefault(waiter, []).append(execution)
                 left[waiter] -= 1
+                if left[waiter]:
+                    turn.append(waiter)
                 break
+            turn.append(waiter)
     return handed
 
 

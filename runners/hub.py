@@ -10,7 +10,7 @@ one of two ways (DESIGN.md §4, "Long-poll"):
   the highest execution id every `WATCH_INTERVAL` seconds while polls wait.
 
 On a hint the hub claims, in one database transaction, the ready work for
-its waiting polls: oldest execution to the longest-waiting poll it fits. One
+its waiting polls, oldest execution first, dealt round the polls it fits. One
 new execution costs one claim, not a thousand polls rushing to the
 database, and a burst for a hundred polls is one transaction, not a hundred.
 """

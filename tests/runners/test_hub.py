@@ -61,14 +61,32 @@ def test_ready_work_goes_to_the_longest_waiting_poll_it_fits(db, loop, runners):
     assert upcoming is None
 
 
-def test_a_poll_takes_up_to_its_capacity_oldest_first(db, loop, runners):
+def test_work_is_dealt_round_the_polls_oldest_first_each_up_to_its_capacity(
+    db, loop, runners
+):
     oldest, middle, newest = (
         pending(now=NOW - dt.timedelta(seconds=s), labels=["linux"]) for s in (3, 2, 1)
     )
     gpu, linux = waiter(loop, runners["gpu"]), waiter(loop, runners["linux"])
     served, _ = serve([gpu, linux], NOW)
     got = {w: [a["id"] for a in assignments] for w, assignments in served}
-    assert got == {gpu: [oldest.pk, middle.pk], linux: [newest.pk]}
+    assert got == {gpu: [oldest.pk, newest.pk], linux: [middle.pk]}
+
+
+def test_an_instants_work_is_spread_over_the_waiting_runners(db, loop, token):
+    """Ten executions, five polls with room for ten each: two apiece, not
+    ten to the first, so every runner served polls again with free slots."""
+    for _ in range(10):
+        pending(now=NOW, labels=["linux"])
+    polls = [
+        waiter(
+            loop,
+            RunnerFactory(token=token, name=f"r{n}", labels=["linux"], session=f"s{n}", capacity=10),
+        )
+        for n in range(5)
+    ]
+    served, _ = serve(polls, NOW)
+    assert sorted(len(assignments) for _, assignments in served) == [2, 2, 2, 2, 2]
 
 
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
