@@ -78,13 +78,11 @@ def test_an_instants_work_is_spread_over_the_waiting_runners(db, loop, token):
     ten to the first, so every runner served polls again with free slots."""
     for _ in range(10):
         pending(now=NOW, labels=["linux"])
-    polls = [
-        waiter(
-            loop,
-            RunnerFactory(token=token, name=f"r{n}", labels=["linux"], session=f"s{n}", capacity=10),
-        )
+    runners = [
+        RunnerFactory(token=token, name=f"r{n}", labels=["linux"], session=f"s{n}", capacity=10)
         for n in range(5)
     ]
+    polls = [waiter(loop, runner) for runner in runners]
     served, _ = serve(polls, NOW)
     assert sorted(len(assignments) for _, assignments in served) == [2, 2, 2, 2, 2]
 
