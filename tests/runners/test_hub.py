@@ -61,9 +61,7 @@ def test_ready_work_goes_to_the_longest_waiting_poll_it_fits(db, loop, runners):
     assert upcoming is None
 
 
-def test_work_is_dealt_round_the_polls_oldest_first_each_up_to_its_capacity(
-    db, loop, runners
-):
+def test_work_is_dealt_round_the_polls_oldest_first_each_up_to_its_capacity(db, loop, runners):
     oldest, middle, newest = (
         pending(now=NOW - dt.timedelta(seconds=s), labels=["linux"]) for s in (3, 2, 1)
     )
