@@ -1,9 +1,10 @@
 """The scheduler loop: one tick of every unit of work, then a precise sleep.
 
 It sleeps until the earliest due `next_run_at` (capped by the interval) so a
-job fires within milliseconds of its instant, and wakes early when a job is
-saved. A database outage is logged and retried with backoff; the loop never
-dies from it.
+job fires within milliseconds of its instant (a job that is not a singleton
+`ticks.FIRE_LEAD` before it), and wakes early when a job is saved. A
+database outage is logged and retried with backoff; the loop never dies
+from it.
 """
 
 import logging
@@ -26,9 +27,10 @@ HOUSEKEEPING_INTERVAL = 5.0
 
 
 class SchedulerLoop:
-    def __init__(self, interval=1.0, clock=timezone.now):
+    def __init__(self, interval=1.0, clock=timezone.now, fire_lead=ticks.FIRE_LEAD):
         self.interval = interval
         self.clock = clock
+        self.fire_lead = fire_lead
         self.stopping = threading.Event()
         self.outage_backoff = 0.0
         self.last_job_edit = None
@@ -39,13 +41,16 @@ class SchedulerLoop:
 
     def units(self, now):
         units = [
-            ("fired", ticks.trigger_due),
+            ("fired", self.fire),
             ("timed_out", ticks.expire_timeouts),
             ("reaped", ticks.reap_expired_leases),
         ]
         if self.housekeeping_due(now):
             units += [("runners", ticks.update_runner_states), ("pruned", ticks.prune_history)]
         return units
+
+    def fire(self, now):
+        return ticks.trigger_due(now, self.fire_lead)
 
     def housekeeping_due(self, now):
         last = self.last_housekeeping
@@ -94,7 +99,7 @@ class SchedulerLoop:
     def sleep_until_due(self):
         """Sleep until the earliest due job, the interval, an edit, or a stop."""
         now = self.clock()
-        earliest = ticks.earliest_due(now)
+        earliest = ticks.earliest_due(now, self.fire_lead)
         seconds = self.interval
         if earliest is not None:
             seconds = min(seconds, max(0.0, (earliest - now).total_seconds()))

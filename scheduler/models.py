@@ -117,8 +117,27 @@ class Job(models.Model):
         return self._calendar_rules[1]
 
     def reschedule(self, now):
-        """Point next_run_at at the first instant after `now` (after an edit)."""
+        """Point next_run_at at the first instant after `now` (after an edit).
+
+        What the loop created ahead of an instant still to come is withdrawn
+        first: the edited job decides whether that instant fires.
+        """
+        self.withdraw_ahead(now)
         self.next_run_at = self.next_fire_after(now) if self.is_active else None
+
+    def withdraw_ahead(self, now):
+        """Delete the executions the loop created ahead of their instant
+        (`scheduler.ticks.FIRE_LEAD`) that are not yet due; returns how many."""
+        if self.pk is None:
+            return 0
+        withdrawn, _ = Execution.objects.filter(
+            job=self,
+            state=Execution.PENDING,
+            trigger=Execution.SCHEDULE,
+            attempt=1,
+            run_after__gt=now,
+        ).delete()
+        return withdrawn
 
     def clean(self):
         from django.core.exceptions import ValidationError

@@ -35,6 +35,7 @@ def run_now(job, now, actor):
 def pause(jobs, now, actor):
     paused = 0
     for job in jobs.filter(paused_at__isnull=True):
+        job.withdraw_ahead(now)
         Job.objects.filter(pk=job.pk).update(paused_at=now, next_run_at=None, updated_at=now)
         audit.record("job.paused", target=job, actor=actor, at=now)
         paused += 1

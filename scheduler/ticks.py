@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import Min
+from django.db.models import Min, Q
 
 import audit
 from scheduler import lifecycle
@@ -27,17 +27,34 @@ TRIGGER_BATCH = 200
 BROKEN_JOB_RETRY = 60
 # Occurrences enumerated one by one before a long outage is treated in bulk.
 ENUMERATION_LIMIT = 1000
+# How long before its instant the loop creates the execution of a job that
+# is not a singleton. Nothing runs early (an execution is claimed only from
+# its run_after on), but the row and the runners' wake-up are ready at the
+# instant instead of tens of milliseconds after it. A singleton job fires at
+# its instant: whether its previous run is still live is decided then.
+FIRE_LEAD = timedelta(milliseconds=200)
+NO_LEAD = timedelta(0)
 
 
-def due_jobs(now):
-    return Job.objects.filter(enabled=True, paused_at__isnull=True, next_run_at__lte=now)
+def due_jobs(now, lead=NO_LEAD):
+    """Active jobs due by `now`, and those not singleton due by `now + lead`."""
+    due = Q(next_run_at__lte=now)
+    if lead:
+        due |= Q(next_run_at__lte=now + lead, singleton=False)
+    return Job.objects.filter(due, enabled=True, paused_at__isnull=True)
 
 
-def earliest_due(now):
-    """The earliest next_run_at of any active job (the loop sleeps until then)."""
-    return Job.objects.filter(
+def earliest_due(now, lead=NO_LEAD):
+    """When the loop must next wake to fire a job: the earliest next_run_at
+    of any active job, `lead` earlier for jobs that are not singletons."""
+    found = Job.objects.filter(
         enabled=True, paused_at__isnull=True, next_run_at__isnull=False
-    ).aggregate(at=Min("next_run_at"))["at"]
+    ).aggregate(
+        plain=Min("next_run_at", filter=Q(singleton=False)),
+        singleton=Min("next_run_at", filter=Q(singleton=True)),
+    )
+    wakes = [at for at in (found["plain"] and found["plain"] - lead, found["singleton"]) if at]
+    return min(wakes, default=None)
 
 
 @dataclass
@@ -51,12 +68,14 @@ class Occurrences:
     next_instant: object = None  # the first instant after now: the new next_run_at
 
 
-def due_occurrences(job, now):
+def due_occurrences(job, now, until=None):
+    """The instants due by `until` (default `now`); misfires are judged at `now`."""
+    until = now if until is None else until
     grace = timedelta(seconds=settings.CRONIQ_MISFIRE_GRACE)
     result = Occurrences()
     instant = job.next_run_at
     enumerated = 0
-    while instant is not None and instant <= now:
+    while instant is not None and instant <= until:
         if enumerated == ENUMERATION_LIMIT and not result.missed_uncounted:
             # Too many missed instants to list: jump to the grace window.
             result.missed_uncounted = True
@@ -70,11 +89,12 @@ def due_occurrences(job, now):
     return result
 
 
-def trigger_due(now):
-    """Create the executions of every due job; returns how many were created."""
+def trigger_due(now, lead=NO_LEAD):
+    """Create the executions of every due job, and of jobs that are not
+    singletons due within `lead`; returns how many were created."""
     created = 0
     while True:
-        batch_created, claimed = trigger_batch(now)
+        batch_created, claimed = trigger_batch(now, lead)
         created += batch_created
         if claimed < TRIGGER_BATCH:
             break
@@ -83,38 +103,38 @@ def trigger_due(now):
     return created
 
 
-def trigger_batch(now):
+def trigger_batch(now, lead=NO_LEAD):
     """Claim up to TRIGGER_BATCH due jobs in one transaction and fire them.
     Returns (executions created, jobs claimed)."""
     try:
         with transaction.atomic():
-            jobs = lock_due_jobs(now)
-            return fire_jobs(jobs, now, bulk=True), len(jobs)
+            jobs = lock_due_jobs(now, lead)
+            return fire_jobs(jobs, now, lead, bulk=True), len(jobs)
     except IntegrityError:
         # Another loop inserted one of these executions first (invariant 1's
         # backstop); redo the batch job by job so the others still fire.
         log.info("a concurrent scheduler fired some of these jobs first; retrying one by one")
     created = claimed = 0
     for job_id in (
-        due_jobs(now).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
+        due_jobs(now, lead).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
     ):
         with transaction.atomic():
-            jobs = lock_due_jobs(now, pk=job_id)
-            created += fire_jobs(jobs, now, bulk=False)
+            jobs = lock_due_jobs(now, lead, pk=job_id)
+            created += fire_jobs(jobs, now, lead, bulk=False)
             claimed += len(jobs)
     return created, claimed
 
 
-def lock_due_jobs(now, **filters):
+def lock_due_jobs(now, lead=NO_LEAD, **filters):
     """Due jobs, locked; ones another loop holds are skipped (PostgreSQL).
     SQLite needs no row locks: its IMMEDIATE transactions serialise writers."""
-    jobs = due_jobs(now).filter(**filters).select_related("calendar").order_by("next_run_at")
+    jobs = due_jobs(now, lead).filter(**filters).select_related("calendar").order_by("next_run_at")
     if connection.features.has_select_for_update_skip_locked:
         jobs = jobs.select_for_update(skip_locked=True, of=("self",))
     return list(jobs[:TRIGGER_BATCH])
 
 
-def fire_jobs(jobs, now, bulk):
+def fire_jobs(jobs, now, lead, bulk):
     """Create the due executions of locked jobs and advance each job."""
     live = live_singleton_executions(jobs)
     pending, skipped = [], []
@@ -122,7 +142,8 @@ def fire_jobs(jobs, now, bulk):
     for job in jobs:
         try:
             job.calendar_rules(shared=calendars)
-            occurrences = due_occurrences(job, now)
+            until = now if job.singleton else now + lead
+            occurrences = due_occurrences(job, now, until)
         except DatabaseError:
             raise
         except Exception as e:
