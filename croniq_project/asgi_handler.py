@@ -20,8 +20,35 @@ import contextlib
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.urls import set_script_prefix
+from django.utils import timezone
 
 from croniq_project.middleware import RUNNER_API_PREFIX
+
+
+class AnswerHold:
+    """The instant a runner call's answer may leave (None: at once).
+
+    The hub claims an instant's work ahead of it; the poll's answer must not
+    reach the runner before the instant. This handler gives each runner call
+    a hold and sends the answer, already rendered, when it ends, so at the
+    instant only the bytes are left to write.
+    """
+
+    until = None
+
+
+async def answer_not_before(request, instant):
+    """Make `request`'s answer leave at `instant`, not earlier."""
+    hold = getattr(request, "answer_hold", None)
+    if hold is not None:
+        hold.until = instant
+    else:  # another handler (tests' client, WSGI): hold in the view
+        await sleep_until(instant)
+
+
+async def sleep_until(instant):
+    if instant is not None:
+        await asyncio.sleep(max(0.0, (instant - timezone.now()).total_seconds()))
 
 
 class CroniqASGIHandler(ASGIHandler):
@@ -40,7 +67,10 @@ class CroniqASGIHandler(ASGIHandler):
             set_script_prefix(get_script_prefix(scope))
             request, response = self.create_request(scope, body_file)
             if request is not None:
+                hold = request.answer_hold = AnswerHold()
                 response = await self.answer_unless_gone(request, receive)
+                if response is not None:
+                    await sleep_until(hold.until)
             if response is not None:
                 await self.send_response(response, send)
 

@@ -15,6 +15,7 @@ from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
 from pydantic import AfterValidator, StrictBool, StrictInt, StrictStr, StringConstraints
 
+from croniq_project.asgi_handler import answer_not_before
 from runners import dispatch, identity
 from runners.hub import run_db
 
@@ -173,10 +174,12 @@ class PollOut(Schema):
 @runners_router.post("/{runner_id}/poll", response={200: PollOut, **ERRORS})
 async def poll(request, runner_id: int, body: PollIn):
     """Claim work, waiting up to `wait` seconds for some (long-poll)."""
-    found = await dispatch.long_poll(
+    handed = await dispatch.long_poll(
         request.auth, runner_id, body.session, body.wait, body.capacity
     )
-    return {"executions": found}
+    if handed.not_before is not None:
+        await answer_not_before(request, handed.not_before)
+    return {"executions": handed.assignments}
 
 
 # -- heartbeat -------------------------------------------------------------

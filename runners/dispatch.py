@@ -15,6 +15,7 @@ counted (invariant 3, fencing).
 import asyncio
 import collections
 import functools
+import typing
 from datetime import timedelta
 
 from django.conf import settings
@@ -198,6 +199,9 @@ def first_poll(credential, runner_id, session, capacity, now):
 async def long_poll(credential, runner_id, session, wait, capacity=None):
     """Claim work for the runner, waiting up to `wait` seconds for some.
 
+    Returns a `Handed`: its assignments, and when work was claimed ahead of
+    its instant, the instant the answer must not leave before.
+
     While it waits it holds no database connection and no thread: database
     steps run in the hub's database threads, the wait is an asyncio event.
     """
@@ -205,18 +209,18 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
         first_poll, credential, runner_id, session, capacity, timezone.now()
     )
     if found or wait <= 0:
-        return found
+        return Handed(found)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     if runner.state == Runner.DRAINING or wanted(runner, capacity) == 0:
         # A drained runner (or a poll with no room) gets nothing, however long it asks.
         await asyncio.sleep(wait)
     else:
-        found = await wait_and_claim(token, runner, session, capacity, deadline)
-        if found:
-            return found
+        handed = await wait_and_claim(token, runner, session, capacity, deadline)
+        if handed.assignments:
+            return handed
     await run_db(check_in, token, runner_id, session, timezone.now())
-    return []
+    return Handed([])
 
 
 async def wait_and_claim(token, runner, session, capacity, deadline):
@@ -229,29 +233,49 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
     return await current.wait(waiter, deadline - loop.time())
 
 
-def serve_waiters(waiters, now):
+class Handed(typing.NamedTuple):
+    """What the hub claimed for one waiting poll: its assignments, and the
+    instant before which the poll must not answer (None: at once)."""
+
+    assignments: list
+    not_before: object = None
+
+
+def serve_waiters(waiters, now, until=None):
     """Claim ready work for waiting polls in one transaction.
 
     The oldest ready executions are dealt round the polls they fit (their
     runners' labels include the job's), longest-waiting first, each poll up
     to its capacity: a burst is handed out in one step instead of a claim per
-    poll. Returns
-    [(waiter, [assignment, ...] or the Refused its poll answers)].
+    poll. With `until` later than `now`, work ready by `until` is claimed
+    ahead too: its poll answers at the work's instant (`Handed.not_before`),
+    the claim's database work already done. Returns [(waiter, Handed or
+    the Refused its poll answers)].
     """
-    if not ready_executions(now).exists():
+    until = now if until is None else until
+    if not ready_executions(until).exists():
         # Most scans (a poll joining the hub, the safety net) find nothing:
         # one read, and no write transaction (on SQLite, no write lock).
         return []
     with transaction.atomic():
         room, refused = runners_with_room(waiters)
-        handed = hand_out(room, now) if room else {}
+        handed = hand_out(room, until) if room else {}
         if handed:
             claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
             identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
             hand_over(claims, now)
             record_latency([e for _, _, executions in claims for e in executions], now)
-    served = [(waiter, answer(room[waiter][0], got, now)) for waiter, got in handed.items()]
+    served = [
+        (waiter, Handed(answer(room[waiter][0], got, now), not_before(got, now)))
+        for waiter, got in handed.items()
+    ]
     return refused + served
+
+
+def not_before(executions, now):
+    """The instant the last of `executions` becomes ready, if after `now`."""
+    latest = max(e.run_after for e in executions)
+    return latest if latest > now else None
 
 
 def runners_with_room(waiters):

@@ -23,6 +23,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -47,6 +48,10 @@ DB_THREADS = {"postgresql": 8, "sqlite": 1}
 # logs and heartbeats (all jobs of an instant finish at about the same
 # time). SQLite keeps its one thread for everything.
 DISPATCH_THREADS = {"postgresql": 2}
+# How long before an instant the hub claims the work that becomes ready
+# then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
+# transaction is done before the instant, and the polls answer at it.
+CLAIM_AHEAD = 0.1
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
@@ -232,14 +237,16 @@ class Waiter:
         self.step_done = asyncio.Event()
 
 
-def serve(waiters, now):
-    """One database step: claim ready work for the waiters it fits.
+def serve(waiters, now, until=None):
+    """One database step: claim the work ready by `until` (default `now`)
+    for the waiters it fits.
 
-    Returns ([(waiter, assignments or refusal)], earliest future run_after).
+    Returns ([(waiter, Handed or refusal)], the earliest run_after after `until`).
     """
     from runners.dispatch import serve_waiters
 
-    return serve_waiters(waiters, now), next_ready_at(now)
+    until = now if until is None else until
+    return serve_waiters(waiters, now, until), next_ready_at(until)
 
 
 class Hub:
@@ -264,7 +271,8 @@ class Hub:
         self.waiters.pop(waiter, None)
 
     async def wait(self, waiter, timeout):
-        """The assignments claimed for `waiter`, or [] when `timeout` ran out.
+        """What was claimed for `waiter` (a `runners.dispatch.Handed`, empty
+        when `timeout` ran out).
 
         Raises what its claim raised (e.g. the session was superseded).
         """
@@ -280,7 +288,11 @@ class Hub:
                 await waiter.step_done.wait()
         finally:
             self.remove(waiter)
-        return waiter.future.result() if waiter.future.done() else []
+        if not waiter.future.done():
+            from runners.dispatch import Handed
+
+            return Handed([])
+        return waiter.future.result()
 
     def signal(self):
         """A hint that work may be ready; scans are coalesced."""
@@ -318,8 +330,9 @@ class Hub:
             waiter.serving = True
             waiter.step_done.clear()
         now = timezone.now()
+        until = now + timedelta(seconds=CLAIM_AHEAD)
         try:
-            served, upcoming = await run_dispatch(serve, waiters, now)
+            served, upcoming = await run_dispatch(serve, waiters, now, until)
         finally:
             for waiter in waiters:
                 waiter.serving = False
@@ -335,16 +348,17 @@ class Hub:
             # Work that came in during the step, or that fit none of the
             # waiters served (while others wait on): look once more.
             self.signal()
-        self.wake_at(upcoming, now)
+        self.wake_at(upcoming, timezone.now())
 
     def wake_at(self, upcoming, now):
-        """Scan again when the earliest not-yet-ready execution becomes ready."""
+        """Scan again CLAIM_AHEAD before the earliest not-yet-ready execution
+        becomes ready."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         if upcoming is not None:
-            delay = max(0.0, (upcoming - now).total_seconds())
-            self.timer = self.loop.call_later(delay, self.signal)
+            delay = (upcoming - now).total_seconds() - CLAIM_AHEAD
+            self.timer = self.loop.call_later(max(0.0, delay), self.signal)
 
     async def safety_net(self):
         heartbeat = settings.CRONIQ_HEARTBEAT_INTERVAL

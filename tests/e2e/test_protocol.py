@@ -161,6 +161,28 @@ def test_a_waiting_poll_is_woken_by_an_execution_inserted_by_another_process(run
     assert arrived - seeded["committed_at"] < 0.75
 
 
+def test_work_claimed_ahead_of_its_instant_reaches_the_runner_at_the_instant(
+    runner, e2e_database
+):
+    answers = []
+    poller = threading.Thread(target=lambda: answers.append((runner.poll(wait=20), time.time())))
+    poller.start()
+    [pk] = seed(e2e_database, {"job": "claimed-ahead", "labels": ["linux"], "delay": 3})
+    poller.join(15)
+    [(answer, arrived)] = answers
+    assert [e["id"] for e in answer.json()["executions"]] == [pk]
+    run_after, claimed_at = query(
+        e2e_database,
+        f"""
+        from scheduler.models import Execution
+        e = Execution.objects.get(pk={pk})
+        result = [e.run_after.timestamp(), e.claimed_at.timestamp()]
+        """,
+    )
+    assert claimed_at < run_after  # the hub claimed it ahead of its instant...
+    assert arrived >= run_after  # ...and the runner had it only at the instant
+
+
 def test_a_poll_that_finds_nothing_answers_an_empty_list_when_wait_runs_out(runner):
     started = time.monotonic()
     assert runner.claim(wait=1) == []

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from runners import identity
-from runners.hub import Hub, Waiter, serve
+from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.factories import RunnerFactory
@@ -47,12 +47,12 @@ def held_by(runner):
     )
 
 
-def test_ready_work_goes_to_the_longest_waiting_poll_it_fits(db, loop, runners):
+def test_ready_work_goes_to_a_waiting_poll_it_fits(db, loop, runners):
     gpu_job = pending(now=NOW - dt.timedelta(seconds=2), labels=["gpu"])
     linux_job = pending(now=NOW - dt.timedelta(seconds=1), labels=["linux"])
     windows, linux, gpu = (waiter(loop, runners[n]) for n in ("windows", "linux", "gpu"))
     served, upcoming = serve([windows, linux, gpu], NOW)
-    got = {w: [a["id"] for a in assignments] for w, assignments in served}
+    got = {w: [a["id"] for a in handed.assignments] for w, handed in served}
     assert got == {linux: [linux_job.pk], gpu: [gpu_job.pk]}
     assert held_by(runners["linux"]) == {linux_job.pk}
     assert held_by(runners["gpu"]) == {gpu_job.pk}
@@ -67,7 +67,7 @@ def test_work_is_dealt_round_the_polls_oldest_first_each_up_to_its_capacity(db, 
     )
     gpu, linux = waiter(loop, runners["gpu"]), waiter(loop, runners["linux"])
     served, _ = serve([gpu, linux], NOW)
-    got = {w: [a["id"] for a in assignments] for w, assignments in served}
+    got = {w: [a["id"] for a in handed.assignments] for w, handed in served}
     assert got == {gpu: [oldest.pk, newest.pk], linux: [middle.pk]}
 
 
@@ -82,7 +82,7 @@ def test_an_instants_work_is_spread_over_the_waiting_runners(db, loop, token):
     ]
     polls = [waiter(loop, runner) for runner in runners]
     served, _ = serve(polls, NOW)
-    assert sorted(len(assignments) for _, assignments in served) == [2, 2, 2, 2, 2]
+    assert sorted(len(handed.assignments) for _, handed in served) == [2, 2, 2, 2, 2]
 
 
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
@@ -99,7 +99,7 @@ def test_a_superseded_poll_gets_its_refusal_and_no_work(db, loop, runners):
     fresh = waiter(loop, runners["gpu"])
     served, _ = serve([stale, fresh], NOW)
     assert isinstance(dict(served)[stale], identity.Conflict)
-    assert len(dict(served)[fresh]) == 1
+    assert len(dict(served)[fresh].assignments) == 1
 
 
 def test_a_draining_runners_poll_gets_nothing(db, loop, runners):
@@ -117,10 +117,32 @@ def test_serving_reports_when_the_next_pending_execution_becomes_ready(db, loop,
     assert upcoming == NOW + dt.timedelta(seconds=4)
 
 
-def test_the_hub_rescans_when_the_next_pending_execution_becomes_ready(loop):
+def test_work_ready_within_the_claim_ahead_is_claimed_and_answered_at_its_instant(
+    db, loop, runners
+):
+    soon = pending(now=NOW + dt.timedelta(seconds=0.05), labels=["linux"])
+    later = pending(now=NOW + dt.timedelta(seconds=5), labels=["linux"])
+    served, upcoming = serve([waiter(loop, runners["gpu"])], NOW, NOW + dt.timedelta(seconds=0.1))
+    [(_, handed)] = served
+    assert [a["id"] for a in handed.assignments] == [soon.pk]
+    assert handed.not_before == NOW + dt.timedelta(seconds=0.05)
+    assert held_by(runners["gpu"]) == {soon.pk}
+    assert upcoming == later.run_after
+
+
+def test_work_already_ready_is_answered_at_once(db, loop, runners):
+    pending(now=NOW - dt.timedelta(seconds=1), labels=["linux"])
+    served, _ = serve([waiter(loop, runners["gpu"])], NOW, NOW + dt.timedelta(seconds=0.1))
+    [(_, handed)] = served
+    assert handed.not_before is None
+
+
+def test_the_hub_rescans_claim_ahead_of_the_next_pending_executions_instant(loop):
     hub = Hub(loop)
-    hub.wake_at(NOW + dt.timedelta(seconds=0.05), NOW)
+    hub.wake_at(NOW + dt.timedelta(seconds=CLAIM_AHEAD + 0.2), NOW)
     loop.run_until_complete(asyncio.sleep(0.1))
+    assert not hub.scan_requested.is_set()
+    loop.run_until_complete(asyncio.sleep(0.2))
     assert hub.scan_requested.is_set()
 
 

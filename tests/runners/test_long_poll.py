@@ -47,6 +47,23 @@ def test_a_waiting_poll_is_woken_by_new_work_without_waiting_out_its_wait(api_cl
     assert took < 0.75  # well inside the 1 s safety scan, even on a loaded machine
 
 
+def test_work_claimed_ahead_of_its_instant_is_answered_at_the_instant(api_client, runner_id):
+    """The hub claims work CLAIM_AHEAD before it is ready; the runner must
+    not have it before its run_after."""
+    instant = timezone.now() + dt.timedelta(seconds=hub.CLAIM_AHEAD / 2)
+    execution = pending(now=instant, labels=["linux"])
+
+    async def scenario():
+        answer = await poll(api_client, runner_id, 5)
+        return answer, timezone.now()
+
+    answer, answered_at = run(scenario)
+    assert [e["id"] for e in answer.json()["executions"]] == [execution.pk]
+    assert answered_at >= instant
+    execution.refresh_from_db()
+    assert execution.claimed_at < instant  # the claim was done ahead
+
+
 def test_work_the_runner_cannot_run_does_not_end_its_wait(api_client, runner_id):
     async def scenario():
         answer = asyncio.ensure_future(poll(api_client, runner_id, 1))
