@@ -161,9 +161,7 @@ def test_a_waiting_poll_is_woken_by_an_execution_inserted_by_another_process(run
     assert arrived - seeded["committed_at"] < 0.75
 
 
-def test_work_claimed_ahead_of_its_instant_reaches_the_runner_at_the_instant(
-    runner, e2e_database
-):
+def test_work_claimed_ahead_of_its_instant_reaches_the_runner_at_the_instant(runner, e2e_database):
     answers = []
     poller = threading.Thread(target=lambda: answers.append((runner.poll(wait=20), time.time())))
     poller.start()
