@@ -69,7 +69,25 @@ def machine():
         info["load_average_at_start"] = list(os.getloadavg())
     except OSError:
         pass
+    info["python_loop_seconds"] = python_loop_seconds()
     return info
+
+
+def python_loop_seconds(n=5_000_000):
+    """How long one core takes for a fixed pure-Python loop (best of three).
+
+    Machines of one kind differ from day to day (shared hosts): the figures
+    of two reports compare only as far as this one does.
+    """
+    best = None
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(n):
+            total += i
+        took = time.perf_counter() - started
+        best = took if best is None else min(best, took)
+    return round(best, 3)
 
 
 def run_script(path, backend, server, timeout):
@@ -169,7 +187,10 @@ def markdown(report):
         f"Measured {report['started_at']} on {m.get('cpu_model', '?')}, {m.get('cpus')} CPUs, "
         f"{m.get('memory_gib', '?')} GiB, Python {m.get('python')} "
         f"(load average at start: {load}; the load column is the 1-minute load average "
-        "when each script started: 2 means both cores were already busy).",
+        "when each script started: 2 means both cores were already busy). "
+        f"CPU speed: a fixed Python loop of 5 million additions took "
+        f"{m.get('python_loop_seconds', '?')} s (bench/run_all.py `python_loop_seconds`; "
+        "compare reports only as far as this figure agrees).",
         "Produced by `make bench` (bench/run_all.py); every line is in bench/results.json. "
         "docs/performance.md explains the figures.",
         "",
