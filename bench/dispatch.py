@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,8 +194,6 @@ def scheduled_epoch(assignment):
 
 def steady(url, workdir, seconds, jobs=STEADY_JOBS):
     """50 jobs @every 1s through the real loop; 20 runners long-polling."""
-    from datetime import timedelta
-
     from django.utils import timezone
 
     from scheduler.models import Job
@@ -297,15 +295,20 @@ def steady_met(url, p50, p99):
 
 def stages(arrivals):
     """(created, claimed): each execution's creation and claim, in seconds
-    after its scheduled instant."""
+    after its scheduled instant. A claim made ahead of the instant records
+    the instant as `claimed_at`; its lease, from the claim, tells when it
+    was made."""
+    from django.conf import settings
+
     from scheduler.models import Execution
 
+    ttl = timedelta(seconds=settings.CRONIQ_LEASE_TTL)
     created, claimed = [], []
-    for scheduled, created_at, claimed_at in Execution.objects.filter(
+    for scheduled, created_at, lease_expires_at in Execution.objects.filter(
         pk__in=list(arrivals)
-    ).values_list("scheduled_for", "created_at", "claimed_at"):
+    ).values_list("scheduled_for", "created_at", "lease_expires_at"):
         created.append((created_at - scheduled).total_seconds())
-        claimed.append((claimed_at - scheduled).total_seconds())
+        claimed.append((lease_expires_at - ttl - scheduled).total_seconds())
     return created, claimed
 
 

@@ -21,6 +21,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 import audit
@@ -92,7 +93,9 @@ def hand_over(claims, now):
         session=session_of,
         lease=F("lease") + 1,
         lease_expires_at=deadline,
-        claimed_at=now,
+        # A claim made ahead of the instant (`runners.hub.CLAIM_AHEAD`) reaches
+        # the runner at the instant: that is when it started.
+        claimed_at=Greatest(Value(now), F("run_after")),
     )
     for runner, session, executions in claims:
         for execution in executions:
@@ -101,7 +104,7 @@ def hand_over(claims, now):
             execution.session = session
             execution.lease += 1
             execution.lease_expires_at = deadline
-            execution.claimed_at = now
+            execution.claimed_at = max(now, execution.run_after)
 
 
 def when_among(executions, value):

@@ -127,6 +127,8 @@ def test_work_ready_within_the_claim_ahead_is_claimed_and_answered_at_its_instan
     assert [a["id"] for a in handed.assignments] == [soon.pk]
     assert handed.not_before == NOW + dt.timedelta(seconds=0.05)
     assert held_by(runners["gpu"]) == {soon.pk}
+    soon.refresh_from_db()
+    assert soon.claimed_at == soon.run_after  # it starts at its instant
     assert upcoming == later.run_after
 
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.utils import timezone
 
 from runners import hub
@@ -61,7 +62,9 @@ def test_work_claimed_ahead_of_its_instant_is_answered_at_the_instant(api_client
     assert [e["id"] for e in answer.json()["executions"]] == [execution.pk]
     assert answered_at >= instant
     execution.refresh_from_db()
-    assert execution.claimed_at < instant  # the claim was done ahead
+    claimed = execution.lease_expires_at - dt.timedelta(seconds=settings.CRONIQ_LEASE_TTL)
+    assert claimed < instant  # the claim was done ahead...
+    assert execution.claimed_at == instant  # ...and it started at its instant
 
 
 def test_work_the_runner_cannot_run_does_not_end_its_wait(api_client, runner_id):
