@@ -11,7 +11,9 @@ hub's own database threads (`runners.hub.run_db`), never on the request's
 thread: those signals have nothing to do for them, and at a few hundred
 calls a second the threads cost more than the calls. So they are handled
 here on the event loop alone; every other path (admin, dashboard, metrics)
-goes through Django's handler unchanged.
+goes through Django's handler unchanged. A poll answered with work claimed
+ahead of its instant is rendered at once and sent at the instant
+(`AnswerHold`).
 """
 
 import asyncio
