@@ -27,7 +27,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint test-sqlite test-postgres
+# Both backends side by side: most of the suite waits on real processes and
+# sockets, so the two runs share the machine well and take about as long as
+# the longer one. -O prints each run's output whole when it ends.
+test: lint
+	@$(MAKE) --no-print-directory -j2 -O test-sqlite test-postgres
 
 test-sqlite: install
 	@echo "=== test suite on SQLite"
