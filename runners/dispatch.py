@@ -15,7 +15,6 @@ counted (invariant 3, fencing).
 import asyncio
 import collections
 import functools
-import typing
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,7 +26,7 @@ from django.utils import timezone
 import audit
 from audit.recording import bucket_of
 from runners import identity
-from runners.hub import hub, notify_new_work, run_db, run_dispatch
+from runners.hub import Handed, hub, notify_new_work, run_db, run_dispatch
 from runners.identity import Conflict, NotFound, TooLarge
 from runners.models import Runner, RunnerToken
 from scheduler import lifecycle
@@ -236,26 +235,17 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
     return await current.wait(waiter, deadline - loop.time())
 
 
-class Handed(typing.NamedTuple):
-    """What the hub claimed for one waiting poll: its assignments, and the
-    instant before which the poll must not answer (None: at once)."""
-
-    assignments: list
-    not_before: object = None
-
-
-def serve_waiters(waiters, now, until=None):
+def serve_waiters(waiters, now, until):
     """Claim ready work for waiting polls in one transaction.
 
     The oldest ready executions are dealt round the polls they fit (their
     runners' labels include the job's), longest-waiting first, each poll up
     to its capacity: a burst is handed out in one step instead of a claim per
-    poll. With `until` later than `now`, work ready by `until` is claimed
-    ahead too: its poll answers at the work's instant (`Handed.not_before`),
-    the claim's database work already done. Returns [(waiter, Handed or
-    the Refused its poll answers)].
+    poll. Work ready by `until` (later than `now`) is claimed ahead too: its
+    poll answers at the work's instant (`Handed.not_before`), the claim's
+    database work already done. Returns [(waiter, Handed or the Refused its
+    poll answers)].
     """
-    until = now if until is None else until
     if not ready_executions(until).exists():
         # Most scans (a poll joining the hub, the safety net) find nothing:
         # one read, and no write transaction (on SQLite, no write lock).

@@ -21,6 +21,7 @@ import functools
 import logging
 import threading
 import time
+import typing
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -237,6 +238,14 @@ class Waiter:
         self.step_done = asyncio.Event()
 
 
+class Handed(typing.NamedTuple):
+    """What was claimed for one poll: its assignments, and the instant
+    before which the poll must not answer (None: at once)."""
+
+    assignments: list
+    not_before: object = None
+
+
 def serve(waiters, now, until=None):
     """One database step: claim the work ready by `until` (default `now`)
     for the waiters it fits.
@@ -271,8 +280,8 @@ class Hub:
         self.waiters.pop(waiter, None)
 
     async def wait(self, waiter, timeout):
-        """What was claimed for `waiter` (a `runners.dispatch.Handed`, empty
-        when `timeout` ran out).
+        """What was claimed for `waiter` (a `Handed`, empty when `timeout`
+        ran out).
 
         Raises what its claim raised (e.g. the session was superseded).
         """
@@ -288,11 +297,7 @@ class Hub:
                 await waiter.step_done.wait()
         finally:
             self.remove(waiter)
-        if not waiter.future.done():
-            from runners.dispatch import Handed
-
-            return Handed([])
-        return waiter.future.result()
+        return waiter.future.result() if waiter.future.done() else Handed([])
 
     def signal(self):
         """A hint that work may be ready; scans are coalesced."""
