@@ -12,7 +12,8 @@ thread: those signals have nothing to do for them, and at a few hundred
 calls a second the threads cost more than the calls. So they are handled
 here on the event loop alone; every other path (admin, dashboard, metrics)
 goes through Django's handler unchanged. A poll answered with work claimed
-ahead of its instant is rendered at once and sent at the instant
+ahead of its instant is rendered at once and sent at the instant; a poll
+whose runner hangs up before its answer leaves hands its work back
 (`AnswerHold`).
 """
 
@@ -25,27 +26,38 @@ from django.urls import set_script_prefix
 from django.utils import timezone
 
 from croniq_project.middleware import RUNNER_API_PREFIX
+from runners.hub import hub
 
 
 class AnswerHold:
-    """The instant a runner call's answer may leave (None: at once).
+    """When a runner call's answer may leave, and what to do if it never does.
 
     The hub claims an instant's work ahead of it; the poll's answer must not
-    reach the runner before the instant. This handler gives each runner call
-    a hold and sends the answer, already rendered, when it ends, so at the
-    instant only the bytes are left to write.
+    reach the runner before the instant (`until`, None: at once). This
+    handler gives each runner call a hold and sends the answer, already
+    rendered, when it ends, so at the instant only the bytes are left to
+    write. If the runner hangs up before that, `unanswered()` runs: the work
+    in the answer was never seen and goes back.
     """
 
     until = None
+    unanswered = None
 
 
-async def answer_not_before(request, instant):
-    """Make `request`'s answer leave at `instant`, not earlier."""
+async def answer_not_before(request, instant, unanswered):
+    """Make `request`'s answer leave at `instant` (None: at once), not
+    earlier; if the caller hangs up before it leaves, run `unanswered()`."""
     hold = getattr(request, "answer_hold", None)
     if hold is not None:
-        hold.until = instant
-    else:  # another handler (tests' client, WSGI): hold in the view
+        hold.until, hold.unanswered = instant, unanswered
+        return
+    # Another handler (tests' client, Django's, WSGI): hold in the view.
+    # Django's handler cancels the view when the caller hangs up.
+    try:
         await sleep_until(instant)
+    except asyncio.CancelledError:
+        hub().spawn(unanswered())
+        raise
 
 
 async def sleep_until(instant):
@@ -69,20 +81,20 @@ class CroniqASGIHandler(ASGIHandler):
             set_script_prefix(get_script_prefix(scope))
             request, response = self.create_request(scope, body_file)
             if request is not None:
-                hold = request.answer_hold = AnswerHold()
+                request.answer_hold = AnswerHold()
                 response = await self.answer_unless_gone(request, receive)
-                if response is not None:
-                    await sleep_until(hold.until)
             if response is not None:
                 await self.send_response(response, send)
 
     async def answer_unless_gone(self, request, receive):
-        """The view's response, or None when the caller hung up first.
+        """The view's response when its hold ends, or None when the caller
+        hung up first.
 
         A long-poll whose runner disconnected is cancelled (as Django does),
-        so it leaves the hub instead of claiming work nobody will receive.
+        so it leaves the hub instead of claiming work nobody will receive;
+        an answer it already has is handed back (`AnswerHold.unanswered`).
         """
-        answer = asyncio.create_task(self.run_get_response(request))
+        answer = asyncio.create_task(self.held_response(request))
         gone = asyncio.create_task(self.listen_for_disconnect(receive))
         await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
         gone.cancel()
@@ -93,4 +105,11 @@ class CroniqASGIHandler(ASGIHandler):
         answer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await answer
+        if request.answer_hold.unanswered is not None:
+            hub().spawn(request.answer_hold.unanswered())
         return None
+
+    async def held_response(self, request):
+        response = await self.run_get_response(request)
+        await sleep_until(request.answer_hold.until)
+        return response

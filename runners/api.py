@@ -6,6 +6,7 @@ Views stay thin: they read the clock once, hand the call to `identity` or
 `croniq_project.api`.
 """
 
+import functools
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -177,8 +178,10 @@ async def poll(request, runner_id: int, body: PollIn):
     handed = await dispatch.long_poll(
         request.auth, runner_id, body.session, body.wait, body.capacity
     )
-    if handed.not_before is not None:
-        await answer_not_before(request, handed.not_before)
+    unanswered = functools.partial(
+        dispatch.return_unanswered, runner_id, body.session, handed.assignments
+    )
+    await answer_not_before(request, handed.not_before, unanswered)
     return {"executions": handed.assignments}
 
 

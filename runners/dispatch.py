@@ -15,6 +15,7 @@ counted (invariant 3, fencing).
 import asyncio
 import collections
 import functools
+import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,6 +32,8 @@ from runners.identity import Conflict, NotFound, TooLarge
 from runners.models import Runner, RunnerToken
 from scheduler import lifecycle
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
+
+log = logging.getLogger(__name__)
 
 MAX_ERROR_CHARS = 10_000
 # Final states a runner's finish call produces (not lost, not skipped).
@@ -207,9 +210,7 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
     While it waits it holds no database connection and no thread: database
     steps run in the hub's database threads, the wait is an asyncio event.
     """
-    token, runner, found = await run_dispatch(
-        first_poll, credential, runner_id, session, capacity, timezone.now()
-    )
+    token, runner, found = await first_step(credential, runner_id, session, capacity)
     if found or wait <= 0:
         return Handed(found)
     loop = asyncio.get_running_loop()
@@ -225,6 +226,29 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
     return Handed([])
 
 
+async def first_step(credential, runner_id, session, capacity):
+    """`first_poll` in a database thread.
+
+    A cancelled poll (its runner hung up) cannot stop the step's thread: the
+    step commits its claim all the same, and what it claimed is handed back.
+    """
+    step = asyncio.ensure_future(
+        run_dispatch(first_poll, credential, runner_id, session, capacity, timezone.now())
+    )
+    try:
+        return await asyncio.shield(step)
+    except asyncio.CancelledError:
+        step.add_done_callback(functools.partial(hand_back_first_step, runner_id, session))
+        raise
+
+
+def hand_back_first_step(runner_id, session, step):
+    if not step.cancelled() and step.exception() is None:
+        _, _, found = step.result()
+        if found:
+            hub().spawn(return_unanswered(runner_id, session, found))
+
+
 async def wait_and_claim(token, runner, session, capacity, deadline):
     """Wait in the hub until it claims work for us, or until `deadline`."""
     loop = asyncio.get_running_loop()
@@ -232,7 +256,8 @@ async def wait_and_claim(token, runner, session, capacity, deadline):
     waiter = current.add(runner.pk, token, session, capacity)
     # Work committed between our claim and joining the hub: look once more.
     current.signal()
-    return await current.wait(waiter, deadline - loop.time())
+    unanswered = functools.partial(return_unanswered, runner.pk, session)
+    return await current.wait(waiter, deadline - loop.time(), unanswered)
 
 
 def serve_waiters(waiters, now, until):
@@ -316,6 +341,52 @@ def hand_out(room, now):
                 break
             turn.append(waiter)
     return handed
+
+
+# -- handing back -----------------------------------------------------------
+
+
+def hand_back(runner_id, session, assignments, now):
+    """Put back work claimed for a poll whose runner hung up before the
+    answer was sent.
+
+    The runner never saw it, so it is pending again at once, the same
+    attempt: not held until the lease runs out and then retried as lost.
+    Only rows still held under the leases handed out change. Returns the
+    ids handed back.
+    """
+    leases = {a["id"]: a["lease"] for a in assignments}
+    with transaction.atomic():
+        held = [
+            e
+            for e in Execution.objects.filter(
+                pk__in=leases, runner_id=runner_id, session=session, state=Execution.RUNNING
+            ).select_for_update(of=("self",))
+            if e.lease == leases[e.pk]
+        ]
+        if not held:
+            return []
+        Execution.objects.filter(pk__in=[e.pk for e in held]).update(
+            state=Execution.PENDING, runner=None, session="", lease_expires_at=None, claimed_at=None
+        )
+        for execution in held:
+            audit.record(
+                "execution.handed_back",
+                target=execution,
+                at=now,
+                data={"runner_id": runner_id, "session": session, "lease": execution.lease},
+            )
+    notify_new_work()
+    return [e.pk for e in held]
+
+
+async def return_unanswered(runner_id, session, assignments):
+    """`hand_back` from the event loop (the poll's caller is gone)."""
+    if assignments:
+        ids = await run_db(hand_back, runner_id, session, assignments, timezone.now())
+        if ids:
+            log.info("runner %s hung up before its answer: handed back %s", runner_id, ids)
+            hub().signal()  # polls waiting here; other processes get the NOTIFY
 
 
 # -- heartbeat -------------------------------------------------------------

@@ -265,6 +265,7 @@ class Hub:
         self.waiters = {}
         self.scan_requested = asyncio.Event()
         self.tasks = []
+        self.spawned = set()  # strong references: the loop keeps only weak ones
         self.timer = None
         self.last_touch = 0.0
 
@@ -279,25 +280,51 @@ class Hub:
     def remove(self, waiter):
         self.waiters.pop(waiter, None)
 
-    async def wait(self, waiter, timeout):
+    async def wait(self, waiter, timeout, unanswered):
         """What was claimed for `waiter` (a `Handed`, empty when `timeout`
         ran out).
 
-        Raises what its claim raised (e.g. the session was superseded).
+        Raises what its claim raised (e.g. the session was superseded). If
+        the poll is cancelled (its runner hung up), the assignments claimed
+        for it, now or by a step under way, go to `unanswered`, a coroutine
+        function, in the background.
         """
         try:
             await asyncio.wait([waiter.future], timeout=timeout)
-            # From here no new step takes this waiter; a step already under
-            # way may still claim for it, so wait for that one: never drop
-            # what it gets. (Without `leaving`, the scanner could start its
-            # next step with this waiter between one step's end and this
-            # coroutine resuming, and claim work nobody would answer.)
-            waiter.leaving = True
-            while waiter.serving:
-                await waiter.step_done.wait()
+            await self.last_step(waiter)
+        except asyncio.CancelledError:
+            self.spawn(self.hand_back_claims(waiter, unanswered))
+            raise
         finally:
             self.remove(waiter)
         return waiter.future.result() if waiter.future.done() else Handed([])
+
+    async def last_step(self, waiter):
+        """From here no new step takes `waiter`; wait for a step already
+        under way, which may still claim for it: never drop what it gets.
+        (Without `leaving`, the scanner could start its next step with this
+        waiter between one step's end and its poll resuming, and claim work
+        nobody would answer.)"""
+        waiter.leaving = True
+        while waiter.serving:
+            await waiter.step_done.wait()
+
+    async def hand_back_claims(self, waiter, unanswered):
+        await self.last_step(waiter)
+        future = waiter.future
+        if future.done() and future.exception() is None:
+            await unanswered(future.result().assignments)
+
+    def spawn(self, coroutine):
+        """Run `coroutine` to its end in the background, whoever is cancelled."""
+        task = self.loop.create_task(coroutine)
+        self.spawned.add(task)
+        task.add_done_callback(self.spawned_done)
+
+    def spawned_done(self, task):
+        self.spawned.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("croniq hub: background step failed", exc_info=task.exception())
 
     def signal(self):
         """A hint that work may be ready; scans are coalesced."""

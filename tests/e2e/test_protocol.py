@@ -1,6 +1,8 @@
 """The runner protocol end to end: a real uvicorn, a plain HTTP client (DESIGN.md §4)."""
 
+import functools
 import json
+import select
 import socket
 import threading
 import time
@@ -8,7 +10,8 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import create_database, drop_database, manage
+from tests.e2e.processes import create_database, drop_database, manage, wait_for
+from tests.e2e.processes import query as db_query
 from tests.e2e.protocol_client import (
     RunnerClient,
     execution_row,
@@ -420,14 +423,8 @@ def test_every_error_is_json_with_the_contract_status(runner, server, e2e_databa
 def test_a_long_poll_whose_runner_hung_up_claims_nothing(server, secret, e2e_database):
     gone = RunnerClient(server.url, secret, name="hangs-up", labels=["hangup"])
     gone.register()
-    body = json.dumps({"session": gone.session, "wait": 30, "capacity": 1}).encode()
-    request = (
-        f"POST /api/v1/runners/{gone.runner_id}/poll HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {secret}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        sock.sendall(request)
+        sock.sendall(raw_poll(server, secret, gone, wait=30))
         time.sleep(1)  # the poll found nothing and waits in the hub
     time.sleep(0.5)  # the hang-up reached the server
 
@@ -436,3 +433,51 @@ def test_a_long_poll_whose_runner_hung_up_claims_nothing(server, secret, e2e_dat
     other.register()
     [held] = other.claim(wait=10)
     assert held["id"] == pk
+
+
+def test_work_held_for_its_instant_goes_back_when_its_runner_hangs_up_first(
+    server, secret, e2e_database
+):
+    """The hub claims work CLAIM_AHEAD before its instant and holds the
+    answer till then. A runner that hangs up in the hold never saw the work:
+    it is pending again at once, the same attempt, not held until its lease
+    runs out and retried as lost."""
+    gone = RunnerClient(server.url, secret, name="hangs-up-in-hold", labels=["held"])
+    gone.register()
+
+    def state_is(pk, state):
+        sql = "SELECT state FROM scheduler_execution WHERE id = %s"
+        return db_query(e2e_database, sql, (pk,))[0][0] == state
+
+    for _ in range(5):
+        [pk] = seed(e2e_database, {"job": "held-then-hung-up", "labels": ["held"], "delay": 4})
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(raw_poll(server, secret, gone, wait=10))
+            wait_for(functools.partial(state_is, pk, "running"), timeout=10, interval=0.002)
+            answered = select.select([sock], [], [], 0)[0]
+        if not answered:
+            break  # hung up inside the hold
+        # This machine was too slow to hang up inside the 100 ms hold: again.
+        gone.finish(pk, execution_row(e2e_database, pk)["lease"])
+    else:
+        pytest.fail("never hung up inside the hold")
+
+    wait_for(functools.partial(state_is, pk, "pending"), timeout=5)
+    row = execution_row(e2e_database, pk)
+    assert (row["runner"], row["lease_expires_at"]) == (None, None)
+    other = RunnerClient(server.url, secret, name="takes-it-over", labels=["held"])
+    other.register()
+    [held] = other.claim(wait=10)
+    assert (held["id"], held["attempt"]) == (pk, 1)
+    handed_back = "SELECT COUNT(*) FROM audit_auditevent WHERE action = %s AND target_id = %s"
+    assert db_query(e2e_database, handed_back, ("execution.handed_back", str(pk)))[0][0] == 1
+
+
+def raw_poll(server, secret, runner, wait):
+    """A poll request's bytes, for a client that hangs up before its answer."""
+    body = json.dumps({"session": runner.session, "wait": wait, "capacity": 1}).encode()
+    return (
+        f"POST /api/v1/runners/{runner.runner_id}/poll HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {secret}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body

@@ -167,6 +167,50 @@ def test_concurrent_claims_never_hand_out_the_same_execution_twice():
     assert Execution.objects.filter(state=Execution.RUNNING, lease=1).count() == 60
 
 
+# -- handing back ------------------------------------------------------------
+
+
+def assignments(runner, capacity=1, now=NOW):
+    return dispatch.answer(runner, claim(runner, capacity, now), now)
+
+
+def test_work_whose_answer_never_left_goes_back_pending_the_same_attempt(runner):
+    execution = pending(now=NOW - dt.timedelta(seconds=1))
+    handed = assignments(runner)
+
+    assert dispatch.hand_back(runner.pk, "s1", handed, LATER) == [execution.pk]
+
+    execution.refresh_from_db()
+    assert execution.state == Execution.PENDING
+    assert (execution.runner, execution.session) == (None, "")
+    assert (execution.lease_expires_at, execution.claimed_at) == (None, None)
+    assert execution.attempt == 1
+    assert execution.lease == 1  # the next claim's lease is newer still
+    event = AuditEvent.objects.get(action="execution.handed_back")
+    assert event.target_id == str(execution.pk)
+    assert event.data == {"runner_id": runner.pk, "session": "s1", "lease": 1}
+    [again] = claim(runner, now=LATER)
+    assert (again.pk, again.lease, again.attempt) == (execution.pk, 2, 1)
+
+
+def test_handing_back_leaves_work_held_under_another_lease_or_finished(runner, token):
+    execution, finished = pending(), pending()
+    handed = assignments(runner, capacity=2)
+    # Since the claim: the first went back and was claimed again (a newer
+    # lease), the second was settled.
+    Execution.objects.filter(pk=execution.pk).update(lease=5)
+    Execution.objects.filter(pk=finished.pk).update(state=Execution.SUCCEEDED)
+    other = RunnerFactory(token=token, name="other", labels=["linux"], session="s9")
+
+    assert dispatch.hand_back(other.pk, "s9", handed, LATER) == []  # not its work
+    assert dispatch.hand_back(runner.pk, "s1", handed, LATER) == []
+    assert list(Execution.objects.order_by("pk").values_list("state", "runner", "lease")) == [
+        (Execution.RUNNING, runner.pk, 5),
+        (Execution.SUCCEEDED, runner.pk, 1),
+    ]
+    assert not AuditEvent.objects.filter(action="execution.handed_back").exists()
+
+
 # -- heartbeat -------------------------------------------------------------
 
 

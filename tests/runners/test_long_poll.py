@@ -1,7 +1,9 @@
 """Long-poll through the in-process API: waiting, waking, timing out."""
 
 import asyncio
+import contextlib
 import datetime as dt
+import threading
 import time
 
 import pytest
@@ -9,8 +11,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
-from runners import hub
+from audit.models import AuditEvent
+from runners import dispatch, hub
 from runners.models import Runner
+from scheduler.models import Execution
 from tests.runners.conftest import pending
 
 
@@ -128,3 +132,99 @@ def test_waiting_polls_keep_their_runner_online(db, runner_id):
     runner = Runner.objects.get(pk=runner_id)
     assert runner.state == Runner.ONLINE
     assert runner.last_seen_at == before + dt.timedelta(seconds=10)
+
+
+# -- a runner that hangs up after work was claimed for it -------------------
+
+
+def state_of(pk):
+    return Execution.objects.get(pk=pk).state
+
+
+async def hung_up(answer):
+    """Cancel a poll as the ASGI handler does when its runner hangs up."""
+    answer.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await answer
+
+
+async def handed_back(pk, timeout=5):
+    deadline = time.monotonic() + timeout
+    while await sync_to_async(state_of)(pk) != Execution.PENDING:
+        assert time.monotonic() < deadline, "the work was not handed back"
+        await asyncio.sleep(0.01)
+
+
+def assert_handed_back_once(execution):
+    execution.refresh_from_db()
+    assert (execution.state, execution.runner, execution.attempt) == (Execution.PENDING, None, 1)
+    assert AuditEvent.objects.filter(action="execution.handed_back").count() == 1
+
+
+def test_work_claimed_by_the_first_step_of_a_poll_whose_runner_hung_up_goes_back(
+    api_client, runner_id, monkeypatch
+):
+    """Cancelling the poll cannot stop its database step's thread: the claim
+    commits, and what it claimed goes back instead of waiting for the lease."""
+    execution = pending(now=timezone.now() - dt.timedelta(seconds=1), labels=["linux"])
+    claimed, cancelled = threading.Event(), threading.Event()
+    first_poll = dispatch.first_poll
+
+    def first_poll_then_hang_up(*args):
+        result = first_poll(*args)
+        claimed.set()
+        cancelled.wait(5)  # the runner hangs up while this step is under way
+        return result
+
+    monkeypatch.setattr(dispatch, "first_poll", first_poll_then_hang_up)
+
+    async def scenario():
+        answer = asyncio.ensure_future(poll(api_client, runner_id, 10))
+        while not claimed.is_set():
+            await asyncio.sleep(0.005)
+        await hung_up(answer)
+        cancelled.set()
+        await handed_back(execution.pk)
+
+    run(scenario)
+    assert_handed_back_once(execution)
+
+
+def test_work_the_hub_claims_for_a_poll_whose_runner_hangs_up_meanwhile_goes_back(
+    api_client, runner_id
+):
+    async def scenario():
+        answer = asyncio.ensure_future(poll(api_client, runner_id, 10))
+        current = hub.hub()
+        while not current.waiters:
+            await asyncio.sleep(0.005)
+        [waiter] = current.waiters
+        execution = await sync_to_async(pending)(now=timezone.now(), labels=["linux"])
+        current.signal()
+        while not waiter.serving:  # a step is claiming for this poll
+            await asyncio.sleep(0)
+        await hung_up(answer)
+        await handed_back(execution.pk)
+        return execution
+
+    assert_handed_back_once(run(scenario))
+
+
+def test_work_held_for_its_instant_goes_back_when_the_runner_hangs_up_before_it(
+    api_client, runner_id, monkeypatch
+):
+    # Claim well ahead, so the hang-up surely falls inside the hold.
+    monkeypatch.setattr(hub, "CLAIM_AHEAD", 3.0)
+    instant = timezone.now() + dt.timedelta(seconds=2)
+    execution = pending(now=instant, labels=["linux"])
+
+    async def scenario():
+        answer = asyncio.ensure_future(poll(api_client, runner_id, 10))
+        while await sync_to_async(state_of)(execution.pk) != Execution.RUNNING:
+            await asyncio.sleep(0.01)
+        await hung_up(answer)
+        await handed_back(execution.pk)
+        return timezone.now()
+
+    assert run(scenario) < instant  # given back before its instant: nothing ran late
+    assert_handed_back_once(execution)
