@@ -375,6 +375,7 @@ def hand_back(runner_id, session, assignments, now):
                 target=execution,
                 at=now,
                 data={"runner_id": runner_id, "session": session, "lease": execution.lease},
+                counter=("croniq_executions_handed_back_total", {}),
             )
     notify_new_work()
     return [e.pk for e in held]

@@ -189,6 +189,7 @@ def test_work_whose_answer_never_left_goes_back_pending_the_same_attempt(runner)
     event = AuditEvent.objects.get(action="execution.handed_back")
     assert event.target_id == str(execution.pk)
     assert event.data == {"runner_id": runner.pk, "session": "s1", "lease": 1}
+    assert Counter.objects.value_of("croniq_executions_handed_back_total") == 1
     [again] = claim(runner, now=LATER)
     assert (again.pk, again.lease, again.attempt) == (execution.pk, 2, 1)
 
