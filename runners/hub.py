@@ -67,7 +67,8 @@ def on_postgres():
 # -- database threads ------------------------------------------------------
 
 _executor_lock = threading.Lock()
-_executors = {}
+_executors = {}  # pool name -> pool
+_lane_pools = {}  # lane -> its pool (dispatch may share the calls pool)
 _local = threading.local()
 CALLS, DISPATCH = "calls", "dispatch"
 
@@ -82,11 +83,16 @@ def pool_for(lane):
 
 
 def executor(lane=CALLS):
-    name, threads = pool_for(lane)
-    with _executor_lock:
-        if name not in _executors:
-            _executors[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"croniq-{name}")
-        return _executors[name]
+    # Every runner call passes here on the event loop: no lock, and no
+    # `connection` (each request's context would build a new wrapper for it).
+    pool = _lane_pools.get(lane)
+    if pool is None:
+        name, threads = pool_for(lane)
+        with _executor_lock:
+            if name not in _executors:
+                _executors[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"croniq-{name}")
+            pool = _lane_pools[lane] = _executors[name]
+    return pool
 
 
 def _run_in_db_thread(fn, args, kwargs):
@@ -143,6 +149,7 @@ def close_connections():
     with _executor_lock:
         pools = list(_executors.values())
         _executors.clear()
+        _lane_pools.clear()
     for pool in pools:
         close_pool(pool)
 
