@@ -187,13 +187,9 @@ class Agent:
         self.giving_up.set()
         self.exited.set()
         if self.polling:
-            # The protocol has no call to hand an execution back: one this
-            # poll claims is released when this name registers again, or
-            # reaped when its lease runs out.
-            log.info(
-                "exiting with a long-poll in flight: an execution it still claims returns "
-                "to the queue when this runner registers again or its lease runs out"
-            )
+            # Exiting closes the poll's connection: the server hands back
+            # what it claims for it and has not answered yet.
+            log.info("exiting with a long-poll in flight")
         if self.fatal is not None:
             return self.fatal.code
         log.info("stopped")
@@ -329,7 +325,12 @@ class Agent:
             self.polling = False
         backoff.reset()
         received_at = self.clock()
-        for assignment in answer.get("executions") or []:
+        received = answer.get("executions") or []
+        if self.stopping.is_set():
+            # The poll was in flight when the stop came.
+            self.hand_back(received)
+            return 0
+        for assignment in received:
             self.accept(assignment, received_at)
         if self.config.once:
             if not self.taken:
@@ -344,12 +345,29 @@ class Agent:
             self.stopping.set()
             self.changed.notify()
 
+    def hand_back(self, assignments):
+        """Give work received while stopping back to the server, unstarted:
+        pending again at once for another runner, the same attempt. If the
+        server cannot be told, the lease runs out and the reaper retries it."""
+        held = [
+            {"id": a["id"], "lease": a["lease"]} for a in assignments if "id" in a and "lease" in a
+        ]
+        if not held:
+            return
+        ids = [item["id"] for item in held]
+        body = {"session": self.session, "executions": held}
+        try:
+            answer = self.client.post(f"/api/v1/runners/{self.runner_id}/hand-back", body)
+        except ServerError as error:
+            log.warning("execution(s) %s arrived while stopping; not started (%s)", ids, error)
+            return
+        log.info(
+            "execution(s) %s arrived while stopping; handed back %s", ids, answer["handed_back"]
+        )
+
     def accept(self, assignment, received_at):
-        if self.stopping.is_set():
-            # The poll was already in flight. Leaving it alone is safest: the
-            # next registration of this name releases it at once, or else the
-            # reaper hands it out again when its lease runs out.
-            log.warning("execution %s arrived while stopping; not started", assignment.get("id"))
+        if self.stopping.is_set():  # the stop came while this answer was read
+            self.hand_back([assignment])
             return
         missing = [key for key in ("id", "lease", "command") if key not in assignment]
         if missing:

@@ -214,6 +214,30 @@ async def heartbeat(request, runner_id: int, body: HeartbeatIn):
     )
 
 
+# -- hand-back -------------------------------------------------------------
+
+
+class HandBackIn(Schema):
+    session: Session
+    executions: Annotated[list[HeldIn], Field(max_length=1000)]
+
+
+class HandBackOut(Schema):
+    handed_back: list[int]
+
+
+@runners_router.post("/{runner_id}/hand-back", response={200: HandBackOut, **ERRORS})
+async def hand_back(request, runner_id: int, body: HandBackIn):
+    """Give back executions received but not started (e.g. while shutting
+    down): pending again at once, the same attempt. Ones the session no
+    longer holds under that lease are left alone and not listed."""
+    held = [(item.id, item.lease) for item in body.executions]
+    handed_back = await run_db(
+        dispatch.hand_back_unstarted, request.auth, runner_id, body.session, held, timezone.now()
+    )
+    return {"handed_back": handed_back}
+
+
 # -- logs and finish -------------------------------------------------------
 
 

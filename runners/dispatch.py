@@ -381,6 +381,17 @@ def hand_back(runner_id, session, assignments, now):
     return [e.pk for e in held]
 
 
+def hand_back_unstarted(credential, runner_id, session, held, now):
+    """The runner's own hand-back: work it received but will not start (it
+    is shutting down). `held` is [(execution id, lease)]; returns the ids
+    handed back. Only work the calling session holds under those leases."""
+    with transaction.atomic():
+        _, runner = identity.caller(credential, runner_id, session, now)
+        identity.touch(runner, now)
+        assignments = [{"id": pk, "lease": lease} for pk, lease in held]
+        return hand_back(runner.pk, session, assignments, now)
+
+
 async def return_unanswered(runner_id, session, assignments):
     """`hand_back` from the event loop (the poll's caller is gone)."""
     if assignments:

@@ -228,6 +228,29 @@ def test_sigterm_kills_jobs_that_outlive_the_drain_timeout_and_reports_them(
     assert process_gone(int(pidfile.read_text()))
 
 
+def test_work_that_reaches_a_draining_agent_is_handed_back_unstarted(world, agents, tmp_path):
+    """A stopping agent's long-poll is still in flight while its jobs drain;
+    work it brings back is given back at once, not left to its lease."""
+    job = agents.label
+    add_execution(world.db, job, "echo busy; sleep 4", labels=[job])
+    agent = agents("--capacity", "2", "--drain-timeout", "30")
+    wait_for(lambda: "started" in agent.output(), message="the first job to start")
+    time.sleep(0.5)  # its poll for the free slot waits on the server now
+    agent.popen.send_signal(signal.SIGTERM)
+    wait_for(lambda: "draining" in agent.output(), message="the agent to drain")
+    late = add_execution(world.db, f"{job}-late", "echo never", labels=[job])
+
+    def handed_back():
+        [run] = executions(world.db, f"{job}-late")
+        return run["state"] == "pending" and "handed back" in agent.output() and run
+
+    run = wait_for(handed_back, timeout=10, message="the late execution to be handed back")
+    assert (run["id"], run["attempt"], run["claimed_at"]) == (late, 1, None)
+    assert exit_code(agent, timeout=20) == 0
+    [first] = executions(world.db, job)
+    assert first["state"] == "succeeded"  # the drain still let the running job finish
+
+
 def test_an_idle_agent_stops_at_once_without_waiting_out_its_long_poll(agents):
     agent = agents("--poll-wait", "30")
     wait_for(lambda: "connected" in agent.output(), message="the agent to register")

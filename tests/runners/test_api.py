@@ -117,7 +117,11 @@ def test_a_poll_with_nan_wait_is_422(api_client, registered):
 
 @pytest.mark.parametrize("runner_id", ["424242", "0", "-1", str(2**64)])
 def test_calls_for_an_unknown_runner_are_404(api_client, registered, runner_id):
-    for call, body in [("poll", {"session": "s1"}), ("heartbeat", {"session": "s1"})]:
+    for call, body in [
+        ("poll", {"session": "s1"}),
+        ("heartbeat", {"session": "s1"}),
+        ("hand-back", {"session": "s1", "executions": []}),
+    ]:
         assert_error(api_client.post(f"/v1/runners/{runner_id}/{call}", body), 404)
 
 
@@ -237,3 +241,39 @@ def test_heartbeat_answers_renewed_lost_and_cancel(api_client, registered, held)
 def test_an_invalid_heartbeat_is_422(api_client, registered, executions):
     body = {"session": "s1", "executions": executions}
     assert_error(api_client.post(f"/v1/runners/{registered}/heartbeat", body), 422)
+
+
+def test_hand_back_returns_unstarted_work_to_pending(api_client, registered, held):
+    stale = {"id": held["id"], "lease": held["lease"] + 1}
+    body = {"session": "s1", "executions": [stale, {"id": 424242, "lease": 1}]}
+    answer = api_client.post(f"/v1/runners/{registered}/hand-back", body)
+    assert answer.json() == {"handed_back": []}  # not held under that lease: left alone
+    assert Execution.objects.get(pk=held["id"]).state == Execution.RUNNING
+
+    body = {"session": "s1", "executions": [{"id": held["id"], "lease": held["lease"]}]}
+    answer = api_client.post(f"/v1/runners/{registered}/hand-back", body)
+    assert answer.status_code == 200
+    assert answer.json() == {"handed_back": [held["id"]]}
+    execution = Execution.objects.get(pk=held["id"])
+    assert (execution.state, execution.runner, execution.attempt) == (Execution.PENDING, None, 1)
+
+
+def test_a_superseded_session_cannot_hand_back(api_client, registered, held):
+    api_client.post(REGISTER, {"name": "r1", "labels": ["linux"], "session": "s2"})
+    body = {"session": "s1", "executions": [{"id": held["id"], "lease": held["lease"]}]}
+    assert_error(api_client.post(f"/v1/runners/{registered}/hand-back", body), 409)
+    # The takeover released it as lost; the old session changed nothing more.
+    assert Execution.objects.get(pk=held["id"]).state == Execution.LOST
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session": "s1"},
+        {"session": "s1", "executions": [{"id": "a", "lease": 1}]},
+        {"session": "s1", "executions": [{"id": 1, "lease": 1}] * 1001},
+        {"executions": []},
+    ],
+)
+def test_an_invalid_hand_back_is_422(api_client, registered, body):
+    assert_error(api_client.post(f"/v1/runners/{registered}/hand-back", body), 422)
