@@ -19,14 +19,18 @@ whose runner hangs up before its answer leaves hands its work back
 
 import asyncio
 import contextlib
+import logging
 
-from django.core.exceptions import RequestAborted
+from django.core.exceptions import DisallowedHost, RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import JsonResponse
 from django.urls import set_script_prefix
 from django.utils import timezone
 
 from croniq_project.middleware import RUNNER_API_PREFIX
 from runners.hub import hub
+
+log = logging.getLogger(__name__)
 
 
 class AnswerHold:
@@ -60,6 +64,21 @@ async def answer_not_before(request, instant, unanswered):
         raise
 
 
+def refused_host(request):
+    """A JSON 400 for a Host header Django refuses, or None.
+
+    Django's middleware would answer it with an HTML page and log a
+    traceback; a runner call answers JSON (DESIGN.md §4) and the refusal is
+    one log line.
+    """
+    try:
+        request.get_host()
+    except DisallowedHost as error:
+        log.warning("runner call refused: %s", error)
+        return JsonResponse({"detail": "invalid Host header"}, status=400)
+    return None
+
+
 async def sleep_until(instant):
     if instant is not None:
         await asyncio.sleep(max(0.0, (instant - timezone.now()).total_seconds()))
@@ -81,6 +100,8 @@ class CroniqASGIHandler(ASGIHandler):
             set_script_prefix(get_script_prefix(scope))
             request, response = self.create_request(scope, body_file)
             if request is not None:
+                response = refused_host(request)
+            if response is None:
                 request.answer_hold = AnswerHold()
                 response = await self.answer_unless_gone(request, receive)
             if response is not None:

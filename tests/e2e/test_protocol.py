@@ -1,6 +1,7 @@
 """The runner protocol end to end: a real uvicorn, a plain HTTP client (DESIGN.md §4)."""
 
 import functools
+import http.client
 import json
 import select
 import socket
@@ -418,6 +419,26 @@ def test_every_error_is_json_with_the_contract_status(runner, server, e2e_databa
     )
     assert malformed.status_code == 422
     assert "detail" in malformed.json()
+
+
+@pytest.mark.parametrize("host", ["", "evil.example", "a b"])
+def test_a_refused_host_header_is_a_json_400_not_a_page_and_a_traceback(server, secret, host):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    body = json.dumps({"name": "host-check", "session": "s"}).encode()
+    conn.putrequest("POST", "/api/v1/runners/register", skip_host=True)
+    for name, value in [
+        ("Host", host),
+        ("Authorization", f"Bearer {secret}"),
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+    ]:
+        conn.putheader(name, value)
+    conn.endheaders(body)
+    answer = conn.getresponse()
+    assert answer.status == 400
+    assert json.loads(answer.read()) == {"detail": "invalid Host header"}
+    conn.close()
+    assert "Traceback" not in server.output()
 
 
 def test_a_long_poll_whose_runner_hung_up_claims_nothing(server, secret, e2e_database):
