@@ -39,7 +39,7 @@ from runners.agent_http import (
     Unauthorized,
 )
 from runners.agent_job import Job
-from runners.agent_timing import Backoff, LeaseBook
+from runners.agent_timing import Backoff, LeaseBook, wait_for_stop
 
 log = logging.getLogger("croniq.runner")
 
@@ -125,7 +125,7 @@ class Agent:
             (self.poll_loop, "poll"),
         ):
             threading.Thread(target=target, name=name, daemon=True).start()
-        self.stopping.wait()
+        wait_for_stop(self.stopping)
         return self.shut_down()
 
     def stop(self, why):

@@ -94,3 +94,15 @@ class LeaseBook:
         now = self.clock() if now is None else now
         with self._lock:
             return sorted(e for e, anchor in self._anchors.items() if self._deadline(anchor) <= now)
+
+
+def wait_for_stop(event, interval=0.5):
+    """`event.wait()` for the main thread, which runs Python's signal handlers.
+
+    A signal the kernel hands to another thread (the poll thread in a socket
+    read, a job's thread) trips the handler but does not end a main-thread
+    wait that has no timeout: SIGTERM would go unanswered until something
+    else woke it. Waking every `interval` lets the handler run.
+    """
+    while not event.wait(interval):
+        pass
