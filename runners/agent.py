@@ -325,12 +325,7 @@ class Agent:
             self.polling = False
         backoff.reset()
         received_at = self.clock()
-        received = answer.get("executions") or []
-        if self.stopping.is_set():
-            # The poll was in flight when the stop came.
-            self.hand_back(received)
-            return 0
-        for assignment in received:
+        for assignment in answer.get("executions") or []:
             self.accept(assignment, received_at)
         if self.config.once:
             if not self.taken:
@@ -366,7 +361,7 @@ class Agent:
         )
 
     def accept(self, assignment, received_at):
-        if self.stopping.is_set():  # the stop came while this answer was read
+        if self.stopping.is_set():  # the poll was in flight when the stop came
             self.hand_back([assignment])
             return
         missing = [key for key in ("id", "lease", "command") if key not in assignment]
