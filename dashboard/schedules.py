@@ -7,6 +7,8 @@ dashboard still renders (with the raw schedule) where it is not available.
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from django.conf import settings
+
 
 @dataclass
 class Upcoming:
@@ -49,7 +51,13 @@ def upcoming(job, now, count=10):
         rules = job.calendar.rules() if job.calendar_id else None
         times = list(
             cron.next_fires(
-                job.schedule, job.timezone, rules, anchor(job, now), count, job.calendar_policy
+                job.schedule,
+                job.timezone,
+                rules,
+                anchor(job, now),
+                count,
+                job.calendar_policy,
+                horizon_years=settings.CRONIQ_HORIZON_YEARS,
             )
         )
     except ValueError as e:
@@ -70,6 +78,11 @@ def never_fires_reason(cron, job, rules, now):
     reason = None
     if hasattr(cron, "never_fires_reason"):
         reason = cron.never_fires_reason(
-            job.schedule, job.timezone, rules, now, policy=job.calendar_policy
+            job.schedule,
+            job.timezone,
+            rules,
+            now,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            policy=job.calendar_policy,
         )
     return reason or "This schedule never fires within the horizon (calendar applied)."

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
@@ -87,7 +88,13 @@ class JobAdmin(AuditedModelAdmin):
         now = timezone.now()
         calendar = job.calendar.rules() if job.calendar_id else None
         fires = next_fires(
-            job.schedule, job.timezone, calendar, now, NEXT_FIRES_SHOWN, job.calendar_policy
+            job.schedule,
+            job.timezone,
+            calendar,
+            now,
+            NEXT_FIRES_SHOWN,
+            job.calendar_policy,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
         )
         if not fires:
             return "never fires within the horizon"

@@ -98,7 +98,12 @@ class Job(models.Model):
         from scheduler.cron import next_fire
 
         return next_fire(
-            self.schedule, self.timezone, self.calendar_rules(), after, self.calendar_policy
+            self.schedule,
+            self.timezone,
+            self.calendar_rules(),
+            after,
+            self.calendar_policy,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
         )
 
     def calendar_rules(self, shared=None):
@@ -157,6 +162,7 @@ class Job(models.Model):
             self.timezone,
             self.calendar_rules(),
             timezone.now(),
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
             policy=self.calendar_policy,
         )
         if reason:

@@ -3,6 +3,7 @@
 import json
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
@@ -52,10 +53,11 @@ def upcoming(job, after, count):
     """(fire instants, why there are none) for a job; @every counts from `after`."""
     calendar = job.calendar.rules() if job.calendar_id else None
     args = (job.schedule, job.timezone, calendar, after)
-    fires = next_fires(*args, count, job.calendar_policy)
+    horizon = settings.CRONIQ_HORIZON_YEARS
+    fires = next_fires(*args, count, job.calendar_policy, horizon_years=horizon)
     if fires:
         return fires, None
-    reason = never_fires_reason(*args, policy=job.calendar_policy)
+    reason = never_fires_reason(*args, horizon_years=horizon, policy=job.calendar_policy)
     return fires, reason or "no fire time within the horizon"
 
 
