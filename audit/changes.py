@@ -2,7 +2,9 @@
 
 A diff is `{"field": [old, new]}` with JSON-safe values (foreign keys as
 their primary key). Secrets never enter a snapshot, so they never reach the
-audit trail.
+audit trail: fields named like secrets are left out, and in a job's `env` the
+values of variables named like secrets (`*_TOKEN`, `*_PASSWORD`, `*_SECRET`,
+`*_KEY`) are shown as `********`. The stored row keeps the real values.
 """
 
 import json
@@ -11,11 +13,35 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 SECRET_MARKERS = ("secret", "password")
+SECRET_ENV_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY")
+ENV_FIELDS = {"env"}
+MASK = "********"
 
 
 def is_secret(field_name):
     name = field_name.lower()
     return any(marker in name for marker in SECRET_MARKERS)
+
+
+def is_secret_env(variable):
+    """`API_TOKEN`, `DB_PASSWORD`, `aws_secret_access_key`, `SECRET`..."""
+    name = variable.upper()
+    return any(name == word or name.endswith("_" + word) for word in SECRET_ENV_WORDS)
+
+
+def masked_env(env):
+    """A job's environment as it may be shown: secret-looking values masked."""
+    if not isinstance(env, dict):
+        return env
+    return {name: MASK if is_secret_env(name) else value for name, value in env.items()}
+
+
+def masked_diff(changes):
+    """A diff ({"field": [old, new]}) whose environment fields are masked."""
+    return {
+        name: [masked_env(side) for side in sides] if name in ENV_FIELDS else sides
+        for name, sides in changes.items()
+    }
 
 
 def audited_fields(model, exclude=()):
@@ -41,12 +67,12 @@ def snapshot(obj, exclude=()):
 
 
 def diff(old, new):
-    """{"field": [old, new]} for every field whose value differs.
+    """{"field": [old, new]} for every field whose value differs, secrets masked.
 
     `old` or `new` may be empty (a creation or a deletion): missing values
-    are None.
+    are None. A change of a secret value still shows as a change of `env`.
     """
     names = list(new) + [name for name in old if name not in new]
-    return {
-        name: [old.get(name), new.get(name)] for name in names if old.get(name) != new.get(name)
-    }
+    return masked_diff(
+        {name: [old.get(name), new.get(name)] for name in names if old.get(name) != new.get(name)}
+    )

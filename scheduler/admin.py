@@ -1,3 +1,5 @@
+import json
+
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
@@ -5,6 +7,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
+from audit.changes import masked_env
 from scheduler import operations
 from scheduler.models import Execution, Job, LogChunk
 
@@ -66,6 +69,27 @@ class JobAdmin(AuditedModelAdmin):
         )
         # One subquery per page instead of one query per row.
         return super().get_queryset(request).annotate(last_state=Subquery(last_state))
+
+    def get_fieldsets(self, request, obj=None):
+        # Who may only look at a job sees its environment with secret-looking
+        # values masked; who may change it edits the real values.
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        return [
+            (
+                title,
+                {
+                    **options,
+                    "fields": ["env_masked" if f == "env" else f for f in options["fields"]],
+                },
+            )
+            for title, options in fieldsets
+        ]
+
+    @admin.display(description="env")
+    def env_masked(self, job):
+        return format_html("<pre>{}</pre>", json.dumps(masked_env(job.env), indent=2))
 
     @admin.display(description="in words")
     def schedule_words(self, job):

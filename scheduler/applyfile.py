@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import ProtectedError
 
 import audit
+from audit.changes import masked_diff
 from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
 from scheduler.models import Job
 
@@ -282,6 +283,8 @@ class Applier:
         else:
             diff = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
             change = Change("update" if diff else "unchanged", kind, name, diff)
+        # Printed (apply --json, CI logs) and audited: secret env values masked.
+        change.diff = masked_diff(change.diff)
         self.changes.append(change)
 
 
