@@ -1,5 +1,7 @@
 """DATABASE_URL -> Django DATABASES entry, with Croniq's per-backend tuning."""
 
+import re
+
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -9,19 +11,32 @@ SUPPORTED_ENGINES = {
 }
 
 
+# `scheme://user:password@host`: everything from the user's colon to the last
+# `@` (a password may hold an unencoded `@` or `/`; hiding too much is fine).
+PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:).*@")
+
+
+def redacted(url):
+    """The URL as it may be printed: its password replaced by `***`."""
+    return PASSWORD_IN_URL.sub(r"\1***@", url, count=1)
+
+
 def database_from_url(url):
+    shown = redacted(url)
     try:
         config = dj_database_url.parse(url, conn_max_age=0)
     except Exception as e:  # dj-database-url raises several types for bad URLs
-        raise ImproperlyConfigured(f"DATABASE_URL: cannot parse {url!r}: {e}") from None
+        raise ImproperlyConfigured(
+            f"DATABASE_URL: cannot parse {shown!r}: {redacted(str(e))}"
+        ) from None
     engine = config.get("ENGINE")
     if engine not in SUPPORTED_ENGINES:
         raise ImproperlyConfigured(
-            f"DATABASE_URL: unsupported scheme in {url!r} (use sqlite:/// or postgres://)"
+            f"DATABASE_URL: unsupported scheme in {shown!r} (use sqlite:/// or postgres://)"
         )
     if engine == "django.db.backends.sqlite3":
         if not config.get("NAME"):
-            raise ImproperlyConfigured(f"DATABASE_URL: no SQLite file path in {url!r}")
+            raise ImproperlyConfigured(f"DATABASE_URL: no SQLite file path in {shown!r}")
         config["OPTIONS"] = {
             # IMMEDIATE takes the write lock at BEGIN, so two processes never
             # deadlock upgrading read locks; the busy timeout makes them wait.
@@ -34,7 +49,7 @@ def database_from_url(url):
         config["TEST"] = {"NAME": None}
     else:
         if not config.get("NAME"):
-            raise ImproperlyConfigured(f"DATABASE_URL: no database name in {url!r}")
+            raise ImproperlyConfigured(f"DATABASE_URL: no database name in {shown!r}")
         config.setdefault("OPTIONS", {})
         config["CONN_HEALTH_CHECKS"] = True
     return config

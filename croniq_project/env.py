@@ -4,6 +4,7 @@ A malformed value stops start-up with one line naming the variable, instead
 of a default silently taking its place.
 """
 
+import math
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -36,7 +37,8 @@ def envbool(name, default):
     raise ImproperlyConfigured(f"{name}: expected a boolean (1/0, true/false), got {value!r}")
 
 
-def envint(name, default, minimum=None):
+def envint(name, default, minimum=0):
+    """An integer; negative values are refused unless `minimum` allows them."""
     value = env(name)
     if value is None or value.strip() == "":
         return default
@@ -44,12 +46,11 @@ def envint(name, default, minimum=None):
         number = int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from None
-    if minimum is not None and number < minimum:
-        raise ImproperlyConfigured(f"{name}: must be at least {minimum}, got {number}")
-    return number
+    return at_least(name, number, minimum)
 
 
-def envfloat(name, default, minimum=None):
+def envfloat(name, default, minimum=0):
+    """A finite number: `nan` and `inf` parse as floats but mean nothing here."""
     value = env(name)
     if value is None or value.strip() == "":
         return default
@@ -57,6 +58,12 @@ def envfloat(name, default, minimum=None):
         number = float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name}: expected a finite number, got {value!r}")
+    return at_least(name, number, minimum)
+
+
+def at_least(name, number, minimum):
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}: must be at least {minimum}, got {number}")
     return number
@@ -67,3 +74,29 @@ def envlist(name, default):
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def envproxyheader(name):
+    """`X-Forwarded-Proto` or `X-Forwarded-Ssl: on` -> Django's
+    SECURE_PROXY_SSL_HEADER tuple (the value defaults to `https`); None when unset."""
+    value = (env(name) or "").strip()
+    if not value:
+        return None
+    header, _, expected = value.partition(":")
+    header, expected = header.strip(), expected.strip() or "https"
+    if not header or not all(c.isalnum() or c == "-" for c in header):
+        raise ImproperlyConfigured(
+            f"{name}: expected a header name such as X-Forwarded-Proto, got {value!r}"
+        )
+    return ("HTTP_" + header.upper().replace("-", "_"), expected)
+
+
+def check_heartbeat_fits_lease(heartbeat_interval, lease_ttl):
+    """A runner renews its leases with each heartbeat; with fewer than three
+    heartbeats per lease, one late heartbeat loses every healthy job."""
+    if heartbeat_interval > lease_ttl / 3:
+        raise ImproperlyConfigured(
+            f"CRONIQ_HEARTBEAT_INTERVAL ({heartbeat_interval:g}s) must be at most a third of "
+            f"CRONIQ_LEASE_TTL ({lease_ttl:g}s): lower the interval to {lease_ttl / 3:g} "
+            f"or raise the TTL to {heartbeat_interval * 3:g}"
+        )

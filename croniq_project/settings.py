@@ -3,7 +3,16 @@
 from pathlib import Path
 
 from croniq_project.database import database_from_url
-from croniq_project.env import env, envbool, envfloat, envint, envlist
+from croniq_project.env import (
+    check_heartbeat_fits_lease,
+    env,
+    envbool,
+    envfloat,
+    envint,
+    envlist,
+    envproxyheader,
+)
+from croniq_project.middleware_list import InstalledMiddleware
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -34,18 +43,23 @@ INSTALLED_APPS = [
     "dashboard",
 ]
 
-MIDDLEWARE = [
-    "croniq_project.middleware.MetricsBeforeMiddleware",
-    "croniq_project.middleware.SecurityHeadersMiddleware",
-    "croniq_project.middleware.StaticFilesMiddleware",
-    "croniq_project.middleware.BrowserSessionMiddleware",
-    "croniq_project.middleware.CommonRequestMiddleware",
-    "croniq_project.middleware.BrowserCsrfMiddleware",
-    "croniq_project.middleware.BrowserAuthenticationMiddleware",
-    "croniq_project.middleware.BrowserMessageMiddleware",
-    "croniq_project.middleware.FrameOptionsMiddleware",
-    "croniq_project.middleware.MetricsAfterMiddleware",
-]
+# Croniq's async-capable subclasses of Django's middleware: this list tells
+# Django's deploy checks (security.W001-W003 and the warnings they gate) that
+# they are installed.
+MIDDLEWARE = InstalledMiddleware(
+    [
+        "croniq_project.middleware.MetricsBeforeMiddleware",
+        "croniq_project.middleware.SecurityHeadersMiddleware",
+        "croniq_project.middleware.StaticFilesMiddleware",
+        "croniq_project.middleware.BrowserSessionMiddleware",
+        "croniq_project.middleware.CommonRequestMiddleware",
+        "croniq_project.middleware.BrowserCsrfMiddleware",
+        "croniq_project.middleware.BrowserAuthenticationMiddleware",
+        "croniq_project.middleware.BrowserMessageMiddleware",
+        "croniq_project.middleware.FrameOptionsMiddleware",
+        "croniq_project.middleware.MetricsAfterMiddleware",
+    ]
+)
 
 ROOT_URLCONF = "croniq_project.urls"
 
@@ -67,8 +81,11 @@ TEMPLATES = [
 ASGI_APPLICATION = "croniq_project.asgi.application"
 WSGI_APPLICATION = "croniq_project.wsgi.application"
 
-DATABASE_URL = env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'croniq.sqlite3'}"
-DATABASES = {"default": database_from_url(DATABASE_URL)}
+# Not kept as a setting of its own: Django prints settings (diffsettings, the
+# DEBUG error page) and would show the password in the URL.
+DATABASES = {
+    "default": database_from_url(env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'croniq.sqlite3'}")
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -95,6 +112,20 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGIN_URL = "/admin/login/"
 
+# HTTPS behind a TLS-terminating proxy (README, "Running in production").
+# Off by default so plain-HTTP installs (make run, a first compose) work.
+SECURE_PROXY_SSL_HEADER = envproxyheader("SECURE_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", False)
+# Only browsers are redirected: probes, Prometheus and runners inside the
+# network talk plain HTTP to the web process, and a redirected runner POST
+# would fail without protecting anything (the token was already sent).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$", r"^api/"]
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -107,6 +138,9 @@ LOGGING = {
 # Croniq's own knobs (README, "Configuration").
 CRONIQ_LEASE_TTL = envfloat("CRONIQ_LEASE_TTL", 30.0, minimum=1)
 CRONIQ_HEARTBEAT_INTERVAL = envfloat("CRONIQ_HEARTBEAT_INTERVAL", 10.0, minimum=0.1)
+# Every process refuses to start when a healthy runner's leases could expire
+# between two of its heartbeats.
+check_heartbeat_fits_lease(CRONIQ_HEARTBEAT_INTERVAL, CRONIQ_LEASE_TTL)
 CRONIQ_TICK_INTERVAL = envfloat("CRONIQ_TICK_INTERVAL", 1.0, minimum=0.01)
 CRONIQ_FLAP_THRESHOLD = envint("CRONIQ_FLAP_THRESHOLD", 5, minimum=1)
 CRONIQ_FLAP_WINDOW = envfloat("CRONIQ_FLAP_WINDOW", 600.0, minimum=1)
@@ -119,3 +153,5 @@ CRONIQ_HORIZON_YEARS = envint("CRONIQ_HORIZON_YEARS", 5, minimum=1)
 CRONIQ_TIMEOUT_GRACE = envfloat("CRONIQ_TIMEOUT_GRACE", 30.0, minimum=0)
 CRONIQ_MISFIRE_GRACE = envfloat("CRONIQ_MISFIRE_GRACE", 60.0, minimum=0)
 CRONIQ_RUN_ALL_CAP = envint("CRONIQ_RUN_ALL_CAP", 100, minimum=1)
+# /metrics asks for `Authorization: Bearer <token>` when set.
+CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None

@@ -5,6 +5,7 @@ Standard library only.
 """
 
 import argparse
+import math
 import os
 import socket
 from dataclasses import dataclass, field
@@ -100,6 +101,8 @@ def _number(value, source, kind, low, high=None):
         number = kind(value)
     except (TypeError, ValueError):
         raise UsageError(f"{source}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):  # float("nan") and float("inf") parse
+        raise UsageError(f"{source}: expected a finite number, got {value!r}")
     if number < low or (high is not None and number > high):
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise UsageError(f"{source}: must be {bounds}, got {value!r}")

@@ -1,6 +1,7 @@
 """Configuration mistakes stop start-up with one line naming the setting."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from croniq_project.database import database_from_url
-from croniq_project.env import envbool, envint
+from croniq_project.database import database_from_url, redacted
+from croniq_project.env import envbool, envfloat, envint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,3 +103,142 @@ def test_secrets_can_come_from_files(monkeypatch, tmp_path):
     from croniq_project.env import env
 
     assert env("CRONIQ_Z") == "from-a-file"
+
+
+# -- numbers: nan, inf and negatives are refused ---------------------------
+
+SETTINGS_SOURCE = (ROOT / "croniq_project" / "settings.py").read_text()
+NUMBER_SETTINGS = re.findall(r'env(?:int|float)\("(CRONIQ_\w+)"', SETTINGS_SOURCE)
+
+
+def test_every_croniq_number_is_read_by_a_helper_that_refuses_nonsense():
+    assert len(NUMBER_SETTINGS) >= 12  # the list below is not empty by accident
+    assert "CRONIQ_LEASE_TTL" in NUMBER_SETTINGS
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "-1"])
+def test_every_croniq_number_refuses_nan_inf_and_negatives_with_its_name(value):
+    # One process loads the settings module once per variable, as start-up does.
+    script = (
+        "import os, runpy, sys\n"
+        "from django.core.exceptions import ImproperlyConfigured\n"
+        "for name in sys.argv[2:]:\n"
+        "    os.environ[name] = sys.argv[1]\n"
+        "    try:\n"
+        "        runpy.run_path('croniq_project/settings.py')\n"
+        "        print(name, 'ACCEPTED')\n"
+        "    except ImproperlyConfigured as e:\n"
+        "        print(name, 'REFUSED', e)\n"
+        "    del os.environ[name]\n"
+    )
+    result = run_check("-c", script, value, *NUMBER_SETTINGS, DEBUG="1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == len(NUMBER_SETTINGS)
+    for name, line in zip(NUMBER_SETTINGS, lines, strict=True):
+        assert line.startswith(f"{name} REFUSED {name}:"), line
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_env_helpers_refuse_values_that_are_not_finite(monkeypatch, value):
+    monkeypatch.setenv("CRONIQ_X", value)
+    with pytest.raises(ImproperlyConfigured, match="CRONIQ_X: expected a finite number"):
+        envfloat("CRONIQ_X", 1.0)
+    with pytest.raises(ImproperlyConfigured, match="CRONIQ_X: expected an integer"):
+        envint("CRONIQ_X", 1)
+
+
+def test_env_helpers_refuse_negatives_unless_told_otherwise(monkeypatch):
+    monkeypatch.setenv("CRONIQ_X", "-0.5")
+    with pytest.raises(ImproperlyConfigured, match="CRONIQ_X: must be at least 0"):
+        envfloat("CRONIQ_X", 1.0)
+    assert envfloat("CRONIQ_X", 1.0, minimum=None) == -0.5
+
+
+def test_a_nan_setting_stops_the_web_server_with_one_line():
+    result = run_check(*WEB_START, DEBUG="0", SECRET_KEY="x" * 50, CRONIQ_TICK_INTERVAL="nan")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "croniq: configuration error: CRONIQ_TICK_INTERVAL: expected a finite number, got 'nan'"
+    ]
+
+
+# -- lease TTL and heartbeat interval are checked together -----------------
+
+LOOP_ONCE = ("manage.py", "scheduler_loop", "--once")
+
+
+@pytest.mark.parametrize("command", [WEB_START, LOOP_ONCE, ("manage.py", "check")])
+def test_a_heartbeat_longer_than_a_third_of_the_lease_stops_every_process(tmp_path, command):
+    result = run_check(
+        *command,
+        DEBUG="0",
+        SECRET_KEY="x" * 50,
+        DATABASE_URL=f"sqlite:///{tmp_path}/c.db",
+        CRONIQ_LEASE_TTL="15",  # the default heartbeat is 10 s
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "CRONIQ_HEARTBEAT_INTERVAL (10s)" in lines[0]
+    assert "CRONIQ_LEASE_TTL (15s)" in lines[0]
+
+
+@pytest.mark.parametrize(("ttl", "heartbeat"), [("15", "5"), ("3", "1"), ("30", "10")])
+def test_a_heartbeat_of_at_most_a_third_of_the_lease_is_accepted(tmp_path, ttl, heartbeat):
+    result = run_check(
+        DEBUG="1",
+        DATABASE_URL=f"sqlite:///{tmp_path}/c.db",
+        CRONIQ_LEASE_TTL=ttl,
+        CRONIQ_HEARTBEAT_INTERVAL=heartbeat,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+# -- DATABASE_URL is never printed with its password -----------------------
+
+PASSWORD_URL = "postgres://croniq:s3cret-pw@db.invalid:5432/croniq"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://croniq:s3cret-pw@db.invalid:notaport/croniq",
+        "mysql://croniq:s3cret-pw@db.invalid/croniq",
+        "postgres://croniq:s3cret-pw@db.invalid/",
+    ],
+)
+def test_a_bad_database_url_is_reported_without_its_password(url):
+    result = run_check(DEBUG="1", DATABASE_URL=url)
+    assert result.returncode == 2
+    assert "DATABASE_URL" in result.stderr
+    assert "croniq:***@db.invalid" in result.stderr
+    assert "s3cret-pw" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (PASSWORD_URL, "postgres://croniq:***@db.invalid:5432/croniq"),
+        ("postgres://u:p@ss/w@host/db", "postgres://u:***@host/db"),
+        ("postgres://croniq@db/croniq", "postgres://croniq@db/croniq"),
+        ("sqlite:////srv/a:b@c.db", "sqlite:////srv/a:b@c.db"),
+    ],
+)
+def test_redacted_urls_keep_everything_but_the_password(url, shown):
+    assert redacted(url) == shown
+
+
+def test_the_debug_error_page_cannot_show_the_database_password():
+    # Django's error page and diffsettings print every upper-case setting; the
+    # URL is not kept as one (DATABASES' PASSWORD is cleansed by Django).
+    script = (
+        "import django; django.setup()\n"
+        "from django.views.debug import SafeExceptionReporterFilter\n"
+        "print(SafeExceptionReporterFilter().get_safe_settings())\n"
+    )
+    result = run_check("-c", script, DEBUG="1", DATABASE_URL=PASSWORD_URL)
+    assert result.returncode == 0, result.stderr
+    assert "db.invalid" in result.stdout  # the settings were printed
+    assert "s3cret-pw" not in result.stdout
