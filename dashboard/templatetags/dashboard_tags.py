@@ -46,7 +46,7 @@ def job_time(job, value, empty="—"):
         wall,
     )
     if utc_text:
-        html += format_html(' <span class="muted utc">{}</span>', utc_text)
+        html += format_html(' <span class="muted utc">({})</span>', utc_text)
     return html
 
 

@@ -107,11 +107,11 @@ def test_overview_shows_the_next_run_on_the_jobs_clock_with_utc_beside(staff_cli
     assert next_run_cell(html, "berlin") == (
         '<time datetime="2026-11-30T12:00:00Z" data-job-zone="Europe/Berlin"'
         ' title="2026-11-30 12:00:00 UTC">Mon 2026-11-30 13:00:00 CET</time>'
-        ' <span class="muted utc">12:00:00 UTC</span>'
+        ' <span class="muted utc">(12:00:00 UTC)</span>'
     )
     # Another day in UTC: the UTC side keeps its date.
     assert ">Tue 2026-12-01 00:30:00 JST</time>" in next_run_cell(html, "tokyo")
-    assert ">Mon 2026-11-30 15:30:00 UTC</span>" in next_run_cell(html, "tokyo")
+    assert ">(Mon 2026-11-30 15:30:00 UTC)</span>" in next_run_cell(html, "tokyo")
     # A job in UTC shows it once.
     assert next_run_cell(html, "utc") == (
         '<time datetime="2026-11-30T12:00:00Z" data-job-zone="UTC"'
@@ -229,9 +229,9 @@ def test_job_page_shows_a_berlin_job_at_nine_with_utc_beside_across_dst(staff_cl
     fires = re.search(r"data-next-fires>(.*?)</ol>", html, re.S).group(1)
     items = re.findall(r"<li>(.*?)</li>", fires)
     assert [re.sub(r"<[^>]+>", "", item) for item in items[:3]] == [
-        "Fri 2026-03-27 09:00:00 CET 08:00:00 UTC",
-        "Mon 2026-03-30 09:00:00 CEST 07:00:00 UTC",
-        "Tue 2026-03-31 09:00:00 CEST 07:00:00 UTC",
+        "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)",
+        "Mon 2026-03-30 09:00:00 CEST (07:00:00 UTC)",
+        "Tue 2026-03-31 09:00:00 CEST (07:00:00 UTC)",
     ]
     assert next_fires(html)[:2] == ["2026-03-27T08:00:00Z", "2026-03-30T07:00:00Z"]
     assert "Europe/Berlin time" in html
