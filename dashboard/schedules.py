@@ -1,13 +1,15 @@
 """Schedule text and upcoming fire times for the job page.
 
-The cron math lives in `scheduler/cron.py`; it is imported when used so the
-dashboard still renders (with the raw schedule) where it is not available.
+The fire times are `Job.upcoming`, the answer the admin and `next_runs`
+give too; this module only turns errors into a sentence for the page.
 """
 
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from django.conf import settings
+from scheduler.cron import describe as describe_text
+
+UPCOMING_SHOWN = 10
 
 
 @dataclass
@@ -17,16 +19,8 @@ class Upcoming:
     reason: str = ""
 
 
-def _cron():
-    try:
-        from scheduler import cron
-    except ImportError:
-        return None
-    return cron
-
-
 def describe(job):
-    """The schedule in words, or the raw schedule when that is unavailable."""
+    """The schedule in words, or the raw schedule when it cannot be read."""
     return describe_schedule(job.schedule)
 
 
@@ -34,55 +28,17 @@ def describe(job):
 def describe_schedule(schedule):
     # About a millisecond per call (cron-descriptor), and the overview shows
     # fifty at a time; schedules repeat a lot across jobs, so remember them.
-    cron = _cron()
-    if cron is None or not hasattr(cron, "describe"):
-        return schedule
     try:
-        return cron.describe(schedule)
+        return describe_text(schedule)
     except ValueError:
         return schedule
 
 
-def upcoming(job, now, count=10):
-    cron = _cron()
-    if cron is None or not hasattr(cron, "next_fires"):
-        return Upcoming(reason="Fire times are not available in this version.")
+def upcoming(job, now, count=UPCOMING_SHOWN):
     try:
-        rules = job.calendar.rules() if job.calendar_id else None
-        times = list(
-            cron.next_fires(
-                job.schedule,
-                job.timezone,
-                rules,
-                anchor(job, now),
-                count,
-                job.calendar_policy,
-                horizon_years=settings.CRONIQ_HORIZON_YEARS,
-            )
-        )
-    except ValueError as e:
+        times = job.upcoming(now, count)
+        if not times:
+            return Upcoming(reason=job.no_fires_reason(now))
+    except ValueError as e:  # ScheduleError, RulesError: a row saved around validation
         return Upcoming(reason=f"Cannot compute fire times: {e}")
-    if not times:
-        return Upcoming(reason=never_fires_reason(cron, job, rules, now))
     return Upcoming(times=times)
-
-
-def anchor(job, now):
-    """`@every` schedules count from the job's last scheduled instant."""
-    if job.schedule.strip().startswith("@every") and job.last_scheduled_at:
-        return job.last_scheduled_at
-    return now
-
-
-def never_fires_reason(cron, job, rules, now):
-    reason = None
-    if hasattr(cron, "never_fires_reason"):
-        reason = cron.never_fires_reason(
-            job.schedule,
-            job.timezone,
-            rules,
-            now,
-            horizon_years=settings.CRONIQ_HORIZON_YEARS,
-            policy=job.calendar_policy,
-        )
-    return reason or "This schedule never fires within the horizon (calendar applied)."

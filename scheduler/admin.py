@@ -1,6 +1,6 @@
 import json
+from datetime import UTC
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
@@ -24,6 +24,15 @@ def schedule_in_words(schedule):
         return str(e)
 
 
+def fire_time(job, instant):
+    """A fire time on the job's own clock, where its schedule is read, with UTC beside it."""
+    wall, utc = job.wall_and_utc(instant)
+    html = format_html('<time datetime="{}">{}</time>', instant.astimezone(UTC).isoformat(), wall)
+    if utc is None:
+        return html
+    return format_html('{} <span class="quiet">({})</span>', html, utc)
+
+
 @admin.register(Job)
 class JobAdmin(AuditedModelAdmin):
     list_display = [
@@ -31,7 +40,7 @@ class JobAdmin(AuditedModelAdmin):
         "schedule",
         "schedule_words",
         "calendar",
-        "next_run_at",
+        "next_run",
         "last_result",
         "enabled",
         "is_paused",
@@ -39,7 +48,7 @@ class JobAdmin(AuditedModelAdmin):
     list_filter = ["enabled", "singleton", "calendar", "misfire_policy"]
     search_fields = ["name", "command", "description"]
     list_select_related = ["calendar"]
-    readonly_fields = ["next_run_at", "last_scheduled_at", "paused_at", "next_fires", "created_at"]
+    readonly_fields = ["next_run", "last_scheduled_at", "paused_at", "next_fires", "created_at"]
     actions = ["run_now", "pause", "resume"]
     fieldsets = [
         (None, {"fields": ["name", "description", "command", "env", "labels"]}),
@@ -57,7 +66,7 @@ class JobAdmin(AuditedModelAdmin):
             },
         ),
         ("Runs", {"fields": ["singleton", "timeout", "retries", "retry_backoff", "enabled"]}),
-        ("State", {"fields": ["next_run_at", "last_scheduled_at", "paused_at", "created_at"]}),
+        ("State", {"fields": ["next_run", "last_scheduled_at", "paused_at", "created_at"]}),
     ]
 
     def get_queryset(self, request):
@@ -103,30 +112,26 @@ class JobAdmin(AuditedModelAdmin):
     def last_result(self, job):
         return job.last_state or "—"
 
+    @admin.display(description="next run at", ordering="next_run_at")
+    def next_run(self, job):
+        if job.next_run_at is None:
+            return "—"
+        return fire_time(job, job.next_run_at)
+
     @admin.display(description="next fire times (calendar applied)")
     def next_fires(self, job):
         if not job.pk:
             return "—"
-        from scheduler.cron import next_fires
-
         now = timezone.now()
-        calendar = job.calendar.rules() if job.calendar_id else None
-        fires = next_fires(
-            job.schedule,
-            job.timezone,
-            calendar,
-            now,
-            NEXT_FIRES_SHOWN,
-            job.calendar_policy,
-            horizon_years=settings.CRONIQ_HORIZON_YEARS,
-        )
-        if not fires:
-            return "never fires within the horizon"
+        try:
+            fires = job.upcoming(now, NEXT_FIRES_SHOWN)
+            if not fires:
+                return job.no_fires_reason(now)
+        except ValueError as e:  # a schedule or timezone typed into this form that is invalid
+            return str(e)
         return format_html(
             "<ol>{}</ol>",
-            format_html_join(
-                "", "<li>{} UTC</li>", ((f.strftime("%a %Y-%m-%d %H:%M:%S"),) for f in fires)
-            ),
+            format_html_join("", "<li>{}</li>", ((fire_time(job, at),) for at in fires)),
         )
 
     def save_model(self, request, obj, form, change):

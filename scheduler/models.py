@@ -1,3 +1,5 @@
+from datetime import UTC
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -104,6 +106,78 @@ class Job(models.Model):
             after,
             self.calendar_policy,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
+        )
+
+    def upcoming(self, after, count):
+        """Up to `count` instants this job fires strictly after `after`, calendar applied.
+
+        The one answer to "when does this job fire next" for the admin, the
+        dashboard and `next_runs`, counted as the loop counts: each instant
+        is `next_fire_after` the one before, starting from the job's anchor
+        (see `first_fire_after`). ScheduleError or RulesError when the stored
+        schedule or calendar cannot be evaluated.
+        """
+        fires = []
+        instant = self.first_fire_after(after)
+        while instant is not None and len(fires) < count:
+            fires.append(instant)
+            instant = self.next_fire_after(instant)
+        return fires
+
+    def first_fire_after(self, after):
+        """The first instant the job fires strictly after `after`.
+
+        Cron instants are fixed points in time. An `@every` job fires on the
+        grid of its next_run_at (anchored on its last scheduled instant), so
+        counting from `after` would drift to "after + interval": the grid is
+        followed forwards or backwards to the last point not after `after`.
+        A job without next_run_at (paused, disabled) counts from `after`, as
+        resuming it at `after` would.
+        """
+        from scheduler.cron import parse_schedule
+
+        every = parse_schedule(self.schedule).every
+        if every is None or self.next_run_at is None:
+            return self.next_fire_after(after)
+        grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
+        return self.next_fire_after(grid_point)
+
+    def no_fires_reason(self, after):
+        """Why `upcoming(after, ...)` is empty, in a sentence."""
+        from scheduler.cron import never_fires_reason
+
+        reason = never_fires_reason(
+            self.schedule,
+            self.timezone,
+            self.calendar_rules(),
+            after,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            policy=self.calendar_policy,
+        )
+        return reason or "no fire time within the horizon"
+
+    def wall_time(self, instant):
+        """An instant on the clock of the job's timezone, where its schedule is read."""
+        from calendars.rules import get_zone
+
+        return instant.astimezone(get_zone(self.timezone))
+
+    def wall_and_utc(self, instant):
+        """An instant as the admin and the dashboard show it: (on the job's
+        clock, in UTC), e.g. ("Mon 2026-12-07 09:00:00 CET", "08:00:00 UTC").
+        The UTC text drops the date on the same day and is None for a job in
+        UTC; a timezone that no longer resolves shows UTC alone."""
+        utc = instant.astimezone(UTC)
+        try:
+            wall = self.wall_time(instant)
+        except ValueError:
+            wall = utc
+        if wall.tzname() == "UTC":
+            return utc.strftime("%a %Y-%m-%d %H:%M:%S UTC"), None
+        same_day = wall.date() == utc.date()
+        return (
+            wall.strftime("%a %Y-%m-%d %H:%M:%S %Z"),
+            utc.strftime("%H:%M:%S UTC" if same_day else "%a %Y-%m-%d %H:%M:%S UTC"),
         )
 
     def calendar_rules(self, shared=None):
@@ -299,7 +373,3 @@ class LogChunk(models.Model):
 
 
 LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"
-
-
-def log_limit():
-    return settings.CRONIQ_LOG_LIMIT

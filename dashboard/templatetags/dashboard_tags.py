@@ -30,6 +30,26 @@ def when(value, empty="—"):
     )
 
 
+@register.simple_tag
+def job_time(job, value, empty="—"):
+    """A fire time on the job's own clock, with UTC beside it. The script
+    leaves it as it is (data-job-zone): `0 9 * * 1-5` in Europe/Berlin reads
+    09:00 wherever the viewer sits; the title keeps the full UTC value."""
+    if value is None:
+        return empty
+    wall, utc_text = job.wall_and_utc(value)
+    html = format_html(
+        '<time datetime="{}" data-job-zone="{}" title="{}">{}</time>',
+        value.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        job.timezone,
+        utc(value),
+        wall,
+    )
+    if utc_text:
+        html += format_html(' <span class="muted utc">({})</span>', utc_text)
+    return html
+
+
 @register.filter
 def seconds(value):
     """A timedelta (or seconds) in a short human form."""

@@ -1,5 +1,5 @@
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import time_machine
 from django.urls import reverse
@@ -90,12 +90,42 @@ def test_overview_shows_live_counts_runners_online_and_scheduler_lag(
 
 
 def test_times_are_time_elements_in_utc_with_utc_on_hover(staff_client, make_job):
-    make_job("nightly-report", next_run_at=NOW)
-    html = staff_client.get(reverse("dashboard:overview")).content.decode()
+    job = make_job("nightly-report", last_scheduled_at=NOW)
+    html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
     assert (
         '<time datetime="2026-11-30T12:00:00Z" title="2026-11-30 12:00:00 UTC">'
         "2026-11-30 12:00:00 UTC</time>"
     ) in html
+
+
+def test_overview_shows_the_next_run_on_the_jobs_clock_with_utc_beside(staff_client, make_job):
+    make_job("berlin", schedule="0 13 * * *", timezone="Europe/Berlin", next_run_at=NOW)
+    make_job("tokyo", schedule="30 0 * * *", timezone="Asia/Tokyo", next_run_at=NOW + H(3.5))
+    make_job("utc", schedule="0 12 * * *", next_run_at=NOW)
+    html = staff_client.get(reverse("dashboard:overview")).content.decode()
+
+    assert next_run_cell(html, "berlin") == (
+        '<time datetime="2026-11-30T12:00:00Z" data-job-zone="Europe/Berlin"'
+        ' title="2026-11-30 12:00:00 UTC">Mon 2026-11-30 13:00:00 CET</time>'
+        ' <span class="muted utc">(12:00:00 UTC)</span>'
+    )
+    # Another day in UTC: the UTC side keeps its date.
+    assert ">Tue 2026-12-01 00:30:00 JST</time>" in next_run_cell(html, "tokyo")
+    assert ">(Mon 2026-11-30 15:30:00 UTC)</span>" in next_run_cell(html, "tokyo")
+    # A job in UTC shows it once.
+    assert next_run_cell(html, "utc") == (
+        '<time datetime="2026-11-30T12:00:00Z" data-job-zone="UTC"'
+        ' title="2026-11-30 12:00:00 UTC">Mon 2026-11-30 12:00:00 UTC</time>'
+    )
+
+
+def H(hours):
+    return timedelta(hours=hours)
+
+
+def next_run_cell(html, job_name):
+    row = html.split(f'data-job="{job_name}"')[1].split("</tr>")[0]
+    return re.findall(r"<td>(.*?)</td>", row, re.S)[2].strip()
 
 
 def test_job_page_shows_history_newest_first_and_a_duration_chart(
@@ -167,12 +197,44 @@ def test_job_page_explains_a_schedule_that_never_meets_its_calendar(staff_client
     assert "never meets calendar" in html
 
 
-def test_job_page_counts_every_schedules_from_the_last_scheduled_instant(staff_client, make_job):
-    job = make_job(schedule="@every 30m", last_scheduled_at=NOW - timedelta(minutes=10))
+def test_job_page_counts_every_schedules_from_the_jobs_next_run(staff_client, make_job):
+    job = make_job(
+        schedule="@every 30m",
+        last_scheduled_at=NOW - timedelta(minutes=10, seconds=27),
+        next_run_at=NOW + timedelta(minutes=19, seconds=33),
+    )
     with time_machine.travel(NOW, tick=False):
         html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
-    assert next_fires(html)[:2] == ["2026-11-30T12:20:00Z", "2026-11-30T12:50:00Z"]
+    assert next_fires(html)[:2] == ["2026-11-30T12:19:33Z", "2026-11-30T12:49:33Z"]
     assert "Every 30 minutes" in html
+
+
+def test_job_page_never_lists_past_instants_of_an_every_job(staff_client, make_job):
+    # The loop has been down for an hour: the job is overdue.
+    job = make_job(
+        schedule="@every 10m",
+        last_scheduled_at=NOW - timedelta(minutes=61),
+        next_run_at=NOW - timedelta(minutes=51),
+    )
+    with time_machine.travel(NOW, tick=False):
+        html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    assert next_fires(html)[:2] == ["2026-11-30T12:09:00Z", "2026-11-30T12:19:00Z"]
+
+
+def test_job_page_shows_a_berlin_job_at_nine_with_utc_beside_across_dst(staff_client, make_job):
+    job = make_job(schedule="0 9 * * 1-5", timezone="Europe/Berlin")
+    # Thursday 26 March 2026; summer time starts on Sunday the 29th.
+    with time_machine.travel(datetime(2026, 3, 26, 12, 0, tzinfo=UTC), tick=False):
+        html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    fires = re.search(r"data-next-fires>(.*?)</ol>", html, re.S).group(1)
+    items = re.findall(r"<li>(.*?)</li>", fires)
+    assert [re.sub(r"<[^>]+>", "", item) for item in items[:3]] == [
+        "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)",
+        "Mon 2026-03-30 09:00:00 CEST (07:00:00 UTC)",
+        "Tue 2026-03-31 09:00:00 CEST (07:00:00 UTC)",
+    ]
+    assert next_fires(html)[:2] == ["2026-03-27T08:00:00Z", "2026-03-30T07:00:00Z"]
+    assert "Europe/Berlin time" in html
 
 
 def test_execution_page_shows_metadata_and_the_whole_log(

@@ -182,21 +182,30 @@ def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
     server = world["server"]
     log_in(page, server)
 
-    # Overview: counts, the result strip, times in the viewer's timezone.
+    # Overview: counts, the result strip, the next run on the job's own clock
+    # (Europe/Berlin, not the viewer's Tokyo) with UTC beside it.
     assert page.locator("[data-state=running] .count").inner_text() == "1"
     cells = page.locator("tr[data-job=nightly-report] .strip .cell")
     assert cells.count() == 20
     assert page.locator("tr[data-job=nightly-report] .cell.state-failed").count() >= 1
     next_run = page.locator("tr[data-job=nightly-report] time")
     assert "UTC" in next_run.get_attribute("title")
-    assert "UTC" not in next_run.inner_text()
+    assert next_run.inner_text().endswith(("CET", "CEST"))
+    assert page.locator("tr[data-job=nightly-report] .utc").inner_text().endswith("UTC)")
     assert "Asia/Tokyo" in page.locator("[data-viewer-tz]").inner_text()
     screenshot(page, "overview")
 
-    # Job page: schedule in words, ten fire times, chart and history.
+    # Job page: schedule in words, ten fire times at 02:30 Berlin time, chart
+    # and history (in the viewer's timezone).
     page.click("tr[data-job=nightly-report] a >> text=nightly-report")
     page.wait_for_url("**/jobs/nightly-report/")
-    assert page.locator("[data-next-fires] time").count() == 10
+    fires = page.locator("[data-next-fires] time")
+    assert fires.count() == 10
+    assert " 02:30:00 CE" in fires.first.inner_text()
+    assert page.locator("[data-next-fires] .utc").count() == 10
+    started = page.locator("table.runs tbody tr").nth(1).locator("time").first
+    assert "UTC" in started.get_attribute("title")
+    assert "UTC" not in started.inner_text()
     assert page.locator("[data-schedule-words]").inner_text() != "30 2 * * *"
     assert page.locator("svg.chart rect.bar").count() == 29
     assert page.locator("table.runs tbody tr").count() == 30

@@ -1,8 +1,10 @@
 """Job and execution admin: validation, actions, audit."""
 
 import datetime as dt
+import re
 
 import pytest
+import time_machine
 from django.urls import reverse
 
 from audit.models import AuditEvent
@@ -139,3 +141,41 @@ def test_the_job_list_costs_a_bounded_number_of_queries(staff, django_assert_max
     with django_assert_max_num_queries(12):
         page = staff.get(reverse("admin:scheduler_job_changelist"))
     assert page.content.decode().count("failed") >= 30
+
+
+def visible_text(html):
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).strip()
+
+
+def test_fire_times_read_on_the_jobs_clock_with_utc_beside(staff):
+    # Thursday 26 March 2026, 13:00 in Berlin; summer time starts on Sunday the 29th.
+    now = dt.datetime(2026, 3, 26, 12, 0, tzinfo=dt.UTC)
+    job = JobFactory(schedule="0 9 * * 1-5", timezone="Europe/Berlin")
+    job.reschedule(now)
+    job.save()
+
+    with time_machine.travel(now, tick=False):
+        page = staff.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+        listing = staff.get(reverse("admin:scheduler_job_changelist")).content.decode()
+
+    fires = re.search(r'field-next_fires">.*?<ol>(.*?)</ol>', page, re.S).group(1)
+    assert [visible_text(li) for li in re.findall(r"<li>(.*?)</li>", fires)[:3]] == [
+        "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)",
+        "Mon 2026-03-30 09:00:00 CEST (07:00:00 UTC)",
+        "Tue 2026-03-31 09:00:00 CEST (07:00:00 UTC)",
+    ]
+    next_run = re.search(r'field-next_run">.*?<div class="readonly">(.*?)</div>', page, re.S)
+    assert visible_text(next_run.group(1)) == "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)"
+    row = re.search(r'<td class="field-next_run">(.*?)</td>', listing, re.S).group(1)
+    assert visible_text(row) == "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)"
+
+
+def test_a_broken_schedule_typed_into_the_change_form_is_refused_not_a_500(staff):
+    job = JobFactory(name="report", schedule="30 2 * * *", timezone="Europe/Berlin")
+    answer = staff.post(
+        reverse("admin:scheduler_job_change", args=[job.pk]), job_form(schedule="61 * * * *")
+    )
+    assert answer.status_code == 200
+    assert "59" in answer.content.decode()
+    job.refresh_from_db()
+    assert job.schedule == "30 2 * * *"

@@ -1,5 +1,6 @@
 """`manage.py next_runs` through call_command, with the database (DESIGN.md §5)."""
 
+import datetime as dt
 import json
 from io import StringIO
 
@@ -7,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from calendars.models import CalendarPeriod
-from tests.factories import CalendarFactory, CalendarPeriodFactory, JobFactory
+from tests.factories import T0, CalendarFactory, CalendarPeriodFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
 WORKDAYS = ["mon", "tue", "wed", "thu", "fri"]
@@ -65,8 +66,22 @@ def test_count_defaults_to_ten_and_plain_output_shows_utc_and_local_time(office_
     assert lines[0] == "2027-01-11T08:00:00+00:00  2027-01-11T09:00:00+01:00"
 
 
-def test_every_schedule_is_anchored_on_after():
-    JobFactory(name="poll", schedule="@every 1h30m", timezone="UTC")
+def test_every_schedule_keeps_the_grid_of_its_next_run():
+    # The loop fires next_run_at, then every 1h30m after it, whatever --after is.
+    JobFactory(name="poll", schedule="@every 1h30m", next_run_at=T0 + dt.timedelta(seconds=7))
+    out, _ = next_runs("poll", "--after", "2026-06-01T10:00:00+00:00", "--count", "3", "--json")
+    assert json.loads(out) == [
+        "2026-06-01T10:30:07+00:00",
+        "2026-06-01T12:00:07+00:00",
+        "2026-06-01T13:30:07+00:00",
+    ]
+    out, _ = next_runs("poll", "--after", "2026-06-01T12:00:07+00:00", "--count", "1", "--json")
+    assert json.loads(out) == ["2026-06-01T13:30:07+00:00"]
+
+
+def test_every_schedule_without_a_next_run_counts_from_after():
+    # Paused: resuming at --after would count from there.
+    JobFactory(name="poll", schedule="@every 1h30m", next_run_at=None, paused_at=T0)
     out, _ = next_runs("poll", "--after", "2026-05-04T10:00:07+00:00", "--count", "2", "--json")
     assert json.loads(out) == ["2026-05-04T11:30:07+00:00", "2026-05-04T13:00:07+00:00"]
 

@@ -10,9 +10,10 @@
   });
 
   // Server renders UTC; show each instant in the viewer's timezone and keep
-  // the UTC text in the title for hovering.
+  // the UTC text in the title for hovering. Fire times stay on the job's own
+  // clock (data-job-zone), where its schedule is read.
   function localiseTimes(root) {
-    root.querySelectorAll("time[datetime]").forEach(function (el) {
+    root.querySelectorAll("time[datetime]:not([data-job-zone])").forEach(function (el) {
       if (el.dataset.localised) return;
       var at = new Date(el.getAttribute("datetime"));
       if (isNaN(at)) return;

@@ -3,19 +3,19 @@
 import json
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from calendars.rules import RulesError, get_zone
-from scheduler.cron import ScheduleError, never_fires_reason, next_fires
+from calendars.rules import RulesError
+from scheduler.cron import ScheduleError
 from scheduler.models import Job
 
 
 class Command(BaseCommand):
     help = (
         "Print the next fire instants of a job strictly after --after (default: now), "
-        "with its calendar and calendar policy applied."
+        "with its calendar and calendar policy applied, counted as the scheduler counts "
+        "(an @every job keeps the grid of its next run)."
     )
 
     def add_arguments(self, parser):
@@ -36,29 +36,16 @@ class Command(BaseCommand):
             raise CommandError(f"unknown job {job!r}", returncode=1)
         after = after or timezone.now()
         try:
-            fires, reason = upcoming(found, after, count)
+            fires = found.upcoming(after, count)
+            if not fires:
+                self.stderr.write(f"job {job!r}: {found.no_fires_reason(after)}")
         except (ScheduleError, RulesError) as e:
             raise CommandError(f"job {job!r}: {e}") from None
-        if reason:
-            self.stderr.write(f"job {job!r}: {reason}")
         if as_json:
             self.stdout.write(json.dumps([f.isoformat() for f in fires]))
             return
-        zone = get_zone(found.timezone)
         for fire in fires:
-            self.stdout.write(f"{fire.isoformat()}  {fire.astimezone(zone).isoformat()}")
-
-
-def upcoming(job, after, count):
-    """(fire instants, why there are none) for a job; @every counts from `after`."""
-    calendar = job.calendar.rules() if job.calendar_id else None
-    args = (job.schedule, job.timezone, calendar, after)
-    horizon = settings.CRONIQ_HORIZON_YEARS
-    fires = next_fires(*args, count, job.calendar_policy, horizon_years=horizon)
-    if fires:
-        return fires, None
-    reason = never_fires_reason(*args, horizon_years=horizon, policy=job.calendar_policy)
-    return fires, reason or "no fire time within the horizon"
+            self.stdout.write(f"{fire.isoformat()}  {found.wall_time(fire).isoformat()}")
 
 
 def parse_after(text):
