@@ -30,9 +30,14 @@ def ensure_permissions(apps, using):
     the permissions this migration's dependencies just declared."""
     for label in CRONIQ_APPS:
         app_config = apps.get_app_config(label)
-        app_config.models_module = True  # create_permissions skips model-less configs
-        create_permissions(app_config, verbosity=0, using=using, apps=apps)
-        app_config.models_module = None
+        # create_permissions skips app configs without a models module, as
+        # the migration state's stand-ins are.
+        models_module = getattr(app_config, "models_module", None)
+        app_config.models_module = models_module or True
+        try:
+            create_permissions(app_config, verbosity=0, using=using, apps=apps)
+        finally:
+            app_config.models_module = models_module
 
 
 def create_groups(apps, schema_editor):
