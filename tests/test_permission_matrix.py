@@ -282,15 +282,17 @@ ADMIN_ACTIONS = {
         "retry": "execution.retry",
         "delete_selected": "execution.delete",
     },
-    "runners_runner": {"drain": "runner.drain", "resume": "runner.resume", "forget": "runner.forget"},
+    "runners_runner": {
+        "drain": "runner.drain",
+        "resume": "runner.resume",
+        "forget": "runner.forget",
+    },
     "runners_runnertoken": {"revoke": "token.revoke", "delete_selected": "token.delete"},
 }
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "admin", "superuser"])
-def test_admin_changelists_offer_only_the_actions_the_user_may_use(
-    client, world, user_for, role
-):
+def test_admin_changelists_offer_only_the_actions_the_user_may_use(client, world, user_for, role):
     client.force_login(user_for(role))
     for changelist, actions in ADMIN_ACTIONS.items():
         answer = client.get(reverse(f"admin:{changelist}_changelist"))
