@@ -27,10 +27,21 @@ from scheduler import operations
 from scheduler.models import Execution, Job
 
 
-def staff_required(view):
-    """Anonymous users go to the admin login; signed-in non-staff get 403.
-    Pages only read: other methods than GET/HEAD get 405."""
-    return staff_only(require_safe(view))
+def staff_page(permission):
+    """A page for staff holding `permission`, the view permission of what it
+    shows (as in the admin); others get 403. Pages only read: other methods
+    than GET/HEAD get 405."""
+
+    def decorate(view):
+        @wraps(view)
+        def checked(request, *args, **kwargs):
+            if not request.user.has_perm(permission):
+                raise PermissionDenied(f"This page needs the permission {permission}.")
+            return view(request, *args, **kwargs)
+
+        return staff_only(require_safe(checked))
+
+    return decorate
 
 
 def staff_action(action):
@@ -69,7 +80,7 @@ def admin_url(name, *args):
         return None
 
 
-@staff_required
+@staff_page("scheduler.view_job")
 def overview(request):
     now = timezone.now()
     search = request.GET.get("q", "").strip()
@@ -90,7 +101,7 @@ def overview(request):
     return render(request, "dashboard/overview.html", context)
 
 
-@staff_required
+@staff_page("scheduler.view_job")
 def job_detail(request, name):
     now = timezone.now()
     job = get_object_or_404(Job.objects.select_related("calendar"), name=name)
@@ -112,7 +123,7 @@ def job_detail(request, name):
     return render(request, "dashboard/job.html", context)
 
 
-@staff_required
+@staff_page("scheduler.view_execution")
 def execution_detail(request, pk):
     execution = get_object_or_404(Execution.objects.select_related("job", "runner"), pk=pk)
     chunks = queries.log_chunks(execution)
@@ -128,7 +139,7 @@ def execution_detail(request, pk):
     return render(request, "dashboard/execution.html", context)
 
 
-@staff_required
+@staff_page("scheduler.view_execution")
 def execution_log(request, pk):
     """Log chunks after `?after=<seq>`, for the execution page's live tail,
     with the metadata that changes while an execution runs."""
@@ -164,12 +175,12 @@ def live_fields(execution):
     }
 
 
-@staff_required
+@staff_page("runners.view_runner")
 def runners(request):
     return render(request, "dashboard/runners.html", {"runners": queries.runners_with_work()})
 
 
-@staff_required
+@staff_page("audit.view_auditevent")
 def audit(request):
     filters = {key: request.GET.get(key, "").strip() for key in ("action", "actor", "target")}
     page = queries.audit_events(**filters, number=queries.page_number(request.GET.get("page")))
