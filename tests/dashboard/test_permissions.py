@@ -55,6 +55,13 @@ def test_inactive_staff_cannot_read_the_dashboard(client, pages):
     assert answer.status_code == 302
 
 
+def test_staff_without_the_view_permissions_get_403(client, pages):
+    user = get_user_model().objects.create_user("new-hire", password="pw", is_staff=True)
+    client.force_login(user)
+    for url in pages:
+        assert client.get(url).status_code == 403, url
+
+
 def test_staff_users_can_read_every_page(staff_client, pages):
     for url in pages:
         assert staff_client.get(url).status_code == 200, url
