@@ -7,6 +7,7 @@ of big tables from counting every row.
 """
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.utils.functional import cached_property
@@ -26,6 +27,21 @@ class AuditedModelAdmin(admin.ModelAdmin):
     """
 
     audit_exclude = ()
+
+    def changelist_view(self, request, extra_context=None):
+        if request.method == "POST":
+            self.refuse_forbidden_action(request)
+        return super().changelist_view(request, extra_context)
+
+    def refuse_forbidden_action(self, request):
+        """Django leaves an action the user may not use out of the form and
+        answers "No action selected" (or ignores the POST when none is left):
+        refuse it with a 403 like any other missing permission."""
+        name = request.POST.get("action", "")
+        known = {a if isinstance(a, str) else a.__name__ for a in self.actions or ()}
+        known |= set(dict(self.admin_site.actions))
+        if name in known and name not in self.get_actions(request):
+            raise PermissionDenied(f"you may not use the action {name}")
 
     def audit(self, request, obj, verb, data=None):
         """Record an admin action on `obj` by the requesting user; custom

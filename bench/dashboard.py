@@ -296,11 +296,14 @@ def pages():
 
 def staff_client():
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
     from django.test import Client
 
     user, _ = get_user_model().objects.get_or_create(
         username="bench-operator", defaults={"is_staff": True}
     )
+    # The pages show to staff holding the view permissions (migrate made the group).
+    user.groups.add(Group.objects.get(name="Croniq viewers"))
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     return client

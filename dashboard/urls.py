@@ -11,4 +11,13 @@ urlpatterns = [
     path("executions/<int:pk>/log", views.execution_log, name="execution-log"),
     path("runners/", views.runners, name="runners"),
     path("audit/", views.audit, name="audit"),
+    # Operator actions (POST only, each behind its own permission).
+    path("jobs/<slug:name>/run", views.run_job, name="job-run"),
+    path("jobs/<slug:name>/pause", views.pause_job, name="job-pause"),
+    path("jobs/<slug:name>/resume", views.resume_job, name="job-resume"),
+    path("executions/<int:pk>/cancel", views.cancel_execution, name="execution-cancel"),
+    path("executions/<int:pk>/retry", views.retry_execution, name="execution-retry"),
+    path("runners/<int:pk>/drain", views.drain_runner, name="runner-drain"),
+    path("runners/<int:pk>/resume", views.resume_runner, name="runner-resume"),
+    path("runners/<int:pk>/forget", views.forget_runner, name="runner-forget"),
 ]

@@ -1,31 +1,66 @@
-"""The operator's dashboard: read-only pages over jobs, runs, runners and the
-audit trail. Views stay thin; the reads are in `dashboard.queries`."""
+"""The operator's dashboard: pages over jobs, runs, runners and the audit
+trail, and buttons for the operator actions the user holds the permission
+for. Views stay thin; the reads are in `dashboard.queries`, the actions in
+`scheduler.operations` and `runners.identity`."""
 
 from functools import wraps
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import escape
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
+from audit import permissions
 from dashboard import queries, schedules
 from dashboard.charts import duration_chart
 from dashboard.templatetags import dashboard_tags as tags
+from runners import identity
+from runners.models import Runner
+from scheduler import operations
 from scheduler.models import Execution, Job
 
 
-def staff_required(view):
-    """Anonymous users go to the admin login; signed-in non-staff get 403.
-    The dashboard only reads: other methods than GET/HEAD get 405."""
+def staff_page(permission):
+    """A page for staff holding `permission`, the view permission of what it
+    shows (as in the admin); others get 403. Pages only read: other methods
+    than GET/HEAD get 405."""
 
-    view = require_safe(view)
+    def decorate(view):
+        @wraps(view)
+        def checked(request, *args, **kwargs):
+            if not request.user.has_perm(permission):
+                raise PermissionDenied(f"This page needs the permission {permission}.")
+            return view(request, *args, **kwargs)
 
+        return staff_only(require_safe(checked))
+
+    return decorate
+
+
+def staff_action(action):
+    """A button's POST: staff only, and a 403 unless the user holds the
+    permission `action` needs (audit.permissions), checked before anything
+    is looked up or changed."""
+
+    def decorate(view):
+        @wraps(view)
+        def checked(request, *args, **kwargs):
+            permissions.require(request.user, action)
+            return view(request, *args, **kwargs)
+
+        return staff_only(require_POST(checked))
+
+    return decorate
+
+
+def staff_only(view):
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -45,7 +80,7 @@ def admin_url(name, *args):
         return None
 
 
-@staff_required
+@staff_page("scheduler.view_job")
 def overview(request):
     now = timezone.now()
     search = request.GET.get("q", "").strip()
@@ -66,7 +101,7 @@ def overview(request):
     return render(request, "dashboard/overview.html", context)
 
 
-@staff_required
+@staff_page("scheduler.view_job")
 def job_detail(request, name):
     now = timezone.now()
     job = get_object_or_404(Job.objects.select_related("calendar"), name=name)
@@ -88,7 +123,7 @@ def job_detail(request, name):
     return render(request, "dashboard/job.html", context)
 
 
-@staff_required
+@staff_page("scheduler.view_execution")
 def execution_detail(request, pk):
     execution = get_object_or_404(Execution.objects.select_related("job", "runner"), pk=pk)
     chunks = queries.log_chunks(execution)
@@ -99,11 +134,12 @@ def execution_detail(request, pk):
         "log": "".join(data for _, data in chunks),
         "last_seq": chunks[-1][0] if chunks else -1,
         "live": execution.state in Execution.ACTIVE_STATES,
+        "retryable": execution.state in operations.RETRYABLE,
     }
     return render(request, "dashboard/execution.html", context)
 
 
-@staff_required
+@staff_page("scheduler.view_execution")
 def execution_log(request, pk):
     """Log chunks after `?after=<seq>`, for the execution page's live tail,
     with the metadata that changes while an execution runs."""
@@ -139,12 +175,12 @@ def live_fields(execution):
     }
 
 
-@staff_required
+@staff_page("runners.view_runner")
 def runners(request):
     return render(request, "dashboard/runners.html", {"runners": queries.runners_with_work()})
 
 
-@staff_required
+@staff_page("audit.view_auditevent")
 def audit(request):
     filters = {key: request.GET.get(key, "").strip() for key in ("action", "actor", "target")}
     page = queries.audit_events(**filters, number=queries.page_number(request.GET.get("page")))
@@ -152,3 +188,74 @@ def audit(request):
     return render(
         request, "dashboard/audit.html", {"filters": filters, "page": page, "query": query}
     )
+
+
+@staff_action("job.run")
+def run_job(request, name):
+    job = get_object_or_404(Job, name=name)
+    try:
+        execution = operations.run_now(job, timezone.now(), request.user)
+        messages.success(request, f"Run {execution.pk} of {job.name} started.")
+    except operations.OperationRefused as e:
+        messages.warning(request, str(e))
+    return redirect("dashboard:job", job.name)
+
+
+@staff_action("job.pause")
+def pause_job(request, name):
+    job = get_object_or_404(Job, name=name)
+    if operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), request.user):
+        messages.success(request, f"{job.name} paused.")
+    return redirect("dashboard:job", job.name)
+
+
+@staff_action("job.resume")
+def resume_job(request, name):
+    job = get_object_or_404(Job, name=name)
+    if operations.resume(Job.objects.filter(pk=job.pk), timezone.now(), request.user):
+        messages.success(request, f"{job.name} resumed.")
+    return redirect("dashboard:job", job.name)
+
+
+@staff_action("execution.cancel")
+def cancel_execution(request, pk):
+    execution = get_object_or_404(Execution, pk=pk)
+    if operations.cancel(Execution.objects.filter(pk=pk), timezone.now(), request.user):
+        messages.success(request, f"Run {pk} cancelled or asked to stop.")
+    return redirect("dashboard:execution", execution.pk)
+
+
+@staff_action("execution.retry")
+def retry_execution(request, pk):
+    execution = get_object_or_404(Execution.objects.select_related("job"), pk=pk)
+    try:
+        new = operations.retry(execution, timezone.now(), request.user)
+    except operations.OperationRefused as e:
+        messages.warning(request, str(e))
+        return redirect("dashboard:execution", execution.pk)
+    messages.success(request, f"Run {pk} retried as run {new.pk}.")
+    return redirect("dashboard:execution", new.pk)
+
+
+@staff_action("runner.drain")
+def drain_runner(request, pk):
+    runner = get_object_or_404(Runner, pk=pk)
+    if identity.drain(runner, timezone.now(), actor=request.user):
+        messages.success(request, f"{runner.name} is draining.")
+    return redirect("dashboard:runners")
+
+
+@staff_action("runner.resume")
+def resume_runner(request, pk):
+    runner = get_object_or_404(Runner, pk=pk)
+    if identity.resume(runner, timezone.now(), actor=request.user):
+        messages.success(request, f"{runner.name} takes new work again.")
+    return redirect("dashboard:runners")
+
+
+@staff_action("runner.forget")
+def forget_runner(request, pk):
+    runner = get_object_or_404(Runner, pk=pk)
+    released = identity.forget(runner, timezone.now(), actor=request.user)
+    messages.success(request, f"{runner.name} forgotten, {len(released)} run(s) released.")
+    return redirect("dashboard:runners")

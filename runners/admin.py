@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html
 
+from audit import permissions
 from audit.admin_mixins import AuditedModelAdmin
 from runners import identity
 from runners.models import TOKEN_PREFIX, Runner, RunnerToken, hash_secret
@@ -75,13 +76,22 @@ class RunnerAdmin(AuditedModelAdmin):
     def labels_list(self, runner):
         return ", ".join(runner.labels) or "—"
 
-    @admin.action(description="Drain: finish current work, take no new", permissions=["change"])
+    def has_drain_permission(self, request):
+        return permissions.allows(request.user, "runner.drain")
+
+    def has_resume_permission(self, request):
+        return permissions.allows(request.user, "runner.resume")
+
+    def has_forget_permission(self, request):
+        return permissions.allows(request.user, "runner.forget")
+
+    @admin.action(description="Drain: finish current work, take no new", permissions=["drain"])
     def drain(self, request, queryset):
         now = timezone.now()
         count = sum(identity.drain(r, now, actor=request.user) for r in queryset)
         self.message_user(request, f"{count} runner(s) draining.")
 
-    @admin.action(description="Resume: take new work again", permissions=["change"])
+    @admin.action(description="Resume: take new work again", permissions=["resume"])
     def resume(self, request, queryset):
         now = timezone.now()
         count = sum(identity.resume(r, now, actor=request.user) for r in queryset)
@@ -89,7 +99,7 @@ class RunnerAdmin(AuditedModelAdmin):
 
     @admin.action(
         description="Forget: release its executions now and drop its token binding",
-        permissions=["change"],
+        permissions=["forget"],
     )
     def forget(self, request, queryset):
         now = timezone.now()
@@ -139,7 +149,12 @@ class RunnerTokenAdmin(AuditedModelAdmin):
                 level=messages.WARNING,
             )
 
-    @admin.action(description="Revoke: refuse its calls and free the names it bound")
+    def has_revoke_permission(self, request):
+        return permissions.allows(request.user, "token.revoke")
+
+    @admin.action(
+        description="Revoke: refuse its calls and free the names it bound", permissions=["revoke"]
+    )
     def revoke(self, request, queryset):
         now = timezone.now()
         count = sum(identity.revoke(t, now, actor=request.user) for t in queryset)

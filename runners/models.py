@@ -35,6 +35,9 @@ class RunnerToken(models.Model):
 
     objects = RunnerTokenQuerySet.as_manager()
 
+    class Meta:
+        permissions = [("revoke_runnertoken", "Can revoke a runner token")]
+
     def __str__(self):
         return self.name
 
@@ -84,6 +87,11 @@ class Runner(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # Drain covers its inverse (resume); forget releases work and the binding.
+        permissions = [
+            ("drain_runner", "Can drain and resume a runner"),
+            ("forget_runner", "Can forget a runner"),
+        ]
         indexes = [
             # The reaper marks runners offline by last_seen_at.
             models.Index(fields=["state", "last_seen_at"], name="runner_state_seen"),

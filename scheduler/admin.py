@@ -6,6 +6,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from audit import permissions
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from audit.changes import masked_env
 from scheduler import operations
@@ -145,7 +146,16 @@ class JobAdmin(AuditedModelAdmin):
             obj.reschedule(timezone.now())
         super().save_model(request, obj, form, change)
 
-    @admin.action(description="Run selected jobs now")
+    def has_run_permission(self, request):
+        return permissions.allows(request.user, "job.run")
+
+    def has_pause_permission(self, request):
+        return permissions.allows(request.user, "job.pause")
+
+    def has_resume_permission(self, request):
+        return permissions.allows(request.user, "job.resume")
+
+    @admin.action(description="Run selected jobs now", permissions=["run"])
     def run_now(self, request, queryset):
         started = 0
         for job in queryset:
@@ -156,12 +166,12 @@ class JobAdmin(AuditedModelAdmin):
                 self.message_user(request, str(e), messages.WARNING)
         self.message_user(request, f"Started {started} job(s).")
 
-    @admin.action(description="Pause selected jobs")
+    @admin.action(description="Pause selected jobs", permissions=["pause"])
     def pause(self, request, queryset):
         count = operations.pause(queryset, timezone.now(), request.user)
         self.message_user(request, f"Paused {count} job(s).")
 
-    @admin.action(description="Resume selected jobs")
+    @admin.action(description="Resume selected jobs", permissions=["resume"])
     def resume(self, request, queryset):
         count = operations.resume(queryset, timezone.now(), request.user)
         self.message_user(request, f"Resumed {count} job(s).")
@@ -230,12 +240,18 @@ class ExecutionAdmin(AuditedModelAdmin):
             text = text[-LOG_SHOWN:]
         return format_html("<pre style='white-space:pre-wrap'>{}</pre>", text or "(no output)")
 
-    @admin.action(description="Cancel selected executions")
+    def has_cancel_permission(self, request):
+        return permissions.allows(request.user, "execution.cancel")
+
+    def has_retry_permission(self, request):
+        return permissions.allows(request.user, "execution.retry")
+
+    @admin.action(description="Cancel selected executions", permissions=["cancel"])
     def cancel(self, request, queryset):
         count = operations.cancel(queryset, timezone.now(), request.user)
         self.message_user(request, f"Cancelled or asked to stop {count} execution(s).")
 
-    @admin.action(description="Retry selected executions now")
+    @admin.action(description="Retry selected executions now", permissions=["retry"])
     def retry(self, request, queryset):
         retried = 0
         for execution in queryset.select_related("job"):

@@ -79,6 +79,11 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # Operator actions beyond editing; checked through audit.permissions.
+        permissions = [
+            ("run_job", "Can run a job now"),
+            ("pause_job", "Can pause and resume a job"),
+        ]
         indexes = [
             # The trigger tick: "enabled, unpaused jobs whose next_run_at <= now".
             models.Index(
@@ -310,6 +315,10 @@ class Execution(models.Model):
 
     class Meta:
         ordering = ["-scheduled_for", "-attempt"]
+        permissions = [
+            ("cancel_execution", "Can cancel an execution"),
+            ("retry_execution", "Can retry an execution"),
+        ]
         constraints = [
             # Invariant 1, exactly-once triggering: one row per (job, instant, attempt),
             # however many scheduler loops race.

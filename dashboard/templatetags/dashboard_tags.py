@@ -1,4 +1,5 @@
-"""Template helpers: instants as <time> elements, durations, state badges."""
+"""Template helpers: instants as <time> elements, durations, state badges,
+and whether the user may use a button."""
 
 import json
 from datetime import UTC, timedelta
@@ -8,10 +9,18 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
+from audit import permissions
 from dashboard.charts import format_seconds
 from scheduler.models import Execution
 
 register = template.Library()
+
+
+@register.filter
+def may(user, action):
+    """`{% if request.user|may:"job.run" %}`: show only the buttons the user
+    may use (the views refuse the others with 403 all the same)."""
+    return permissions.allows(user, action)
 
 
 @register.simple_tag

@@ -5,6 +5,7 @@ from itertools import count
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from runners.models import Runner
 from scheduler.models import Execution, Job, LogChunk
@@ -13,9 +14,19 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 _names = count(1)
 
 
+CRONIQ_APPS = ["audit", "calendars", "scheduler", "runners"]
+
+
 @pytest.fixture
 def staff_user(db):
-    return get_user_model().objects.create_user("operator", password="pw", is_staff=True)
+    """A staff user who may read everything (as the "Croniq viewers" group)."""
+    user = get_user_model().objects.create_user("operator", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label__in=CRONIQ_APPS, codename__startswith="view_"
+        )
+    )
+    return user
 
 
 @pytest.fixture

@@ -55,6 +55,13 @@ def test_inactive_staff_cannot_read_the_dashboard(client, pages):
     assert answer.status_code == 302
 
 
+def test_staff_without_the_view_permissions_get_403(client, pages):
+    user = get_user_model().objects.create_user("new-hire", password="pw", is_staff=True)
+    client.force_login(user)
+    for url in pages:
+        assert client.get(url).status_code == 403, url
+
+
 def test_staff_users_can_read_every_page(staff_client, pages):
     for url in pages:
         assert staff_client.get(url).status_code == 200, url
@@ -78,10 +85,19 @@ class FormFinder(HTMLParser):
             self.forms[-1]["csrf"] = bool(attrs.get("value"))
 
 
-def test_every_post_form_on_every_page_carries_the_csrf_token(staff_client, pages):
+@pytest.fixture(params=["viewer", "superuser"])
+def any_client(request, client, staff_user):
+    """A reader (no buttons) and a superuser (every button)."""
+    if request.param == "superuser":
+        staff_user = get_user_model().objects.create_superuser("root", password=None)
+    client.force_login(staff_user)
+    return client
+
+
+def test_every_post_form_on_every_page_carries_the_csrf_token(any_client, pages):
     seen_post = 0
     for url in pages:
-        answer = staff_client.get(url)
+        answer = any_client.get(url)
         if answer["Content-Type"].startswith("application/json"):
             continue
         finder = FormFinder()
@@ -119,3 +135,13 @@ def test_logging_out_with_the_token_from_the_page_works(staff_user):
     answer = client.post(reverse("admin:logout"), {"csrfmiddlewaretoken": str(token)})
     assert answer.status_code == 200
     assert client.get(reverse("dashboard:runners")).status_code == 302
+
+
+def test_an_action_without_the_csrf_token_is_refused(world):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(get_user_model().objects.create_superuser("root", password=None))
+    job = world["job"]
+    answer = client.post(reverse("dashboard:job-pause", args=[job.name]))
+    assert answer.status_code == 403
+    job.refresh_from_db()
+    assert job.paused_at is None

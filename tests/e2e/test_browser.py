@@ -94,13 +94,15 @@ def django_shell(db, code):
 WORLD = """
 from datetime import timedelta
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.utils import timezone
 from audit.recording import record
 from runners.models import Runner
 from scheduler.models import Execution, Job, LogChunk
 
 now = timezone.now()
-get_user_model().objects.create_user({username!r}, password={password!r}, is_staff=True)
+viewer = get_user_model().objects.create_user({username!r}, password={password!r}, is_staff=True)
+viewer.groups.add(Group.objects.get(name="Croniq viewers"))
 report = Job.objects.create(
     name="nightly-report", schedule="30 2 * * *", timezone="Europe/Berlin",
     command="python report.py", labels=["linux"], next_run_at=now + timedelta(hours=3),

@@ -87,8 +87,18 @@
     setTimeout(poll, 1000);
   }
 
+  // Buttons with data-confirm (run now, forget) ask before they post.
+  function confirmActions(root) {
+    root.querySelectorAll("button[data-confirm]").forEach(function (button) {
+      button.form.addEventListener("submit", function (event) {
+        if (!window.confirm(button.dataset.confirm)) event.preventDefault();
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     showZone();
+    confirmActions(document);
     localiseTimes(document);
     var log = document.querySelector("pre.log[data-live]");
     if (log) tailLog(log);

@@ -1,0 +1,37 @@
+"""Who may do which operator action.
+
+The admin actions, the dashboard's buttons and anything built on them later
+ask here, so an action is allowed or refused the same way everywhere. It sits
+beside the audit trail at the bottom of the apps: every app may call it, and
+it names the other apps' permissions only as strings.
+
+Superusers hold every permission; other staff hold what their groups grant
+(see the "Croniq viewers / operators / admins" groups).
+"""
+
+from django.core.exceptions import PermissionDenied
+
+# action -> the permission it needs ("app_label.codename"). Resuming needs
+# the permission that pausing (draining) needs: one switch, two directions.
+ACTIONS = {
+    "job.run": "scheduler.run_job",
+    "job.pause": "scheduler.pause_job",
+    "job.resume": "scheduler.pause_job",
+    "execution.cancel": "scheduler.cancel_execution",
+    "execution.retry": "scheduler.retry_execution",
+    "runner.drain": "runners.drain_runner",
+    "runner.resume": "runners.drain_runner",
+    "runner.forget": "runners.forget_runner",
+    "token.revoke": "runners.revoke_runnertoken",
+}
+
+
+def allows(user, action):
+    """Whether `user` may do `action` (a key of ACTIONS)."""
+    return user.has_perm(ACTIONS[action])
+
+
+def require(user, action):
+    """Raise PermissionDenied (a 403) unless `user` may do `action`."""
+    if not allows(user, action):
+        raise PermissionDenied(f"{action} needs the permission {ACTIONS[action]}")

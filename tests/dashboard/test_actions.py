@@ -1,0 +1,77 @@
+"""The dashboard's buttons do what the admin actions do, audited, and say so."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from audit.models import AuditEvent
+from scheduler.models import Execution
+
+from .conftest import NOW
+
+
+@pytest.fixture
+def root_client(client, db):
+    client.force_login(get_user_model().objects.create_superuser("root", password=None))
+    return client
+
+
+def test_run_now_starts_a_manual_run_audited_with_the_user(root_client, make_job):
+    job = make_job("nightly")
+    answer = root_client.post(reverse("dashboard:job-run", args=[job.name]), follow=True)
+    run = job.executions.get()
+    assert run.trigger == Execution.MANUAL and run.state == Execution.PENDING
+    assert f"Run {run.pk} of nightly started." in answer.content.decode()
+    event = AuditEvent.objects.get(action="job.run_now")
+    assert event.actor_name == "root"
+
+
+def test_run_now_of_a_busy_singleton_is_refused_with_a_message(
+    root_client, make_job, make_execution
+):
+    job = make_job("nightly", singleton=True)
+    make_execution(job, state=Execution.RUNNING, singleton=True)
+    answer = root_client.post(reverse("dashboard:job-run", args=[job.name]), follow=True)
+    assert answer.redirect_chain == [(reverse("dashboard:job", args=[job.name]), 302)]
+    assert "already has a live execution" in answer.content.decode()
+    assert job.executions.count() == 1
+
+
+def test_pause_then_resume_from_the_job_page(root_client, make_job):
+    job = make_job("nightly")
+    root_client.post(reverse("dashboard:job-pause", args=[job.name]))
+    job.refresh_from_db()
+    assert job.paused_at is not None
+    page = root_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
+    assert 'data-action="job.resume"' in page and 'data-action="job.pause"' not in page
+    root_client.post(reverse("dashboard:job-resume", args=[job.name]))
+    job.refresh_from_db()
+    assert job.paused_at is None
+
+
+def test_retry_goes_to_the_new_attempt(root_client, make_job, make_execution):
+    failed = make_execution(make_job("nightly"), state=Execution.FAILED)
+    answer = root_client.post(reverse("dashboard:execution-retry", args=[failed.pk]))
+    new = Execution.objects.get(attempt=2)
+    assert new.scheduled_for == NOW
+    assert answer["Location"] == reverse("dashboard:execution", args=[new.pk])
+
+
+def test_retrying_a_run_that_is_not_finished_changes_nothing(root_client, make_job, make_execution):
+    running = make_execution(make_job("nightly"), state=Execution.RUNNING)
+    answer = root_client.post(reverse("dashboard:execution-retry", args=[running.pk]), follow=True)
+    assert "not retryable" in answer.content.decode()
+    assert Execution.objects.count() == 1
+
+
+def test_an_action_on_something_that_does_not_exist_is_a_404(root_client, db):
+    assert root_client.post(reverse("dashboard:job-run", args=["nope"])).status_code == 404
+    assert root_client.post(reverse("dashboard:runner-drain", args=[999])).status_code == 404
+
+
+def test_forget_releases_the_runners_work(root_client, make_job, make_execution, make_runner):
+    runner = make_runner("web-1")
+    make_execution(make_job("nightly"), state=Execution.RUNNING, runner=runner)
+    answer = root_client.post(reverse("dashboard:runner-forget", args=[runner.pk]), follow=True)
+    assert "web-1 forgotten, 1 run(s) released." in answer.content.decode()
+    assert not Execution.objects.filter(state=Execution.RUNNING).exists()

@@ -1,0 +1,336 @@
+"""Every operator action, through the admin and the dashboard, for every kind
+of user: allowed, or refused with 403 and nothing changed in the database."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from importlib import import_module
+from types import SimpleNamespace
+
+import pytest
+from django.apps import apps as django_apps
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.urls import reverse
+
+from audit.models import AuditEvent
+from calendars.models import Calendar, CalendarPeriod
+from runners.models import Runner, RunnerToken
+from scheduler.models import Execution, Job
+from tests.factories import (
+    CalendarFactory,
+    ExecutionFactory,
+    JobFactory,
+    RunnerFactory,
+    RunnerTokenFactory,
+)
+
+croniq_groups = import_module("dashboard.migrations.0001_croniq_groups")
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+ROLES = ["viewer", "operator", "admin", "staff", "superuser"]
+GROUP_OF = {
+    "viewer": croniq_groups.VIEWERS,
+    "operator": croniq_groups.OPERATORS,
+    "admin": croniq_groups.ADMINS,
+}
+DAY_TO_DAY = {
+    "job.run",
+    "job.pause",
+    "job.resume",
+    "execution.cancel",
+    "execution.retry",
+    "runner.drain",
+    "runner.resume",
+}
+
+
+def allowed(role, action):
+    """The matrix this file checks the code against."""
+    if role in ("admin", "superuser"):
+        return True
+    return role == "operator" and action in DAY_TO_DAY
+
+
+@dataclass
+class World:
+    job: Job
+    paused_job: Job
+    pending: Execution
+    failed: Execution
+    runner: Runner
+    draining: Runner
+    token: RunnerToken
+    calendar: Calendar
+
+
+@pytest.fixture
+def world():
+    job = JobFactory(name="nightly", schedule="30 2 * * *", next_run_at=NOW)
+    failed_at = datetime(2026, 11, 29, 2, 30, tzinfo=UTC)
+    return World(
+        job=job,
+        paused_job=JobFactory(name="weekly", schedule="0 3 * * 1", paused_at=NOW),
+        pending=ExecutionFactory(job=job, scheduled_for=NOW, state=Execution.PENDING),
+        failed=ExecutionFactory(job=job, scheduled_for=failed_at, state=Execution.FAILED),
+        runner=RunnerFactory(name="web-1", registered_at=NOW, last_seen_at=NOW),
+        draining=RunnerFactory(
+            name="web-2", registered_at=NOW, last_seen_at=NOW, state=Runner.DRAINING
+        ),
+        token=RunnerTokenFactory(name="spare"),
+        calendar=CalendarFactory(name="ops", timezone="UTC"),
+    )
+
+
+@pytest.fixture
+def user_for(django_user_model):
+    # The migration created the groups; a transactional test's flush may have
+    # dropped them since. Running it again is harmless: it is idempotent.
+    croniq_groups.create_groups(django_apps, SimpleNamespace(connection=connection))
+
+    def make(role):
+        if role == "superuser":
+            return django_user_model.objects.create_superuser("root", password=None)
+        user = django_user_model.objects.create_user(role, password=None, is_staff=True)
+        if role in GROUP_OF:
+            user.groups.add(Group.objects.get(name=GROUP_OF[role]))
+        return user
+
+    return make
+
+
+def admin_action(changelist, name, target):
+    def build(world):
+        # "post" confirms delete_selected; the other actions ignore it.
+        data = {"action": name, "_selected_action": [target(world).pk], "post": "yes"}
+        return reverse(f"admin:{changelist}_changelist"), data
+
+    return build
+
+
+def dashboard_post(url_name, target):
+    return lambda world: (reverse(f"dashboard:{url_name}", args=[target(world)]), {})
+
+
+def job_form(world):
+    return {
+        "name": world.job.name,
+        "description": "edited",
+        "command": "rm -rf /srv/reports",
+        "env": "{}",
+        "labels": "[]",
+        "schedule": world.job.schedule,
+        "timezone": "UTC",
+        "calendar": "",
+        "calendar_policy": "skip",
+        "misfire_policy": "run_once",
+        "retries": "0",
+        "retry_backoff": "30",
+        "timeout": "",
+        "enabled": "on",
+    }
+
+
+def calendar_form(name):
+    return {
+        "name": name,
+        "description": "",
+        "timezone": "UTC",
+        "weekdays": '["mon", "tue"]',
+        "holiday_country": "",
+        "holiday_subdivision": "",
+        "holiday_categories": "[]",
+        "window_start": "",
+        "window_end": "",
+        "base": "",
+        "periods-TOTAL_FORMS": "1",
+        "periods-INITIAL_FORMS": "0",
+        "periods-MIN_NUM_FORMS": "0",
+        "periods-MAX_NUM_FORMS": "1000",
+        "periods-0-kind": "exclude",
+        "periods-0-label": "freeze",
+        "periods-0-start_date": "2026-12-24",
+        "periods-0-end_date": "2027-01-06",
+    }
+
+
+# (way, action) -> how to ask for it: world -> (url, POST data).
+REQUESTS = {
+    ("admin", "job.run"): admin_action("scheduler_job", "run_now", lambda w: w.job),
+    ("admin", "job.pause"): admin_action("scheduler_job", "pause", lambda w: w.job),
+    ("admin", "job.resume"): admin_action("scheduler_job", "resume", lambda w: w.paused_job),
+    ("admin", "execution.cancel"): admin_action(
+        "scheduler_execution", "cancel", lambda w: w.pending
+    ),
+    ("admin", "execution.retry"): admin_action("scheduler_execution", "retry", lambda w: w.failed),
+    ("admin", "runner.drain"): admin_action("runners_runner", "drain", lambda w: w.runner),
+    ("admin", "runner.resume"): admin_action("runners_runner", "resume", lambda w: w.draining),
+    ("admin", "runner.forget"): admin_action("runners_runner", "forget", lambda w: w.runner),
+    ("admin", "token.revoke"): admin_action("runners_runnertoken", "revoke", lambda w: w.token),
+    ("admin", "job.delete"): admin_action("scheduler_job", "delete_selected", lambda w: w.job),
+    ("admin", "job.add"): lambda w: (
+        reverse("admin:scheduler_job_add"),
+        {**job_form(w), "name": "new-job"},
+    ),
+    ("admin", "job.change"): lambda w: (
+        reverse("admin:scheduler_job_change", args=[w.job.pk]),
+        job_form(w),
+    ),
+    ("admin", "calendar.add"): lambda w: (
+        reverse("admin:calendars_calendar_add"),
+        calendar_form("new-calendar"),
+    ),
+    ("admin", "calendar.change"): lambda w: (
+        reverse("admin:calendars_calendar_change", args=[w.calendar.pk]),
+        calendar_form(w.calendar.name),
+    ),
+    ("admin", "token.add"): lambda w: (reverse("admin:runners_runnertoken_add"), {"name": "new"}),
+    ("admin", "token.delete"): lambda w: (
+        reverse("admin:runners_runnertoken_delete", args=[w.token.pk]),
+        {"post": "yes"},
+    ),
+    ("dashboard", "job.run"): dashboard_post("job-run", lambda w: w.job.name),
+    ("dashboard", "job.pause"): dashboard_post("job-pause", lambda w: w.job.name),
+    ("dashboard", "job.resume"): dashboard_post("job-resume", lambda w: w.paused_job.name),
+    ("dashboard", "execution.cancel"): dashboard_post("execution-cancel", lambda w: w.pending.pk),
+    ("dashboard", "execution.retry"): dashboard_post("execution-retry", lambda w: w.failed.pk),
+    ("dashboard", "runner.drain"): dashboard_post("runner-drain", lambda w: w.runner.pk),
+    ("dashboard", "runner.resume"): dashboard_post("runner-resume", lambda w: w.draining.pk),
+    ("dashboard", "runner.forget"): dashboard_post("runner-forget", lambda w: w.runner.pk),
+}
+
+TABLES = [Job, Execution, Runner, RunnerToken, Calendar, CalendarPeriod, AuditEvent]
+
+
+def snapshot():
+    return {model.__name__: list(model.objects.order_by("pk").values()) for model in TABLES}
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("way", "action"), list(REQUESTS))
+def test_each_action_is_allowed_or_refused_with_nothing_changed(
+    client, world, user_for, role, way, action
+):
+    client.force_login(user_for(role))
+    url, data = REQUESTS[way, action](world)
+    before = snapshot()
+    answer = client.post(url, data)
+    after = snapshot()
+    if allowed(role, action):
+        assert answer.status_code == 302, answer.content.decode()[:3000]
+        assert after != before, "an allowed action changed nothing"
+        assert len(after["AuditEvent"]) > len(before["AuditEvent"]), "not audited"
+    else:
+        assert answer.status_code == 403
+        assert after == before
+
+
+def test_the_matrix_covers_every_action_in_both_places():
+    from audit.permissions import ACTIONS
+
+    assert {action for way, action in REQUESTS if way == "admin"} >= set(ACTIONS)
+    dashboard = {action for way, action in REQUESTS if way == "dashboard"}
+    assert dashboard == set(ACTIONS) - {"token.revoke"}  # tokens are not on the dashboard
+
+
+class ButtonFinder(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.actions = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "button" and attrs.get("data-action"):
+            self.actions.add(attrs["data-action"])
+
+
+def buttons(client, url):
+    answer = client.get(url)
+    assert answer.status_code == 200
+    finder = ButtonFinder()
+    finder.feed(answer.content.decode())
+    return finder.actions
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "admin", "superuser"])
+def test_the_dashboard_shows_only_the_buttons_the_user_may_use(client, world, user_for, role):
+    client.force_login(user_for(role))
+    pages = {
+        reverse("dashboard:job", args=[world.job.name]): {"job.run", "job.pause"},
+        reverse("dashboard:job", args=[world.paused_job.name]): {"job.run", "job.resume"},
+        reverse("dashboard:execution", args=[world.pending.pk]): {"execution.cancel"},
+        reverse("dashboard:execution", args=[world.failed.pk]): {"execution.retry"},
+        reverse("dashboard:runners"): {"runner.drain", "runner.resume", "runner.forget"},
+    }
+    for url, offered in pages.items():
+        expected = {action for action in offered if allowed(role, action)}
+        assert buttons(client, url) == expected, url
+
+
+ADMIN_ACTIONS = {
+    "scheduler_job": {
+        "run_now": "job.run",
+        "pause": "job.pause",
+        "resume": "job.resume",
+        "delete_selected": "job.delete",
+    },
+    "scheduler_execution": {
+        "cancel": "execution.cancel",
+        "retry": "execution.retry",
+        "delete_selected": "execution.delete",
+    },
+    "runners_runner": {
+        "drain": "runner.drain",
+        "resume": "runner.resume",
+        "forget": "runner.forget",
+    },
+    "runners_runnertoken": {"revoke": "token.revoke", "delete_selected": "token.delete"},
+}
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "admin", "superuser"])
+def test_admin_changelists_offer_only_the_actions_the_user_may_use(client, world, user_for, role):
+    client.force_login(user_for(role))
+    for changelist, actions in ADMIN_ACTIONS.items():
+        answer = client.get(reverse(f"admin:{changelist}_changelist"))
+        assert answer.status_code == 200, changelist
+        form = answer.context["action_form"]
+        offered = {name for name, _ in form.fields["action"].choices if name} if form else set()
+        expected = {name for name, action in actions.items() if allowed(role, action)}
+        assert offered == expected, changelist
+
+
+def test_staff_outside_the_groups_can_open_neither_the_admin_nor_the_dashboard(
+    client, world, user_for
+):
+    client.force_login(user_for("staff"))
+    for changelist in ADMIN_ACTIONS:
+        assert client.get(reverse(f"admin:{changelist}_changelist")).status_code == 403
+    pages = [
+        reverse("dashboard:overview"),
+        reverse("dashboard:job", args=[world.job.name]),
+        reverse("dashboard:execution", args=[world.failed.pk]),
+        reverse("dashboard:execution-log", args=[world.failed.pk]),
+        reverse("dashboard:runners"),
+        reverse("dashboard:audit"),
+    ]
+    for url in pages:
+        assert client.get(url).status_code == 403, url
+
+
+def test_a_get_on_an_action_url_changes_nothing(client, world, user_for):
+    client.force_login(user_for("superuser"))
+    before = snapshot()
+    assert client.get(reverse("dashboard:job-run", args=[world.job.name])).status_code == 405
+    assert snapshot() == before
+
+
+def test_anonymous_action_posts_go_to_the_login_and_change_nothing(client, world):
+    before = snapshot()
+    answer = client.post(reverse("dashboard:runner-forget", args=[world.runner.pk]))
+    assert answer.status_code == 302
+    assert answer["Location"].startswith("/admin/login/")
+    assert snapshot() == before
