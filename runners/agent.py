@@ -39,7 +39,7 @@ from runners.agent_http import (
     Unauthorized,
 )
 from runners.agent_job import Job
-from runners.agent_timing import Backoff, LeaseBook, wait_for_stop
+from runners.agent_timing import Backoff, LeaseBook, renewal_interval, wait_for_stop
 
 log = logging.getLogger("croniq.runner")
 
@@ -253,8 +253,8 @@ class Agent:
 
     def registered(self, answer):
         self.runner_id = answer["runner_id"]
-        self.heartbeat_interval = float(answer.get("heartbeat_interval") or 10)
         self.lease_ttl = float(answer.get("lease_ttl") or 30)
+        self.heartbeat_interval = self.pace(float(answer.get("heartbeat_interval") or 10))
         log.info(
             "connected to %s as runner %r (id %s, session %s, labels %s, capacity %d)",
             self.config.server,
@@ -269,6 +269,21 @@ class Agent:
                 "took over runner %r from a previous session; the server released its executions",
                 self.config.name,
             )
+
+    def pace(self, asked):
+        """The renewal interval for the server's `asked` heartbeat interval
+        and the current lease TTL; a pace the leases cannot survive is
+        shortened, and the log says so."""
+        interval = renewal_interval(asked, self.lease_ttl)
+        if interval < asked:
+            log.warning(
+                "the server asks for a heartbeat every %.1fs but grants %.1fs leases: "
+                "renewing every %.1fs instead",
+                asked,
+                self.lease_ttl,
+                interval,
+            )
+        return interval
 
     def reregister(self, error):
         """The server forgot this runner (deleted in the admin): register again."""
@@ -464,11 +479,11 @@ class Agent:
         self.outages_seen = outages
         self.refresh_at = self.clock() + REFRESH_INTERVAL
         self.runner_id = answer["runner_id"]
-        interval = answer.get("heartbeat_interval")
-        if interval:
-            self.heartbeat_interval = min(self.heartbeat_interval, float(interval))
         if answer.get("lease_ttl"):
             self.shorten_leases(float(answer["lease_ttl"]))
+        interval = answer.get("heartbeat_interval")
+        if interval:
+            self.heartbeat_interval = min(self.heartbeat_interval, self.pace(float(interval)))
 
     def shorten_leases(self, ttl):
         """Count leases with a shorter TTL from now on (never a longer one:
@@ -476,7 +491,7 @@ class Agent:
         if not self.leases.shorten(ttl):
             return
         self.lease_ttl = ttl
-        self.heartbeat_interval = min(self.heartbeat_interval, ttl / 3)
+        self.heartbeat_interval = renewal_interval(self.heartbeat_interval, ttl)
         log.warning(
             "the server now grants shorter leases (%.1fs): renewing every %.1fs, "
             "fencing %.1fs after a renewal",
