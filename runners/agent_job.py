@@ -135,7 +135,7 @@ class Job:
 
     def supervised(self, lifeline):
         """The command line of the supervisor that runs the job's shell."""
-        args = [sys.executable, "-I", SUPERVISOR, str(lifeline), str(self.orphan_grace)]
+        args = [sys.executable, "-I", "-S", SUPERVISOR, str(lifeline), str(self.orphan_grace)]
         if self.account is not None:
             groups = ",".join(str(g) for g in self.account.groups)
             args += ["--user", str(self.account.uid), str(self.account.gid), groups]

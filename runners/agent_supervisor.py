@@ -1,6 +1,6 @@
 """The parent of one job: it makes the job die with its agent.
 
-    python -I agent_supervisor.py FD GRACE [--user UID GID GROUPS] -- COMMAND...
+    python -I -S agent_supervisor.py FD GRACE [--user UID GID GROUPS] -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a
@@ -17,8 +17,9 @@ before the agent does; nor would it reach the shell's own children.
 With --user the job runs as that account (as root only): the supervisor
 stays root, so the job can neither signal it nor read the agent's /proc.
 
-Runs as a script with `-I` (no current directory on sys.path, no PYTHON*
-variables) and imports only the standard library.
+Runs as a script with `-I -S` (no current directory on sys.path, no PYTHON*
+variables, no site-packages: faster to start) and imports only the
+standard library.
 """
 
 import os

@@ -273,3 +273,26 @@ def test_the_renewal_pace_leaves_room_for_one_lost_heartbeat():
     assert renewal_interval(0.5, 3.0) == 0.5
     assert renewal_interval(60.0, 600.0) == 60.0
     assert renewal_interval(300.0, 600.0) == 295.0
+
+
+def test_an_unusable_state_dir_given_stops_the_agent_before_it_registers(clock, tmp_path, caplog):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    config = Config(
+        server="http://croniq.test", token="t", name="n", state_dir=str(occupied),
+        state_dir_given=True,
+    )  # fmt: skip
+    agent = Agent(config, clock=clock)
+    agent.client = Unreachable()  # registering would retry for ever
+    assert agent.run() == 2
+    assert f"cannot keep the ledger of jobs in {occupied}" in caplog.text
+
+
+def test_an_unusable_default_state_dir_only_warns(clock, tmp_path, caplog):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    config = Config(server="http://croniq.test", token="t", name="n", state_dir=str(occupied))
+    agent = Agent(config, clock=clock)
+    agent.open_ledger()
+    assert agent.ledger is None
+    assert "a restart after a kill cannot end what it left (set --state-dir)" in caplog.text

@@ -200,6 +200,7 @@ class Cluster:
             "--name", agent.name, "--labels", LABEL, "--capacity", str(AGENT_CAPACITY),
             "--poll-wait", "5", "--drain-timeout", "30",
             CHAOS_AGENT=agent.label,
+            CRONIQ_STATE_DIR=self.dir / f"state-{agent.name}",
         )  # fmt: skip
 
     def running_long_job(self, agent):
@@ -228,6 +229,13 @@ class Cluster:
             return
         kill_machine(agent.process)
         agent.deaths[agent.label] = time.time()
+        agent.process = None
+
+    def kill_agent_alone(self, agent):
+        """SIGKILL only the agent process, as the OOM killer would: its jobs
+        must die with it on their own."""
+        if agent.process is not None and agent.process.alive():
+            agent.process.kill()
         agent.process = None
 
     def apply_jobs(self, start_in=2.0):
@@ -397,12 +405,15 @@ class Faults:
             "kill_loop": 2,
             "restart_web": 2,
             "cut_network": 3,
+            "kill_agent_alone": 2,
         }
         if self.cluster.postgres is not None:
             kinds["restart_postgres"] = 1
         if len(self.down_agents) >= 2:
             kinds.pop("kill_agent")
             kinds.pop("restart_agent")
+        if len(self.down_agents) >= 2:
+            kinds.pop("kill_agent_alone")
         if self.loop_down:
             kinds.pop("kill_loop")
         if len(self.cut_proxies) == len(self.cluster.proxies):
@@ -438,6 +449,17 @@ class Faults:
         self.cluster.kill_machine(agent)
         self.cluster.start_agent(agent)
         self.note("restart_agent", f"SIGKILL {old}, start {agent.label} under the same name")
+
+    def kill_agent_alone(self):
+        """SIGKILL an agent but not its jobs and start it again under the
+        same name at once: the takeover releases its executions for retry,
+        so its jobs must already be dead (they write `killed`) or a
+        singleton's retry would overlap them."""
+        agent = self.rng.choice(self.live_agents())
+        old = agent.label
+        self.cluster.kill_agent_alone(agent)
+        self.cluster.start_agent(agent)
+        self.note("kill_agent_alone", f"SIGKILL {old} alone; {agent.label} under the same name")
 
     def kill_loop(self):
         loops = self.cluster.loops
