@@ -146,10 +146,13 @@ class Ledger:
             return  # closed: the agent is exiting
         lines = [f"boot {boot_id()}"]
         lines += [f"{pgid} {started} {eid}" for pgid, (started, eid) in self.entries.items()]
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write("\n".join(lines) + "\n")
-        self.handle.flush()
+        try:
+            self.handle.seek(0)
+            self.handle.truncate()
+            self.handle.write("\n".join(lines) + "\n")
+            self.handle.flush()
+        except OSError as error:  # a full disk must not stop the jobs themselves
+            log.warning("cannot update the ledger of jobs %s: %s", self.path, error)
 
     def close(self):
         """A clean exit: nothing of this agent is left to end."""
