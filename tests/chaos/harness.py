@@ -90,6 +90,7 @@ JOBS = [
 LABEL = "chaos"
 # Jobs that outlive a lease: a partitioned runner must fence them.
 LONG_JOBS = {name for name, _, seconds in JOBS if seconds > LEASE_TTL}
+LONG_SINGLETONS = {name for name, singleton, seconds in JOBS if singleton and seconds > LEASE_TTL}
 
 LEDGER_COMMAND = (
     "L={ledger}; I=$CRONIQ_EXECUTION_ID; "
@@ -203,7 +204,7 @@ class Cluster:
             CRONIQ_STATE_DIR=self.dir / f"state-{agent.name}",
         )  # fmt: skip
 
-    def running_long_job(self, agent):
+    def running_long_job(self, agent, jobs=LONG_JOBS):
         """The id of a job longer than the lease that `agent` runs now, or None."""
         started, ended = {}, set()
         if not self.ledger.exists():
@@ -215,7 +216,7 @@ class Cluster:
             elif len(parts) == 3:
                 ended.add(parts[1])
         for pk, (job, label) in started.items():
-            if pk not in ended and label == agent.label and job in LONG_JOBS:
+            if pk not in ended and label == agent.label and job in jobs:
                 return int(pk)
         return None
 
@@ -454,8 +455,12 @@ class Faults:
         """SIGKILL an agent but not its jobs and start it again under the
         same name at once: the takeover releases its executions for retry,
         so its jobs must already be dead (they write `killed`) or a
-        singleton's retry would overlap them."""
-        agent = self.rng.choice(self.live_agents())
+        singleton's retry would overlap them. An agent running a singleton
+        job longer than the lease is picked when there is one: that job
+        would outlive it and overlap its own retry."""
+        live = self.live_agents()
+        busy = [a for a in live if self.cluster.running_long_job(a, LONG_SINGLETONS)]
+        agent = self.rng.choice(busy or live)
         old = agent.label
         self.cluster.kill_agent_alone(agent)
         self.cluster.start_agent(agent)
