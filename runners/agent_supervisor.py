@@ -42,8 +42,22 @@ def parse(argv):
     return fd, grace, account, command
 
 
+def executable(name):
+    """The path of program `name`, looked up in PATH."""
+    if os.sep in name:
+        return name
+    for directory in os.get_exec_path():
+        path = os.path.join(directory, name)
+        if os.access(path, os.X_OK):
+            return path
+    return name  # execv reports it missing
+
+
 def start(command, account, fd):
-    """Fork and exec COMMAND; in the child, as `account` when given."""
+    """Fork and exec COMMAND; in the child, as `account` when given. The
+    program is looked up first: once the child is another user, Python's
+    own library may be out of its reach, so it imports nothing more."""
+    path = executable(command[0])
     pid = os.fork()
     if pid:
         return pid
@@ -54,7 +68,7 @@ def start(command, account, fd):
             os.setgroups(groups)
             os.setgid(gid)
             os.setuid(uid)
-        os.execvp(command[0], command)
+        os.execv(path, command)
     except OSError as error:
         os.write(2, f"croniq-runner: cannot start the job: {error}\n".encode())
     os._exit(127)
