@@ -466,6 +466,16 @@ class Faults:
         self.cluster.start_agent(agent)
         self.note("kill_agent_alone", f"SIGKILL {old} alone; {agent.label} under the same name")
 
+    def kill_agent_alone_once(self):
+        """kill_agent_alone while some agent runs a long singleton job
+        (waiting up to 40 s for one): every run covers the overlap case."""
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not any(
+            self.cluster.running_long_job(a, LONG_SINGLETONS) for a in self.live_agents()
+        ):
+            time.sleep(0.2)
+        self.kill_agent_alone()
+
     def kill_loop(self):
         loops = self.cluster.loops
         victim = self.rng.randrange(len(loops))
@@ -555,7 +565,7 @@ class Faults:
             f"cut {agent.label} while it ran execution {execution}; it {outcome}; healed",
         )
 
-    def run(self, seconds, mean_gap, scripted=("fence_then_heal",)):
+    def run(self, seconds, mean_gap, scripted=("fence_then_heal", "kill_agent_alone_once")):
         """Inject the scripted faults, then random ones for `seconds`."""
         deadline = time.monotonic() + seconds
         for kind in scripted:
