@@ -27,7 +27,14 @@ import threading
 import time
 import uuid
 
-from runners.agent_config import VERSION, UsageError, build_parser, parse_args
+from runners.agent_config import (
+    VERSION,
+    SetupError,
+    UsageError,
+    build_parser,
+    forget_token,
+    parse_args,
+)
 from runners.agent_http import (
     Client,
     Conflict,
@@ -39,7 +46,8 @@ from runners.agent_http import (
     Unauthorized,
 )
 from runners.agent_job import Job
-from runners.agent_timing import Backoff, LeaseBook, wait_for_stop
+from runners.agent_ledger import Ledger
+from runners.agent_timing import Backoff, LeaseBook, renewal_interval, wait_for_stop
 
 log = logging.getLogger("croniq.runner")
 
@@ -92,6 +100,7 @@ class Agent:
         self.heartbeat_interval = 10.0
         self.lease_ttl = 30.0
         self.leases = None
+        self.ledger = None
 
         self.jobs = {}
         self.jobs_lock = threading.Lock()
@@ -112,6 +121,7 @@ class Agent:
 
     def run(self):
         try:
+            self.open_ledger()
             self.register()
         except Fatal as fatal:
             log.error("%s", fatal)
@@ -127,6 +137,26 @@ class Agent:
             threading.Thread(target=target, name=name, daemon=True).start()
         wait_for_stop(self.stopping)
         return self.shut_down()
+
+    def open_ledger(self):
+        """End the jobs a previous run under this state directory left
+        running (it was killed), then record this run's own."""
+        ledger = Ledger(self.config.state_dir)
+        try:
+            ended = ledger.open()
+        except OSError as error:
+            message = f"cannot keep the ledger of jobs in {self.config.state_dir}: {error}"
+            if self.config.state_dir_given:
+                raise Fatal(EXIT_USAGE, message) from None
+            log.warning(
+                "%s; jobs still die with this agent, but a restart after a kill cannot "
+                "end what it left (set --state-dir)",
+                message,
+            )
+            return
+        self.ledger = ledger
+        if ended:
+            log.warning("ended %d job(s) left running by a previous run", len(ended))
 
     def stop(self, why):
         if self.stopping.is_set():
@@ -186,6 +216,8 @@ class Agent:
             )
         self.giving_up.set()
         self.exited.set()
+        if self.ledger is not None and not any(job.running for job in self.held()):
+            self.ledger.close()  # nothing left for the next start to end
         if self.polling:
             # Exiting closes the poll's connection: the server hands back
             # what it claims for it and has not answered yet.
@@ -253,8 +285,8 @@ class Agent:
 
     def registered(self, answer):
         self.runner_id = answer["runner_id"]
-        self.heartbeat_interval = float(answer.get("heartbeat_interval") or 10)
         self.lease_ttl = float(answer.get("lease_ttl") or 30)
+        self.heartbeat_interval = self.pace(float(answer.get("heartbeat_interval") or 10))
         log.info(
             "connected to %s as runner %r (id %s, session %s, labels %s, capacity %d)",
             self.config.server,
@@ -269,6 +301,21 @@ class Agent:
                 "took over runner %r from a previous session; the server released its executions",
                 self.config.name,
             )
+
+    def pace(self, asked):
+        """The renewal interval for the server's `asked` heartbeat interval
+        and the current lease TTL; a pace the leases cannot survive is
+        shortened, and the log says so."""
+        interval = renewal_interval(asked, self.lease_ttl)
+        if interval < asked:
+            log.warning(
+                "the server asks for a heartbeat every %.1fs but grants %.1fs leases: "
+                "renewing every %.1fs instead",
+                asked,
+                self.lease_ttl,
+                interval,
+            )
+        return interval
 
     def reregister(self, error):
         """The server forgot this runner (deleted in the admin): register again."""
@@ -377,6 +424,9 @@ class Agent:
             on_unauthorized=self.unauthorized,
             giving_up=self.giving_up,
             clock=self.clock,
+            orphan_grace=self.fence_grace(),
+            account=self.config.run_as,
+            ledger=self.ledger,
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.
@@ -464,11 +514,11 @@ class Agent:
         self.outages_seen = outages
         self.refresh_at = self.clock() + REFRESH_INTERVAL
         self.runner_id = answer["runner_id"]
-        interval = answer.get("heartbeat_interval")
-        if interval:
-            self.heartbeat_interval = min(self.heartbeat_interval, float(interval))
         if answer.get("lease_ttl"):
             self.shorten_leases(float(answer["lease_ttl"]))
+        interval = answer.get("heartbeat_interval")
+        if interval:
+            self.heartbeat_interval = min(self.heartbeat_interval, self.pace(float(interval)))
 
     def shorten_leases(self, ttl):
         """Count leases with a shorter TTL from now on (never a longer one:
@@ -476,7 +526,7 @@ class Agent:
         if not self.leases.shorten(ttl):
             return
         self.lease_ttl = ttl
-        self.heartbeat_interval = min(self.heartbeat_interval, ttl / 3)
+        self.heartbeat_interval = renewal_interval(self.heartbeat_interval, ttl)
         log.warning(
             "the server now grants shorter leases (%.1fs): renewing every %.1fs, "
             "fencing %.1fs after a renewal",
@@ -533,12 +583,18 @@ def main(argv=None):
     try:
         config = parse_args(argv)
     except UsageError as error:
-        build_parser().print_usage(sys.stderr)
+        if not isinstance(error, SetupError):
+            build_parser().print_usage(sys.stderr)
         print(f"croniq-runner: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exit:  # --help, --version
         return exit.code
+    forget_token()  # jobs run as the same user could read it in /proc
     configure_logging(config.log_level)
+    if config.token_on_command_line:
+        log.warning("--token shows in `ps` to every user of this machine: prefer --token-file")
+    if config.run_as is not None:
+        log.info("jobs run as %s (uid %d)", config.run_as.name, config.run_as.uid)
     agent = Agent(config)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _frame: agent.stop(f"received {signal.Signals(s).name}"))

@@ -5,8 +5,11 @@ Standard library only.
 """
 
 import argparse
+import ctypes
 import math
 import os
+import pwd
+import re
 import socket
 from dataclasses import dataclass, field
 
@@ -17,6 +20,22 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 class UsageError(Exception):
     """A missing or invalid setting; the agent exits 2."""
+
+
+class SetupError(UsageError):
+    """A setting the machine cannot honour (not root, no such user): one
+    line, no usage text; the agent exits 2."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """The user jobs run as (--run-as)."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple
+    home: str
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,10 @@ class Config:
     drain_timeout: float = 60.0
     kill_grace: float = 10.0
     poll_wait: float = 20.0
+    state_dir: str = ""
+    state_dir_given: bool = False  # else a default that may be unusable
+    run_as: Account = None
+    token_on_command_line: bool = False
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +81,18 @@ def build_parser():
         "--work-dir",
         metavar="DIR",
         help="working directory of jobs (default: current) [CRONIQ_WORK_DIR]",
+    )
+    add(
+        "--state-dir",
+        metavar="DIR",
+        help="where the agent keeps the ledger of its jobs' process groups (default: "
+        "$XDG_STATE_HOME/croniq-runner/NAME or ~/.local/state/croniq-runner/NAME) "
+        "[CRONIQ_STATE_DIR]",
+    )
+    add(
+        "--run-as",
+        metavar="USER",
+        help="run jobs as this user (the agent must run as root) [CRONIQ_RUN_AS]",
     )
     add(
         "--log-level",
@@ -131,6 +166,45 @@ def _token(args, environ):
     return token
 
 
+def default_state_dir(name, environ):
+    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "croniq-runner", re.sub(r"[^A-Za-z0-9._-]", "_", name))
+
+
+def account(user, source):
+    """The Account of `user` (a name or a uid); UsageError unless root."""
+    try:
+        entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    except KeyError:
+        raise SetupError(f"{source}: no such user {user!r}") from None
+    if os.geteuid() != 0:
+        raise SetupError(f"{source}: running jobs as {user!r} needs the agent to run as root")
+    groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
+    return Account(entry.pw_name, entry.pw_uid, entry.pw_gid, tuple(groups), entry.pw_dir)
+
+
+def forget_token(environ=os.environ):
+    """Drop CRONIQ_TOKEN from this process's environment, so no process of
+    the same user reads it in /proc/PID/environ. That file shows the
+    environment the process was started with; unsetenv() does not erase
+    those bytes, so the value is overwritten in place first (glibc/musl)."""
+    name = b"CRONIQ_TOKEN="
+    if "CRONIQ_TOKEN" not in environ:
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        table = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+        index = 0
+        while table[index]:
+            entry = ctypes.string_at(table[index])
+            if entry.startswith(name):
+                ctypes.memset(table[index] + len(name), ord("x"), len(entry) - len(name))
+            index += 1
+    except (OSError, ValueError, AttributeError):
+        pass  # no C environ to reach: os.environ below is all there is
+    del environ["CRONIQ_TOKEN"]
+
+
 def parse_args(argv=None, environ=None):
     """The agent's Config from `argv` and `environ`; UsageError when unusable."""
     environ = os.environ if environ is None else environ
@@ -154,6 +228,9 @@ def parse_args(argv=None, environ=None):
     if level.upper() not in LOG_LEVELS:
         raise UsageError(f"{source}: expected one of {', '.join(LOG_LEVELS)}, got {level!r}")
 
+    state_dir, _ = _pick(args, "state-dir", environ, "CRONIQ_STATE_DIR")
+    run_as, source = _pick(args, "run-as", environ, "CRONIQ_RUN_AS")
+
     return Config(
         server=server.rstrip("/"),
         token=_token(args, environ),
@@ -172,4 +249,8 @@ def parse_args(argv=None, environ=None):
         poll_wait=_number(
             *_pick(args, "poll-wait", environ, "CRONIQ_POLL_WAIT", "20"), float, 0, 60
         ),
+        state_dir=os.path.abspath(state_dir or default_state_dir(name.strip(), environ)),
+        state_dir_given=bool(state_dir),
+        run_as=account(run_as.strip(), source) if run_as and run_as.strip() else None,
+        token_on_command_line=args.token is not None,
     )

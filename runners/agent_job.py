@@ -1,5 +1,6 @@
-"""One execution on the agent: a `sh -c` child in its own process group, its
-output shipped to the server in batches, its outcome reported with `finish`.
+"""One execution on the agent: a `sh -c` child in its own process group under
+a supervisor that ends the group if the agent dies (agent_supervisor.py),
+its output shipped to the server in batches, its outcome reported with `finish`.
 
 Standard library and requests only.
 """
@@ -10,6 +11,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -26,6 +28,9 @@ LOGS_TIMEOUT = 10.0
 FINISH_TIMEOUT = 10.0
 # Never handed to jobs: a job must not be able to act as the runner.
 SECRET_ENV = ("CRONIQ_TOKEN", "CRONIQ_TOKEN_FILE")
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_supervisor.py")
+# How long a job gets between SIGTERM and SIGKILL when its agent died.
+ORPHAN_GRACE = 5.0
 
 REASONS = {
     "timeout": "timed out after {timeout}s",
@@ -37,8 +42,10 @@ REASONS = {
 }
 
 
-def job_environment(assignment, base):
+def job_environment(assignment, base, account=None):
     env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+    if account is not None:
+        env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
     env.update({str(k): str(v) for k, v in (assignment.get("env") or {}).items()})
     env.update(
         CRONIQ_JOB=str(assignment.get("job", "")),
@@ -82,6 +89,9 @@ class Job:
         on_unauthorized,
         giving_up,
         clock=time.monotonic,
+        orphan_grace=ORPHAN_GRACE,
+        account=None,
+        ledger=None,
     ):
         self.assignment = assignment
         self.id = assignment["id"]
@@ -94,6 +104,10 @@ class Job:
         self.on_unauthorized = on_unauthorized
         self.giving_up = giving_up
         self.clock = clock
+        self.orphan_grace = orphan_grace
+        self.account = account  # agent_config.Account to run as, or None
+        self.ledger = ledger  # agent_ledger.Ledger of this agent, or None
+        self._lifeline = None  # the agent's end of the supervisor's pipe
 
         self.process = None
         self.start_error = None
@@ -119,20 +133,36 @@ class Job:
 
     # -- starting -------------------------------------------------------
 
+    def supervised(self, lifeline):
+        """The command line of the supervisor that runs the job's shell."""
+        args = [sys.executable, "-I", "-S", SUPERVISOR, str(lifeline), str(self.orphan_grace)]
+        if self.account is not None:
+            groups = ",".join(str(g) for g in self.account.groups)
+            args += ["--user", str(self.account.uid), str(self.account.gid), groups]
+        return [*args, "--", "sh", "-c", self.assignment["command"]]
+
     def start(self):
+        # The supervisor reads end-of-file from this pipe once the agent is
+        # gone; only the agent holds the write end (not inherited by jobs).
+        lifeline, self._lifeline = os.pipe()
         try:
             self.process = subprocess.Popen(
-                ["sh", "-c", self.assignment["command"]],
+                self.supervised(lifeline),
                 cwd=self.work_dir,
-                env=job_environment(self.assignment, os.environ),
+                env=job_environment(self.assignment, os.environ, self.account),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kills reach every child
+                pass_fds=(lifeline,),
             )
-        except (OSError, ValueError, TypeError) as error:  # no sh, no work dir, bad command
+        except (OSError, ValueError, TypeError) as error:  # no work dir, bad command
             self.start_error = str(error)
             log.error("execution %s could not start: %s", self.id, error)
+        finally:
+            os.close(lifeline)
+        if self.process is not None and self.ledger is not None:
+            self.ledger.add(self.process.pid, self.id)
         self.started_at = self.clock()
         if self.process is not None:
             log.info(
@@ -303,6 +333,8 @@ class Job:
         with self._lock:
             self.process.wait()
             self.reaped = True
+        if self.ledger is not None:
+            self.ledger.remove(self.process.pid)
 
     def _run(self):
         try:
@@ -313,6 +345,7 @@ class Job:
         except Exception:
             log.exception("execution %s: unexpected error in the agent", self.id)
         finally:
+            os.close(self._lifeline)
             self.done.set()
             self.on_done(self)
 

@@ -43,6 +43,15 @@ def fence_margin(lease_ttl):
     return min(lease_ttl / 3, 10.0)
 
 
+def renewal_interval(heartbeat_interval, lease_ttl):
+    """How often the agent renews its leases: at the server's pace, but at
+    least twice within the time a lease stays alive locally (the TTL minus
+    the fence margin), so one lost heartbeat never fences a healthy job.
+    A server asking for 10 s heartbeats with 15 s leases gets them every 5 s.
+    """
+    return min(heartbeat_interval, (lease_ttl - fence_margin(lease_ttl)) / 2)
+
+
 class LeaseBook:
     """Local deadlines of the leases this agent holds, on the monotonic clock.
 

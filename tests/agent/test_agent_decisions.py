@@ -7,7 +7,7 @@ import pytest
 from runners.agent import Agent
 from runners.agent_config import Config
 from runners.agent_http import Link, Transient
-from runners.agent_timing import Backoff, LeaseBook
+from runners.agent_timing import Backoff, LeaseBook, renewal_interval
 
 
 class FakeClock:
@@ -228,3 +228,71 @@ def test_a_fenced_job_waiting_for_its_lease_to_lapse_takes_no_slot(clock):
     agent.config = Config(server="http://croniq.test", token="t", name="n", capacity=2)
     assert agent.free_slots() == 1
     assert agent.busy() == [running]
+
+
+class TickingServer:
+    """Answers a heartbeat after `latency` seconds, the watchdog ticking meanwhile."""
+
+    def __init__(self, agent, clock, latency):
+        self.agent, self.clock, self.latency = agent, clock, latency
+
+    def post(self, path, body, timeout):
+        pass_time(self.agent, self.clock, self.latency)
+        return {"renewed": [e["id"] for e in body["executions"]], "lost": [], "cancel": []}
+
+
+def pass_time(agent, clock, seconds, tick=0.1):
+    for _ in range(round(seconds / tick)):
+        clock.now += tick
+        agent.watch(clock.now)
+
+
+@pytest.mark.parametrize("heartbeat_interval", [10.0, 5.0])
+def test_a_healthy_job_outlives_short_leases_at_the_pace_the_server_gives(
+    clock, heartbeat_interval, caplog
+):
+    job = FakeJob(1)
+    agent = make_agent(clock)
+    agent.registered({"runner_id": 1, "heartbeat_interval": heartbeat_interval, "lease_ttl": 15})
+    agent.leases = LeaseBook(agent.lease_ttl, clock=clock)
+    agent.jobs[job.id] = job
+    agent.leases.renewed(job.id, clock.now)
+    agent.client = TickingServer(agent, clock, latency=0.5)
+    for _ in range(12):  # a minute of heartbeats, each answered after 0.5 s
+        agent.heartbeat()
+        pass_time(agent, clock, agent.heartbeat_interval - 0.5)
+    assert job.kills == []
+    assert agent.heartbeat_interval == 5.0
+    warned = "the server asks for a heartbeat every 10.0s but grants 15.0s leases" in caplog.text
+    assert warned == (heartbeat_interval == 10.0)
+
+
+def test_the_renewal_pace_leaves_room_for_one_lost_heartbeat():
+    assert renewal_interval(10.0, 30.0) == 10.0  # the defaults: unchanged
+    assert renewal_interval(10.0, 15.0) == 5.0
+    assert renewal_interval(0.5, 3.0) == 0.5
+    assert renewal_interval(60.0, 600.0) == 60.0
+    assert renewal_interval(300.0, 600.0) == 295.0
+
+
+def test_an_unusable_state_dir_given_stops_the_agent_before_it_registers(clock, tmp_path, caplog):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    config = Config(
+        server="http://croniq.test", token="t", name="n", state_dir=str(occupied),
+        state_dir_given=True,
+    )  # fmt: skip
+    agent = Agent(config, clock=clock)
+    agent.client = Unreachable()  # registering would retry for ever
+    assert agent.run() == 2
+    assert f"cannot keep the ledger of jobs in {occupied}" in caplog.text
+
+
+def test_an_unusable_default_state_dir_only_warns(clock, tmp_path, caplog):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    config = Config(server="http://croniq.test", token="t", name="n", state_dir=str(occupied))
+    agent = Agent(config, clock=clock)
+    agent.open_ledger()
+    assert agent.ledger is None
+    assert "a restart after a kill cannot end what it left (set --state-dir)" in caplog.text

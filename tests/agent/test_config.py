@@ -1,4 +1,9 @@
+import os
+import pwd
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +129,61 @@ def test_help_exits_0_and_names_every_environment_variable(capsys):
     for var in ("CRONIQ_SERVER", "CRONIQ_TOKEN", "CRONIQ_RUNNER_NAME", "CRONIQ_LABELS"):
         assert var in out
     assert "CRONIQ_CAPACITY" in out
+
+
+def test_the_state_dir_defaults_to_the_users_state_home_per_runner_name(tmp_path):
+    environ = {"XDG_STATE_HOME": str(tmp_path)}
+    config = parse_args([*BASE, "--name", "build/7"], environ=environ)
+    assert config.state_dir == str(tmp_path / "croniq-runner" / "build_7")
+    assert config.state_dir_given is False
+    given = parse_args(BASE, environ={**environ, "CRONIQ_STATE_DIR": str(tmp_path / "s")})
+    assert (given.state_dir, given.state_dir_given) == (str(tmp_path / "s"), True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--run-as is accepted only as root")
+def test_run_as_takes_the_users_ids_groups_and_home():
+    config = parse_args([*BASE, "--run-as", "nobody"], environ={})
+    entry = pwd.getpwnam("nobody")
+    assert config.run_as.name == "nobody"
+    assert (config.run_as.uid, config.run_as.gid) == (entry.pw_uid, entry.pw_gid)
+    assert entry.pw_gid in config.run_as.groups
+    assert config.run_as.home == entry.pw_dir
+    assert parse_args(BASE, environ={"CRONIQ_RUN_AS": str(entry.pw_uid)}).run_as == config.run_as
+
+
+def test_run_as_an_unknown_user_is_refused_in_one_line(capsys):
+    assert main([*BASE, "--run-as", "no-such-user-here"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == "croniq-runner: error: --run-as: no such user 'no-such-user-here'\n"
+
+
+def test_run_as_without_root_is_refused_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main([*BASE, "--run-as", "nobody"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (
+        "croniq-runner: error: --run-as: running jobs as 'nobody' needs the agent to run as root\n"
+    )
+
+
+def test_the_token_is_wiped_from_the_environment_the_process_started_with(tmp_path):
+    """/proc/PID/environ shows the environment of exec(); the agent's own
+    process must not show the token there once it has read it."""
+    code = (
+        "import os, sys; from runners.agent_config import forget_token; forget_token(); "
+        "sys.stdout.write(str('CRONIQ_TOKEN' in os.environ) + ' '); sys.stdout.flush(); "
+        "sys.stdin.read()"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "CRONIQ_TOKEN": "crq_wipe-me-please"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout.read(6) == b"False "
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+        assert b"crq_wipe-me-please" not in environ
+    finally:
+        process.communicate(b"", timeout=10)

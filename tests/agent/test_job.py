@@ -115,7 +115,7 @@ def test_a_job_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
         {
             "id": 1,
             "lease": 1,
-            "command": "trap '' TERM; echo ready; while true; do sleep 0.1; done",
+            "command": f"trap '' TERM; touch {tmp_path / 'ready'}; while true; do sleep 0.1; done",
         },
         client=server,
         session="s",
@@ -125,7 +125,9 @@ def test_a_job_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
         giving_up=threading.Event(),
     )
     job.start()
-    time.sleep(0.3)  # let the shell install its trap
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the shell has installed its trap once the file exists
     killed_at = time.monotonic()
     assert job.kill("cancel", grace=0.5)
     while not done.wait(0.05):  # the agent's watchdog, by hand

@@ -90,6 +90,7 @@ JOBS = [
 LABEL = "chaos"
 # Jobs that outlive a lease: a partitioned runner must fence them.
 LONG_JOBS = {name for name, _, seconds in JOBS if seconds > LEASE_TTL}
+LONG_SINGLETONS = {name for name, singleton, seconds in JOBS if singleton and seconds > LEASE_TTL}
 
 LEDGER_COMMAND = (
     "L={ledger}; I=$CRONIQ_EXECUTION_ID; "
@@ -200,9 +201,10 @@ class Cluster:
             "--name", agent.name, "--labels", LABEL, "--capacity", str(AGENT_CAPACITY),
             "--poll-wait", "5", "--drain-timeout", "30",
             CHAOS_AGENT=agent.label,
+            CRONIQ_STATE_DIR=self.dir / f"state-{agent.name}",
         )  # fmt: skip
 
-    def running_long_job(self, agent):
+    def running_long_job(self, agent, jobs=LONG_JOBS):
         """The id of a job longer than the lease that `agent` runs now, or None."""
         started, ended = {}, set()
         if not self.ledger.exists():
@@ -214,7 +216,7 @@ class Cluster:
             elif len(parts) == 3:
                 ended.add(parts[1])
         for pk, (job, label) in started.items():
-            if pk not in ended and label == agent.label and job in LONG_JOBS:
+            if pk not in ended and label == agent.label and job in jobs:
                 return int(pk)
         return None
 
@@ -228,6 +230,13 @@ class Cluster:
             return
         kill_machine(agent.process)
         agent.deaths[agent.label] = time.time()
+        agent.process = None
+
+    def kill_agent_alone(self, agent):
+        """SIGKILL only the agent process, as the OOM killer would: its jobs
+        must die with it on their own."""
+        if agent.process is not None and agent.process.alive():
+            agent.process.kill()
         agent.process = None
 
     def apply_jobs(self, start_in=2.0):
@@ -397,12 +406,15 @@ class Faults:
             "kill_loop": 2,
             "restart_web": 2,
             "cut_network": 3,
+            "kill_agent_alone": 2,
         }
         if self.cluster.postgres is not None:
             kinds["restart_postgres"] = 1
         if len(self.down_agents) >= 2:
             kinds.pop("kill_agent")
             kinds.pop("restart_agent")
+        if len(self.down_agents) >= 2:
+            kinds.pop("kill_agent_alone")
         if self.loop_down:
             kinds.pop("kill_loop")
         if len(self.cut_proxies) == len(self.cluster.proxies):
@@ -438,6 +450,31 @@ class Faults:
         self.cluster.kill_machine(agent)
         self.cluster.start_agent(agent)
         self.note("restart_agent", f"SIGKILL {old}, start {agent.label} under the same name")
+
+    def kill_agent_alone(self):
+        """SIGKILL an agent but not its jobs and start it again under the
+        same name at once: the takeover releases its executions for retry,
+        so its jobs must already be dead (they write `killed`) or a
+        singleton's retry would overlap them. An agent running a singleton
+        job longer than the lease is picked when there is one: that job
+        would outlive it and overlap its own retry."""
+        live = self.live_agents()
+        busy = [a for a in live if self.cluster.running_long_job(a, LONG_SINGLETONS)]
+        agent = self.rng.choice(busy or live)
+        old = agent.label
+        self.cluster.kill_agent_alone(agent)
+        self.cluster.start_agent(agent)
+        self.note("kill_agent_alone", f"SIGKILL {old} alone; {agent.label} under the same name")
+
+    def kill_agent_alone_once(self):
+        """kill_agent_alone while some agent runs a long singleton job
+        (waiting up to 40 s for one): every run covers the overlap case."""
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not any(
+            self.cluster.running_long_job(a, LONG_SINGLETONS) for a in self.live_agents()
+        ):
+            time.sleep(0.2)
+        self.kill_agent_alone()
 
     def kill_loop(self):
         loops = self.cluster.loops
@@ -528,7 +565,7 @@ class Faults:
             f"cut {agent.label} while it ran execution {execution}; it {outcome}; healed",
         )
 
-    def run(self, seconds, mean_gap, scripted=("fence_then_heal",)):
+    def run(self, seconds, mean_gap, scripted=("fence_then_heal", "kill_agent_alone_once")):
         """Inject the scripted faults, then random ones for `seconds`."""
         deadline = time.monotonic() + seconds
         for kind in scripted:
