@@ -136,9 +136,12 @@ def ready_executions(now):
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now):
-    """The oldest ready executions whose job labels are all in `labels` (job loaded)."""
+def claimable(labels, capacity, now, exclude=()):
+    """The oldest ready executions whose job labels are all in `labels` (job
+    loaded), leaving out the ids in `exclude` (taken by this transaction)."""
     ready = ready_executions(now).select_related("job")
+    if exclude:
+        ready = ready.exclude(pk__in=list(exclude))
     if connection.vendor == "postgresql":
         chosen = ready.filter(job__labels__contained_by=list(labels)).select_for_update(
             skip_locked=True, of=("self",)
@@ -329,7 +332,7 @@ def hand_out(room, now):
     left = {waiter: want for waiter, (_, want) in room.items()}
     fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in claimable(frozenset().union(*fits.values()), sum(left.values()), now):
+    for execution in candidates(fits, left, now):
         job_labels = frozenset(execution.job.labels or ())
         for _ in range(len(turn)):
             waiter = turn.popleft()
@@ -341,6 +344,29 @@ def hand_out(room, now):
                 break
             turn.append(waiter)
     return handed
+
+
+def candidates(fits, left, now):
+    """The ready executions the waiters can run, oldest first: for each
+    distinct set of runner labels (in the order of its longest-waiting
+    poll), the oldest that fit it, as many as those polls have room for.
+
+    Each set claims with its own labels, not with the union of all of them:
+    old work that only the union fits (labels no single runner carries)
+    would fill the claim and hold back newer work a runner can take.
+    """
+    room = {}
+    for waiter, labels in fits.items():
+        room[labels] = room.get(labels, 0) + left[waiter]
+    chosen = {}
+    for labels, want in room.items():
+        for execution in claimable(labels, want, now, exclude=chosen):
+            chosen[execution.pk] = execution
+    return sorted(chosen.values(), key=claim_order)
+
+
+def claim_order(execution):
+    return tuple(getattr(execution, field) for field in CLAIM_ORDER)
 
 
 # -- handing back -----------------------------------------------------------

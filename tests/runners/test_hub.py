@@ -85,6 +85,44 @@ def test_an_instants_work_is_spread_over_the_waiting_runners(db, loop, token):
     assert sorted(len(handed.assignments) for _, handed in served) == [2, 2, 2, 2, 2]
 
 
+def test_old_work_only_the_union_of_labels_fits_never_holds_back_work_a_runner_fits(
+    db, loop, token
+):
+    """Runner A carries {a}, runner B {b}, both waiting with room for one.
+    Older executions needing {a, b} fit no single runner (as many as the
+    polls have room for); a newer one needing {a} goes to A in the same
+    step, not a poll's wait later."""
+    a = RunnerFactory(token=token, name="a", labels=["a"], session="s-a", capacity=1)
+    b = RunnerFactory(token=token, name="b", labels=["b"], session="s-b", capacity=1)
+    stuck = [pending(now=NOW - dt.timedelta(seconds=s), labels=["a", "b"]) for s in (9, 8)]
+    fits_a = pending(now=NOW - dt.timedelta(seconds=1), labels=["a"])
+    poll_a, poll_b = waiter(loop, a), waiter(loop, b)
+
+    served, _ = serve([poll_a, poll_b], NOW)
+
+    got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
+    assert got == {poll_a: [fits_a.pk]}
+    assert held_by(a) == {fits_a.pk}
+    states = set(
+        Execution.objects.filter(pk__in=[e.pk for e in stuck]).values_list("state", flat=True)
+    )
+    assert states == {Execution.PENDING}
+
+
+def test_each_set_of_runner_labels_gets_its_own_oldest_work(db, loop, token):
+    """Work only one runner fits never takes the room another runner has."""
+    a = RunnerFactory(token=token, name="a", labels=["a"], session="s-a", capacity=1)
+    b = RunnerFactory(token=token, name="b", labels=["b"], session="s-b", capacity=1)
+    b_work = [pending(now=NOW - dt.timedelta(seconds=s), labels=["b"]) for s in (9, 8, 7)]
+    a_work = pending(now=NOW - dt.timedelta(seconds=1), labels=["a"])
+    poll_a, poll_b = waiter(loop, a), waiter(loop, b)
+
+    served, _ = serve([poll_b, poll_a], NOW)
+
+    got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
+    assert got == {poll_b: [b_work[0].pk], poll_a: [a_work.pk]}
+
+
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
     windows_job = pending(now=NOW, labels=["windows"])
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
