@@ -60,7 +60,7 @@ def claim(runner, session, capacity, now):
     Returns them (job loaded) oldest first; an empty list when the runner is
     draining or nothing matches.
     """
-    if capacity <= 0 or runner.state == Runner.DRAINING:
+    if capacity <= 0 or runner.is_drained:
         return []
     # Part of the caller's transaction when there is one (a poll reads its
     # runner, touches it and claims in one).
@@ -218,7 +218,7 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
         return Handed(found)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    if runner.state == Runner.DRAINING or wanted(runner, capacity) == 0:
+    if runner.is_drained or wanted(runner, capacity) == 0:
         # A drained runner (or a poll with no room) gets nothing, however long it asks.
         await asyncio.sleep(wait)
     else:
@@ -313,7 +313,7 @@ def runners_with_room(waiters):
             refused.append((waiter, refusal))
             continue
         want = wanted(runner, waiter.capacity)
-        if runner.state != Runner.DRAINING and want > 0:
+        if not runner.is_drained and want > 0:
             room[waiter] = (runner, want)
     return room, refused
 

@@ -215,11 +215,12 @@ def highest_execution_id():
 
 def touch_runners(runner_ids, now):
     """Waiting polls keep their runners' last_seen_at fresh, one query per interval."""
+    from runners.identity import come_back
     from runners.models import Runner
 
     waiting = Runner.objects.filter(pk__in=runner_ids)
     waiting.update(last_seen_at=now)
-    waiting.filter(state=Runner.OFFLINE).update(state=Runner.ONLINE)
+    come_back(waiting)
 
 
 # -- the in-process hub ----------------------------------------------------

@@ -3,10 +3,12 @@ import datetime as dt
 import threading
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 
+from audit.models import Counter
 from runners import identity
-from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve
+from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, steps_in_caller_thread, touch_runners
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.factories import RunnerFactory
@@ -145,6 +147,23 @@ def test_a_draining_runners_poll_gets_nothing(db, loop, runners):
     Runner.objects.filter(pk=runners["linux"].pk).update(state=Runner.DRAINING)
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
     assert served == []
+
+
+def test_a_drained_runner_marked_offline_while_its_poll_waits_gets_nothing(db, loop, runners):
+    pending(now=NOW, labels=["linux"])
+    identity.drain(runners["linux"], NOW)
+    Runner.objects.filter(pk=runners["linux"].pk).update(state=Runner.OFFLINE)
+    served, _ = serve([waiter(loop, runners["linux"])], NOW)
+    assert served == []
+
+
+def test_waiting_polls_bring_their_runners_back_still_drained(db, runners):
+    linux, gpu = runners["linux"], runners["gpu"]
+    identity.drain(linux, NOW)
+    Runner.objects.filter(pk__in=[linux.pk, gpu.pk]).update(state=Runner.OFFLINE)
+    touch_runners([linux.pk, gpu.pk], NOW)
+    states = dict(Runner.objects.values_list("name", "state"))
+    assert (states["linux"], states["gpu"]) == (Runner.DRAINING, Runner.ONLINE)
 
 
 def test_serving_reports_when_the_next_pending_execution_becomes_ready(db, loop, runners):
