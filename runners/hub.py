@@ -144,31 +144,6 @@ def steps_in_caller_thread():
         _caller_thread = False
 
 
-def close_connections():
-    """Close the database connections the runner threads keep (tests, shutdown)."""
-    with _executor_lock:
-        pools = list(_executors.values())
-        _executors.clear()
-        _lane_pools.clear()
-    for pool in pools:
-        close_pool(pool)
-
-
-def close_pool(pool):
-    # A barrier puts one close on every thread of the pool.
-    threads = pool._max_workers
-    barrier = threading.Barrier(threads)
-
-    def close():
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(timeout=5)
-        connection.close()
-
-    for _ in range(threads):
-        pool.submit(close)
-    pool.shutdown(wait=True)
-
-
 # -- notifying -------------------------------------------------------------
 
 

@@ -237,4 +237,3 @@ def test_claims_do_not_queue_behind_busy_database_threads(transactional_db):
         assert asyncio.run(scenario()) == "claimed"
     finally:
         release.set()
-        hub.close_connections()
