@@ -53,6 +53,11 @@ DISPATCH_THREADS = {"postgresql": 2}
 # then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
 # transaction is done before the instant, and the polls answer at it.
 CLAIM_AHEAD = 0.1
+# Dispatch latency is sampled on the event loop as each answer leaves, and
+# the samples of this long are written to the database in one transaction
+# (not one per answer, which would queue behind claims on SQLite's one
+# thread). A process that dies loses at most this much of them.
+LATENCY_FLUSH_DELAY = 0.5
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
@@ -222,11 +227,13 @@ class Waiter:
 
 
 class Handed(typing.NamedTuple):
-    """What was claimed for one poll: its assignments, and the instant
-    before which the poll must not answer (None: at once)."""
+    """What was claimed for one poll: its assignments, the instant before
+    which the poll must not answer (None: at once), and when each assigned
+    execution became ready (its `run_after`, for the dispatch latency)."""
 
     assignments: list
     not_before: object = None
+    ready_at: tuple = ()
 
 
 def serve(waiters, now, until=None):
@@ -251,6 +258,8 @@ class Hub:
         self.spawned = set()  # strong references: the loop keeps only weak ones
         self.timer = None
         self.last_touch = 0.0
+        self.latencies = []  # seconds, not yet written (see `observe_latencies`)
+        self.flush_due = False
 
     # waiting
 
@@ -308,6 +317,28 @@ class Hub:
         self.spawned.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("croniq hub: background step failed", exc_info=task.exception())
+
+    def observe_latencies(self, seconds):
+        """Dispatch latency samples of answers that left just now: written
+        to the database within LATENCY_FLUSH_DELAY, together with the others
+        that come meanwhile."""
+        self.latencies.extend(seconds)
+        if self.latencies and not self.flush_due:
+            self.flush_due = True
+            self.loop.call_later(LATENCY_FLUSH_DELAY, lambda: self.spawn(self.flush_latencies()))
+
+    async def flush_latencies(self):
+        from runners.dispatch import record_latency
+
+        self.flush_due = False
+        samples, self.latencies = self.latencies, []
+        if not samples:
+            return
+        try:
+            await run_db(record_latency, samples)
+        except Exception as e:  # noqa: BLE001 - logged; kept for the next flush
+            log.warning("croniq hub: cannot record dispatch latency: %s", e)
+            self.observe_latencies(samples)
 
     def signal(self):
         """A hint that work may be ready; scans are coalesced."""

@@ -237,3 +237,23 @@ def test_claims_do_not_queue_behind_busy_database_threads(transactional_db):
         assert asyncio.run(scenario()) == "claimed"
     finally:
         release.set()
+
+
+def test_latency_samples_are_written_together_shortly_after_their_answers_leave(db, loop):
+    hub = Hub(loop)
+    hub.observe_latencies([0.3])
+    hub.observe_latencies([0.1, 0.2])
+    assert hub.flush_due  # one write for both, LATENCY_FLUSH_DELAY from the first
+    assert not Counter.objects.filter(name__startswith="croniq_dispatch_latency").exists()
+    with steps_in_caller_thread():
+        async_to_sync(hub.flush_latencies)()
+    assert not hub.flush_due
+    assert hub.latencies == []
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__count") == 3
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__sum_us") == 600_000
+    buckets = dict(
+        Counter.objects.filter(name="croniq_dispatch_latency_seconds__bucket").values_list(
+            "labels", "value"
+        )
+    )
+    assert buckets == {"le=0.1": 1, "le=0.25": 1, "le=0.5": 1}
