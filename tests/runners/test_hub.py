@@ -7,6 +7,7 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 
 from audit.models import Counter
+from croniq_project.collector import unmatched_pending
 from runners import identity
 from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, steps_in_caller_thread, touch_runners
 from runners.models import Runner
@@ -109,6 +110,11 @@ def test_old_work_only_the_union_of_labels_fits_never_holds_back_work_a_runner_f
         Execution.objects.filter(pk__in=[e.pk for e in stuck]).values_list("state", flat=True)
     )
     assert states == {Execution.PENDING}
+    # What no runner can take is on /metrics as work with no runner for its labels.
+    online = [set(a.labels), set(b.labels)]
+    assert unmatched_pending(Execution.objects.filter(state=Execution.PENDING), online) == {
+        "a,b": 2
+    }
 
 
 def test_each_set_of_runner_labels_gets_its_own_oldest_work(db, loop, token):
