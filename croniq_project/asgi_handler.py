@@ -41,27 +41,37 @@ class AnswerHold:
     handler gives each runner call a hold and sends the answer, already
     rendered, when it ends, so at the instant only the bytes are left to
     write. If the runner hangs up before that, `unanswered()` runs: the work
-    in the answer was never seen and goes back.
+    in the answer was never seen and goes back. When it leaves,
+    `answered(at)` runs (it samples the dispatch latency).
     """
 
     until = None
     unanswered = None
+    answered = None
+
+    def release(self):
+        if self.answered is not None:
+            self.answered(timezone.now())
 
 
-async def answer_not_before(request, instant, unanswered):
+async def answer_not_before(request, instant, unanswered, answered=None):
     """Make `request`'s answer leave at `instant` (None: at once), not
-    earlier; if the caller hangs up before it leaves, run `unanswered()`."""
+    earlier; if the caller hangs up before it leaves, run `unanswered()`;
+    when it leaves, `answered(at)`."""
     hold = getattr(request, "answer_hold", None)
     if hold is not None:
-        hold.until, hold.unanswered = instant, unanswered
+        hold.until, hold.unanswered, hold.answered = instant, unanswered, answered
         return
     # Another handler (tests' client, Django's, WSGI): hold in the view.
     # Django's handler cancels the view when the caller hangs up.
+    hold = AnswerHold()
+    hold.answered = answered
     try:
         await sleep_until(instant)
     except asyncio.CancelledError:
         hub().spawn(unanswered())
         raise
+    hold.release()
 
 
 def refused_host(request):
@@ -133,4 +143,5 @@ class CroniqASGIHandler(ASGIHandler):
     async def held_response(self, request):
         response = await self.run_get_response(request)
         await sleep_until(request.answer_hold.until)
+        request.answer_hold.release()
         return response

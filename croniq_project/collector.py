@@ -44,7 +44,9 @@ COUNTERS = {
 }
 DISPATCH_LATENCY = "croniq_dispatch_latency_seconds"
 HISTOGRAMS = {
-    DISPATCH_LATENCY: "Seconds from an execution being due to a runner claiming it.",
+    DISPATCH_LATENCY: (
+        "Seconds from an execution being ready to its assignment leaving for the runner's poll."
+    ),
 }
 GAUGES = {
     "croniq_runner_flapping",

@@ -181,7 +181,8 @@ async def poll(request, runner_id: int, body: PollIn):
     unanswered = functools.partial(
         dispatch.return_unanswered, runner_id, body.session, handed.assignments
     )
-    await answer_not_before(request, handed.not_before, unanswered)
+    answered = functools.partial(dispatch.handed_over, handed)
+    await answer_not_before(request, handed.not_before, unanswered, answered)
     return {"executions": handed.assignments}
 
 

@@ -60,7 +60,7 @@ def claim(runner, session, capacity, now):
     Returns them (job loaded) oldest first; an empty list when the runner is
     draining or nothing matches.
     """
-    if capacity <= 0 or runner.state == Runner.DRAINING:
+    if capacity <= 0 or runner.is_drained:
         return []
     # Part of the caller's transaction when there is one (a poll reads its
     # runner, touches it and claims in one).
@@ -69,7 +69,6 @@ def claim(runner, session, capacity, now):
         if not executions:
             return []
         hand_over([(runner, session, executions)], now)
-        record_latency(executions, now)
     return executions
 
 
@@ -113,21 +112,38 @@ def when_among(executions, value):
     return When(pk__in=[e.pk for e in executions], then=value)
 
 
-def record_latency(executions, now):
-    """Dispatch latency: from the instant an execution became ready to its claim.
+def handed_over(handed, at):
+    """The poll's answer with `handed` leaves for its runner at `at`: sample
+    the dispatch latency of each assignment in it (see `latencies`)."""
+    waits = latencies(handed, at)
+    if waits:
+        hub().observe_latencies(waits)
+
+
+def latencies(handed, at):
+    """Dispatch latency, in seconds, of each execution in `handed` whose
+    answer leaves at `at`: from the instant it became ready (`run_after`) to
+    that moment. Work claimed ahead is held until its instant, so its sample
+    is what the hold, the event loop and the answer itself cost after it."""
+    return [max(0.0, (at - ready).total_seconds()) for ready in handed.ready_at]
+
+
+def record_latency(waits):
+    """Add dispatch latency samples (seconds) to the histogram's rows.
 
     The same rows `audit.observe` writes, one increment per bucket rather
-    than three per execution (a claim of 10 is 3-4 writes, not 30), in a
-    fixed order so concurrent claims never deadlock on them.
+    than three per sample (a batch of 10 is 3-4 writes, not 30), in one
+    transaction so a scrape never sees a bucket without its sum, and in a
+    fixed order so concurrent writers never deadlock on them.
     """
-    waits = [max(0.0, (now - e.run_after).total_seconds()) for e in executions]
     if not waits:
         return
     buckets = collections.Counter(bucket_of(w) for w in waits)
-    for le in sorted(buckets):
-        audit.increment(f"{LATENCY}__bucket", buckets[le], le=le)
-    audit.increment(f"{LATENCY}__count", len(waits))
-    audit.increment(f"{LATENCY}__sum_us", round(sum(waits) * 1_000_000))
+    with transaction.atomic():
+        for le in sorted(buckets):
+            audit.increment(f"{LATENCY}__bucket", buckets[le], le=le)
+        audit.increment(f"{LATENCY}__count", len(waits))
+        audit.increment(f"{LATENCY}__sum_us", round(sum(waits) * 1_000_000))
 
 
 def ready_executions(now):
@@ -136,9 +152,12 @@ def ready_executions(now):
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now):
-    """The oldest ready executions whose job labels are all in `labels` (job loaded)."""
+def claimable(labels, capacity, now, exclude=()):
+    """The oldest ready executions whose job labels are all in `labels` (job
+    loaded), leaving out the ids in `exclude` (taken by this transaction)."""
     ready = ready_executions(now).select_related("job")
+    if exclude:
+        ready = ready.exclude(pk__in=list(exclude))
     if connection.vendor == "postgresql":
         chosen = ready.filter(job__labels__contained_by=list(labels)).select_for_update(
             skip_locked=True, of=("self",)
@@ -178,10 +197,14 @@ def wanted(runner, capacity):
 
 
 def answer(runner, executions, now):
-    """A poll's assignments (after the commit); a flapping mark may clear here."""
+    """A poll's `Handed` (after the commit); a flapping mark may clear here."""
     if runner.flapping:
         identity.check_flapping(runner, now)
-    return [assignment(e) for e in executions]
+    return Handed(
+        [assignment(e) for e in executions],
+        not_before(executions, now) if executions else None,
+        tuple(e.run_after for e in executions),
+    )
 
 
 def check_in(token, runner_id, session, now):
@@ -193,7 +216,7 @@ def check_in(token, runner_id, session, now):
 
 def first_poll(credential, runner_id, session, capacity, now):
     """Authenticate, count the poll as a heartbeat and claim, in one database
-    step; returns (token, runner, assignments)."""
+    step; returns (token, runner, Handed)."""
     with transaction.atomic():
         token, runner = identity.caller(credential, runner_id, session, now)
         identity.touch(runner, now)
@@ -211,11 +234,11 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
     steps run in the hub's database threads, the wait is an asyncio event.
     """
     token, runner, found = await first_step(credential, runner_id, session, capacity)
-    if found or wait <= 0:
-        return Handed(found)
+    if found.assignments or wait <= 0:
+        return found
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    if runner.state == Runner.DRAINING or wanted(runner, capacity) == 0:
+    if runner.is_drained or wanted(runner, capacity) == 0:
         # A drained runner (or a poll with no room) gets nothing, however long it asks.
         await asyncio.sleep(wait)
     else:
@@ -245,8 +268,8 @@ async def first_step(credential, runner_id, session, capacity):
 def hand_back_first_step(runner_id, session, step):
     if not step.cancelled() and step.exception() is None:
         _, _, found = step.result()
-        if found:
-            hub().spawn(return_unanswered(runner_id, session, found))
+        if found.assignments:
+            hub().spawn(return_unanswered(runner_id, session, found.assignments))
 
 
 async def wait_and_claim(token, runner, session, capacity, deadline):
@@ -282,11 +305,7 @@ def serve_waiters(waiters, now, until):
             claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
             identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
             hand_over(claims, now)
-            record_latency([e for _, _, executions in claims for e in executions], now)
-    served = [
-        (waiter, Handed(answer(room[waiter][0], got, now), not_before(got, now)))
-        for waiter, got in handed.items()
-    ]
+    served = [(waiter, answer(room[waiter][0], got, now)) for waiter, got in handed.items()]
     return refused + served
 
 
@@ -310,7 +329,7 @@ def runners_with_room(waiters):
             refused.append((waiter, refusal))
             continue
         want = wanted(runner, waiter.capacity)
-        if runner.state != Runner.DRAINING and want > 0:
+        if not runner.is_drained and want > 0:
             room[waiter] = (runner, want)
     return room, refused
 
@@ -329,7 +348,7 @@ def hand_out(room, now):
     left = {waiter: want for waiter, (_, want) in room.items()}
     fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in claimable(frozenset().union(*fits.values()), sum(left.values()), now):
+    for execution in candidates(fits, left, now):
         job_labels = frozenset(execution.job.labels or ())
         for _ in range(len(turn)):
             waiter = turn.popleft()
@@ -341,6 +360,29 @@ def hand_out(room, now):
                 break
             turn.append(waiter)
     return handed
+
+
+def candidates(fits, left, now):
+    """The ready executions the waiters can run, oldest first: for each
+    distinct set of runner labels (in the order of its longest-waiting
+    poll), the oldest that fit it, as many as those polls have room for.
+
+    Each set claims with its own labels, not with the union of all of them:
+    old work that only the union fits (labels no single runner carries)
+    would fill the claim and hold back newer work a runner can take.
+    """
+    room = {}
+    for waiter, labels in fits.items():
+        room[labels] = room.get(labels, 0) + left[waiter]
+    chosen = {}
+    for labels, want in room.items():
+        for execution in claimable(labels, want, now, exclude=chosen):
+            chosen[execution.pk] = execution
+    return sorted(chosen.values(), key=claim_order)
+
+
+def claim_order(execution):
+    return tuple(getattr(execution, field) for field in CLAIM_ORDER)
 
 
 # -- handing back -----------------------------------------------------------

@@ -53,6 +53,11 @@ DISPATCH_THREADS = {"postgresql": 2}
 # then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
 # transaction is done before the instant, and the polls answer at it.
 CLAIM_AHEAD = 0.1
+# Dispatch latency is sampled on the event loop as each answer leaves, and
+# the samples of this long are written to the database in one transaction
+# (not one per answer, which would queue behind claims on SQLite's one
+# thread). A process that dies loses at most this much of them.
+LATENCY_FLUSH_DELAY = 0.5
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
@@ -144,31 +149,6 @@ def steps_in_caller_thread():
         _caller_thread = False
 
 
-def close_connections():
-    """Close the database connections the runner threads keep (tests, shutdown)."""
-    with _executor_lock:
-        pools = list(_executors.values())
-        _executors.clear()
-        _lane_pools.clear()
-    for pool in pools:
-        close_pool(pool)
-
-
-def close_pool(pool):
-    # A barrier puts one close on every thread of the pool.
-    threads = pool._max_workers
-    barrier = threading.Barrier(threads)
-
-    def close():
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(timeout=5)
-        connection.close()
-
-    for _ in range(threads):
-        pool.submit(close)
-    pool.shutdown(wait=True)
-
-
 # -- notifying -------------------------------------------------------------
 
 
@@ -215,11 +195,12 @@ def highest_execution_id():
 
 def touch_runners(runner_ids, now):
     """Waiting polls keep their runners' last_seen_at fresh, one query per interval."""
+    from runners.identity import come_back
     from runners.models import Runner
 
     waiting = Runner.objects.filter(pk__in=runner_ids)
     waiting.update(last_seen_at=now)
-    waiting.filter(state=Runner.OFFLINE).update(state=Runner.ONLINE)
+    come_back(waiting)
 
 
 # -- the in-process hub ----------------------------------------------------
@@ -246,11 +227,13 @@ class Waiter:
 
 
 class Handed(typing.NamedTuple):
-    """What was claimed for one poll: its assignments, and the instant
-    before which the poll must not answer (None: at once)."""
+    """What was claimed for one poll: its assignments, the instant before
+    which the poll must not answer (None: at once), and when each assigned
+    execution became ready (its `run_after`, for the dispatch latency)."""
 
     assignments: list
     not_before: object = None
+    ready_at: tuple = ()
 
 
 def serve(waiters, now, until=None):
@@ -275,6 +258,8 @@ class Hub:
         self.spawned = set()  # strong references: the loop keeps only weak ones
         self.timer = None
         self.last_touch = 0.0
+        self.latencies = []  # seconds, not yet written (see `observe_latencies`)
+        self.flush_due = False
 
     # waiting
 
@@ -332,6 +317,28 @@ class Hub:
         self.spawned.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("croniq hub: background step failed", exc_info=task.exception())
+
+    def observe_latencies(self, seconds):
+        """Dispatch latency samples of answers that left just now: written
+        to the database within LATENCY_FLUSH_DELAY, together with the others
+        that come meanwhile."""
+        self.latencies.extend(seconds)
+        if self.latencies and not self.flush_due:
+            self.flush_due = True
+            self.loop.call_later(LATENCY_FLUSH_DELAY, lambda: self.spawn(self.flush_latencies()))
+
+    async def flush_latencies(self):
+        from runners.dispatch import record_latency
+
+        self.flush_due = False
+        samples, self.latencies = self.latencies, []
+        if not samples:
+            return
+        try:
+            await run_db(record_latency, samples)
+        except Exception as e:  # noqa: BLE001 - logged; kept for the next flush
+            log.warning("croniq hub: cannot record dispatch latency: %s", e)
+            self.observe_latencies(samples)
 
     def signal(self):
         """A hint that work may be ready; scans are coalesced."""

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Case, Value, When
 
 import audit
 from audit.models import AuditEvent
@@ -116,6 +117,8 @@ def register_locked(token, name, session, now, labels, version, hostname, capaci
     takeover = bool(runner.session) and runner.session != session
     if takeover:
         take_over(runner, session, now)
+    if runner.session != session and runner.is_drained:
+        end_drain(runner, now, actor=runner, why="new session")
     runner.session = session
     runner.labels = sorted(set(labels))
     runner.version = version or ""
@@ -123,7 +126,7 @@ def register_locked(token, name, session, now, labels, version, hostname, capaci
     runner.capacity = capacity
     runner.last_seen_at = now
     if runner.state == Runner.OFFLINE:
-        runner.state = Runner.ONLINE
+        runner.state = runner.state_when_back
     runner.save()
     return runner, takeover
 
@@ -316,11 +319,19 @@ def touch_many(runners, now):
     Runner.objects.filter(pk__in=[r.pk for r in stale]).update(last_seen_at=now)
     back = [runner.pk for runner in stale if runner.state == Runner.OFFLINE]
     if back:
-        Runner.objects.filter(pk__in=back).update(state=Runner.ONLINE)
+        come_back(Runner.objects.filter(pk__in=back))
     for runner in stale:
         runner.last_seen_at = now
         if runner.state == Runner.OFFLINE:
-            runner.state = Runner.ONLINE
+            runner.state = runner.state_when_back
+
+
+def come_back(offline):
+    """Offline runners heard from again: online, or draining again if an
+    operator drained them (a drain outlives an offline spell)."""
+    offline.filter(state=Runner.OFFLINE).update(
+        state=Case(When(drained=True, then=Value(Runner.DRAINING)), default=Value(Runner.ONLINE))
+    )
 
 
 MAX_DB_ID = 2**63 - 1
@@ -334,23 +345,35 @@ def is_db_id(value):
 
 
 def drain(runner, now, actor=None):
-    """Stop giving the runner new work; what it runs now may finish."""
-    if runner.state == Runner.DRAINING:
+    """Stop giving the runner new work; what it runs now may finish.
+
+    The drain lasts until an operator resumes the runner or it starts
+    afresh (registers a new session); an offline spell does not end it.
+    """
+    if runner.is_drained:
         return False
-    Runner.objects.filter(pk=runner.pk).update(state=Runner.DRAINING)
-    runner.state = Runner.DRAINING
+    # An offline runner stays offline (and drained) until it is heard from.
+    state = Runner.OFFLINE if runner.state == Runner.OFFLINE else Runner.DRAINING
+    Runner.objects.filter(pk=runner.pk).update(state=state, drained=True)
+    runner.state, runner.drained = state, True
     audit.record("runner.drained", target=runner, actor=actor, at=now)
     return True
 
 
 def resume(runner, now, actor=None):
     """Undo a drain: the runner gets work again."""
-    if runner.state != Runner.DRAINING:
+    if not runner.is_drained:
         return False
-    Runner.objects.filter(pk=runner.pk).update(state=Runner.ONLINE)
-    runner.state = Runner.ONLINE
-    audit.record("runner.resumed", target=runner, actor=actor, at=now)
+    end_drain(runner, now, actor=actor)
     return True
+
+
+def end_drain(runner, now, actor=None, why=None):
+    state = Runner.OFFLINE if runner.state == Runner.OFFLINE else Runner.ONLINE
+    Runner.objects.filter(pk=runner.pk).update(state=state, drained=False)
+    runner.state, runner.drained = state, False
+    data = {"reason": why} if why else None
+    audit.record("runner.resumed", target=runner, actor=actor, at=now, data=data)
 
 
 @transaction.atomic

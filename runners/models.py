@@ -79,6 +79,13 @@ class Runner(models.Model):
     capacity = models.PositiveIntegerField(default=1)
     session = models.CharField(max_length=64, help_text="Current process session.")
     state = models.CharField(max_length=10, choices=STATES, default=ONLINE)
+    drained = models.BooleanField(
+        default=False,
+        help_text=(
+            "An operator drained it: no new work until resumed or the runner starts afresh"
+            " (a new session). Kept while it is offline."
+        ),
+    )
     registered_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     takeover_count = models.PositiveIntegerField(default=0)
@@ -99,3 +106,14 @@ class Runner(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def is_drained(self):
+        """It gets no new work: its state says so while it is online, and
+        `drained` remembers the drain while it is offline."""
+        return self.drained or self.state == self.DRAINING
+
+    @property
+    def state_when_back(self):
+        """The state of a runner heard from again after an offline spell."""
+        return self.DRAINING if self.drained else self.ONLINE

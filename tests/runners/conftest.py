@@ -12,12 +12,6 @@ from tests.factories import ExecutionFactory, JobFactory
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
-@pytest.fixture(autouse=True)
-def close_runner_connections():
-    yield
-    hub.close_connections()
-
-
 @pytest.fixture
 def issued(db):
     """(token, secret) of a fresh runner token."""

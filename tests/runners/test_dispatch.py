@@ -1,11 +1,17 @@
+import asyncio
 import datetime as dt
 import threading
 
 import pytest
 from django.db import connection
+from prometheus_client import generate_latest
+from prometheus_client.core import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from audit.models import AuditEvent, Counter
+from croniq_project.collector import CroniqCollector
 from runners import dispatch, identity
+from runners.hub import Waiter
 from runners.models import Runner, RunnerToken
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 from tests.factories import JobFactory, RunnerFactory
@@ -57,13 +63,60 @@ def test_claim_marks_the_execution_running_under_a_new_lease(runner, settings):
     assert again.lease == 2
 
 
-def test_claim_records_dispatch_latency(runner):
-    pending(now=NOW - dt.timedelta(milliseconds=30))
-    claim(runner)
-    count = Counter.objects.get(name="croniq_dispatch_latency_seconds__count")
-    assert count.value == 1
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def test_dispatch_latency_runs_to_the_moment_the_answer_leaves_not_to_the_claim(runner, loop):
+    """Work claimed ahead of its instant, whose answer leaves 300 ms after
+    the instant, waited 0.3 s: the sample is taken at the hand-over."""
+    execution = pending(now=NOW)
+    claimed = claim(runner, now=NOW - dt.timedelta(milliseconds=100))
+    assert claimed == []  # not ready yet: a poll's own claim never takes it early
+    served = dispatch.serve_waiters(
+        [waiter_for(runner, loop)], NOW - dt.timedelta(milliseconds=100), NOW
+    )
+    [(_, handed)] = served
+    assert [a["id"] for a in handed.assignments] == [execution.pk]
+    assert handed.not_before == NOW  # claimed ahead, held until its instant
+
+    waits = dispatch.latencies(handed, NOW + dt.timedelta(milliseconds=300))
+    assert waits == [pytest.approx(0.3)]
+    dispatch.record_latency(waits)
+
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__count") == 1
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__sum_us") == 300_000
     bucket = Counter.objects.get(name="croniq_dispatch_latency_seconds__bucket")
-    assert bucket.labels == "le=0.05"
+    assert (bucket.labels, bucket.value) == ("le=0.5", 1)
+    values = scrape()
+    assert values["croniq_dispatch_latency_seconds_sum"] > 0.25
+    assert values["croniq_dispatch_latency_seconds_count"] == 1
+
+
+def test_claiming_records_no_latency_sample_before_the_answer_leaves(runner):
+    pending(now=NOW - dt.timedelta(milliseconds=30))
+    assert len(claim(runner)) == 1
+    assert not Counter.objects.filter(name__startswith="croniq_dispatch_latency").exists()
+
+
+def waiter_for(runner, loop):
+    return Waiter(loop, runner.pk, runner.token, runner.session, None)
+
+
+def scrape():
+    """{sample name: value} of the dispatch latency histogram on /metrics."""
+    registry = CollectorRegistry()
+    registry.register(CroniqCollector())
+    text = generate_latest(registry).decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("croniq_dispatch_latency_seconds") and "le" not in sample.labels
+    }
 
 
 @pytest.mark.parametrize(
@@ -110,11 +163,11 @@ def poll(secret, runner, session="s1", capacity=None, now=LATER):
 def test_a_poll_counts_as_a_heartbeat_and_brings_an_offline_runner_back(runner, secret):
     Runner.objects.filter(pk=runner.pk).update(state=Runner.OFFLINE)
     pending(labels=["linux"])
-    found, assignments = poll(secret, runner)
+    found, handed = poll(secret, runner)
     found.refresh_from_db()
     assert found.last_seen_at == LATER
     assert found.state == Runner.ONLINE
-    assert len(assignments) == 1  # capacity defaults to the runner's (2), one is ready
+    assert len(handed.assignments) == 1  # capacity defaults to the runner's (2), one is ready
 
 
 def test_a_poll_refuses_a_superseded_session(runner, secret):
@@ -171,7 +224,7 @@ def test_concurrent_claims_never_hand_out_the_same_execution_twice():
 
 
 def assignments(runner, capacity=1, now=NOW):
-    return dispatch.answer(runner, claim(runner, capacity, now), now)
+    return dispatch.answer(runner, claim(runner, capacity, now), now).assignments
 
 
 def test_work_whose_answer_never_left_goes_back_pending_the_same_attempt(runner):

@@ -3,10 +3,13 @@ import datetime as dt
 import threading
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 
+from audit.models import Counter
+from croniq_project.collector import unmatched_pending
 from runners import identity
-from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve
+from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, steps_in_caller_thread, touch_runners
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.factories import RunnerFactory
@@ -85,6 +88,49 @@ def test_an_instants_work_is_spread_over_the_waiting_runners(db, loop, token):
     assert sorted(len(handed.assignments) for _, handed in served) == [2, 2, 2, 2, 2]
 
 
+def test_old_work_only_the_union_of_labels_fits_never_holds_back_work_a_runner_fits(
+    db, loop, token
+):
+    """Runner A carries {a}, runner B {b}, both waiting with room for one.
+    Older executions needing {a, b} fit no single runner (as many as the
+    polls have room for); a newer one needing {a} goes to A in the same
+    step, not a poll's wait later."""
+    a = RunnerFactory(token=token, name="a", labels=["a"], session="s-a", capacity=1)
+    b = RunnerFactory(token=token, name="b", labels=["b"], session="s-b", capacity=1)
+    stuck = [pending(now=NOW - dt.timedelta(seconds=s), labels=["a", "b"]) for s in (9, 8)]
+    fits_a = pending(now=NOW - dt.timedelta(seconds=1), labels=["a"])
+    poll_a, poll_b = waiter(loop, a), waiter(loop, b)
+
+    served, _ = serve([poll_a, poll_b], NOW)
+
+    got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
+    assert got == {poll_a: [fits_a.pk]}
+    assert held_by(a) == {fits_a.pk}
+    states = set(
+        Execution.objects.filter(pk__in=[e.pk for e in stuck]).values_list("state", flat=True)
+    )
+    assert states == {Execution.PENDING}
+    # What no runner can take is on /metrics as work with no runner for its labels.
+    online = [set(a.labels), set(b.labels)]
+    assert unmatched_pending(Execution.objects.filter(state=Execution.PENDING), online) == {
+        "a,b": 2
+    }
+
+
+def test_each_set_of_runner_labels_gets_its_own_oldest_work(db, loop, token):
+    """Work only one runner fits never takes the room another runner has."""
+    a = RunnerFactory(token=token, name="a", labels=["a"], session="s-a", capacity=1)
+    b = RunnerFactory(token=token, name="b", labels=["b"], session="s-b", capacity=1)
+    b_work = [pending(now=NOW - dt.timedelta(seconds=s), labels=["b"]) for s in (9, 8, 7)]
+    a_work = pending(now=NOW - dt.timedelta(seconds=1), labels=["a"])
+    poll_a, poll_b = waiter(loop, a), waiter(loop, b)
+
+    served, _ = serve([poll_b, poll_a], NOW)
+
+    got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
+    assert got == {poll_b: [b_work[0].pk], poll_a: [a_work.pk]}
+
+
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
     windows_job = pending(now=NOW, labels=["windows"])
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
@@ -107,6 +153,23 @@ def test_a_draining_runners_poll_gets_nothing(db, loop, runners):
     Runner.objects.filter(pk=runners["linux"].pk).update(state=Runner.DRAINING)
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
     assert served == []
+
+
+def test_a_drained_runner_marked_offline_while_its_poll_waits_gets_nothing(db, loop, runners):
+    pending(now=NOW, labels=["linux"])
+    identity.drain(runners["linux"], NOW)
+    Runner.objects.filter(pk=runners["linux"].pk).update(state=Runner.OFFLINE)
+    served, _ = serve([waiter(loop, runners["linux"])], NOW)
+    assert served == []
+
+
+def test_waiting_polls_bring_their_runners_back_still_drained(db, runners):
+    linux, gpu = runners["linux"], runners["gpu"]
+    identity.drain(linux, NOW)
+    Runner.objects.filter(pk__in=[linux.pk, gpu.pk]).update(state=Runner.OFFLINE)
+    touch_runners([linux.pk, gpu.pk], NOW)
+    states = dict(Runner.objects.values_list("name", "state"))
+    assert (states["linux"], states["gpu"]) == (Runner.DRAINING, Runner.ONLINE)
 
 
 def test_serving_reports_when_the_next_pending_execution_becomes_ready(db, loop, runners):
@@ -180,4 +243,23 @@ def test_claims_do_not_queue_behind_busy_database_threads(transactional_db):
         assert asyncio.run(scenario()) == "claimed"
     finally:
         release.set()
-        hub.close_connections()
+
+
+def test_latency_samples_are_written_together_shortly_after_their_answers_leave(db, loop):
+    hub = Hub(loop)
+    hub.observe_latencies([0.3])
+    hub.observe_latencies([0.1, 0.2])
+    assert hub.flush_due  # one write for both, LATENCY_FLUSH_DELAY from the first
+    assert not Counter.objects.filter(name__startswith="croniq_dispatch_latency").exists()
+    with steps_in_caller_thread():
+        async_to_sync(hub.flush_latencies)()
+    assert not hub.flush_due
+    assert hub.latencies == []
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__count") == 3
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__sum_us") == 600_000
+    buckets = dict(
+        Counter.objects.filter(name="croniq_dispatch_latency_seconds__bucket").values_list(
+            "labels", "value"
+        )
+    )
+    assert buckets == {"le=0.1": 1, "le=0.25": 1, "le=0.5": 1}

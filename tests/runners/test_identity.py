@@ -3,11 +3,14 @@ import datetime as dt
 import pytest
 
 from audit.models import AuditEvent, Counter
-from runners import identity
+from runners import dispatch, identity
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution
+from scheduler.ticks import update_runner_states
 from tests.factories import RunnerFactory
 from tests.runners.conftest import NOW, pending
+
+LATER = NOW + dt.timedelta(seconds=5)
 
 
 def register(token, name="build-1", session="s1", now=NOW, **kwargs):
@@ -234,11 +237,76 @@ def test_drain_and_resume_are_audited_and_idempotent(token):
     assert actions == ["runner.drained", "runner.resumed"]
 
 
-def test_draining_survives_a_restart_of_the_runner(token):
+def test_a_fresh_start_of_the_runner_ends_its_drain(token):
+    """A new session is the runner's own fresh start: it takes work again."""
     runner, _ = register(token)
     identity.drain(runner, NOW)
     again, _ = register(token, session="s2")
-    assert again.state == Runner.DRAINING
+    assert (again.state, again.drained) == (Runner.ONLINE, False)
+    stored = Runner.objects.get(pk=runner.pk)
+    assert (stored.state, stored.drained) == (Runner.ONLINE, False)
+    event = AuditEvent.objects.filter(action="runner.resumed").get()
+    assert (event.actor_name, event.data) == ("build-1", {"reason": "new session"})
+    pending(labels=[])
+    assert len(dispatch.claim(again, "s2", 1, NOW)) == 1
+
+
+def go_offline(runner, settings):
+    """The runner misses three heartbeats: the loop's step marks it offline."""
+    silent = NOW + dt.timedelta(seconds=3 * settings.CRONIQ_HEARTBEAT_INTERVAL + 1)
+    assert update_runner_states(silent) == 1
+    assert Runner.objects.get(pk=runner.pk).state == Runner.OFFLINE
+    return silent + dt.timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("comes_back_by", ["heartbeat", "poll", "register"])
+def test_a_drain_survives_an_offline_spell(issued, settings, comes_back_by):
+    token, secret = issued
+    runner, _ = register(token)
+    identity.drain(runner, NOW)
+    back_at = go_offline(runner, settings)
+    pending(now=NOW, labels=[])
+
+    credential = identity.Credential(secret)
+    if comes_back_by == "heartbeat":
+        dispatch.heartbeat(credential, runner.pk, "s1", [], back_at)
+    elif comes_back_by == "poll":
+        _, _, handed = dispatch.first_poll(credential, runner.pk, "s1", None, back_at)
+        assert handed.assignments == []
+    else:
+        again, takeover = register(token, session="s1", now=back_at)
+        assert (again.state, takeover) == (Runner.DRAINING, False)
+
+    back = Runner.objects.get(pk=runner.pk)
+    assert back.state == Runner.DRAINING
+    assert back.last_seen_at == back_at
+    assert dispatch.claim(back, "s1", 1, back_at) == []
+    assert Execution.objects.get().state == Execution.PENDING
+
+
+def test_an_operator_resuming_an_offline_drained_runner_brings_it_back_online(issued, settings):
+    token, secret = issued
+    runner, _ = register(token)
+    identity.drain(runner, NOW)
+    back_at = go_offline(runner, settings)
+    offline = Runner.objects.get(pk=runner.pk)
+    assert identity.resume(offline, back_at) is True
+    assert (offline.state, offline.drained) == (Runner.OFFLINE, False)
+
+    dispatch.heartbeat(identity.Credential(secret), runner.pk, "s1", [], back_at)
+    assert Runner.objects.get(pk=runner.pk).state == Runner.ONLINE
+
+
+def test_draining_an_offline_runner_keeps_it_offline_until_it_is_heard_from(issued):
+    token, secret = issued
+    runner, _ = register(token)
+    Runner.objects.filter(pk=runner.pk).update(state=Runner.OFFLINE)
+    runner.refresh_from_db()
+    assert identity.drain(runner, NOW) is True
+    stored = Runner.objects.get(pk=runner.pk)
+    assert (stored.state, stored.drained) == (Runner.OFFLINE, True)
+    dispatch.heartbeat(identity.Credential(secret), runner.pk, "s1", [], LATER)
+    assert Runner.objects.get(pk=runner.pk).state == Runner.DRAINING
 
 
 def test_forget_releases_the_runners_work_and_deletes_it(token):

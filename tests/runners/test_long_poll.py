@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
-from audit.models import AuditEvent
+from audit.models import AuditEvent, Counter
 from runners import dispatch, hub
 from runners.models import Runner
 from scheduler.models import Execution
@@ -60,7 +60,9 @@ def test_work_claimed_ahead_of_its_instant_is_answered_at_the_instant(api_client
 
     async def scenario():
         answer = await poll(api_client, runner_id, 5)
-        return answer, timezone.now()
+        answered_at = timezone.now()
+        await hub.hub().flush_latencies()  # what the hub does within LATENCY_FLUSH_DELAY
+        return answer, answered_at
 
     answer, answered_at = run(scenario)
     assert [e["id"] for e in answer.json()["executions"]] == [execution.pk]
@@ -69,6 +71,11 @@ def test_work_claimed_ahead_of_its_instant_is_answered_at_the_instant(api_client
     claimed = execution.lease_expires_at - dt.timedelta(seconds=settings.CRONIQ_LEASE_TTL)
     assert claimed < instant  # the claim was done ahead...
     assert execution.claimed_at == instant  # ...and it started at its instant
+    # Its dispatch latency runs from the instant to the answer leaving, not
+    # to the claim ahead of it (which would be 0 by construction).
+    assert Counter.objects.value_of("croniq_dispatch_latency_seconds__count") == 1
+    waited_us = Counter.objects.value_of("croniq_dispatch_latency_seconds__sum_us")
+    assert 0 < waited_us <= (answered_at - instant).total_seconds() * 1_000_000
 
 
 def test_work_the_runner_cannot_run_does_not_end_its_wait(api_client, runner_id):
