@@ -7,8 +7,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
-BEFORE = ("runners", "0001_initial")
-AFTER = ("runners", "0002_runner_drained")
+BEFORE = ("runners", "0002_action_permissions")
+AFTER = ("runners", "0003_runner_drained")
 
 
 def migrate(target):

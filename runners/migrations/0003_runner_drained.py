@@ -9,7 +9,7 @@ def remember_drains(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runners", "0001_initial"),
+        ("runners", "0002_action_permissions"),
     ]
 
     operations = [
