@@ -534,6 +534,7 @@ def check_metrics(facts):
         ("croniq_fencing_rejections_total", len(facts.events("execution.fencing_rejected"))),
         ("croniq_executions_given_up_total", len(facts.events("execution.given_up"))),
         ("croniq_runner_flaps_total", len(facts.events("runner.flapping"))),
+        ("croniq_job_errors_total", len(facts.events("job.error"))),
         ("croniq_executions_pending", 0),
     ]
     for number, samples in enumerate(facts.metrics, start=1):
