@@ -154,3 +154,23 @@ def test_the_loop_carries_on_through_errors_until_it_is_stopped():
     loop.run_forever()
 
     assert loop.failures == 3
+
+
+def test_the_dashboard_shows_a_quarantined_job_and_why(client, django_user_model):
+    from django.urls import reverse
+
+    user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
+    client.force_login(user)
+    stuck = stale_singleton()
+    healthy = JobFactory(next_run_at=at(0))
+    ticks.trigger_due(at(0, 1))
+
+    overview = client.get(reverse("dashboard:overview")).content.decode()
+    rows = {row.split('"')[0]: row for row in overview.split('data-job="')[1:]}
+    assert "data-job-error" in rows[stuck.name].split("</tr>")[0]
+    assert "data-job-error" not in rows[healthy.name].split("</tr>")[0]
+
+    page = client.get(reverse("dashboard:job", args=[stuck.name])).content.decode()
+    reason = page.split("data-job-error-reason>")[1].split("</p>")[0]
+    assert "IntegrityError" in reason
+    assert "in error" in page
