@@ -514,10 +514,9 @@ class Faults:
         self.note("operator_save", f"load {name} in the admin; save a description {hold:.1f}s on")
 
         def done():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            process.stop()  # closes its log; ends it if it still hangs
             lines = process.output().strip().splitlines()
             self.timeline.append(f"{time.strftime('%H:%M:%S')} {lines[-1] if lines else ''}")
 
