@@ -8,8 +8,6 @@ from audit.changes import diff, snapshot
 from scheduler import operations
 from scheduler.models import Execution, Job, LogChunk
 
-# Fields whose change moves a job's next fire time.
-SCHEDULE_FIELDS = {"schedule", "timezone", "calendar", "calendar_policy", "enabled"}
 # Fields the form does not write; read back after a save so the object (and
 # its audit diff) show what is stored.
 UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at"]
@@ -139,7 +137,7 @@ class JobAdmin(AuditedModelAdmin):
         # Only what the operator changed is written: the rest of `obj` was
         # read when the form was, and the loop may have moved its fields on.
         fields = [*form.changed_data, "updated_at", *obj.clear_error()]
-        if set(fields) & {*SCHEDULE_FIELDS, "error"}:
+        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"}:
             obj.reschedule(timezone.now())
             fields.append("next_run_at")
         before = self.stored_snapshot(obj)

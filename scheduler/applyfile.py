@@ -42,8 +42,6 @@ JOB_DEFAULTS = {
     "misfire_policy": Job.RUN_ONCE,
     "enabled": True,
 }
-# Fields whose change moves a job's next fire time.
-SCHEDULE_FIELDS = {"schedule", "timezone", "calendar", "calendar_policy", "enabled"}
 
 
 class ApplyError(Exception):
@@ -206,7 +204,7 @@ class Applier:
             # were read before the loop may have moved them on.
             job.save(update_fields=[*sorted(changed), "updated_at"])
         self.record_change("job", job.name, before, after)
-        if changed & SCHEDULE_FIELDS:
+        if changed & Job.SCHEDULE_FIELDS:
             self.jobs_to_reschedule.add(job.pk)
 
     # Prune, reschedule, audit

@@ -72,12 +72,9 @@ class SchedulerLoop:
         for name, unit in self.units(now):
             try:
                 count = unit(now)
-            except DatabaseError as e:
+            except Exception as e:
                 if not ticks.job_fault(e):
                     raise  # an outage: run_forever backs off
-                log.exception("scheduler unit %s failed; the other units go on", name)
-                continue
-            except Exception:
                 log.exception("scheduler unit %s failed; the other units go on", name)
                 continue
             if count:

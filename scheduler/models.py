@@ -15,6 +15,8 @@ class Job(models.Model):
     # Written by the scheduler loop only: an operator's save never writes
     # them back (it read them before the loop may have moved them on).
     SCHEDULER_FIELDS = ("next_run_at", "last_scheduled_at", "error", "error_at")
+    # Fields whose change moves the next fire time.
+    SCHEDULE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "enabled"})
 
     SKIP = "skip"
     DEFER = "defer"
