@@ -79,15 +79,10 @@ class CalendarAdmin(AuditedModelAdmin):
 
 def reschedule_jobs_of(calendar):
     """Recompute next_run_at of jobs on this calendar or on calendars based on it."""
-    from scheduler.models import Job
+    from scheduler.models import jobs_on_calendars
 
-    calendars, frontier = {calendar.pk}, {calendar.pk}
-    while frontier:
-        frontier = set(Calendar.objects.filter(base__in=frontier).values_list("pk", flat=True))
-        frontier -= calendars
-        calendars |= frontier
     now = timezone.now()
-    for job in Job.objects.filter(calendar__in=calendars).select_related("calendar"):
+    for job in jobs_on_calendars([calendar.pk]).select_related("calendar"):
         job.reschedule(now)
         job.save(update_fields=["next_run_at"])
 

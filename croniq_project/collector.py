@@ -41,6 +41,10 @@ COUNTERS = {
         (),
         "Runner calls refused because they carried a stale lease or session.",
     ),
+    "croniq_job_errors_total": (
+        ("job",),
+        "Jobs the scheduler could not fire and took out of the schedule (quarantined).",
+    ),
 }
 DISPATCH_LATENCY = "croniq_dispatch_latency_seconds"
 HISTOGRAMS = {
@@ -153,6 +157,8 @@ def contract_counters(counters, runners):
         "croniq_executions_total": [(state,) for state in final_states()],
         "croniq_singleton_skips_total": [(label_value(job),) for job in singleton_jobs()],
         "croniq_fencing_rejections_total": [()],
+        # Not seeded per job: that would be a series for every job.
+        "croniq_job_errors_total": [],
     }
     for name, (label_names, help_text) in COUNTERS.items():
         rows = counters.get(name.removesuffix("_total"), [])

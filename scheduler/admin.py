@@ -8,10 +8,13 @@ from django.utils.html import format_html, format_html_join
 
 from audit import permissions
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
-from audit.changes import masked_env
+from audit.changes import diff, masked_env, snapshot
 from scheduler import operations
 from scheduler.models import Execution, Job, LogChunk
 
+# Fields the form does not write; read back after a save so the object (and
+# its audit diff) show what is stored.
+UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at"]
 NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
@@ -45,11 +48,20 @@ class JobAdmin(AuditedModelAdmin):
         "last_result",
         "enabled",
         "is_paused",
+        "has_error",
     ]
     list_filter = ["enabled", "singleton", "calendar", "misfire_policy"]
     search_fields = ["name", "command", "description"]
     list_select_related = ["calendar"]
-    readonly_fields = ["next_run", "last_scheduled_at", "paused_at", "next_fires", "created_at"]
+    readonly_fields = [
+        "next_run",
+        "last_scheduled_at",
+        "paused_at",
+        "error",
+        "error_at",
+        "next_fires",
+        "created_at",
+    ]
     actions = ["run_now", "pause", "resume"]
     fieldsets = [
         (None, {"fields": ["name", "description", "command", "env", "labels"]}),
@@ -67,7 +79,21 @@ class JobAdmin(AuditedModelAdmin):
             },
         ),
         ("Runs", {"fields": ["singleton", "timeout", "retries", "retry_backoff", "enabled"]}),
-        ("State", {"fields": ["next_run", "last_scheduled_at", "paused_at", "created_at"]}),
+        (
+            "State",
+            {
+                "fields": [
+                    "next_run",
+                    "last_scheduled_at",
+                    "paused_at",
+                    "error",
+                    "error_at",
+                    "created_at",
+                ],
+                "description": "A job with an error is out of the schedule: "
+                "saving it (or the Resume action) clears the error.",
+            },
+        ),
     ]
 
     def get_queryset(self, request):
@@ -109,6 +135,10 @@ class JobAdmin(AuditedModelAdmin):
     def is_paused(self, job):
         return job.paused_at is not None
 
+    @admin.display(description="error", boolean=True)
+    def has_error(self, job):
+        return bool(job.error)
+
     @admin.display(description="last result")
     def last_result(self, job):
         return job.last_state or "—"
@@ -136,15 +166,27 @@ class JobAdmin(AuditedModelAdmin):
         )
 
     def save_model(self, request, obj, form, change):
-        if not change or set(form.changed_data) & {
-            "schedule",
-            "timezone",
-            "calendar",
-            "calendar_policy",
-            "enabled",
-        }:
+        if not change:
             obj.reschedule(timezone.now())
-        super().save_model(request, obj, form, change)
+            super().save_model(request, obj, form, change)
+            return
+        # Only what the operator changed is written: the rest of `obj` was
+        # read when the form was, and the loop may have moved its fields on.
+        fields = [*form.changed_data, "updated_at", *obj.clear_error()]
+        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"}:
+            obj.reschedule(timezone.now())
+            fields.append("next_run_at")
+        before = self.stored_snapshot(obj)
+        obj.save(update_fields=fields)
+        obj.refresh_from_db(fields=[f for f in UNSAVED_STATE if f not in fields])
+        # The diff covers what this save wrote, not what the loop moved meanwhile.
+        after = snapshot(obj, self.audit_exclude)
+        changes = diff(
+            {k: v for k, v in before.items() if k in fields},
+            {k: v for k, v in after.items() if k in fields},
+        )
+        if changes:
+            self.audit(request, obj, "changed", changes)
 
     def has_run_permission(self, request):
         return permissions.allows(request.user, "job.run")

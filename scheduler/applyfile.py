@@ -18,7 +18,7 @@ from django.db.models import ProtectedError
 import audit
 from audit.changes import masked_diff
 from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
-from scheduler.models import Job
+from scheduler.models import Job, jobs_on_calendars
 
 CALENDAR_KEYS = {
     "name", "description", "timezone", "weekdays", "holidays", "daily_window",
@@ -43,8 +43,6 @@ JOB_DEFAULTS = {
     "misfire_policy": Job.RUN_ONCE,
     "enabled": True,
 }
-# Fields whose change moves a job's next fire time.
-SCHEDULE_FIELDS = {"schedule", "timezone", "calendar", "calendar_policy", "enabled"}
 
 
 class ApplyError(Exception):
@@ -199,11 +197,15 @@ class Applier:
         job.calendar = calendar
         job.full_clean()
         after = job_state(job)
-        if before != after:
-            job.save()
-        self.record_change("job", job.name, before, after)
         changed = {k for k in after if before is None or before.get(k) != after[k]}
-        if changed & SCHEDULE_FIELDS:
+        if before is None:
+            job.save()
+        elif changed:
+            # Only the fields the file changes: the scheduler's own fields
+            # were read before the loop may have moved them on.
+            job.save(update_fields=[*sorted(changed), "updated_at"])
+        self.record_change("job", job.name, before, after)
+        if changed & Job.SCHEDULE_FIELDS:
             self.jobs_to_reschedule.add(job.pk)
 
     # Prune, reschedule, audit
@@ -226,8 +228,8 @@ class Applier:
             self.record_change("calendar", calendar.name, before, None)
 
     def reschedule(self):
-        jobs = Job.objects.filter(pk__in=self.jobs_to_reschedule) | Job.objects.filter(
-            calendar__in=self.touched_calendars
+        jobs = Job.objects.filter(pk__in=self.jobs_to_reschedule) | jobs_on_calendars(
+            self.touched_calendars
         )
         for job in jobs.select_related("calendar").distinct():
             job.reschedule(self.now)

@@ -19,13 +19,15 @@ RUNNER_FORGOTTEN = "runner_forgotten"
 RUNNER_DRAINED = "runner_drained"
 
 
-def settle(execution, state, now, within=None, **fields):
+def settle(execution, state, now, within=None, retry_after_lease=False, **fields):
     """Move a running execution held under `execution.lease` to a final state.
 
     `within`, a queryset, adds its conditions to the update (they are checked
-    again when the row is written, not only when it was read). Returns the
-    retry attempt created (or None). Returns False when the execution was no
-    longer held under that lease (nothing changed).
+    again when the row is written, not only when it was read).
+    `retry_after_lease`: its runner may still run it (settled without the
+    runner), so the retry is not dispatched before the lease runs out.
+    Returns the retry attempt created (or None). Returns False when the
+    execution was no longer held under that lease (nothing changed).
     """
     rows = Execution.objects.all() if within is None else within
     with transaction.atomic():
@@ -35,15 +37,16 @@ def settle(execution, state, now, within=None, **fields):
         if not updated:
             return False
         execution.refresh_from_db()
-        return after_final(execution, now)
+        not_before = execution.lease_expires_at if retry_after_lease else None
+        return after_final(execution, now, not_before)
 
 
-def after_final(execution, now):
+def after_final(execution, now, not_before=None):
     """Count the outcome and create the retry the job's policy asks for."""
     count_final(execution.state)
     if execution.state == Execution.LOST:
         audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
-    return create_retry(execution, now)
+    return create_retry(execution, now, not_before)
 
 
 def count_final(state):
@@ -69,7 +72,8 @@ def retry_delay(execution):
     return None
 
 
-def create_retry(execution, now):
+def create_retry(execution, now, not_before=None):
+    """The retry the job's policy asks for; it runs no earlier than `not_before`."""
     delay = retry_delay(execution)
     if delay is None:
         if execution.state == Execution.LOST:
@@ -82,7 +86,10 @@ def create_retry(execution, now):
                 counter=("croniq_executions_given_up_total", {"reason": execution.lost_reason}),
             )
         return None
-    retry = next_attempt(execution, execution.attempt + 1, now + delay, now)
+    run_after = now + delay
+    if not_before is not None and not_before > run_after:
+        run_after = not_before
+    retry = next_attempt(execution, execution.attempt + 1, run_after, now)
     if retry is None:
         return None
     audit.record(

@@ -3,8 +3,9 @@
 It sleeps until the earliest due `next_run_at` (capped by the interval) so a
 job fires within milliseconds of its instant (a job that is not a singleton
 `ticks.FIRE_LEAD` before it), and wakes early when a job is saved. A
-database outage is logged and retried with backoff; the loop never dies
-from it.
+database outage is logged and retried with backoff; any other error is
+logged with its traceback and the loop carries on. Only a signal (stop())
+ends it.
 """
 
 import logging
@@ -20,6 +21,8 @@ from scheduler import ticks
 log = logging.getLogger("croniq.scheduler")
 
 MAX_OUTAGE_BACKOFF = 30.0
+# Pause after an unexpected error outside any unit, so a bug cannot spin.
+ERROR_PAUSE = 1.0
 # How often a sleeping loop looks for edited jobs (an indexed MAX query).
 EDIT_CHECK_INTERVAL = 0.1
 # Housekeeping (runner states, audit retention) needs no sub-second precision.
@@ -60,10 +63,20 @@ class SchedulerLoop:
         return True
 
     def tick(self, now):
-        """Run every unit once; returns {unit: count} for the units that did work."""
+        """Run every unit once; returns {unit: count} for the units that did work.
+
+        A unit that fails with anything but a database outage is logged and
+        the units after it still run.
+        """
         done = {}
         for name, unit in self.units(now):
-            count = unit(now)
+            try:
+                count = unit(now)
+            except Exception as e:
+                if not ticks.job_fault(e):
+                    raise  # an outage: run_forever backs off
+                log.exception("scheduler unit %s failed; the other units go on", name)
+                continue
             if count:
                 done[name] = count
         ticks.mark_tick(now)
@@ -94,6 +107,10 @@ class SchedulerLoop:
                 )
                 close_old_connections()
                 self.stopping.wait(self.outage_backoff)
+            except Exception:
+                # A bug, not an outage: say where, and keep scheduling.
+                log.exception("scheduler loop error; carrying on in %.1fs", ERROR_PAUSE)
+                self.stopping.wait(ERROR_PAUSE)
         log.info("scheduler loop stopped")
 
     def sleep_until_due(self):

@@ -14,6 +14,12 @@ def default_labels():
 class Job(models.Model):
     """A command to run on a schedule, gated by an optional calendar."""
 
+    # Written by the scheduler loop only: an operator's save never writes
+    # them back (it read them before the loop may have moved them on).
+    SCHEDULER_FIELDS = ("next_run_at", "last_scheduled_at", "error", "error_at")
+    # Fields whose change moves the next fire time.
+    SCHEDULE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "enabled"})
+
     SKIP = "skip"
     DEFER = "defer"
     CALENDAR_POLICIES = [(SKIP, "skip blocked occurrences"), (DEFER, "defer to next allowed")]
@@ -74,6 +80,12 @@ class Job(models.Model):
     last_scheduled_at = models.DateTimeField(
         null=True, blank=True, help_text="Last instant the schedule fired for."
     )
+    error = models.TextField(
+        blank=True,
+        help_text="Why the scheduler could not fire the job (it stays out of the "
+        "schedule until an operator saves or resumes it).",
+    )
+    error_at = models.DateTimeField(null=True, blank=True, help_text="When the error was set.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -98,7 +110,14 @@ class Job(models.Model):
 
     @property
     def is_active(self):
-        return self.enabled and self.paused_at is None
+        return self.enabled and self.paused_at is None and not self.error
+
+    def clear_error(self):
+        """Lift the quarantine; returns the fields to save when there was one."""
+        if not self.error:
+            return []
+        self.error, self.error_at = "", None
+        return ["error", "error_at"]
 
     def next_fire_after(self, after):
         """The first fire instant strictly after `after`, calendar applied."""
@@ -200,6 +219,20 @@ class Job(models.Model):
             self._calendar_rules = (self.calendar_id, rules)
         return self._calendar_rules[1]
 
+    def due_instant(self, rules):
+        """next_run_at checked against the calendar `rules` as they are now.
+
+        next_run_at was computed with the calendar of that moment; a blackout
+        added since moves it to the next instant the calendar allows (`skip`)
+        or to the end of the blackout (`defer`).
+        """
+        instant = self.next_run_at
+        if instant is None or rules is None or rules.is_allowed(instant):
+            return instant
+        if self.calendar_policy == self.DEFER:
+            return rules.next_allowed(instant)
+        return self.next_fire_after(instant)
+
     def reschedule(self, now):
         """Point next_run_at at the first instant after `now` (after an edit).
 
@@ -246,6 +279,19 @@ class Job(models.Model):
         )
         if reason:
             raise ValidationError({"schedule": reason})
+
+
+def jobs_on_calendars(calendar_ids):
+    """Jobs on these calendars or on calendars based on them, at any depth:
+    a change to a base calendar moves their fire times too."""
+    from calendars.models import Calendar
+
+    calendars = frontier = set(calendar_ids)
+    while frontier:
+        based = Calendar.objects.filter(base__in=frontier).values_list("pk", flat=True)
+        frontier = set(based) - calendars
+        calendars = calendars | frontier
+    return Job.objects.filter(calendar__in=calendars)
 
 
 class Execution(models.Model):

@@ -1,6 +1,7 @@
 """Operator actions on jobs and executions (admin, dashboard). Each is audited."""
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 import audit
 from scheduler import lifecycle
@@ -43,18 +44,19 @@ def pause(jobs, now, actor):
 
 
 def resume(jobs, now, actor):
+    """Paused jobs, and jobs quarantined by an error, fire again from now."""
     resumed = 0
-    for job in jobs.filter(paused_at__isnull=False).select_related("calendar"):
+    stopped = Q(paused_at__isnull=False) | ~Q(error="")
+    for job in jobs.filter(stopped).select_related("calendar"):
+        error = job.error
         job.paused_at = None
+        cleared = job.clear_error()
         job.reschedule(now)
-        job.save(update_fields=["paused_at", "next_run_at", "updated_at"])
-        audit.record(
-            "job.resumed",
-            target=job,
-            actor=actor,
-            at=now,
-            data={"next_run_at": job.next_run_at.isoformat() if job.next_run_at else None},
-        )
+        job.save(update_fields=["paused_at", "next_run_at", "updated_at", *cleared])
+        data = {"next_run_at": job.next_run_at.isoformat() if job.next_run_at else None}
+        if error:
+            data["cleared_error"] = error
+        audit.record("job.resumed", target=job, actor=actor, at=now, data=data)
         resumed += 1
     return resumed
 

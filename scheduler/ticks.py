@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.db.models import Min, Q
 
 import audit
@@ -23,8 +23,9 @@ log = logging.getLogger("croniq.scheduler")
 
 # Due jobs claimed per transaction.
 TRIGGER_BATCH = 200
-# Seconds before a job whose schedule cannot be evaluated is tried again.
-BROKEN_JOB_RETRY = 60
+# Characters of a quarantined job's error kept on the job (the audit keeps all).
+QUARANTINE_REASON_CHARS = 2000
+JOB_ERRORS = "croniq_job_errors_total"
 # Occurrences enumerated one by one before a long outage is treated in bulk.
 ENUMERATION_LIMIT = 1000
 # How long before its instant the loop creates the execution of a job that
@@ -108,19 +109,71 @@ def trigger_batch(now, lead=NO_LEAD):
         with transaction.atomic():
             jobs = lock_due_jobs(now, lead)
             return fire_jobs(jobs, now, lead, bulk=True), len(jobs)
-    except IntegrityError:
+    except Exception as e:
+        if not job_fault(e):
+            raise  # the database itself: the loop backs off
         # Another loop inserted one of these executions first (invariant 1's
-        # backstop); redo the batch job by job so the others still fire.
-        log.info("a concurrent scheduler fired some of these jobs first; retrying one by one")
+        # backstop), or one job cannot be fired: redo the batch job by job so
+        # the others still fire.
+        log.info("a batch of due jobs failed to fire (%s); retrying one by one", e)
     created = claimed = 0
     for job_id in (
         due_jobs(now, lead).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
     ):
-        with transaction.atomic():
-            jobs = lock_due_jobs(now, lead, pk=job_id)
-            created += fire_jobs(jobs, now, lead, bulk=False)
-            claimed += len(jobs)
+        created += fire_one(job_id, now, lead)
+        claimed += 1
     return created, claimed
+
+
+def fire_one(job_id, now, lead):
+    """Fire one due job in a transaction of its own; a job that cannot be
+    fired is quarantined instead of stopping the jobs after it."""
+    try:
+        with transaction.atomic():
+            return fire_jobs(lock_due_jobs(now, lead, pk=job_id), now, lead, bulk=False)
+    except Exception as e:
+        if not job_fault(e):
+            raise
+        log.exception("job %s cannot be fired; quarantined", job_id)
+        quarantine(job_id, f"{type(e).__name__}: {e}", now)
+        return 0
+
+
+def job_fault(error):
+    """Whether `error` is about the job's own rows or values (quarantine it)
+    rather than about the database (lost connection, lock timeout, schema:
+    the loop backs off and retries, no job is blamed)."""
+    if isinstance(error, DatabaseError):
+        return isinstance(error, (IntegrityError, DataError))
+    return isinstance(error, Exception)
+
+
+def quarantine(job_id, reason, now):
+    """Take a job that cannot be fired out of the schedule, with the reason.
+
+    Saving it in the admin or resuming it clears the error. Nothing else is
+    read or written for healthy jobs: a quarantined job only leaves the
+    `job_due` index through its NULL next_run_at.
+    """
+    with transaction.atomic():
+        job = Job.objects.filter(pk=job_id).first()
+        if job is None:
+            return False
+        Job.objects.filter(pk=job_id).update(
+            error=reason[:QUARANTINE_REASON_CHARS], error_at=now, next_run_at=None
+        )
+        audit.record(
+            "job.error",
+            target=job,
+            at=now,
+            data={"error": reason, "next_run_at": iso(job.next_run_at)},
+            counter=(JOB_ERRORS, {"job": job.name}),
+        )
+    return True
+
+
+def iso(instant):
+    return instant.isoformat() if instant else None
 
 
 def lock_due_jobs(now, lead=NO_LEAD, **filters):
@@ -133,20 +186,20 @@ def lock_due_jobs(now, lead=NO_LEAD, **filters):
 
 
 def fire_jobs(jobs, now, lead, bulk):
-    """Create the due executions of locked jobs and advance each job."""
+    """Create the due executions of locked jobs and advance each job.
+
+    Any error propagates: the caller rolls the batch back and fires its jobs
+    one by one, quarantining the one that fails.
+    """
     live = live_singleton_executions(jobs)
     pending, skipped = [], []
     calendars = {}  # one CalendarRules per calendar for the whole batch
     for job in jobs:
-        try:
-            job.calendar_rules(shared=calendars)
-            until = now if job.singleton else now + lead
-            occurrences = due_occurrences(job, now, until)
-        except DatabaseError:
-            raise
-        except Exception as e:
-            postpone_broken_job(job, e, now)
-            continue
+        # The calendar as it is now: a blackout added after next_run_at was
+        # computed is honoured.
+        job.next_run_at = job.due_instant(job.calendar_rules(shared=calendars))
+        until = now if job.singleton else now + lead
+        occurrences = due_occurrences(job, now, until)
         for instant, trigger in apply_misfire_policy(job, occurrences, now):
             execution = new_execution(job, instant, trigger, now)
             if job.pk in live:
@@ -155,7 +208,8 @@ def fire_jobs(jobs, now, lead, bulk):
                 pending.append(execution)
                 if job.singleton:
                     live[job.pk] = f"for {instant.isoformat()}"
-        job.last_scheduled_at = occurrences.last
+        if occurrences.last is not None:
+            job.last_scheduled_at = occurrences.last
         job.next_run_at = occurrences.next_instant
         if job.next_run_at is None:
             audit.record("job.exhausted", target=job, at=now, data={"after": now.isoformat()})
@@ -208,13 +262,6 @@ def save_executions(executions, bulk):
                 execution.save()
         except IntegrityError:
             log.info("%s: already created by another scheduler", execution)
-
-
-def postpone_broken_job(job, error, now):
-    """A job whose schedule cannot be evaluated must not block the others."""
-    log.error("job %s: cannot compute its fire times: %s", job.name, error)
-    job.next_run_at = now + timedelta(seconds=BROKEN_JOB_RETRY)
-    audit.record("job.error", target=job, at=now, data={"error": str(error)})
 
 
 def apply_misfire_policy(job, occurrences, now):
@@ -284,8 +331,12 @@ def expire_timeouts(now):
         deadline = execution.claimed_at + timedelta(seconds=execution.job.timeout) + grace
         if deadline > now:
             continue
-        if time_out(execution, now):
-            expired += 1
+        try:
+            expired += time_out(execution, now)
+        except Exception as e:
+            if not job_fault(e):
+                raise
+            log.exception("execution %s: cannot time it out; the others go on", execution.pk)
     if expired:
         notify_runners()
     return expired
@@ -295,7 +346,12 @@ def expire_timeouts(now):
 def time_out(execution, now):
     """Settle one overdue execution; the change and its audit event commit together."""
     error = f"timed out on the server after {execution.job.timeout}s (runner did not finish)"
-    if lifecycle.settle(execution, Execution.TIMED_OUT, now, error=error) is False:
+    # Its runner may still be running it: a singleton's retry waits until
+    # the runner has killed it, at the latest when its lease runs out.
+    settled = lifecycle.settle(
+        execution, Execution.TIMED_OUT, now, retry_after_lease=execution.singleton, error=error
+    )
+    if settled is False:
         return False
     audit.record("execution.timed_out", target=execution, at=now, data={"error": error})
     return True

@@ -5,7 +5,7 @@ class Migration(migrations.Migration):
     """Each operator action on jobs and executions gets its own permission."""
 
     dependencies = [
-        ("scheduler", "0002_claim_order_index"),
+        ("scheduler", "0003_job_error"),
     ]
 
     operations = [

@@ -42,6 +42,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from tests.chaos.admin_operator import OPERATOR
 from tests.chaos.harness import INTERVAL, as_utc
 from tests.e2e.processes import query
 
@@ -506,6 +507,25 @@ def check_repairs_audited(facts):
     return violations
 
 
+def check_operator_saves(facts):
+    """Check 7: an operator's admin save writes what the operator changed
+    (the description) and nothing the loops own; no job was quarantined."""
+    violations = [
+        f"job {e['target_id']} quarantined: {e['data'].get('error')}"
+        for e in facts.events("job.error")
+    ]
+    for event in operator_saves(facts):
+        if set(event["data"]) != {"description"}:
+            violations.append(
+                f"job {event['target_id']}: an operator's save wrote {sorted(event['data'])}"
+            )
+    return violations
+
+
+def operator_saves(facts):
+    return [e for e in facts.events("job.changed") if e["actor"] == OPERATOR]
+
+
 def check_metrics(facts):
     """Check 6: each web process's /metrics against the database and audit."""
     violations = []
@@ -534,6 +554,7 @@ def check_metrics(facts):
         ("croniq_fencing_rejections_total", len(facts.events("execution.fencing_rejected"))),
         ("croniq_executions_given_up_total", len(facts.events("execution.given_up"))),
         ("croniq_runner_flaps_total", len(facts.events("runner.flapping"))),
+        ("croniq_job_errors_total", len(facts.events("job.error"))),
         ("croniq_executions_pending", 0),
     ]
     for number, samples in enumerate(facts.metrics, start=1):
@@ -604,6 +625,7 @@ def summary(backend, seed, faults, facts, results, outcomes):
         ("fencing rejections", len(facts.events("execution.fencing_rejected"))),
         ("given up", len(facts.events("execution.given_up"))),
         ("flapping marks", len(facts.events("runner.flapping"))),
+        ("operator saves", len(operator_saves(facts))),
     ]
     rows += [(f"violations: {name}", len(found)) for name, found in results.items()]
     rows += [("violations", sum(len(found) for found in results.values()))]

@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,16 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.e2e.processes import Server, manage, query, start_agent, start_loop, wait_for
+from tests.e2e.processes import (
+    Process,
+    Server,
+    manage,
+    process_env,
+    query,
+    start_agent,
+    start_loop,
+    wait_for,
+)
 from tests.e2e.tcp_proxy import TcpProxy
 
 LEASE_TTL = 4
@@ -146,6 +156,7 @@ class Cluster:
         self.webs, self.loops, self.agents, self.proxies = [], [], [], []
         self.loop_count = 0
         self.web_starts = 0
+        self.operator_saves = 0
         self.token = None
         self.first_instants = {}
         if postgres is not None:
@@ -219,6 +230,14 @@ class Cluster:
             if pk not in ended and label == agent.label and job in jobs:
                 return int(pk)
         return None
+
+    def operator_save(self, job_name, hold):
+        """An operator saving `job_name` in the admin, `hold` seconds after
+        loading it (tests/chaos/admin_operator.py); returns the process."""
+        self.operator_saves += 1
+        log = self.dir / f"operator-{self.operator_saves}.log"
+        args = [sys.executable, "-m", "tests.chaos.admin_operator", job_name, f"{hold:.2f}"]
+        return Process(args, process_env(self.db, **SETTINGS), log)
 
     def all_agents_registered(self):
         names = {row[0] for row in query(self.db, "SELECT name FROM runners_runner")}
@@ -407,6 +426,7 @@ class Faults:
             "restart_web": 2,
             "cut_network": 3,
             "kill_agent_alone": 2,
+            "operator_save": 2,
         }
         if self.cluster.postgres is not None:
             kinds["restart_postgres"] = 1
@@ -520,6 +540,25 @@ class Faults:
 
         self.later(seconds, f"{agent.name}'s network", heal)
 
+    def operator_save(self):
+        """An operator loads a job in the admin and saves a new description a
+        moment later, while the loops fire it: the save must not write back
+        the fire times it read (that re-fired an instant, or stopped a
+        singleton job for good)."""
+        name = self.rng.choice([name for name, _, _ in JOBS])
+        hold = self.rng.uniform(0.2, 2 * INTERVAL)
+        process = self.cluster.operator_save(name, hold)
+        self.note("operator_save", f"load {name} in the admin; save a description {hold:.1f}s on")
+
+        def done():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=60)
+            process.stop()  # closes its log; ends it if it still hangs
+            lines = process.output().strip().splitlines()
+            self.timeline.append(f"{time.strftime('%H:%M:%S')} {lines[-1] if lines else ''}")
+
+        self.later(hold + 5, f"operator save of {name} reported", done)
+
     def restart_postgres(self):
         postgres = self.cluster.postgres
         down_for = self.rng.uniform(0.5, 3)
@@ -565,7 +604,12 @@ class Faults:
             f"cut {agent.label} while it ran execution {execution}; it {outcome}; healed",
         )
 
-    def run(self, seconds, mean_gap, scripted=("fence_then_heal", "kill_agent_alone_once")):
+    def run(
+        self,
+        seconds,
+        mean_gap,
+        scripted=("operator_save", "fence_then_heal", "kill_agent_alone_once"),
+    ):
         """Inject the scripted faults, then random ones for `seconds`."""
         deadline = time.monotonic() + seconds
         for kind in scripted:

@@ -85,6 +85,7 @@ def chaos_run(backend, workdir, say):
         "stuck": checks.check_nothing_stuck(facts),
         "audit": checks.check_repairs_audited(facts),
         "metrics": checks.check_metrics(facts),
+        "operator saves": checks.check_operator_saves(facts),
     }
     table = checks.summary(backend, run_seed, faults, facts, results, outcomes)
     say(table)
@@ -153,3 +154,7 @@ def test_every_reap_retry_and_takeover_is_in_the_audit(chaos):
 
 def test_metrics_on_every_web_process_match_the_audit_and_the_database(chaos):
     assert_none(chaos, "metrics")
+
+
+def test_an_operator_saving_jobs_in_the_admin_writes_only_what_they_changed(chaos):
+    assert_none(chaos, "operator saves")

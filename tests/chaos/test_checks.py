@@ -74,6 +74,7 @@ def found(facts):
         "stuck": checks.check_nothing_stuck(facts),
         "audit": checks.check_repairs_audited(facts),
         "metrics": checks.check_metrics(facts),
+        "operator": checks.check_operator_saves(facts),
     }
 
 
@@ -239,3 +240,30 @@ def test_a_total_is_summed_over_every_label_of_its_family():
     assert "croniq_runner_flaps_total is 1.0" in only(facts, "metrics")[0]
     metrics[("croniq_runner_flaps_total", frozenset({("runner", "agent-2")}))] = 1.0
     assert not found(facts)["metrics"]
+
+
+def operator_save(data):
+    return dict(action="job.changed", target_type="scheduler.job", target_id="1",
+                actor="chaos-operator", data=data, at=T0)  # fmt: skip
+
+
+def test_an_operator_save_of_the_description_alone_is_fine():
+    facts = clean()
+    facts.audit.append(operator_save({"description": ["", "edited"]}))
+    assert not any(found(facts).values())
+
+
+def test_an_operator_save_that_wrote_the_loops_fields_is_reported():
+    facts = clean()
+    facts.audit.append(operator_save({"description": ["", "x"], "next_run_at": ["a", "b"]}))
+    assert "wrote ['description', 'next_run_at']" in only(facts, "operator")[0]
+
+
+def test_a_quarantined_job_is_reported():
+    facts = clean()
+    facts.audit.append(
+        dict(action="job.error", target_type="scheduler.job", target_id="1", actor="",
+             data={"error": "IntegrityError: ..."}, at=T0)
+    )  # fmt: skip
+    facts.metrics[0][("croniq_job_errors_total", frozenset({("job", "solo")}))] = 1.0
+    assert "quarantined: IntegrityError" in only(facts, "operator")[0]

@@ -179,3 +179,82 @@ def test_a_broken_schedule_typed_into_the_change_form_is_refused_not_a_500(staff
     assert "59" in answer.content.decode()
     job.refresh_from_db()
     assert job.schedule == "30 2 * * *"
+
+
+T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def fire_once_before_the_next_job_save(now):
+    """Run the real firing tick once, between the admin reading the job and
+    writing it back: the interleaving of an operator and the loop."""
+    from django.db.models.signals import pre_save
+
+    from scheduler import ticks
+
+    fired = []
+
+    def fire(sender, instance, **kwargs):
+        pre_save.disconnect(fire, sender=Job)
+        fired.append(ticks.trigger_due(now))
+
+    pre_save.connect(fire, sender=Job, weak=False)
+    return fired
+
+
+def edit_form(job, **overrides):
+    return job_form(
+        name=job.name,
+        command=job.command,
+        schedule=job.schedule,
+        timezone=job.timezone,
+        singleton="on" if job.singleton else "",
+        **overrides,
+    )
+
+
+@pytest.mark.parametrize("singleton", [False, True])
+def test_an_operator_saving_a_description_keeps_what_the_loop_advanced(staff, singleton):
+    job = JobFactory(schedule="*/5 * * * *", next_run_at=T0, singleton=singleton)
+    fired = fire_once_before_the_next_job_save(T0 + dt.timedelta(seconds=1))
+
+    url = reverse("admin:scheduler_job_change", args=[job.pk])
+    answer = staff.post(url, edit_form(job, description="nightly numbers"))
+
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    assert fired == [1]
+    job.refresh_from_db()
+    assert job.description == "nightly numbers"
+    assert job.next_run_at == T0 + dt.timedelta(minutes=5)
+    assert job.last_scheduled_at == T0
+    event = AuditEvent.objects.get(action="job.changed")
+    assert set(event.data) == {"description"}
+    # The instant is not fired twice; a singleton does not stop the loop.
+    from scheduler import ticks
+
+    Execution.objects.filter(job=job).update(state=Execution.RUNNING, lease=1)
+    assert ticks.trigger_due(T0 + dt.timedelta(seconds=2)) == 0
+    assert job.executions.count() == 1
+
+
+def test_saving_a_quarantined_job_clears_its_error_and_schedules_it_again(staff):
+    job = JobFactory(schedule="*/5 * * * *", next_run_at=None, error="IntegrityError: ...")
+    url = reverse("admin:scheduler_job_change", args=[job.pk])
+
+    page = staff.get(url).content.decode()
+    assert "IntegrityError: ..." in page
+
+    answer = staff.post(url, edit_form(job))
+    assert answer.status_code == 302
+    job.refresh_from_db()
+    assert job.error == ""
+    assert job.error_at is None
+    assert job.next_run_at is not None
+
+
+def test_the_job_list_shows_which_jobs_are_in_error(staff):
+    JobFactory(name="healthy")
+    JobFactory(name="stuck", error="IntegrityError: ...", next_run_at=None)
+    page = staff.get(reverse("admin:scheduler_job_changelist") + "?o=1").content.decode()
+    rows = [row for row in page.split("<tr") if "field-name" in row]
+    icons = {("stuck" in row): ("icon-yes" in row.split("field-has_error")[1]) for row in rows}
+    assert icons == {True: True, False: False}

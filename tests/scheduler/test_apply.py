@@ -250,3 +250,48 @@ def test_a_deferred_saturday_job_on_a_weekday_calendar_is_accepted(tmp_path):
     run_apply(write(tmp_path, document))
     job = Job.objects.get(name="saturday")
     assert job.next_run_at.weekday() == 0  # runs on the Monday after
+
+
+T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)  # a Monday
+
+
+def test_apply_changing_a_description_keeps_what_the_loop_advanced_meanwhile():
+    from django.db.models.signals import pre_save
+
+    from scheduler import ticks
+    from scheduler.applyfile import apply
+
+    job_item = {"name": "solo", "schedule": "*/5 * * * *", "command": "true", "singleton": True}
+    apply({"jobs": [job_item]}, now=T0 - dt.timedelta(minutes=1))
+    assert Job.objects.get().next_run_at == T0
+    fired = []
+
+    def fire(sender, instance, **kwargs):
+        # apply has read the job; the loop fires before apply writes it.
+        pre_save.disconnect(fire, sender=Job)
+        fired.append(ticks.trigger_due(T0 + dt.timedelta(seconds=1)))
+
+    pre_save.connect(fire, sender=Job, weak=False)
+    apply({"jobs": [{**job_item, "description": "edited"}]}, now=T0 + dt.timedelta(seconds=2))
+
+    assert fired == [1]
+    job = Job.objects.get()
+    assert job.description == "edited"
+    assert (job.last_scheduled_at, job.next_run_at) == (T0, T0 + dt.timedelta(minutes=5))
+    job.executions.update(state="running", lease=1)
+    assert ticks.trigger_due(T0 + dt.timedelta(seconds=3)) == 0  # no second run of T0
+
+
+def test_a_blackout_added_to_a_base_calendar_reschedules_the_jobs_of_derived_calendars():
+    from scheduler.applyfile import apply
+
+    base = {"name": "company"}
+    derived = {"name": "team", "base": "company"}
+    job = {"name": "sync", "schedule": "0 * * * *", "command": "true", "calendar": "team"}
+    apply({"calendars": [base, derived], "jobs": [job]}, now=T0)
+    assert Job.objects.get().next_run_at == T0 + dt.timedelta(hours=1)
+
+    freeze = {"start": "2026-06-01T12:30:00Z", "end": "2026-06-01T15:30:00Z"}
+    apply({"calendars": [{**base, "exclude": [freeze]}, derived], "jobs": [job]}, now=T0)
+
+    assert Job.objects.get().next_run_at == T0 + dt.timedelta(hours=4)

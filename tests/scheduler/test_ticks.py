@@ -337,3 +337,61 @@ def test_skip_passes_over_a_calendar_block_without_firing_inside_it():
     job = JobFactory(schedule="*/30 * * * *", calendar=calendar)
     job.reschedule(at(-10))
     assert job.next_run_at == at(120)
+
+
+@pytest.mark.parametrize(
+    ("policy", "fires_at", "next_at"),
+    [(Job.SKIP, None, at(35)), (Job.DEFER, at(31), at(35))],
+)
+def test_a_blackout_added_just_before_an_instant_is_honoured_at_fire_time(
+    policy, fires_at, next_at
+):
+    from tests.factories import CalendarFactory, CalendarPeriodFactory
+
+    calendar = CalendarFactory()
+    job = JobFactory(schedule="*/5 * * * *", calendar=calendar, calendar_policy=policy)
+    job.reschedule(at(-1))
+    job.save()
+    assert job.next_run_at == at(0)
+    # Added a minute before the instant, without rescheduling the job.
+    CalendarPeriodFactory(
+        calendar=calendar, start_date=None, end_date=None, start_at=at(-1), end_at=at(31)
+    )
+
+    ticks.trigger_due(at(0, 0.01))
+    assert not job.executions.exists()
+    ticks.trigger_due(at(31, 0.01))
+
+    assert list(job.executions.values_list("scheduled_for", flat=True)) == (
+        [fires_at] if fires_at else []
+    )
+    job.refresh_from_db()
+    assert job.next_run_at == next_at
+
+
+def test_a_singleton_timed_out_on_the_server_is_retried_only_once_its_lease_ran_out():
+    from runners import dispatch
+
+    job = JobFactory(singleton=True, timeout=60, retries=1, retry_backoff=0, labels=[])
+    execution = running(job, at(0), lease_for=80)  # the runner renewed its lease at 0:50
+
+    with override_settings(CRONIQ_TIMEOUT_GRACE=0):
+        assert ticks.expire_timeouts(at(1, 1)) == 1
+
+    retry = job.executions.get(attempt=2)
+    assert retry.run_after == execution.lease_expires_at == at(1, 20)
+    event = AuditEvent.objects.get(action="execution.retry")
+    assert event.data["run_after"] == at(1, 20).isoformat()
+    other = RunnerFactory(labels=[])
+    assert dispatch.claim(other, other.session, 1, at(1, 19)) == []
+    assert [e.pk for e in dispatch.claim(other, other.session, 1, at(1, 20))] == [retry.pk]
+
+
+def test_a_job_that_may_overlap_is_retried_after_its_backoff_alone():
+    job = JobFactory(singleton=False, timeout=60, retries=1, retry_backoff=0)
+    running(job, at(0), lease_for=80)
+
+    with override_settings(CRONIQ_TIMEOUT_GRACE=0):
+        ticks.expire_timeouts(at(1, 1))
+
+    assert job.executions.get(attempt=2).run_after == at(1, 1)
