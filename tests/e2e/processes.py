@@ -159,6 +159,8 @@ def start_loop(database_url, log_path, *args, **extra_env):
 
 
 def start_agent(server_url, token, log_path, *args, **extra_env):
+    # Ledgers of the agent's jobs live beside its log, not in root's home.
+    extra_env.setdefault("XDG_STATE_HOME", Path(log_path).parent / "agent-state")
     env = process_env("sqlite:////nonexistent", **extra_env)
     return Process(
         [str(BIN / "croniq-runner"), "--server", server_url, "--token", token, *args],

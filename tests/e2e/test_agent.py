@@ -309,7 +309,12 @@ def test_the_agent_runs_from_a_virtualenv_with_only_requests(world, tmp_path):
         agent = subprocess.Popen(
             [bare_venv / "croniq-runner", "--once", "--labels", "bare", "--poll-wait", "2"],
             cwd=tmp_path,
-            env={**bare_env(), "CRONIQ_SERVER": world.server.url, "CRONIQ_TOKEN": world.token},
+            env={
+                **bare_env(),
+                "CRONIQ_SERVER": world.server.url,
+                "CRONIQ_TOKEN": world.token,
+                "CRONIQ_STATE_DIR": str(tmp_path / "agent-state"),
+            },
             stdout=output,
             stderr=subprocess.STDOUT,
         )
