@@ -1,10 +1,12 @@
 #!/bin/bash
-# Used by `make test-docker` (CI) to build the images without an image registry.
+# Used by `make test-docker` (CI): installs the engine and docker-compose
+# (Debian packages) when missing, and starts the engine.
 # A stand-in for the python:3.11-slim base image, built from Debian packages, so the
 # project's Dockerfile can really be built on a machine that reaches the package
 # registries but no image registry. Idempotent; prints the image name.
 set -euo pipefail
 command -v dockerd >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io debootstrap >/dev/null; }
+command -v docker-compose >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; }
 command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 if ! docker info >/dev/null 2>&1; then
   (dockerd >/dev/null 2>&1 &)
