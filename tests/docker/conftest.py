@@ -85,7 +85,9 @@ def build(checkout, tag, dockerfile):
         "build", "--network", "host", "-t", tag, "-f", dockerfile, ".",
         cwd=checkout, check=False, timeout=900,
     )  # fmt: skip
-    assert result.returncode == 0, f"docker build {dockerfile} failed:\n{result.stdout[-4000:]}"
+    assert result.returncode == 0, (
+        f"docker build {dockerfile}: {result.stderr}{result.stdout[-3000:]}"
+    )
     size = int(docker("image", "inspect", tag, "--format", "{{.Size}}").stdout)
     record_figure(tag, {"build_seconds": round(time.monotonic() - started, 1), "bytes": size})
     return tag
