@@ -93,6 +93,8 @@ def test_the_readme_deploy_flow_runs_a_job_every_five_seconds(compose):
     environment = compose("docker", "inspect", runner, "--format", "{{json .Config.Env}}").stdout
     assert "CRONIQ_TOKEN_FILE=/run/croniq/runner-token" in environment
     assert "CRONIQ_TOKEN=" not in environment
+    policy = compose("docker", "inspect", runner, "--format", "{{.HostConfig.RestartPolicy.Name}}")
+    assert policy.stdout.strip() == "unless-stopped"
 
     exec_web = ("docker-compose", "exec", "-T", "web", "python", "manage.py")
     compose(*exec_web, "apply", "/dev/stdin", input=JOB)
@@ -105,3 +107,10 @@ def test_the_readme_deploy_flow_runs_a_job_every_five_seconds(compose):
     assert len(instants) >= 2, "fewer than two runs succeeded in 90 s"
     assert (instants[1] - instants[0]).total_seconds() == 5
     record_figure("compose_flow_seconds", round(time.monotonic() - started, 1))
+
+    # Run again, runner-token refuses (the name is taken) and keeps the token.
+    token = ("docker-compose", "exec", "-T", "runner", "cat", "/run/croniq/runner-token")
+    before = compose(*token).stdout
+    again = compose("docker-compose", "run", "--rm", "runner-token", check=False)
+    assert again.returncode != 0 and "exists already" in again.stderr
+    assert compose(*token).stdout == before != ""
