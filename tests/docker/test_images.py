@@ -88,7 +88,7 @@ def served(server_image, network):
 
 def test_the_server_image_answers_healthz_and_the_admin_with_its_static_files(served):
     container, base = served
-    status, _, body = get(f"{base}/healthz")
+    status, _, _ = get(f"{base}/healthz")
     assert status == 200
 
     status, _, page = get(f"{base}/admin/login/")
