@@ -1,8 +1,15 @@
+# The server image: web (uvicorn) and scheduler_loop. Runners use the slim
+# image of Dockerfile.runner.
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# Dependencies first, in their own layer: a change to Croniq's code does not
+# download them again.
+COPY pyproject.toml ./
+RUN python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt
+COPY README.md manage.py ./
 COPY croniq_project ./croniq_project
 COPY calendars ./calendars
 COPY scheduler ./scheduler
@@ -11,11 +18,12 @@ COPY audit ./audit
 COPY dashboard ./dashboard
 COPY templates ./templates
 COPY deploy ./deploy
-COPY manage.py ./
 ENV STATIC_ROOT=/app/staticfiles
-RUN pip install . \
+# uid 1000 as in the runner image: both mount the runner token's volume.
+RUN pip install --no-deps . \
     && SECRET_KEY=build python manage.py collectstatic --no-input \
-    && useradd --create-home croniq && mkdir -p /data && chown croniq /data
+    && useradd --uid 1000 --create-home croniq \
+    && mkdir -p /data /run/croniq && chown croniq /data /run/croniq
 USER croniq
 EXPOSE 8000
 CMD ["uvicorn", "croniq_project.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CRONIQ_PORT ?= 8000
 
-.PHONY: install run test lint test-sqlite test-postgres bench chaos clean
+.PHONY: install run test lint test-sqlite test-postgres test-docker docker-engine ci bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,17 +33,35 @@ lint: install
 test: lint
 	@$(MAKE) --no-print-directory -j2 -O test-sqlite test-postgres
 
+# CI: the suites, then the Docker tests. The base image is built beside the
+# suites (it mostly downloads); image builds and containers come after them,
+# so they do not slow the suites' timing-sensitive tests.
+ci: lint
+	@$(MAKE) --no-print-directory -j3 -O test-sqlite test-postgres docker-engine
+	@$(MAKE) --no-print-directory test-docker
+
 test-sqlite: install
 	@echo "=== test suite on SQLite"
-	env -u DATABASE_URL $(BIN)/python -m pytest $(PYTEST_ARGS)
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PYTEST_ARGS)
 
 test-postgres: install
 	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
 		echo "=== test suite on PostgreSQL"; \
-		CRONIQ_TEST_DATABASE_URL="$$CRONIQ_TEST_POSTGRES_URL" $(BIN)/python -m pytest $(PYTEST_ARGS); \
+		CRONIQ_TEST_DATABASE_URL="$$CRONIQ_TEST_POSTGRES_URL" $(BIN)/python -m pytest -m "not docker" $(PYTEST_ARGS); \
 	else \
 		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
 	fi
+
+# Builds both images from a clean checkout and runs them and the README's
+# compose commands; deploy/docker-base.sh first starts the engine and, with
+# no image registry, builds the base image from Debian packages.
+docker-engine:
+	@echo "=== Docker engine and base image"
+	deploy/docker-base.sh
+
+test-docker: install docker-engine
+	@echo "=== Docker images and compose"
+	env -u DATABASE_URL $(BIN)/python -m pytest -m docker tests/docker $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python bench/run_all.py

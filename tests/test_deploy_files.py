@@ -1,7 +1,10 @@
 """The compose files start real entry points and agree on their settings."""
 
+import re
 import shlex
+import subprocess
 import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,8 @@ from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILES = ["docker-compose.yml", "docker-compose.sqlite.yml"]
+DOCKERFILES = ["Dockerfile", "Dockerfile.runner"]
+SHELL_STEPS = {"umask", "mv"}
 
 
 def load(name):
@@ -28,7 +33,8 @@ def entry_points_of(command):
         command = shlex.split(command)[2]
     for part in command.split("&&"):
         words = shlex.split(part)
-        yield words[0], words[1:]
+        if words[0] not in SHELL_STEPS:
+            yield words[0], words[1:]
 
 
 def assert_real_entry_point(program, args):
@@ -89,3 +95,91 @@ def test_the_procfile_starts_web_loop_and_runner():
     assert "croniq_project.asgi:application" in lines["web"]
     assert "scheduler_loop" in lines["loop"]
     assert lines["runner"].split()[0] in console_scripts()
+
+
+def copied_sources(dockerfile):
+    """The build-context paths (or patterns) each COPY of `dockerfile` reads."""
+    for line in (ROOT / dockerfile).read_text().splitlines():
+        words = line.split()
+        if words and words[0] == "COPY":
+            yield from (w for w in words[1:-1] if not w.startswith("--"))
+
+
+def tracked_files():
+    listing = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    return listing.stdout.decode().strip("\0").split("\0")
+
+
+def dockerignored(path):
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line for line in lines if line and not line.startswith("#")]
+    parts = Path(path).parts
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(
+        fnmatch(prefix, pattern.removeprefix("**/")) for pattern in patterns for prefix in prefixes
+    )
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_every_copied_path_is_in_git_and_not_dockerignored(dockerfile):
+    """A clean checkout builds: nothing the image copies exists only locally."""
+    tracked = tracked_files()
+    for source in copied_sources(dockerfile):
+        copied = [p for p in tracked if fnmatch(p, source) or p.startswith(source + "/")]
+        assert copied, f"{dockerfile} copies {source}, which git does not track"
+        assert not any(dockerignored(p) for p in copied), f"{dockerfile}: {source} is dockerignored"
+
+
+def test_the_compose_secret_key_stays_out_of_git_and_of_the_images():
+    assert dockerignored(".env")
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=ROOT, check=False)
+    assert ignored.returncode == 0
+
+
+# -- the compose deployment -------------------------------------------------
+
+
+def services_of(name):
+    return load(name)["services"]
+
+
+def required_variables(name):
+    """Variables a compose file refuses to start without (`${NAME:?...}`)."""
+    return set(re.findall(r"\$\{(\w+):\?", (ROOT / name).read_text()))
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_compose_needs_only_the_secret_key_kept_in_dotenv(name):
+    """Every compose command checks these, the one creating the token too."""
+    assert required_variables(name) == {"SECRET_KEY"}
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_long_running_services_restart_unless_stopped(name):
+    for service_name, service in services_of(name).items():
+        expected = "no" if "setup" in service.get("profiles", []) else "unless-stopped"
+        assert service.get("restart") == expected, service_name
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_runners_read_the_token_from_a_file_that_runner_token_writes(name):
+    services = services_of(name)
+    runner, writer = services["runner"], services["runner-token"]
+    assert "CRONIQ_TOKEN" not in runner["environment"]
+    assert "--token" not in runner["command"].split()
+    token_file = runner["environment"]["CRONIQ_TOKEN_FILE"]
+    volume, target, mode = runner["volumes"][0].split(":")
+    assert token_file.startswith(target + "/") and mode == "ro"
+    assert f"{volume}:{target}" in writer["volumes"]
+    assert f"> {token_file}.new" in writer["command"]
+    assert f"mv {token_file}.new {token_file}" in writer["command"]
+    assert writer["depends_on"]["web"]["condition"] == "service_healthy"
+    assert writer["profiles"] == ["setup"]  # `up` leaves it out
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_runners_use_the_slim_image_and_the_server_services_one_image(name):
+    services = services_of(name)
+    assert services["runner"]["build"]["dockerfile"] == "Dockerfile.runner"
+    server_images = {services[s]["image"] for s in ("web", "scheduler", "runner-token")}
+    assert server_images == {"croniq"} and services["runner"]["image"] == "croniq-runner"
