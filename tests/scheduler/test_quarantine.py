@@ -157,9 +157,8 @@ def test_the_loop_carries_on_through_errors_until_it_is_stopped():
 
 
 def test_the_dashboard_shows_a_quarantined_job_and_why(client, django_user_model):
-    from django.urls import reverse
-
     from django.contrib.auth.models import Group
+    from django.urls import reverse
 
     user = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
     user.groups.add(Group.objects.get(name="Croniq viewers"))
