@@ -22,6 +22,7 @@ backlog. Several pruners may run at once: on PostgreSQL each batch skips the
 rows another one holds; on SQLite IMMEDIATE transactions serialise them.
 """
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from itertools import count
@@ -33,13 +34,20 @@ from django.db.models import Exists, OuterRef
 import audit
 from scheduler.models import Execution, LogChunk
 
-# Rows per transaction: on SQLite a batch holds the database's write lock,
-# so it must stay short (a batch of 1,000 executions with their logs takes a
-# few milliseconds to tens of milliseconds; bench/prune.py).
-BATCH_SIZE = 1000
-# The loop's share per housekeeping pass (every few seconds): one batch of
-# logs and one of executions, so a tick never waits long on pruning.
-LOOP_BATCHES = 1
+# Rows per transaction. On SQLite a batch holds the database's write lock, so
+# it must stay short: 200 executions with their logs take 10 to 30 ms there
+# (bench/prune.py), so a tick or a runner's call waits at most that long.
+BATCH_SIZE = 200
+# On SQLite, the lock is left free this long between a pruner's batches: a
+# writer that found it taken retries after 1, 2, 5, 10, 15, 20 ms (SQLite's
+# busy handler), and must not find the next batch holding it every time.
+SQLITE_PAUSE = 0.025
+# The loop's share per housekeeping pass (every few seconds): batches of
+# each kind while they fit in LOOP_BUDGET seconds (at least one, at most
+# LOOP_MAX_BATCHES), so a tick never waits long on pruning.
+LOOP_BATCH_SIZE = 100
+LOOP_MAX_BATCHES = 20
+LOOP_BUDGET = 0.01
 PRUNED_COUNTER = "croniq_history_pruned_total"
 
 
@@ -102,23 +110,45 @@ def expired_logs(now):
     )
 
 
-def prune(now, *, batch_size=BATCH_SIZE, max_batches=None):
-    """Delete expired logs, then expired executions (with their logs), oldest
-    first, one transaction per batch. `max_batches` bounds the batches of each
-    kind (None: until nothing is left). Returns a Pruned."""
+def prune(now, *, batch_size=BATCH_SIZE, max_batches=None, budget=None):
+    """Delete expired executions (with their logs), then the expired logs of
+    the executions that stay, oldest first, one transaction per batch.
+
+    Each kind goes on until it finds nothing more, or after `max_batches`
+    batches, or (with a `budget` in seconds) when another batch would not
+    fit in it. Returns a Pruned.
+    """
     pruned = Pruned()
-    for batch in (log_batch, execution_batch):
-        for _ in count() if max_batches is None else range(max_batches):
-            done, rows = batch(now, batch_size)
-            pruned += done
-            if rows < batch_size:
+    for batch in (execution_batch, log_batch):
+        pruned += drain(batch, now, batch_size, max_batches, budget)
+    return pruned
+
+
+def drain(batch, now, batch_size, max_batches, budget):
+    pruned = Pruned()
+    pause = SQLITE_PAUSE if connection.vendor == "sqlite" else 0.0
+    started = time.monotonic()
+    for number in count() if max_batches is None else range(max_batches):
+        if number:
+            time.sleep(pause)
+        batch_started = time.monotonic()
+        done, found = batch(now, batch_size)
+        pruned += done
+        if found < batch_size:
+            break
+        if budget is not None:
+            # Would a pause and another batch like this one overrun the budget?
+            finished = time.monotonic()
+            if (finished - started) + pause + (finished - batch_started) > budget:
                 break
     return pruned
 
 
 def prune_step(now):
     """The loop's bounded share of pruning; returns how many rows went."""
-    return prune(now, batch_size=BATCH_SIZE, max_batches=LOOP_BATCHES).total
+    return prune(
+        now, batch_size=LOOP_BATCH_SIZE, max_batches=LOOP_MAX_BATCHES, budget=LOOP_BUDGET
+    ).total
 
 
 def would_prune(now):
@@ -128,36 +158,61 @@ def would_prune(now):
 
 
 def log_batch(now, batch_size):
+    """One batch of expired log chunks. Returns (Pruned, candidates found)."""
+    ids = candidate_ids(expired_logs(now).order_by("created_at", "id"), batch_size)
+    if not ids:
+        return Pruned(), 0
     with transaction.atomic():
-        ids = first_ids(expired_logs(now).order_by("created_at", "id"), batch_size)
-        if ids:
-            LogChunk.objects.filter(id__in=ids).delete()
-            count_pruned(logs=len(ids))
-    return Pruned(logs=len(ids)), len(ids)
+        held = locked_ids(LogChunk.objects.filter(id__in=ids))
+        logs = LogChunk.objects.filter(id__in=held).delete()[0]
+        count_pruned(logs=logs)
+    return Pruned(logs=logs), len(ids)
 
 
 def execution_batch(now, batch_size):
+    """One batch of expired executions with their logs. Returns (Pruned,
+    candidates found)."""
+    ids = candidate_ids(expired_executions(now).order_by("finished_at", "id"), batch_size)
+    if not ids:
+        return Pruned(), 0
     with transaction.atomic():
-        ids = first_ids(expired_executions(now).order_by("finished_at", "id"), batch_size)
-        if not ids:
-            return Pruned(), 0
-        # The logs go with their executions (the cascade deletes them by
-        # execution id, without loading them).
-        _, deleted = Execution.objects.filter(id__in=ids).delete()
-        done = Pruned(
-            executions=deleted.get(Execution._meta.label, 0),
-            logs=deleted.get(LogChunk._meta.label, 0),
-        )
-        count_pruned(executions=done.executions, logs=done.logs)
-    return done, len(ids)
+        # A finished execution never becomes live again; checked anyway,
+        # under the lock, so no live row can ever be deleted.
+        held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
+        logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
+        executions = delete_executions(held)
+        count_pruned(executions=executions, logs=logs)
+    return Pruned(executions=executions, logs=logs), len(ids)
 
 
-def first_ids(rows, batch_size):
-    """The first ids of `rows`, locked; rows another pruner holds are skipped
+def candidate_ids(rows, batch_size):
+    """The first ids of `rows`, read before the batch's transaction: the
+    search costs most, and on SQLite a transaction holds the write lock."""
+    return list(rows.values_list("id", flat=True)[:batch_size])
+
+
+def locked_ids(rows):
+    """The ids of `rows`, locked; rows another pruner holds are skipped
     (PostgreSQL). SQLite's IMMEDIATE transactions serialise writers."""
     if connection.features.has_select_for_update_skip_locked:
-        rows = rows.select_for_update(skip_locked=True, of=("self",))
-    return list(rows.values_list("id", flat=True)[:batch_size])
+        rows = rows.select_for_update(skip_locked=True)
+    return list(rows.values_list("id", flat=True))
+
+
+def delete_executions(ids):
+    """Delete executions whose logs are already gone, in one statement.
+
+    QuerySet.delete() would first load every row to look for cascades (ten
+    times slower, inside the write lock). LogChunk is the only model that
+    points at Execution; a new one must be cleared above, or the database's
+    foreign key refuses this delete.
+    """
+    if not ids:
+        return 0
+    table = connection.ops.quote_name(Execution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+        return cursor.rowcount
 
 
 def count_pruned(**kinds):

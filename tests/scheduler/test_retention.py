@@ -171,6 +171,15 @@ def test_prune_stops_after_its_batches_and_the_next_call_continues_oldest_first(
     assert retention.prune(NOW, batch_size=2, max_batches=1) == retention.Pruned()
 
 
+def test_a_budget_stops_a_kind_after_the_batch_that_used_it_up(db):
+    job = JobFactory()
+    for day in range(5):
+        finished(job, 100 + day, chunks=0)
+    finished(job, 1, chunks=0)
+    assert retention.prune(NOW, batch_size=2, max_batches=10, budget=0).executions == 2
+    assert retention.prune(NOW, batch_size=2, max_batches=10).executions == 3
+
+
 def test_deleting_old_executions_never_lets_an_old_instant_fire_again(db):
     """The trigger path reads Job.next_run_at, never the executions."""
     job = JobFactory(schedule="0 * * * *", next_run_at=NOW + timedelta(hours=1))
@@ -210,7 +219,8 @@ def test_would_prune_counts_without_deleting(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_loop_prunes_a_bounded_share_per_housekeeping_pass(monkeypatch):
-    monkeypatch.setattr(retention, "BATCH_SIZE", 3)
+    monkeypatch.setattr(retention, "LOOP_BATCH_SIZE", 3)
+    monkeypatch.setattr(retention, "LOOP_MAX_BATCHES", 1)
     job = JobFactory(next_run_at=None)
     old = [finished(job, 100 + day, chunks=0) for day in range(5)]
     finished(job, 1, chunks=0)
