@@ -165,7 +165,7 @@ def log_batch(now, batch_size):
     with transaction.atomic():
         held = locked_ids(LogChunk.objects.filter(id__in=ids))
         logs = LogChunk.objects.filter(id__in=held).delete()[0]
-        count_pruned(logs=logs)
+    count_pruned(logs=logs)
     return Pruned(logs=logs), len(ids)
 
 
@@ -177,11 +177,14 @@ def execution_batch(now, batch_size):
         return Pruned(), 0
     with transaction.atomic():
         # A finished execution never becomes live again; checked anyway,
-        # under the lock, so no live row can ever be deleted.
+        # under the lock, so no live row can ever be deleted. (The other
+        # exemptions were judged as the candidates were read: only a retry
+        # of a long-finished run created in between could change them, and
+        # it would at worst see one earlier attempt fewer.)
         held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
         logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
         executions = delete_executions(held)
-        count_pruned(executions=executions, logs=logs)
+    count_pruned(executions=executions, logs=logs)
     return Pruned(executions=executions, logs=logs), len(ids)
 
 
@@ -194,6 +197,7 @@ def candidate_ids(rows, batch_size):
 def locked_ids(rows):
     """The ids of `rows`, locked; rows another pruner holds are skipped
     (PostgreSQL). SQLite's IMMEDIATE transactions serialise writers."""
+    rows = rows.order_by()  # LogChunk's default order would join (and lock) executions
     if connection.features.has_select_for_update_skip_locked:
         rows = rows.select_for_update(skip_locked=True)
     return list(rows.values_list("id", flat=True))
@@ -216,6 +220,8 @@ def delete_executions(ids):
 
 
 def count_pruned(**kinds):
+    """After the batch's commit: the counter row is shared with other pruners,
+    and its lock must not be held for a whole batch."""
     for kind, amount in kinds.items():
         if amount:
             audit.increment(PRUNED_COUNTER, amount, kind=kind)
