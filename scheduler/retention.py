@@ -34,14 +34,16 @@ from django.db.models import Exists, OuterRef
 import audit
 from scheduler.models import Execution, LogChunk
 
-# Rows per transaction. On SQLite a batch holds the database's write lock, so
-# it must stay short: 200 executions with their logs take 10 to 30 ms there
-# (bench/prune.py), so a tick or a runner's call waits at most that long.
-BATCH_SIZE = 200
+# Rows per transaction. On SQLite a batch holds the whole database's write
+# lock: 100 executions with their logs take about 10 ms there, so a tick or a
+# runner's call never waits long for it. On PostgreSQL a batch locks only its
+# own rows, which nobody else touches.
+SQLITE_BATCH_SIZE = 100
+POSTGRES_BATCH_SIZE = 1000
 # On SQLite, the lock is left free this long between a pruner's batches: a
-# writer that found it taken retries after 1, 2, 5, 10, 15, 20 ms (SQLite's
-# busy handler), and must not find the next batch holding it every time.
-SQLITE_PAUSE = 0.025
+# writer that found it taken retries after 1, 2, 5, 10, 15, 20, 25 ms
+# (SQLite's busy handler) and must find it free, not held by the next batch.
+SQLITE_PAUSE = 0.05
 # The loop's share per housekeeping pass (every few seconds): batches of
 # each kind while they fit in LOOP_BUDGET seconds (at least one, at most
 # LOOP_MAX_BATCHES), so a tick never waits long on pruning.
@@ -110,7 +112,7 @@ def expired_logs(now):
     )
 
 
-def prune(now, *, batch_size=BATCH_SIZE, max_batches=None, budget=None):
+def prune(now, *, batch_size=None, max_batches=None, budget=None):
     """Delete expired executions (with their logs), then the expired logs of
     the executions that stay, oldest first, one transaction per batch.
 
@@ -118,6 +120,8 @@ def prune(now, *, batch_size=BATCH_SIZE, max_batches=None, budget=None):
     batches, or (with a `budget` in seconds) when another batch would not
     fit in it. Returns a Pruned.
     """
+    if batch_size is None:
+        batch_size = SQLITE_BATCH_SIZE if connection.vendor == "sqlite" else POSTGRES_BATCH_SIZE
     pruned = Pruned()
     for batch in (execution_batch, log_batch):
         pruned += drain(batch, now, batch_size, max_batches, budget)
