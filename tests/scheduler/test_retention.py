@@ -11,6 +11,7 @@ from scheduler import retention, ticks
 from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution, LogChunk
 from tests.factories import ExecutionFactory, JobFactory
+from tests.test_configuration import run_check
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -268,3 +269,32 @@ def test_prune_deletes_and_records_one_audit_event_for_the_pass(db, capsys):
     assert event.data["executions"] == 3
     assert event.data["logs"] == 6
     assert event.data["executions_finished_before"] == (NOW - 90 * DAY).isoformat()
+
+
+# Settings
+
+SHOW_RETENTION = (
+    "-c",
+    "import django; django.setup(); from django.conf import settings; "
+    "print(settings.CRONIQ_EXECUTION_RETENTION_DAYS, settings.CRONIQ_LOG_RETENTION_DAYS)",
+)
+
+
+def test_the_retention_settings_come_from_the_environment(tmp_path):
+    database = f"sqlite:///{tmp_path}/c.db"
+    defaults = run_check(*SHOW_RETENTION, DEBUG="1", DATABASE_URL=database)
+    assert defaults.stdout.split() == ["90", "30"], defaults.stderr
+    chosen = run_check(
+        *SHOW_RETENTION,
+        DEBUG="1",
+        DATABASE_URL=database,
+        CRONIQ_EXECUTION_RETENTION_DAYS="400",
+        CRONIQ_LOG_RETENTION_DAYS="7",
+    )
+    assert chosen.stdout.split() == ["400", "7"], chosen.stderr
+
+
+def test_a_retention_below_one_day_stops_start_up_naming_the_variable(tmp_path):
+    result = run_check(DEBUG="1", CRONIQ_LOG_RETENTION_DAYS="0")
+    assert result.returncode == 2
+    assert "CRONIQ_LOG_RETENTION_DAYS" in result.stderr
