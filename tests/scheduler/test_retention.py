@@ -1,10 +1,13 @@
 """History retention at fixed instants: which executions and logs go, which stay."""
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.db import connection, transaction
 
 from audit.models import AuditEvent, Counter
 from scheduler import retention, ticks
@@ -231,6 +234,39 @@ def test_the_loop_prunes_a_bounded_share_per_housekeeping_pass(monkeypatch):
     assert loop.tick(NOW + timedelta(seconds=1)) == {}  # housekeeping not due yet
     assert loop.tick(NOW + timedelta(seconds=6)) == {"pruned": 2}
     assert not ids(Execution.objects) & {e.id for e in old}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pruner_skips_rows_another_one_holds_instead_of_waiting():
+    if not connection.features.has_select_for_update_skip_locked:
+        pytest.skip("SQLite serialises writers: there is no row lock to skip")
+    job = JobFactory()
+    held, *others = [finished(job, 100 + day) for day in range(4)]
+    finished(job, 1)
+    locked, release = threading.Event(), threading.Event()
+
+    def other_pruner():
+        with transaction.atomic():
+            list(Execution.objects.select_for_update().filter(id=held.id))
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    thread = threading.Thread(target=other_pruner)
+    thread.start()
+    assert locked.wait(10)
+    try:
+        started = time.monotonic()
+        pruned = retention.prune(NOW, batch_size=10)
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        thread.join()
+
+    assert waited < 5
+    assert pruned.executions == 3
+    assert Execution.objects.filter(id=held.id).exists()
+    assert not Execution.objects.filter(id__in=[e.id for e in others]).exists()
 
 
 # The command
