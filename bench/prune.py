@@ -18,9 +18,11 @@ target p99 <= 50 ms) and the prune's duration and rate, as JSON lines.
 """
 
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +50,9 @@ def main(argv=None):
     parser.add_argument("--executions", type=int, default=1_000_000)
     args = parser.parse_args(argv)
     backend, cleanup = setup_database()
+    if backend == "sqlite":  # a temporary file of a few hundred MB: remove it
+        folder = Path(os.environ["DATABASE_URL"].removeprefix("sqlite:///")).parent
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     os.environ.setdefault("SECRET_KEY", "bench")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
     import logging
