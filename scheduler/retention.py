@@ -40,13 +40,13 @@ from scheduler.models import Execution, LogChunk
 # own rows, which nobody else touches.
 SQLITE_BATCH_SIZE = 100
 POSTGRES_BATCH_SIZE = 1000
-# On SQLite, the lock is left free this long between a pruner's batches: a
-# writer that found it taken retries after 1, 2, 5, 10, 15, 20, 25 ms
-# (SQLite's busy handler) and must find it free, not held by the next batch.
+# Between batches a pruner rests as long as the batch took, and on SQLite at
+# least this long: a writer that found the lock taken retries after 1, 2, 5,
+# 10, 15, 20, 25 ms (SQLite's busy handler) and must then find it free.
 SQLITE_PAUSE = 0.05
-# The loop's share per housekeeping pass (every few seconds): batches of
-# each kind while they fit in LOOP_BUDGET seconds (at least one, at most
-# LOOP_MAX_BATCHES), so a tick never waits long on pruning.
+# The loop's share per housekeeping pass (every few seconds): a batch of
+# expired executions, and more batches (of them, then of logs) while they
+# fit in LOOP_BUDGET seconds, so a tick never waits long on pruning.
 LOOP_BATCH_SIZE = 100
 LOOP_MAX_BATCHES = 20
 LOOP_BUDGET = 0.01
@@ -117,35 +117,40 @@ def prune(now, *, batch_size=None, max_batches=None, budget=None):
     the executions that stay, oldest first, one transaction per batch.
 
     Each kind goes on until it finds nothing more, or after `max_batches`
-    batches, or (with a `budget` in seconds) when another batch would not
-    fit in it. Returns a Pruned.
+    batches. With a `budget` (seconds), no batch starts that would not end
+    within it, except the first of each kind; the logs wait while expired
+    executions are left (deleting those deletes their logs too). Returns a
+    Pruned.
     """
     if batch_size is None:
         batch_size = SQLITE_BATCH_SIZE if connection.vendor == "sqlite" else POSTGRES_BATCH_SIZE
-    pruned = Pruned()
-    for batch in (execution_batch, log_batch):
-        pruned += drain(batch, now, batch_size, max_batches, budget)
+    deadline = None if budget is None else time.monotonic() + budget
+    pruned, drained = drain(execution_batch, now, batch_size, max_batches, deadline)
+    if drained:
+        pruned += drain(log_batch, now, batch_size, max_batches, deadline)[0]
     return pruned
 
 
-def drain(batch, now, batch_size, max_batches, budget):
+def drain(batch, now, batch_size, max_batches, deadline):
+    """Batches of one kind; returns (Pruned, whether none are left)."""
     pruned = Pruned()
-    pause = SQLITE_PAUSE if connection.vendor == "sqlite" else 0.0
-    started = time.monotonic()
+    shortest_pause = SQLITE_PAUSE if connection.vendor == "sqlite" else 0.0
     for number in count() if max_batches is None else range(max_batches):
-        if number:
-            time.sleep(pause)
-        batch_started = time.monotonic()
+        started = time.monotonic()
         done, found = batch(now, batch_size)
+        took = time.monotonic() - started
         pruned += done
         if found < batch_size:
+            return pruned, True
+        if number + 1 == max_batches:
             break
-        if budget is not None:
-            # Would a pause and another batch like this one overrun the budget?
-            finished = time.monotonic()
-            if (finished - started) + pause + (finished - batch_started) > budget:
-                break
-    return pruned
+        # Rest as long as the batch took: a pruner never takes more than
+        # half of the database's time (or of a small machine's cores).
+        pause = max(took, shortest_pause)
+        if deadline is not None and time.monotonic() + pause + took > deadline:
+            break
+        time.sleep(pause)
+    return pruned, False
 
 
 def prune_step(now):

@@ -184,6 +184,19 @@ def test_a_budget_stops_a_kind_after_the_batch_that_used_it_up(db):
     assert retention.prune(NOW, batch_size=2, max_batches=10).executions == 3
 
 
+def test_logs_wait_while_expired_executions_are_left(db):
+    """Deleting an execution deletes its logs too: those go first."""
+    job = JobFactory()
+    for day in range(3):
+        finished(job, 100 + day, chunks=0)
+    quiet = finished(job, 40, chunks=2)
+    finished(job, 1, chunks=0)
+
+    assert retention.prune(NOW, batch_size=2, max_batches=1) == retention.Pruned(2, 0)
+    assert LogChunk.objects.filter(execution=quiet).count() == 2
+    assert retention.prune(NOW, batch_size=2, max_batches=1) == retention.Pruned(1, 2)
+
+
 def test_deleting_old_executions_never_lets_an_old_instant_fire_again(db):
     """The trigger path reads Job.next_run_at, never the executions."""
     job = JobFactory(schedule="0 * * * *", next_run_at=NOW + timedelta(hours=1))
