@@ -77,24 +77,32 @@ def log_cutoff(now):
 
 
 def expired_executions(now):
-    """Finished executions past their retention that nothing still needs."""
+    """Finished executions past their retention, except each job's latest
+    finished instant. (The attempts of an instant with a live attempt are
+    set aside per batch: see `live_instants`.)"""
     later_finished = Execution.objects.filter(
         job_id=OuterRef("job_id"),
         scheduled_for__gt=OuterRef("scheduled_for"),
         state__in=Execution.FINAL_STATES,
     )
-    live_attempt = Execution.objects.filter(
-        job_id=OuterRef("job_id"),
-        scheduled_for=OuterRef("scheduled_for"),
-        state__in=Execution.ACTIVE_STATES,
-    )
-    return (
-        Execution.objects.filter(
-            state__in=Execution.FINAL_STATES, finished_at__lt=execution_cutoff(now)
-        )
-        .filter(Exists(later_finished))
-        .exclude(Exists(live_attempt))
-    )
+    return Execution.objects.filter(
+        state__in=Execution.FINAL_STATES, finished_at__lt=execution_cutoff(now)
+    ).filter(Exists(later_finished))
+
+
+def live_instants(until):
+    """{(job id, instant)} of live executions for instants up to `until`.
+
+    Each state is read through its own partial index, so this costs the
+    number of live executions, never the history. (A NOT EXISTS over live
+    executions in the candidates' query let PostgreSQL compare every
+    candidate with every pending execution: 1.2 s a batch with 8,500 pending.)
+    """
+    pairs = set()
+    for state in Execution.ACTIVE_STATES:
+        live = Execution.objects.filter(state=state, scheduled_for__lte=until)
+        pairs.update(live.values_list("job_id", "scheduled_for"))
+    return pairs
 
 
 def expired_logs(now):
@@ -142,6 +150,8 @@ def drain(batch, now, batch_size, max_batches, deadline):
         pruned += done
         if found < batch_size:
             return pruned, True
+        if not done.total:
+            break  # what it found is held by another pruner or kept
         if number + 1 == max_batches:
             break
         # Rest as long as the batch took: a pruner never takes more than
@@ -163,7 +173,12 @@ def prune_step(now):
 def would_prune(now):
     """What `prune(now)` would delete, deleting nothing (`prune --dry-run`).
     The logs counted include those of the expired executions."""
-    return Pruned(executions=expired_executions(now).count(), logs=expired_logs(now).count())
+    expired = expired_executions(now)
+    held = sum(
+        expired.filter(job_id=job_id, scheduled_for=instant).count()
+        for job_id, instant in live_instants(execution_cutoff(now))
+    )
+    return Pruned(executions=expired.count() - held, logs=expired_logs(now).count())
 
 
 def log_batch(now, batch_size):
@@ -181,9 +196,12 @@ def log_batch(now, batch_size):
 def execution_batch(now, batch_size):
     """One batch of expired executions with their logs. Returns (Pruned,
     candidates found)."""
-    ids = candidate_ids(expired_executions(now).order_by("finished_at", "id"), batch_size)
-    if not ids:
+    rows = expired_executions(now).order_by("finished_at", "id")
+    found = list(rows.values_list("id", "job_id", "scheduled_for")[:batch_size])
+    if not found:
         return Pruned(), 0
+    live = live_instants(max(instant for _, _, instant in found))
+    ids = [pk for pk, job_id, instant in found if (job_id, instant) not in live]
     with transaction.atomic():
         # A finished execution never becomes live again; checked anyway,
         # under the lock, so no live row can ever be deleted. (The other
@@ -194,7 +212,7 @@ def execution_batch(now, batch_size):
         logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
         executions = delete_executions(held)
     count_pruned(executions=executions, logs=logs)
-    return Pruned(executions=executions, logs=logs), len(ids)
+    return Pruned(executions=executions, logs=logs), len(found)
 
 
 def candidate_ids(rows, batch_size):
