@@ -95,6 +95,7 @@ def bench_prune(backend, executions):
     )
     took = time.perf_counter() - started
     housekeeping, cpu = list(ticker.housekeeping), list(ticker.cpu)
+    slowest = ticker.slowest
     during = ticker.take()
     ticker.stop()
     by_command = int(re.search(r"pruned (\d+) execution", done.stdout).group(1))
@@ -119,6 +120,7 @@ def bench_prune(backend, executions):
         tick_cpu_p99_ms=round(percentile(cpu, 0.99), 2),
         # Ticks that ran the loop's housekeeping, its own prune step included.
         housekeeping_tick_max_ms=round(max(housekeeping, default=0), 2),
+        slowest_tick_units_ms=slowest[1],
         baseline_tick_p50_ms=round(statistics.median(baseline), 2),
         baseline_tick_max_ms=round(max(baseline), 2),
         tick_errors=ticker.errors,
@@ -148,6 +150,7 @@ class Ticker(threading.Thread):
         self.samples = []
         self.cpu = []  # this thread's CPU time per tick (SQLite's work included)
         self.housekeeping = []
+        self.slowest = (0.0, {})  # (ms, {unit: ms}) of the slowest tick
         self.errors = 0
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -159,7 +162,10 @@ class Ticker(threading.Thread):
         from scheduler.loop import SchedulerLoop
 
         loop = SchedulerLoop()
+        units = loop.units
+        loop.units = lambda now: [(name, self.timed(name, unit)) for name, unit in units(now)]
         while not self.stopping.is_set():
+            self.units = {}
             started = time.perf_counter()
             cpu = time.thread_time()
             before = loop.last_housekeeping
@@ -173,13 +179,26 @@ class Ticker(threading.Thread):
                 self.cpu.append((time.thread_time() - cpu) * 1000)
                 if loop.last_housekeeping != before:  # this tick pruned too
                     self.housekeeping.append(took * 1000)
+                if took * 1000 > self.slowest[0]:
+                    self.slowest = (round(took * 1000, 1), self.units)
             self.stopping.wait(max(0.0, 1.0 - took))
         connection.close()
+
+    def timed(self, name, unit):
+        def run(now):
+            started = time.perf_counter()
+            try:
+                return unit(now)
+            finally:
+                self.units[name] = round((time.perf_counter() - started) * 1000, 1)
+
+        return run
 
     def take(self):
         with self.lock:
             samples, self.samples = self.samples, []
             self.housekeeping, self.cpu = [], []
+            self.slowest = (0.0, {})
         return samples
 
     def stop(self):
