@@ -50,6 +50,8 @@ SQLITE_PAUSE = 0.05
 LOOP_BATCH_SIZE = 100
 LOOP_MAX_BATCHES = 20
 LOOP_BUDGET = 0.01
+# Batches in a row that delete nothing before a pruner gives up.
+STALLED_BATCHES = 3
 PRUNED_COUNTER = "croniq_history_pruned_total"
 
 
@@ -142,6 +144,7 @@ def prune(now, *, batch_size=None, max_batches=None, budget=None):
 def drain(batch, now, batch_size, max_batches, deadline):
     """Batches of one kind; returns (Pruned, whether none are left)."""
     pruned = Pruned()
+    stalled = 0
     shortest_pause = SQLITE_PAUSE if connection.vendor == "sqlite" else 0.0
     for number in count() if max_batches is None else range(max_batches):
         started = time.monotonic()
@@ -150,8 +153,11 @@ def drain(batch, now, batch_size, max_batches, deadline):
         pruned += done
         if found < batch_size:
             return pruned, True
-        if not done.total:
-            break  # what it found is held by another pruner or kept
+        # Nothing deleted: another pruner took these rows first (go on), or
+        # they are kept (live attempts): stop after a few such batches.
+        stalled = 0 if done.total else stalled + 1
+        if stalled == STALLED_BATCHES:
+            break
         if number + 1 == max_batches:
             break
         # Rest as long as the batch took: a pruner never takes more than
