@@ -240,8 +240,11 @@ def main(argv=None):
     kept = []
     if args.merge and RESULTS_JSON.exists():
         chosen = {p.name for p in scripts(only)}
+        # A script re-run on some backends keeps its runs on the others.
         kept = [
-            r for r in json.loads(RESULTS_JSON.read_text())["runs"] if r["script"] not in chosen
+            r
+            for r in json.loads(RESULTS_JSON.read_text())["runs"]
+            if r["script"] not in chosen or r["backend"] not in backends + ["none"]
         ]
     for path in scripts(only):
         for backend in backends if path.stem not in NO_DATABASE else ["none"]:

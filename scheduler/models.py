@@ -398,6 +398,8 @@ class Execution(models.Model):
             models.Index(fields=["job", "-scheduled_for"], name="exec_job_history"),
             # Executions held by a runner (heartbeat, takeover release).
             models.Index(fields=["runner", "state"], name="exec_runner_state"),
+            # Retention: finished executions, oldest first (scheduler.retention).
+            models.Index(fields=["finished_at"], name="exec_finished"),
         ]
 
     def __str__(self):
@@ -421,6 +423,10 @@ class LogChunk(models.Model):
         constraints = [
             # `seq` makes a retried log append idempotent.
             models.UniqueConstraint(fields=["execution", "seq"], name="logchunk_seq_unique"),
+        ]
+        indexes = [
+            # Log retention: the oldest chunks first (scheduler.retention).
+            models.Index(fields=["created_at"], name="logchunk_created"),
         ]
 
     def __str__(self):

@@ -16,7 +16,7 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle
+from scheduler import lifecycle, retention
 from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
@@ -403,8 +403,8 @@ def update_runner_states(now):
 
 
 def prune_history(now):
-    """Drop audit events past their retention (bounded batches)."""
-    return audit.prune(now)
+    """Drop audit events, executions and logs past their retention (bounded batches)."""
+    return audit.prune(now) + retention.prune_step(now)
 
 
 def last_job_edit():

@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from calendars.models import Calendar
 from dashboard import queries
+from scheduler import retention
 from scheduler.models import Execution
 from tests.dashboard.conftest import NOW
 
@@ -339,6 +340,21 @@ def test_a_finished_run_without_output_says_so_instead_of_an_empty_log(
     html = staff_client.get(reverse("dashboard:execution", args=[execution.pk])).content.decode()
     assert "This run wrote no output." in html
     assert '<pre class="log"' not in html
+
+
+def test_a_run_whose_log_the_retention_deleted_says_so(
+    staff_client, make_job, make_execution, settings
+):
+    settings.CRONIQ_LOG_RETENTION_DAYS = 30
+    ended = NOW - timedelta(days=40)
+    execution = make_execution(make_job(), scheduled_for=ended, finished_at=ended, log_size=6)
+    execution.log_chunks.create(seq=0, data="hello\n")
+    execution.log_chunks.update(created_at=ended)
+    assert retention.prune(NOW).logs == 1
+
+    html = staff_client.get(reverse("dashboard:execution", args=[execution.pk])).content.decode()
+    assert "output was deleted" in html
+    assert "wrote no output" not in html
 
 
 def test_the_overview_of_a_new_installation_points_to_where_jobs_come_from(staff_client):

@@ -1,0 +1,36 @@
+import getpass
+
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from scheduler import retention
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete finished executions older than CRONIQ_EXECUTION_RETENTION_DAYS and "
+        "logs older than CRONIQ_LOG_RETENTION_DAYS (in short batches, audited)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Print what would go, delete nothing."
+        )
+
+    def handle(self, *args, dry_run, **options):
+        now = timezone.now()
+        cutoffs = (
+            f"executions finished before {retention.execution_cutoff(now):%Y-%m-%d %H:%M} UTC, "
+            f"logs of executions finished before {retention.log_cutoff(now):%Y-%m-%d %H:%M} UTC"
+        )
+        if dry_run:
+            pruned = retention.would_prune(now)
+            self.stdout.write(f"would prune {describe(pruned)} ({cutoffs}); nothing deleted")
+            return
+        pruned = retention.prune(now)
+        retention.record_pass(pruned, now, actor=("user", f"prune:{getpass.getuser()}"))
+        self.stdout.write(f"pruned {describe(pruned)} ({cutoffs})")
+
+
+def describe(pruned):
+    return f"{pruned.executions} execution(s) and {pruned.logs} log chunk(s)"

@@ -1,0 +1,275 @@
+"""History retention: finished executions and their logs do not pile up forever.
+
+Executions finished more than CRONIQ_EXECUTION_RETENTION_DAYS ago are deleted
+with their logs; the logs of executions finished more than the shorter
+CRONIQ_LOG_RETENTION_DAYS ago are deleted on their own (the run stays in the
+history, without its output). Ages count from `finished_at`.
+
+Never deleted, whatever their age:
+- live executions (pending, running): only finished ones qualify;
+- every attempt of each job's latest finished instant: the admin's "last
+  result" and the dashboard read it however long ago the job last ran;
+- the attempts of an instant that still has a live attempt: the retry policy
+  counts them (`lifecycle.retry_delay`).
+Nothing else reads old executions: the trigger path decides what fires from
+`Job.next_run_at` / `last_scheduled_at` alone, so deleting old rows can never
+make an old instant fire again, and the singleton index only covers live rows.
+
+Work goes in batches of one short transaction each, oldest first, so the web
+process and the loop never wait long on a pruner. The loop does a bounded
+share every housekeeping pass (`prune_step`); `manage.py prune` drains a
+backlog. Several pruners may run at once: on PostgreSQL each batch skips the
+rows another one holds; on SQLite IMMEDIATE transactions serialise them.
+"""
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from itertools import count
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+
+import audit
+from scheduler.models import Execution, LogChunk
+
+# Rows per transaction. On SQLite a batch holds the whole database's write
+# lock: 100 executions with their logs take about 10 ms there, so a tick or a
+# runner's call never waits long for it. On PostgreSQL a batch locks only its
+# own rows, which nobody else touches.
+SQLITE_BATCH_SIZE = 100
+POSTGRES_BATCH_SIZE = 1000
+# Between batches a pruner rests as long as the batch took, and on SQLite at
+# least this long: a writer that found the lock taken retries after 1, 2, 5,
+# 10, 15, 20, 25 ms (SQLite's busy handler) and must then find it free.
+SQLITE_PAUSE = 0.05
+# The loop's share per housekeeping pass (every few seconds): a batch of
+# expired executions, and more batches (of them, then of logs) while they
+# fit in LOOP_BUDGET seconds, so a tick never waits long on pruning.
+LOOP_BATCH_SIZE = 100
+LOOP_MAX_BATCHES = 20
+LOOP_BUDGET = 0.01
+# Batches in a row that delete nothing before a pruner gives up.
+STALLED_BATCHES = 3
+PRUNED_COUNTER = "croniq_history_pruned_total"
+
+
+@dataclass
+class Pruned:
+    executions: int = 0
+    logs: int = 0  # log chunks
+
+    def __add__(self, other):
+        return Pruned(self.executions + other.executions, self.logs + other.logs)
+
+    @property
+    def total(self):
+        return self.executions + self.logs
+
+
+def execution_cutoff(now):
+    return now - timedelta(days=settings.CRONIQ_EXECUTION_RETENTION_DAYS)
+
+
+def log_cutoff(now):
+    """A log never outlives its execution, whatever the two settings say."""
+    days = min(settings.CRONIQ_LOG_RETENTION_DAYS, settings.CRONIQ_EXECUTION_RETENTION_DAYS)
+    return now - timedelta(days=days)
+
+
+def expired_executions(now):
+    """Finished executions past their retention, except each job's latest
+    finished instant. (The attempts of an instant with a live attempt are
+    set aside per batch: see `live_instants`.)"""
+    later_finished = Execution.objects.filter(
+        job_id=OuterRef("job_id"),
+        scheduled_for__gt=OuterRef("scheduled_for"),
+        state__in=Execution.FINAL_STATES,
+    )
+    return Execution.objects.filter(
+        state__in=Execution.FINAL_STATES, finished_at__lt=execution_cutoff(now)
+    ).filter(Exists(later_finished))
+
+
+def live_instants(until):
+    """{(job id, instant)} of live executions for instants up to `until`.
+
+    Each state is read through its own partial index, so this costs the
+    number of live executions, never the history. (A NOT EXISTS over live
+    executions in the candidates' query let PostgreSQL compare every
+    candidate with every pending execution: 1.2 s a batch with 8,500 pending.)
+    """
+    pairs = set()
+    for state in Execution.ACTIVE_STATES:
+        live = Execution.objects.filter(state=state, scheduled_for__lte=until)
+        pairs.update(live.values_list("job_id", "scheduled_for"))
+    return pairs
+
+
+def expired_logs(now):
+    """Log chunks of executions finished before the log retention.
+
+    Read through the chunks' `created_at` index: a chunk is written before its
+    execution finishes, so every expired chunk lies below the cutoff, and a
+    pass that finds nothing reads no history.
+    """
+    cutoff = log_cutoff(now)
+    return LogChunk.objects.filter(
+        created_at__lt=cutoff,
+        execution__finished_at__lt=cutoff,
+        execution__state__in=Execution.FINAL_STATES,
+    )
+
+
+def prune(now, *, batch_size=None, max_batches=None, budget=None):
+    """Delete expired executions (with their logs), then the expired logs of
+    the executions that stay, oldest first, one transaction per batch.
+
+    Each kind goes on until it finds nothing more, or after `max_batches`
+    batches. With a `budget` (seconds), no batch starts that would not end
+    within it, except the first of each kind; the logs wait while expired
+    executions are left (deleting those deletes their logs too). Returns a
+    Pruned.
+    """
+    if batch_size is None:
+        batch_size = SQLITE_BATCH_SIZE if connection.vendor == "sqlite" else POSTGRES_BATCH_SIZE
+    deadline = None if budget is None else time.monotonic() + budget
+    pruned, drained = drain(execution_batch, now, batch_size, max_batches, deadline)
+    if drained:
+        pruned += drain(log_batch, now, batch_size, max_batches, deadline)[0]
+    return pruned
+
+
+def drain(batch, now, batch_size, max_batches, deadline):
+    """Batches of one kind; returns (Pruned, whether none are left)."""
+    pruned = Pruned()
+    stalled = 0
+    shortest_pause = SQLITE_PAUSE if connection.vendor == "sqlite" else 0.0
+    for number in count() if max_batches is None else range(max_batches):
+        started = time.monotonic()
+        done, found = batch(now, batch_size)
+        took = time.monotonic() - started
+        pruned += done
+        if found < batch_size:
+            return pruned, True
+        # Nothing deleted: another pruner took these rows first (go on), or
+        # they are kept (live attempts): stop after a few such batches.
+        stalled = 0 if done.total else stalled + 1
+        if stalled == STALLED_BATCHES:
+            break
+        if number + 1 == max_batches:
+            break
+        # Rest as long as the batch took: a pruner never takes more than
+        # half of the database's time (or of a small machine's cores).
+        pause = max(took, shortest_pause)
+        if deadline is not None and time.monotonic() + pause + took > deadline:
+            break
+        time.sleep(pause)
+    return pruned, False
+
+
+def prune_step(now):
+    """The loop's bounded share of pruning; returns how many rows went."""
+    return prune(
+        now, batch_size=LOOP_BATCH_SIZE, max_batches=LOOP_MAX_BATCHES, budget=LOOP_BUDGET
+    ).total
+
+
+def would_prune(now):
+    """What `prune(now)` would delete, deleting nothing (`prune --dry-run`).
+    The logs counted include those of the expired executions."""
+    expired = expired_executions(now)
+    held = sum(
+        expired.filter(job_id=job_id, scheduled_for=instant).count()
+        for job_id, instant in live_instants(execution_cutoff(now))
+    )
+    return Pruned(executions=expired.count() - held, logs=expired_logs(now).count())
+
+
+def log_batch(now, batch_size):
+    """One batch of expired log chunks. Returns (Pruned, candidates found)."""
+    ids = candidate_ids(expired_logs(now).order_by("created_at", "id"), batch_size)
+    if not ids:
+        return Pruned(), 0
+    with transaction.atomic():
+        held = locked_ids(LogChunk.objects.filter(id__in=ids))
+        logs = LogChunk.objects.filter(id__in=held).delete()[0]
+    count_pruned(logs=logs)
+    return Pruned(logs=logs), len(ids)
+
+
+def execution_batch(now, batch_size):
+    """One batch of expired executions with their logs. Returns (Pruned,
+    candidates found)."""
+    rows = expired_executions(now).order_by("finished_at", "id")
+    found = list(rows.values_list("id", "job_id", "scheduled_for")[:batch_size])
+    if not found:
+        return Pruned(), 0
+    live = live_instants(max(instant for _, _, instant in found))
+    ids = [pk for pk, job_id, instant in found if (job_id, instant) not in live]
+    with transaction.atomic():
+        # A finished execution never becomes live again; checked anyway,
+        # under the lock, so no live row can ever be deleted. (The other
+        # exemptions were judged as the candidates were read: only a retry
+        # of a long-finished run created in between could change them, and
+        # it would at worst see one earlier attempt fewer.)
+        held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
+        logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
+        executions = delete_executions(held)
+    count_pruned(executions=executions, logs=logs)
+    return Pruned(executions=executions, logs=logs), len(found)
+
+
+def candidate_ids(rows, batch_size):
+    """The first ids of `rows`, read before the batch's transaction: the
+    search costs most, and on SQLite a transaction holds the write lock."""
+    return list(rows.values_list("id", flat=True)[:batch_size])
+
+
+def locked_ids(rows):
+    """The ids of `rows`, locked; rows another pruner holds are skipped
+    (PostgreSQL). SQLite's IMMEDIATE transactions serialise writers."""
+    rows = rows.order_by()  # LogChunk's default order would join (and lock) executions
+    if connection.features.has_select_for_update_skip_locked:
+        rows = rows.select_for_update(skip_locked=True)
+    return list(rows.values_list("id", flat=True))
+
+
+def delete_executions(ids):
+    """Delete executions whose logs are already gone, in one statement.
+
+    QuerySet.delete() would first load every row to look for cascades (ten
+    times slower, inside the write lock). LogChunk is the only model that
+    points at Execution; a new one must be cleared above, or the database's
+    foreign key refuses this delete.
+    """
+    if not ids:
+        return 0
+    table = connection.ops.quote_name(Execution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+        return cursor.rowcount
+
+
+def count_pruned(**kinds):
+    """After the batch's commit: the counter row is shared with other pruners,
+    and its lock must not be held for a whole batch."""
+    for kind, amount in kinds.items():
+        if amount:
+            audit.increment(PRUNED_COUNTER, amount, kind=kind)
+
+
+def record_pass(pruned, now, actor):
+    """One audit event for a whole `manage.py prune` (not one per row)."""
+    audit.record(
+        "history.pruned",
+        actor=actor,
+        at=now,
+        data={
+            "executions": pruned.executions,
+            "logs": pruned.logs,
+            "executions_finished_before": execution_cutoff(now).isoformat(),
+            "logs_finished_before": log_cutoff(now).isoformat(),
+        },
+    )
