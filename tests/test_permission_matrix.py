@@ -17,6 +17,7 @@ from audit.models import AuditEvent
 from calendars.models import Calendar, CalendarPeriod
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution, Job
+from tests import admin_forms
 from tests.factories import (
     CalendarFactory,
     ExecutionFactory,
@@ -116,45 +117,13 @@ def dashboard_post(url_name, target):
 
 
 def job_form(world):
-    return {
-        "name": world.job.name,
-        "description": "edited",
-        "command": "rm -rf /srv/reports",
-        "env": "{}",
-        "labels": "[]",
-        "schedule": world.job.schedule,
-        "timezone": "UTC",
-        "calendar": "",
-        "calendar_policy": "skip",
-        "misfire_policy": "run_once",
-        "retries": "0",
-        "retry_backoff": "30",
-        "timeout": "",
-        "enabled": "on",
-    }
-
-
-def calendar_form(name):
-    return {
-        "name": name,
-        "description": "",
-        "timezone": "UTC",
-        "weekdays": '["mon", "tue"]',
-        "holiday_country": "",
-        "holiday_subdivision": "",
-        "holiday_categories": "[]",
-        "window_start": "",
-        "window_end": "",
-        "base": "",
-        "periods-TOTAL_FORMS": "1",
-        "periods-INITIAL_FORMS": "0",
-        "periods-MIN_NUM_FORMS": "0",
-        "periods-MAX_NUM_FORMS": "1000",
-        "periods-0-kind": "exclude",
-        "periods-0-label": "freeze",
-        "periods-0-start_date": "2026-12-24",
-        "periods-0-end_date": "2027-01-06",
-    }
+    return admin_forms.job_form(
+        name=world.job.name,
+        description="edited",
+        command="rm -rf /srv/reports",
+        schedule=world.job.schedule,
+        timezone="UTC",
+    )
 
 
 # (way, action) -> how to ask for it: world -> (url, POST data).
@@ -181,11 +150,11 @@ REQUESTS = {
     ),
     ("admin", "calendar.add"): lambda w: (
         reverse("admin:calendars_calendar_add"),
-        calendar_form("new-calendar"),
+        admin_forms.calendar_form(name="new-calendar"),
     ),
     ("admin", "calendar.change"): lambda w: (
         reverse("admin:calendars_calendar_change", args=[w.calendar.pk]),
-        calendar_form(w.calendar.name),
+        admin_forms.calendar_form(name=w.calendar.name),
     ),
     ("admin", "token.add"): lambda w: (reverse("admin:runners_runnertoken_add"), {"name": "new"}),
     ("admin", "token.delete"): lambda w: (

@@ -13,6 +13,7 @@ from django.urls import reverse
 from audit.changes import MASK, diff, is_secret_env, masked_env
 from audit.models import AuditEvent
 from scheduler.models import Job
+from tests import admin_forms
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -51,24 +52,14 @@ def superuser(client, django_user_model):
 
 
 def job_form(job, **overrides):
-    form = {
+    stored = {
         "name": job.name,
-        "description": "",
         "command": job.command,
         "env": json.dumps(job.env),
-        "labels": "[]",
         "schedule": job.schedule,
         "timezone": job.timezone,
-        "calendar": "",
-        "calendar_policy": "skip",
-        "misfire_policy": "run_once",
-        "retries": "0",
-        "retry_backoff": "30",
-        "timeout": "",
-        "enabled": "on",
     }
-    form.update(overrides)
-    return form
+    return admin_forms.job_form(**{**stored, **overrides})
 
 
 def test_an_admin_change_of_env_is_audited_with_secrets_masked(superuser):

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from audit.models import AuditEvent
 from scheduler.models import Execution, Job
+from tests.admin_forms import job_form
 from tests.factories import CalendarFactory, ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -19,27 +20,6 @@ def staff(client, django_user_model):
     user = django_user_model.objects.create_superuser("ops", "ops@example.com", "pw")
     client.force_login(user)
     return client
-
-
-def job_form(**overrides):
-    form = {
-        "name": "report",
-        "description": "",
-        "command": "python report.py",
-        "env": "{}",
-        "labels": "[]",
-        "schedule": "30 2 * * *",
-        "timezone": "Europe/Berlin",
-        "calendar": "",
-        "calendar_policy": "skip",
-        "misfire_policy": "run_once",
-        "retries": "0",
-        "retry_backoff": "30",
-        "timeout": "",
-        "enabled": "on",
-    }
-    form.update(overrides)
-    return form
 
 
 def test_adding_a_job_schedules_it_and_audits_it(staff):

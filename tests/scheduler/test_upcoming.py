@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from scheduler import ticks
 from scheduler.models import Execution, Job
+from tests.admin_forms import job_form
 from tests.factories import CalendarFactory, CalendarPeriodFactory
 
 pytestmark = pytest.mark.django_db
@@ -105,23 +106,7 @@ def staff(client, django_user_model):
 
 
 def create_in_admin(staff, **fields):
-    form = {
-        "name": "poll",
-        "description": "",
-        "command": "true",
-        "env": "{}",
-        "labels": "[]",
-        "schedule": "@every 10m",
-        "timezone": "UTC",
-        "calendar": "",
-        "calendar_policy": "skip",
-        "misfire_policy": "run_once",
-        "retries": "0",
-        "retry_backoff": "30",
-        "timeout": "",
-        "enabled": "on",
-        **fields,
-    }
+    form = job_form(name="poll", command="true", schedule="@every 10m", timezone="UTC", **fields)
     answer = staff.post(reverse("admin:scheduler_job_add"), form)
     assert answer.status_code == 302, answer.content.decode()[:2000]
     return Job.objects.get(name=form["name"])

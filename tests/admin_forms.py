@@ -1,0 +1,47 @@
+"""POST payloads of the admin's job and calendar forms, as a browser sends them."""
+
+
+def job_form(**fields):
+    """The job change form with every field filled; `fields` override."""
+    return {
+        "name": "report",
+        "description": "",
+        "command": "python report.py",
+        "env": "{}",
+        "labels": "[]",
+        "schedule": "30 2 * * *",
+        "timezone": "Europe/Berlin",
+        "calendar": "",
+        "calendar_policy": "skip",
+        "misfire_policy": "run_once",
+        "retries": "0",
+        "retry_backoff": "30",
+        "timeout": "",
+        "enabled": "on",
+        **fields,
+    }
+
+
+def calendar_form(**fields):
+    """The calendar form with one Christmas blackout in its inline periods."""
+    return {
+        "name": "ops",
+        "description": "",
+        "timezone": "UTC",
+        "weekdays": '["mon", "tue"]',
+        "holiday_country": "",
+        "holiday_subdivision": "",
+        "holiday_categories": "[]",
+        "window_start": "",
+        "window_end": "",
+        "base": "",
+        "periods-TOTAL_FORMS": "1",
+        "periods-INITIAL_FORMS": "0",
+        "periods-MIN_NUM_FORMS": "0",
+        "periods-MAX_NUM_FORMS": "1000",
+        "periods-0-kind": "exclude",
+        "periods-0-label": "freeze",
+        "periods-0-start_date": "2026-12-24",
+        "periods-0-end_date": "2027-01-06",
+        **fields,
+    }
