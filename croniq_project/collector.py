@@ -59,6 +59,7 @@ GAUGES = {
     "croniq_executions_pending_unmatched",
     "croniq_scheduler_lag_seconds",
     "croniq_scheduler_last_tick_timestamp_seconds",
+    "croniq_jobs_quarantined",
 }
 # audit.observe stores a histogram as these rows (see audit.recording.observe).
 BUCKET, COUNT, SUM_US = "__bucket", "__count", "__sum_us"
@@ -311,3 +312,11 @@ def scheduler_gauges(now):
     )
     tick.add_metric([], last.timestamp() if last else 0.0)
     yield tick
+    # A state, beside the croniq_job_errors_total events: an alert on it stays
+    # firing until an operator clears the job, however long ago it broke.
+    quarantined = GaugeMetricFamily(
+        "croniq_jobs_quarantined",
+        "Jobs the scheduler took out of the schedule because they could not be fired.",
+    )
+    quarantined.add_metric([], Job.objects.exclude(error="").count())
+    yield quarantined

@@ -271,10 +271,10 @@ def test_a_scrape_costs_the_same_few_queries_however_many_rows(db, django_assert
             audit.increment("croniq_singleton_skips_total", job=job.name)
 
     world_of(2)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         scrape()
     world_of(30)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         scrape()
 
 

@@ -91,6 +91,22 @@ def test_the_error_counter_is_exported_on_metrics():
     ]
 
 
+def quarantined_gauge(now):
+    family = next(f for f in families(now) if f.name == "croniq_jobs_quarantined")
+    return [sample.value for sample in family.samples]
+
+
+def test_the_quarantined_gauge_stays_up_until_the_job_is_cleared():
+    stuck = stale_singleton()
+    assert quarantined_gauge(at(0)) == [0]
+    ticks.trigger_due(at(0, 1))
+
+    assert quarantined_gauge(at(30)) == [1]  # a state: still up half an hour later
+    stuck.executions.update(state=Execution.SUCCEEDED)
+    operations.resume(Job.objects.filter(pk=stuck.pk), at(31), ("user", "ops"))
+    assert quarantined_gauge(at(31)) == [0]
+
+
 def test_resuming_a_quarantined_job_clears_the_error_and_it_fires_again():
     stuck = stale_singleton()
     ticks.trigger_due(at(0, 1))
