@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,18 @@ def runner_venv():
             venv.mkdir()
             install(venv, build_wheel(venv / "wheel"))
             ready.touch()
+            forget_old_builds(keep=venv)
     return venv / "bin"
+
+
+def forget_old_builds(keep, now=None):
+    """Remove the virtualenvs of earlier runner/ sources built over a day
+    before `now` (a suite still running from one is long over)."""
+    now = time.time() if now is None else now
+    for stamp in CACHE.glob("*/.ready"):
+        if stamp.parent != keep and stamp.stat().st_mtime < now - 86400:
+            shutil.rmtree(stamp.parent, ignore_errors=True)
+            Path(f"{stamp.parent}.lock").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
