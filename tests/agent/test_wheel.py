@@ -34,8 +34,8 @@ def test_the_wheel_holds_the_agent_package_and_nothing_else(wheel):
     modules = {n for n in wheel.namelist() if not n.split("/")[0].endswith(".dist-info")}
     source = {
         str(path.relative_to(RUNNER))
-        for path in (RUNNER / "croniq_runner").rglob("*.py")
-        if "__pycache__" not in path.parts
+        for path in (RUNNER / "croniq_runner").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
     }
     assert modules == source
     assert "croniq_runner/supervisor.py" in modules  # started as a script by path
