@@ -11,8 +11,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+# The server and the runner package (runner/): `make run` starts both.
+$(STAMP): $(BIN)/python pyproject.toml runner/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./runner
 	touch $(STAMP)
 
 install: $(STAMP)

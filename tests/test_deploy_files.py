@@ -22,7 +22,12 @@ def load(name):
 
 
 def console_scripts():
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    """The programs the server's and the runner's (runner/) distributions install."""
+    scripts = {}
+    for project in (ROOT, ROOT / "runner"):
+        pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+        scripts.update(pyproject["project"].get("scripts", {}))
+    return scripts
 
 
 def entry_points_of(command):

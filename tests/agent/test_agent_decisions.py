@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
-from runners.agent import Agent
-from runners.agent_config import Config
-from runners.agent_http import Link, Transient
-from runners.agent_timing import Backoff, LeaseBook, renewal_interval
+from croniq_runner.agent import Agent
+from croniq_runner.client import Link, Transient
+from croniq_runner.config import Config
+from croniq_runner.timing import Backoff, LeaseBook, renewal_interval
 
 
 class FakeClock:

@@ -1,6 +1,6 @@
 import pytest
 
-from runners.agent_timing import Backoff
+from croniq_runner.timing import Backoff
 
 
 def delays(backoff, n):

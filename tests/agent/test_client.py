@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from runners.agent_http import Client, Conflict, Transient
+from croniq_runner.client import Client, Conflict, Transient
 
 
 class Answer409(http.server.BaseHTTPRequestHandler):

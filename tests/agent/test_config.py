@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.agent import EXIT_USAGE, main
-from runners.agent_config import UsageError, parse_args, parse_labels
+from croniq_runner.agent import EXIT_USAGE, main
+from croniq_runner.config import UsageError, parse_args, parse_labels
 
 BASE = ["--server", "http://croniq.test", "--token", "crq_secret"]
 
@@ -170,7 +170,7 @@ def test_the_token_is_wiped_from_the_environment_the_process_started_with(tmp_pa
     """/proc/PID/environ shows the environment of exec(); the agent's own
     process must not show the token there once it has read it."""
     code = (
-        "import os, sys; from runners.agent_config import forget_token; forget_token(); "
+        "import os, sys; from croniq_runner.config import forget_token; forget_token(); "
         "sys.stdout.write(str('CRONIQ_TOKEN' in os.environ) + ' '); sys.stdout.flush(); "
         "sys.stdin.read()"
     )

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runners.agent_config import UsageError, parse_args
+from croniq_runner.config import UsageError, parse_args
 
 BASE = ["--server", "http://croniq.test", "--token", "t"]
 

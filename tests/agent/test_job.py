@@ -5,8 +5,8 @@ import threading
 import time
 from pathlib import Path
 
-from runners.agent_http import Conflict, Transient
-from runners.agent_job import Job
+from croniq_runner.client import Conflict, Transient
+from croniq_runner.job import Job
 
 
 class RecordingServer:

@@ -1,4 +1,4 @@
-from runners.agent_timing import LeaseBook, fence_margin
+from croniq_runner.timing import LeaseBook, fence_margin
 
 
 class FakeClock:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.agent_ledger import Ledger, group_members, start_time
+from croniq_runner.ledger import Ledger, group_members, start_time
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def record(state_dir, *entries, then="exit"):
     code = textwrap.dedent(
         f"""
         import os, sys
-        from runners.agent_ledger import Ledger
+        from croniq_runner.ledger import Ledger
         ledger = Ledger({str(state_dir)!r})
         ledger.open()
         for pgid, execution_id in {list(entries)!r}:

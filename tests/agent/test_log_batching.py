@@ -1,4 +1,4 @@
-from runners.agent_logs import LogBatcher, split_utf8
+from croniq_runner.logs import LogBatcher, split_utf8
 
 
 class FakeClock:

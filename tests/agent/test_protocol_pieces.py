@@ -4,7 +4,7 @@ import signal
 import pytest
 import requests
 
-from runners.agent_http import (
+from croniq_runner.client import (
     Conflict,
     NotFound,
     Rejected,
@@ -13,7 +13,7 @@ from runners.agent_http import (
     classify,
     describe_failure,
 )
-from runners.agent_job import job_environment, outcome
+from croniq_runner.job import job_environment, outcome
 
 
 def response(status, body=None, text=None):

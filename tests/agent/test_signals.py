@@ -7,7 +7,7 @@ import textwrap
 SCENARIO = textwrap.dedent(
     """
     import signal, threading, time
-    from runners.agent_timing import wait_for_stop
+    from croniq_runner.timing import wait_for_stop
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())

@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-RUNNERS = Path(__file__).resolve().parents[2] / "runners"
-AGENT_MODULES = sorted(RUNNERS.glob("agent*.py"))
+PACKAGE = Path(__file__).resolve().parents[2] / "runner" / "croniq_runner"
+MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
 def imported_roots(path):
@@ -18,27 +18,32 @@ def imported_roots(path):
             yield node.module
 
 
-def test_agent_modules_import_only_the_standard_library_requests_and_each_other():
-    assert len(AGENT_MODULES) >= 2
-    allowed = set(sys.stdlib_module_names) | {"requests"}
-    for path in AGENT_MODULES:
+def test_the_package_imports_only_the_standard_library_requests_and_itself():
+    assert len(MODULES) >= 10
+    allowed = set(sys.stdlib_module_names) | {"requests", "croniq_runner"}
+    for path in MODULES:
         for name in imported_roots(path):
-            root = name.split(".")[0]
-            own = name.startswith("runners.agent")
-            assert own or root in allowed, f"{path.name} imports {name}"
+            assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
 
 
-def test_the_runners_package_itself_imports_nothing():
-    assert list(imported_roots(RUNNERS / "__init__.py")) == []
+def test_the_supervisor_imports_only_the_standard_library():
+    """It runs as a script with `-I -S`: not even its own package is in reach."""
+    for name in imported_roots(PACKAGE / "supervisor.py"):
+        assert name.split(".")[0] in sys.stdlib_module_names, name
+
+
+def test_the_package_itself_imports_nothing():
+    assert list(imported_roots(PACKAGE / "__init__.py")) == []
 
 
 def test_importing_the_agent_loads_no_django():
     code = (
-        "import sys, runners.agent; print(sorted(m for m in sys.modules if m.startswith('django')))"
+        "import sys, croniq_runner.agent; "
+        "print(sorted(m for m in sys.modules if m.startswith('django')))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=RUNNERS.parent,
+        cwd=PACKAGE.parent,
         capture_output=True,
         text=True,
         check=True,

@@ -264,7 +264,7 @@ def misfire_ranges(facts, job):
 
 
 # What croniq-runner reports for a job it killed because it could not renew
-# the lease (runners/agent_job.py REASONS["fenced"]).
+# the lease (croniq_runner/job.py REASONS["fenced"]).
 FENCED_ERROR = "killed by the runner: its lease could not be renewed"
 FENCED_OUTCOME = "fenced by its runner, settled as failed, never retried"
 

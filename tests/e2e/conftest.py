@@ -1,6 +1,7 @@
 import pytest
 
 from tests.e2e.processes import Server, create_database, drop_database, manage
+from tests.runner_venv import runner_from_wheel  # noqa: F401 (every agent runs from the wheel)
 
 pytestmark = pytest.mark.e2e
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import requests
 from django.conf import settings
 
+from tests.runner_venv import runner_venv
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -159,11 +161,12 @@ def start_loop(database_url, log_path, *args, **extra_env):
 
 
 def start_agent(server_url, token, log_path, *args, **extra_env):
+    """croniq-runner as installed from its wheel (tests/runner_venv.py)."""
     # Ledgers of the agent's jobs live beside its log, not in root's home.
     extra_env.setdefault("XDG_STATE_HOME", Path(log_path).parent / "agent-state")
     env = process_env("sqlite:////nonexistent", **extra_env)
     return Process(
-        [str(BIN / "croniq-runner"), "--server", server_url, "--token", token, *args],
+        [str(runner_venv() / "croniq-runner"), "--server", server_url, "--token", token, *args],
         env,
         log_path,
     )

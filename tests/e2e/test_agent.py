@@ -13,8 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.agent.bare_venv import bare_env, run
-from tests.agent.bare_venv import bare_venv as make_bare_venv
+import croniq_runner
 from tests.agent.world import (
     add_execution,
     add_executions,
@@ -28,9 +27,11 @@ from tests.e2e.processes import (
     create_database,
     drop_database,
     manage,
+    query,
     start_agent,
     wait_for,
 )
+from tests.runner_venv import bare_env, run, runner_venv
 
 pytestmark = pytest.mark.e2e
 
@@ -288,16 +289,20 @@ def test_an_agent_superseded_by_another_process_exits_instead_of_fighting(world,
     assert second.alive()
 
 
-def test_the_agent_runs_from_a_virtualenv_with_only_requests(world, tmp_path):
-    bare_venv = make_bare_venv(tmp_path)
+def test_the_agent_runs_from_its_wheel_in_a_virtualenv_with_only_requests(world, tmp_path):
+    bare_venv = runner_venv()
     packages = run([bare_venv / "python", "-m", "pip", "--version"], tmp_path)
     assert packages.returncode != 0  # not even pip: only what the agent needs
     no_django = run([bare_venv / "python", "-c", "import django"], tmp_path)
     assert "ModuleNotFoundError" in no_django.stderr
+    no_server = run([bare_venv / "python", "-c", "import runners"], tmp_path)
+    assert "ModuleNotFoundError" in no_server.stderr
     where = run(
-        [bare_venv / "python", "-c", "import runners.agent as a; print(a.__file__)"], tmp_path
+        [bare_venv / "python", "-c", "import croniq_runner as r; print(r.__file__)"], tmp_path
     )
-    assert where.stdout.startswith(str(bare_venv.parent))
+    assert where.returncode == 0, where.stderr
+    [site_packages] = bare_venv.parent.glob("lib/python*/site-packages")
+    assert where.stdout.startswith(str(site_packages / "croniq_runner"))
 
     help_text = run([bare_venv / "croniq-runner", "--help"], tmp_path)
     assert help_text.returncode == 0
@@ -307,7 +312,8 @@ def test_the_agent_runs_from_a_virtualenv_with_only_requests(world, tmp_path):
     log = tmp_path / "agent.log"
     with open(log, "w") as output:
         agent = subprocess.Popen(
-            [bare_venv / "croniq-runner", "--once", "--labels", "bare", "--poll-wait", "2"],
+            [bare_venv / "croniq-runner", "--once", "--labels", "bare", "--poll-wait", "2"]
+            + ["--name", "bare"],
             cwd=tmp_path,
             env={
                 **bare_env(),
@@ -325,6 +331,8 @@ def test_the_agent_runs_from_a_virtualenv_with_only_requests(world, tmp_path):
     assert " reported: failed" in log.read_text()
     [execution] = executions(world.db, "bare")
     assert (execution["exit_code"], execution["log"]) == (4, "from bare\n")
+    [(version,)] = query(world.db, "SELECT version FROM runners_runner WHERE name = %s", ("bare",))
+    assert version == croniq_runner.__version__
 
 
 def test_a_name_registered_with_another_token_is_refused_and_the_owner_keeps_it(world, agents):

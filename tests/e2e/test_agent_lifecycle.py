@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.agent_ledger import group_members
+from croniq_runner.ledger import group_members
 from tests.agent.world import (
     add_execution,
     executions,

@@ -13,7 +13,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 
-VERSION = "0.1.0"
+from croniq_runner import __version__ as VERSION
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 

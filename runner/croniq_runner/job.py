@@ -1,5 +1,5 @@
 """One execution on the agent: a `sh -c` child in its own process group under
-a supervisor that ends the group if the agent dies (agent_supervisor.py),
+a supervisor that ends the group if the agent dies (supervisor.py),
 its output shipped to the server in batches, its outcome reported with `finish`.
 
 Standard library and requests only.
@@ -15,9 +15,9 @@ import sys
 import threading
 import time
 
-from runners.agent_http import Conflict, NotFound, Rejected, Transient, Unauthorized
-from runners.agent_logs import LogBatcher
-from runners.agent_timing import Backoff
+from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
+from croniq_runner.logs import LogBatcher
+from croniq_runner.timing import Backoff
 
 log = logging.getLogger("croniq.runner")
 
@@ -28,7 +28,7 @@ LOGS_TIMEOUT = 10.0
 FINISH_TIMEOUT = 10.0
 # Never handed to jobs: a job must not be able to act as the runner.
 SECRET_ENV = ("CRONIQ_TOKEN", "CRONIQ_TOKEN_FILE")
-SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_supervisor.py")
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 # How long a job gets between SIGTERM and SIGKILL when its agent died.
 ORPHAN_GRACE = 5.0
 

@@ -13,29 +13,19 @@ with Python. Threads:
   settles it lost and retries it (the server then answers 409, as expected);
 - each execution has a reader, a log shipper and a thread that reports its end.
 
-Exit codes: 0 done (also after SIGTERM/SIGINT and a drain), 2 usage error
-(also when the server refuses the registration as invalid), 3 the token was
-refused, 4 another process took over this runner's identity, 1 an error
-nothing above expected.
+This module holds the Agent's lifecycle (start, drain, shutdown), the poller
+and main(); registration.py its session with the server, leases.py the
+heartbeat and the watchdog, job.py one execution. Exit codes: exits.py.
 """
 
 import logging
 import signal
-import socket
 import sys
 import threading
 import time
 import uuid
 
-from runners.agent_config import (
-    VERSION,
-    SetupError,
-    UsageError,
-    build_parser,
-    forget_token,
-    parse_args,
-)
-from runners.agent_http import (
+from croniq_runner.client import (
     Client,
     Conflict,
     Link,
@@ -45,32 +35,24 @@ from runners.agent_http import (
     Transient,
     Unauthorized,
 )
-from runners.agent_job import Job
-from runners.agent_ledger import Ledger
-from runners.agent_timing import Backoff, LeaseBook, renewal_interval, wait_for_stop
+from croniq_runner.config import (
+    SetupError,
+    UsageError,
+    build_parser,
+    forget_token,
+    parse_args,
+)
+from croniq_runner.exits import EXIT_OK, EXIT_SUPERSEDED, EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
+from croniq_runner.job import Job
+from croniq_runner.leases import LeaseKeeping
+from croniq_runner.ledger import Ledger
+from croniq_runner.registration import REFRESH_INTERVAL, Registration
+from croniq_runner.timing import Backoff, LeaseBook, wait_for_stop
 
 log = logging.getLogger("croniq.runner")
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_UNAUTHORIZED = 3
-EXIT_SUPERSEDED = 4
-
-WATCHDOG_TICK = 0.1
-REGISTER_TIMEOUT = 10.0
 # After the drain, reports of killed jobs get this long to reach the server.
 REPORT_WINDOW = 15.0
-# A fenced job is reported this long after its lease must have expired on the
-# server, so the reaper has settled it lost (and retried it) first.
-REAP_SLACK = 3.0
-# Registration is repeated this often to pick up the server's current settings.
-REFRESH_INTERVAL = 300.0
-
-
-class Fatal(Exception):
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
 
 
 class Changes:
@@ -89,7 +71,7 @@ class Changes:
             self._condition.wait(timeout)
 
 
-class Agent:
+class Agent(Registration, LeaseKeeping):
     def __init__(self, config, clock=time.monotonic):
         self.config = config
         self.clock = clock
@@ -244,87 +226,6 @@ class Agent:
         that only wait for their lease to lapse on the server."""
         return [job for job in self.held() if not job.waiting_for_lapse]
 
-    # -- register ---------------------------------------------------------
-
-    def registration(self):
-        return {
-            "name": self.config.name,
-            "labels": list(self.config.labels),
-            "session": self.session,
-            "version": VERSION,
-            "hostname": socket.gethostname(),
-            "capacity": self.config.capacity,
-        }
-
-    def register(self):
-        body = self.registration()
-        backoff = Backoff()
-        while not self.stopping.is_set():
-            try:
-                answer = self.client.post("/api/v1/runners/register", body, REGISTER_TIMEOUT)
-            except Unauthorized as error:
-                hint = (
-                    "the name belongs to another token: pick another --name, or release it "
-                    "in the admin"
-                    if error.status == 403
-                    else "check --token / CRONIQ_TOKEN"
-                )
-                raise Fatal(
-                    EXIT_UNAUTHORIZED,
-                    f"the server refused to register runner {self.config.name!r} ({error}); "
-                    + hint,
-                ) from None
-            except Rejected as error:
-                # Invalid labels or name: retrying cannot fix the configuration.
-                raise Fatal(EXIT_USAGE, f"the server refused the registration ({error})") from None
-            except (Transient, NotFound, Conflict):
-                self.stopping.wait(backoff.next_delay())
-                continue
-            self.registered(answer)
-            return
-
-    def registered(self, answer):
-        self.runner_id = answer["runner_id"]
-        self.lease_ttl = float(answer.get("lease_ttl") or 30)
-        self.heartbeat_interval = self.pace(float(answer.get("heartbeat_interval") or 10))
-        log.info(
-            "connected to %s as runner %r (id %s, session %s, labels %s, capacity %d)",
-            self.config.server,
-            self.config.name,
-            self.runner_id,
-            self.session,
-            ",".join(self.config.labels) or "-",
-            self.config.capacity,
-        )
-        if answer.get("takeover"):
-            log.warning(
-                "took over runner %r from a previous session; the server released its executions",
-                self.config.name,
-            )
-
-    def pace(self, asked):
-        """The renewal interval for the server's `asked` heartbeat interval
-        and the current lease TTL; a pace the leases cannot survive is
-        shortened, and the log says so."""
-        interval = renewal_interval(asked, self.lease_ttl)
-        if interval < asked:
-            log.warning(
-                "the server asks for a heartbeat every %.1fs but grants %.1fs leases: "
-                "renewing every %.1fs instead",
-                asked,
-                self.lease_ttl,
-                interval,
-            )
-        return interval
-
-    def reregister(self, error):
-        """The server forgot this runner (deleted in the admin): register again."""
-        log.warning("server does not know runner %s (%s); registering again", self.runner_id, error)
-        try:
-            self.register()
-        except Fatal as fatal:
-            self.die(fatal.code, str(fatal))
-
     # -- poll -------------------------------------------------------------
 
     def free_slots(self):
@@ -442,131 +343,6 @@ class Agent:
             self.jobs.pop(job.id, None)
         self.leases.forget(job.id)
         self.changed.notify()
-
-    # -- heartbeat --------------------------------------------------------
-
-    def heartbeat_loop(self):
-        backoff = Backoff(cap=self.heartbeat_interval)
-        pause = 0.0
-        while not self.exited.is_set() and self.fatal is None:
-            self.beat_now.wait(pause)
-            self.beat_now.clear()
-            if self.exited.is_set() or self.fatal is not None:
-                return
-            try:
-                pause = self.beat_once(backoff)
-            except Exception:
-                log.exception("unexpected error in the heartbeat; retrying")
-                pause = backoff.next_delay()
-
-    def beat_once(self, backoff):
-        """One heartbeat; returns the pause before the next."""
-        try:
-            if self.link.outages != self.outages_seen or self.clock() >= self.refresh_at:
-                self.refresh()
-            self.heartbeat()
-        except Transient:
-            # Retry sooner than the interval: the leases are running out.
-            return min(backoff.next_delay(), self.heartbeat_interval)
-        except Unauthorized as error:
-            self.unauthorized(error)
-        except Conflict as error:
-            self.superseded(error)
-        except NotFound as error:
-            self.reregister(error)
-        except Rejected as error:
-            log.error("heartbeat refused (%s)", error)
-        backoff.reset()
-        return self.heartbeat_interval
-
-    def heartbeat_timeout(self):
-        return max(2.0, min(10.0, self.lease_ttl / 3))
-
-    def heartbeat(self):
-        # A lease given up (fenced, or reported lost) is never renewed again.
-        held = [job for job in self.held() if job.holds_lease]
-        body = {
-            "session": self.session,
-            "executions": [{"id": job.id, "lease": job.lease} for job in held],
-        }
-        sent_at = self.last_beat_sent = self.clock()
-        path = f"/api/v1/runners/{self.runner_id}/heartbeat"
-        answer = self.client.post(path, body, timeout=self.heartbeat_timeout())
-        by_id = {job.id: job for job in held}
-        for execution_id in answer.get("renewed") or []:
-            if execution_id in by_id:
-                self.leases.renewed(execution_id, sent_at)
-        for execution_id in answer.get("lost") or []:
-            if execution_id in by_id:
-                by_id[execution_id].kill("lost", self.fence_grace())
-                self.leases.forget(execution_id)
-        for execution_id in answer.get("cancel") or []:
-            if execution_id in by_id:
-                by_id[execution_id].kill("cancel", self.config.kill_grace)
-
-    def refresh(self):
-        """After an outage, and every few minutes (web processes restarted in
-        turn show no outage), the server may run with other settings:
-        register again under the same session (no takeover) and adopt its
-        lease TTL and heartbeat interval."""
-        outages = self.link.outages
-        answer = self.client.post("/api/v1/runners/register", self.registration(), REGISTER_TIMEOUT)
-        self.outages_seen = outages
-        self.refresh_at = self.clock() + REFRESH_INTERVAL
-        self.runner_id = answer["runner_id"]
-        if answer.get("lease_ttl"):
-            self.shorten_leases(float(answer["lease_ttl"]))
-        interval = answer.get("heartbeat_interval")
-        if interval:
-            self.heartbeat_interval = min(self.heartbeat_interval, self.pace(float(interval)))
-
-    def shorten_leases(self, ttl):
-        """Count leases with a shorter TTL from now on (never a longer one:
-        fencing early is safe, fencing late is not)."""
-        if not self.leases.shorten(ttl):
-            return
-        self.lease_ttl = ttl
-        self.heartbeat_interval = renewal_interval(self.heartbeat_interval, ttl)
-        log.warning(
-            "the server now grants shorter leases (%.1fs): renewing every %.1fs, "
-            "fencing %.1fs after a renewal",
-            ttl,
-            self.heartbeat_interval,
-            ttl - self.leases.margin,
-        )
-
-    # -- watchdog ---------------------------------------------------------
-
-    def watchdog_loop(self):
-        while not self.exited.wait(WATCHDOG_TICK):
-            try:
-                self.watch(self.clock())
-            except Exception:
-                log.exception("unexpected error in the watchdog")
-
-    def watch(self, now):
-        """Self-fencing, local timeouts and SIGKILL escalation, at `now`."""
-        jobs = {job.id: job for job in self.held()}
-        for execution_id in self.leases.overdue(now):
-            job = jobs.get(execution_id)
-            self.leases.forget(execution_id)
-            if job is not None and job.running:
-                job.give_up_lease(self.fence_grace(), self.lapse_time(now))
-        for job in jobs.values():
-            job.tick(now, self.config.kill_grace)
-
-    def lapse_time(self, now):
-        """When the server must have let a lease go that this agent stops
-        renewing at `now`: a heartbeat still in flight may renew it once more."""
-        last_renewal = now
-        if self.last_beat_sent is not None:
-            last_renewal = max(now, self.last_beat_sent + self.heartbeat_timeout())
-        return last_renewal + self.lease_ttl + REAP_SLACK
-
-    def fence_grace(self):
-        """SIGTERM to SIGKILL delay when the lease is gone: the job must be
-        dead before the server's lease runs out."""
-        return min(self.leases.margin / 2, self.config.kill_grace)
 
 
 def configure_logging(level):

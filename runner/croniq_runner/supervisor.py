@@ -1,6 +1,6 @@
 """The parent of one job: it makes the job die with its agent.
 
-    python -I -S agent_supervisor.py FD GRACE [--user UID GID GROUPS] -- COMMAND...
+    python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a

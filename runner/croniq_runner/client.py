@@ -12,7 +12,7 @@ import time
 
 import requests
 
-from runners.agent_config import VERSION
+from croniq_runner.config import VERSION
 
 log = logging.getLogger("croniq.runner")
 

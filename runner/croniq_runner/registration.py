@@ -1,0 +1,134 @@
+"""The agent's session with the server (DESIGN.md §4): registering under its
+name, adopting the server's lease TTL and heartbeat interval, registering
+again when the server forgot the runner, and refreshing the settings after
+an outage.
+"""
+
+import logging
+import socket
+
+from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
+from croniq_runner.config import VERSION
+from croniq_runner.exits import EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
+from croniq_runner.timing import Backoff, renewal_interval
+
+log = logging.getLogger("croniq.runner")
+
+REGISTER_TIMEOUT = 10.0
+# Registration is repeated this often to pick up the server's current settings.
+REFRESH_INTERVAL = 300.0
+
+
+class Registration:
+    """The register and refresh calls of the Agent (agent.py), which holds
+    the state they set: runner_id, lease_ttl, heartbeat_interval."""
+
+    def registration(self):
+        return {
+            "name": self.config.name,
+            "labels": list(self.config.labels),
+            "session": self.session,
+            "version": VERSION,
+            "hostname": socket.gethostname(),
+            "capacity": self.config.capacity,
+        }
+
+    def register(self):
+        body = self.registration()
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            try:
+                answer = self.client.post("/api/v1/runners/register", body, REGISTER_TIMEOUT)
+            except Unauthorized as error:
+                hint = (
+                    "the name belongs to another token: pick another --name, or release it "
+                    "in the admin"
+                    if error.status == 403
+                    else "check --token / CRONIQ_TOKEN"
+                )
+                raise Fatal(
+                    EXIT_UNAUTHORIZED,
+                    f"the server refused to register runner {self.config.name!r} ({error}); "
+                    + hint,
+                ) from None
+            except Rejected as error:
+                # Invalid labels or name: retrying cannot fix the configuration.
+                raise Fatal(EXIT_USAGE, f"the server refused the registration ({error})") from None
+            except (Transient, NotFound, Conflict):
+                self.stopping.wait(backoff.next_delay())
+                continue
+            self.registered(answer)
+            return
+
+    def registered(self, answer):
+        self.runner_id = answer["runner_id"]
+        self.lease_ttl = float(answer.get("lease_ttl") or 30)
+        self.heartbeat_interval = self.pace(float(answer.get("heartbeat_interval") or 10))
+        log.info(
+            "connected to %s as runner %r (id %s, session %s, labels %s, capacity %d)",
+            self.config.server,
+            self.config.name,
+            self.runner_id,
+            self.session,
+            ",".join(self.config.labels) or "-",
+            self.config.capacity,
+        )
+        if answer.get("takeover"):
+            log.warning(
+                "took over runner %r from a previous session; the server released its executions",
+                self.config.name,
+            )
+
+    def pace(self, asked):
+        """The renewal interval for the server's `asked` heartbeat interval
+        and the current lease TTL; a pace the leases cannot survive is
+        shortened, and the log says so."""
+        interval = renewal_interval(asked, self.lease_ttl)
+        if interval < asked:
+            log.warning(
+                "the server asks for a heartbeat every %.1fs but grants %.1fs leases: "
+                "renewing every %.1fs instead",
+                asked,
+                self.lease_ttl,
+                interval,
+            )
+        return interval
+
+    def reregister(self, error):
+        """The server forgot this runner (deleted in the admin): register again."""
+        log.warning("server does not know runner %s (%s); registering again", self.runner_id, error)
+        try:
+            self.register()
+        except Fatal as fatal:
+            self.die(fatal.code, str(fatal))
+
+    def refresh(self):
+        """After an outage, and every few minutes (web processes restarted in
+        turn show no outage), the server may run with other settings:
+        register again under the same session (no takeover) and adopt its
+        lease TTL and heartbeat interval."""
+        outages = self.link.outages
+        answer = self.client.post("/api/v1/runners/register", self.registration(), REGISTER_TIMEOUT)
+        self.outages_seen = outages
+        self.refresh_at = self.clock() + REFRESH_INTERVAL
+        self.runner_id = answer["runner_id"]
+        if answer.get("lease_ttl"):
+            self.shorten_leases(float(answer["lease_ttl"]))
+        interval = answer.get("heartbeat_interval")
+        if interval:
+            self.heartbeat_interval = min(self.heartbeat_interval, self.pace(float(interval)))
+
+    def shorten_leases(self, ttl):
+        """Count leases with a shorter TTL from now on (never a longer one:
+        fencing early is safe, fencing late is not)."""
+        if not self.leases.shorten(ttl):
+            return
+        self.lease_ttl = ttl
+        self.heartbeat_interval = renewal_interval(self.heartbeat_interval, ttl)
+        log.warning(
+            "the server now grants shorter leases (%.1fs): renewing every %.1fs, "
+            "fencing %.1fs after a renewal",
+            ttl,
+            self.heartbeat_interval,
+            ttl - self.leases.margin,
+        )
