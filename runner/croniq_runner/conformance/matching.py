@@ -188,5 +188,7 @@ NOT_JSON = _NotJson()
 
 
 def brief(value, limit=160):
-    text = as_text(value) if value is not NOT_JSON else "a body that is not JSON"
+    if value is NOT_JSON:
+        return "a body that is not JSON"
+    text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 3] + "..."

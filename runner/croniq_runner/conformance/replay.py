@@ -150,7 +150,8 @@ def exchange(step, values, config, http):
         body = NOT_JSON
     problems = expectation_errors(step.get("expect", {}), answer.status_code, body, elapsed, values)
     if problems:
-        return [*problems, f"answer {answer.status_code} {brief(body)}"]
+        shown = brief(body) if body is not NOT_JSON else brief(answer.text)
+        return [*problems, f"answer {answer.status_code} {shown}"]
     for name, path in step.get("capture", {}).items():
         values[name] = lookup(body, path)
     return []
