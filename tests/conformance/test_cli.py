@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from croniq_runner.conformance.__main__ import line, main
 from croniq_runner.conformance.replay import Result, load_cases
 

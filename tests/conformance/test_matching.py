@@ -4,6 +4,7 @@ expectations, and the case files themselves."""
 import json
 
 import pytest
+
 from croniq_runner.conformance.matching import (
     NOT_JSON,
     PLACEHOLDER,

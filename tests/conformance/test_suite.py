@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from croniq_runner.conformance.replay import Config, load_cases, run_case
 
+from croniq_runner.conformance.replay import Config, load_cases, run_case
 from tests.conformance.rewriting_proxy import RewritingProxy
 from tests.e2e.processes import (
     ROOT,

@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+import requests
+
 from croniq_runner.conformance.replay import DEFAULT_LABEL, Config, load_cases, run_case
 
 
@@ -70,10 +72,11 @@ def main(argv=None):
         return 0
     config = Config(args.server, args.token, args.second_token, args.operator, args.label)
     results = []
-    for case in cases:
-        results.append(run_case(case, config))
-        if not args.json:
-            print(line(results[-1]), flush=True)
+    with requests.Session() as http:
+        for case in cases:
+            results.append(run_case(case, config, http))
+            if not args.json:
+                print(line(results[-1]), flush=True)
     counts = {o: sum(r.outcome == o for r in results) for o in ("pass", "fail", "skip")}
     if args.json:
         document = {"cases": [r.as_dict() for r in results], **counts}

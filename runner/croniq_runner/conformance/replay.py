@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 import requests
+
 from croniq_runner.conformance.matching import (
     NOT_JSON,
     CaseError,
@@ -170,8 +171,3 @@ def operate(action, config):
     if done.returncode != 0:
         return [f"operator command exited {done.returncode}: {done.stderr.strip()[-500:]}"]
     return []
-
-
-def run_all(cases, config):
-    http = requests.Session()
-    return [run_case(case, config, http) for case in cases]
