@@ -4,7 +4,8 @@ from django.utils.html import format_html, format_html_join
 
 from audit.admin_mixins import AuditedModelAdmin
 from calendars.models import Calendar, CalendarPeriod
-from calendars.rules import RulesError, month_grid, wall
+from calendars.rules import RulesError, month_grid
+from calendars.zones import wall
 
 PREVIEW_STRETCHES = 10
 GRID_MONTHS = 3

@@ -1,7 +1,8 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from calendars.rules import CalendarRules, Period, RulesError, holiday_problem
+from calendars.periods import Period
+from calendars.rules import CalendarRules, RulesError, holiday_problem
 from calendars.validators import validate_timezone
 
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]

@@ -17,249 +17,28 @@ late evening and early morning of every allowed day, each by its own date).
 
 from __future__ import annotations
 
-import bisect
 import calendar as stdlib_calendar
 import functools
-import zoneinfo
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from functools import cached_property
 
-import holidays as holidays_lib
+from calendars.periods import Intervals
+from calendars.public_holidays import holiday_names, holiday_problem
+from calendars.zones import (
+    ONE_DAY,
+    RulesError,
+    add_years,
+    get_zone,
+    instants_with_wall,
+    local_midnight,
+    next_transition,
+    to_utc,
+    wall,
+)
 
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DEFAULT_HORIZON_YEARS = 5
-ONE_DAY = timedelta(days=1)
-MIDNIGHT = time(0, 0)
-# Offsets never change twice within a few hours, so sampling every 6 hours
-# finds every transition; a bisection then pins it to the second.
-_SAMPLE_STEP = 6 * 3600
-
-
-class RulesError(ValueError):
-    """Calendar data that cannot describe allowed time (bad timezone, period, ...)."""
-
-
-# --- timezone helpers (shared with scheduler/cron.py) ------------------------
-
-
-@functools.lru_cache(maxsize=256)
-def get_zone(name):
-    """A ZoneInfo for an IANA name, or RulesError with a message a person understands."""
-    if isinstance(name, zoneinfo.ZoneInfo):
-        return name
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
-        raise RulesError(
-            f"{name!r} is not a known IANA timezone (for example Europe/Berlin or UTC)."
-        ) from None
-
-
-def to_utc(t):
-    if t.tzinfo is None:
-        raise RulesError(f"{t.isoformat()} has no timezone; pass an aware datetime.")
-    return t.astimezone(UTC)
-
-
-# datetime.replace() is several times slower than combine(); these helpers sit
-# on the hot path of every jump.
-
-
-def wall(zone, t):
-    """The naive local wall time of instant `t` in `zone`."""
-    local = t.astimezone(zone)
-    return datetime.combine(local.date(), local.time())
-
-
-def as_utc(naive):
-    """The aware UTC instant with the same fields as `naive`."""
-    return datetime.combine(naive.date(), naive.time(), UTC)
-
-
-def _offset_at(zone, epoch):
-    return datetime.fromtimestamp(epoch, zone).utcoffset()
-
-
-@functools.lru_cache(maxsize=4096)
-def _transitions_in_year(zone, year):
-    """(instant, offset before, offset after) for each offset change in `year` (UTC)."""
-    start = int(datetime(year, 1, 1, tzinfo=UTC).timestamp())
-    end = int(datetime(year + 1, 1, 1, tzinfo=UTC).timestamp())
-    found = []
-    lo, lo_off = start - _SAMPLE_STEP, _offset_at(zone, start - _SAMPLE_STEP)
-    for hi in range(start, end + _SAMPLE_STEP, _SAMPLE_STEP):
-        hi_off = _offset_at(zone, hi)
-        if hi_off != lo_off:
-            a, b = lo, hi  # offset(a) == lo_off, offset(b) != lo_off
-            while b - a > 1:
-                mid = (a + b) // 2
-                if _offset_at(zone, mid) == lo_off:
-                    a = mid
-                else:
-                    b = mid
-            if start <= b < end:
-                found.append((datetime.fromtimestamp(b, UTC), lo_off, _offset_at(zone, b)))
-        lo, lo_off = hi, hi_off
-    return tuple(found)
-
-
-def next_transition(zone, t):
-    """The first offset change strictly after `t`, as (instant, before, after), or None.
-
-    Only the current and the next year are searched; callers treat None as
-    "no change before 1 January of t.year + 2" (see `segment_end`).
-    """
-    for year in (t.year, t.year + 1):
-        for tr in _transitions_in_year(zone, year):
-            if tr[0] > t:
-                return tr
-    return None
-
-
-def last_transition(zone, t):
-    """The last offset change at or before `t` (this year or last), or None."""
-    for year in (t.year, t.year - 1):
-        for tr in reversed(_transitions_in_year(zone, year)):
-            if tr[0] <= t:
-                return tr
-    return None
-
-
-def segment_end(zone, t):
-    """The first instant after `t` where the zone's offset may change.
-
-    A real transition, or a year boundary standing in for "none soon", so
-    loops over constant-offset segments always move forward.
-    """
-    tr = next_transition(zone, t)
-    return tr[0] if tr else datetime(t.year + 2, 1, 1, tzinfo=UTC)
-
-
-def _fold_offsets(zone, naive):
-    """The UTC offsets zoneinfo gives `naive` with fold=0 and fold=1."""
-    d, t = naive.date(), naive.time()
-    return zone.utcoffset(datetime.combine(d, t.replace(fold=0))), zone.utcoffset(
-        datetime.combine(d, t.replace(fold=1))
-    )
-
-
-def instants_with_wall(zone, naive):
-    """All instants whose local wall time is `naive`: none (gap), one, or two (fold)."""
-    first, second = _fold_offsets(zone, naive)
-    if first == second:  # the usual case: exactly one instant
-        return [as_utc(naive - first)]
-    candidates = sorted({as_utc(naive - first), as_utc(naive - second)})
-    return [t for t in candidates if wall(zone, t) == naive]
-
-
-def resolve_wall(zone, naive):
-    """The first instant whose wall time is `naive`; in a DST gap, the end of the gap."""
-    hits = instants_with_wall(zone, naive)
-    if hits:
-        return hits[0]
-    before_gap = min(as_utc(naive - offset) for offset in _fold_offsets(zone, naive))
-    return next_transition(zone, before_gap)[0]
-
-
-def local_midnight(zone, day):
-    return resolve_wall(zone, datetime.combine(day, MIDNIGHT))
-
-
-def add_years(t, years):
-    try:
-        return t.replace(year=t.year + years)
-    except ValueError:  # 29 February
-        return t.replace(year=t.year + years, day=28)
-
-
-# --- holidays ----------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1024)
-def holiday_names(country, subdivision, categories, year):
-    """{date: name} of the public holidays of one year (cached: building them is slow)."""
-    if not country:
-        return {}
-    found = holidays_lib.country_holidays(
-        country, subdiv=subdivision or None, years=year, categories=categories or None
-    )
-    return dict(found)
-
-
-def holiday_problem(country, subdivision="", categories=()):
-    """A sentence saying what is wrong with a holiday selection, or None."""
-    if not country:
-        return "a holiday subdivision needs a country" if subdivision else None
-    try:
-        holiday_names(country, subdivision, tuple(categories), 2000)
-    except NotImplementedError:
-        supported = holidays_lib.list_supported_countries()
-        if country not in supported:
-            return f"{country!r} is not a holiday country the holidays package knows (e.g. DE)"
-        subdivs = ", ".join(supported[country])
-        return f"{subdivision!r} is not a subdivision of {country} (known: {subdivs})"
-    except ValueError as exc:
-        return f"holiday categories {list(categories)!r} are not supported for {country}: {exc}"
-    return None
-
-
-# --- periods -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Period:
-    """A date range (end inclusive, whole local days) or an instant range (end exclusive)."""
-
-    start: date
-    end: date
-    label: str = ""
-
-    def __post_init__(self):
-        is_dt = [isinstance(v, datetime) for v in (self.start, self.end)]
-        if is_dt[0] != is_dt[1]:
-            raise RulesError("a period is two dates or two datetimes, not one of each")
-        if is_dt[0] and (self.start.tzinfo is None or self.end.tzinfo is None):
-            raise RulesError("period datetimes need a timezone")
-        if self.start > self.end or (is_dt[0] and self.start == self.end):
-            name = f"period {self.label!r}" if self.label else "period"
-            raise RulesError(f"{name} starts ({self.start}) after it ends ({self.end})")
-
-    @property
-    def is_dates(self):
-        return not isinstance(self.start, datetime)
-
-    def interval(self, zone):
-        if self.is_dates:
-            return local_midnight(zone, self.start), local_midnight(zone, self.end + ONE_DAY)
-        return to_utc(self.start), to_utc(self.end)
-
-
-class _Intervals:
-    """Sorted, merged, half-open UTC intervals with bisect lookups."""
-
-    def __init__(self, pairs):
-        merged = []
-        for start, end in sorted(pairs):
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
-            else:
-                merged.append([start, end])
-        self.starts = [s for s, _ in merged]
-        self.ends = [e for _, e in merged]
-
-    def __bool__(self):
-        return bool(self.starts)
-
-    def containing(self, t):
-        """Index of the interval containing t, or None."""
-        i = bisect.bisect_right(self.starts, t) - 1
-        return i if i >= 0 and t < self.ends[i] else None
-
-    def next_start(self, t):
-        """The first interval start strictly after t, or None."""
-        i = bisect.bisect_right(self.starts, t)
-        return self.starts[i] if i < len(self.starts) else None
 
 
 def _normalise_weekdays(weekdays):
@@ -328,11 +107,11 @@ class CalendarRules:
 
     @cached_property
     def _excluded(self):
-        return _Intervals(p.interval(self.zone) for p in self.exclude)
+        return Intervals(p.interval(self.zone) for p in self.exclude)
 
     @cached_property
     def _included(self):
-        return _Intervals(p.interval(self.zone) for p in self.include)
+        return Intervals(p.interval(self.zone) for p in self.include)
 
     # predicates
 

@@ -5,7 +5,6 @@ item rolls everything back, and errors name the item and field
 ("jobs[3].schedule: ..."). Applying the same file twice changes nothing.
 """
 
-import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,38 +16,22 @@ from django.db.models import ProtectedError
 
 import audit
 from audit.changes import masked_diff
-from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
+from calendars.models import Calendar, CalendarPeriod
+from scheduler.applyitems import (
+    CALENDAR_KEYS,
+    JOB_DEFAULTS,
+    JOB_KEYS,
+    ApplyError,
+    calendar_state,
+    calendar_values,
+    job_state,
+    order_by_base,
+    period_values,
+    periods_of,
+    string_list,
+    string_mapping,
+)
 from scheduler.models import Job, jobs_on_calendars
-
-CALENDAR_KEYS = {
-    "name", "description", "timezone", "weekdays", "holidays", "daily_window",
-    "exclude", "include", "base",
-}  # fmt: skip
-JOB_KEYS = {
-    "name", "description", "schedule", "timezone", "command", "env", "calendar",
-    "calendar_policy", "labels", "singleton", "timeout", "retries", "retry_backoff",
-    "misfire_policy", "enabled",
-}  # fmt: skip
-JOB_DEFAULTS = {
-    "description": "",
-    "timezone": "UTC",
-    "env": {},
-    "calendar": None,
-    "calendar_policy": Job.SKIP,
-    "labels": [],
-    "singleton": False,
-    "timeout": None,
-    "retries": 0,
-    "retry_backoff": 30,
-    "misfire_policy": Job.RUN_ONCE,
-    "enabled": True,
-}
-
-
-class ApplyError(Exception):
-    def __init__(self, errors):
-        self.errors = errors if isinstance(errors, list) else [errors]
-        super().__init__("; ".join(self.errors))
 
 
 @dataclass
@@ -288,173 +271,3 @@ class Applier:
         # Printed (apply --json, CI logs) and audited: secret env values masked.
         change.diff = masked_diff(change.diff)
         self.changes.append(change)
-
-
-def string_mapping(where, value):
-    if not isinstance(value, dict):
-        raise ApplyError(f"{where}: expected a mapping of names to values")
-    return {str(k): "" if v is None else str(v) for k, v in value.items()}
-
-
-def string_list(where, value):
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ApplyError(f"{where}: expected a list of non-empty strings")
-    return value
-
-
-def order_by_base(indexed):
-    """Calendars whose base is in the file come after their base."""
-    by_name = {item["name"]: (where, item) for where, item in indexed}
-    ordered, placed = [], set()
-
-    def place(name, trail=()):
-        if name in placed or name not in by_name:
-            return
-        if name in trail:
-            raise ApplyError(f"{by_name[name][0]}.base: cycle through {' -> '.join(trail)}")
-        base = by_name[name][1].get("base")
-        if base:
-            place(base, (*trail, name))
-        placed.add(name)
-        ordered.append(by_name[name])
-
-    for name in by_name:
-        place(name)
-    return ordered
-
-
-def parse_time(where, value):
-    try:
-        return dt.time.fromisoformat(str(value))
-    except ValueError:
-        raise ApplyError(f'{where}: {value!r} is not a time like "06:00"') from None
-
-
-def calendar_values(where, item):
-    holidays = item.get("holidays") or {}
-    if not isinstance(holidays, dict):
-        raise ApplyError(f"{where}.holidays: expected {{country, subdivision?, categories?}}")
-    window = item.get("daily_window") or {}
-    if not isinstance(window, dict) or (window and set(window) != {"start", "end"}):
-        raise ApplyError(f'{where}.daily_window: expected {{start: "HH:MM", end: "HH:MM"}}')
-    weekdays = item.get("weekdays", list(WEEKDAYS))
-    if not isinstance(weekdays, list):
-        raise ApplyError(f"{where}.weekdays: expected a list like [mon, tue]")
-    base = item.get("base")
-    base_calendar = None
-    if base:
-        base_calendar = Calendar.objects.filter(name=base).first()
-        if base_calendar is None:
-            raise ApplyError(f"{where}.base: no calendar named {base!r}")
-    return {
-        "description": item.get("description") or "",
-        "timezone": item.get("timezone") or "UTC",
-        "weekdays": [str(d).lower() for d in weekdays],
-        "holiday_country": str(holidays.get("country") or ""),
-        "holiday_subdivision": str(holidays.get("subdivision") or ""),
-        "holiday_categories": list(holidays.get("categories") or []),
-        "window_start": parse_time(f"{where}.daily_window.start", window["start"])
-        if window
-        else None,
-        "window_end": parse_time(f"{where}.daily_window.end", window["end"]) if window else None,
-        "base": base_calendar,
-    }
-
-
-def periods_of(where, item):
-    for kind in (CalendarPeriod.EXCLUDE, CalendarPeriod.INCLUDE):
-        periods = item.get(kind) or []
-        if not isinstance(periods, list):
-            raise ApplyError(f"{where}.{kind}: expected a list of {{start, end, label?}}")
-        for index, period in enumerate(periods):
-            yield kind, index, period
-
-
-def parse_moment(where, value):
-    """A date (whole day) or an aware datetime."""
-    if isinstance(value, dt.datetime):
-        moment = value
-    elif isinstance(value, dt.date):
-        return value
-    else:
-        text = str(value)
-        try:
-            return dt.date.fromisoformat(text)
-        except ValueError:
-            pass
-        try:
-            moment = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise ApplyError(f"{where}: {value!r} is not a date or an ISO 8601 datetime") from None
-    if moment.tzinfo is None:
-        raise ApplyError(f"{where}: datetime {value!r} needs an offset, e.g. +01:00 or Z")
-    return moment
-
-
-def period_values(where, kind, period):
-    if not isinstance(period, dict) or not {"start", "end"} <= set(period):
-        raise ApplyError(f"{where}: expected {{start, end, label?}}")
-    unknown = set(period) - {"start", "end", "label"}
-    if unknown:
-        raise ApplyError(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
-    start = parse_moment(f"{where}.start", period["start"])
-    end = parse_moment(f"{where}.end", period["end"])
-    if isinstance(start, dt.datetime) != isinstance(end, dt.datetime):
-        raise ApplyError(f"{where}: start and end must both be dates or both datetimes")
-    if start > end or (isinstance(start, dt.datetime) and start == end):
-        raise ApplyError(f"{where}: start {period['start']} is after end {period['end']}")
-    values = {"kind": kind, "label": str(period.get("label") or "")}
-    if isinstance(start, dt.datetime):
-        values.update(start_at=start, end_at=end)
-    else:
-        values.update(start_date=start, end_date=end)
-    return values
-
-
-def calendar_state(calendar, periods=None):
-    """A comparable, JSON-friendly picture of a calendar and its periods."""
-    if periods is None:
-        periods = list(calendar.periods.all()) if calendar.pk else []
-    return {
-        "description": calendar.description,
-        "timezone": calendar.timezone,
-        "weekdays": list(calendar.weekdays),
-        "holidays": [
-            calendar.holiday_country,
-            calendar.holiday_subdivision,
-            list(calendar.holiday_categories),
-        ],
-        "daily_window": [
-            calendar.window_start.isoformat() if calendar.window_start else None,
-            calendar.window_end.isoformat() if calendar.window_end else None,
-        ],
-        "base": calendar.base.name if calendar.base_id else None,
-        "periods": sorted(
-            [
-                p.kind,
-                str(p.start_date or p.start_at.isoformat()),
-                str(p.end_date or p.end_at.isoformat()),
-                p.label,
-            ]
-            for p in periods
-        ),
-    }
-
-
-def job_state(job):
-    return {
-        "description": job.description,
-        "schedule": job.schedule,
-        "timezone": job.timezone,
-        "command": job.command,
-        "env": dict(job.env),
-        "calendar": job.calendar.name if job.calendar_id else None,
-        "calendar_policy": job.calendar_policy,
-        "labels": list(job.labels),
-        "singleton": job.singleton,
-        "timeout": job.timeout,
-        "retries": job.retries,
-        "retry_backoff": job.retry_backoff,
-        "misfire_policy": job.misfire_policy,
-        "enabled": job.enabled,
-    }

@@ -28,8 +28,8 @@ from datetime import UTC, datetime, timedelta
 from cron_descriptor import get_description
 from croniter import croniter
 
-from calendars.rules import (
-    DEFAULT_HORIZON_YEARS,
+from calendars.rules import DEFAULT_HORIZON_YEARS
+from calendars.zones import (
     RulesError,
     add_years,
     as_utc,

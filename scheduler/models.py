@@ -182,7 +182,7 @@ class Job(models.Model):
 
     def wall_time(self, instant):
         """An instant on the clock of the job's timezone, where its schedule is read."""
-        from calendars.rules import get_zone
+        from calendars.zones import get_zone
 
         return instant.astimezone(get_zone(self.timezone))
 

@@ -38,6 +38,8 @@ def entry_points_of(command):
         command = shlex.split(command)[2]
     for part in command.split("&&"):
         words = shlex.split(part)
+        if words[0] == "exec":
+            words = words[1:]
         if words[0] not in SHELL_STEPS:
             yield words[0], words[1:]
 
@@ -64,22 +66,28 @@ def test_every_service_command_names_a_real_entry_point(name):
             assert_real_entry_point(program, args)
 
 
+def server_services(services):
+    return {name: s for name, s in services.items() if s.get("image") == "croniq"}
+
+
 @pytest.mark.parametrize("name", COMPOSE_FILES)
-def test_web_and_scheduler_share_the_database_and_runners_reach_web(name):
+def test_the_server_services_share_the_database_and_runners_reach_web(name):
     services = load(name)["services"]
-    assert (
-        services["web"]["environment"]["DATABASE_URL"]
-        == (services["scheduler"]["environment"]["DATABASE_URL"])
-    )
+    urls = {s["environment"]["DATABASE_URL"] for s in server_services(services).values()}
+    assert urls == {services["web"]["environment"]["DATABASE_URL"]}
     assert services["web"]["environment"]["SECRET_KEY"]
     assert services["runner"]["environment"]["CRONIQ_SERVER"] == "http://web:8000"
     assert "8000" in services["web"]["command"]
 
 
-def test_the_sqlite_deployment_shares_one_volume_and_has_no_database_service():
+def test_the_sqlite_deployment_is_one_serve_process_on_one_volume_and_no_database_service():
     services = load("docker-compose.sqlite.yml")["services"]
     assert "db" not in services
-    assert services["web"]["volumes"] == services["scheduler"]["volumes"]
+    assert set(server_services(services)) == {"web", "runner-token"}  # the token's is a setup
+    commands = [args[1] for _, args in entry_points_of(services["web"]["command"])]
+    assert commands == ["migrate", "serve"]
+    assert services["web"]["command"].split("&&")[-1].split()[0] == "exec"  # gets the SIGTERM
+    assert len(services["web"]["volumes"]) == 1
     path = services["web"]["environment"]["DATABASE_URL"].removeprefix("sqlite:///")
     volume_target = services["web"]["volumes"][0].split(":")[1]
     assert path.startswith(volume_target + "/")
@@ -92,13 +100,12 @@ def test_the_postgres_deployment_uses_the_db_service():
     assert services["web"]["depends_on"]["db"]["condition"] == "service_healthy"
 
 
-def test_the_procfile_starts_web_loop_and_runner():
+def test_the_procfile_starts_serve_and_a_runner():
     lines = dict(
         line.split(":", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line
     )
-    assert set(lines) == {"web", "loop", "runner"}
-    assert "croniq_project.asgi:application" in lines["web"]
-    assert "scheduler_loop" in lines["loop"]
+    assert set(lines) == {"web", "runner"}
+    assert lines["web"].split()[:3] == ["python", "manage.py", "serve"]
     assert lines["runner"].split()[0] in console_scripts()
 
 
@@ -186,5 +193,7 @@ def test_runners_read_the_token_from_a_file_that_runner_token_writes(name):
 def test_runners_use_the_slim_image_and_the_server_services_one_image(name):
     services = services_of(name)
     assert services["runner"]["build"]["dockerfile"] == "Dockerfile.runner"
-    server_images = {services[s]["image"] for s in ("web", "scheduler", "runner-token")}
+    server_images = {services[s]["image"] for s in ("web", "runner-token")}
+    if "scheduler" in services:
+        server_images.add(services["scheduler"]["image"])
     assert server_images == {"croniq"} and services["runner"]["image"] == "croniq-runner"

@@ -12,7 +12,8 @@ from zoneinfo import ZoneInfo
 import holidays
 from hypothesis import strategies as st
 
-from calendars.rules import CalendarRules, Period
+from calendars.periods import Period
+from calendars.rules import CalendarRules
 
 # UTC, three DST zones from the issue, a half-hour offset, and Havana, whose
 # spring-forward swallows midnight itself.

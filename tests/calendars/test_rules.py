@@ -4,7 +4,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from calendars.rules import CalendarRules, Period, RulesError, get_zone, month_grid
+from calendars.periods import Period
+from calendars.rules import CalendarRules, RulesError, get_zone, month_grid
 
 BERLIN = get_zone("Europe/Berlin")
 WORKDAYS = ("mon", "tue", "wed", "thu", "fri")

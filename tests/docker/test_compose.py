@@ -88,7 +88,7 @@ def test_the_readme_deploy_flow_runs_a_job_every_five_seconds(compose):
     record_figure("compose_deploy_seconds", round(time.monotonic() - started, 1))
 
     running = compose("docker-compose", "ps", "--services", "--filter", "status=running")
-    assert set(running.stdout.split()) == {"web", "scheduler", "runner"}
+    assert set(running.stdout.split()) == {"web", "runner"}  # web is `serve`: web and loop
     runner = compose("docker-compose", "ps", "-q", "runner").stdout.strip()
     environment = compose("docker", "inspect", runner, "--format", "{{json .Config.Env}}").stdout
     assert "CRONIQ_TOKEN_FILE=/run/croniq/runner-token" in environment

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.e2e.processes import Server, create_database, drop_database, manage
+from tests.e2e.processes import Server, create_database, drop_database, manage, on_postgres
 from tests.runner_venv import runner_from_wheel  # noqa: F401 (every agent runs from the wheel)
 
 pytestmark = pytest.mark.e2e
@@ -20,3 +20,14 @@ def server(e2e_database, tmp_path):
     process = Server(e2e_database, tmp_path / "web.log").wait_ready()
     yield process
     process.stop()
+
+
+@pytest.fixture
+def layout(request):
+    """How the web server and the scheduler loop run: "split" (uvicorn and
+    scheduler_loop) unless a test asks for both with
+    `@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)`."""
+    layout = getattr(request, "param", "split")
+    if layout == "serve" and on_postgres():
+        pytest.skip("serve is the one-process install on SQLite; PostgreSQL runs the split")
+    return layout

@@ -125,7 +125,10 @@ class Server(Process):
     def __init__(self, database_url, log_path, port=None, **extra_env):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [
+        super().__init__(self.command(), process_env(database_url, **extra_env), log_path)
+
+    def command(self):
+        return [
             str(BIN / "uvicorn"),
             "croniq_project.asgi:application",
             "--host",
@@ -134,7 +137,6 @@ class Server(Process):
             str(self.port),
             "--no-access-log",
         ]
-        super().__init__(args, process_env(database_url, **extra_env), log_path)
 
     def wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -150,6 +152,39 @@ class Server(Process):
             time.sleep(0.1)
         self.kill()  # never leave an unready server running behind a failed test
         raise RuntimeError(f"server not ready after {timeout}s:\n{self.output()}")
+
+
+class OneProcess(Server):
+    """`manage.py serve`: the web server and the scheduler loop in one process."""
+
+    def __init__(self, database_url, log_path, *loop_args, port=None, **extra_env):
+        self.loop_args = loop_args
+        super().__init__(database_url, log_path, port=port, **extra_env)
+
+    def command(self):
+        return [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "serve",
+            "--port",
+            str(self.port),
+            *self.loop_args,
+        ]
+
+
+# How the web server and the scheduler loop run (the `layout` fixture).
+LAYOUTS = ["split", "serve"]
+
+
+def start_web_and_loop(layout, database_url, tmp_path, *loop_args, **extra_env):
+    """The web server (ready) and every process started: uvicorn and
+    scheduler_loop apart ("split"), or one `serve` process ("serve")."""
+    if layout == "serve":
+        server = OneProcess(database_url, tmp_path / "serve.log", *loop_args, **extra_env)
+        return server.wait_ready(), [server]
+    server = Server(database_url, tmp_path / "web.log", **extra_env).wait_ready()
+    loop = start_loop(database_url, tmp_path / "loop.log", *loop_args, **extra_env)
+    return server, [server, loop]
 
 
 def start_loop(database_url, log_path, *args, **extra_env):

@@ -1,4 +1,4 @@
-"""Real scheduler_loop processes: exactly-once firing and clean shutdown."""
+"""Real scheduler_loop (and serve) processes: exactly-once firing and clean shutdown."""
 
 import signal
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.processes import manage, query, start_loop, wait_for
+from tests.e2e.processes import LAYOUTS, OneProcess, manage, query, start_loop, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -25,9 +25,17 @@ def apply_every_second_jobs(database, tmp_path):
     manage(database, "apply", str(path))
 
 
-def test_two_loops_fire_every_instant_exactly_once(e2e_database, tmp_path):
+def start_scheduling(layout, database, log_path):
+    """A process that runs the scheduler loop: scheduler_loop, or serve."""
+    if layout == "serve":
+        return OneProcess(database, log_path).wait_ready()
+    return start_loop(database, log_path)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
+def test_two_loops_fire_every_instant_exactly_once(layout, e2e_database, tmp_path):
     apply_every_second_jobs(e2e_database, tmp_path)
-    loops = [start_loop(e2e_database, tmp_path / f"loop-{i}.log") for i in range(2)]
+    loops = [start_scheduling(layout, e2e_database, tmp_path / f"loop-{i}.log") for i in range(2)]
     try:
         time.sleep(RUN_SECONDS)
     finally:

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.agent.world import add_execution, issue_token
-from tests.e2e.processes import Server, query, start_agent, start_loop, wait_for
+from tests.e2e.processes import LAYOUTS, Server, query, start_agent, start_web_and_loop, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -28,13 +28,12 @@ SETTINGS = dict(CRONIQ_LEASE_TTL=LEASE_TTL, CRONIQ_HEARTBEAT_INTERVAL=HEARTBEAT)
 
 
 @pytest.fixture
-def cluster(e2e_database, tmp_path):
-    """A real web server and scheduler loop with short leases."""
-    processes = []
-    server = Server(e2e_database, tmp_path / "web.log", CRONIQ_FLAP_THRESHOLD=3, **SETTINGS)
-    processes.append(server.wait_ready())
-    loop = start_loop(e2e_database, tmp_path / "loop.log", "--interval", str(TICK), **SETTINGS)
-    processes.append(loop)
+def cluster(layout, e2e_database, tmp_path):
+    """A real web server and scheduler loop with short leases (two processes,
+    or one `serve` as the layout says)."""
+    server, processes = start_web_and_loop(
+        layout, e2e_database, tmp_path, "--interval", str(TICK), CRONIQ_FLAP_THRESHOLD=3, **SETTINGS
+    )
     token = issue_token(e2e_database)
 
     class Cluster:
@@ -94,6 +93,7 @@ def ledger_command(ledger):
     )
 
 
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
 def test_a_killed_runners_singleton_job_moves_to_another_runner_never_running_twice(
     cluster, tmp_path
 ):
@@ -135,6 +135,7 @@ def ledger_starts(ledger):
     ]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
 def test_a_restarted_runner_takes_over_its_identity_and_its_old_work_is_released_at_once(
     cluster, tmp_path
 ):

@@ -4,7 +4,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from calendars.rules import CalendarRules, Period, get_zone
+from calendars.periods import Period
+from calendars.rules import CalendarRules, get_zone
 from scheduler.cron import (
     ScheduleError,
     describe,

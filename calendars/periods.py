@@ -1,0 +1,62 @@
+"""Blackout and include periods, and the merged UTC intervals they make."""
+
+import bisect
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from calendars.zones import ONE_DAY, RulesError, local_midnight, to_utc
+
+
+@dataclass(frozen=True)
+class Period:
+    """A date range (end inclusive, whole local days) or an instant range (end exclusive)."""
+
+    start: date
+    end: date
+    label: str = ""
+
+    def __post_init__(self):
+        is_dt = [isinstance(v, datetime) for v in (self.start, self.end)]
+        if is_dt[0] != is_dt[1]:
+            raise RulesError("a period is two dates or two datetimes, not one of each")
+        if is_dt[0] and (self.start.tzinfo is None or self.end.tzinfo is None):
+            raise RulesError("period datetimes need a timezone")
+        if self.start > self.end or (is_dt[0] and self.start == self.end):
+            name = f"period {self.label!r}" if self.label else "period"
+            raise RulesError(f"{name} starts ({self.start}) after it ends ({self.end})")
+
+    @property
+    def is_dates(self):
+        return not isinstance(self.start, datetime)
+
+    def interval(self, zone):
+        if self.is_dates:
+            return local_midnight(zone, self.start), local_midnight(zone, self.end + ONE_DAY)
+        return to_utc(self.start), to_utc(self.end)
+
+
+class Intervals:
+    """Sorted, merged, half-open UTC intervals with bisect lookups."""
+
+    def __init__(self, pairs):
+        merged = []
+        for start, end in sorted(pairs):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self.starts = [s for s, _ in merged]
+        self.ends = [e for _, e in merged]
+
+    def __bool__(self):
+        return bool(self.starts)
+
+    def containing(self, t):
+        """Index of the interval containing t, or None."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        return i if i >= 0 and t < self.ends[i] else None
+
+    def next_start(self, t):
+        """The first interval start strictly after t, or None."""
+        i = bisect.bisect_right(self.starts, t)
+        return self.starts[i] if i < len(self.starts) else None

@@ -1,0 +1,33 @@
+"""Public holidays of a country (and subdivision), from the holidays package."""
+
+import functools
+
+import holidays as holidays_lib
+
+
+@functools.lru_cache(maxsize=1024)
+def holiday_names(country, subdivision, categories, year):
+    """{date: name} of the public holidays of one year (cached: building them is slow)."""
+    if not country:
+        return {}
+    found = holidays_lib.country_holidays(
+        country, subdiv=subdivision or None, years=year, categories=categories or None
+    )
+    return dict(found)
+
+
+def holiday_problem(country, subdivision="", categories=()):
+    """A sentence saying what is wrong with a holiday selection, or None."""
+    if not country:
+        return "a holiday subdivision needs a country" if subdivision else None
+    try:
+        holiday_names(country, subdivision, tuple(categories), 2000)
+    except NotImplementedError:
+        supported = holidays_lib.list_supported_countries()
+        if country not in supported:
+            return f"{country!r} is not a holiday country the holidays package knows (e.g. DE)"
+        subdivs = ", ".join(supported[country])
+        return f"{subdivision!r} is not a subdivision of {country} (known: {subdivs})"
+    except ValueError as exc:
+        return f"holiday categories {list(categories)!r} are not supported for {country}: {exc}"
+    return None

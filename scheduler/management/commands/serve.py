@@ -1,0 +1,31 @@
+"""The web server and the scheduler loop in one process (scheduler.serve)."""
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from scheduler.loop import SchedulerLoop
+from scheduler.serve import OneProcess, web_server
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the web application and run the scheduler loop in one process, "
+        "until SIGTERM/SIGINT. For one machine on SQLite; with PostgreSQL and "
+        "several processes run uvicorn and scheduler_loop apart."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1", help="Address to bind.")
+        parser.add_argument("--port", type=int, default=8000, help="Port to bind.")
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=settings.CRONIQ_TICK_INTERVAL,
+            help="Longest sleep between ticks, in seconds (default CRONIQ_TICK_INTERVAL).",
+        )
+
+    def handle(self, *args, host, port, interval, **options):
+        process = OneProcess(web_server(host, port), SchedulerLoop(interval=interval))
+        code = process.run()
+        if code:
+            raise SystemExit(code)

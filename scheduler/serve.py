@@ -1,0 +1,112 @@
+"""One process for small installs: the web server and the scheduler loop.
+
+uvicorn serves in the main thread (only the main thread receives signals);
+the loop runs in a thread beside it, with database connections of its own
+(Django's are per thread), so on SQLite the two meet in the WAL file with
+IMMEDIATE transactions and a busy timeout, exactly as two processes would.
+
+Each part outlives the other's errors: the loop logs and isolates a failing
+step as it does in `scheduler_loop`, and a failing request is the web
+server's to answer. But neither runs alone: SIGTERM or SIGINT stops both
+(exit 0); a loop that ends without being asked stops the web server (exit
+1), and a web server that cannot start or dies stops the loop (exit 1), so
+a supervisor restarts the process instead of keeping a server that
+schedules nothing.
+
+The ASGI application is named by string: `scheduler` imports nothing above
+it.
+"""
+
+import logging
+import signal
+import threading
+
+import uvicorn
+from django.db import connections
+
+log = logging.getLogger("croniq.serve")
+
+ASGI_APPLICATION = "croniq_project.asgi:application"
+# After a stop, requests in flight get this long to finish before they are
+# cancelled, so that no request (a long-poll may wait 60 s) holds the stop.
+SHUTDOWN_GRACE = 3.0
+# A stopped loop ends its current step first; one that takes longer than
+# this is reported and the process exits 1 without it.
+LOOP_STOP_TIMEOUT = 15.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def web_server(host, port):
+    config = uvicorn.Config(
+        ASGI_APPLICATION,
+        host=host,
+        port=port,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        # Django's LOGGING formats uvicorn's lines too: one process, one format.
+        log_config=None,
+    )
+    return uvicorn.Server(config)
+
+
+class OneProcess:
+    """A uvicorn server and a scheduler loop that start and stop together."""
+
+    def __init__(self, server, loop):
+        self.server = server
+        self.loop = loop
+        self.stopping = threading.Event()
+        self.loop_died = False
+        self.thread = threading.Thread(target=self.run_loop, name="scheduler-loop", daemon=True)
+
+    def run(self):
+        """Serve until a signal or until either part ends; the exit code."""
+        previous = {signum: signal.signal(signum, self.on_signal) for signum in STOP_SIGNALS}
+        try:
+            # Load the application first: a configuration error exits here
+            # with its one-line message, before the loop starts.
+            self.server.config.load()
+            self.thread.start()
+            try:
+                self.server.run()
+            finally:
+                self.stop()
+                self.thread.join(LOOP_STOP_TIMEOUT)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return self.exit_code()
+
+    def exit_code(self):
+        if self.loop_died:
+            return 1
+        if self.thread.is_alive():
+            log.error("the scheduler loop did not stop within %.0fs", LOOP_STOP_TIMEOUT)
+            return 1
+        if not self.server.started:
+            log.error("the web server did not start")
+            return 1
+        return 0
+
+    def on_signal(self, signum, frame):
+        # uvicorn captures the signals while it serves and passes them on
+        # here once it has shut down; one arriving before it serves stops
+        # it before it starts.
+        log.info("%s: stopping the web server and the scheduler loop", signal.strsignal(signum))
+        self.stop()
+
+    def stop(self):
+        self.stopping.set()
+        self.loop.stop()
+        self.server.should_exit = True
+
+    def run_loop(self):
+        try:
+            self.loop.run_forever()
+        except BaseException:
+            log.exception("the scheduler loop died")
+        finally:
+            connections.close_all()  # this thread's connections only
+        if not self.stopping.is_set():
+            log.error("the scheduler loop ended on its own: stopping the web server")
+            self.loop_died = True
+            self.server.should_exit = True

@@ -1,0 +1,63 @@
+"""scheduler.serve: a scheduler loop that dies takes the web server with it.
+
+A real uvicorn and a real SchedulerLoop in this process; the loop's clock is
+the seam through which it dies (as a library calling sys.exit() in the
+loop's thread would kill it), once the web server has answered.
+"""
+
+import threading
+import time
+
+import pytest
+import requests
+
+from scheduler.loop import SchedulerLoop
+from scheduler.serve import OneProcess, web_server
+from tests.e2e.processes import free_port, wait_for
+
+
+class LoopKilled(BaseException):
+    """Escapes the loop's own error handling, which catches Exception."""
+
+
+def clock_that_dies_once_the_web_answers(server, url, answers):
+    def clock():
+        wait_for(lambda: server.started, message="the web server")
+        answers.append(requests.get(url + "/healthz", timeout=10).status_code)
+        raise LoopKilled
+
+    return clock
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_loop_that_dies_stops_the_web_server_and_the_exit_code_is_1():
+    port = free_port()
+    server = web_server("127.0.0.1", port)
+    answers = []
+    clock = clock_that_dies_once_the_web_answers(server, f"http://127.0.0.1:{port}", answers)
+    process = OneProcess(server, SchedulerLoop(interval=0.1, clock=clock))
+    # Without the loop's death stopping it, only this would.
+    safety_stop = threading.Timer(10, process.stop)
+    safety_stop.start()
+    started = time.monotonic()
+    try:
+        assert process.run() == 1
+    finally:
+        safety_stop.cancel()
+
+    assert time.monotonic() - started < 5
+    assert answers == [200]  # it served while the loop lived
+    assert not process.thread.is_alive()
+    assert process.loop_died
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_before_the_web_server_serves_ends_both_with_exit_code_0():
+    server = web_server("127.0.0.1", free_port())
+    process = OneProcess(server, SchedulerLoop(interval=0.1))
+    process.stop()
+
+    assert process.run() == 0
+    assert not process.thread.is_alive()
