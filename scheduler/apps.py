@@ -4,3 +4,13 @@ from django.apps import AppConfig
 class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
+
+    def loop_steps(self, loop):
+        from scheduler import retention, ticks
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+
+        return [
+            Step("fired", loop.fire),
+            Step("timed_out", ticks.expire_timeouts),
+            Step("pruned", retention.prune_step, every=HOUSEKEEPING_INTERVAL),
+        ]
