@@ -18,7 +18,8 @@ from django.db.models import ProtectedError
 import audit
 from audit.changes import masked_diff
 from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
-from scheduler.models import Job, jobs_on_calendars
+from scheduler.calendar_changes import jobs_on_calendars
+from scheduler.models import Job
 
 CALENDAR_KEYS = {
     "name", "description", "timezone", "weekdays", "holidays", "daily_window",

@@ -5,6 +5,12 @@ class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
 
+    def ready(self):
+        from calendars.changes import calendar_changed
+        from scheduler.calendar_changes import reschedule_jobs_of
+
+        calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")
+
     def loop_steps(self, loop):
         from scheduler import retention, ticks
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step

@@ -281,19 +281,6 @@ class Job(models.Model):
             raise ValidationError({"schedule": reason})
 
 
-def jobs_on_calendars(calendar_ids):
-    """Jobs on these calendars or on calendars based on them, at any depth:
-    a change to a base calendar moves their fire times too."""
-    from calendars.models import Calendar
-
-    calendars = frontier = set(calendar_ids)
-    while frontier:
-        based = Calendar.objects.filter(base__in=frontier).values_list("pk", flat=True)
-        frontier = set(based) - calendars
-        calendars = calendars | frontier
-    return Job.objects.filter(calendar__in=calendars)
-
-
 class Execution(models.Model):
     """One attempt to run a job for one scheduled instant."""
 
