@@ -21,32 +21,20 @@ from django.db import InterfaceError, OperationalError, connection
 # and writers of one process that contend for its lock sleep in the busy
 # handler's backoff (up to 100 ms a round): one thread queues them instead.
 DB_THREADS = {"postgresql": 8, "sqlite": 1}
-
-
 # PostgreSQL: claims (a poll's first look, the hub's hand-out) run in threads
 # of their own, so handing out work never queues behind a burst of finishes,
 # logs and heartbeats (all jobs of an instant finish at about the same
 # time). SQLite keeps its one thread for everything.
 DISPATCH_THREADS = {"postgresql": 2}
-
-
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
 
 
 _executor_lock = threading.Lock()
-
-
 _executors = {}  # pool name -> pool
-
-
 _lane_pools = {}  # lane -> its pool (dispatch may share the calls pool)
-
-
 _local = threading.local()
-
-
 CALLS, DISPATCH = "calls", "dispatch"
 
 

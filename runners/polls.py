@@ -124,12 +124,13 @@ class AnswerHold:
     """When a runner call's answer may leave, and what to do if it never does.
 
     The hub claims an instant's work ahead of it; the poll's answer must not
-    reach the runner before the instant (`until`, None: at once). This
-    handler gives each runner call a hold and sends the answer, already
-    rendered, when it ends, so at the instant only the bytes are left to
-    write. If the runner hangs up before that, `unanswered()` runs: the work
-    in the answer was never seen and goes back. When it leaves,
-    `answered(at)` runs (it samples the dispatch latency).
+    reach the runner before the instant (`until`, None: at once). Croniq's
+    ASGI handler (`croniq_project.asgi_handler`) gives each runner call a
+    hold and sends the answer, already rendered, when it ends, so at the
+    instant only the bytes are left to write. If the runner hangs up before
+    that, `unanswered()` runs: the work in the answer was never seen and
+    goes back. When it leaves, `answered(at)` runs (it samples the dispatch
+    latency).
     """
 
     until = None
