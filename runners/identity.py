@@ -213,8 +213,8 @@ def clear_flapping(runner, now):
 def clear_quiet_flapping(now):
     """Clear the flapping mark of every runner that had no takeover for a window.
 
-    A runner that died while flapping never calls again, so something
-    periodic (the reaper tick) calls this. Returns how many were cleared.
+    A runner that died while flapping never calls again, so a step of the
+    loop calls this (`RunnersConfig.loop_steps`). Returns how many were cleared.
     """
     cleared = 0
     for runner in Runner.objects.filter(flapping=True):
