@@ -119,7 +119,7 @@ def new_token():
 
 
 def notify():
-    from runners.hub import notify_new_work
+    from runners.notify import notify_new_work
 
     notify_new_work()
 

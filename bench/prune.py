@@ -168,7 +168,7 @@ class Ticker(threading.Thread):
             self.units = {}
             started = time.perf_counter()
             cpu = time.thread_time()
-            before = loop.last_housekeeping
+            before = loop.last_run.get("pruned")
             try:
                 loop.tick(timezone.now())
             except Exception:
@@ -177,7 +177,7 @@ class Ticker(threading.Thread):
             with self.lock:
                 self.samples.append(took * 1000)
                 self.cpu.append((time.thread_time() - cpu) * 1000)
-                if loop.last_housekeeping != before:  # this tick pruned too
+                if loop.last_run.get("pruned") != before:  # this tick pruned too
                     self.housekeeping.append(took * 1000)
                 if took * 1000 > self.slowest[0]:
                     self.slowest = (round(took * 1000, 1), self.units)

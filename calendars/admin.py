@@ -3,6 +3,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.admin_mixins import AuditedModelAdmin
+from calendars.changes import calendar_changed
 from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import RulesError, month_grid
 from calendars.zones import wall
@@ -75,17 +76,7 @@ class CalendarAdmin(AuditedModelAdmin):
         super().save_related(request, form, formsets, change)
         # Periods are saved with the inline: only now do the rules the jobs
         # depend on stand complete.
-        reschedule_jobs_of(form.instance)
-
-
-def reschedule_jobs_of(calendar):
-    """Recompute next_run_at of jobs on this calendar or on calendars based on it."""
-    from scheduler.models import jobs_on_calendars
-
-    now = timezone.now()
-    for job in jobs_on_calendars([calendar.pk]).select_related("calendar"):
-        job.reschedule(now)
-        job.save(update_fields=["next_run_at"])
+        calendar_changed.send(sender=Calendar, calendar=form.instance)
 
 
 def _local(rules, instant):

@@ -21,6 +21,7 @@ def metrics_view(request):
         response = HttpResponse("metrics need a bearer token\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="croniq metrics"'
         return response
+    register_collector()
     return ExportToDjangoView(request)
 
 
@@ -34,6 +35,8 @@ def scrape_allowed(request, token):
 
 
 def register_collector():
+    """Add Croniq's collector to the registry, once per process (at the first
+    scrape: only the web process serves /metrics)."""
     from croniq_project.collector import CroniqCollector
 
     if not getattr(register_collector, "done", False):

@@ -1,8 +1,8 @@
 """The runner HTTP protocol (DESIGN.md §4, a contract).
 
-Views stay thin: they read the clock once, hand the call to `identity` or
-`dispatch` in a database thread, and shape the answer. Errors are raised as
-`identity.Refused` and mapped to `{"detail": ...}` once, in
+Views stay thin: they read the clock once, hand the call to `identity`,
+`polls` or `dispatch` in a database thread, and shape the answer. Errors are
+raised as `runners.refusals.Refused` and mapped to `{"detail": ...}` once, in
 `croniq_project.api`.
 """
 
@@ -16,9 +16,8 @@ from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
 from pydantic import AfterValidator, StrictBool, StrictInt, StrictStr, StringConstraints
 
-from croniq_project.asgi_handler import answer_not_before
-from runners import dispatch, identity
-from runners.hub import run_db
+from runners import dispatch, identity, polls
+from runners.db_threads import run_db
 
 INT32_MAX = 2**31 - 1
 
@@ -175,14 +174,12 @@ class PollOut(Schema):
 @runners_router.post("/{runner_id}/poll", response={200: PollOut, **ERRORS})
 async def poll(request, runner_id: int, body: PollIn):
     """Claim work, waiting up to `wait` seconds for some (long-poll)."""
-    handed = await dispatch.long_poll(
-        request.auth, runner_id, body.session, body.wait, body.capacity
-    )
+    handed = await polls.long_poll(request.auth, runner_id, body.session, body.wait, body.capacity)
     unanswered = functools.partial(
-        dispatch.return_unanswered, runner_id, body.session, handed.assignments
+        polls.return_unanswered, runner_id, body.session, handed.assignments
     )
-    answered = functools.partial(dispatch.handed_over, handed)
-    await answer_not_before(request, handed.not_before, unanswered, answered)
+    answered = functools.partial(polls.handed_over, handed)
+    await polls.answer_not_before(request, handed.not_before, unanswered, answered)
     return {"executions": handed.assignments}
 
 

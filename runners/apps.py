@@ -4,3 +4,21 @@ from django.apps import AppConfig
 class RunnersConfig(AppConfig):
     name = "runners"
     verbose_name = "Runners"
+
+    def ready(self):
+        from runners.notify import notify_new_work
+        from scheduler import notifier
+
+        # New or retried executions wake this process's waiting polls, and
+        # (PostgreSQL) every other web process's.
+        notifier.on_new_work(notify_new_work)
+
+    def loop_steps(self, loop):
+        from runners import identity, loop_steps
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+
+        return [
+            Step("reaped", loop_steps.reap_expired_leases),
+            Step("runners", loop_steps.update_runner_states, every=HOUSEKEEPING_INTERVAL),
+            Step("flapping", identity.clear_quiet_flapping, every=HOUSEKEEPING_INTERVAL),
+        ]

@@ -1,11 +1,12 @@
-"""Wake-ups for waiting long-polls, and the threads that run their database work.
+"""Wake-ups for waiting long-polls: the process's hub, and how it learns of new work.
 
 A waiting poll holds neither a worker thread nor a database connection: it
 awaits a `Waiter` in this process's `Hub`. The hub learns about new work in
 one of two ways (DESIGN.md §4, "Long-poll"):
 
 - PostgreSQL: one LISTEN connection per web process on the `croniq_work`
-  channel; whoever commits new pending executions calls `notify_new_work()`.
+  channel; whoever commits new pending executions calls
+  `runners.notify.notify_new_work()`.
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id every `WATCH_INTERVAL` seconds while polls wait.
 
@@ -16,39 +17,29 @@ database, and a burst for a hundred polls is one transaction, not a hundred.
 """
 
 import asyncio
-import contextlib
-import functools
 import logging
-import threading
 import time
-import typing
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, connection
 from django.db.models import Max, Min
 from django.utils import timezone
 
-CHANNEL = "croniq_work"
+from runners.claims import Handed, serve_waiters
+from runners.db_threads import run_db, run_dispatch
+from runners.identity import come_back
+from runners.latency import record_latency
+from runners.models import Runner
+from runners.notify import CHANNEL
+from scheduler.models import Execution
+
 # SQLite: how often the web process looks for new executions while polls wait.
 WATCH_INTERVAL = 0.025
 # Both backends: a full look at pending work this often while polls wait, in
 # case a hint was lost (listener reconnecting, a writer that did not notify).
 SAFETY_SCAN_INTERVAL = 1.0
-# Database threads for runner calls. Each keeps its connection between calls
-# (a new PostgreSQL connection costs milliseconds on every dispatch); a
-# waiting poll holds none of them. SQLite takes one writer at a time anyway,
-# and writers of one process that contend for its lock sleep in the busy
-# handler's backoff (up to 100 ms a round): one thread queues them instead.
-DB_THREADS = {"postgresql": 8, "sqlite": 1}
-# PostgreSQL: claims (a poll's first look, the hub's hand-out) run in threads
-# of their own, so handing out work never queues behind a burst of finishes,
-# logs and heartbeats (all jobs of an instant finish at about the same
-# time). SQLite keeps its one thread for everything.
-DISPATCH_THREADS = {"postgresql": 2}
 # How long before an instant the hub claims the work that becomes ready
 # then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
 # transaction is done before the instant, and the polls answer at it.
@@ -58,10 +49,6 @@ CLAIM_AHEAD = 0.1
 # (not one per answer, which would queue behind claims on SQLite's one
 # thread). A process that dies loses at most this much of them.
 LATENCY_FLUSH_DELAY = 0.5
-# A connection idle this long is checked before use (the database may have
-# restarted meanwhile).
-IDLE_CHECK_AFTER = 5.0
-
 log = logging.getLogger(__name__)
 
 
@@ -69,135 +56,21 @@ def on_postgres():
     return connection.vendor == "postgresql"
 
 
-# -- database threads ------------------------------------------------------
-
-_executor_lock = threading.Lock()
-_executors = {}  # pool name -> pool
-_lane_pools = {}  # lane -> its pool (dispatch may share the calls pool)
-_local = threading.local()
-CALLS, DISPATCH = "calls", "dispatch"
-
-
-def pool_for(lane):
-    """(pool name, threads) for a lane: dispatch shares the calls pool where
-    it has no threads of its own."""
-    vendor = connection.vendor
-    if lane == DISPATCH and vendor in DISPATCH_THREADS:
-        return DISPATCH, DISPATCH_THREADS[vendor]
-    return CALLS, DB_THREADS.get(vendor, 4)
-
-
-def executor(lane=CALLS):
-    # Every runner call passes here on the event loop: no lock, and no
-    # `connection` (each request's context would build a new wrapper for it).
-    pool = _lane_pools.get(lane)
-    if pool is None:
-        name, threads = pool_for(lane)
-        with _executor_lock:
-            if name not in _executors:
-                _executors[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"croniq-{name}")
-            pool = _lane_pools[lane] = _executors[name]
-    return pool
-
-
-def _run_in_db_thread(fn, args, kwargs):
-    last = getattr(_local, "last_used", None)
-    idle = last is not None and time.monotonic() - last > IDLE_CHECK_AFTER
-    if idle and connection.connection is not None and not connection.is_usable():
-        connection.close()
-    try:
-        return fn(*args, **kwargs)
-    except (OperationalError, InterfaceError):
-        # A broken connection must not poison this thread's next call.
-        connection.close()
-        raise
-    finally:
-        _local.last_used = time.monotonic()
-
-
-# Tests that keep their data inside the test's transaction run the steps in
-# the caller's thread instead (see `steps_in_caller_thread`).
-_caller_thread = False
-
-
-async def run_db(fn, *args, **kwargs):
-    """Run `fn` in a database thread; the caller's coroutine holds no connection."""
-    return await _run_in(CALLS, fn, args, kwargs)
-
-
-async def run_dispatch(fn, *args, **kwargs):
-    """`run_db` for claims: in the dispatch threads where there are some."""
-    return await _run_in(DISPATCH, fn, args, kwargs)
-
-
-async def _run_in(lane, fn, args, kwargs):
-    if _caller_thread:
-        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
-    loop = asyncio.get_running_loop()
-    call = functools.partial(_run_in_db_thread, fn, args, kwargs)
-    return await loop.run_in_executor(executor(lane), call)
-
-
-@contextlib.contextmanager
-def steps_in_caller_thread():
-    """Run database steps on the thread that drives the event loop (tests)."""
-    global _caller_thread
-    _caller_thread = True
-    try:
-        yield
-    finally:
-        _caller_thread = False
-
-
-# -- notifying -------------------------------------------------------------
-
-
-def notify_new_work(using="default"):
-    """Tell every web process that pending executions were committed.
-
-    Call it after the commit (inside `transaction.atomic()` it waits for the
-    commit). One call covers any number of new executions: NOTIFY serialises
-    commits, so it is a coalesced hint, not one per execution. On SQLite it
-    does nothing: each web process watches the execution table itself.
-    """
-    from django.db import connections
-
-    conn = connections[using]
-    if conn.vendor != "postgresql":
-        return
-    if conn.in_atomic_block:
-        transaction.on_commit(lambda: _notify(conn), using=using)
-    else:
-        _notify(conn)
-
-
-def _notify(conn):
-    with conn.cursor() as cursor:
-        cursor.execute(f"NOTIFY {CHANNEL}")
-
-
 # -- reading pending work (runs in a database thread) -----------------------
 
 
 def next_ready_at(now):
     """When the earliest pending execution not yet ready becomes ready (or None)."""
-    from scheduler.models import Execution
-
     upcoming = Execution.objects.filter(state=Execution.PENDING, run_after__gt=now)
     return upcoming.aggregate(at=Min("run_after"))["at"]
 
 
 def highest_execution_id():
-    from scheduler.models import Execution
-
     return Execution.objects.aggregate(top=Max("id"))["top"] or 0
 
 
 def touch_runners(runner_ids, now):
     """Waiting polls keep their runners' last_seen_at fresh, one query per interval."""
-    from runners.identity import come_back
-    from runners.models import Runner
-
     waiting = Runner.objects.filter(pk__in=runner_ids)
     waiting.update(last_seen_at=now)
     come_back(waiting)
@@ -210,7 +83,7 @@ class Waiter:
     """One poll waiting for work its runner can run.
 
     `token`, `session` and `capacity` (as the poll asked, or None) are what
-    `runners.dispatch.serve_waiters` needs to claim for it.
+    `runners.claims.serve_waiters` needs to claim for it.
     """
 
     def __init__(self, loop, runner_id, token, session, capacity):
@@ -226,24 +99,12 @@ class Waiter:
         self.step_done = asyncio.Event()
 
 
-class Handed(typing.NamedTuple):
-    """What was claimed for one poll: its assignments, the instant before
-    which the poll must not answer (None: at once), and when each assigned
-    execution became ready (its `run_after`, for the dispatch latency)."""
-
-    assignments: list
-    not_before: object = None
-    ready_at: tuple = ()
-
-
 def serve(waiters, now, until=None):
     """One database step: claim the work ready by `until` (default `now`)
     for the waiters it fits.
 
     Returns ([(waiter, Handed or refusal)], the earliest run_after after `until`).
     """
-    from runners.dispatch import serve_waiters
-
     until = now if until is None else until
     return serve_waiters(waiters, now, until), next_ready_at(until)
 
@@ -328,8 +189,6 @@ class Hub:
             self.loop.call_later(LATENCY_FLUSH_DELAY, lambda: self.spawn(self.flush_latencies()))
 
     async def flush_latencies(self):
-        from runners.dispatch import record_latency
-
         self.flush_due = False
         samples, self.latencies = self.latencies, []
         if not samples:

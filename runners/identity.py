@@ -16,6 +16,8 @@ from django.db.models import Case, Value, When
 import audit
 from audit.models import AuditEvent
 from runners.models import Runner, RunnerToken
+from runners.notify import notify_new_work
+from runners.refusals import Conflict, Forbidden, NotFound, Unauthorized
 from scheduler import lifecycle
 from scheduler.models import Execution
 
@@ -25,38 +27,6 @@ TOKEN_TOUCH_INTERVAL = timedelta(seconds=60)
 SEEN_INTERVAL = timedelta(seconds=1)
 
 TAKEOVER = "runner.takeover"
-
-
-class Refused(Exception):
-    """A runner call that is answered with an error status and changes nothing."""
-
-    status = 400
-
-    def __init__(self, detail):
-        super().__init__(detail)
-        self.detail = detail
-
-
-class Unauthorized(Refused):
-    status = 401
-
-
-class Forbidden(Refused):
-    status = 403
-
-
-class NotFound(Refused):
-    status = 404
-
-
-class Conflict(Refused):
-    """A stale lease or a superseded session (fencing, invariant 3)."""
-
-    status = 409
-
-
-class TooLarge(Refused):
-    status = 413
 
 
 def authenticate(secret, now):
@@ -189,8 +159,6 @@ def take_over(runner, session, now):
 
 
 def notify_retries():
-    from runners.hub import notify_new_work
-
     notify_new_work()
 
 
@@ -245,8 +213,8 @@ def clear_flapping(runner, now):
 def clear_quiet_flapping(now):
     """Clear the flapping mark of every runner that had no takeover for a window.
 
-    A runner that died while flapping never calls again, so something
-    periodic (the reaper tick) calls this. Returns how many were cleared.
+    A runner that died while flapping never calls again, so a step of the
+    loop calls this (`RunnersConfig.loop_steps`). Returns how many were cleared.
     """
     cleared = 0
     for runner in Runner.objects.filter(flapping=True):

@@ -31,7 +31,8 @@ from scheduler.applyitems import (
     string_list,
     string_mapping,
 )
-from scheduler.models import Job, jobs_on_calendars
+from scheduler.calendar_changes import jobs_on_calendars
+from scheduler.models import Job
 
 
 @dataclass

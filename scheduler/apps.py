@@ -4,3 +4,19 @@ from django.apps import AppConfig
 class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
+
+    def ready(self):
+        from calendars.changes import calendar_changed
+        from scheduler.calendar_changes import reschedule_jobs_of
+
+        calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")
+
+    def loop_steps(self, loop):
+        from scheduler import retention, ticks
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+
+        return [
+            Step("fired", loop.fire),
+            Step("timed_out", ticks.expire_timeouts),
+            Step("pruned", retention.prune_step, every=HOUSEKEEPING_INTERVAL),
+        ]

@@ -1,4 +1,8 @@
-"""The scheduler loop: one tick of every unit of work, then a precise sleep.
+"""The scheduler loop: one tick of every due step, then a precise sleep.
+
+The steps come from the apps (`scheduler.steps`): firing and server-side
+timeouts from the scheduler, lease reaping and runner states from runners,
+pruning from audit and the scheduler, each on its own cadence.
 
 It sleeps until the earliest due `next_run_at` (capped by the interval) so a
 job fires within milliseconds of its instant (a job that is not a singleton
@@ -16,7 +20,7 @@ from django.db import close_old_connections
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from scheduler import ticks
+from scheduler import steps, ticks
 
 log = logging.getLogger("croniq.scheduler")
 
@@ -25,8 +29,6 @@ MAX_OUTAGE_BACKOFF = 30.0
 ERROR_PAUSE = 1.0
 # How often a sleeping loop looks for edited jobs (an indexed MAX query).
 EDIT_CHECK_INTERVAL = 0.1
-# Housekeeping (runner states, audit retention) needs no sub-second precision.
-HOUSEKEEPING_INTERVAL = 5.0
 
 
 class SchedulerLoop:
@@ -37,36 +39,32 @@ class SchedulerLoop:
         self.stopping = threading.Event()
         self.outage_backoff = 0.0
         self.last_job_edit = None
-        self.last_housekeeping = None
+        self.steps = steps.collect(self)
+        self.last_run = {}  # step name -> when it last ran
 
     def stop(self):
         self.stopping.set()
 
     def units(self, now):
-        units = [
-            ("fired", self.fire),
-            ("timed_out", ticks.expire_timeouts),
-            ("reaped", ticks.reap_expired_leases),
-        ]
-        if self.housekeeping_due(now):
-            units += [("runners", ticks.update_runner_states), ("pruned", ticks.prune_history)]
-        return units
+        """[(name, run)] of the steps due at `now`; each is marked as run."""
+        return [(step.name, step.run) for step in self.steps if self.due(step, now)]
 
     def fire(self, now):
         return ticks.trigger_due(now, self.fire_lead)
 
-    def housekeeping_due(self, now):
-        last = self.last_housekeeping
-        if last is not None and (now - last).total_seconds() < HOUSEKEEPING_INTERVAL:
+    def due(self, step, now):
+        last = self.last_run.get(step.name)
+        if step.every and last is not None and (now - last).total_seconds() < step.every:
             return False
-        self.last_housekeeping = now
+        self.last_run[step.name] = now
         return True
 
     def tick(self, now):
-        """Run every unit once; returns {unit: count} for the units that did work.
+        """Run every due step once; returns {step: count} for the steps that
+        did work.
 
-        A unit that fails with anything but a database outage is logged and
-        the units after it still run.
+        A step that fails with anything but a database outage is logged and
+        the steps after it still run.
         """
         done = {}
         for name, unit in self.units(now):
@@ -75,7 +73,7 @@ class SchedulerLoop:
             except Exception as e:
                 if not ticks.job_fault(e):
                     raise  # an outage: run_forever backs off
-                log.exception("scheduler unit %s failed; the other units go on", name)
+                log.exception("scheduler step %s failed; the other steps go on", name)
                 continue
             if count:
                 done[name] = count

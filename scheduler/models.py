@@ -6,6 +6,10 @@ from django.utils import timezone
 
 from calendars.validators import validate_timezone
 
+# Execution output lives in a module of its own; imported here so Django
+# registers it with the app's models (and `scheduler.models.LogChunk` works).
+from scheduler.log_chunks import LOG_TRUNCATED_MARKER, LogChunk  # noqa: F401
+
 
 def default_labels():
     return []
@@ -281,19 +285,6 @@ class Job(models.Model):
             raise ValidationError({"schedule": reason})
 
 
-def jobs_on_calendars(calendar_ids):
-    """Jobs on these calendars or on calendars based on them, at any depth:
-    a change to a base calendar moves their fire times too."""
-    from calendars.models import Calendar
-
-    calendars = frontier = set(calendar_ids)
-    while frontier:
-        based = Calendar.objects.filter(base__in=frontier).values_list("pk", flat=True)
-        frontier = set(based) - calendars
-        calendars = calendars | frontier
-    return Job.objects.filter(calendar__in=calendars)
-
-
 class Execution(models.Model):
     """One attempt to run a job for one scheduled instant."""
 
@@ -410,27 +401,3 @@ class Execution(models.Model):
         if self.claimed_at and self.finished_at:
             return self.finished_at - self.claimed_at
         return None
-
-
-class LogChunk(models.Model):
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="log_chunks")
-    seq = models.PositiveIntegerField()
-    data = models.TextField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["execution", "seq"]
-        constraints = [
-            # `seq` makes a retried log append idempotent.
-            models.UniqueConstraint(fields=["execution", "seq"], name="logchunk_seq_unique"),
-        ]
-        indexes = [
-            # Log retention: the oldest chunks first (scheduler.retention).
-            models.Index(fields=["created_at"], name="logchunk_created"),
-        ]
-
-    def __str__(self):
-        return f"{self.execution_id}#{self.seq}"
-
-
-LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"

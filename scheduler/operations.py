@@ -4,7 +4,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 import audit
-from scheduler import lifecycle
+from scheduler import lifecycle, notifier
 from scheduler.models import Execution, Job
 
 
@@ -110,6 +110,4 @@ def retry(execution, now, actor):
 
 
 def notify_runners():
-    from runners.hub import notify_new_work
-
-    transaction.on_commit(notify_new_work)
+    transaction.on_commit(notifier.new_work)

@@ -1,6 +1,7 @@
 """The scheduler's units of work. Each takes `now` and returns how much it did.
 
-`scheduler_loop` calls them in turn; tests call them with fixed instants.
+`scheduler_loop` runs them as the scheduler's steps (`SchedulerConfig.loop_steps`);
+tests call them with fixed instants.
 Any number of loops may run at once: every unit claims its rows with a
 conditional update or `select_for_update(skip_locked=True)`, and the unique
 constraints on Execution are the backstop (DESIGN.md §2).
@@ -16,7 +17,7 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle, retention
+from scheduler import lifecycle, notifier
 from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
@@ -357,54 +358,9 @@ def time_out(execution, now):
     return True
 
 
-def reap_expired_leases(now):
-    """Running executions whose lease ran out become lost and are retried."""
-    expired = Execution.objects.filter(state=Execution.RUNNING, lease_expires_at__lt=now)
-    released = lifecycle.release(expired, lifecycle.LEASE_EXPIRED, now)
-    if released:
-        notify_runners()
-    return len(released)
-
-
 def notify_runners():
     """Wake waiting long-polls: a retry or a new execution may be theirs."""
-    from runners.hub import notify_new_work
-
-    notify_new_work()
-
-
-def update_runner_states(now):
-    """Mark silent runners offline, forget long-offline ones and clear the
-    flapping mark of runners that went quiet (each change audited)."""
-    from runners import identity
-    from runners.models import Runner
-
-    silent_since = now - timedelta(seconds=3 * settings.CRONIQ_HEARTBEAT_INTERVAL)
-    changed = 0
-    silent = Runner.objects.filter(
-        state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since
-    )
-    for runner in silent:
-        if Runner.objects.filter(pk=runner.pk, last_seen_at=runner.last_seen_at).update(
-            state=Runner.OFFLINE
-        ):
-            audit.record(
-                "runner.offline",
-                target=runner,
-                at=now,
-                data={"last_seen_at": runner.last_seen_at.isoformat()},
-            )
-            changed += 1
-    forget_before = now - timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
-    for runner in Runner.objects.filter(state=Runner.OFFLINE, last_seen_at__lt=forget_before):
-        identity.forget(runner, now)
-        changed += 1
-    return changed + identity.clear_quiet_flapping(now)
-
-
-def prune_history(now):
-    """Drop audit events, executions and logs past their retention (bounded batches)."""
-    return audit.prune(now) + retention.prune_step(now)
+    notifier.new_work()
 
 
 def last_job_edit():

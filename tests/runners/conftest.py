@@ -5,7 +5,7 @@ from asgiref.sync import async_to_sync
 from ninja.testing import TestAsyncClient
 
 from croniq_project.api import api
-from runners import hub
+from runners import db_threads
 from runners.models import RunnerToken
 from tests.factories import ExecutionFactory, JobFactory
 
@@ -41,7 +41,7 @@ class Api:
         if authorization is not None:
             headers = {"Authorization": authorization}
         kwargs = {"body": raw} if raw is not None else {"json": body}
-        with hub.steps_in_caller_thread():
+        with db_threads.steps_in_caller_thread():
             return async_to_sync(self.client.post)(path, headers=headers, **kwargs)
 
 

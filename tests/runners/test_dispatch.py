@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from audit.models import AuditEvent, Counter
 from croniq_project.collector import CroniqCollector
-from runners import dispatch, identity
+from runners import claims, dispatch, identity, latency, polls, refusals
 from runners.hub import Waiter
 from runners.models import Runner, RunnerToken
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
@@ -26,7 +26,7 @@ def runner(token):
 
 
 def claim(runner, capacity=1, now=NOW):
-    return dispatch.claim(runner, runner.session, capacity, now)
+    return claims.claim(runner, runner.session, capacity, now)
 
 
 def test_claim_takes_the_oldest_ready_executions_up_to_capacity(runner):
@@ -76,16 +76,16 @@ def test_dispatch_latency_runs_to_the_moment_the_answer_leaves_not_to_the_claim(
     execution = pending(now=NOW)
     claimed = claim(runner, now=NOW - dt.timedelta(milliseconds=100))
     assert claimed == []  # not ready yet: a poll's own claim never takes it early
-    served = dispatch.serve_waiters(
+    served = claims.serve_waiters(
         [waiter_for(runner, loop)], NOW - dt.timedelta(milliseconds=100), NOW
     )
     [(_, handed)] = served
     assert [a["id"] for a in handed.assignments] == [execution.pk]
     assert handed.not_before == NOW  # claimed ahead, held until its instant
 
-    waits = dispatch.latencies(handed, NOW + dt.timedelta(milliseconds=300))
+    waits = latency.latencies(handed, NOW + dt.timedelta(milliseconds=300))
     assert waits == [pytest.approx(0.3)]
-    dispatch.record_latency(waits)
+    latency.record_latency(waits)
 
     assert Counter.objects.value_of("croniq_dispatch_latency_seconds__count") == 1
     assert Counter.objects.value_of("croniq_dispatch_latency_seconds__sum_us") == 300_000
@@ -157,7 +157,7 @@ def test_a_cancelled_pending_execution_is_not_handed_out(runner):
 
 def poll(secret, runner, session="s1", capacity=None, now=LATER):
     credential = identity.Credential(secret)
-    return dispatch.first_poll(credential, runner.pk, session, capacity, now)[1:]
+    return polls.first_poll(credential, runner.pk, session, capacity, now)[1:]
 
 
 def test_a_poll_counts_as_a_heartbeat_and_brings_an_offline_runner_back(runner, secret):
@@ -172,7 +172,7 @@ def test_a_poll_counts_as_a_heartbeat_and_brings_an_offline_runner_back(runner, 
 
 def test_a_poll_refuses_a_superseded_session(runner, secret):
     pending()
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         poll(secret, runner, session="old-session", capacity=1, now=NOW)
     assert Execution.objects.get().state == Execution.PENDING
 
@@ -181,7 +181,7 @@ def test_the_assignment_carries_what_the_runner_needs(runner):
     job = JobFactory(name="report", command="echo hi", env={"A": "1"}, timeout=60)
     execution = pending(job=job, attempt=2)
     [claimed] = claim(runner)
-    assert dispatch.assignment(claimed) == {
+    assert claims.assignment(claimed) == {
         "id": execution.pk,
         "job": "report",
         "command": "echo hi",
@@ -205,7 +205,7 @@ def test_concurrent_claims_never_hand_out_the_same_execution_twice():
 
     def work(runner):
         try:
-            while found := dispatch.claim(runner, runner.session, 3, LATER):
+            while found := claims.claim(runner, runner.session, 3, LATER):
                 got.extend(e.pk for e in found)
         finally:
             connection.close()
@@ -224,7 +224,7 @@ def test_concurrent_claims_never_hand_out_the_same_execution_twice():
 
 
 def assignments(runner, capacity=1, now=NOW):
-    return dispatch.answer(runner, claim(runner, capacity, now), now).assignments
+    return claims.answer(runner, claim(runner, capacity, now), now).assignments
 
 
 def test_work_whose_answer_never_left_goes_back_pending_the_same_attempt(runner):
@@ -300,7 +300,7 @@ def test_heartbeat_with_a_stale_lease_renews_nothing(runner, secret):
 
 
 def test_heartbeat_from_a_superseded_session_is_refused(runner, secret):
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         beat(secret, runner, [], session="old")
 
 
@@ -331,7 +331,7 @@ def test_a_retried_log_chunk_is_stored_once(token, held):
 
 def test_a_chunk_above_64_kib_is_refused(token, held, settings):
     assert settings.CRONIQ_LOG_CHUNK_LIMIT == 64 * 1024
-    with pytest.raises(identity.TooLarge):
+    with pytest.raises(refusals.TooLarge):
         append(token, held, 0, "€" * 21846)  # 65,538 bytes in UTF-8, 21,846 characters
     append(token, held, 0, "x" * 64 * 1024)
     assert LogChunk.objects.count() == 1
@@ -368,7 +368,7 @@ def test_log_text_the_database_cannot_store_is_replaced(token, held):
     ],
 )
 def test_a_log_under_a_stale_lease_is_refused_audited_and_counted(token, held, stale):
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         append(token, held, 0, "late", **stale)
     assert LogChunk.objects.count() == 0
     event = AuditEvent.objects.get(action="execution.fencing_rejected")
@@ -378,12 +378,12 @@ def test_a_log_under_a_stale_lease_is_refused_audited_and_counted(token, held, s
 
 def test_another_tokens_runner_cannot_write_to_an_execution(held):
     other, _ = RunnerToken.issue("other")
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         append(other, held, 0, "x")
 
 
 def test_logs_for_an_unknown_execution_are_404(token):
-    with pytest.raises(identity.NotFound):
+    with pytest.raises(refusals.NotFound):
         dispatch.append_log(token, 424242, "s1", 1, 0, "x", NOW)
 
 
@@ -424,7 +424,7 @@ def test_a_run_the_operator_cancelled_finishes_cancelled(secret, held):
 def test_a_retried_finish_gets_the_same_answer(secret, held):
     assert finish(secret, held, 1) == Execution.FAILED
     assert finish(secret, held, 1) == Execution.FAILED
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         finish(secret, held, 0)  # a different outcome is not a retry
 
 
@@ -432,7 +432,7 @@ def test_a_finish_after_a_takeover_is_refused_and_changes_nothing(token, secret,
     identity.register(token, held.runner.name, "s2", LATER)
     held.refresh_from_db()
     assert held.state == Execution.LOST
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         finish(secret, held, 0)
     held.refresh_from_db()
     assert held.state == Execution.LOST
@@ -475,7 +475,7 @@ def test_a_success_is_counted_once(secret, held):
 
 def test_a_success_reported_under_another_token_changes_nothing(held):
     _, other_secret = RunnerToken.issue("other")
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         finish(other_secret, held, 0)
     held.refresh_from_db()
     assert held.state == Execution.RUNNING
@@ -484,7 +484,7 @@ def test_a_success_reported_under_another_token_changes_nothing(held):
 
 def test_a_success_reported_with_a_revoked_token_is_unauthorized(token, secret, held):
     RunnerToken.objects.filter(pk=token.pk).update(revoked_at=NOW)
-    with pytest.raises(identity.Unauthorized):
+    with pytest.raises(refusals.Unauthorized):
         finish(secret, held, 0)
     held.refresh_from_db()
     assert held.state == Execution.RUNNING
@@ -492,7 +492,7 @@ def test_a_success_reported_with_a_revoked_token_is_unauthorized(token, secret, 
 
 @pytest.mark.parametrize("wrong", [{"session": "s2"}, {"lease": 99}])
 def test_a_success_under_a_stale_session_or_lease_is_refused(secret, held, wrong):
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         finish(secret, held, 0, **wrong)
     held.refresh_from_db()
     assert held.state == Execution.RUNNING

@@ -8,8 +8,9 @@ from django.db import connection
 
 from audit.models import Counter
 from croniq_project.collector import unmatched_pending
-from runners import identity
-from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, steps_in_caller_thread, touch_runners
+from runners import identity, refusals
+from runners.db_threads import steps_in_caller_thread
+from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.factories import RunnerFactory
@@ -144,7 +145,7 @@ def test_a_superseded_poll_gets_its_refusal_and_no_work(db, loop, runners):
     stale = waiter(loop, runners["linux"], session="s-old")
     fresh = waiter(loop, runners["gpu"])
     served, _ = serve([stale, fresh], NOW)
-    assert isinstance(dict(served)[stale], identity.Conflict)
+    assert isinstance(dict(served)[stale], refusals.Conflict)
     assert len(dict(served)[fresh].assignments) == 1
 
 
@@ -223,18 +224,18 @@ def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert
 )
 def test_claims_do_not_queue_behind_busy_database_threads(transactional_db):
     """A burst of finishes occupying every calls thread does not hold up a claim."""
-    from runners import hub
+    from runners import db_threads
 
     release = threading.Event()
 
     async def scenario():
         busy = [
-            asyncio.ensure_future(hub.run_db(release.wait, 10))
-            for _ in range(hub.DB_THREADS["postgresql"])
+            asyncio.ensure_future(db_threads.run_db(release.wait, 10))
+            for _ in range(db_threads.DB_THREADS["postgresql"])
         ]
         await asyncio.sleep(0.2)  # every calls thread is taken
         try:
-            return await asyncio.wait_for(hub.run_dispatch(lambda: "claimed"), timeout=5)
+            return await asyncio.wait_for(db_threads.run_dispatch(lambda: "claimed"), timeout=5)
         finally:
             release.set()
             await asyncio.gather(*busy)

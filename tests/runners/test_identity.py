@@ -3,10 +3,10 @@ import datetime as dt
 import pytest
 
 from audit.models import AuditEvent, Counter
-from runners import dispatch, identity
+from runners import claims, dispatch, identity, polls, refusals
+from runners.loop_steps import update_runner_states
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution
-from scheduler.ticks import update_runner_states
 from tests.factories import RunnerFactory
 from tests.runners.conftest import NOW, pending
 
@@ -83,7 +83,7 @@ def test_registering_the_current_session_again_keeps_its_work(token):
 def test_another_token_cannot_use_a_bound_name_and_the_refusal_is_audited(token):
     register(token)
     intruder, _ = RunnerToken.issue("intruder")
-    with pytest.raises(identity.Forbidden):
+    with pytest.raises(refusals.Forbidden):
         register(intruder, session="evil")
     runner = Runner.objects.get(name="build-1")
     assert runner.session == "s1"
@@ -149,13 +149,13 @@ def test_flapping_clears_after_a_quiet_window(token, settings):
 def test_current_runner_refuses_unknown_foreign_and_superseded_callers(token):
     runner, _ = register(token)
     other, _ = RunnerToken.issue("other")
-    with pytest.raises(identity.NotFound):
+    with pytest.raises(refusals.NotFound):
         identity.current_runner(token, runner.pk + 1000, "s1")
-    with pytest.raises(identity.NotFound):
+    with pytest.raises(refusals.NotFound):
         identity.current_runner(token, 2**70, "s1")
-    with pytest.raises(identity.Forbidden):
+    with pytest.raises(refusals.Forbidden):
         identity.current_runner(other, runner.pk, "s1")
-    with pytest.raises(identity.Conflict):
+    with pytest.raises(refusals.Conflict):
         identity.current_runner(token, runner.pk, "s0")
     assert identity.current_runner(token, runner.pk, "s1") == runner
 
@@ -192,11 +192,11 @@ def test_an_offline_runner_that_calls_is_online_at_once(token):
 @pytest.mark.parametrize(
     ("call", "refusal"),
     [
-        ({"secret": "crq_not-a-token"}, identity.Unauthorized),
-        ({"secret": "crq_not-a-token", "runner_id": 424242}, identity.Unauthorized),
-        ({"runner_id": 424242}, identity.NotFound),
-        ({"session": "s0"}, identity.Conflict),
-        ({"other_token": True}, identity.Forbidden),
+        ({"secret": "crq_not-a-token"}, refusals.Unauthorized),
+        ({"secret": "crq_not-a-token", "runner_id": 424242}, refusals.Unauthorized),
+        ({"runner_id": 424242}, refusals.NotFound),
+        ({"session": "s0"}, refusals.Conflict),
+        ({"other_token": True}, refusals.Forbidden),
     ],
 )
 def test_caller_refuses_in_the_contracts_order(issued, call, refusal):
@@ -215,7 +215,7 @@ def test_caller_with_a_revoked_token_is_unauthorized(issued):
     token, secret = issued
     runner, _ = register(token)
     RunnerToken.objects.filter(pk=token.pk).update(revoked_at=NOW)
-    with pytest.raises(identity.Unauthorized):
+    with pytest.raises(refusals.Unauthorized):
         identity.caller(identity.Credential(secret), runner.pk, "s1", NOW)
 
 
@@ -248,7 +248,7 @@ def test_a_fresh_start_of_the_runner_ends_its_drain(token):
     event = AuditEvent.objects.filter(action="runner.resumed").get()
     assert (event.actor_name, event.data) == ("build-1", {"reason": "new session"})
     pending(labels=[])
-    assert len(dispatch.claim(again, "s2", 1, NOW)) == 1
+    assert len(claims.claim(again, "s2", 1, NOW)) == 1
 
 
 def go_offline(runner, settings):
@@ -271,7 +271,7 @@ def test_a_drain_survives_an_offline_spell(issued, settings, comes_back_by):
     if comes_back_by == "heartbeat":
         dispatch.heartbeat(credential, runner.pk, "s1", [], back_at)
     elif comes_back_by == "poll":
-        _, _, handed = dispatch.first_poll(credential, runner.pk, "s1", None, back_at)
+        _, _, handed = polls.first_poll(credential, runner.pk, "s1", None, back_at)
         assert handed.assignments == []
     else:
         again, takeover = register(token, session="s1", now=back_at)
@@ -280,7 +280,7 @@ def test_a_drain_survives_an_offline_spell(issued, settings, comes_back_by):
     back = Runner.objects.get(pk=runner.pk)
     assert back.state == Runner.DRAINING
     assert back.last_seen_at == back_at
-    assert dispatch.claim(back, "s1", 1, back_at) == []
+    assert claims.claim(back, "s1", 1, back_at) == []
     assert Execution.objects.get().state == Execution.PENDING
 
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from audit.models import AuditEvent, Counter
-from runners import dispatch, hub
+from runners import db_threads, hub, polls
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.runners.conftest import pending
@@ -33,7 +33,7 @@ def poll(api_client, runner_id, wait):
 
 
 def run(scenario):
-    with hub.steps_in_caller_thread():
+    with db_threads.steps_in_caller_thread():
         return async_to_sync(scenario)()
 
 
@@ -175,7 +175,7 @@ def test_work_claimed_by_the_first_step_of_a_poll_whose_runner_hung_up_goes_back
     commits, and what it claimed goes back instead of waiting for the lease."""
     execution = pending(now=timezone.now() - dt.timedelta(seconds=1), labels=["linux"])
     claimed, cancelled = threading.Event(), threading.Event()
-    first_poll = dispatch.first_poll
+    first_poll = polls.first_poll
 
     def first_poll_then_hang_up(*args):
         result = first_poll(*args)
@@ -183,7 +183,7 @@ def test_work_claimed_by_the_first_step_of_a_poll_whose_runner_hung_up_goes_back
         cancelled.wait(5)  # the runner hangs up while this step is under way
         return result
 
-    monkeypatch.setattr(dispatch, "first_poll", first_poll_then_hang_up)
+    monkeypatch.setattr(polls, "first_poll", first_poll_then_hang_up)
 
     async def scenario():
         answer = asyncio.ensure_future(poll(api_client, runner_id, 10))

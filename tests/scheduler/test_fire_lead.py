@@ -44,7 +44,7 @@ def test_a_singleton_job_fires_only_at_its_instant():
 
 
 def test_an_execution_fired_ahead_is_not_claimable_before_its_instant():
-    from runners.dispatch import ready_executions
+    from runners.claims import ready_executions
 
     JobFactory(schedule="@every 1s", next_run_at=T0)
     ticks.trigger_due(JUST_BEFORE, LEAD)

@@ -4,6 +4,7 @@ import datetime as dt
 
 import pytest
 
+from scheduler import steps
 from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
@@ -64,3 +65,83 @@ def test_stop_ends_run_forever_after_the_current_tick():
     loop.run_once = run_once
     loop.run_forever()
     assert ticks == [1]
+
+
+# The steps the apps contribute
+
+
+def test_the_loop_runs_the_steps_the_apps_contribute_firing_first():
+    loop = SchedulerLoop(clock=lambda: T0)
+
+    assert [(step.name, step.every) for step in loop.steps] == [
+        ("fired", 0.0),
+        ("timed_out", 0.0),
+        ("reaped", 0.0),
+        ("audit_pruned", steps.HOUSEKEEPING_INTERVAL),
+        ("pruned", steps.HOUSEKEEPING_INTERVAL),
+        ("runners", steps.HOUSEKEEPING_INTERVAL),
+        ("flapping", steps.HOUSEKEEPING_INTERVAL),
+    ]
+
+
+def test_each_step_runs_on_its_own_cadence():
+    runs = []
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [
+        steps.Step("often", lambda now: runs.append(("often", now)) or 1),
+        steps.Step("rarely", lambda now: runs.append(("rarely", now)) or 1, every=5.0),
+    ]
+    instants = [T0 + dt.timedelta(seconds=s) for s in (0, 1, 4.9, 5, 6)]
+
+    reports = [loop.tick(now) for now in instants]
+
+    assert reports == [
+        {"often": 1, "rarely": 1},
+        {"often": 1},
+        {"often": 1},
+        {"often": 1, "rarely": 1},
+        {"often": 1},
+    ]
+    assert [now for name, now in runs if name == "rarely"] == [instants[0], instants[3]]
+
+
+def test_a_failing_step_is_logged_and_the_steps_after_it_still_run(caplog):
+    def broken(now):
+        raise ValueError("a bug in one step")
+
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [steps.Step("broken", broken), steps.Step("fine", lambda now: 2)]
+
+    assert loop.tick(T0) == {"fine": 2}
+    assert any("broken" in r.getMessage() for r in caplog.records)
+
+
+def test_an_app_below_the_scheduler_contributes_a_plain_tuple(monkeypatch):
+    class Below:
+        def loop_steps(self, loop):
+            return [("cleanup", len, 60.0)]
+
+    class Above:
+        def loop_steps(self, loop):
+            return [steps.Step("hourly", len, 3600.0), steps.Step("urgent", len)]
+
+    monkeypatch.setattr(steps.apps, "get_app_configs", lambda: [Below(), object(), Above()])
+
+    collected = steps.collect(loop=None)
+
+    assert collected == [
+        steps.Step("urgent", len, 0.0),
+        steps.Step("cleanup", len, 60.0),
+        steps.Step("hourly", len, 3600.0),
+    ]
+
+
+def test_two_steps_with_one_name_are_refused(monkeypatch):
+    class Twice:
+        def loop_steps(self, loop):
+            return [steps.Step("fired", len), steps.Step("fired", len)]
+
+    monkeypatch.setattr(steps.apps, "get_app_configs", lambda: [Twice()])
+
+    with pytest.raises(ValueError, match="share a name"):
+        steps.collect(loop=None)

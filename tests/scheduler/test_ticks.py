@@ -6,6 +6,7 @@ import pytest
 from django.test import override_settings
 
 from audit.models import AuditEvent, Counter
+from runners import loop_steps
 from scheduler import lifecycle, ticks
 from scheduler.models import Execution, Job
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
@@ -237,8 +238,8 @@ def test_an_expired_lease_is_reaped_and_retried_at_once_even_without_retries():
     job = JobFactory(retries=0, singleton=True)
     execution = running(job, at(0), lease_for=30)
 
-    assert ticks.reap_expired_leases(at(0, 29)) == 0
-    assert ticks.reap_expired_leases(at(0, 31)) == 1
+    assert loop_steps.reap_expired_leases(at(0, 29)) == 0
+    assert loop_steps.reap_expired_leases(at(0, 31)) == 1
 
     execution.refresh_from_db()
     assert execution.state == Execution.LOST
@@ -286,7 +287,7 @@ def test_silent_runners_go_offline_and_long_offline_ones_are_forgotten():
         silent = RunnerFactory(last_seen_at=at(0, 0))
         gone = RunnerFactory(last_seen_at=at(-120), state=Runner.OFFLINE)
 
-        assert ticks.update_runner_states(at(1)) == 2
+        assert loop_steps.update_runner_states(at(1)) == 2
 
     assert Runner.objects.get(pk=fresh.pk).state == Runner.ONLINE
     assert Runner.objects.get(pk=silent.pk).state == Runner.OFFLINE
@@ -297,11 +298,12 @@ def test_silent_runners_go_offline_and_long_offline_ones_are_forgotten():
 
 def test_housekeeping_clears_the_flapping_mark_of_a_runner_that_went_quiet():
     from runners.models import Runner
+    from scheduler.loop import SchedulerLoop
 
     quiet = RunnerFactory(flapping=True, flapping_since=at(-60), last_seen_at=at(1))
 
     with override_settings(CRONIQ_FLAP_WINDOW=600, CRONIQ_HEARTBEAT_INTERVAL=10):
-        ticks.update_runner_states(at(1))
+        assert SchedulerLoop().tick(at(1))["flapping"] == 1
 
     assert Runner.objects.get(pk=quiet.pk).flapping is False
     assert AuditEvent.objects.filter(action="runner.flapping_cleared").count() == 1
@@ -370,7 +372,7 @@ def test_a_blackout_added_just_before_an_instant_is_honoured_at_fire_time(
 
 
 def test_a_singleton_timed_out_on_the_server_is_retried_only_once_its_lease_ran_out():
-    from runners import dispatch
+    from runners import claims
 
     job = JobFactory(singleton=True, timeout=60, retries=1, retry_backoff=0, labels=[])
     execution = running(job, at(0), lease_for=80)  # the runner renewed its lease at 0:50
@@ -383,8 +385,8 @@ def test_a_singleton_timed_out_on_the_server_is_retried_only_once_its_lease_ran_
     event = AuditEvent.objects.get(action="execution.retry")
     assert event.data["run_after"] == at(1, 20).isoformat()
     other = RunnerFactory(labels=[])
-    assert dispatch.claim(other, other.session, 1, at(1, 19)) == []
-    assert [e.pk for e in dispatch.claim(other, other.session, 1, at(1, 20))] == [retry.pk]
+    assert claims.claim(other, other.session, 1, at(1, 19)) == []
+    assert [e.pk for e in claims.claim(other, other.session, 1, at(1, 20))] == [retry.pk]
 
 
 def test_a_job_that_may_overlap_is_retried_after_its_backoff_alone():

@@ -1,0 +1,260 @@
+"""Claiming ready executions for runners.
+
+Claiming is atomic: PostgreSQL locks the chosen pending rows with
+`FOR UPDATE SKIP LOCKED` (two web processes never hand out the same row and
+never wait for each other); SQLite runs the claim in an IMMEDIATE
+transaction, which already holds the database's write lock. A poll claims
+for itself (`claim`); the hub claims for all its waiting polls at once
+(`serve_waiters`).
+"""
+
+import collections
+import typing
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Greatest
+
+from runners import identity
+from runners.models import Runner
+from runners.refusals import Refused
+from scheduler.models import Execution
+
+CLAIM_ORDER = ("run_after", "scheduled_for", "id")
+
+
+class Handed(typing.NamedTuple):
+    """What was claimed for one poll: its assignments, the instant before
+    which the poll must not answer (None: at once), and when each assigned
+    execution became ready (its `run_after`, for the dispatch latency)."""
+
+    assignments: list
+    not_before: object = None
+    ready_at: tuple = ()
+
+
+def lease_deadline(now):
+    return now + timedelta(seconds=settings.CRONIQ_LEASE_TTL)
+
+
+def claim(runner, session, capacity, now):
+    """Claim up to `capacity` ready executions the runner's labels allow.
+
+    Returns them (job loaded) oldest first; an empty list when the runner is
+    draining or nothing matches.
+    """
+    if capacity <= 0 or runner.is_drained:
+        return []
+    # Part of the caller's transaction when there is one (a poll reads its
+    # runner, touches it and claims in one).
+    with transaction.atomic(savepoint=False):
+        executions = claimable(runner.labels, capacity, now)
+        if not executions:
+            return []
+        hand_over([(runner, session, executions)], now)
+    return executions
+
+
+def hand_over(claims, now):
+    """Mark executions as claimed, in one UPDATE: `claims` is
+    [(runner, session, [execution, ...])], the executions read and locked by
+    this transaction.
+
+    The rows are ours alone until the commit (locked on PostgreSQL; on
+    SQLite the transaction holds the write lock), so the new values are set
+    on the objects read instead of reading them again.
+    """
+    deadline = lease_deadline(now)
+    if len(claims) == 1:
+        [(runner, session, _)] = claims
+        runner_id, session_of = runner.pk, session
+    else:
+        runner_id = Case(*(when_among(e, Value(r.pk)) for r, _, e in claims))
+        session_of = Case(*(when_among(e, Value(s)) for _, s, e in claims))
+    Execution.objects.filter(pk__in=[e.pk for _, _, claimed in claims for e in claimed]).update(
+        state=Execution.RUNNING,
+        runner_id=runner_id,
+        session=session_of,
+        lease=F("lease") + 1,
+        lease_expires_at=deadline,
+        # A claim made ahead of the instant (`runners.hub.CLAIM_AHEAD`) reaches
+        # the runner at the instant: that is when it started.
+        claimed_at=Greatest(Value(now), F("run_after")),
+    )
+    for runner, session, executions in claims:
+        for execution in executions:
+            execution.state = Execution.RUNNING
+            execution.runner = runner
+            execution.session = session
+            execution.lease += 1
+            execution.lease_expires_at = deadline
+            execution.claimed_at = max(now, execution.run_after)
+
+
+def when_among(executions, value):
+    return When(pk__in=[e.pk for e in executions], then=value)
+
+
+def ready_executions(now):
+    return Execution.objects.filter(
+        state=Execution.PENDING, run_after__lte=now, cancel_requested_at__isnull=True
+    ).order_by(*CLAIM_ORDER)
+
+
+def claimable(labels, capacity, now, exclude=()):
+    """The oldest ready executions whose job labels are all in `labels` (job
+    loaded), leaving out the ids in `exclude` (taken by this transaction)."""
+    ready = ready_executions(now).select_related("job")
+    if exclude:
+        ready = ready.exclude(pk__in=list(exclude))
+    if connection.vendor == "postgresql":
+        chosen = ready.filter(job__labels__contained_by=list(labels)).select_for_update(
+            skip_locked=True, of=("self",)
+        )
+        return list(chosen[:capacity])
+    # SQLite has no JSON containment; the IMMEDIATE transaction holds the
+    # write lock, so filtering in Python here cannot race another claim.
+    mine = set(labels)
+    ids = []
+    for pk, job_labels in ready.values_list("id", "job__labels").iterator(chunk_size=500):
+        if set(job_labels or ()) <= mine:
+            ids.append(pk)
+            if len(ids) == capacity:
+                break
+    return list(ready.filter(pk__in=ids)) if ids else []
+
+
+def assignment(execution):
+    """The contract's Assignment for a claimed execution (DESIGN.md §4)."""
+    job = execution.job
+    return {
+        "id": execution.pk,
+        "job": job.name,
+        "command": job.command,
+        "env": job.env or {},
+        "timeout": job.timeout,
+        "scheduled_for": execution.scheduled_for,
+        "attempt": execution.attempt,
+        "lease": execution.lease,
+        "lease_expires_at": execution.lease_expires_at,
+    }
+
+
+def wanted(runner, capacity):
+    """How many executions a poll asks for: its `capacity`, else the runner's."""
+    return runner.capacity if capacity is None else capacity
+
+
+def answer(runner, executions, now):
+    """A poll's `Handed` (after the commit); a flapping mark may clear here."""
+    if runner.flapping:
+        identity.check_flapping(runner, now)
+    return Handed(
+        [assignment(e) for e in executions],
+        not_before(executions, now) if executions else None,
+        tuple(e.run_after for e in executions),
+    )
+
+
+def serve_waiters(waiters, now, until):
+    """Claim ready work for waiting polls in one transaction.
+
+    The oldest ready executions are dealt round the polls they fit (their
+    runners' labels include the job's), longest-waiting first, each poll up
+    to its capacity: a burst is handed out in one step instead of a claim per
+    poll. Work ready by `until` (later than `now`) is claimed ahead too: its
+    poll answers at the work's instant (`Handed.not_before`), the claim's
+    database work already done. Returns [(waiter, Handed or the Refused its
+    poll answers)].
+    """
+    if not ready_executions(until).exists():
+        # Most scans (a poll joining the hub, the safety net) find nothing:
+        # one read, and no write transaction (on SQLite, no write lock).
+        return []
+    with transaction.atomic():
+        room, refused = runners_with_room(waiters)
+        handed = hand_out(room, until) if room else {}
+        if handed:
+            claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
+            identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
+            hand_over(claims, now)
+    served = [(waiter, answer(room[waiter][0], got, now)) for waiter, got in handed.items()]
+    return refused + served
+
+
+def not_before(executions, now):
+    """The instant the last of `executions` becomes ready, if after `now`."""
+    latest = max(e.run_after for e in executions)
+    return latest if latest > now else None
+
+
+def runners_with_room(waiters):
+    """({waiter: (runner, how many it takes)}, [(waiter, refusal)]): the waiters
+    still entitled to work, and the refused ones (superseded, forgotten)."""
+    runners = Runner.objects.in_bulk({w.runner_id for w in waiters})
+    room, refused = {}, []
+    for waiter in waiters:
+        try:
+            runner = identity.check_caller(
+                runners.get(waiter.runner_id), waiter.token, waiter.runner_id, waiter.session
+            )
+        except Refused as refusal:
+            refused.append((waiter, refusal))
+            continue
+        want = wanted(runner, waiter.capacity)
+        if not runner.is_drained and want > 0:
+            room[waiter] = (runner, want)
+    return room, refused
+
+
+def hand_out(room, now):
+    """{waiter: [execution, ...]}: ready work, oldest first, dealt round the
+    waiters it fits in turn, longest-waiting first.
+
+    Dealing spreads an instant's work over the runners instead of filling
+    the first poll to its capacity: the load is shared, and every runner
+    served polls again at once with its free slots. (Filling the first ones
+    left the runners served long ago waiting with the one slot they had free
+    then, too few for the next instant.)
+    """
+    turn = collections.deque(room)
+    left = {waiter: want for waiter, (_, want) in room.items()}
+    fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
+    handed = {}
+    for execution in candidates(fits, left, now):
+        job_labels = frozenset(execution.job.labels or ())
+        for _ in range(len(turn)):
+            waiter = turn.popleft()
+            if job_labels <= fits[waiter]:
+                handed.setdefault(waiter, []).append(execution)
+                left[waiter] -= 1
+                if left[waiter]:
+                    turn.append(waiter)
+                break
+            turn.append(waiter)
+    return handed
+
+
+def candidates(fits, left, now):
+    """The ready executions the waiters can run, oldest first: for each
+    distinct set of runner labels (in the order of its longest-waiting
+    poll), the oldest that fit it, as many as those polls have room for.
+
+    Each set claims with its own labels, not with the union of all of them:
+    old work that only the union fits (labels no single runner carries)
+    would fill the claim and hold back newer work a runner can take.
+    """
+    room = {}
+    for waiter, labels in fits.items():
+        room[labels] = room.get(labels, 0) + left[waiter]
+    chosen = {}
+    for labels, want in room.items():
+        for execution in claimable(labels, want, now, exclude=chosen):
+            chosen[execution.pk] = execution
+    return sorted(chosen.values(), key=claim_order)
+
+
+def claim_order(execution):
+    return tuple(getattr(execution, field) for field in CLAIM_ORDER)

@@ -1,0 +1,109 @@
+"""The threads that run runner calls' database work.
+
+A runner call's coroutine holds no database connection: each step runs in
+one of these threads (`run_db`; claims in `run_dispatch`), which keep their
+connections between calls.
+"""
+
+import asyncio
+import contextlib
+import functools
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError, connection
+
+# Database threads for runner calls. Each keeps its connection between calls
+# (a new PostgreSQL connection costs milliseconds on every dispatch); a
+# waiting poll holds none of them. SQLite takes one writer at a time anyway,
+# and writers of one process that contend for its lock sleep in the busy
+# handler's backoff (up to 100 ms a round): one thread queues them instead.
+DB_THREADS = {"postgresql": 8, "sqlite": 1}
+# PostgreSQL: claims (a poll's first look, the hub's hand-out) run in threads
+# of their own, so handing out work never queues behind a burst of finishes,
+# logs and heartbeats (all jobs of an instant finish at about the same
+# time). SQLite keeps its one thread for everything.
+DISPATCH_THREADS = {"postgresql": 2}
+# A connection idle this long is checked before use (the database may have
+# restarted meanwhile).
+IDLE_CHECK_AFTER = 5.0
+
+
+_executor_lock = threading.Lock()
+_executors = {}  # pool name -> pool
+_lane_pools = {}  # lane -> its pool (dispatch may share the calls pool)
+_local = threading.local()
+CALLS, DISPATCH = "calls", "dispatch"
+
+
+def pool_for(lane):
+    """(pool name, threads) for a lane: dispatch shares the calls pool where
+    it has no threads of its own."""
+    vendor = connection.vendor
+    if lane == DISPATCH and vendor in DISPATCH_THREADS:
+        return DISPATCH, DISPATCH_THREADS[vendor]
+    return CALLS, DB_THREADS.get(vendor, 4)
+
+
+def executor(lane=CALLS):
+    # Every runner call passes here on the event loop: no lock, and no
+    # `connection` (each request's context would build a new wrapper for it).
+    pool = _lane_pools.get(lane)
+    if pool is None:
+        name, threads = pool_for(lane)
+        with _executor_lock:
+            if name not in _executors:
+                _executors[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"croniq-{name}")
+            pool = _lane_pools[lane] = _executors[name]
+    return pool
+
+
+def _run_in_db_thread(fn, args, kwargs):
+    last = getattr(_local, "last_used", None)
+    idle = last is not None and time.monotonic() - last > IDLE_CHECK_AFTER
+    if idle and connection.connection is not None and not connection.is_usable():
+        connection.close()
+    try:
+        return fn(*args, **kwargs)
+    except (OperationalError, InterfaceError):
+        # A broken connection must not poison this thread's next call.
+        connection.close()
+        raise
+    finally:
+        _local.last_used = time.monotonic()
+
+
+# Tests that keep their data inside the test's transaction run the steps in
+# the caller's thread instead (see `steps_in_caller_thread`).
+_caller_thread = False
+
+
+async def run_db(fn, *args, **kwargs):
+    """Run `fn` in a database thread; the caller's coroutine holds no connection."""
+    return await _run_in(CALLS, fn, args, kwargs)
+
+
+async def run_dispatch(fn, *args, **kwargs):
+    """`run_db` for claims: in the dispatch threads where there are some."""
+    return await _run_in(DISPATCH, fn, args, kwargs)
+
+
+async def _run_in(lane, fn, args, kwargs):
+    if _caller_thread:
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    loop = asyncio.get_running_loop()
+    call = functools.partial(_run_in_db_thread, fn, args, kwargs)
+    return await loop.run_in_executor(executor(lane), call)
+
+
+@contextlib.contextmanager
+def steps_in_caller_thread():
+    """Run database steps on the thread that drives the event loop (tests)."""
+    global _caller_thread
+    _caller_thread = True
+    try:
+        yield
+    finally:
+        _caller_thread = False

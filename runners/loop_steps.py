@@ -1,0 +1,52 @@
+"""The runners' steps of the scheduler loop (`RunnersConfig.loop_steps`).
+
+Each takes `now` and returns how much it did; tests call them with fixed
+instants.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+
+import audit
+from runners import identity
+from runners.models import Runner
+from runners.notify import notify_new_work
+from scheduler import lifecycle
+from scheduler.models import Execution
+
+
+def reap_expired_leases(now):
+    """Running executions whose lease ran out become lost and are retried."""
+    expired = Execution.objects.filter(state=Execution.RUNNING, lease_expires_at__lt=now)
+    released = lifecycle.release(expired, lifecycle.LEASE_EXPIRED, now)
+    if released:
+        notify_new_work()
+    return len(released)
+
+
+def update_runner_states(now):
+    """Mark silent runners offline and forget long-offline ones (each change
+    audited). The flapping mark of runners that went quiet is cleared by a
+    step of its own (`identity.clear_quiet_flapping`)."""
+    silent_since = now - timedelta(seconds=3 * settings.CRONIQ_HEARTBEAT_INTERVAL)
+    changed = 0
+    silent = Runner.objects.filter(
+        state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since
+    )
+    for runner in silent:
+        if Runner.objects.filter(pk=runner.pk, last_seen_at=runner.last_seen_at).update(
+            state=Runner.OFFLINE
+        ):
+            audit.record(
+                "runner.offline",
+                target=runner,
+                at=now,
+                data={"last_seen_at": runner.last_seen_at.isoformat()},
+            )
+            changed += 1
+    forget_before = now - timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
+    for runner in Runner.objects.filter(state=Runner.OFFLINE, last_seen_at__lt=forget_before):
+        identity.forget(runner, now)
+        changed += 1
+    return changed

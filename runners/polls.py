@@ -1,0 +1,167 @@
+"""The long-poll: claim at once, or wait in the hub until work is claimed,
+and hold the answer until its instant.
+
+While a poll waits it holds no database connection and no thread: database
+steps run in `runners.db_threads`, the wait is an asyncio future in the
+process's hub. Work claimed for a poll whose runner hung up before the
+answer left is handed back (`return_unanswered`).
+"""
+
+import asyncio
+import functools
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from runners import identity
+from runners.claims import Handed, answer, claim, wanted
+from runners.db_threads import run_db, run_dispatch
+from runners.dispatch import hand_back
+from runners.hub import hub
+from runners.latency import latencies
+
+log = logging.getLogger(__name__)
+
+
+async def long_poll(credential, runner_id, session, wait, capacity=None):
+    """Claim work for the runner, waiting up to `wait` seconds for some.
+
+    Returns a `Handed`: its assignments, and when work was claimed ahead of
+    its instant, the instant the answer must not leave before.
+
+    While it waits it holds no database connection and no thread: database
+    steps run in the hub's database threads, the wait is an asyncio event.
+    """
+    token, runner, found = await first_step(credential, runner_id, session, capacity)
+    if found.assignments or wait <= 0:
+        return found
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    if runner.is_drained or wanted(runner, capacity) == 0:
+        # A drained runner (or a poll with no room) gets nothing, however long it asks.
+        await asyncio.sleep(wait)
+    else:
+        handed = await wait_and_claim(token, runner, session, capacity, deadline)
+        if handed.assignments:
+            return handed
+    await run_db(check_in, token, runner_id, session, timezone.now())
+    return Handed([])
+
+
+async def first_step(credential, runner_id, session, capacity):
+    """`first_poll` in a database thread.
+
+    A cancelled poll (its runner hung up) cannot stop the step's thread: the
+    step commits its claim all the same, and what it claimed is handed back.
+    """
+    step = asyncio.ensure_future(
+        run_dispatch(first_poll, credential, runner_id, session, capacity, timezone.now())
+    )
+    try:
+        return await asyncio.shield(step)
+    except asyncio.CancelledError:
+        step.add_done_callback(functools.partial(hand_back_first_step, runner_id, session))
+        raise
+
+
+def hand_back_first_step(runner_id, session, step):
+    if not step.cancelled() and step.exception() is None:
+        _, _, found = step.result()
+        if found.assignments:
+            hub().spawn(return_unanswered(runner_id, session, found.assignments))
+
+
+async def wait_and_claim(token, runner, session, capacity, deadline):
+    """Wait in the hub until it claims work for us, or until `deadline`."""
+    loop = asyncio.get_running_loop()
+    current = hub()
+    waiter = current.add(runner.pk, token, session, capacity)
+    # Work committed between our claim and joining the hub: look once more.
+    current.signal()
+    unanswered = functools.partial(return_unanswered, runner.pk, session)
+    return await current.wait(waiter, deadline - loop.time(), unanswered)
+
+
+def first_poll(credential, runner_id, session, capacity, now):
+    """Authenticate, count the poll as a heartbeat and claim, in one database
+    step; returns (token, runner, Handed)."""
+    with transaction.atomic():
+        token, runner = identity.caller(credential, runner_id, session, now)
+        identity.touch(runner, now)
+        executions = claim(runner, session, wanted(runner, capacity), now)
+    return token, runner, answer(runner, executions, now)
+
+
+def check_in(token, runner_id, session, now):
+    """The end of a poll that found nothing: still the current session?"""
+    runner = identity.current_runner(token, runner_id, session)
+    identity.touch(runner, now)
+    return runner
+
+
+def handed_over(handed, at):
+    """The poll's answer with `handed` leaves for its runner at `at`: sample
+    the dispatch latency of each assignment in it (see `latencies`)."""
+    waits = latencies(handed, at)
+    if waits:
+        hub().observe_latencies(waits)
+
+
+async def return_unanswered(runner_id, session, assignments):
+    """`hand_back` from the event loop (the poll's caller is gone)."""
+    if assignments:
+        ids = await run_db(hand_back, runner_id, session, assignments, timezone.now())
+        if ids:
+            log.info("runner %s hung up before its answer: handed back %s", runner_id, ids)
+            hub().signal()  # polls waiting here; other processes get the NOTIFY
+
+
+# -- when the answer leaves ---------------------------------------------------
+
+
+class AnswerHold:
+    """When a runner call's answer may leave, and what to do if it never does.
+
+    The hub claims an instant's work ahead of it; the poll's answer must not
+    reach the runner before the instant (`until`, None: at once). Croniq's
+    ASGI handler (`croniq_project.asgi_handler`) gives each runner call a
+    hold and sends the answer, already rendered, when it ends, so at the
+    instant only the bytes are left to write. If the runner hangs up before
+    that, `unanswered()` runs: the work in the answer was never seen and
+    goes back. When it leaves, `answered(at)` runs (it samples the dispatch
+    latency).
+    """
+
+    until = None
+    unanswered = None
+    answered = None
+
+    def release(self):
+        if self.answered is not None:
+            self.answered(timezone.now())
+
+
+async def answer_not_before(request, instant, unanswered, answered=None):
+    """Make `request`'s answer leave at `instant` (None: at once), not
+    earlier; if the caller hangs up before it leaves, run `unanswered()`;
+    when it leaves, `answered(at)`."""
+    hold = getattr(request, "answer_hold", None)
+    if hold is not None:
+        hold.until, hold.unanswered, hold.answered = instant, unanswered, answered
+        return
+    # Another handler (tests' client, Django's, WSGI): hold in the view.
+    # Django's handler cancels the view when the caller hangs up.
+    hold = AnswerHold()
+    hold.answered = answered
+    try:
+        await sleep_until(instant)
+    except asyncio.CancelledError:
+        hub().spawn(unanswered())
+        raise
+    hold.release()
+
+
+async def sleep_until(instant):
+    if instant is not None:
+        await asyncio.sleep(max(0.0, (instant - timezone.now()).total_seconds()))

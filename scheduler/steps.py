@@ -1,0 +1,49 @@
+"""The loop's steps, contributed by the apps.
+
+Each app that has periodic work declares it on its AppConfig:
+
+    def loop_steps(self, loop):
+        return [Step("reaped", reap_expired_leases)]
+
+`scheduler_loop` runs every step that is due, each isolated from the others
+(DESIGN.md §1). The scheduler imports nothing from the apps above it: they
+hand it their steps (and learn about new work through `scheduler.notifier`).
+Apps below the scheduler (audit) cannot import `Step`: a plain
+`(name, run, every)` tuple is taken as one.
+"""
+
+import typing
+from collections.abc import Callable
+
+from django.apps import apps
+
+# How often housekeeping steps run (runner states, retention): they need no
+# sub-second precision.
+HOUSEKEEPING_INTERVAL = 5.0
+
+
+class Step(typing.NamedTuple):
+    """One unit of the loop: `run(now)` returns how much it did.
+
+    `name` is its key in the tick's report. `every` is the shortest time
+    between two runs, in seconds: 0 runs it on every tick (work whose delay
+    users see), a few seconds suits housekeeping.
+    """
+
+    name: str
+    run: Callable
+    every: float = 0.0
+
+
+def collect(loop):
+    """The steps of every installed app, in INSTALLED_APPS order; the steps
+    that run on every tick come first, so housekeeping never delays firing."""
+    steps = []
+    for config in apps.get_app_configs():
+        contribute = getattr(config, "loop_steps", None)
+        if contribute is not None:
+            steps.extend(Step(*step) for step in contribute(loop))
+    names = [step.name for step in steps]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two loop steps share a name: {names}")
+    return sorted(steps, key=lambda step: step.every > 0)
