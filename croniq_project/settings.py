@@ -53,6 +53,7 @@ MIDDLEWARE = InstalledMiddleware(
         "croniq_project.middleware.StaticFilesMiddleware",
         "croniq_project.middleware.BrowserSessionMiddleware",
         "croniq_project.middleware.CommonRequestMiddleware",
+        "croniq_project.middleware.ApiErrorsMiddleware",
         "croniq_project.middleware.BrowserCsrfMiddleware",
         "croniq_project.middleware.BrowserAuthenticationMiddleware",
         "croniq_project.middleware.BrowserMessageMiddleware",
