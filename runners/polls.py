@@ -163,5 +163,14 @@ async def answer_not_before(request, instant, unanswered, answered=None):
 
 
 async def sleep_until(instant):
-    if instant is not None:
-        await asyncio.sleep(max(0.0, (instant - timezone.now()).total_seconds()))
+    """Return once the wall clock has passed `instant` (None: at once).
+
+    One sleep is not enough: uvloop's timers count whole milliseconds on a
+    clock read at the start of the loop's iteration, so they can wake a
+    fraction of a millisecond early, and an answer held for its instant
+    would leave before it. Sleep again for what is left.
+    """
+    if instant is None:
+        return
+    while (left := (instant - timezone.now()).total_seconds()) > 0:
+        await asyncio.sleep(left)
