@@ -96,6 +96,9 @@ def bench_prune(backend, executions):
     took = time.perf_counter() - started
     housekeeping, cpu = list(ticker.housekeeping), list(ticker.cpu)
     slowest = ticker.slowest
+    unit_p99 = {
+        name: round(percentile(times, 0.99), 1) for name, times in ticker.unit_times.items()
+    }
     during = ticker.take()
     ticker.stop()
     by_command = int(re.search(r"pruned (\d+) execution", done.stdout).group(1))
@@ -121,6 +124,8 @@ def bench_prune(backend, executions):
         # Ticks that ran the loop's housekeeping, its own prune step included.
         housekeeping_tick_max_ms=round(max(housekeeping, default=0), 2),
         slowest_tick_units_ms=slowest[1],
+        # Each unit's own p99 over the ticks that ran it.
+        unit_p99_ms=unit_p99,
         baseline_tick_p50_ms=round(statistics.median(baseline), 2),
         baseline_tick_max_ms=round(max(baseline), 2),
         tick_errors=ticker.errors,
@@ -151,6 +156,7 @@ class Ticker(threading.Thread):
         self.cpu = []  # this thread's CPU time per tick (SQLite's work included)
         self.housekeeping = []
         self.slowest = (0.0, {})  # (ms, {unit: ms}) of the slowest tick
+        self.unit_times = {}  # {unit: [ms, ...]}
         self.errors = 0
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -179,6 +185,8 @@ class Ticker(threading.Thread):
                 self.cpu.append((time.thread_time() - cpu) * 1000)
                 if loop.last_housekeeping != before:  # this tick pruned too
                     self.housekeeping.append(took * 1000)
+                for name, ms in self.units.items():
+                    self.unit_times.setdefault(name, []).append(ms)
                 if took * 1000 > self.slowest[0]:
                     self.slowest = (round(took * 1000, 1), self.units)
             self.stopping.wait(max(0.0, 1.0 - took))
@@ -199,6 +207,7 @@ class Ticker(threading.Thread):
             samples, self.samples = self.samples, []
             self.housekeeping, self.cpu = [], []
             self.slowest = (0.0, {})
+            self.unit_times = {}
         return samples
 
     def stop(self):
