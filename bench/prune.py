@@ -12,7 +12,8 @@ ago, one log chunk each) and one recent run, plus TICKING `@every 1s` jobs
 that the loop fires all along (each tick writes).
 
 A thread runs the loop's tick (`SchedulerLoop.tick`, its housekeeping and
-its own bounded prune step included) once a second; `manage.py prune` runs in
+its own bounded prune step included) at each due instant as the loop does
+(once a second: the ticking jobs are due every second); `manage.py prune` runs in
 another process. Prints the tick times while the prune ran (p50, p99, max;
 target p99 <= 50 ms) and the prune's duration and rate, as JSON lines.
 """
@@ -189,8 +190,22 @@ class Ticker(threading.Thread):
                     self.unit_times.setdefault(name, []).append(ms)
                 if took * 1000 > self.slowest[0]:
                     self.slowest = (round(took * 1000, 1), self.units)
-            self.stopping.wait(max(0.0, 1.0 - took))
+            # As the loop does: the next tick at the earliest due instant,
+            # a second after this one's start at the latest.
+            self.stopping.wait(self.until_next(loop, started + 1.0))
         connection.close()
+
+    def until_next(self, loop, latest):
+        from django.utils import timezone
+
+        from scheduler import ticks
+
+        seconds = latest - time.perf_counter()
+        now = timezone.now()
+        due = ticks.earliest_due(now, loop.fire_lead)
+        if due is not None:
+            seconds = min(seconds, (due - now).total_seconds())
+        return max(0.0, seconds)
 
     def timed(self, name, unit):
         def run(now):

@@ -63,11 +63,12 @@ PRUNER_BEAT = "history_pruner"
 PRUNER_ACTIVE = 10.0
 # `manage.py prune` keeps its batches out of the loop's ticks: a batch that
 # could still run when the next tick is expected waits until that tick has
-# written its heartbeat (at most TICK_WAIT seconds). The loop ticks at the
+# written its heartbeat (at most TICK_WAIT seconds after the expected
+# start: a late tick is not waited for any longer). The loop ticks at the
 # earliest due instant and at least every LOOP_INTERVAL seconds (the
 # default `scheduler_loop --interval`).
 TICK_GUARD = 0.01
-TICK_WAIT = 0.5
+TICK_WAIT = 0.1
 TICK_POLL = 0.005
 LOOP_INTERVAL = 1.0
 # Batches in a row that delete nothing before a pruner gives up.
@@ -76,8 +77,8 @@ PRUNED_COUNTER = "croniq_history_pruned_total"
 
 
 class Pacer:
-    """Sizes batches so that each takes about `seconds`, from the time per
-    row the previous batch took (growing at most twofold a batch), between
+    """Sizes batches so that each transaction takes about `seconds`, from the
+    time per row the previous one took (growing at most twofold a batch), between
     `smallest` and `largest` rows. With a budget, a batch is cut to what is
     left of it. Kept between calls: the loop's pacer carries what it learnt
     from one housekeeping pass to the next."""
@@ -141,10 +142,10 @@ class TickWatch:
         if due is not None and due > beat:
             expected = min(expected, due)
         ahead = (expected - now).total_seconds()
-        if ahead > estimate + TICK_GUARD or ahead < -TICK_WAIT:
-            return  # ends before the tick, or the tick is long overdue
+        if ahead > estimate + TICK_GUARD or ahead < 0:
+            return  # ends before the tick; or the tick is late, when is unknown
         self.waited += 1
-        deadline = self.clock() + TICK_WAIT
+        deadline = self.clock() + ahead + TICK_WAIT
         while self.clock() < deadline:
             self.sleep(TICK_POLL)
             if self.read_beat() != beat:
@@ -316,10 +317,13 @@ class Run:
                 estimate = self.pacer.seconds if self.last_took is None else self.last_took
                 self.watch.before_batch(estimate)
             started = self.clock()
-            done, found = batch(now, size)
+            done, found, locked = batch(now, size, self.clock)
             took = self.last_took = self.clock() - started
             self.batches += 1
-            self.pacer.record(found, took)
+            # Sized by its transaction (what others wait for): the search
+            # before it costs about the same whatever the size, and counting
+            # it per row would shrink every batch to the smallest.
+            self.pacer.record(found, locked)
             pruned += done
             if found < size:
                 return pruned, True
@@ -389,27 +393,31 @@ def would_prune(now):
     return Pruned(executions=expired.count() - held, logs=expired_logs(now).count())
 
 
-def log_batch(now, batch_size):
-    """One batch of expired log chunks. Returns (Pruned, candidates found)."""
+def log_batch(now, batch_size, clock=time.monotonic):
+    """One batch of expired log chunks. Returns (Pruned, candidates found,
+    seconds its transaction took)."""
     ids = candidate_ids(expired_logs(now).order_by("created_at", "id"), batch_size)
     if not ids:
-        return Pruned(), 0
+        return Pruned(), 0, 0.0
+    started = clock()
     with transaction.atomic():
         held = locked_ids(LogChunk.objects.filter(id__in=ids))
         logs = LogChunk.objects.filter(id__in=held).delete()[0]
+    took = clock() - started
     count_pruned(logs=logs)
-    return Pruned(logs=logs), len(ids)
+    return Pruned(logs=logs), len(ids), took
 
 
-def execution_batch(now, batch_size):
+def execution_batch(now, batch_size, clock=time.monotonic):
     """One batch of expired executions with their logs. Returns (Pruned,
-    candidates found)."""
+    candidates found, seconds its transaction took)."""
     rows = expired_executions(now).order_by("finished_at", "id")
     found = list(rows.values_list("id", "job_id", "scheduled_for")[:batch_size])
     if not found:
-        return Pruned(), 0
+        return Pruned(), 0, 0.0
     live = live_instants(max(instant for _, _, instant in found))
     ids = [pk for pk, job_id, instant in found if (job_id, instant) not in live]
+    started = clock()
     with transaction.atomic():
         # A finished execution never becomes live again; checked anyway,
         # under the lock, so no live row can ever be deleted. (The other
@@ -419,8 +427,9 @@ def execution_batch(now, batch_size):
         held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
         logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
         executions = delete_executions(held)
+    took = clock() - started
     count_pruned(executions=executions, logs=logs)
-    return Pruned(executions=executions, logs=logs), len(found)
+    return Pruned(executions=executions, logs=logs), len(found), took
 
 
 def candidate_ids(rows, batch_size):

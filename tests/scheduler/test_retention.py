@@ -302,8 +302,10 @@ def test_a_pruner_rests_between_batches_as_long_as_each_took(db):
     pruned = retention.prune(NOW, batch_size=2, clock=clock, sleep=clock.sleep)
 
     assert pruned.executions == 6
-    # Three full batches and a last one that finds nothing: three rests.
-    assert clock.slept == [pytest.approx(0.2)] * 3
+    # Three full batches and a last one that finds nothing: three rests,
+    # each as long as a batch took (from its start to its end the clock was
+    # read three more times: 0.6 s).
+    assert clock.slept == [pytest.approx(0.6)] * 3
 
 
 class Loop:
@@ -358,11 +360,19 @@ def test_a_due_job_brings_the_expected_tick_forward():
     assert clock.slept == [retention.TICK_POLL] * 2  # not a second after the last tick
 
 
-def test_a_tick_that_never_comes_is_waited_for_at_most_tick_wait():
+def test_a_tick_that_never_comes_is_waited_for_at_most_tick_wait_past_its_time():
     loop = Loop(beat=NOW)
     clock = Clock(step=0)
     watch(loop, NOW + timedelta(seconds=0.995), clock).before_batch(estimate=0.02)
-    assert sum(clock.slept) == pytest.approx(retention.TICK_WAIT, abs=retention.TICK_POLL)
+    expected = 0.005 + retention.TICK_WAIT
+    assert sum(clock.slept) == pytest.approx(expected, abs=retention.TICK_POLL)
+
+
+def test_a_late_tick_is_not_waited_for():
+    loop = Loop(beat=NOW, due=NOW + timedelta(seconds=0.5))
+    clock = Clock(step=0)
+    watch(loop, NOW + timedelta(seconds=0.6), clock).before_batch(estimate=0.02)
+    assert clock.slept == []
 
 
 def test_a_stopped_loop_is_not_waited_for():
