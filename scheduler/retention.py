@@ -37,11 +37,11 @@ import audit
 from audit.recording import SCHEDULER_TICK, beat, last_beat
 from scheduler.models import Execution, LogChunk
 
-# Batches are sized by time, not rows: each aims to take about this long
-# (its search and its transaction), from the time per row the last batches
-# took. On SQLite a batch holds the whole database's write lock, and every
-# other writer (a tick, a runner's call) waits for it, a few ms more on
-# SQLite's busy-handler steps; on PostgreSQL a batch locks only its own rows,
+# Batches are sized by time, not rows: each one's transaction aims to take
+# about this long, from the time per row the last one took. On SQLite a
+# batch holds the whole database's write lock, and every other writer (a
+# tick, a runner's call) waits for it, a few ms more on SQLite's
+# busy-handler steps; on PostgreSQL a batch locks only its own rows,
 # but its commit and its WAL are flushed ahead of the next tick's commit.
 SQLITE_BATCH_SECONDS = 0.01
 POSTGRES_BATCH_SECONDS = 0.02
