@@ -282,11 +282,12 @@ def test_a_budget_is_spent_by_the_time_batches_take_not_by_their_rows(db):
     clock = Clock(step=0.004)
     pacer = retention.Pacer(seconds=0.01, smallest=2, largest=2, first=2)
 
-    pruned = retention.prune(NOW, pacer=pacer, budget=0.03, clock=clock, sleep=clock.sleep)
+    pruned = retention.prune(NOW, pacer=pacer, budget=0.05, clock=clock, sleep=clock.sleep)
 
-    # Each batch takes 4 ms and rests as long (50 ms on SQLite), and each
-    # look at the clock costs 4 ms: within 30 ms, two batches on PostgreSQL,
-    # one on SQLite (its rest alone is over).
+    # Each look at the clock costs 4 ms: a batch takes 12 ms (from its start
+    # to its end the clock is read three more times) and rests as long (50
+    # ms on SQLite). Within 50 ms: two batches on PostgreSQL, one on SQLite
+    # (its rest alone would overrun).
     expected = 1 if connection.vendor == "sqlite" else 2
     assert pruned.executions == 2 * expected
     assert len(clock.slept) == expected - 1
