@@ -310,6 +310,11 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
     """
     execution = find_execution(execution_id)
     if not holds(execution, token, session, lease):
+        if confirms_kill(execution, token, session, lease):
+            actor = ("runner", execution.runner.name)
+            if lifecycle.confirm_kill(execution, now, actor=actor):
+                notify_new_work()
+            return execution.state
         if already_finished(execution, token, session, lease, exit_code):
             return execution.state
         raise StaleLease(execution, token, session, lease, "finish", now)
@@ -321,6 +326,18 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
     if result is not None:
         notify_new_work()
     return state
+
+
+def confirms_kill(execution, token, session, lease):
+    """The end of a run the server timed out, reported by the runner that
+    held it under that lease: its process is gone (see lifecycle.confirm_kill)."""
+    return (
+        execution.state == Execution.TIMED_OUT
+        and execution.session == session
+        and execution.lease == lease
+        and execution.runner_id is not None
+        and execution.runner.token_id == token.pk
+    )
 
 
 def already_finished(execution, token, session, lease, exit_code):

@@ -25,7 +25,8 @@ def settle(execution, state, now, within=None, retry_after_lease=False, **fields
     `within`, a queryset, adds its conditions to the update (they are checked
     again when the row is written, not only when it was read).
     `retry_after_lease`: its runner may still run it (settled without the
-    runner), so the retry is not dispatched before the lease runs out.
+    runner), so the retry is not dispatched before the lease runs out, or
+    before that runner confirms the kill (`confirm_kill`).
     Returns the retry attempt created (or None). Returns False when the
     execution was no longer held under that lease (nothing changed).
     """
@@ -123,6 +124,53 @@ def next_attempt(execution, attempt, run_after, now):
             )
     except IntegrityError:
         return None
+
+
+def confirm_kill(execution, now, actor=None):
+    """The runner of an execution settled without it (a server-side timeout)
+    reports, under the execution's own lease, that its process has ended.
+
+    A singleton's retry waited for the old lease to run out, in case the old
+    process still ran (`settle(retry_after_lease=True)`); it is gone now, so
+    the retry may run at once (never before its backoff). The caller checked
+    the session, lease and token: a report under any other lease proves
+    nothing. Returns the retry released, or None.
+    """
+    delay = retry_delay(execution)
+    if delay is None:
+        return None
+    backoff_ends = execution.finished_at + delay
+    released_at = max(now, backoff_ends)
+    with transaction.atomic():
+        retry = (
+            Execution.objects.select_for_update()
+            .filter(
+                job_id=execution.job_id,
+                scheduled_for=execution.scheduled_for,
+                attempt=execution.attempt + 1,
+                state=Execution.PENDING,
+                run_after__gt=released_at,
+            )
+            .first()
+        )
+        if retry is None:
+            return None
+        waited_until = retry.run_after
+        retry.run_after = released_at
+        retry.save(update_fields=["run_after"])
+        audit.record(
+            "execution.kill_confirmed",
+            target=execution,
+            actor=actor,
+            at=now,
+            data={
+                "lease": execution.lease,
+                "retry": retry.pk,
+                "run_after": released_at.isoformat(),
+                "instead_of": waited_until.isoformat(),
+            },
+        )
+    return retry
 
 
 def release(executions, reason, now, actor=None):

@@ -15,11 +15,13 @@ Nothing else reads old executions: the trigger path decides what fires from
 `Job.next_run_at` / `last_scheduled_at` alone, so deleting old rows can never
 make an old instant fire again, and the singleton index only covers live rows.
 
-Work goes in batches of one short transaction each, oldest first, so the web
-process and the loop never wait long on a pruner. The loop does a bounded
-share every housekeeping pass (`prune_step`); `manage.py prune` drains a
-backlog. Several pruners may run at once: on PostgreSQL each batch skips the
-rows another one holds; on SQLite IMMEDIATE transactions serialise them.
+Work goes in batches of one short transaction each, oldest first, sized by
+the time they take (`Pacer`), so the web process and the loop never wait long
+on a pruner. The loop does a share bounded in time every housekeeping pass
+(`prune_step`); `manage.py prune` drains a backlog, and while it runs the
+loop leaves the work to it. Several pruners may run at once: on PostgreSQL
+each batch skips the rows another one holds; on SQLite IMMEDIATE
+transactions serialise them.
 """
 
 import time
@@ -32,27 +34,148 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
 import audit
+from audit.recording import SCHEDULER_TICK, beat, last_beat
 from scheduler.models import Execution, LogChunk
 
-# Rows per transaction. On SQLite a batch holds the whole database's write
-# lock: 100 executions with their logs take about 10 ms there, so a tick or a
-# runner's call never waits long for it. On PostgreSQL a batch locks only its
-# own rows, which nobody else touches.
-SQLITE_BATCH_SIZE = 100
-POSTGRES_BATCH_SIZE = 1000
+# Batches are sized by time, not rows: each one's transaction aims to take
+# about this long, from the time per row the last one took. On SQLite a
+# batch holds the whole database's write lock, and every other writer (a
+# tick, a runner's call) waits for it, a few ms more on SQLite's
+# busy-handler steps; on PostgreSQL a batch locks only its own rows,
+# but its commit and its WAL are flushed ahead of the next tick's commit.
+SQLITE_BATCH_SECONDS = 0.01
+POSTGRES_BATCH_SECONDS = 0.02
+SMALLEST_BATCH = 10
+LARGEST_BATCH = 2000
+FIRST_BATCH = 50
 # Between batches a pruner rests as long as the batch took, and on SQLite at
 # least this long: a writer that found the lock taken retries after 1, 2, 5,
 # 10, 15, 20, 25 ms (SQLite's busy handler) and must then find it free.
 SQLITE_PAUSE = 0.05
-# The loop's share per housekeeping pass (every few seconds): a batch of
-# expired executions, and more batches (of them, then of logs) while they
-# fit in LOOP_BUDGET seconds, so a tick never waits long on pruning.
-LOOP_BATCH_SIZE = 100
-LOOP_MAX_BATCHES = 20
+# The loop's share per housekeeping pass (every few seconds): batches of
+# expired executions, then of logs, while they fit in LOOP_BUDGET seconds,
+# so a tick never waits long on pruning. While `manage.py prune` drains a
+# backlog (its heartbeat is younger than PRUNER_ACTIVE seconds), the loop
+# leaves the work to it instead of competing for the same rows.
 LOOP_BUDGET = 0.01
+LOOP_MAX_BATCHES = 20
+PRUNER_BEAT = "history_pruner"
+PRUNER_ACTIVE = 10.0
+# `manage.py prune` keeps its batches out of the loop's ticks: a batch that
+# could still run when the next tick is expected waits until that tick has
+# written its heartbeat (at most TICK_WAIT seconds after the expected
+# start: a late tick is not waited for any longer). The loop ticks at the
+# earliest due instant and at least every LOOP_INTERVAL seconds (the
+# default `scheduler_loop --interval`).
+TICK_GUARD = 0.01
+TICK_WAIT = 0.1
+TICK_POLL = 0.005
+LOOP_INTERVAL = 1.0
 # Batches in a row that delete nothing before a pruner gives up.
 STALLED_BATCHES = 3
 PRUNED_COUNTER = "croniq_history_pruned_total"
+
+
+class Pacer:
+    """Sizes batches so that each transaction takes about `seconds`, from the
+    time per row the previous one took (growing at most twofold a batch), between
+    `smallest` and `largest` rows. With a budget, a batch is cut to what is
+    left of it. Kept between calls: the loop's pacer carries what it learnt
+    from one housekeeping pass to the next."""
+
+    def __init__(self, seconds, smallest=SMALLEST_BATCH, largest=LARGEST_BATCH, first=FIRST_BATCH):
+        self.seconds = seconds
+        self.smallest, self.largest = smallest, largest
+        self.size = max(smallest, min(largest, first))
+        self.per_row = None  # seconds, measured
+
+    @classmethod
+    def fixed(cls, size):
+        return cls(seconds=0, smallest=size, largest=size, first=size)
+
+    def record(self, rows, took):
+        """A batch of `rows` candidates took `took` seconds."""
+        if rows <= 0:
+            return
+        self.per_row = took / rows
+        if self.smallest == self.largest:
+            return
+        wanted = self.seconds / self.per_row if self.per_row else self.largest
+        self.size = round(max(self.smallest, min(self.largest, 2 * self.size, wanted)))
+
+    def next_size(self, left=None):
+        """Rows for the next batch, or 0 when not even the smallest batch fits
+        in `left` seconds (None: no budget)."""
+        if left is None or self.per_row is None:
+            return self.size
+        fits = int(left / self.per_row + 1e-9) if self.per_row else self.size
+        if fits < self.smallest:
+            return 0
+        return min(self.size, fits)
+
+
+class TickWatch:
+    """Keeps a pruner's batches out of the scheduler loop's ticks.
+
+    The loop wakes at the earliest due instant (`ticks.earliest_due`), or an
+    interval after its last tick, and writes its heartbeat (the tick's start)
+    as each tick ends. Before a batch that could still be running when the
+    next tick is expected, the pruner waits for a newer heartbeat: that tick
+    has ended, and the database is the pruner's again for most of a second.
+    A loop that has not beaten for a while is not waited for.
+    """
+
+    def __init__(self, wall, clock, sleep, read_beat=None, read_due=None):
+        self.wall, self.clock, self.sleep = wall, clock, sleep
+        self.read_beat = read_beat or loop_heartbeat
+        self.read_due = read_due or next_wake
+        self.waited = 0  # batches held back for a tick
+
+    def before_batch(self, estimate):
+        """Wait, if a batch taking `estimate` seconds could meet a tick."""
+        now = self.wall()
+        beat = self.read_beat()
+        if beat is None or (now - beat).total_seconds() > 2 * LOOP_INTERVAL + TICK_WAIT:
+            return  # no loop is running
+        expected = beat + timedelta(seconds=LOOP_INTERVAL)
+        due = self.read_due(now)
+        if due is not None and due > beat:
+            expected = min(expected, due)
+        ahead = (expected - now).total_seconds()
+        if ahead > estimate + TICK_GUARD or ahead < 0:
+            return  # ends before the tick; or the tick is late, when is unknown
+        self.waited += 1
+        deadline = self.clock() + ahead + TICK_WAIT
+        while self.clock() < deadline:
+            self.sleep(TICK_POLL)
+            if self.read_beat() != beat:
+                return
+
+
+def loop_heartbeat():
+    return last_beat(SCHEDULER_TICK)
+
+
+def next_wake(now):
+    from scheduler import ticks  # ticks runs the loop's own prune step
+
+    return ticks.earliest_due(now, ticks.FIRE_LEAD)
+
+
+def default_pacer():
+    seconds = SQLITE_BATCH_SECONDS if connection.vendor == "sqlite" else POSTGRES_BATCH_SECONDS
+    return Pacer(seconds)
+
+
+_loop_pacer = None
+
+
+def loop_pacer():
+    """The loop's pacer, kept for the life of the process."""
+    global _loop_pacer
+    if _loop_pacer is None:
+        _loop_pacer = default_pacer()
+    return _loop_pacer
 
 
 @dataclass
@@ -122,57 +245,140 @@ def expired_logs(now):
     )
 
 
-def prune(now, *, batch_size=None, max_batches=None, budget=None):
+def prune(
+    now,
+    *,
+    batch_size=None,
+    max_batches=None,
+    budget=None,
+    pacer=None,
+    announce=None,
+    clock=time.monotonic,
+    sleep=time.sleep,
+):
     """Delete expired executions (with their logs), then the expired logs of
     the executions that stay, oldest first, one transaction per batch.
 
-    Each kind goes on until it finds nothing more, or after `max_batches`
-    batches. With a `budget` (seconds), no batch starts that would not end
-    within it, except the first of each kind; the logs wait while expired
-    executions are left (deleting those deletes their logs too). Returns a
-    Pruned.
+    Batches are sized by `pacer` (by time; default: the backend's), or hold
+    `batch_size` rows each. Each kind goes on until it finds nothing more, or
+    after `max_batches` batches. With a `budget` (seconds of `clock`), no
+    batch starts that would not end within it, except the first of a call;
+    the logs wait while expired executions are left (deleting those deletes
+    their logs too). `announce`, a callable giving the wall time, makes this
+    pruner beat PRUNER_BEAT (about once a second) so the loop leaves the
+    backlog to it. Returns a Pruned.
     """
-    if batch_size is None:
-        batch_size = SQLITE_BATCH_SIZE if connection.vendor == "sqlite" else POSTGRES_BATCH_SIZE
-    deadline = None if budget is None else time.monotonic() + budget
-    pruned, drained = drain(execution_batch, now, batch_size, max_batches, deadline)
+    if pacer is None:
+        pacer = Pacer.fixed(batch_size) if batch_size else default_pacer()
+    run = Run(pacer, max_batches, budget, announce, clock, sleep)
+    pruned, drained = run.drain(execution_batch, now)
     if drained:
-        pruned += drain(log_batch, now, batch_size, max_batches, deadline)[0]
+        pruned += run.drain(log_batch, now)[0]
     return pruned
 
 
-def drain(batch, now, batch_size, max_batches, deadline):
-    """Batches of one kind; returns (Pruned, whether none are left)."""
-    pruned = Pruned()
-    stalled = 0
-    shortest_pause = SQLITE_PAUSE if connection.vendor == "sqlite" else 0.0
-    for number in count() if max_batches is None else range(max_batches):
-        started = time.monotonic()
-        done, found = batch(now, batch_size)
-        took = time.monotonic() - started
-        pruned += done
-        if found < batch_size:
-            return pruned, True
-        # Nothing deleted: another pruner took these rows first (go on), or
-        # they are kept (live attempts): stop after a few such batches.
-        stalled = 0 if done.total else stalled + 1
-        if stalled == STALLED_BATCHES:
-            break
-        if number + 1 == max_batches:
-            break
-        # Rest as long as the batch took: a pruner never takes more than
-        # half of the database's time (or of a small machine's cores).
-        pause = max(took, shortest_pause)
-        if deadline is not None and time.monotonic() + pause + took > deadline:
-            break
-        time.sleep(pause)
-    return pruned, False
+class Run:
+    """One call of `prune`: its pacer, budget and pauses."""
+
+    def __init__(self, pacer, max_batches, budget, announce, clock, sleep):
+        self.pacer, self.max_batches = pacer, max_batches
+        self.clock, self.sleep, self.announce = clock, sleep, announce
+        self.deadline = None if budget is None else clock() + budget
+        self.batches = 0  # in this call, both kinds
+        self.announced = None
+        sqlite = connection.vendor == "sqlite"
+        self.shortest_pause = SQLITE_PAUSE if sqlite else 0.0
+        # On SQLite the pruner moves the WAL back into the database itself,
+        # in its pauses: a commit that finds the WAL past its autocheckpoint
+        # size (1,000 pages) runs the checkpoint, and that commit must not be
+        # a tick's. (A command's pass only: the loop's pass is its own tick.)
+        self.checkpoint = sqlite and announce is not None
+        self.watch = None if announce is None else TickWatch(announce, clock, sleep)
+        self.last_took = None
+
+    def size(self):
+        """Rows for the next batch; 0 when the budget has no room for one."""
+        if self.batches == 0 or self.deadline is None:
+            return self.pacer.next_size()
+        return self.pacer.next_size(self.deadline - self.clock())
+
+    def drain(self, batch, now):
+        """Batches of one kind; returns (Pruned, whether none are left)."""
+        pruned = Pruned()
+        stalled = 0
+        for number in count():
+            if self.max_batches is not None and number == self.max_batches:
+                break
+            size = self.size()
+            if not size:
+                break
+            self.beat()
+            if self.watch is not None:
+                estimate = self.pacer.seconds if self.last_took is None else self.last_took
+                self.watch.before_batch(estimate)
+            started = self.clock()
+            done, found, locked = batch(now, size, self.clock)
+            took = self.last_took = self.clock() - started
+            self.batches += 1
+            # Sized by its transaction (what others wait for): the search
+            # before it costs about the same whatever the size, and counting
+            # it per row would shrink every batch to the smallest.
+            self.pacer.record(found, locked)
+            pruned += done
+            if found < size:
+                return pruned, True
+            # Nothing deleted: another pruner took these rows first (go on),
+            # or they are kept (live attempts): stop after a few such batches.
+            stalled = 0 if done.total else stalled + 1
+            if stalled == STALLED_BATCHES:
+                break
+            # Rest as long as the batch took: a pruner never takes more than
+            # half of the database's time (or of a small machine's cores).
+            pause = max(took, self.shortest_pause)
+            if self.deadline is not None and self.clock() + pause > self.deadline:
+                break
+            if self.checkpoint:
+                wal_checkpoint()
+            self.sleep(pause)
+        return pruned, False
+
+    def beat(self):
+        """Tell the loop a pruner is at work (at most once a second)."""
+        if self.announce is None:
+            return
+        at = self.clock()
+        if self.announced is None or at - self.announced >= 1.0:
+            self.announced = at
+            beat(PRUNER_BEAT, self.announce())
 
 
-def prune_step(now):
-    """The loop's bounded share of pruning; returns how many rows went."""
+def wal_checkpoint():
+    """Copy SQLite's WAL into the database without waiting for anyone
+    (PASSIVE): pages a reader still needs stay for the next one. Not
+    inside a caller's transaction, which SQLite refuses."""
+    if connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def pruner_active(now):
+    """Whether `manage.py prune` beat within PRUNER_ACTIVE seconds of `now`."""
+    at = last_beat(PRUNER_BEAT)
+    return at is not None and abs((now - at).total_seconds()) < PRUNER_ACTIVE
+
+
+def prune_step(now, pacer=None, clock=time.monotonic):
+    """The loop's bounded share of pruning; returns how many rows went.
+    Nothing while `manage.py prune` is at work: it drains the backlog."""
+    if pruner_active(now):
+        return 0
     return prune(
-        now, batch_size=LOOP_BATCH_SIZE, max_batches=LOOP_MAX_BATCHES, budget=LOOP_BUDGET
+        now,
+        pacer=pacer or loop_pacer(),
+        max_batches=LOOP_MAX_BATCHES,
+        budget=LOOP_BUDGET,
+        clock=clock,
     ).total
 
 
@@ -187,27 +393,31 @@ def would_prune(now):
     return Pruned(executions=expired.count() - held, logs=expired_logs(now).count())
 
 
-def log_batch(now, batch_size):
-    """One batch of expired log chunks. Returns (Pruned, candidates found)."""
+def log_batch(now, batch_size, clock=time.monotonic):
+    """One batch of expired log chunks. Returns (Pruned, candidates found,
+    seconds its transaction took)."""
     ids = candidate_ids(expired_logs(now).order_by("created_at", "id"), batch_size)
     if not ids:
-        return Pruned(), 0
+        return Pruned(), 0, 0.0
+    started = clock()
     with transaction.atomic():
         held = locked_ids(LogChunk.objects.filter(id__in=ids))
         logs = LogChunk.objects.filter(id__in=held).delete()[0]
+    took = clock() - started
     count_pruned(logs=logs)
-    return Pruned(logs=logs), len(ids)
+    return Pruned(logs=logs), len(ids), took
 
 
-def execution_batch(now, batch_size):
+def execution_batch(now, batch_size, clock=time.monotonic):
     """One batch of expired executions with their logs. Returns (Pruned,
-    candidates found)."""
+    candidates found, seconds its transaction took)."""
     rows = expired_executions(now).order_by("finished_at", "id")
     found = list(rows.values_list("id", "job_id", "scheduled_for")[:batch_size])
     if not found:
-        return Pruned(), 0
+        return Pruned(), 0, 0.0
     live = live_instants(max(instant for _, _, instant in found))
     ids = [pk for pk, job_id, instant in found if (job_id, instant) not in live]
+    started = clock()
     with transaction.atomic():
         # A finished execution never becomes live again; checked anyway,
         # under the lock, so no live row can ever be deleted. (The other
@@ -217,8 +427,9 @@ def execution_batch(now, batch_size):
         held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
         logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
         executions = delete_executions(held)
+    took = clock() - started
     count_pruned(executions=executions, logs=logs)
-    return Pruned(executions=executions, logs=logs), len(found)
+    return Pruned(executions=executions, logs=logs), len(found), took
 
 
 def candidate_ids(rows, batch_size):

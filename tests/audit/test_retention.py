@@ -59,3 +59,34 @@ def test_prune_with_nothing_old_deletes_nothing(db):
     event_at(NOW)
     assert audit.prune(NOW) == 0
     assert AuditEvent.objects.count() == 1
+
+
+def test_no_batch_starts_that_would_overrun_the_time_budget(db):
+    """A stepping clock: each batch takes 4 ms."""
+    for day in range(6):
+        event_at(NOW - timedelta(days=40 + day))
+    ticks = iter(range(1, 1000))
+
+    def clock():
+        return next(ticks) * 0.004
+
+    assert audit.prune(NOW, batch_size=2, budget=0.01, clock=clock) == 2
+    assert audit.prune(NOW, batch_size=2, budget=None) == 4
+
+
+def test_the_loops_call_deletes_a_backlog_over_many_passes_within_its_budget(db):
+    """audit.prune(now), as the loop calls it, on a backlog: with batches of
+    4 ms, one batch a pass (the defaults' budget has no room for a second)."""
+    from audit import retention
+
+    AuditEvent.objects.bulk_create(
+        AuditEvent(at=NOW - timedelta(days=40), action="runner.takeover")
+        for _ in range(2 * retention.BATCH_SIZE + 1)
+    )
+    ticks = iter(range(1, 1000))
+
+    def clock():
+        return next(ticks) * 0.004
+
+    assert audit.prune(NOW, clock=clock) == retention.BATCH_SIZE
+    assert audit.prune(NOW, budget=None) == retention.BATCH_SIZE + 1

@@ -496,3 +496,83 @@ def test_a_success_under_a_stale_session_or_lease_is_refused(secret, held, wrong
         finish(secret, held, 0, **wrong)
     held.refresh_from_db()
     assert held.state == Execution.RUNNING
+
+
+# -- a singleton timed out on the server -----------------------------------
+
+
+@pytest.fixture
+def timed_out(runner, settings):
+    """A singleton run claimed under a long lease, then timed out on the
+    server (its runner did not finish in time): (execution, its retry)."""
+    from scheduler import ticks
+
+    settings.CRONIQ_LEASE_TTL = 600
+    settings.CRONIQ_TIMEOUT_GRACE = 0
+    job = JobFactory(singleton=True, timeout=60, retries=1, retry_backoff=0)
+    execution = pending(job=job)
+    claim(runner)
+    assert ticks.expire_timeouts(NOW + dt.timedelta(seconds=61)) == 1
+    execution.refresh_from_db()
+    retry = job.executions.get(attempt=2)
+    assert retry.run_after == execution.lease_expires_at == NOW + dt.timedelta(seconds=600)
+    return execution, retry
+
+
+KILLED_AT = NOW + dt.timedelta(seconds=65)
+
+
+def confirm(secret, execution, lease=None, session="s1", exit_code=None):
+    lease = execution.lease if lease is None else lease
+    return dispatch.finish(
+        identity.Credential(secret), execution.pk, session, lease, exit_code, "killed", False,
+        KILLED_AT,
+    )  # fmt: skip
+
+
+def test_the_runner_confirming_the_kill_releases_the_retry_at_once(secret, runner, timed_out):
+    execution, retry = timed_out
+    other = RunnerFactory(labels=["linux"], session="s9")
+    assert dispatch.claim(other, "s9", 1, KILLED_AT) == []  # the old process may still run
+
+    assert confirm(secret, execution) == Execution.TIMED_OUT
+
+    retry.refresh_from_db()
+    assert retry.run_after == KILLED_AT
+    execution.refresh_from_db()
+    assert execution.state == Execution.TIMED_OUT  # the report changes nothing else
+    assert execution.exit_code is None
+    event = AuditEvent.objects.get(action="execution.kill_confirmed")
+    assert event.actor_name == runner.name
+    assert event.data["retry"] == retry.pk
+    assert event.data["instead_of"] == (NOW + dt.timedelta(seconds=600)).isoformat()
+    assert [e.pk for e in dispatch.claim(other, "s9", 1, KILLED_AT)] == [retry.pk]
+    # A retried report answers the same and releases nothing more.
+    assert confirm(secret, execution) == Execution.TIMED_OUT
+    assert AuditEvent.objects.filter(action="execution.kill_confirmed").count() == 1
+
+
+@pytest.mark.parametrize("wrong", ["lease", "session", "token"])
+def test_a_kill_confirmed_under_another_lease_releases_nothing(secret, timed_out, wrong):
+    execution, retry = timed_out
+    if wrong == "token":
+        secret = RunnerToken.issue("another")[1]
+    with pytest.raises(identity.Conflict):
+        confirm(
+            secret,
+            execution,
+            lease=execution.lease + 1 if wrong == "lease" else None,
+            session="s0" if wrong == "session" else "s1",
+        )
+    retry.refresh_from_db()
+    assert retry.run_after == NOW + dt.timedelta(seconds=600)
+    assert not AuditEvent.objects.filter(action="execution.kill_confirmed").exists()
+
+
+def test_a_confirmed_kill_never_shortens_the_retry_backoff(secret, timed_out):
+    execution, retry = timed_out
+    execution.job.retry_backoff = 100
+    execution.job.save()
+    assert confirm(secret, execution) == Execution.TIMED_OUT
+    retry.refresh_from_db()
+    assert retry.run_after == execution.finished_at + dt.timedelta(seconds=100)

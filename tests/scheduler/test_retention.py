@@ -232,12 +232,163 @@ def test_would_prune_counts_without_deleting(db):
     assert retention.prune(NOW) == expected
 
 
+# Pacing: batches sized and rested by the time they take (a stepping clock)
+
+
+class Clock:
+    """A monotonic clock that moves `step` seconds each time it is read, and
+    by whatever a pruner sleeps: every batch then takes exactly one step."""
+
+    def __init__(self, step):
+        self.now, self.step, self.slept = 0.0, step, []
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_pacer_grows_batches_at_most_twofold_towards_its_time_per_batch():
+    pacer = retention.Pacer(seconds=0.01, smallest=10, largest=1000, first=50)
+    assert pacer.next_size() == 50
+    pacer.record(50, 0.001)  # 20 us a row: 500 rows would take 10 ms
+    assert pacer.next_size() == 100
+    pacer.record(100, 0.002)
+    assert pacer.next_size() == 200
+    pacer.record(200, 0.004)
+    assert pacer.next_size() == 400
+    pacer.record(400, 0.008)
+    assert pacer.next_size() == 500
+    pacer.record(500, 0.5)  # the database slowed down (1 ms a row): shrink at once
+    assert pacer.next_size() == 10
+
+
+def test_a_pacer_cuts_a_batch_to_the_budget_left_and_skips_one_that_cannot_fit():
+    pacer = retention.Pacer(seconds=0.01, smallest=10, largest=1000, first=100)
+    pacer.record(100, 0.01)  # 100 us a row
+    assert pacer.next_size() == 100
+    assert pacer.next_size(left=0.005) == 50
+    assert pacer.next_size(left=0.0005) == 0  # not even 10 rows fit
+
+
+def test_a_budget_is_spent_by_the_time_batches_take_not_by_their_rows(db):
+    job = JobFactory()
+    for day in range(12):
+        finished(job, 100 + day, chunks=0)
+    finished(job, 1, chunks=0)
+    clock = Clock(step=0.004)
+    pacer = retention.Pacer(seconds=0.01, smallest=2, largest=2, first=2)
+
+    pruned = retention.prune(NOW, pacer=pacer, budget=0.05, clock=clock, sleep=clock.sleep)
+
+    # Each look at the clock costs 4 ms: a batch takes 12 ms (from its start
+    # to its end the clock is read three more times) and rests as long (50
+    # ms on SQLite). Within 50 ms: two batches on PostgreSQL, one on SQLite
+    # (its rest alone would overrun).
+    expected = 1 if connection.vendor == "sqlite" else 2
+    assert pruned.executions == 2 * expected
+    assert len(clock.slept) == expected - 1
+
+
+def test_a_pruner_rests_between_batches_as_long_as_each_took(db):
+    job = JobFactory()
+    for day in range(6):
+        finished(job, 100 + day, chunks=0)
+    finished(job, 1, chunks=0)
+    clock = Clock(step=0.2)
+
+    pruned = retention.prune(NOW, batch_size=2, clock=clock, sleep=clock.sleep)
+
+    assert pruned.executions == 6
+    # Three full batches and a last one that finds nothing: three rests,
+    # each as long as a batch took (from its start to its end the clock was
+    # read three more times: 0.6 s).
+    assert clock.slept == [pytest.approx(0.6)] * 3
+
+
+class Loop:
+    """The loop as a pruner sees it: its heartbeat (the start of its last
+    tick, written as the tick ends) and its next due instant."""
+
+    def __init__(self, beat, due=None):
+        self.beat, self.due = beat, due
+        self.reads = 0
+        self.ticks_after_reads = None  # the next tick's heartbeat after n reads
+
+    def read_beat(self):
+        self.reads += 1
+        if self.ticks_after_reads is not None and self.reads > self.ticks_after_reads:
+            return self.beat + timedelta(seconds=1)
+        return self.beat
+
+    def read_due(self, now):
+        return self.due
+
+
+def watch(loop, wall, clock):
+    return retention.TickWatch(
+        lambda: wall, clock, clock.sleep, read_beat=loop.read_beat, read_due=loop.read_due
+    )
+
+
+def test_a_batch_that_ends_before_the_next_tick_goes_at_once():
+    loop = Loop(beat=NOW)
+    clock = Clock(step=0)
+    watch(loop, NOW + timedelta(seconds=0.5), clock).before_batch(estimate=0.02)
+    assert clock.slept == []
+
+
+def test_a_batch_that_could_meet_the_next_tick_waits_for_its_heartbeat():
+    loop = Loop(beat=NOW)  # ticks once a second: next at NOW + 1 s
+    loop.ticks_after_reads = 4  # that tick ends while the pruner waits
+    clock = Clock(step=0)
+    pruner = watch(loop, NOW + timedelta(seconds=0.985), clock)
+
+    pruner.before_batch(estimate=0.02)
+
+    assert clock.slept == [retention.TICK_POLL] * 4
+    assert pruner.waited == 1
+
+
+def test_a_due_job_brings_the_expected_tick_forward():
+    loop = Loop(beat=NOW, due=NOW + timedelta(seconds=0.3))
+    loop.ticks_after_reads = 2
+    clock = Clock(step=0)
+    watch(loop, NOW + timedelta(seconds=0.29), clock).before_batch(estimate=0.02)
+    assert clock.slept == [retention.TICK_POLL] * 2  # not a second after the last tick
+
+
+def test_a_tick_that_never_comes_is_waited_for_at_most_tick_wait_past_its_time():
+    loop = Loop(beat=NOW)
+    clock = Clock(step=0)
+    watch(loop, NOW + timedelta(seconds=0.995), clock).before_batch(estimate=0.02)
+    expected = 0.005 + retention.TICK_WAIT
+    assert sum(clock.slept) == pytest.approx(expected, abs=retention.TICK_POLL)
+
+
+def test_a_late_tick_is_not_waited_for():
+    loop = Loop(beat=NOW, due=NOW + timedelta(seconds=0.5))
+    clock = Clock(step=0)
+    watch(loop, NOW + timedelta(seconds=0.6), clock).before_batch(estimate=0.02)
+    assert clock.slept == []
+
+
+def test_a_stopped_loop_is_not_waited_for():
+    loop = Loop(beat=NOW - timedelta(minutes=5), due=NOW)
+    clock = Clock(step=0)
+    watch(loop, NOW, clock).before_batch(estimate=0.02)
+    assert clock.slept == []
+
+
 # The loop
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_loop_prunes_a_bounded_share_per_housekeeping_pass(monkeypatch):
-    monkeypatch.setattr(retention, "LOOP_BATCH_SIZE", 3)
+    monkeypatch.setattr(retention, "_loop_pacer", retention.Pacer.fixed(3))
     monkeypatch.setattr(retention, "LOOP_MAX_BATCHES", 1)
     job = JobFactory(next_run_at=None)
     old = [finished(job, 100 + day, chunks=0) for day in range(5)]
@@ -248,6 +399,47 @@ def test_the_loop_prunes_a_bounded_share_per_housekeeping_pass(monkeypatch):
     assert loop.tick(NOW + timedelta(seconds=1)) == {}  # housekeeping not due yet
     assert loop.tick(NOW + timedelta(seconds=6)) == {"pruned": 2}
     assert not ids(Execution.objects) & {e.id for e in old}
+
+
+def test_the_loop_leaves_the_backlog_to_a_running_prune_command(db):
+    from audit.recording import beat
+
+    job = JobFactory(next_run_at=None)
+    old = finished(job, 100, chunks=0)
+    finished(job, 1, chunks=0)
+    beat(retention.PRUNER_BEAT, NOW - timedelta(seconds=5))  # the command, 5 s ago
+
+    assert retention.prune_step(NOW, pacer=retention.Pacer.fixed(10)) == 0
+    assert Execution.objects.filter(id=old.id).exists()
+    # The command stopped beating 10 s ago: the loop takes over.
+    later = NOW + timedelta(seconds=5)
+    assert retention.prune_step(later, pacer=retention.Pacer.fixed(10)) == 1
+
+
+def test_the_prune_command_beats_while_it_works(db):
+    from audit.recording import last_beat
+
+    job = JobFactory()
+    finished(job, 100, chunks=0)
+    finished(job, 1, chunks=0)
+    with time_machine.travel(NOW, tick=False):
+        call_command("prune")
+    assert last_beat(retention.PRUNER_BEAT) == NOW
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_the_command_checkpoints_the_wal_itself_between_batches():
+    from django.test.utils import CaptureQueriesContext
+
+    job = JobFactory()
+    for day in range(3):
+        finished(job, 100 + day, chunks=0)
+    finished(job, 1, chunks=0)
+    clock = Clock(step=0.001)
+    with CaptureQueriesContext(connection) as queries:
+        retention.prune(NOW, batch_size=1, announce=lambda: NOW, clock=clock, sleep=clock.sleep)
+    checkpoints = [q for q in queries.captured_queries if "wal_checkpoint" in q["sql"]]
+    assert len(checkpoints) == (3 if connection.vendor == "sqlite" else 0)
 
 
 @pytest.mark.django_db(transaction=True)
