@@ -533,7 +533,7 @@ def confirm(secret, execution, lease=None, session="s1", exit_code=None):
 def test_the_runner_confirming_the_kill_releases_the_retry_at_once(secret, runner, timed_out):
     execution, retry = timed_out
     other = RunnerFactory(labels=["linux"], session="s9")
-    assert dispatch.claim(other, "s9", 1, KILLED_AT) == []  # the old process may still run
+    assert claims.claim(other, "s9", 1, KILLED_AT) == []  # the old process may still run
 
     assert confirm(secret, execution) == Execution.TIMED_OUT
 
@@ -546,7 +546,7 @@ def test_the_runner_confirming_the_kill_releases_the_retry_at_once(secret, runne
     assert event.actor_name == runner.name
     assert event.data["retry"] == retry.pk
     assert event.data["instead_of"] == (NOW + dt.timedelta(seconds=600)).isoformat()
-    assert [e.pk for e in dispatch.claim(other, "s9", 1, KILLED_AT)] == [retry.pk]
+    assert [e.pk for e in claims.claim(other, "s9", 1, KILLED_AT)] == [retry.pk]
     # A retried report answers the same and releases nothing more.
     assert confirm(secret, execution) == Execution.TIMED_OUT
     assert AuditEvent.objects.filter(action="execution.kill_confirmed").count() == 1
