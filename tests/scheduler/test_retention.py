@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from audit.models import AuditEvent, Counter
-from scheduler import retention, ticks
+from scheduler import prune_pacing, retention, ticks
 from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution, LogChunk
 from tests.factories import ExecutionFactory, JobFactory
@@ -252,7 +252,7 @@ class Clock:
 
 
 def test_a_pacer_grows_batches_at_most_twofold_towards_its_time_per_batch():
-    pacer = retention.Pacer(seconds=0.01, smallest=10, largest=1000, first=50)
+    pacer = prune_pacing.Pacer(seconds=0.01, smallest=10, largest=1000, first=50)
     assert pacer.next_size() == 50
     pacer.record(50, 0.001)  # 20 us a row: 500 rows would take 10 ms
     assert pacer.next_size() == 100
@@ -267,7 +267,7 @@ def test_a_pacer_grows_batches_at_most_twofold_towards_its_time_per_batch():
 
 
 def test_a_pacer_cuts_a_batch_to_the_budget_left_and_skips_one_that_cannot_fit():
-    pacer = retention.Pacer(seconds=0.01, smallest=10, largest=1000, first=100)
+    pacer = prune_pacing.Pacer(seconds=0.01, smallest=10, largest=1000, first=100)
     pacer.record(100, 0.01)  # 100 us a row
     assert pacer.next_size() == 100
     assert pacer.next_size(left=0.005) == 50
@@ -280,7 +280,7 @@ def test_a_budget_is_spent_by_the_time_batches_take_not_by_their_rows(db):
         finished(job, 100 + day, chunks=0)
     finished(job, 1, chunks=0)
     clock = Clock(step=0.004)
-    pacer = retention.Pacer(seconds=0.01, smallest=2, largest=2, first=2)
+    pacer = prune_pacing.Pacer(seconds=0.01, smallest=2, largest=2, first=2)
 
     pruned = retention.prune(NOW, pacer=pacer, budget=0.05, clock=clock, sleep=clock.sleep)
 
@@ -329,7 +329,7 @@ class Loop:
 
 
 def watch(loop, wall, clock):
-    return retention.TickWatch(
+    return prune_pacing.TickWatch(
         lambda: wall, clock, clock.sleep, read_beat=loop.read_beat, read_due=loop.read_due
     )
 
@@ -349,7 +349,7 @@ def test_a_batch_that_could_meet_the_next_tick_waits_for_its_heartbeat():
 
     pruner.before_batch(estimate=0.02)
 
-    assert clock.slept == [retention.TICK_POLL] * 4
+    assert clock.slept == [prune_pacing.TICK_POLL] * 4
     assert pruner.waited == 1
 
 
@@ -358,15 +358,15 @@ def test_a_due_job_brings_the_expected_tick_forward():
     loop.ticks_after_reads = 2
     clock = Clock(step=0)
     watch(loop, NOW + timedelta(seconds=0.29), clock).before_batch(estimate=0.02)
-    assert clock.slept == [retention.TICK_POLL] * 2  # not a second after the last tick
+    assert clock.slept == [prune_pacing.TICK_POLL] * 2  # not a second after the last tick
 
 
 def test_a_tick_that_never_comes_is_waited_for_at_most_tick_wait_past_its_time():
     loop = Loop(beat=NOW)
     clock = Clock(step=0)
     watch(loop, NOW + timedelta(seconds=0.995), clock).before_batch(estimate=0.02)
-    expected = 0.005 + retention.TICK_WAIT
-    assert sum(clock.slept) == pytest.approx(expected, abs=retention.TICK_POLL)
+    expected = 0.005 + prune_pacing.TICK_WAIT
+    assert sum(clock.slept) == pytest.approx(expected, abs=prune_pacing.TICK_POLL)
 
 
 def test_a_late_tick_is_not_waited_for():
@@ -388,7 +388,7 @@ def test_a_stopped_loop_is_not_waited_for():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_loop_prunes_a_bounded_share_per_housekeeping_pass(monkeypatch):
-    monkeypatch.setattr(retention, "_loop_pacer", retention.Pacer.fixed(3))
+    monkeypatch.setattr(prune_pacing, "_loop_pacer", prune_pacing.Pacer.fixed(3))
     monkeypatch.setattr(retention, "LOOP_MAX_BATCHES", 1)
     job = JobFactory(next_run_at=None)
     old = [finished(job, 100 + day, chunks=0) for day in range(5)]
@@ -409,11 +409,11 @@ def test_the_loop_leaves_the_backlog_to_a_running_prune_command(db):
     finished(job, 1, chunks=0)
     beat(retention.PRUNER_BEAT, NOW - timedelta(seconds=5))  # the command, 5 s ago
 
-    assert retention.prune_step(NOW, pacer=retention.Pacer.fixed(10)) == 0
+    assert retention.prune_step(NOW, pacer=prune_pacing.Pacer.fixed(10)) == 0
     assert Execution.objects.filter(id=old.id).exists()
     # The command stopped beating 10 s ago: the loop takes over.
     later = NOW + timedelta(seconds=5)
-    assert retention.prune_step(later, pacer=retention.Pacer.fixed(10)) == 1
+    assert retention.prune_step(later, pacer=prune_pacing.Pacer.fixed(10)) == 1
 
 
 def test_the_prune_command_beats_while_it_works(db):
