@@ -19,6 +19,10 @@ jobs:
     schedule: "@every 5s"
     command: "echo hello from $CRONIQ_JOB in $(hostname)"
     labels: [linux]
+  - name: reads-the-token
+    schedule: "@every 5s"
+    command: "echo running as $(id -un); cat /run/croniq/runner-token"
+    labels: [linux]
 """
 
 
@@ -128,7 +132,7 @@ def test_the_runner_image_runs_a_job_against_the_server_container(
     docker("exec", "-d", web, "python", "manage.py", "scheduler_loop")
     token = tmp_path / "runner-token"
     token.write_text(manage_py(web, "create_runner_token", "image-test"))
-    token.chmod(0o644)  # the runner's user (uid 1000) reads it through the bind mount
+    token.chmod(0o600)  # the agent (root in its container) reads it, its jobs may not
     manage_py(web, "apply", "/dev/stdin", stdin=JOB)
     runner = start(
         network,
@@ -142,13 +146,20 @@ def test_the_runner_image_runs_a_job_against_the_server_container(
 
     query = (
         "from scheduler.models import LogChunk; "
-        "print(*LogChunk.objects.filter(execution__state='succeeded')"
+        "print(*LogChunk.objects.filter(execution__state='{state}', execution__job__name='{job}')"
         ".values_list('data', flat=True), sep='')"
     )
+    succeeded = query.format(state="succeeded", job="from-the-runner-image")
+    failed = query.format(state="failed", job="reads-the-token")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        log = manage_py(web, "shell", "-c", query)
-        if f"hello from from-the-runner-image in {hostname}" in log:
+        ran = manage_py(web, "shell", "-c", succeeded)
+        refused = manage_py(web, "shell", "-c", failed)
+        if f"hello from from-the-runner-image in {hostname}" in ran and refused:
+            # A job runs as croniq-job, never as the agent: it cannot read the token.
+            assert "running as croniq-job" in refused
+            assert "Permission denied" in refused
+            assert token.read_text().strip() not in refused
             return
         time.sleep(2)
-    pytest.fail(f"no run of the job succeeded:\nrunner:\n{logs(runner)}\nweb:\n{logs(web)}")
+    pytest.fail(f"the jobs did not both run:\nrunner:\n{logs(runner)}\nweb:\n{logs(web)}")
