@@ -156,14 +156,19 @@ class StaleLease(Conflict):
         )
 
 
-def holds(execution, token, session, lease):
+def under_lease(execution, token, session, lease):
+    """Whether the call comes from the session, lease and token that last held
+    `execution`, whatever its state now."""
     return (
-        execution.state == Execution.RUNNING
-        and execution.session == session
+        execution.session == session
         and execution.lease == lease
         and execution.runner_id is not None
         and execution.runner.token_id == token.pk
     )
+
+
+def holds(execution, token, session, lease):
+    return execution.state == Execution.RUNNING and under_lease(execution, token, session, lease)
 
 
 def find_execution(execution_id, lock=False):
@@ -331,21 +336,12 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
 def confirms_kill(execution, token, session, lease):
     """The end of a run the server timed out, reported by the runner that
     held it under that lease: its process is gone (see lifecycle.confirm_kill)."""
-    return (
-        execution.state == Execution.TIMED_OUT
-        and execution.session == session
-        and execution.lease == lease
-        and execution.runner_id is not None
-        and execution.runner.token_id == token.pk
-    )
+    return execution.state == Execution.TIMED_OUT and under_lease(execution, token, session, lease)
 
 
 def already_finished(execution, token, session, lease, exit_code):
     return (
         execution.state in FINISHED_BY_RUNNER
-        and execution.session == session
-        and execution.lease == lease
         and execution.exit_code == exit_code
-        and execution.runner_id is not None
-        and execution.runner.token_id == token.pk
+        and under_lease(execution, token, session, lease)
     )
