@@ -17,6 +17,7 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
+from django.utils.deprecation import MiddlewareMixin
 from django_prometheus.middleware import PrometheusAfterMiddleware, PrometheusBeforeMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
@@ -153,31 +154,15 @@ class FrameOptionsMiddleware(Inline, XFrameOptionsMiddleware):
     pass
 
 
-class ApiErrorsMiddleware:
+class ApiErrorsMiddleware(Inline, MiddlewareMixin):
     """Errors under /api/ are JSON ({"detail": ...}), as the runner protocol
     says (DESIGN.md §4), also where no API view answered: Django's 404 page
     for an unknown path and django-ninja's empty 405 for a wrong method.
     A client in any language then reads every refusal the same way."""
 
-    sync_capable = True
-    async_capable = True
     DETAILS = {404: "Not Found", 405: "Method Not Allowed"}
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
-        return self.as_json(request, self.get_response(request))
-
-    async def __acall__(self, request):
-        return self.as_json(request, await self.get_response(request))
-
-    def as_json(self, request, response):
+    def process_response(self, request, response):
         detail = self.DETAILS.get(response.status_code)
         if detail is None or not request.path_info.startswith("/api/"):
             return response
