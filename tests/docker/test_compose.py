@@ -4,6 +4,7 @@ Debian's `docker-compose` stands in for `docker compose`: the commands the
 README uses mean the same to both.
 """
 
+import contextlib
 import os
 import re
 import secrets
@@ -46,16 +47,16 @@ def with_docker_compose(commands):
     return commands.replace("docker compose ", "docker-compose ")
 
 
-@pytest.fixture
-def compose(engine, server_image, runner_image, checkout):
-    """Runs docker-compose in the clean checkout, on the SQLite file, as a
+@contextlib.contextmanager
+def compose_project(checkout, compose_file, name):
+    """Runs docker-compose in the clean checkout, on `compose_file`, as a
     project of its own; takes everything down with its volumes afterwards."""
     if shutil.which("docker-compose") is None:
         require("docker-compose is not installed (apt-get install docker-compose)")
     env = {
         **os.environ,
-        "COMPOSE_FILE": "docker-compose.sqlite.yml",
-        "COMPOSE_PROJECT_NAME": f"croniqtest{secrets.token_hex(3)}",
+        "COMPOSE_FILE": compose_file,
+        "COMPOSE_PROJECT_NAME": f"{name}{secrets.token_hex(3)}",
         "CRONIQ_PORT": str(free_port()),
     }
     env.pop("SECRET_KEY", None)  # the README's commands keep it in .env
@@ -67,10 +68,18 @@ def compose(engine, server_image, runner_image, checkout):
         )  # fmt: skip
 
     (checkout / ".env").unlink(missing_ok=True)
-    yield run
-    print(run("docker-compose", "logs", "--no-color", check=False).stdout[-6000:])
-    run("docker-compose", "--profile", "setup", "down", "-v", "--remove-orphans", check=False)
-    (checkout / ".env").unlink(missing_ok=True)
+    try:
+        yield run
+    finally:
+        print(run("docker-compose", "logs", "--no-color", check=False).stdout[-6000:])
+        run("docker-compose", "--profile", "setup", "down", "-v", "--remove-orphans", check=False)
+        (checkout / ".env").unlink(missing_ok=True)
+
+
+@pytest.fixture
+def compose(engine, server_image, runner_image, checkout):
+    with compose_project(checkout, "docker-compose.sqlite.yml", "croniqtest") as run:
+        yield run
 
 
 def test_the_compose_files_are_valid(compose):

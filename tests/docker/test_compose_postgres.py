@@ -6,47 +6,29 @@ Where no image registry answers, `deploy/docker-base.sh` provides a
 environment contract), so the compose file runs as written.
 """
 
-import os
-import secrets
-import shutil
-import subprocess
 import time
 from datetime import datetime
 
 import pytest
 
 from tests.docker.conftest import docker, record_figure, require
-from tests.docker.test_compose import JOB, SUCCEEDED, readme_deploy_commands, with_docker_compose
-from tests.e2e.processes import free_port
+from tests.docker.test_compose import (
+    JOB,
+    SUCCEEDED,
+    compose_project,
+    readme_deploy_commands,
+    with_docker_compose,
+)
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
 def compose_postgres(engine, server_image, runner_image, checkout):
-    if shutil.which("docker-compose") is None:
-        require("docker-compose is not installed (apt-get install docker-compose)")
     if docker("image", "inspect", "postgres:16", check=False, timeout=30).returncode != 0:
         require("no postgres:16 image (deploy/docker-base.sh builds a stand-in)")
-    env = {
-        **os.environ,
-        "COMPOSE_FILE": "docker-compose.yml",
-        "COMPOSE_PROJECT_NAME": f"croniqpg{secrets.token_hex(3)}",
-        "CRONIQ_PORT": str(free_port()),
-    }
-    env.pop("SECRET_KEY", None)
-
-    def run(*args, check=True, timeout=300, **kwargs):
-        return subprocess.run(
-            args, cwd=checkout, env=env, capture_output=True, text=True,
-            check=check, timeout=timeout, **kwargs,
-        )  # fmt: skip
-
-    (checkout / ".env").unlink(missing_ok=True)
-    yield run
-    print(run("docker-compose", "logs", "--no-color", check=False).stdout[-6000:])
-    run("docker-compose", "--profile", "setup", "down", "-v", "--remove-orphans", check=False)
-    (checkout / ".env").unlink(missing_ok=True)
+    with compose_project(checkout, "docker-compose.yml", "croniqpg") as run:
+        yield run
 
 
 def test_the_readme_deploy_flow_runs_on_postgresql(compose_postgres):
