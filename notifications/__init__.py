@@ -1,0 +1,1 @@
+"""Notifications: channels, rules and the delivery outbox (DESIGN.md §9)."""
