@@ -122,33 +122,34 @@ def _check_to(to):
 def _check_url(url):
     if not isinstance(url, str) or not url.strip():
         return "required: an http(s) URL"
-    if not url.startswith(secrets.FILE_PREFIX):
-        # The shape is checked with the references in place: the value may
-        # differ where the notifier runs.
-        problem = _url_shape(secrets.ENV_REFERENCE.sub("placeholder", url))
+    whole = secrets.is_reference(url)  # ${SLACK_WEBHOOK_URL}: the URL is the secret
+    if not whole:
+        # Checked with the references in place ("0" fits a host, a port and a
+        # path): the values may differ where the notifier runs.
+        problem = _url_shape(secrets.ENV_REFERENCE.sub("0", url), shown=url)
         if problem:
             return problem
     try:
         expanded = secrets.expand(url)
     except ValueError as error:
         return str(error)
-    if url.startswith(secrets.FILE_PREFIX) and _url_shape(expanded):
-        return f"{url} does not hold an http(s) URL"  # never echo the URL: it is a secret
+    if whole and _url_shape(expanded, shown=url):
+        return f"{url} does not hold an http(s) URL"  # never echo its value
     return None
 
 
-def _url_shape(url):
+def _url_shape(url, shown):
     if any(char.isspace() or ord(char) < 32 for char in url):
-        return f"spaces or control characters in {url!r}"
+        return f"spaces or control characters in {shown!r}"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
-        return f"not a valid URL: {url!r}"
+        return f"not a valid URL: {shown!r}"
     if parts.scheme.lower() not in ("http", "https"):
-        return f"not an http(s) URL: {url!r}"
+        return f"not an http(s) URL: {shown!r}"
     if not parts.hostname:
-        return f"no host in {url!r}"
+        return f"no host in {shown!r}"
     return None
 
 
