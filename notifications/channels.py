@@ -613,7 +613,8 @@ def _smtp_text(reply):
 
 
 def _describe_smtp(error, timeout):
-    if isinstance(error, TimeoutError):
+    # smtplib turns a read timeout into SMTPServerDisconnected: look inside.
+    if any(isinstance(cause, TimeoutError) for cause in _causes(error)):
         return f"timed out after {float(timeout)}s"
     if isinstance(error, ConnectionRefusedError):
         return "connection refused"
