@@ -113,6 +113,8 @@ def _check_to(to):
         return "a list of one or more addresses, e.g. [ops@example.com]"
     for address in to:
         try:
+            if not isinstance(address, str):
+                raise ValidationError("not text")
             validate_email(address)
         except ValidationError:
             return f"not an email address: {address!r}"
