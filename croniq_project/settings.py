@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "calendars",
     "scheduler",
     "runners",
+    "notifications",
     "dashboard",
 ]
 
@@ -158,3 +159,34 @@ CRONIQ_MISFIRE_GRACE = envfloat("CRONIQ_MISFIRE_GRACE", 60.0, minimum=0)
 CRONIQ_RUN_ALL_CAP = envint("CRONIQ_RUN_ALL_CAP", 100, minimum=1)
 # /metrics asks for `Authorization: Bearer <token>` when set.
 CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None
+
+# Notifications (DESIGN.md §9, README "Notifications").
+# The dashboard's address as operators reach it: links in notifications.
+CRONIQ_PUBLIC_URL = (env("CRONIQ_PUBLIC_URL") or "http://localhost:8000").rstrip("/")
+# A notification that keeps failing is retried with backoff for this long.
+CRONIQ_NOTIFY_GIVE_UP = envfloat("CRONIQ_NOTIFY_GIVE_UP", 24 * 3600.0, minimum=1)
+# Deliveries run at once, in the notifier's own threads.
+CRONIQ_NOTIFY_WORKERS = envint("CRONIQ_NOTIFY_WORKERS", 8, minimum=1)
+# Many failures on one runner pool or runner within this window become one
+# incident.grouped notification once more than CRONIQ_INCIDENT_THRESHOLD.
+CRONIQ_INCIDENT_WINDOW = envfloat("CRONIQ_INCIDENT_WINDOW", 300.0, minimum=1)
+CRONIQ_INCIDENT_THRESHOLD = envint("CRONIQ_INCIDENT_THRESHOLD", 3, minimum=1)
+# Default graces and factors; a rule may set its own.
+CRONIQ_MISSED_GRACE = envfloat("CRONIQ_MISSED_GRACE", 300.0, minimum=1)
+CRONIQ_UNSERVED_GRACE = envfloat("CRONIQ_UNSERVED_GRACE", 300.0, minimum=1)
+CRONIQ_STALL_GRACE = envfloat("CRONIQ_STALL_GRACE", 60.0, minimum=1)
+CRONIQ_SLOW_FACTOR = envfloat("CRONIQ_SLOW_FACTOR", 3.0, minimum=1)
+CRONIQ_SLOW_MIN_HISTORY = envint("CRONIQ_SLOW_MIN_HISTORY", 5, minimum=1)
+# When daily digests go out, HH:MM in TIME_ZONE.
+CRONIQ_DIGEST_AT = env("CRONIQ_DIGEST_AT", "08:00")
+
+# The email channel: Django's email settings, from the environment.
+EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0, minimum=1)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "croniq@localhost")

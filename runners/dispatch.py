@@ -22,7 +22,7 @@ from runners.claims import lease_deadline
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, NotFound, TooLarge
-from scheduler import lifecycle
+from scheduler import lifecycle, outcomes
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 
 log = logging.getLogger(__name__)
@@ -279,6 +279,7 @@ SUCCEED_HELD = f"""
         SELECT runner.id FROM {Runner._meta.db_table} runner
         JOIN {RunnerToken._meta.db_table} token ON token.id = runner.token_id
         WHERE token.secret_hash = %s AND token.revoked_at IS NULL)
+    RETURNING job_id
 """
 
 
@@ -300,9 +301,14 @@ def finished_ok(credential, execution_id, session, lease, error, now):
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(SUCCEED_HELD, params)
-            if cursor.rowcount != 1:
-                return False
+            settled = cursor.fetchone()
+        if settled is None:
+            return False
         lifecycle.count_final(Execution.SUCCEEDED)
+        if not outcomes.succeeded_plainly(settled[0], now):
+            # A streak ends, or a minimum duration to check: the full update.
+            execution = Execution.objects.select_related("job").get(pk=execution_id)
+            outcomes.settled(execution, now)
     return True
 
 

@@ -18,7 +18,7 @@ from audit.models import AuditEvent
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, Forbidden, NotFound, Unauthorized
-from scheduler import lifecycle
+from scheduler import events, lifecycle
 from scheduler.models import Execution
 
 # last_used_at is informational: write it at most this often per token.
@@ -190,6 +190,12 @@ def check_flapping(runner, now):
                 at=now,
                 data={"takeovers": count, "window": settings.CRONIQ_FLAP_WINDOW},
                 counter=("croniq_runner_flaps_total", {"runner": runner.name}),
+            )
+            events.emit(
+                "runner.flapping",
+                at=now,
+                runner=runner,
+                data={"takeovers": count, "window": settings.CRONIQ_FLAP_WINDOW},
             )
     elif count == 0 and runner.flapping:
         clear_flapping(runner, now)

@@ -7,12 +7,13 @@ instants.
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 
 import audit
 from runners import identity
 from runners.models import Runner
 from runners.notify import notify_new_work
-from scheduler import lifecycle
+from scheduler import events, lifecycle
 from scheduler.models import Execution
 
 
@@ -35,18 +36,28 @@ def update_runner_states(now):
         state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since
     )
     for runner in silent:
-        if Runner.objects.filter(pk=runner.pk, last_seen_at=runner.last_seen_at).update(
-            state=Runner.OFFLINE
-        ):
-            audit.record(
-                "runner.offline",
-                target=runner,
-                at=now,
-                data={"last_seen_at": runner.last_seen_at.isoformat()},
-            )
-            changed += 1
+        changed += mark_offline(runner, now)
     forget_before = now - timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
     for runner in Runner.objects.filter(state=Runner.OFFLINE, last_seen_at__lt=forget_before):
         identity.forget(runner, now)
         changed += 1
     return changed
+
+
+@transaction.atomic
+def mark_offline(runner, now):
+    """One silent runner goes offline; the change, its audit event and the
+    `runner.offline` event commit together. 0 when it spoke in the meantime."""
+    if not Runner.objects.filter(pk=runner.pk, last_seen_at=runner.last_seen_at).update(
+        state=Runner.OFFLINE
+    ):
+        return 0
+    last_seen = runner.last_seen_at.isoformat()
+    audit.record("runner.offline", target=runner, at=now, data={"last_seen_at": last_seen})
+    events.emit(
+        "runner.offline",
+        at=now,
+        runner=runner,
+        data={"last_seen_at": last_seen, "labels": runner.labels},
+    )
+    return 1

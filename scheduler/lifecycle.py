@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 import audit
+from scheduler import outcomes
 from scheduler.models import Execution
 
 LEASE_EXPIRED = "lease_expired"
@@ -43,11 +44,15 @@ def settle(execution, state, now, within=None, retry_after_lease=False, **fields
 
 
 def after_final(execution, now, not_before=None):
-    """Count the outcome and create the retry the job's policy asks for."""
+    """Count the outcome, create the retry the job's policy asks for, and
+    update the job's health (with the events it causes) in the same
+    transaction."""
     count_final(execution.state)
     if execution.state == Execution.LOST:
         audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
-    return create_retry(execution, now, not_before)
+    retry = create_retry(execution, now, not_before)
+    outcomes.settled(execution, now, retry)
+    return retry
 
 
 def count_final(state):

@@ -8,6 +8,7 @@ from calendars.validators import validate_timezone
 
 # Execution output lives in a module of its own; imported here so Django
 # registers it with the app's models (and `scheduler.models.LogChunk` works).
+from scheduler.job_health import JobHealth  # noqa: F401
 from scheduler.log_chunks import LOG_TRUNCATED_MARKER, LogChunk  # noqa: F401
 
 
@@ -75,6 +76,22 @@ class Job(models.Model):
     )
     misfire_policy = models.CharField(max_length=10, choices=MISFIRE_POLICIES, default=RUN_ONCE)
     enabled = models.BooleanField(default=True)
+    owner = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Team or person the job belongs to; notification rules route on it.",
+    )
+    max_duration = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds after which a run still going is reported slow (job.slow). "
+        "Empty: slow past the job's usual duration (p95 x the slow factor).",
+    )
+    min_duration = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="A successful run shorter than this many seconds is reported (job.fast).",
+    )
     paused_at = models.DateTimeField(
         null=True, blank=True, help_text="Set by an operator's pause; apply leaves it alone."
     )

@@ -4,7 +4,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 import audit
-from scheduler import lifecycle, notifier
+from scheduler import lifecycle, notifier, outcomes
 from scheduler.models import Execution, Job
 
 
@@ -67,11 +67,13 @@ def cancel(executions, now, actor):
     cancelled = 0
     for execution in executions.filter(state__in=Execution.ACTIVE_STATES):
         if execution.state == Execution.PENDING:
-            done = Execution.objects.filter(pk=execution.pk, state=Execution.PENDING).update(
-                state=Execution.CANCELLED, finished_at=now, error="cancelled by an operator"
-            )
-            if done:
-                audit.increment("croniq_executions_total", state=Execution.CANCELLED)
+            with transaction.atomic():
+                done = Execution.objects.filter(pk=execution.pk, state=Execution.PENDING).update(
+                    state=Execution.CANCELLED, finished_at=now, error="cancelled by an operator"
+                )
+                if done:
+                    outcomes.counted(execution.job_id, Execution.CANCELLED)
+                    audit.increment("croniq_executions_total", state=Execution.CANCELLED)
         else:
             done = Execution.objects.filter(
                 pk=execution.pk, state=Execution.RUNNING, cancel_requested_at__isnull=True

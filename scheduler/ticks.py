@@ -17,7 +17,7 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle, notifier
+from scheduler import lifecycle, notifier, outcomes
 from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
@@ -310,6 +310,7 @@ def record_skip(execution, holder, now):
     execution.finished_at = now
     execution.error = f"skipped: singleton job still has a live execution {holder}"
     execution.save()
+    outcomes.counted(execution.job_id, Execution.SKIPPED)
     audit.increment("croniq_executions_total", state=Execution.SKIPPED)
     audit.record(
         "execution.skipped",

@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "notifications"
+    verbose_name = "Notifications"
+
+    def ready(self):
+        from notifications.recording import record_event
+        from scheduler import events
+
+        # Events commit with the state change that causes them.
+        events.on_event(record_event)
+
+    def loop_steps(self, loop):
+        return []

@@ -1,0 +1,56 @@
+"""The sink of `scheduler.events`: one Event row per event, in the caller's
+transaction (the first half of the outbox; `notifications.routing` does the
+rest)."""
+
+from django.db import IntegrityError, transaction
+
+from notifications import wakeup
+from notifications.models import Event
+
+
+def record_event(name, *, at, job=None, execution=None, runner=None, data=None, key=None):
+    """Write the event with snapshots of its subjects (DESIGN.md §9 body
+    shapes), so the message still reads right after a job is renamed or
+    deleted. Returns the Event, or None when `key` was recorded before."""
+    facts = dict(data or {})
+    if job is not None:
+        facts["job"] = job_facts(job)
+    if execution is not None:
+        facts["execution"] = execution_facts(execution)
+    if runner is not None:
+        facts["runner"] = {"name": runner.name}
+    event = Event(
+        name=name,
+        at=at,
+        job=job,
+        execution=execution,
+        runner=runner,
+        data=facts,
+        key=key,
+    )
+    if key is None:
+        event.save()
+    else:
+        try:
+            with transaction.atomic():
+                event.save()
+        except IntegrityError:
+            return None
+    wakeup.poke_after_commit()
+    return event
+
+
+def job_facts(job):
+    return {"name": job.name, "owner": job.owner, "labels": list(job.labels)}
+
+
+def execution_facts(execution):
+    duration = execution.duration
+    return {
+        "id": execution.pk,
+        "scheduled_for": execution.scheduled_for.isoformat(),
+        "attempt": execution.attempt,
+        "state": execution.state,
+        "exit_code": execution.exit_code,
+        "duration": duration.total_seconds() if duration is not None else None,
+    }

@@ -1,0 +1,27 @@
+"""Wake the notifier when an event commits, so a failure reaches its
+receivers in milliseconds rather than at the next poll.
+
+In the same process (`manage.py serve`, tests) a threading.Event; across
+processes on PostgreSQL a NOTIFY on CHANNEL that the notifier LISTENs to.
+On SQLite across processes the notifier's short poll finds the event.
+"""
+
+import threading
+
+from django.db import connection, transaction
+
+CHANNEL = "croniq_notifications"
+
+local = threading.Event()
+
+
+def poke_after_commit():
+    """Call inside the transaction that wrote events or notifications."""
+    transaction.on_commit(poke)
+
+
+def poke():
+    local.set()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"NOTIFY {CHANNEL}")

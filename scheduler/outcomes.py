@@ -1,0 +1,126 @@
+"""What a settled execution means for its job: the health record and the
+events an operator may want to hear about (DESIGN.md §9).
+
+Called inside the transaction that settles the execution
+(`lifecycle.after_final`, and the success fast path in runners.dispatch), so
+the streak, the counts and the events commit with the state change or not at
+all.
+"""
+
+from django.db import connection
+
+from scheduler import events
+from scheduler.job_health import JobHealth
+from scheduler.models import Execution, Job
+
+FAILING = (Execution.FAILED, Execution.TIMED_OUT, Execution.LOST)
+ATTEMPT_EVENTS = {
+    Execution.FAILED: "execution.failed",
+    Execution.TIMED_OUT: "execution.timed_out",
+    Execution.LOST: "execution.lost",
+}
+
+
+def settled(execution, now, retry=None):
+    """Update the job's health for `execution`, just settled, and emit the
+    events it causes. `retry`: the attempt created after it, if any; a
+    failing attempt without one has failed for good (`execution.given_up`)."""
+    health = locked_health(execution.job_id)
+    state = execution.state
+    if state in JobHealth.COUNTED_STATES:
+        setattr(health, state, getattr(health, state) + 1)
+    health.last_state = state
+    if state == Execution.SUCCEEDED:
+        succeeded(health, execution, now)
+    elif state in FAILING:
+        failed(health, execution, now, given_up=retry is None)
+    health.save()
+
+
+def succeeded(health, execution, now):
+    health.last_success_at = now
+    if health.failure_streak:
+        events.emit(
+            "job.recovered",
+            at=now,
+            job=execution.job,
+            execution=execution,
+            data={
+                "streak": health.failure_streak,
+                "failing_since": iso(health.failing_since),
+            },
+        )
+        health.failure_streak, health.failing_since = 0, None
+    minimum = execution.job.min_duration
+    duration = execution.duration
+    if minimum is not None and duration is not None and duration.total_seconds() < minimum:
+        events.emit(
+            "job.fast",
+            at=now,
+            job=execution.job,
+            execution=execution,
+            data={"duration": duration.total_seconds(), "min_duration": minimum},
+        )
+
+
+def failed(health, execution, now, given_up):
+    health.last_failure_at = now
+    job = execution.job
+    events.emit(ATTEMPT_EVENTS[execution.state], at=now, job=job, execution=execution)
+    if not given_up:
+        return
+    health.failure_streak += 1
+    health.failing_since = health.failing_since or now
+    events.emit(
+        "execution.given_up",
+        at=now,
+        job=job,
+        execution=execution,
+        data={"attempts": execution.attempt},
+    )
+    events.emit(
+        "job.failing",
+        at=now,
+        job=job,
+        execution=execution,
+        data={"streak": health.failure_streak, "failing_since": iso(health.failing_since)},
+    )
+
+
+def counted(job_id, state):
+    """Count an execution that ended without running: skipped (its singleton
+    job was still live) or cancelled while pending."""
+    health = locked_health(job_id)
+    setattr(health, state, getattr(health, state) + 1)
+    health.last_state = state
+    health.save(update_fields=[state, "last_state"])
+
+
+def locked_health(job_id):
+    health, _ = JobHealth.objects.select_for_update().get_or_create(job_id=job_id)
+    return health
+
+
+# The success fast path (runners.dispatch.finished_ok) settles most runs in
+# one hand-written write; this is its health update, as plain: a job with no
+# streak to end and no minimum duration to check needs only its count and
+# last success moved. Anything else takes `settled`.
+SUCCESS_PLAIN = f"""
+    UPDATE {JobHealth._meta.db_table}
+    SET succeeded = succeeded + 1, last_success_at = %s, last_state = %s
+    WHERE job_id = %s AND failure_streak = 0
+      AND job_id IN (SELECT id FROM {Job._meta.db_table} WHERE min_duration IS NULL)
+"""
+
+
+def succeeded_plainly(job_id, now):
+    """The health update of a success that needs no event; False when the
+    job needs more (a streak ends, a minimum duration, no health row yet)."""
+    params = [connection.ops.adapt_datetimefield_value(now), Execution.SUCCEEDED, job_id]
+    with connection.cursor() as cursor:
+        cursor.execute(SUCCESS_PLAIN, params)
+        return cursor.rowcount == 1
+
+
+def iso(instant):
+    return instant.isoformat() if instant else None
