@@ -31,7 +31,7 @@ from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from notifications import delivery, wakeup
-from scheduler.steps import Step
+from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
 log = logging.getLogger("croniq.notifications")
 
@@ -242,7 +242,7 @@ def loop_step(loop):
             started["notifier"] = Notifier(clock=loop.clock, stopping=loop.stopping).start()
         return 0
 
-    return Step("notifier", ensure_running, every=1.0)
+    return Step("notifier", ensure_running, every=HOUSEKEEPING_INTERVAL)
 
 
 def stop_all(timeout=30.0):

@@ -296,3 +296,24 @@ def test_a_failing_test_message_says_why_and_is_not_retried(db, admin_user):
     assert AuditEvent.objects.get(action="notification.test").data["status_code"] == 404
     assert not AuditEvent.objects.filter(action="notification.given_up").exists()
     assert delivery.deliver_due(later(60)) == 0
+
+
+def test_the_receiver_rejects_the_delivered_request_with_its_body_tampered(db, hook):
+    """The signature covers the raw body: the same headers over a changed
+    body fail `channels.verify`."""
+    import requests
+
+    notification(webhook(hook.url))
+    delivery.deliver_due(NOW)
+    [genuine] = hook.received
+    assert genuine["verified"]
+
+    tampered = genuine["raw"].replace(b"billing-sync", b"billing-evil")
+    headers = {
+        "Content-Type": "application/json",
+        "Croniq-Signature": genuine["signature"],
+        "Croniq-Delivery": genuine["delivery"],
+    }
+    answer = requests.post(hook.url, data=tampered, headers=headers, timeout=5)
+    assert answer.status_code == 401
+    assert hook.received[-1]["verified"] is False
