@@ -167,7 +167,7 @@ def test_the_loop_starts_the_notifier_and_stops_it(postgres_only, monkeypatch, h
     wakeup.poke()
     wait_for(lambda: state_of(row) == Notification.DELIVERED)
 
-    loop.tick(timezone.now() + timedelta(seconds=2))  # still running: not started twice
+    loop.tick(timezone.now() + timedelta(seconds=6))  # still running: not started twice
     assert [t for t in threading.enumerate() if t.name == "croniq-notifier"] == threads
     loop.stop()
     threads[0].join(5)
