@@ -22,12 +22,12 @@ import socket
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 
 import audit
 from notifications import channels
@@ -53,6 +53,8 @@ class Claim:
     id: uuid.UUID
     token: str  # the `claimed_by` value: the claim, not only its holder
     until: datetime
+    # As read when claimed (with its channel); nobody else changes it meanwhile.
+    notification: Notification | None = field(default=None, compare=False, repr=False)
 
 
 def backoff(attempts):
@@ -67,12 +69,14 @@ def default_owner():
 
 
 def due(now):
-    """Pending notifications that may be tried at `now`, oldest first."""
+    """Pending notifications that may be tried at `now`, oldest first (the
+    `notification_due` index; routing sets `next_attempt_at`)."""
     return (
-        Notification.objects.filter(state=Notification.PENDING, channel__enabled=True)
-        .filter(Q(next_attempt_at__lte=now) | Q(next_attempt_at__isnull=True))
+        Notification.objects.filter(
+            state=Notification.PENDING, next_attempt_at__lte=now, channel__enabled=True
+        )
         .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now))
-        .order_by(F("next_attempt_at").asc(nulls_first=True), "created_at")
+        .order_by("next_attempt_at", "created_at")
     )
 
 
@@ -90,6 +94,10 @@ def lease_seconds(timeout):
     return timeout + LEASE_MARGIN
 
 
+# A lane claims this many at a time (one transaction), then sends them in turn.
+BATCH = 4
+
+
 def claim(now, count=1, owner=None):
     """Claim up to `count` due notifications for one try each; [Claim].
 
@@ -97,29 +105,27 @@ def claim(now, count=1, owner=None):
     waiting for its lock); an expired one is taken over.
     """
     token = f"{(owner or default_owner())[:80]}/{uuid.uuid4().hex[:12]}"
+    candidates = due(now).select_related("channel")
     if connection.vendor == "postgresql":
-        with transaction.atomic():
-            rows = list(
-                due(now)
-                .select_for_update(skip_locked=True, of=("self",))
-                .values_list("pk", "channel__timeout")[:count]
-            )
-            return write_claims(rows, token, now)
-    # SQLite: one writer at a time; the conditional update is the claim.
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    # On SQLite the transaction is IMMEDIATE: one writer at a time, and the
+    # conditional update below is the claim.
     with transaction.atomic():
-        rows = list(due(now).values_list("pk", "channel__timeout")[:count])
-        return write_claims(rows, token, now, recheck=True)
+        return write_claims(list(candidates[:count]), token, now)
 
 
-def write_claims(rows, token, now, recheck=False):
+def write_claims(notifications, token, now):
+    """Claim `notifications` to be sent one after another: each lease
+    covers the tries before it."""
     claims = []
-    for pk, timeout in rows:
-        until = now + timedelta(seconds=lease_seconds(timeout))
-        claimable = Notification.objects.filter(pk=pk, state=Notification.PENDING)
-        if recheck:
-            claimable = claimable.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now))
-        if claimable.update(claimed_until=until, claimed_by=token):
-            claims.append(Claim(pk, token, until))
+    until = now + timedelta(seconds=LEASE_MARGIN)
+    unclaimed = Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
+    for notification in notifications:
+        lease = until + timedelta(seconds=notification.channel.timeout)
+        claimable = Notification.objects.filter(unclaimed, pk=notification.pk, state="pending")
+        if claimable.update(claimed_until=lease, claimed_by=token):
+            claims.append(Claim(notification.pk, token, lease, notification))
+            until = lease
     return claims
 
 
@@ -132,17 +138,17 @@ def deliver(claimed, now, retry=True):
     `retry=False` (a test message) gives up after one failed try instead of
     scheduling another.
     """
-    notification = Notification.objects.select_related("channel").get(pk=claimed.id)
+    notification = claimed.notification
+    if notification is None:
+        notification = Notification.objects.select_related("channel").get(pk=claimed.id)
     channel = notification.channel
     result, sent = send(notification, channel, now)
-    outcome = record(notification, claimed, result, now, retry=retry)
+    outcome = record(notification, claimed, result, now, retry=retry, observe=sent)
     if outcome is None:
         log.warning(
             "notification %s: the claim lapsed during the try; its new holder retries it",
             notification.pk,
         )
-    elif sent:
-        audit.observe(LATENCY, result.latency)
     return result
 
 
@@ -169,9 +175,10 @@ def message_of(notification):
     return message
 
 
-def record(notification, claimed, result, now, retry=True):
+def record(notification, claimed, result, now, retry=True, observe=True):
     """Write the try and its consequence, if the claim still holds; the
-    outcome (DELIVERED, FAILED or GIVEN_UP), or None when the claim was lost."""
+    outcome (DELIVERED, FAILED or GIVEN_UP), or None when the claim was lost.
+    `observe`: the try's latency goes into the histogram (something was sent)."""
     attempt = notification.attempts + 1
     fields = {
         "attempts": attempt,
@@ -205,6 +212,8 @@ def record(notification, claimed, result, now, retry=True):
             latency=result.latency,
         )
         count(notification, DELIVERED if result.ok else FAILED)
+        if observe:
+            audit.observe(LATENCY, result.latency)
         if outcome == GIVEN_UP and retry:
             give_up(notification, attempt, result, now)
     return outcome
@@ -247,16 +256,16 @@ class Budget:
         self.left = limit
         self.lock = threading.Lock()
 
-    def take(self):
+    def take(self, wanted):
+        """Up to `wanted` of what is left (0 when spent)."""
         with self.lock:
-            if self.left <= 0:
-                return False
-            self.left -= 1
-            return True
+            granted = max(0, min(wanted, self.left))
+            self.left -= granted
+            return granted
 
-    def give_back(self):
+    def give_back(self, unused):
         with self.lock:
-            self.left += 1
+            self.left += unused
 
 
 def lane(clock, owner, budget, stopping=None):
@@ -273,17 +282,17 @@ def lane(clock, owner, budget, stopping=None):
 
 def deliver_in_turn(clock, owner, budget, stopping=None):
     tried = 0
-    while (stopping is None or not stopping.is_set()) and budget.take():
-        now = clock()
-        claimed = claim(now, 1, owner)
-        if not claimed:
-            budget.give_back()
+    while stopping is None or not stopping.is_set():
+        granted = budget.take(BATCH)
+        if not granted:
             break
-        try:
-            deliver(claimed[0], now)
-        except Notification.DoesNotExist:
-            continue  # deleted meanwhile: nothing to deliver
-        tried += 1
+        claims = claim(clock(), granted, owner)
+        budget.give_back(granted - len(claims))
+        if not claims:
+            break
+        for claimed in claims:
+            deliver(claimed, clock())
+            tried += 1
     return tried
 
 
@@ -334,7 +343,8 @@ def send_test(channel, now, actor):
         "url": settings.CRONIQ_PUBLIC_URL + "/",
     }
     notification.save()
-    result = deliver(Claim(notification.pk, token, notification.claimed_until), now, retry=False)
+    claimed = Claim(notification.pk, token, notification.claimed_until, notification)
+    result = deliver(claimed, now, retry=False)
     audit.record(
         "notification.test",
         target=channel,
