@@ -186,7 +186,13 @@ class Notifier:
             with self.lock:
                 self.active += 1
             budget = delivery.Budget(LANE_BUDGET)
-            lane = self.pool.submit(delivery.lane, self.clock, self.owner, budget, self)
+            try:
+                lane = self.pool.submit(delivery.lane, self.clock, self.owner, budget, self)
+            except RuntimeError:  # the interpreter is exiting (`scheduler_loop --once`)
+                with self.lock:
+                    self.active -= 1
+                self.stopping.set()
+                return 0
             lane.add_done_callback(self.lane_done)
         return wanted
 
@@ -205,30 +211,8 @@ class Notifier:
             return self.poll
         return min(self.poll, max(0.0, (upcoming - now).total_seconds()))
 
-    # -- PostgreSQL wake-ups ---------------------------------------------------
-
     def listen(self):
-        """LISTEN on wakeup.CHANNEL with a connection of its own; reconnects."""
-        import psycopg
-
-        from runners.hub import listen_params
-
-        pause = 0.5
-        while not self.is_set():
-            try:
-                with psycopg.Connection.connect(**listen_params(), autocommit=True) as conn:
-                    conn.execute(f"LISTEN {wakeup.CHANNEL}")
-                    wakeup.local.set()  # what committed while nobody listened
-                    pause = 0.5
-                    while not self.is_set():
-                        for _ in conn.notifies(timeout=STOP_CHECK, stop_after=1):
-                            wakeup.local.set()
-            except Exception as error:  # noqa: BLE001 - any failure: reconnect after a pause
-                if self.is_set():
-                    return
-                log.warning("notifier: LISTEN connection lost (%s); retrying", error)
-                self.stopping.wait(pause)
-                pause = min(MAX_OUTAGE_BACKOFF, pause * 2)
+        wakeup.listen(self.is_set)
 
 
 def loop_step(loop):
