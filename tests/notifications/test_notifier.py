@@ -188,3 +188,27 @@ def test_a_database_outage_is_waited_out(postgres_only, hook, caplog):
     assert running.alive()
     assert "database unavailable (the database is restarting)" in caplog.text
     assert "database is back: notifier resumed" in caplog.text
+
+
+def test_listen_hears_a_notify_from_another_connection(postgres_only):
+    import psycopg
+
+    from runners.hub import listen_params
+
+    woken = []
+    stop = threading.Event()
+    listener = threading.Thread(
+        target=wakeup.listen, args=(stop.is_set, lambda: woken.append(time.monotonic()))
+    )
+    listener.start()
+    try:
+        wait_for(lambda: woken)  # connected: one wake for what it may have missed
+        with psycopg.Connection.connect(**listen_params(), autocommit=True) as other:
+            sent = time.monotonic()
+            other.execute(f"NOTIFY {wakeup.CHANNEL}")
+            wait_for(lambda: len(woken) == 2)
+    finally:
+        stop.set()
+        listener.join(5)
+    assert woken[1] - sent < 0.2
+    assert not listener.is_alive()
