@@ -46,7 +46,12 @@ def loop_process(database, tmp_path, n):
         CRONIQ_NOTIFY_WORKERS=WORKERS,
         **{SECRET_VARIABLE: SECRET},
     )
-    wait_for(lambda: "notifier started" in process.output(), message="the notifier to start")
+    try:
+        # Slow machines take a while to start Django and run the first tick.
+        wait_for(lambda: "notifier started" in process.output(), timeout=90, message="notifier")
+    except AssertionError:
+        process.kill()
+        raise
     return process
 
 

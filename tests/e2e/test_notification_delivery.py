@@ -31,7 +31,12 @@ def loop(e2e_database, tmp_path):
         CRONIQ_NOTIFY_WORKERS=2,
         **{SECRET_VARIABLE: SECRET},
     )
-    wait_for(lambda: "notifier started" in process.output(), message="the notifier to start")
+    try:
+        # Slow machines take a while to start Django and run the first tick.
+        wait_for(lambda: "notifier started" in process.output(), timeout=90, message="notifier")
+    except AssertionError:
+        process.kill()
+        raise
     yield process
     assert process.stop() == 0, process.output()
 
