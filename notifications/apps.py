@@ -4,6 +4,11 @@ from django.apps import AppConfig
 class NotificationsConfig(AppConfig):
     name = "notifications"
     verbose_name = "Notifications"
+    # What the notifier runs before each delivery round, in order: callables
+    # taking `now`, as "module.function". A module not installed is skipped.
+    before_delivery = [
+        "notifications.routing.route_pending",
+    ]
 
     def ready(self):
         from notifications.recording import record_event
@@ -13,9 +18,12 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        from notifications import retention
+        from notifications import notifier, retention
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
+        # Delivery runs in the notifier's own threads: its step only starts
+        # them with the loop's first tick.
         return [
+            notifier.loop_step(loop),
             Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
         ]

@@ -1,16 +1,24 @@
 """Wake the notifier when an event commits, so a failure reaches its
 receivers in milliseconds rather than at the next poll.
 
-In the same process (`manage.py serve`, tests) a threading.Event; across
-processes on PostgreSQL a NOTIFY on CHANNEL that the notifier LISTENs to.
-On SQLite across processes the notifier's short poll finds the event.
+In the same process (`manage.py serve`, tests) a threading.Event, `local`;
+across processes on PostgreSQL a NOTIFY on CHANNEL, which the notifier hears
+through `listen` (a connection of its own). On SQLite across processes the
+notifier's short poll finds the event.
 """
 
+import logging
 import threading
+import time
 
 from django.db import connection, transaction
 
+log = logging.getLogger("croniq.notifications")
+
 CHANNEL = "croniq_notifications"
+# One wait for a NOTIFY lasts this long before `stopped()` is asked again.
+LISTEN_SLICE = 0.25
+MAX_RECONNECT_PAUSE = 30.0
 
 local = threading.Event()
 
@@ -25,3 +33,31 @@ def poke():
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"NOTIFY {CHANNEL}")
+
+
+def listen(stopped, wake=local.set):
+    """PostgreSQL: LISTEN on CHANNEL and call `wake()` at each NOTIFY, and
+    after each (re)connect (what committed while nobody listened), until
+    `stopped()`. A lost connection is reopened after a pause that doubles."""
+    import psycopg
+
+    from runners.hub import listen_params
+
+    pause = 0.5
+    while not stopped():
+        try:
+            with psycopg.Connection.connect(**listen_params(), autocommit=True) as conn:
+                conn.execute(f"LISTEN {CHANNEL}")
+                wake()
+                pause = 0.5
+                while not stopped():
+                    for _ in conn.notifies(timeout=LISTEN_SLICE, stop_after=1):
+                        wake()
+        except Exception as error:  # noqa: BLE001 - any failure: reconnect after a pause
+            if stopped():
+                return
+            log.warning("notifier: LISTEN connection lost (%s); retrying in %.1fs", error, pause)
+            deadline = time.monotonic() + pause
+            while not stopped() and time.monotonic() < deadline:
+                time.sleep(min(LISTEN_SLICE, deadline - time.monotonic()))
+            pause = min(MAX_RECONNECT_PAUSE, pause * 2)

@@ -1,0 +1,360 @@
+"""Delivering the outbox (DESIGN.md §9): due notifications, sent at least once.
+
+A notification is delivered under a claim (a lease): `claimed_by` names the
+claim, `claimed_until` says when it lapses. Claims are short database
+transactions; the sending happens outside any transaction, in a pool of
+CRONIQ_NOTIFY_WORKERS threads, so several notifiers (loops on PostgreSQL,
+or a web process sending a test) never deliver one notification at the same
+time, and a slow receiver holds one thread and no lock. The result of a try
+is written only while the claim is still held: a notifier that died
+mid-send loses its claim when the lease lapses, and the next one sends the
+same notification again, with the same `Croniq-Delivery` id (the one way a
+receiver sees an id twice).
+
+Each try is a Delivery row (the delivery log). A failed try is retried after
+1 s, 2 s, 4 s ... (at most 10 minutes) until the notification is older than
+CRONIQ_NOTIFY_GIVE_UP; then it is given up, audited and counted.
+"""
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+
+import audit
+from notifications import channels
+from notifications.models import Delivery, Notification
+
+log = logging.getLogger("croniq.notifications")
+
+# Beyond the channel's timeout, a lease covers reading the notification and
+# writing the try's result.
+LEASE_MARGIN = 5.0
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 600.0
+DELIVERED, FAILED, GIVEN_UP = "delivered", "failed", "given_up"
+TOTAL = "croniq_notifications_total"
+LATENCY = "croniq_notification_delivery_seconds"
+TEST_SUMMARY = "Test notification from Croniq"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A notification this notifier may deliver until `until`."""
+
+    id: uuid.UUID
+    token: str  # the `claimed_by` value: the claim, not only its holder
+    until: datetime
+    # As read when claimed (with its channel); nobody else changes it meanwhile.
+    notification: Notification | None = field(default=None, compare=False, repr=False)
+
+
+def backoff(attempts):
+    """Seconds to wait after `attempts` failed tries: 1, 2, 4 ... 600."""
+    exponent = min(max(attempts, 1) - 1, 20)
+    return min(MAX_BACKOFF, FIRST_BACKOFF * 2**exponent)
+
+
+def default_owner():
+    """Who claims: this host and process (written in `claimed_by`)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def due(now):
+    """Pending notifications that may be tried at `now`, oldest first (the
+    `notification_due` index; routing sets `next_attempt_at`)."""
+    return (
+        Notification.objects.filter(
+            state=Notification.PENDING, next_attempt_at__lte=now, channel__enabled=True
+        )
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now))
+        .order_by("next_attempt_at", "created_at")
+    )
+
+
+def next_due_at(now):
+    """When the earliest pending notification comes due after `now`, or None."""
+    return (
+        Notification.objects.filter(state=Notification.PENDING, next_attempt_at__gt=now)
+        .order_by("next_attempt_at")
+        .values_list("next_attempt_at", flat=True)
+        .first()
+    )
+
+
+def lease_seconds(timeout):
+    return timeout + LEASE_MARGIN
+
+
+# A lane claims this many at a time (one transaction), then sends them in turn.
+BATCH = 4
+
+
+def claim(now, count=1, owner=None):
+    """Claim up to `count` due notifications for one try each; [Claim].
+
+    Another notifier's unexpired claim is skipped (on PostgreSQL without
+    waiting for its lock); an expired one is taken over.
+    """
+    token = f"{(owner or default_owner())[:80]}/{uuid.uuid4().hex[:12]}"
+    candidates = due(now).select_related("channel")
+    if connection.vendor == "postgresql":
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    # On SQLite the transaction is IMMEDIATE: one writer at a time, and the
+    # conditional update below is the claim.
+    with transaction.atomic():
+        return write_claims(list(candidates[:count]), token, now)
+
+
+def write_claims(notifications, token, now):
+    """Claim `notifications` to be sent one after another: each lease
+    covers the tries before it."""
+    claims = []
+    until = now + timedelta(seconds=LEASE_MARGIN)
+    unclaimed = Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
+    for notification in notifications:
+        lease = until + timedelta(seconds=notification.channel.timeout)
+        claimable = Notification.objects.filter(unclaimed, pk=notification.pk, state="pending")
+        if claimable.update(claimed_until=lease, claimed_by=token):
+            claims.append(Claim(notification.pk, token, lease, notification))
+            until = lease
+    return claims
+
+
+# -- one try -------------------------------------------------------------------
+
+
+def deliver(claimed, now, retry=True):
+    """Try once to deliver a claimed notification; the Result (channels.Result).
+
+    `retry=False` (a test message) gives up after one failed try instead of
+    scheduling another.
+    """
+    notification = claimed.notification
+    if notification is None:
+        notification = Notification.objects.select_related("channel").get(pk=claimed.id)
+    channel = notification.channel
+    result, sent = send(notification, channel, now)
+    outcome = record(notification, claimed, result, now, retry=retry, observe=sent)
+    if outcome is None:
+        log.warning(
+            "notification %s: the claim lapsed during the try; its new holder retries it",
+            notification.pk,
+        )
+    return result
+
+
+def send(notification, channel, now):
+    """(Result, whether anything was sent). A bad config or an unset secret
+    is a failed try with its message (it names the variable, never a value)."""
+    try:
+        result = channels.send(
+            channel.kind, channel.config(), message_of(notification), now, timeout=channel.timeout
+        )
+        return result, True
+    except ValueError as error:
+        return channels.Result(False, None, f"configuration: {error}", 0.0), False
+    except Exception as error:  # a bug must not keep the claim or stop the others
+        log.exception("notification %s: delivery failed unexpectedly", notification.pk)
+        return channels.Result(False, None, f"internal error: {type(error).__name__}", 0.0), False
+
+
+def message_of(notification):
+    """The §9 body; its `id` is always the delivery id."""
+    message = dict(notification.message)
+    message["id"] = str(notification.pk)
+    message.setdefault("event", notification.name)
+    return message
+
+
+def record(notification, claimed, result, now, retry=True, observe=True):
+    """Write the try and its consequence, if the claim still holds; the
+    outcome (DELIVERED, FAILED or GIVEN_UP), or None when the claim was lost.
+    `observe`: the try's latency goes into the histogram (something was sent)."""
+    attempt = notification.attempts + 1
+    fields = {
+        "attempts": attempt,
+        "claimed_until": None,
+        "claimed_by": "",
+        "last_status": result.status_code,
+        "last_error": result.error[:2000],
+    }
+    if result.ok:
+        outcome = DELIVERED
+        fields.update(state=Notification.DELIVERED, delivered_at=now, next_attempt_at=None)
+    elif not retry or given_up(notification, now):
+        outcome = GIVEN_UP
+        fields.update(state=Notification.GIVEN_UP, next_attempt_at=None)
+    else:
+        outcome = FAILED
+        fields["next_attempt_at"] = now + timedelta(seconds=backoff(attempt))
+    with transaction.atomic():
+        held = Notification.objects.filter(
+            pk=notification.pk, state=Notification.PENDING, claimed_by=claimed.token
+        ).update(**fields)
+        if not held:
+            return None
+        Delivery.objects.create(
+            notification=notification,
+            attempt=attempt,
+            at=now,
+            ok=result.ok,
+            status_code=result.status_code,
+            error=result.error[:2000],
+            latency=result.latency,
+        )
+        count(notification, DELIVERED if result.ok else FAILED)
+        if observe:
+            audit.observe(LATENCY, result.latency)
+        if outcome == GIVEN_UP and retry:
+            give_up(notification, attempt, result, now)
+    return outcome
+
+
+def given_up(notification, now):
+    age = (now - notification.created_at).total_seconds()
+    return age > settings.CRONIQ_NOTIFY_GIVE_UP
+
+
+def give_up(notification, attempts, result, now):
+    audit.record(
+        "notification.given_up",
+        target=notification,
+        at=now,
+        data={
+            "channel": notification.channel.name,
+            "event": notification.name,
+            "attempts": attempts,
+            "last_status": result.status_code,
+            "last_error": result.error[:500],
+        },
+    )
+    count(notification, GIVEN_UP)
+
+
+def count(notification, outcome):
+    audit.increment(
+        TOTAL, channel=notification.channel.name, event=notification.name, outcome=outcome
+    )
+
+
+# -- many at once ----------------------------------------------------------------
+
+
+class Budget:
+    """How many more notifications the lanes of one round may claim."""
+
+    def __init__(self, limit):
+        self.left = limit
+        self.lock = threading.Lock()
+
+    def take(self, wanted):
+        """Up to `wanted` of what is left (0 when spent)."""
+        with self.lock:
+            granted = max(0, min(wanted, self.left))
+            self.left -= granted
+            return granted
+
+    def give_back(self, unused):
+        with self.lock:
+            self.left += unused
+
+
+def lane(clock, owner, budget, stopping=None):
+    """One worker: claim one due notification, deliver it, repeat until none
+    is due, the budget is spent or `stopping` is set; how many it tried.
+
+    Runs in a pool thread: its database connection is closed when it ends.
+    """
+    try:
+        return deliver_in_turn(clock, owner, budget, stopping)
+    finally:
+        connection.close()
+
+
+def deliver_in_turn(clock, owner, budget, stopping=None):
+    tried = 0
+    while stopping is None or not stopping.is_set():
+        granted = budget.take(BATCH)
+        if not granted:
+            break
+        claims = claim(clock(), granted, owner)
+        budget.give_back(granted - len(claims))
+        if not claims:
+            break
+        for claimed in claims:
+            deliver(claimed, clock())
+            tried += 1
+    return tried
+
+
+def lanes_needed(now, workers):
+    """How many lanes are worth starting: no more than there is due work."""
+    return due(now).values("pk")[:workers].count()
+
+
+def deliver_due(now, limit=200, owner=None, workers=None):
+    """Deliver up to `limit` notifications due at `now`, each tried once, in
+    up to CRONIQ_NOTIFY_WORKERS threads; how many were tried.
+
+    Returns when every try has ended (each is bounded by its channel's
+    timeout)."""
+    workers = min(workers or settings.CRONIQ_NOTIFY_WORKERS, limit)
+    starting = lanes_needed(now, workers)
+    budget = Budget(limit)
+    if starting <= 1:
+        # One lane: in the caller's thread (and its transaction, in tests).
+        return deliver_in_turn(lambda: now, owner, budget) if starting else 0
+    with ThreadPoolExecutor(starting, thread_name_prefix="croniq-deliver") as pool:
+        tries = [pool.submit(lane, lambda: now, owner, budget) for _ in range(starting)]
+    return sum(future.result() for future in tries)
+
+
+# -- a test message --------------------------------------------------------------
+
+
+def send_test(channel, now, actor):
+    """Send "Test notification from Croniq" on `channel` now, through the
+    delivery log (a Notification named "test"); the Result. Audited."""
+    token = f"{default_owner()[:80]}/test-{uuid.uuid4().hex[:8]}"
+    notification = Notification(
+        name="test",
+        channel=channel,
+        state=Notification.PENDING,
+        created_at=now,
+        next_attempt_at=now,
+        # Claimed from the start: no notifier sends it beside us.
+        claimed_by=token,
+        claimed_until=now + timedelta(seconds=lease_seconds(channel.timeout)),
+    )
+    notification.message = {
+        "id": str(notification.pk),
+        "event": "test",
+        "at": now.isoformat(),
+        "summary": TEST_SUMMARY,
+        "url": settings.CRONIQ_PUBLIC_URL + "/",
+    }
+    notification.save()
+    claimed = Claim(notification.pk, token, notification.claimed_until, notification)
+    result = deliver(claimed, now, retry=False)
+    audit.record(
+        "notification.test",
+        target=channel,
+        actor=actor,
+        at=now,
+        data={
+            "notification": str(notification.pk),
+            "ok": result.ok,
+            "status_code": result.status_code,
+            "error": result.error[:500],
+        },
+    )
+    return result

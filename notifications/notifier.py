@@ -1,0 +1,235 @@
+"""The notifier: routes new events and delivers due notifications in threads
+of its own, beside the scheduler loop, so a slow receiver never delays a tick.
+
+`scheduler_loop` starts it with its first tick (the "notifier" step) and it
+stops with the loop (`SchedulerLoop.stopping`). Each round runs the
+callables of `NotificationsConfig.before_delivery` (routing), then hands due
+notifications to delivery lanes in a pool of CRONIQ_NOTIFY_WORKERS threads
+(`delivery.lane`): a lane claims and delivers one notification after another
+until none is due, so one hanging receiver holds one lane while the others
+go on. The round does not wait for the lanes.
+
+Between rounds it sleeps until the next retry is due, a wake-up or a short
+poll: `wakeup.local` wakes it in the same process; on PostgreSQL a LISTEN
+connection wakes it when another process commits an event; on SQLite, where
+other processes cannot signal, it polls every 50 ms (indexed queries). A
+database outage is logged and retried with backoff; nothing ends the thread
+but a stop.
+"""
+
+import logging
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from importlib import import_module
+
+from django.apps import apps
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.utils import DatabaseError, InterfaceError, OperationalError
+from django.utils import timezone
+
+from notifications import delivery, wakeup
+from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+
+log = logging.getLogger("croniq.notifications")
+
+# Seconds between rounds when nothing wakes the notifier. On PostgreSQL
+# NOTIFY wakes it; the poll only covers a lost LISTEN connection.
+POLL_SQLITE = 0.05
+POLL_POSTGRES = 1.0
+# A stop is noticed within this, whatever the notifier waits for.
+STOP_CHECK = 0.25
+MAX_OUTAGE_BACKOFF = 30.0
+ERROR_PAUSE = 1.0
+# A lane claims without limit: it ends when nothing is due.
+LANE_BUDGET = 10**9
+# The test suite turns this off (tests/conftest.py): a loop ticked by a test
+# must not leave a thread behind it. Tests of the notifier start one.
+AUTOSTART = True
+
+_running = weakref.WeakSet()
+
+
+def before_delivery():
+    """The callables of `NotificationsConfig.before_delivery`, in order. A
+    module that is not installed (a part not merged yet) is skipped."""
+    found = []
+    for path in apps.get_app_config("notifications").before_delivery:
+        module_name, _, name = path.rpartition(".")
+        try:
+            module = import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            log.info("notifier: %s is not installed; skipped", module_name)
+            continue
+        found.append(getattr(module, name))
+    return found
+
+
+def on_postgres():
+    return connection.vendor == "postgresql"
+
+
+class Notifier:
+    def __init__(self, clock=timezone.now, workers=None, before=None, owner=None, stopping=None):
+        self.clock = clock
+        self.workers = workers or settings.CRONIQ_NOTIFY_WORKERS
+        self.before = before_delivery() if before is None else list(before)
+        self.owner = owner or delivery.default_owner()
+        self.stopping = threading.Event()
+        self.loop_stopping = stopping  # the loop's: the notifier stops with it
+        self.lock = threading.Lock()
+        self.active = 0  # lanes running
+        self.outage_backoff = 0.0
+        self.pool = None
+        self.thread = None
+        self.listener = None
+        self.poll = POLL_POSTGRES if on_postgres() else POLL_SQLITE
+
+    # -- life ------------------------------------------------------------------
+
+    def start(self):
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="croniq-deliver")
+        self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
+        if on_postgres():
+            self.listener = threading.Thread(
+                target=self.listen, name="croniq-notifier-listen", daemon=True
+            )
+            self.listener.start()
+        self.thread.start()
+        _running.add(self)
+        return self
+
+    def is_set(self):
+        """Whether the notifier is stopping (lanes read it as an Event)."""
+        return self.stopping.is_set() or bool(self.loop_stopping and self.loop_stopping.is_set())
+
+    def alive(self):
+        return self.thread is not None and self.thread.is_alive()
+
+    def stop(self, timeout=30.0):
+        """Stop claiming; the tries under way end (each within its timeout)."""
+        self.stopping.set()
+        wakeup.local.set()
+        for thread in (self.thread, self.listener):
+            if thread is not None:
+                thread.join(timeout)
+        _running.discard(self)
+
+    def run(self):
+        log.info("notifier started (%d delivery workers)", self.workers)
+        try:
+            while not self.is_set():
+                wakeup.local.clear()
+                self.sleep(self.round_safely())
+        finally:
+            self.pool.shutdown(wait=True)
+            connection.close()
+            log.info("notifier stopped")
+
+    def sleep(self, seconds):
+        """Until `seconds` pass, a wake-up or a stop."""
+        deadline = time.monotonic() + seconds
+        while not self.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or wakeup.local.wait(min(left, STOP_CHECK)):
+                return
+
+    # -- rounds ----------------------------------------------------------------
+
+    def round_safely(self):
+        """One round; the seconds to sleep before the next."""
+        try:
+            close_old_connections()
+            now = self.clock()
+            self.round(now)
+            if self.outage_backoff:
+                log.info("database is back: notifier resumed")
+            self.outage_backoff = 0.0
+            return self.wait_after(self.clock())
+        except (OperationalError, InterfaceError, DatabaseError) as error:
+            self.outage_backoff = min(MAX_OUTAGE_BACKOFF, max(0.5, self.outage_backoff * 2))
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            log.warning(
+                "notifier: database unavailable (%s); retrying in %.1fs",
+                first_line or type(error).__name__,
+                self.outage_backoff,
+            )
+            connection.close()
+            return self.outage_backoff
+        except Exception:
+            log.exception("notifier error; carrying on in %.1fs", ERROR_PAUSE)
+            return ERROR_PAUSE
+
+    def round(self, now):
+        """Route, then start lanes for the due notifications; how many started."""
+        for step in self.before:
+            try:
+                step(now)
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception:
+                # Delivery of what is already routed goes on.
+                log.exception("notifier: %s failed", getattr(step, "__qualname__", step))
+        return self.start_lanes(now)
+
+    def start_lanes(self, now):
+        with self.lock:
+            free = self.workers - self.active
+        if free <= 0:
+            return 0  # every lane is busy, and each claims the next when done
+        wanted = delivery.lanes_needed(now, free)
+        for _ in range(wanted):
+            with self.lock:
+                self.active += 1
+            budget = delivery.Budget(LANE_BUDGET)
+            try:
+                lane = self.pool.submit(delivery.lane, self.clock, self.owner, budget, self)
+            except RuntimeError:  # the interpreter is exiting (`scheduler_loop --once`)
+                with self.lock:
+                    self.active -= 1
+                self.stopping.set()
+                return 0
+            lane.add_done_callback(self.lane_done)
+        return wanted
+
+    def lane_done(self, lane):
+        with self.lock:
+            self.active -= 1
+        error = lane.exception()
+        if error is not None:
+            log.warning("notifier: a delivery lane stopped: %s", error)
+        # Its failures are due again soon: recompute the sleep.
+        wakeup.local.set()
+
+    def wait_after(self, now):
+        upcoming = delivery.next_due_at(now)
+        if upcoming is None:
+            return self.poll
+        return min(self.poll, max(0.0, (upcoming - now).total_seconds()))
+
+    def listen(self):
+        wakeup.listen(self.is_set)
+
+
+def loop_step(loop):
+    """The loop's "notifier" step: starts the notifier with the loop's first
+    tick (and again if it ever died); it stops with the loop. Counts nothing."""
+    started = {}
+
+    def ensure_running(now):
+        current = started.get("notifier")
+        if AUTOSTART and (current is None or not current.alive()) and not loop.stopping.is_set():
+            started["notifier"] = Notifier(clock=loop.clock, stopping=loop.stopping).start()
+        return 0
+
+    return Step("notifier", ensure_running, every=HOUSEKEEPING_INTERVAL)
+
+
+def stop_all(timeout=30.0):
+    """Stop every notifier of this process (tests, after each test)."""
+    for notifier in list(_running):
+        notifier.stop(timeout)

@@ -1,0 +1,214 @@
+"""The notifier thread (notifications.notifier) beside a real SchedulerLoop:
+wake-ups, retries in real time, a hanging receiver, outages.
+
+Its threads race the test's own connection, which the SQLite test database
+(shared-cache memory) refuses: in-process these run on PostgreSQL; tests/e2e
+run the same through real processes on both backends.
+"""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError, connection
+from django.utils import timezone
+
+from notifications import notifier, wakeup
+from notifications.models import Delivery, Notification
+from scheduler.loop import SchedulerLoop
+from tests.notifications.factories import SECRET_VARIABLE, notification, webhook
+from tests.notifications.hooks import SECRET, Hook
+
+
+@pytest.fixture
+def postgres_only(transactional_db, monkeypatch, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("threads racing the test's connection need PostgreSQL (see the docstring)")
+    monkeypatch.setenv(SECRET_VARIABLE, SECRET)
+    settings.CRONIQ_NOTIFY_WORKERS = 4
+
+
+@pytest.fixture
+def hook():
+    server = Hook()
+    yield server
+    server.close()
+
+
+def start(before=()):
+    return notifier.Notifier(before=before).start()
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout}s")
+
+
+def state_of(row):
+    row.refresh_from_db()
+    return row.state
+
+
+def test_before_delivery_skips_a_part_not_installed_and_names_a_wrong_function(settings):
+    from django.apps import apps
+
+    config = apps.get_app_config("notifications")
+    original = config.before_delivery
+    try:
+        config.before_delivery = [
+            "notifications.not_merged_yet.route",
+            "notifications.delivery.due",
+        ]
+        from notifications import delivery
+
+        assert notifier.before_delivery() == [delivery.due]
+        config.before_delivery = ["notifications.delivery.no_such_function"]
+        with pytest.raises(AttributeError):
+            notifier.before_delivery()
+    finally:
+        config.before_delivery = original
+
+
+def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup(
+    postgres_only, hook
+):
+    running = start()
+    time.sleep(0.3)  # idle: only a wake-up can explain a fast delivery
+    row = notification(webhook(hook.url), at=timezone.now())
+    poked = time.time()
+    wakeup.poke()  # NOTIFY on this connection: the notifier's LISTEN hears it
+
+    wait_for(lambda: hook.received)
+    assert hook.received[0]["at"] - poked < 0.5
+    assert wait_for(lambda: state_of(row) == Notification.DELIVERED)
+    running.stop()
+    assert not running.alive()
+
+
+def test_each_round_routes_first(postgres_only, hook):
+    channel = webhook(hook.url)
+    routed = []
+
+    def route(now):
+        if not routed:
+            routed.append(notification(channel, at=now))
+
+    def broken(now):
+        raise ValueError("a bug in another part")
+
+    start(before=[broken, route])
+    wait_for(lambda: routed and state_of(routed[0]) == Notification.DELIVERED)
+    assert hook.ids() == [str(routed[0].pk)]
+
+
+def test_a_receiver_failing_twice_gets_three_tries_with_one_delivery_id(postgres_only):
+    hook = Hook(statuses=[500, 500, 200])
+    try:
+        row = notification(webhook(hook.url), at=timezone.now())
+        start()
+        wakeup.poke()
+        wait_for(lambda: state_of(row) == Notification.DELIVERED, timeout=15)
+    finally:
+        hook.close()
+
+    assert hook.ids() == [str(row.pk)] * 3
+    assert all(request["verified"] for request in hook.received)
+    tries = list(Delivery.objects.filter(notification=row).order_by("attempt"))
+    assert [(t.attempt, t.ok, t.status_code) for t in tries] == [
+        (1, False, 500), (2, False, 500), (3, True, 200),
+    ]  # fmt: skip
+    gaps = [(b.at - a.at).total_seconds() for a, b in zip(tries, tries[1:], strict=False)]
+    assert 1 <= gaps[0] < 2 and 2 <= gaps[1] < 3  # the backoff, in real time
+
+
+def test_a_hanging_receiver_holds_one_lane_and_never_the_tick(postgres_only):
+    hanging = Hook()
+    hanging.hang = True
+    healthy = Hook()
+    try:
+        stuck = notification(webhook(hanging.url, name="stuck", timeout=2.0), at=timezone.now())
+        start()
+        wakeup.poke()
+        wait_for(lambda: hanging.received)
+
+        started = time.monotonic()
+        SchedulerLoop().tick(timezone.now())
+        assert time.monotonic() - started < 0.5
+
+        # Another channel is served while the first one hangs.
+        fine = notification(webhook(healthy.url, name="fine"), at=timezone.now())
+        wakeup.poke()
+        wait_for(lambda: state_of(fine) == Notification.DELIVERED)
+        assert not Delivery.objects.filter(notification=stuck).exists()  # still hanging
+
+        wait_for(lambda: Delivery.objects.filter(notification=stuck).exists())
+    finally:
+        hanging.close()
+        healthy.close()
+    [timed_out] = Delivery.objects.filter(notification=stuck)
+    assert not timed_out.ok and timed_out.error == "timed out after 2.0s"
+    assert 2.0 <= timed_out.latency < 3.0
+    assert state_of(stuck) == Notification.PENDING  # to be retried
+
+
+def test_the_loop_starts_the_notifier_and_stops_it(postgres_only, monkeypatch, hook):
+    monkeypatch.setattr(notifier, "AUTOSTART", True)
+    loop = SchedulerLoop()
+    assert loop.tick(timezone.now()) == {}  # the step counts nothing
+    threads = [t for t in threading.enumerate() if t.name == "croniq-notifier"]
+    assert len(threads) == 1
+    row = notification(webhook(hook.url), at=timezone.now())
+    wakeup.poke()
+    wait_for(lambda: state_of(row) == Notification.DELIVERED)
+
+    loop.tick(timezone.now() + timedelta(seconds=6))  # still running: not started twice
+    assert [t for t in threading.enumerate() if t.name == "croniq-notifier"] == threads
+    loop.stop()
+    threads[0].join(5)
+    assert not threads[0].is_alive()
+
+
+def test_a_database_outage_is_waited_out(postgres_only, hook, caplog):
+    outage = {"left": 2}
+
+    def flaky_database(now):
+        if outage["left"]:
+            outage["left"] -= 1
+            raise OperationalError("the database is restarting")
+
+    row = notification(webhook(hook.url), at=timezone.now())
+    running = start(before=[flaky_database])
+    wait_for(lambda: state_of(row) == Notification.DELIVERED)
+    assert running.alive()
+    assert "database unavailable (the database is restarting)" in caplog.text
+    assert "database is back: notifier resumed" in caplog.text
+
+
+def test_listen_hears_a_notify_from_another_connection(postgres_only):
+    import psycopg
+
+    from runners.hub import listen_params
+
+    woken = []
+    stop = threading.Event()
+    listener = threading.Thread(
+        target=wakeup.listen, args=(stop.is_set, lambda: woken.append(time.monotonic()))
+    )
+    listener.start()
+    try:
+        wait_for(lambda: woken)  # connected: one wake for what it may have missed
+        with psycopg.Connection.connect(**listen_params(), autocommit=True) as other:
+            sent = time.monotonic()
+            other.execute(f"NOTIFY {wakeup.CHANNEL}")
+            wait_for(lambda: len(woken) == 2)
+    finally:
+        stop.set()
+        listener.join(5)
+    assert woken[1] - sent < 0.2
+    assert not listener.is_alive()
