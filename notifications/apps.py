@@ -13,4 +13,10 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        return []
+        from notifications import digests, incidents
+        from scheduler.steps import Step
+
+        return [
+            Step("incidents_closed", incidents.close_incidents, every=1.0),
+            Step("digests", digests.send_digests, every=30.0),
+        ]

@@ -213,10 +213,17 @@ class Notification(models.Model):
     job = models.ForeignKey(
         "scheduler.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # The grouped notification this one was folded into.
+    # What this one was folded into: its incident.grouped notification, its
+    # digest, or (suppressed) the notification that summed it up.
     group = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="members"
     )
+    # What a failure is grouped by (notifications.incidents): the job's
+    # labels, sorted and comma-joined (its runner pool; "" for a job without
+    # labels), and the runner it ran on. An incident.grouped notification
+    # holds its one key: a runner's name, or (runner_name "") a pool.
+    pool = models.CharField(max_length=500, blank=True)
+    runner_name = models.CharField(max_length=100, blank=True)
     # The DESIGN.md §9 body, fixed when routed so every retry sends the same.
     message = models.JSONField(default=empty_dict)
     state = models.CharField(max_length=10, choices=STATES, default=PENDING)

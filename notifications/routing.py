@@ -1,0 +1,129 @@
+"""From recorded Events to Notifications (issue 16, item 3): the second half
+of the outbox.
+
+Each unrouted event, oldest first, goes through the enabled rules once
+(`matching.routes`); every (rule, enabled channel) it matches becomes one
+Notification, in the transaction that marks the event routed, so an event
+is routed exactly once even with several loops (on PostgreSQL each takes
+events the others have not locked: `SKIP LOCKED`).
+
+A notification's state, first that applies:
+
+- `muted`: an active Mute covers its rule, its job, or everything;
+- `digest`: its rule collects a daily digest (`notifications.digests`);
+- `suppressed`: the rule throttles and a notification of the same rule
+  about the same job (jobless events of a rule share one) on the same
+  channel is pending or was delivered within `throttle` seconds;
+- `grouped`: folded into an incident (`notifications.incidents`);
+- `pending`: to deliver now. When the throttle suppressed notifications of
+  its (rule, job, channel) since the last one that went out, it carries a
+  "details" line per event name ("+4 more execution.failed suppressed since
+  02:10 UTC") and those notifications point to it (`group`), so each
+  suppressed one is summed up exactly once.
+"""
+
+import uuid
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import Count, Min
+
+from notifications import incidents, matching, messages, mutes, wakeup
+from notifications.models import Event, Notification
+
+
+def route_pending(now, limit=200):
+    """Route up to `limit` unrouted events; returns how many were routed
+    (fewer than `limit`: nothing is left waiting)."""
+    with transaction.atomic():
+        events = claim(limit)
+        if not events:
+            return 0
+        rules = matching.enabled_rules()
+        active = mutes.active_mutes(now)
+        states = [
+            route(event, rule, channel, active, now).state
+            for event in events
+            for rule, channel in matching.routes(event, rules)
+        ]
+        Event.objects.filter(pk__in=[event.pk for event in events]).update(routed_at=now)
+        if Notification.PENDING in states:
+            wakeup.poke_after_commit()
+    return len(events)
+
+
+def claim(limit):
+    """The oldest unrouted events, locked against other routers."""
+    unrouted = Event.objects.filter(routed_at__isnull=True).order_by("id")
+    if connection.vendor == "postgresql":
+        unrouted = unrouted.select_for_update(skip_locked=True)
+    ids = list(unrouted.values_list("id", flat=True)[:limit])
+    related = Event.objects.select_related("job", "execution__runner", "runner")
+    return list(related.filter(id__in=ids).order_by("id"))
+
+
+def route(event, rule, channel, active_mutes, now):
+    """Create the notification of `event` for (rule, channel)."""
+    notification = Notification(
+        id=uuid.uuid4(),
+        event=event,
+        name=event.name,
+        rule=rule,
+        channel=channel,
+        job_id=event.job_id,
+        created_at=now,
+        next_attempt_at=now,
+    )
+    incidents.keys_of(notification, event)
+    notification.state = state_of(notification, event, rule, active_mutes, now)
+    details = []
+    if notification.state == Notification.PENDING:
+        details = suppressed_since(notification)
+    extra = {"details": [line for line, _ in details]} if details else None
+    notification.message = messages.message(notification.id, event, extra)
+    notification.save()
+    for _, ids in details:
+        Notification.objects.filter(pk__in=ids).update(group=notification)
+    return notification
+
+
+def state_of(notification, event, rule, active_mutes, now):
+    if any(mutes.covers(mute, rule, notification.job_id) for mute in active_mutes):
+        return Notification.MUTED
+    if rule.digest:
+        return Notification.DIGEST
+    if throttled(notification, rule, now):
+        return Notification.SUPPRESSED
+    if incidents.fold(notification, event, now):
+        return Notification.GROUPED
+    return Notification.PENDING
+
+
+def throttled(notification, rule, now):
+    if not rule.throttle:
+        return False
+    return Notification.objects.filter(
+        rule=rule,
+        job_id=notification.job_id,
+        channel_id=notification.channel_id,
+        state__in=[Notification.PENDING, Notification.DELIVERED],
+        created_at__gt=now - timedelta(seconds=rule.throttle),
+    ).exists()
+
+
+def suppressed_since(notification):
+    """[(line, ids)]: what the throttle held back of this (rule, job,
+    channel) and no notification has summed up yet, per event name."""
+    waiting = Notification.objects.filter(
+        rule_id=notification.rule_id,
+        job_id=notification.job_id,
+        channel_id=notification.channel_id,
+        state=Notification.SUPPRESSED,
+        group__isnull=True,
+    )
+    found = waiting.values("name").annotate(count=Count("id"), first=Min("created_at"))
+    details = []
+    for row in sorted(found, key=lambda row: (row["first"], row["name"])):
+        line = f"+{row['count']} more {row['name']} suppressed since {messages.clock(row['first'])}"
+        details.append((line, list(waiting.filter(name=row["name"]).values_list("id", flat=True))))
+    return details
