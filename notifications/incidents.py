@@ -14,7 +14,8 @@ channel, per key, within CRONIQ_INCIDENT_WINDOW seconds:
   state `grouped`, attached to it (`group`), until it closes;
 - `close_incidents` closes it CRONIQ_INCIDENT_WINDOW seconds after it
   opened: it fills its message (how many jobs, which, the last runner) and
-  makes it pending.
+  makes it pending. A failure within a window after that (the storm goes
+  on) opens the next incident at once, not another round of single ones.
 
 So a storm of 500 failing jobs on one pool within a window reaches each
 channel as at most threshold + 1 notifications. The pool key is tried
@@ -63,15 +64,19 @@ def keys_of(notification, event):
     notification.runner_name = messages.runner_name(event) or ""
 
 
-def fold(notification, event, now):
+def fold(notification, event, now, known=None):
     """Attach a failure notification (keys set, not saved) to its channel's
     open incident, opening one when it is the storm's first beyond the
-    threshold. True when folded (its state is then `grouped`)."""
+    threshold. True when folded (its state is then `grouped`).
+
+    `known`: a dict the router keeps for one transaction, remembering the
+    open incident (or None) of each (channel, key) it looked up."""
     if not groupable(event):
         return False
+    known = {} if known is None else known
     keys = [key for key in incident_keys(notification) if key[1] or key[0] == "pool"]
     incident = next(
-        (found for key in keys if (found := open_incident(notification.channel_id, key).first())),
+        (found for key in keys if (found := open_incident(notification.channel_id, key, known))),
         None,
     )
     if incident is None:
@@ -79,6 +84,7 @@ def fold(notification, event, now):
         if stormy is None:
             return False
         incident = open_one(notification.channel, stormy, now)
+        known[notification.channel_id, stormy] = incident
     notification.state = Notification.GROUPED
     notification.group = incident
     return True
@@ -88,13 +94,24 @@ def incident_keys(notification):
     return [("pool", notification.pool), ("runner_name", notification.runner_name)]
 
 
-def open_incident(channel_id, key):
+def incidents_of(channel_id, key):
     field, value = key
     # A pool's incident has no runner_name; a runner's has one.
     other = {"runner_name": ""} if field == "pool" else {}
     return Notification.objects.filter(
-        name=INCIDENT, channel_id=channel_id, state=Notification.GROUPED, **{field: value}, **other
+        name=INCIDENT, channel_id=channel_id, **{field: value}, **other
     )
+
+
+def open_incident(channel_id, key, known):
+    """The open incident of `key` on the channel, locked until the router
+    commits (so `close_incidents` never sends it while members join)."""
+    if (channel_id, key) not in known:
+        found = incidents_of(channel_id, key).filter(state=Notification.GROUPED)
+        if connection.vendor == "postgresql":
+            found = found.select_for_update()
+        known[channel_id, key] = found.order_by("created_at").first()
+    return known[channel_id, key]
 
 
 def alone_recently(channel_id, key, since):
@@ -110,10 +127,17 @@ def alone_recently(channel_id, key, since):
 
 
 def storm(notification, key, now):
+    if recently_closed(notification.channel_id, key, now):
+        return True
     recent = alone_recently(notification.channel_id, key, now - window())
     if recent.count() < settings.CRONIQ_INCIDENT_THRESHOLD:
         return False
     return recent.exclude(job_id=notification.job_id).exists()
+
+
+def recently_closed(channel_id, key, now):
+    """An incident of `key` closed less than a window ago: the storm goes on."""
+    return incidents_of(channel_id, key).filter(created_at__gte=now - 2 * window()).exists()
 
 
 def open_one(channel, key, now):

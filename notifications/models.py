@@ -248,6 +248,13 @@ class Notification(models.Model):
             ),
             models.Index(fields=["rule", "job", "-created_at"], name="notification_throttle"),
             models.Index(fields=["created_at"], name="notification_created"),
+            # The open incident of a pool or runner, looked up per failure
+            # routed (notifications.incidents).
+            models.Index(
+                fields=["channel", "pool", "runner_name"],
+                condition=models.Q(name="incident.grouped"),
+                name="notification_incident",
+            ),
         ]
 
     def __str__(self):

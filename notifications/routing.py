@@ -41,8 +41,9 @@ def route_pending(now, limit=200):
             return 0
         rules = matching.enabled_rules()
         active = mutes.active_mutes(now)
+        incidents_known = {}
         states = [
-            route(event, rule, channel, active, now).state
+            route(event, rule, channel, active, incidents_known, now).state
             for event in events
             for rule, channel in matching.routes(event, rules)
         ]
@@ -62,7 +63,7 @@ def claim(limit):
     return list(related.filter(id__in=ids).order_by("id"))
 
 
-def route(event, rule, channel, active_mutes, now):
+def route(event, rule, channel, active_mutes, incidents_known, now):
     """Create the notification of `event` for (rule, channel)."""
     notification = Notification(
         id=uuid.uuid4(),
@@ -75,7 +76,7 @@ def route(event, rule, channel, active_mutes, now):
         next_attempt_at=now,
     )
     incidents.keys_of(notification, event)
-    notification.state = state_of(notification, event, rule, active_mutes, now)
+    notification.state = state_of(notification, event, rule, active_mutes, incidents_known, now)
     details = []
     if notification.state == Notification.PENDING:
         details = suppressed_since(notification)
@@ -87,14 +88,14 @@ def route(event, rule, channel, active_mutes, now):
     return notification
 
 
-def state_of(notification, event, rule, active_mutes, now):
+def state_of(notification, event, rule, active_mutes, incidents_known, now):
     if any(mutes.covers(mute, rule, notification.job_id) for mute in active_mutes):
         return Notification.MUTED
     if rule.digest:
         return Notification.DIGEST
     if throttled(notification, rule, now):
         return Notification.SUPPRESSED
-    if incidents.fold(notification, event, now):
+    if incidents.fold(notification, event, now, incidents_known):
         return Notification.GROUPED
     return Notification.PENDING
 

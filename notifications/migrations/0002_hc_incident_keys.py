@@ -17,4 +17,12 @@ class Migration(migrations.Migration):
             name="runner_name",
             field=models.CharField(blank=True, max_length=100),
         ),
+        migrations.AddIndex(
+            model_name="notification",
+            index=models.Index(
+                condition=models.Q(("name", "incident.grouped")),
+                fields=["channel", "pool", "runner_name"],
+                name="notification_incident",
+            ),
+        ),
     ]
