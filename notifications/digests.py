@@ -31,7 +31,7 @@ def send_digests(now):
     with transaction.atomic():
         waiting = Notification.objects.filter(
             state=Notification.DIGEST, created_at__lte=last_digest_time(now)
-        ).order_by("rule_id", "channel_id", "created_at", "id")
+        ).order_by("rule_id", "channel_id", "event__at", "created_at", "id")
         if connection.vendor == "postgresql":
             waiting = waiting.select_for_update(skip_locked=True, of=("self",))
         waiting = waiting.select_related("rule", "channel")
@@ -58,7 +58,7 @@ def send(members, now):
     of_rule = f" of {first.rule.name}" if first.rule else ""
     summary = (
         f"Daily digest{of_rule}: {messages.plural(len(members), 'notification')}"
-        f" since {messages.clock(first.created_at)}"
+        f" since {messages.clock(happened(first))}"
     )
     digest.message = messages.body(
         digest.id, DIGEST, now, summary, "/", details=detail_lines(members)
@@ -71,13 +71,19 @@ def send(members, now):
 
 def detail_lines(members):
     lines = [
-        f"{messages.clock(member.created_at)} {member.message.get('summary', member.name)}"
+        f"{messages.clock(happened(member))} {member.message.get('summary', member.name)}"
         for member in members
     ]
     if len(lines) > MAX_DETAILS:
         more = len(lines) - MAX_DETAILS
         lines = [*lines[:MAX_DETAILS], f"... and {more} more"]
     return lines
+
+
+def happened(member):
+    """When the member's event happened (its body's "at")."""
+    at = member.message.get("at")
+    return messages.parse(at) if at else member.created_at
 
 
 def digest_time():
