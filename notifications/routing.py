@@ -4,8 +4,8 @@ of the outbox.
 Each unrouted event, oldest first, goes through the enabled rules once
 (`matching.routes`); every (rule, enabled channel) it matches becomes one
 Notification, in the transaction that marks the event routed, so an event
-is routed exactly once even with several loops (on PostgreSQL each takes
-events the others have not locked: `SKIP LOCKED`).
+is routed exactly once even with several loops (on PostgreSQL the routers
+take turns, and each takes only events no other holds: `SKIP LOCKED`).
 
 A notification's state, first that applies:
 
@@ -36,6 +36,7 @@ def route_pending(now, limit=200):
     """Route up to `limit` unrouted events; returns how many were routed
     (fewer than `limit`: nothing is left waiting)."""
     with transaction.atomic():
+        take_turn()
         events = claim(limit)
         if not events:
             return 0
@@ -51,6 +52,19 @@ def route_pending(now, limit=200):
         if Notification.PENDING in states:
             wakeup.poke_after_commit()
     return len(events)
+
+
+# Routers on PostgreSQL take turns (a transaction-level advisory lock): the
+# throttle and the incident counts read what earlier routing wrote, so two
+# routers deciding at once could both send "the first" of something. SKIP
+# LOCKED alone would keep events from being routed twice, not that.
+ROUTING_LOCK = 16_0003
+
+
+def take_turn():
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROUTING_LOCK])
 
 
 def claim(limit):

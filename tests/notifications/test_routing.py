@@ -145,6 +145,31 @@ def test_pending_notifications_wake_the_notifier_after_commit(job):
 RACERS = 4
 
 
+def race(step):
+    """Run `step` on RACERS threads at once until it finds nothing to do;
+    the counts it returned."""
+    barrier = threading.Barrier(RACERS)
+    errors, done = [], []
+
+    def run():
+        try:
+            barrier.wait()
+            while count := step():
+                done.append(count)
+        except Exception as error:  # surfaced below: a racer must never fail
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(RACERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    return done
+
+
 def test_racing_routers_create_each_notification_once(postgres_only):
     channels = [make_channel("a"), make_channel("b")]
     make_rule("failures", ["execution.failed", "job.failing"], channels)
@@ -153,27 +178,25 @@ def test_racing_routers_create_each_notification_once(postgres_only):
         failure(job=job)
         failure("job.failing", job=job, data={"streak": 1})
 
-    barrier = threading.Barrier(RACERS)
-    errors, routed = [], []
+    routed = race(lambda: routing.route_pending(T0, limit=20))
 
-    def route():
-        try:
-            barrier.wait()
-            while count := routing.route_pending(T0, limit=20):
-                routed.append(count)
-        except Exception as error:  # surfaced below: a racer must never fail
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=route) for _ in range(RACERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert errors == []
     assert sum(routed) == 300
     pairs = list(Notification.objects.values_list("event_id", "channel_id"))
     assert len(pairs) == len(set(pairs)) == 600
     assert not Event.objects.filter(routed_at__isnull=True).exists()
+
+
+def test_racing_routers_in_a_storm_still_send_threshold_plus_one(postgres_only, settings):
+    settings.CRONIQ_INCIDENT_THRESHOLD = 3
+    channels = [make_channel("a"), make_channel("b")]
+    make_rule("failures", ["execution.given_up"], channels)
+    for job in JobFactory.create_batch(200, labels=["linux", "db"]):
+        failure("execution.given_up", job=job)
+
+    race(lambda: routing.route_pending(T0, limit=10))
+
+    for channel in channels:
+        sent = Notification.objects.filter(channel=channel, state__in=["pending", "grouped"])
+        assert sent.filter(state="pending").count() == 3
+        incident = sent.get(name="incident.grouped")
+        assert incident.members.count() == 197
