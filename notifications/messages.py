@@ -156,16 +156,18 @@ def job_missed(event, data):
 
 
 def job_slow(event, data):
-    running = data.get("duration")
+    """`elapsed` (the detectors') or `duration`; the baseline is the job's p95."""
+    running = data.get("elapsed", data.get("duration"))
     text = f"{job_name(event)} is slow"
     if running is not None:
         text = f"{job_name(event)} has been running for {duration(running)}"
     if data.get("max_duration") is not None and data.get("factor") is None:
         return f"{text}, past its maximum of {duration(data['max_duration'])}"
-    if data.get("baseline") is not None:
+    usual = data.get("p95", data.get("baseline"))
+    if usual is not None:
         factor = data.get("factor")
         times = f"{factor:g}x " if factor is not None else ""
-        return f"{text}, over {times}its usual {duration(data['baseline'])}"
+        return f"{text}, over {times}its usual {duration(usual)}"
     return text
 
 
@@ -194,7 +196,7 @@ def runner_flapping(event, data):
 
 def labels_unserved(event, data):
     labels = ",".join(data.get("labels") or []) or "(none)"
-    count = data.get("count") or data.get("executions")
+    count = data.get("pending", data.get("count"))
     waiting = f"{plural(count, 'execution')} wait" if count else "executions wait"
     return f"{waiting} for labels {labels}: no online runner carries them"
 

@@ -104,14 +104,16 @@ def test_job_slow_matches_the_rules_factor_or_the_default(job, settings):
     settings.CRONIQ_SLOW_FACTOR = 3.0
 
     def slow(factor):
-        return record_event("job.slow", at=T0, job=job, data={"factor": factor, "duration": 900})
+        return record_event("job.slow", at=T0, job=job, data={"factor": factor, "elapsed": 900.0})
 
     assert matching.matches(rule(["job.slow"]), slow(3.0))
     assert not matching.matches(rule(["job.slow"]), slow(5.0))
     assert matching.matches(rule(["job.slow"], slow_factor=5.0), slow(5.0))
     assert not matching.matches(rule(["job.slow"], slow_factor=5.0), slow(3.0))
     # Past the job's own max_duration: no factor, every rule.
-    fixed = record_event("job.slow", at=T0, job=job, data={"max_duration": 600, "duration": 601})
+    fixed = record_event(
+        "job.slow", at=T0, job=job, data={"max_duration": 600, "elapsed": 601.0, "factor": None}
+    )
     assert matching.matches(rule(["job.slow"], slow_factor=5.0), fixed)
 
 

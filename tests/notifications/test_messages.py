@@ -98,12 +98,12 @@ def event(name, data, **subjects):
         ),
         (
             "job.slow",
-            {"duration": 2700, "baseline": 900, "factor": 3.0},
+            {"elapsed": 2700.4, "max_duration": None, "p95": 900.0, "factor": 3.0},
             "billing-sync has been running for 45m, over 3x its usual 15m",
         ),
         (
             "job.slow",
-            {"duration": 1000, "max_duration": 900},
+            {"elapsed": 1000.0, "max_duration": 900, "p95": None, "factor": None},
             "billing-sync has been running for 16m40s, past its maximum of 15m",
         ),
         (
@@ -122,7 +122,7 @@ def test_runner_and_scheduler_summaries(runner):
     assert messages.summary(offline) == "runner build-3 is offline (last seen 02:04:11 UTC)"
     flapping = event("runner.flapping", {"takeovers": 5, "window": 600}, runner=runner)
     assert messages.summary(flapping) == "runner build-3 is flapping: taken over 5 times in 10m"
-    unserved = event("labels.unserved", {"labels": ["gpu"], "count": 3, "grace": 300})
+    unserved = event("labels.unserved", {"labels": ["gpu"], "pending": 3, "grace": 300})
     assert messages.summary(unserved) == (
         "3 executions wait for labels gpu: no online runner carries them"
     )
