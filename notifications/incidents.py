@@ -153,7 +153,7 @@ def open_one(channel, key, now):
         created_at=now,
         next_attempt_at=closes,  # when it closes
     )
-    what = f"jobs needing `{value}`" if field == "pool" else f"jobs on runner {value}"
+    what = f"jobs on runner {value}" if field == "runner_name" else pool_jobs(value)
     incident.message = messages.body(
         incident.id,
         INCIDENT,
@@ -207,8 +207,7 @@ def summary_message(incident, key, failures, now):
     field, value = key
     fields = {}
     if field == "pool":
-        needing = f"needing `{value}`" if value else "without labels"
-        text = f"{jobs} {needing} failed in {minutes} min"
+        text = f"{pool_jobs(value, jobs)} failed in {minutes} min"
         if last_runner:
             text += f", last runner: {last_runner}"
         path = "/"
@@ -218,6 +217,11 @@ def summary_message(incident, key, failures, now):
         path = "/runners/"
     fields["details"] = detail_lines(per_job)
     return messages.body(incident.id, INCIDENT, now, text, path, **fields)
+
+
+def pool_jobs(pool, jobs="jobs"):
+    """ "12 jobs needing `linux,db`"; jobs without labels run anywhere."""
+    return f"{jobs} needing `{pool}`" if pool else f"{jobs} without labels"
 
 
 def detail_lines(per_job):

@@ -58,7 +58,7 @@ def route_pending(now, limit=200):
 # throttle and the incident counts read what earlier routing wrote, so two
 # routers deciding at once could both send "the first" of something. SKIP
 # LOCKED alone would keep events from being routed twice, not that.
-ROUTING_LOCK = 16_0003
+ROUTING_LOCK = 0x63726E71  # "crnq"
 
 
 def take_turn():

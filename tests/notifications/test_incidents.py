@@ -196,3 +196,16 @@ def test_the_loop_closes_incidents_and_sends_digests():
     assert steps["incidents_closed"].run is incidents.close_incidents
     assert steps["incidents_closed"].every == 1.0
     assert steps["digests"].every == 30.0
+
+
+def test_jobs_without_labels_are_one_pool(rule, channel):
+    for i in range(4):
+        fail(JobFactory(name=f"plain-{i}", labels=[]), T0 + i * SECOND)
+    incident = Notification.objects.get(name="incident.grouped")
+    assert incident.pool == "" and incident.runner_name == ""
+    assert (
+        incident.message["summary"] == "jobs without labels are failing: grouping until 02:05 UTC"
+    )
+    incidents.close_incidents(incident.next_attempt_at)
+    incident.refresh_from_db()
+    assert incident.message["summary"] == "4 jobs without labels failed in 1 min"
