@@ -221,7 +221,8 @@ class Notification(models.Model):
     # What a failure is grouped by (notifications.incidents): the job's
     # labels, sorted and comma-joined (its runner pool; "" for a job without
     # labels), and the runner it ran on. An incident.grouped notification
-    # holds its one key: a runner's name, or (runner_name "") a pool.
+    # holds its one key: a runner's name, or (runner_name "") a pool. A
+    # runner.* notification has its runner's name (its throttle's subject).
     pool = models.CharField(max_length=500, blank=True)
     runner_name = models.CharField(max_length=100, blank=True)
     # The DESIGN.md §9 body, fixed when routed so every retry sends the same.

@@ -12,14 +12,16 @@ A notification's state, first that applies:
 - `muted`: an active Mute covers its rule, its job, or everything;
 - `digest`: its rule collects a daily digest (`notifications.digests`);
 - `suppressed`: the rule throttles and a notification of the same rule
-  about the same job (jobless events of a rule share one) on the same
-  channel is pending or was delivered within `throttle` seconds;
+  about the same job (for runner.* events the same runner; other events
+  without a job share one) on the same channel is pending or was delivered
+  within `throttle` seconds;
 - `grouped`: folded into an incident (`notifications.incidents`);
 - `pending`: to deliver now. When the throttle suppressed notifications of
   its (rule, job, channel) since the last one that went out, it carries a
   "details" line per event name ("+4 more execution.failed suppressed since
   02:10 UTC") and those notifications point to it (`group`), so each
-  suppressed one is summed up exactly once.
+  suppressed one is summed up exactly once. (What is suppressed after the
+  last one out is told when the next one goes out, not on its own.)
 """
 
 import uuid
@@ -90,6 +92,8 @@ def route(event, rule, channel, active_mutes, incidents_known, now):
         next_attempt_at=now,
     )
     incidents.keys_of(notification, event)
+    if event.name.startswith("runner."):
+        notification.runner_name = messages.runner_name(event) or ""
     notification.state = state_of(notification, event, rule, active_mutes, incidents_known, now)
     details = []
     if notification.state == Notification.PENDING:
@@ -117,25 +121,32 @@ def state_of(notification, event, rule, active_mutes, incidents_known, now):
 def throttled(notification, rule, now):
     if not rule.throttle:
         return False
+    return (
+        same_subject(notification)
+        .filter(
+            state__in=[Notification.PENDING, Notification.DELIVERED],
+            created_at__gt=now - timedelta(seconds=rule.throttle),
+        )
+        .exists()
+    )
+
+
+def same_subject(notification):
+    """Notifications of the same rule and channel about the same job, or
+    for events without a job the same runner (runner.*), or none
+    (labels.unserved, scheduler.stalled: one throttle per rule)."""
+    subject = {"job_id": notification.job_id}
+    if notification.job_id is None:
+        subject["runner_name"] = notification.runner_name
     return Notification.objects.filter(
-        rule=rule,
-        job_id=notification.job_id,
-        channel_id=notification.channel_id,
-        state__in=[Notification.PENDING, Notification.DELIVERED],
-        created_at__gt=now - timedelta(seconds=rule.throttle),
-    ).exists()
+        rule_id=notification.rule_id, channel_id=notification.channel_id, **subject
+    )
 
 
 def suppressed_since(notification):
     """[(line, ids)]: what the throttle held back of this (rule, job,
     channel) and no notification has summed up yet, per event name."""
-    waiting = Notification.objects.filter(
-        rule_id=notification.rule_id,
-        job_id=notification.job_id,
-        channel_id=notification.channel_id,
-        state=Notification.SUPPRESSED,
-        group__isnull=True,
-    )
+    waiting = same_subject(notification).filter(state=Notification.SUPPRESSED, group__isnull=True)
     found = waiting.values("name").annotate(count=Count("id"), first=Min("created_at"))
     details = []
     for row in sorted(found, key=lambda row: (row["first"], row["name"])):

@@ -11,7 +11,7 @@ from notifications.models import Event, Notification
 from notifications.recording import record_event
 from scheduler import lifecycle
 from scheduler.models import Execution
-from tests.factories import ExecutionFactory, JobFactory
+from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 from .conftest import T0, failure, make_channel, make_rule
 
@@ -200,3 +200,23 @@ def test_racing_routers_in_a_storm_still_send_threshold_plus_one(postgres_only, 
         assert sent.filter(state="pending").count() == 3
         incident = sent.get(name="incident.grouped")
         assert incident.members.count() == 197
+
+
+@pytest.mark.django_db
+def test_runner_events_are_throttled_per_runner(channel):
+    make_rule("runners", ["runner.offline"], [channel], throttle=3600)
+
+    def offline(runner, minutes):
+        instant = T0 + minutes * MINUTE
+        seen = {"last_seen_at": instant.isoformat(), "labels": []}
+        record_event("runner.offline", at=instant, runner=runner, data=seen)
+        routing.route_pending(instant)
+        return Notification.objects.order_by("created_at").last()
+
+    build3, build4 = RunnerFactory(name="build-3"), RunnerFactory(name="build-4")
+    assert offline(build3, 0).state == "pending"
+    assert offline(build4, 1).state == "pending"
+    assert offline(build3, 2).state == "suppressed"
+    back = offline(build3, 61)
+    assert back.state == "pending"
+    assert back.message["details"] == ["+1 more runner.offline suppressed since 02:02 UTC"]
