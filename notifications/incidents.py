@@ -30,6 +30,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Count, Q
 
 from notifications import messages, wakeup
 from notifications.models import Notification
@@ -64,54 +65,79 @@ def keys_of(notification, event):
     notification.runner_name = messages.runner_name(event) or ""
 
 
-def fold(notification, event, now, known=None):
-    """Attach a failure notification (keys set, not saved) to its channel's
-    open incident, opening one when it is the storm's first beyond the
-    threshold. True when folded (its state is then `grouped`).
+class Grouping:
+    """What one routing transaction knows of incidents, read once: the open
+    incidents (on PostgreSQL locked until the router commits, so
+    `close_incidents` never sends one while members join) and the keys of
+    those opened within two windows (closed less than a window ago: the
+    storm goes on)."""
 
-    `known`: a dict the router keeps for one transaction, remembering the
-    open incident (or None) of each (channel, key) it looked up."""
-    if not groupable(event):
-        return False
-    known = {} if known is None else known
-    keys = [key for key in incident_keys(notification) if key[1] or key[0] == "pool"]
-    incident = next(
-        (found for key in keys if (found := open_incident(notification.channel_id, key, known))),
-        None,
-    )
-    if incident is None:
-        stormy = next((key for key in keys if storm(notification, key, now)), None)
-        if stormy is None:
+    def __init__(self, now):
+        self.now = now
+        found = Notification.objects.filter(name=INCIDENT, state=Notification.GROUPED)
+        if connection.vendor == "postgresql":
+            found = found.select_for_update()
+        self.open = {(n.channel_id, key_of(n)): n for n in found.order_by("created_at")}
+        recent = Notification.objects.filter(name=INCIDENT, created_at__gte=now - 2 * window())
+        self.recent = {
+            (n.channel_id, key_of(n)) for n in recent.only("channel", "pool", "runner_name")
+        }
+
+    def fold(self, notification, event):
+        """Attach a failure notification (keys set, not saved) to its
+        channel's open incident, opening one when it is the storm's first
+        beyond the threshold. True when folded (its state is then `grouped`)."""
+        if not groupable(event):
             return False
-        incident = open_one(notification.channel, stormy, now)
-        known[notification.channel_id, stormy] = incident
-    notification.state = Notification.GROUPED
-    notification.group = incident
-    return True
+        channel = notification.channel_id
+        keys = [key for key in incident_keys(notification) if key[1] or key[0] == "pool"]
+        incident = next(
+            (self.open[channel, key] for key in keys if (channel, key) in self.open), None
+        )
+        if incident is None:
+            stormy = self.storm(notification, keys)
+            if stormy is None:
+                return False
+            incident = open_one(notification.channel, stormy, self.now)
+            self.open[channel, stormy] = incident
+            self.recent.add((channel, stormy))
+        notification.state = Notification.GROUPED
+        notification.group = incident
+        return True
+
+    def storm(self, notification, keys):
+        """The first key whose failures make a storm, or None."""
+        channel = notification.channel_id
+        going_on = [key for key in keys if (channel, key) in self.recent]
+        if going_on:
+            return going_on[0]
+        recent = Notification.objects.filter(
+            channel_id=channel,
+            name__in=FAILURES,
+            state__in=ALONE,
+            created_at__gte=self.now - window(),
+        )
+        # Both keys counted in one query: this runs for every failure routed.
+        counts = recent.aggregate(
+            **{field: Count("id", filter=Q(**{field: value})) for field, value in keys}
+        )
+        for field, value in keys:
+            if counts[field] >= settings.CRONIQ_INCIDENT_THRESHOLD:
+                others = recent.filter(**{field: value}).exclude(job_id=notification.job_id)
+                if others.exists():
+                    return field, value
+        return None
 
 
 def incident_keys(notification):
     return [("pool", notification.pool), ("runner_name", notification.runner_name)]
 
 
-def incidents_of(channel_id, key):
-    field, value = key
-    # A pool's incident has no runner_name; a runner's has one.
-    other = {"runner_name": ""} if field == "pool" else {}
-    return Notification.objects.filter(
-        name=INCIDENT, channel_id=channel_id, **{field: value}, **other
-    )
-
-
-def open_incident(channel_id, key, known):
-    """The open incident of `key` on the channel, locked until the router
-    commits (so `close_incidents` never sends it while members join)."""
-    if (channel_id, key) not in known:
-        found = incidents_of(channel_id, key).filter(state=Notification.GROUPED)
-        if connection.vendor == "postgresql":
-            found = found.select_for_update()
-        known[channel_id, key] = found.order_by("created_at").first()
-    return known[channel_id, key]
+def key_of(incident):
+    """An incident's one key; a pool's incident has no runner_name."""
+    if incident.runner_name:
+        return "runner_name", incident.runner_name
+    return "pool", incident.pool
 
 
 def alone_recently(channel_id, key, since):
@@ -124,20 +150,6 @@ def alone_recently(channel_id, key, since):
         created_at__gte=since,
         **{field: value},
     )
-
-
-def storm(notification, key, now):
-    if recently_closed(notification.channel_id, key, now):
-        return True
-    recent = alone_recently(notification.channel_id, key, now - window())
-    if recent.count() < settings.CRONIQ_INCIDENT_THRESHOLD:
-        return False
-    return recent.exclude(job_id=notification.job_id).exists()
-
-
-def recently_closed(channel_id, key, now):
-    """An incident of `key` closed less than a window ago: the storm goes on."""
-    return incidents_of(channel_id, key).filter(created_at__gte=now - 2 * window()).exists()
 
 
 def open_one(channel, key, now):
@@ -183,7 +195,7 @@ def close_incidents(now):
 
 
 def close(incident, now):
-    key = ("runner_name", incident.runner_name) if incident.runner_name else ("pool", incident.pool)
+    key = key_of(incident)
     before = alone_recently(incident.channel_id, key, incident.created_at - window()).filter(
         created_at__lte=incident.created_at
     )

@@ -44,9 +44,9 @@ def route_pending(now, limit=200):
             return 0
         rules = matching.enabled_rules()
         active = mutes.active_mutes(now)
-        incidents_known = {}
+        grouping = incidents.Grouping(now)
         states = [
-            route(event, rule, channel, active, incidents_known, now).state
+            route(event, rule, channel, active, grouping, now).state
             for event in events
             for rule, channel in matching.routes(event, rules)
         ]
@@ -79,7 +79,7 @@ def claim(limit):
     return list(related.filter(id__in=ids).order_by("id"))
 
 
-def route(event, rule, channel, active_mutes, incidents_known, now):
+def route(event, rule, channel, active_mutes, grouping, now):
     """Create the notification of `event` for (rule, channel)."""
     notification = Notification(
         id=uuid.uuid4(),
@@ -94,7 +94,7 @@ def route(event, rule, channel, active_mutes, incidents_known, now):
     incidents.keys_of(notification, event)
     if event.name.startswith("runner."):
         notification.runner_name = messages.runner_name(event) or ""
-    notification.state = state_of(notification, event, rule, active_mutes, incidents_known, now)
+    notification.state = state_of(notification, event, rule, active_mutes, grouping, now)
     details = []
     if notification.state == Notification.PENDING:
         details = suppressed_since(notification)
@@ -106,14 +106,14 @@ def route(event, rule, channel, active_mutes, incidents_known, now):
     return notification
 
 
-def state_of(notification, event, rule, active_mutes, incidents_known, now):
+def state_of(notification, event, rule, active_mutes, grouping, now):
     if any(mutes.covers(mute, rule, notification.job_id) for mute in active_mutes):
         return Notification.MUTED
     if rule.digest:
         return Notification.DIGEST
     if throttled(notification, rule, now):
         return Notification.SUPPRESSED
-    if incidents.fold(notification, event, now, incidents_known):
+    if grouping.fold(notification, event):
         return Notification.GROUPED
     return Notification.PENDING
 
