@@ -14,7 +14,8 @@ A notification's state, first that applies:
 - `suppressed`: the rule throttles and a notification of the same rule
   about the same job (for runner.* events the same runner; other events
   without a job share one) on the same channel is pending or was delivered
-  within `throttle` seconds;
+  within `throttle` seconds (job.recovered is never suppressed: it ends
+  the episode the throttle was quietening);
 - `grouped`: folded into an incident (`notifications.incidents`);
 - `pending`: to deliver now. When the throttle suppressed notifications of
   its (rule, job, channel) since the last one that went out, it carries a
@@ -118,8 +119,13 @@ def state_of(notification, event, rule, active_mutes, grouping, now):
     return Notification.PENDING
 
 
+# Never held back by a throttle: the news that ends what it held back (and
+# carries its summary).
+UNTHROTTLED = ("job.recovered",)
+
+
 def throttled(notification, rule, now):
-    if not rule.throttle:
+    if not rule.throttle or notification.name in UNTHROTTLED:
         return False
     return (
         same_subject(notification)

@@ -220,3 +220,17 @@ def test_runner_events_are_throttled_per_runner(channel):
     back = offline(build3, 61)
     assert back.state == "pending"
     assert back.message["details"] == ["+1 more runner.offline suppressed since 02:02 UTC"]
+
+
+@pytest.mark.django_db
+def test_a_recovery_is_never_throttled_and_sums_up_what_was(channel, job):
+    make_rule("failures", ["execution.failed", "job.recovered"], [channel], throttle=3600)
+    fail_at(job, 0)
+    fail_at(job, 5)
+    fail_at(job, 6)
+    record_event("job.recovered", at=T0 + 10 * MINUTE, job=job, data={"streak": 3})
+    routing.route_pending(T0 + 10 * MINUTE)
+    recovered = Notification.objects.get(name="job.recovered")
+    assert recovered.state == "pending"
+    assert recovered.message["summary"] == "billing-sync recovered after 3 failed runs"
+    assert recovered.message["details"] == ["+2 more execution.failed suppressed since 02:05 UTC"]
