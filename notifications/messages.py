@@ -129,10 +129,14 @@ def execution_lost(event, data):
     return with_attempt(lost, event)
 
 
+GIVEN_UP = {"timed_out": "timed out for good", "lost": "was lost for good"}
+
+
 def execution_given_up(event, data):
     attempts = data.get("attempts") or (data.get("execution") or {}).get("attempt")
     tries = f" after {plural(attempts, 'attempt')}" if attempts else ""
-    return f"{job_name(event)} failed for good{tries}{exit_of(event)}{on_runner(event)}"
+    how = GIVEN_UP.get((data.get("execution") or {}).get("state"), "failed for good")
+    return f"{job_name(event)} {how}{tries}{exit_of(event)}{on_runner(event)}"
 
 
 def job_failing(event, data):

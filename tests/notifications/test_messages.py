@@ -61,6 +61,15 @@ def test_a_failure_for_good_and_the_streak_it_starts(runner):
     )
 
 
+def test_an_attempt_given_up_says_how_it_ended(runner):
+    job = JobFactory(name="nightly", retries=0)
+    timed_out = running(job, runner, seconds=900)
+    lifecycle.settle(timed_out, Execution.TIMED_OUT, T0)
+    assert messages.summary(events_of(timed_out)["execution.given_up"]) == (
+        "nightly timed out for good after 1 attempt on build-3"
+    )
+
+
 def test_timed_out_and_lost_attempts(job, runner):
     timed_out = running(job, runner, seconds=900)
     lifecycle.settle(timed_out, Execution.TIMED_OUT, T0)
