@@ -18,12 +18,14 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        from notifications import notifier, retention
+        from notifications import digests, incidents, notifier, retention
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         # Delivery runs in the notifier's own threads: its step only starts
         # them with the loop's first tick.
         return [
             notifier.loop_step(loop),
+            Step("incidents_closed", incidents.close_incidents, every=1.0),
+            Step("digests", digests.send_digests, every=30.0),
             Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
         ]

@@ -213,10 +213,18 @@ class Notification(models.Model):
     job = models.ForeignKey(
         "scheduler.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # The grouped notification this one was folded into.
+    # What this one was folded into: its incident.grouped notification, its
+    # digest, or (suppressed) the notification that summed it up.
     group = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="members"
     )
+    # What a failure is grouped by (notifications.incidents): the job's
+    # labels, sorted and comma-joined (its runner pool; "" for a job without
+    # labels), and the runner it ran on. An incident.grouped notification
+    # holds its one key: a runner's name, or (runner_name "") a pool. A
+    # runner.* notification has its runner's name (its throttle's subject).
+    pool = models.CharField(max_length=500, blank=True)
+    runner_name = models.CharField(max_length=100, blank=True)
     # The DESIGN.md §9 body, fixed when routed so every retry sends the same.
     message = models.JSONField(default=empty_dict)
     state = models.CharField(max_length=10, choices=STATES, default=PENDING)
@@ -241,6 +249,13 @@ class Notification(models.Model):
             ),
             models.Index(fields=["rule", "job", "-created_at"], name="notification_throttle"),
             models.Index(fields=["created_at"], name="notification_created"),
+            # The open incident of a pool or runner, looked up per failure
+            # routed (notifications.incidents).
+            models.Index(
+                fields=["channel", "pool", "runner_name"],
+                condition=models.Q(name="incident.grouped"),
+                name="notification_incident",
+            ),
         ]
 
     def __str__(self):
