@@ -13,4 +13,12 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        return []
+        from notifications import detectors
+        from scheduler.steps import Step
+
+        # Events no state change causes, found by looking every few seconds.
+        return [
+            Step("slow", detectors.detect_slow, every=5.0),
+            Step("missed", detectors.detect_missed, every=5.0),
+            Step("unserved", detectors.detect_unserved, every=5.0),
+        ]
