@@ -11,7 +11,10 @@ def get_application():
 
     django.setup(set_prefix=False)
     from croniq_project.asgi_handler import CroniqASGIHandler
+    from notifications import stall_watch
 
+    # The web processes outlive a dead scheduler loop: they report its stall.
+    stall_watch.start()
     return CroniqASGIHandler()
 
 

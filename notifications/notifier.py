@@ -2,8 +2,8 @@
 of its own, beside the scheduler loop, so a slow receiver never delays a tick.
 
 `scheduler_loop` starts it with its first tick (the "notifier" step) and it
-stops with the loop (`SchedulerLoop.stopping`). Each round runs the
-callables of `NotificationsConfig.before_delivery` (routing), then hands due
+stops with the loop (`SchedulerLoop.stopping`). Each round routes new events
+(`routing.route_pending`), then hands due
 notifications to delivery lanes in a pool of CRONIQ_NOTIFY_WORKERS threads
 (`delivery.lane`): a lane claims and delivers one notification after another
 until none is due, so one hanging receiver holds one lane while the others
@@ -22,15 +22,13 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from importlib import import_module
 
-from django.apps import apps
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from notifications import delivery, wakeup
+from notifications import delivery, routing, wakeup
 from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
 log = logging.getLogger("croniq.notifications")
@@ -52,23 +50,6 @@ AUTOSTART = True
 _running = weakref.WeakSet()
 
 
-def before_delivery():
-    """The callables of `NotificationsConfig.before_delivery`, in order. A
-    module that is not installed (a part not merged yet) is skipped."""
-    found = []
-    for path in apps.get_app_config("notifications").before_delivery:
-        module_name, _, name = path.rpartition(".")
-        try:
-            module = import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            log.info("notifier: %s is not installed; skipped", module_name)
-            continue
-        found.append(getattr(module, name))
-    return found
-
-
 def on_postgres():
     return connection.vendor == "postgresql"
 
@@ -77,7 +58,7 @@ class Notifier:
     def __init__(self, clock=timezone.now, workers=None, before=None, owner=None, stopping=None):
         self.clock = clock
         self.workers = workers or settings.CRONIQ_NOTIFY_WORKERS
-        self.before = before_delivery() if before is None else list(before)
+        self.before = [routing.route_pending] if before is None else list(before)
         self.owner = owner or delivery.default_owner()
         self.stopping = threading.Event()
         self.loop_stopping = stopping  # the loop's: the notifier stops with it
