@@ -6,11 +6,14 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self):
+        from notifications.applyitems import NotifySections
         from notifications.recording import record_event
-        from scheduler import events
+        from scheduler import applyfile, events
 
         # Events commit with the state change that causes them.
         events.on_event(record_event)
+        # `channels:` and `notify:` in apply files, applied with the jobs.
+        applyfile.add_sections(NotifySections.KEYS, NotifySections)
 
     def loop_steps(self, loop):
         return []
