@@ -55,6 +55,24 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
         # Header values and URL paths may hold secrets: never in the trail.
         return super().audit(request, obj, verb, masked_channel_diff(data or {}))
 
+    # The secret is a reference, so (masked) it joins the diff: a changed
+    # secret is audited like any other change.
+    def channel_snapshot(self, channel):
+        return {**snapshot(channel, self.audit_exclude), "secret": channel.secret}
+
+    def stored_snapshot(self, obj):
+        stored = Channel.objects.filter(pk=obj.pk).first()
+        return self.channel_snapshot(stored) if stored is not None else {}
+
+    def audit_saved(self, request, obj, before, change):
+        changes = diff(before, self.channel_snapshot(obj))
+        if change and not changes:
+            return None
+        return self.audit(request, obj, "changed" if change else "created", changes)
+
+    def audit_deleted(self, request, obj):
+        return self.audit(request, obj, "deleted", diff(self.channel_snapshot(obj), {}))
+
     def get_urls(self):
         test = path(
             "<path:object_id>/test/",

@@ -186,6 +186,24 @@ def test_a_webhook_channel_is_added_from_plain_text_and_audited_masked(root, mon
     assert "abc-123" not in trail and "the-real-secret" not in trail
 
 
+def test_changing_only_the_secret_reference_is_audited_masked(root, monkeypatch):
+    monkeypatch.setenv("CRONIQ_HOOK_SECRET", "old-value")
+    monkeypatch.setenv("CRONIQ_NEW_SECRET", "new-value")
+    channel = Channel.objects.create(
+        name="hook",
+        kind="webhook",
+        url="https://hooks.example.com/x",
+        secret="${CRONIQ_HOOK_SECRET}",
+    )
+    data = channel_form(name="hook", url=channel.url, secret="${CRONIQ_NEW_SECRET}")
+
+    answer = root.post(reverse("admin:notifications_channel_change", args=[channel.pk]), data)
+
+    assert answer.status_code == 302, errors(answer)
+    event = AuditEvent.objects.get(action="channel.changed")
+    assert event.data == {"secret": ["********", "********"]}
+
+
 def test_an_email_channel_takes_comma_separated_addresses(root):
     data = channel_form(
         name="ops-mail-2", kind="email", url="", to="ops@example.com, oncall@example.com"
