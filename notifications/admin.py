@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator, ReadOnlyModelAdmin
-from audit.changes import diff, json_safe, snapshot
+from audit.changes import diff, snapshot
 from notifications.admin_forms import ChannelForm, MuteForm, RuleForm
 from notifications.applyitems import masked_channel_diff
 from notifications.models import Channel, Delivery, Mute, Notification, Rule
@@ -190,14 +190,14 @@ class RuleAdmin(ManagedWarning, AuditedModelAdmin):
 
 @admin.register(Mute)
 class MuteAdmin(AuditedModelAdmin):
-    """Mutes are written here directly; AuditedModelAdmin audits them
-    (`mute.created`, `mute.ended`, `mute.deleted`) with the user as actor."""
+    """Mutes are made and ended through `notifications.mutes`, which audits
+    them (`notification.muted`, `notification.unmuted`); a mute once made is
+    read-only: end it, or delete it (audited as `mute.deleted`)."""
 
     form = MuteForm
     list_display = ["subject", "until", "active", "note", "created_by", "created_at"]
     list_select_related = ["rule", "job"]
     raw_id_fields = ["job"]
-    readonly_fields = ["created_by", "created_at"]
     actions = ["end_now"]
 
     @admin.display(description="muted")
@@ -208,25 +208,42 @@ class MuteAdmin(AuditedModelAdmin):
     def active(self, mute):
         return mute.until > timezone.now()
 
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ["created_by", "created_at"]
+        return ["rule", "job", "until", "note", "created_by", "created_at"]
+
     def save_model(self, request, obj, form, change):
-        if not change:
-            obj.created_by = request.user.get_username()
-            obj.created_at = timezone.now()
-        super().save_model(request, obj, form, change)
+        if change:
+            return  # nothing to write: a mute's fields are read-only
+        from notifications.mutes import mute
+
+        made = mute(
+            rule=obj.rule,
+            job=obj.job,
+            until=obj.until,
+            note=obj.note,
+            actor=request.user,
+            now=timezone.now(),
+        )
+        # The admin goes on with `obj` (its history entry, the redirect).
+        obj.pk, obj.note, obj.created_by, obj.created_at = (
+            made.pk,
+            made.note,
+            made.created_by,
+            made.created_at,
+        )
+        obj._state.adding = False
 
     def has_end_permission(self, request):
         return self.has_change_permission(request)
 
     @admin.action(description="End selected mutes now", permissions=["end"])
     def end_now(self, request, queryset):
+        from notifications.mutes import unmute
+
         now = timezone.now()
-        ended = 0
-        for mute in queryset.filter(until__gt=now):
-            before = mute.until
-            mute.until = now
-            mute.save(update_fields=["until"])
-            self.audit(request, mute, "ended", {"until": json_safe([before, now])})
-            ended += 1
+        ended = sum(unmute(m, request.user, now) for m in queryset.select_related("rule", "job"))
         self.message_user(request, f"Ended {ended} mute(s).")
 
 

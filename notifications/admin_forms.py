@@ -197,10 +197,11 @@ class MuteForm(forms.ModelForm):
             "rule": "Mute this rule; leave rule and job empty to mute everything.",
             "job": "Mute this job's notifications.",
             "until": "When notifications resume.",
+            "note": "Why, for whoever is on call next.",
         }
 
     def clean_until(self):
         until = self.cleaned_data["until"]
         if until <= timezone.now():
-            raise forms.ValidationError("already past: a mute must end in the future")
+            raise forms.ValidationError("must be in the future")
         return until

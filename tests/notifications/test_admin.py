@@ -319,7 +319,12 @@ def test_what_an_apply_file_manages_warns_on_its_change_form(root, rows):
     assert not any("Managed by" in m for m in shown_messages(answer))
 
 
-def test_a_mute_is_created_with_its_author_and_audited(root, rows):
+@pytest.fixture
+def mutes():
+    return pytest.importorskip("notifications.mutes", reason="notifications.mutes not merged")
+
+
+def test_a_mute_is_created_with_its_author_and_audited(root, rows, mutes):
     until = datetime.now(UTC) + timedelta(hours=2)
     data = {
         "rule": rows.rule.pk,
@@ -334,19 +339,19 @@ def test_a_mute_is_created_with_its_author_and_audited(root, rows):
     assert answer.status_code == 302, errors(answer)
     mute = Mute.objects.get(rule=rows.rule)
     assert mute.created_by == "root" and mute.note.startswith("maintenance")
-    event = AuditEvent.objects.get(action="mute.created")
-    assert event.actor_name == "root"
-    assert event.data["note"] == [None, "maintenance of the billing database"]
+    event = AuditEvent.objects.get(action="notification.muted")
+    assert event.actor_name == "root" and event.target_id == str(mute.pk)
+    assert event.data["note"] == "maintenance of the billing database"
 
 
 def test_a_mute_that_already_ended_is_refused(root, rows):
     data = {"rule": "", "job": "", "until_0": "2020-01-01", "until_1": "00:00:00", "note": "x"}
     answer = root.post(reverse("admin:notifications_mute_add"), data)
-    assert "already past" in " ".join(errors(answer)["until"])
+    assert errors(answer)["until"] == ["must be in the future"]
     assert Mute.objects.count() == 1
 
 
-def test_ending_a_mute_now_is_audited(root, rows):
+def test_ending_a_mute_now_is_audited(root, rows, mutes):
     answer = root.post(
         reverse("admin:notifications_mute_changelist"),
         {"action": "end_now", "_selected_action": [rows.mute.pk]},
@@ -354,7 +359,7 @@ def test_ending_a_mute_now_is_audited(root, rows):
     assert answer.status_code == 302
     rows.mute.refresh_from_db()
     assert rows.mute.until <= datetime.now(UTC)
-    assert AuditEvent.objects.filter(action="mute.ended").count() == 1
+    assert AuditEvent.objects.filter(action="notification.unmuted").count() == 1
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator"])
@@ -389,7 +394,7 @@ def test_viewers_and_operators_read_but_do_not_edit_channels_or_rules(client, us
     assert Rule.objects.count() == 1
 
 
-def test_operators_may_mute_viewers_may_not(client, user_for, rows):
+def test_operators_may_mute_viewers_may_not(client, user_for, rows, mutes):
     until = datetime.now(UTC) + timedelta(hours=1)
     data = {
         "rule": "",
