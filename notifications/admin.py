@@ -9,9 +9,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator, ReadOnlyModelAdmin
-from audit.changes import diff, snapshot
+from audit.changes import MASK, diff, snapshot
 from notifications.admin_forms import ChannelForm, MuteForm, RuleForm
-from notifications.applyitems import masked_channel_diff
+from notifications.applyitems import masked_channel_diff, masked_url
 from notifications.models import Channel, Delivery, Mute, Notification, Rule
 
 ERROR_SHOWN = 80  # characters of a delivery error in lists
@@ -47,9 +47,41 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
         ("Managed", {"fields": ["managed_by"]}),
     ]
 
+    # Who may only look at a channel sees header values and the path of a
+    # literal URL masked (a chat webhook's URL is its secret), as a job's
+    # secret-looking env values are; who may change it edits the real ones.
+    MASKED = {"url": "url_masked", "headers": "headers_masked"}
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        return [
+            (title, {**options, "fields": [self.MASKED.get(f, f) for f in options["fields"]]})
+            for title, options in fieldsets
+        ]
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        if self.has_change_permission(request):
+            return shown
+        return ["target_masked" if f == "target" else f for f in shown]
+
     @admin.display(description="sends to")
     def target(self, channel):
         return ", ".join(channel.to) if channel.kind == Channel.EMAIL else channel.url
+
+    @admin.display(description="sends to")
+    def target_masked(self, channel):
+        return ", ".join(channel.to) if channel.kind == Channel.EMAIL else masked_url(channel.url)
+
+    @admin.display(description="url")
+    def url_masked(self, channel):
+        return masked_url(channel.url)
+
+    @admin.display(description="headers")
+    def headers_masked(self, channel):
+        return "\n".join(f"{name}: {MASK}" for name in channel.headers) or "—"
 
     def audit(self, request, obj, verb, data=None):
         # Header values and URL paths may hold secrets: never in the trail.

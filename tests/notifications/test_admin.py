@@ -132,6 +132,13 @@ def shown_messages(answer):
     return [str(m) for m in get_messages(answer.wsgi_request)]
 
 
+def test_who_may_change_a_channel_sees_its_real_url_and_headers(root, rows):
+    url = reverse("admin:notifications_channel_change", args=[rows.hook.pk])
+    page = root.get(url).content.decode()
+    assert "Authorization: Bearer abc-secret-token" in page
+    assert 'value="https://hooks.example.com/croniq"' in page
+
+
 def test_every_page_renders_for_a_superuser(root, rows):
     for page in PAGES:
         assert root.get(reverse(f"admin:notifications_{page}_changelist")).status_code == 200
@@ -378,6 +385,11 @@ def test_viewers_and_operators_read_but_do_not_edit_channels_or_rules(client, us
         )
     answer = client.get(reverse("admin:notifications_channel_change", args=[rows.hook.pk]))
     assert answer.status_code == 200
+    page = answer.content.decode()
+    assert "abc-secret-token" not in page and "/croniq" not in page
+    assert "Authorization: ********" in page and "https://hooks.example.com/********" in page
+    listed = client.get(reverse("admin:notifications_channel_changelist")).content.decode()
+    assert "/croniq" not in listed and "https://hooks.example.com/********" in listed
     assert not answer.context["can_send_test"]
     assert b"Send a test notification" not in answer.content
     assert client.get(reverse("admin:notifications_channel_add")).status_code == 403
