@@ -80,6 +80,14 @@ class JobAdmin(AuditedModelAdmin):
         ),
         ("Runs", {"fields": ["singleton", "timeout", "retries", "retry_backoff", "enabled"]}),
         (
+            "Notifications",
+            {
+                "fields": ["owner", "max_duration", "min_duration"],
+                "description": "Rules route on the owner; the durations say when a run "
+                "is slow (job.slow) or suspiciously short (job.fast).",
+            },
+        ),
+        (
             "State",
             {
                 "fields": [

@@ -3,6 +3,11 @@
 The whole file is validated and applied in one transaction: the first bad
 item rolls everything back, and errors name the item and field
 ("jobs[3].schedule: ..."). Applying the same file twice changes nothing.
+
+Apps above the scheduler add top-level sections of their own (the
+notifications app: `channels` and `notify`, DESIGN.md §9) with
+`add_sections`, so the scheduler reads them without importing those apps,
+and their items are applied in the same transaction as jobs and calendars.
 """
 
 import json
@@ -20,6 +25,7 @@ from calendars.models import Calendar, CalendarPeriod
 from scheduler.applyitems import (
     CALENDAR_KEYS,
     JOB_DEFAULTS,
+    JOB_DURATIONS,
     JOB_KEYS,
     ApplyError,
     calendar_state,
@@ -28,11 +34,35 @@ from scheduler.applyitems import (
     order_by_base,
     period_values,
     periods_of,
+    seconds,
     string_list,
     string_mapping,
 )
 from scheduler.calendar_changes import jobs_on_calendars
 from scheduler.models import Job
+
+BUILT_IN_SECTIONS = ("calendars", "jobs")
+# [(keys, factory)] added by apps above the scheduler, in the order applied.
+_sections = []
+
+
+def add_sections(keys, factory):
+    """Accept the top-level `keys` in apply files, applied by `factory`.
+
+    For each apply, after calendars and jobs, `factory(applier)` makes an
+    object whose `apply({key: [items]})` checks and writes the items inside
+    the apply's transaction (errors go to `applier.errors`, naming item and
+    field; changes to `applier.record_change`) and whose `prune()` deletes
+    what the file no longer names, before jobs and calendars are pruned.
+    Adding the same keys again replaces their factory.
+    """
+    keys = tuple(keys)
+    _sections[:] = [(k, f) for k, f in _sections if k != keys]
+    _sections.append((keys, factory))
+
+
+def section_keys():
+    return [*BUILT_IN_SECTIONS, *(key for keys, _ in _sections for key in keys)]
 
 
 @dataclass
@@ -66,10 +96,10 @@ def load(path):
         document = {}
     if not isinstance(document, dict):
         raise ApplyError(f"{path}: expected a mapping with 'calendars' and 'jobs'")
-    unknown = set(document) - {"calendars", "jobs"}
+    unknown = set(document) - set(section_keys())
     if unknown:
         raise ApplyError(f"{path}: unknown top-level key(s): {', '.join(sorted(unknown))}")
-    for key in ("calendars", "jobs"):
+    for key in section_keys():
         if not isinstance(document.get(key) or [], list):
             raise ApplyError(f"{key}: expected a list")
     return document
@@ -79,9 +109,15 @@ def apply(document, *, now, prune=False, dry_run=False, actor=("user", "apply"),
     """Apply the document; returns the list of Changes. Raises ApplyError."""
     with transaction.atomic():
         applier = Applier(now=now, actor=actor, source=source)
+        added = [(keys, factory(applier)) for keys, factory in _sections]
         applier.apply_calendars(document.get("calendars") or [])
         applier.apply_jobs(document.get("jobs") or [])
+        for keys, section in added:
+            section.apply({key: document.get(key) or [] for key in keys})
         if prune:
+            # What sits on jobs and calendars (a rule's calendar) goes first.
+            for _, section in reversed(added):
+                section.prune()
             applier.prune()
         if applier.errors:
             raise ApplyError(applier.errors)
@@ -167,6 +203,11 @@ class Applier:
         values = {**JOB_DEFAULTS, **item}
         values["env"] = string_mapping(f"{where}.env", values["env"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
+        for key in JOB_DURATIONS:
+            if values[key] is not None:
+                values[key] = seconds(f"{where}.{key}", values[key], least=1)
+        if values["owner"] is None:
+            values["owner"] = ""
         calendar_name = values.pop("calendar")
         calendar = None
         if calendar_name is not None:
@@ -205,8 +246,8 @@ class Applier:
                     calendar.delete()
             except ProtectedError:
                 self.errors.append(
-                    f"calendars: {calendar.name!r} is still used by a job or calendar; "
-                    "list it in the file or remove what uses it"
+                    f"calendars: {calendar.name!r} is still used by a job, a calendar or "
+                    "a notification rule; list it in the file or remove what uses it"
                 )
                 continue
             self.record_change("calendar", calendar.name, before, None)
@@ -261,7 +302,8 @@ class Applier:
             good.append((where, item))
         return good
 
-    def record_change(self, kind, name, before, after):
+    def record_change(self, kind, name, before, after, mask=masked_diff):
+        """Note the change of one item; `mask` hides secrets in its diff."""
         if before is None:
             change = Change("create", kind, name, {k: [None, v] for k, v in after.items()})
         elif after is None:
@@ -270,5 +312,5 @@ class Applier:
             diff = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
             change = Change("update" if diff else "unchanged", kind, name, diff)
         # Printed (apply --json, CI logs) and audited: secret env values masked.
-        change.diff = masked_diff(change.diff)
+        change.diff = mask(change.diff)
         self.changes.append(change)

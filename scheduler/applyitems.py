@@ -7,6 +7,7 @@ of a row that tells whether applying changes it.
 import datetime as dt
 
 from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
+from scheduler.cron import EVERY_RE
 from scheduler.models import Job
 
 CALENDAR_KEYS = {
@@ -16,8 +17,10 @@ CALENDAR_KEYS = {
 JOB_KEYS = {
     "name", "description", "schedule", "timezone", "command", "env", "calendar",
     "calendar_policy", "labels", "singleton", "timeout", "retries", "retry_backoff",
-    "misfire_policy", "enabled",
+    "misfire_policy", "enabled", "owner", "max_duration", "min_duration",
 }  # fmt: skip
+# Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
+JOB_DURATIONS = ("max_duration", "min_duration")
 JOB_DEFAULTS = {
     "description": "",
     "timezone": "UTC",
@@ -31,6 +34,9 @@ JOB_DEFAULTS = {
     "retry_backoff": 30,
     "misfire_policy": Job.RUN_ONCE,
     "enabled": True,
+    "owner": "",
+    "max_duration": None,
+    "min_duration": None,
 }
 
 
@@ -49,6 +55,31 @@ def string_mapping(where, value):
 def string_list(where, value):
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ApplyError(f"{where}: expected a list of non-empty strings")
+    return value
+
+
+def seconds(where, value, least=0):
+    """A duration in whole seconds: a number (`900`) or `@every`'s grammar
+    (`"30m"`, `"1h30m"`, `"2d"`, `"45s"`); ApplyError unless it is at least `least`."""
+    if isinstance(value, str) and value.strip():
+        text = value.strip().lower()
+        if text.removeprefix("-").isdigit():
+            value = int(text)
+        else:
+            match = EVERY_RE.match(text)
+            if not match:
+                raise ApplyError(
+                    f"{where}: {value!r} is not a duration: seconds (900) or "
+                    'a text like "30s", "15m", "1h30m", "2d"'
+                )
+            days, hours, minutes, secs = (int(g or 0) for g in match.groups())
+            value = ((days * 24 + hours) * 60 + minutes) * 60 + secs
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApplyError(
+            f'{where}: expected whole seconds (900) or a duration like "15m", got {value!r}'
+        )
+    if value < least:
+        raise ApplyError(f"{where}: must be at least {least} second(s), got {value}")
     return value
 
 
@@ -207,4 +238,7 @@ def job_state(job):
         "retry_backoff": job.retry_backoff,
         "misfire_policy": job.misfire_policy,
         "enabled": job.enabled,
+        "owner": job.owner,
+        "max_duration": job.max_duration,
+        "min_duration": job.min_duration,
     }

@@ -295,3 +295,63 @@ def test_a_blackout_added_to_a_base_calendar_reschedules_the_jobs_of_derived_cal
     apply({"calendars": [{**base, "exclude": [freeze]}, derived], "jobs": [job]}, now=T0)
 
     assert Job.objects.get().next_run_at == T0 + dt.timedelta(hours=4)
+
+
+class Greetings:
+    """A section an app above the scheduler might add: `greetings: [text]`,
+    each written as a calendar's description; "boom" is refused."""
+
+    def __init__(self, applier):
+        self.applier = applier
+        self.pruned = False
+
+    def apply(self, sections):
+        for index, text in enumerate(sections["greetings"]):
+            if text == "boom":
+                self.applier.errors.append(f"greetings[{index}]: boom is refused")
+                continue
+            stored = Calendar.objects.filter(name=f"greeting-{index}").first()
+            before = {"text": stored.description} if stored else None
+            Calendar.objects.update_or_create(
+                name=f"greeting-{index}", defaults={"description": text}
+            )
+            self.applier.record_change("greeting", str(index), before, {"text": text})
+
+    def prune(self):
+        self.applier.record_change("greeting", "old", {"text": "old"}, None)
+
+
+@pytest.fixture
+def greetings(monkeypatch):
+    from scheduler import applyfile
+
+    monkeypatch.setattr(applyfile, "_sections", list(applyfile._sections))
+    applyfile.add_sections(["greetings"], Greetings)
+
+
+def test_a_section_an_app_adds_is_read_planned_and_pruned(tmp_path, greetings):
+    document = {"jobs": [DOCUMENT["jobs"][1]], "greetings": ["hello"]}
+
+    out, _ = run_apply(write(tmp_path, document))
+
+    assert "+ greeting 0" in out and "- greeting old" not in out
+    assert Calendar.objects.get(name="greeting-0").description == "hello"
+    assert AuditEvent.objects.filter(action="greeting.created").count() == 1
+    out, _ = run_apply(write(tmp_path, document), "--prune")
+    assert "- greeting old" in out
+
+
+def test_an_error_in_an_added_section_refuses_the_whole_file(tmp_path, greetings):
+    from io import StringIO
+
+    document = {"jobs": [DOCUMENT["jobs"][1]], "greetings": ["hello", "boom"]}
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply", write(tmp_path, document), stderr=err, stdout=StringIO())
+    assert "greetings[1]: boom is refused" in err.getvalue()
+    assert not Job.objects.exists() and not Calendar.objects.exists()
+
+
+def test_a_section_no_app_added_is_an_unknown_key(tmp_path):
+    with pytest.raises(CommandError):
+        run_apply(write(tmp_path, {"greetings": ["hello"]}))

@@ -8,7 +8,10 @@ from scheduler.applyfile import ApplyError, apply, load
 
 
 class Command(BaseCommand):
-    help = "Apply jobs and calendars from a YAML or JSON file (all or nothing, audited)."
+    help = (
+        "Apply jobs and calendars (and the sections apps add, such as notification "
+        "channels and rules) from a YAML or JSON file (all or nothing, audited)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file")
@@ -16,7 +19,10 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="Print the plan, change nothing."
         )
         parser.add_argument(
-            "--prune", action="store_true", help="Delete jobs and calendars the file does not list."
+            "--prune",
+            action="store_true",
+            help="Delete jobs and calendars the file does not list, and the channels "
+            "and rules an apply made that it no longer lists.",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print the changes as JSON."

@@ -1,0 +1,352 @@
+"""Channels and notification rules as code: the `channels:` and `notify:`
+sections of an apply file (DESIGN.md §9).
+
+`manage.py apply` reads them through `scheduler.applyfile.add_sections`
+(registered in `NotificationsConfig.ready`), in the transaction that applies
+the file's calendars and jobs: one bad item refuses the whole file. Errors
+name the item and field, like the scheduler's ("channels[1].url: ...",
+"notify[0].channels: unknown channel 'ops-pager'"); the admin's forms use the
+same checks, so a person reads the same sentence in both places.
+
+What apply creates or updates is marked `managed_by` (the file), and
+`--prune` deletes only such rows: a channel or rule made in the admin stays.
+
+Durations (`throttle`, `grace`, and a job's `max_duration`/`min_duration`)
+are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
+`"1h30m"`, `"2d"`).
+"""
+
+from django.core.exceptions import ValidationError
+
+from audit.changes import MASK, masked_diff
+from calendars.models import Calendar
+from notifications import channels, secrets
+from notifications.models import Channel, Rule
+from scheduler.applyfile import describe_errors
+from scheduler.applyitems import ApplyError, seconds, string_list
+from scheduler.events import NAMES
+
+CHANNEL_KEYS = {"name", "kind", "format", "to", "url", "secret", "headers", "timeout", "enabled"}
+# What a channel says besides its config (which `channels.validate` checks).
+CHANNEL_OWN_KEYS = {"name", "kind", "enabled"}
+RULE_KEYS = {
+    "name", "events", "jobs", "labels", "calendar", "owner", "fallback", "failures_in_a_row",
+    "slow_factor", "grace", "throttle", "digest", "channels", "enabled",
+}  # fmt: skip
+RULE_DEFAULTS = {
+    "jobs": "",
+    "labels": [],
+    "calendar": None,
+    "owner": "",
+    "fallback": False,
+    "failures_in_a_row": 1,
+    "slow_factor": None,
+    "grace": None,
+    "throttle": 0,
+    "digest": False,
+    "enabled": True,
+}
+
+
+# -- field checks, shared with the admin's forms -------------------------------
+
+
+def event_names(where, value):
+    """A non-empty list of DESIGN.md §9 event names, each once."""
+    if not isinstance(value, list) or not value:
+        raise ApplyError(f"{where}: required: a list of event names, e.g. [job.failing]")
+    for name in value:
+        if name not in NAMES:
+            raise ApplyError(f"{where}: unknown event {name!r} (known: {', '.join(NAMES)})")
+    return list(dict.fromkeys(value))
+
+
+def count(where, value, least):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApplyError(f"{where}: a whole number of at least {least}, got {value!r}")
+    if value < least:
+        raise ApplyError(f"{where}: a whole number of at least {least}, got {value}")
+    return value
+
+
+def factor(where, value):
+    """A slow factor: how many times the job's usual (p95) duration is slow."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        raise ApplyError(
+            f"{where}: a number of at least 1 (times the job's p95 duration), got {value!r}"
+        )
+    return float(value)
+
+
+def boolean(where, value):
+    if not isinstance(value, bool):
+        raise ApplyError(f"{where}: true or false, got {value!r}")
+    return value
+
+
+def text(where, value):
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ApplyError(f"{where}: expected text, got {value!r}")
+    return value
+
+
+def channel_names(where, value):
+    if not isinstance(value, list) or not value:
+        raise ApplyError(f"{where}: a rule must route to at least one channel")
+    return list(dict.fromkeys(string_list(where, value)))
+
+
+def channel_problems(kind, config):
+    """{field: message} of a channel's config, as `channels.validate` words
+    it without the leading "field: " (the caller says where)."""
+    return {
+        field: message.removeprefix(f"{field}: ")
+        for field, message in channels.validate(kind, config).items()
+    }
+
+
+def without_empty(config):
+    """A channel's config without the settings left empty (a form's blanks)."""
+    return {key: value for key, value in config.items() if value not in ("", None, [], {})}
+
+
+# -- channels -------------------------------------------------------------------
+
+
+def channel_values(where, item):
+    """The Channel field values of a `channels:` item; ApplyError names each problem."""
+    kind = item.get("kind")
+    if kind is None:
+        raise ApplyError(f"{where}.kind: required: one of {', '.join(channels.KINDS)}")
+    config = {key: value for key, value in item.items() if key not in CHANNEL_OWN_KEYS}
+    errors = [
+        f"{where}.{field}: {message}" for field, message in channel_problems(kind, config).items()
+    ]
+    try:
+        enabled = boolean(f"{where}.enabled", item.get("enabled", True))
+    except ApplyError as e:
+        errors += e.errors
+    if errors:
+        raise ApplyError(errors)
+    return {
+        "kind": kind,
+        "format": config.get("format", "slack"),
+        "to": list(config.get("to", [])),
+        "url": config.get("url", ""),
+        "secret": config.get("secret") or "",
+        "headers": dict(config.get("headers") or {}),
+        "timeout": float(config.get("timeout", channels.DEFAULT_TIMEOUT)),
+        "enabled": enabled,
+    }
+
+
+def channel_state(channel):
+    """A comparable picture of a channel: what it sends with, and who owns it."""
+    return {
+        "kind": channel.kind,
+        **channel.config(),
+        "enabled": channel.enabled,
+        "managed_by": channel.managed_by,
+    }
+
+
+def masked_url(url):
+    """A URL as the audit trail may show it. Chat webhook URLs carry their
+    token in the path, so a literal URL shows only its scheme and host; one
+    written with ${ENV} references shows as written (the secret is elsewhere)."""
+    if not isinstance(url, str) or not url or secrets.names_in(url):
+        return url
+    if url.startswith(secrets.FILE_PREFIX):
+        return url
+    scheme, _, rest = url.partition("://")
+    host, sep, path = rest.partition("/")
+    return f"{scheme}://{host}/{MASK}" if sep and path else url
+
+
+def masked_channel_diff(diff):
+    """A channel's diff as it may be printed and audited: the secret
+    reference, header values and URL paths masked; that they changed still shows."""
+
+    def mask(name, side):
+        if side in (None, "", {}):
+            return side
+        if name == "secret":
+            return MASK
+        if name == "headers" and isinstance(side, dict):
+            return dict.fromkeys(side, MASK)
+        if name == "url":
+            return masked_url(side)
+        return side
+
+    return {name: [mask(name, side) for side in sides] for name, sides in masked_diff(diff).items()}
+
+
+# -- rules ----------------------------------------------------------------------
+
+
+RULE_CHECKS = {
+    "events": event_names,
+    "jobs": text,
+    "labels": string_list,
+    "owner": text,
+    "fallback": boolean,
+    "failures_in_a_row": lambda where, value: count(where, value, least=1),
+    "slow_factor": factor,
+    "grace": lambda where, value: None if value is None else seconds(where, value),
+    "throttle": seconds,
+    "digest": boolean,
+    "channels": channel_names,
+    "enabled": boolean,
+}
+
+
+def rule_values(where, item):
+    """The Rule field values of a `notify:` item (channels and calendar by
+    name); ApplyError names every field that is wrong."""
+    item = {**RULE_DEFAULTS, **item}
+    values, errors = {}, []
+    for key in ("events", "channels"):
+        if key not in item:
+            errors.append(f"{where}.{key}: required")
+    for key, check in RULE_CHECKS.items():
+        if key in item:
+            try:
+                values[key] = check(f"{where}.{key}", item[key])
+            except ApplyError as e:
+                errors += e.errors
+    values["calendar"] = None
+    if item["calendar"] is not None:
+        name = item["calendar"]
+        values["calendar"] = Calendar.objects.filter(name=str(name)).first()
+        if values["calendar"] is None:
+            errors.append(f"{where}.calendar: no calendar named {name!r}")
+    if errors:
+        raise ApplyError(errors)
+    return values
+
+
+def rule_state(rule, channel_names=None):
+    if channel_names is None:
+        channel_names = [c.name for c in rule.channels.all()] if rule.pk else []
+    return {
+        "events": list(rule.events),
+        "jobs": rule.jobs,
+        "labels": list(rule.labels),
+        "calendar": rule.calendar.name if rule.calendar_id else None,
+        "owner": rule.owner,
+        "fallback": rule.fallback,
+        "failures_in_a_row": rule.failures_in_a_row,
+        "slow_factor": rule.slow_factor,
+        "grace": rule.grace,
+        "throttle": rule.throttle,
+        "digest": rule.digest,
+        "channels": sorted(channel_names),
+        "enabled": rule.enabled,
+        "managed_by": rule.managed_by,
+    }
+
+
+# -- the sections ---------------------------------------------------------------
+
+
+class NotifySections:
+    """The `channels:` and `notify:` sections of one apply (see
+    `scheduler.applyfile.add_sections`)."""
+
+    KEYS = ("channels", "notify")
+
+    def __init__(self, applier):
+        self.applier = applier
+        self.managed_by = applier.source or "apply"
+        self.channel_names = []  # every channel the file names, good or bad
+        self.rule_names = []
+
+    def apply(self, sections):
+        for where, item in self.applier.check_items("channels", sections["channels"], CHANNEL_KEYS):
+            self.channel_names.append(item["name"])
+            self.attempt(self.apply_channel, where, item)
+        for where, item in self.applier.check_items("notify", sections["notify"], RULE_KEYS):
+            self.rule_names.append(item["name"])
+            self.attempt(self.apply_rule, where, item)
+
+    def attempt(self, apply_item, where, item):
+        try:
+            apply_item(where, item)
+        except ValidationError as e:
+            self.applier.errors.extend(describe_errors(where, e))
+        except ApplyError as e:
+            self.applier.errors.extend(e.errors)
+
+    def apply_channel(self, where, item):
+        values = channel_values(where, item)
+        channel = Channel.objects.filter(name=item["name"]).first()
+        before = channel_state(channel) if channel else None
+        channel = channel or Channel(name=item["name"])
+        for key, value in values.items():
+            setattr(channel, key, value)
+        channel.managed_by = self.managed_by
+        channel.full_clean()
+        after = channel_state(channel)
+        if before != after:
+            channel.save()
+        self.applier.record_change("channel", channel.name, before, after, mask=masked_channel_diff)
+
+    def apply_rule(self, where, item):
+        errors, values = [], {}
+        try:
+            values = rule_values(where, item)
+        except ApplyError as e:
+            errors = e.errors
+        names = item.get("channels")
+        found = {}
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            found = {c.name: c for c in Channel.objects.filter(name__in=names)}
+            # A channel of this file that was refused has its own error already.
+            errors += [
+                f"{where}.channels: unknown channel {n!r}"
+                for n in dict.fromkeys(names)
+                if n not in found and n not in self.channel_names
+            ]
+        if errors:
+            raise ApplyError(errors)
+        names = values.pop("channels")
+        if len(found) < len(names):
+            return  # a refused channel of the file: its error says why
+        rule = Rule.objects.filter(name=item["name"]).first()
+        before = rule_state(rule) if rule else None
+        rule = rule or Rule(name=item["name"])
+        for key, value in values.items():
+            setattr(rule, key, value)
+        rule.managed_by = self.managed_by
+        rule.full_clean()
+        after = rule_state(rule, names)
+        if before != after:
+            rule.save()
+            rule.channels.set(found.values())
+        self.applier.record_change("rule", rule.name, before, after)
+
+    def prune(self):
+        """Delete the channels and rules an apply made that the file no
+        longer names; never those made in the admin (`managed_by` empty)."""
+        managed_rules = Rule.objects.exclude(managed_by="").exclude(name__in=self.rule_names)
+        for rule in managed_rules:
+            self.applier.record_change("rule", rule.name, rule_state(rule), None)
+            rule.delete()
+        managed = Channel.objects.exclude(managed_by="").exclude(name__in=self.channel_names)
+        for channel in managed:
+            users = sorted(channel.rules.values_list("name", flat=True))
+            if users:
+                self.applier.errors.append(
+                    f"channels: {channel.name!r} is still used by rule(s) {', '.join(users)}; "
+                    "list it in the file or take it out of those rules"
+                )
+                continue
+            before = channel_state(channel)
+            self.applier.record_change(
+                "channel", channel.name, before, None, mask=masked_channel_diff
+            )
+            channel.delete()
