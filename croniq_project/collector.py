@@ -366,6 +366,11 @@ def notification_gauge():
 
 # Per-job series: one read of the jobs joined to their health rows
 
+# Exported at 0 before the first such run, so `increase()` sees the first
+# failure too; the rarer states appear once they happened (six series for
+# each of 2,000 jobs would triple the size of a scrape).
+ALWAYS_COUNTED = ("succeeded", "failed")
+
 
 class JobRow(NamedTuple):
     name: str
@@ -426,10 +431,10 @@ def job_families(jobs, now):
         "Unix time of the job's last failing run: failed, timed out or lost (absent: never).",
         labels=["job"],
     )
-    # Every job, at 0 before its first run, so `increase()` sees the first one.
     runs = CounterMetricFamily(
         "croniq_job_runs",
-        "Runs of the job that reached a final state, by state.",
+        "Runs of the job that reached a final state, by state "
+        "(succeeded and failed always, the other states once they happened).",
         labels=["job", "state"],
     )
     period = GaugeMetricFamily(
@@ -446,7 +451,8 @@ def job_families(jobs, now):
         if job.last_failure_at is not None:
             failure.add_metric([name], job.last_failure_at.timestamp())
         for state, count in zip(JobHealth.COUNTED_STATES, job.runs, strict=True):
-            runs.add_metric([name, state], count)
+            if count or state in ALWAYS_COUNTED:
+                runs.add_metric([name, state], count)
         if job.name in periods:
             period.add_metric([name], periods[job.name])
     yield from (success, failure, runs, period)
@@ -454,11 +460,11 @@ def job_families(jobs, now):
 
 class PeriodCache:
     """Seconds between the next two fire times, per (schedule, timezone,
-    calendar, calendar policy): 2,000 jobs share far fewer schedules.
+    calendar rules, calendar policy): 2,000 jobs share far fewer schedules.
 
-    Without a calendar the answer stands until the first of those two
-    instants passes, so it is kept across scrapes; a calendar's periods can
-    change at any moment, so with one it is kept for one scrape only.
+    An answer stands until the first of those two instants passes, so it is
+    kept across scrapes: a scrape recomputes only the schedules that fired
+    since the last one.
     """
 
     LIMIT = 10_000
@@ -490,22 +496,22 @@ NEVER = datetime.max.replace(tzinfo=UTC)
 
 def job_periods(jobs, now):
     """{job name: seconds between its next two fire times} for active jobs."""
-    this_scrape, calendars, periods = {}, None, {}
-    for job in jobs:
-        if not job.active:
-            continue
-        key = (job.schedule, job.timezone, job.calendar_id, job.calendar_policy)
-        if key not in this_scrape:
-            found, seconds = PERIODS.get(key, now) if job.calendar_id is None else (False, None)
-            if not found:
-                if job.calendar_id is not None and calendars is None:
-                    calendars = calendar_rules_by_id()
-                until, seconds = next_period(job, now, calendars)
-                if job.calendar_id is None:
-                    PERIODS.put(key, now, until, seconds)
-            this_scrape[key] = seconds
-        if this_scrape[key] is not None:
-            periods[job.name] = this_scrape[key]
+    active = [job for job in jobs if job.active]
+    # The calendars as they are now, part of the cache key: an edited
+    # calendar (or one of its periods) is a new key.
+    calendars = calendar_rules_by_id() if any(j.calendar_id for j in active) else {}
+    periods = {}
+    for job in active:
+        if job.calendar_id is not None and job.calendar_id not in calendars:
+            continue  # a calendar that cannot be evaluated (logged)
+        rules = calendars.get(job.calendar_id)
+        key = (job.schedule, job.timezone, rules, job.calendar_policy)
+        found, seconds = PERIODS.get(key, now)
+        if not found:
+            until, seconds = next_period(job, now, calendars)
+            PERIODS.put(key, now, until, seconds)
+        if seconds is not None:
+            periods[job.name] = seconds
     return periods
 
 
@@ -513,8 +519,6 @@ def next_period(row, now, calendars):
     """(valid until, seconds or None) for a job like `row`."""
     from scheduler.models import Job
 
-    if row.calendar_id is not None and row.calendar_id not in calendars:
-        return NEVER, None  # its calendar cannot be evaluated (logged below)
     job = Job(
         schedule=row.schedule,
         timezone=row.timezone,
