@@ -51,7 +51,7 @@ COUNTERS = {
     ),
     "croniq_notifications_total": (
         ("channel", "event", "outcome"),
-        "Notification deliveries by channel, event and outcome (delivered, failed try, given up).",
+        "Notification delivery outcomes by channel and event.",
     ),
 }
 # Outcomes the delivery code counts; exported at 0 for the routes the rules
@@ -64,6 +64,7 @@ HISTOGRAMS = {
     ),
     "croniq_notification_delivery_seconds": "Seconds one try to deliver a notification took.",
 }
+# Families computed at scrape time: a stored counter never takes their names.
 GAUGES = {
     "croniq_runner_flapping",
     "croniq_runners",
