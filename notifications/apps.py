@@ -13,4 +13,9 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        return []
+        from notifications import retention
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+
+        return [
+            Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
+        ]
