@@ -2,18 +2,22 @@
 
 Every value is read from the database at scrape time: persisted counters and
 histogram rows (audit.Counter, written by audit.increment / audit.observe),
-the scheduler's heartbeat, and a few aggregates over runners, jobs and
-pending executions. So every web process exports the same numbers, and they
-survive restarts of any process.
+the scheduler's heartbeat, each job's health row, and a few aggregates over
+runners, jobs, pending executions and notifications. So every web process
+exports the same numbers, and they survive restarts of any process.
 
 A scrape costs a fixed handful of queries, whatever the size of the
-execution table: counters are rows, not counts over executions.
+execution table: counters are rows, not counts over executions, and the
+per-job series come from one read of the jobs joined to their health.
 """
 
 import logging
 import math
 import re
+import threading
 from collections import defaultdict
+from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.db.models import Count, Min
 from django.utils import timezone
@@ -45,13 +49,22 @@ COUNTERS = {
         ("job",),
         "Jobs the scheduler could not fire and took out of the schedule (quarantined).",
     ),
+    "croniq_notifications_total": (
+        ("channel", "event", "outcome"),
+        "Notification delivery outcomes by channel and event.",
+    ),
 }
+# Outcomes the delivery code counts; exported at 0 for the routes the rules
+# define, so `rate(...{outcome="given_up"})` sees the first one.
+NOTIFICATION_OUTCOMES = ("delivered", "failed", "given_up")
 DISPATCH_LATENCY = "croniq_dispatch_latency_seconds"
 HISTOGRAMS = {
     DISPATCH_LATENCY: (
         "Seconds from an execution being ready to its assignment leaving for the runner's poll."
     ),
+    "croniq_notification_delivery_seconds": "Seconds one try to deliver a notification took.",
 }
+# Families computed at scrape time: a stored counter never takes their names.
 GAUGES = {
     "croniq_runner_flapping",
     "croniq_runners",
@@ -60,6 +73,11 @@ GAUGES = {
     "croniq_scheduler_lag_seconds",
     "croniq_scheduler_last_tick_timestamp_seconds",
     "croniq_jobs_quarantined",
+    "croniq_notifications_pending",
+    "croniq_job_last_success_timestamp_seconds",
+    "croniq_job_last_failure_timestamp_seconds",
+    "croniq_job_period_seconds",
+    "croniq_job_runs",
 }
 # audit.observe stores a histogram as these rows (see audit.recording.observe).
 BUCKET, COUNT, SUM_US = "__bucket", "__count", "__sum_us"
@@ -92,13 +110,16 @@ def families(now):
 
     counters, histograms = stored_series()
     runners = list(Runner.objects.values_list("name", "state", "flapping", "labels"))
-    yield from contract_counters(counters, runners)
+    jobs = job_rows()
+    yield from contract_counters(counters, runners, jobs)
     yield from other_counters(counters)
     for name in sorted(set(HISTOGRAMS) | set(histograms)):
         yield histogram_family(name, histograms.get(name, {}))
     yield from runner_gauges(runners)
     yield from execution_gauges(runners)
-    yield from scheduler_gauges(now)
+    yield from scheduler_gauges(now, jobs)
+    yield from job_families(jobs, now)
+    yield notification_gauge()
 
 
 # Stored rows
@@ -149,17 +170,18 @@ def counter_family(name, help_text, label_names, rows, seeds=()):
     return family
 
 
-def contract_counters(counters, runners):
+def contract_counters(counters, runners, jobs):
     from audit.recording import label_value
 
     seeds = {
         "croniq_runner_takeovers_total": [(label_value(name),) for name, *_ in runners],
         "croniq_executions_reaped_total": [(reason,) for reason in reap_reasons()],
         "croniq_executions_total": [(state,) for state in final_states()],
-        "croniq_singleton_skips_total": [(label_value(job),) for job in singleton_jobs()],
+        "croniq_singleton_skips_total": [(label_value(j.name),) for j in jobs if j.singleton],
         "croniq_fencing_rejections_total": [()],
         # Not seeded per job: that would be a series for every job.
         "croniq_job_errors_total": [],
+        "croniq_notifications_total": notification_routes(),
     }
     for name, (label_names, help_text) in COUNTERS.items():
         rows = counters.get(name.removesuffix("_total"), [])
@@ -228,10 +250,19 @@ def final_states():
     return Execution.FINAL_STATES
 
 
-def singleton_jobs():
-    from scheduler.models import Job
+def notification_routes():
+    """(channel, event, outcome) for each event an enabled rule sends to an
+    enabled channel: bounded by the configuration, not by the traffic."""
+    from audit.recording import label_value
+    from notifications.models import Rule
 
-    return Job.objects.filter(singleton=True).values_list("name", flat=True)
+    links = Rule.channels.through.objects.filter(rule__enabled=True, channel__enabled=True)
+    seeds = set()
+    for events, channel in links.values_list("rule__events", "channel__name"):
+        for event in events if isinstance(events, list) else []:
+            for outcome in NOTIFICATION_OUTCOMES:
+                seeds.add((label_value(channel), label_value(event), outcome))
+    return sorted(seeds)
 
 
 # Gauges read at scrape time
@@ -291,7 +322,7 @@ def unmatched_pending(pending, online_label_sets):
     return result
 
 
-def scheduler_gauges(now):
+def scheduler_gauges(now, jobs):
     import audit
     from scheduler.models import Job
 
@@ -318,5 +349,207 @@ def scheduler_gauges(now):
         "croniq_jobs_quarantined",
         "Jobs the scheduler took out of the schedule because they could not be fired.",
     )
-    quarantined.add_metric([], Job.objects.exclude(error="").count())
+    quarantined.add_metric([], sum(1 for job in jobs if job.quarantined))
     yield quarantined
+
+
+def notification_gauge():
+    from notifications.models import Notification
+
+    # Counted through the `notification_due` partial index (state pending).
+    pending = GaugeMetricFamily(
+        "croniq_notifications_pending",
+        "Notifications waiting to be delivered (including those between retries).",
+    )
+    pending.add_metric([], Notification.objects.filter(state=Notification.PENDING).count())
+    return pending
+
+
+# Per-job series: one read of the jobs joined to their health rows
+
+# Exported at 0 before the first such run, so `increase()` sees the first
+# failure too; the rarer states appear once they happened (six series for
+# each of 2,000 jobs would triple the size of a scrape).
+ALWAYS_COUNTED = ("succeeded", "failed")
+
+
+class JobRow(NamedTuple):
+    name: str
+    singleton: bool
+    quarantined: bool
+    active: bool
+    schedule: str
+    timezone: str
+    calendar_id: int | None
+    calendar_policy: str
+    next_run_at: datetime | None
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
+    runs: tuple  # counts in JobHealth.COUNTED_STATES order; zeros without a health row
+
+
+def job_rows():
+    """Every job with its health, in one LEFT JOIN: the series it feeds are
+    bounded by the job count, never by the history."""
+    from scheduler.models import Job, JobHealth
+
+    counted = [f"health__{state}" for state in JobHealth.COUNTED_STATES]
+    rows = Job.objects.order_by("name").values_list(
+        "name",
+        "singleton",
+        "error",
+        "enabled",
+        "paused_at",
+        "schedule",
+        "timezone",
+        "calendar_id",
+        "calendar_policy",
+        "next_run_at",
+        "health__last_success_at",
+        "health__last_failure_at",
+        *counted,
+    )
+    jobs = []
+    for name, singleton, error, enabled, paused_at, *rest in rows:
+        quarantined = bool(error)
+        active = enabled and paused_at is None and not quarantined
+        schedule, last, runs = rest[:5], rest[5:7], tuple(count or 0 for count in rest[7:])
+        jobs.append(JobRow(name, singleton, quarantined, active, *schedule, *last, runs))
+    return jobs
+
+
+def job_families(jobs, now):
+    from audit.recording import label_value
+    from scheduler.models import JobHealth
+
+    success = GaugeMetricFamily(
+        "croniq_job_last_success_timestamp_seconds",
+        "Unix time of the job's last successful run (absent: it never succeeded).",
+        labels=["job"],
+    )
+    failure = GaugeMetricFamily(
+        "croniq_job_last_failure_timestamp_seconds",
+        "Unix time of the job's last failing run: failed, timed out or lost (absent: never).",
+        labels=["job"],
+    )
+    runs = CounterMetricFamily(
+        "croniq_job_runs",
+        "Runs of the job that reached a final state, by state "
+        "(succeeded and failed always, the other states once they happened).",
+        labels=["job", "state"],
+    )
+    period = GaugeMetricFamily(
+        "croniq_job_period_seconds",
+        "Seconds between the job's next two fire times (absent: disabled, paused, "
+        "quarantined or not firing twice more).",
+        labels=["job"],
+    )
+    periods = job_periods(jobs, now)
+    for job in jobs:
+        name = label_value(job.name)
+        if job.last_success_at is not None:
+            success.add_metric([name], job.last_success_at.timestamp())
+        if job.last_failure_at is not None:
+            failure.add_metric([name], job.last_failure_at.timestamp())
+        for state, count in zip(JobHealth.COUNTED_STATES, job.runs, strict=True):
+            if count or state in ALWAYS_COUNTED:
+                runs.add_metric([name, state], count)
+        if job.name in periods:
+            period.add_metric([name], periods[job.name])
+    yield from (success, failure, runs, period)
+
+
+class PeriodCache:
+    """Seconds between the next two fire times, per (schedule, timezone,
+    calendar rules, calendar policy): 2,000 jobs share far fewer schedules.
+
+    An answer stands until the first of those two instants passes, so it is
+    kept across scrapes: a scrape recomputes only the schedules that fired
+    since the last one.
+    """
+
+    LIMIT = 10_000
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._kept = {}
+
+    def get(self, key, now):
+        """(found, seconds or None): found when computed for an instant
+        between the one it was computed at and the first fire time."""
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is None or not kept[0] <= now < kept[1]:
+            return False, None
+        return True, kept[2]
+
+    def put(self, key, now, until, seconds):
+        with self._lock:
+            if len(self._kept) >= self.LIMIT:
+                self._kept.clear()
+            self._kept[key] = (now, until, seconds)
+
+
+PERIODS = PeriodCache()
+# A schedule that never fires twice does not start to later.
+NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def job_periods(jobs, now):
+    """{job name: seconds between its next two fire times} for active jobs."""
+    active = [job for job in jobs if job.active]
+    # The calendars as they are now, part of the cache key: an edited
+    # calendar (or one of its periods) is a new key.
+    calendars = calendar_rules_by_id() if any(j.calendar_id for j in active) else {}
+    periods = {}
+    for job in active:
+        if job.calendar_id is not None and job.calendar_id not in calendars:
+            continue  # a calendar that cannot be evaluated (logged)
+        rules = calendars.get(job.calendar_id)
+        key = (job.schedule, job.timezone, rules, job.calendar_policy)
+        found, seconds = PERIODS.get(key, now)
+        if not found:
+            until, seconds = next_period(job, now, calendars)
+            PERIODS.put(key, now, until, seconds)
+        if seconds is not None:
+            periods[job.name] = seconds
+    return periods
+
+
+def next_period(row, now, calendars):
+    """(valid until, seconds or None) for a job like `row`."""
+    from scheduler.models import Job
+
+    job = Job(
+        schedule=row.schedule,
+        timezone=row.timezone,
+        calendar_id=row.calendar_id,
+        calendar_policy=row.calendar_policy,
+        next_run_at=row.next_run_at,
+    )
+    job.calendar_rules(shared=calendars)
+    try:
+        fires = job.upcoming(now, 2)
+    except ValueError:  # ScheduleError, RulesError: quarantine's business
+        return NEVER, None
+    if len(fires) < 2:
+        return (fires[0] if fires else NEVER), None
+    return fires[0], (fires[1] - fires[0]).total_seconds()
+
+
+def calendar_rules_by_id():
+    """{calendar id: CalendarRules} of every calendar in two queries (the
+    calendars, their periods); base chains are linked in memory."""
+    from calendars.models import Calendar
+
+    calendars = {calendar.pk: calendar for calendar in Calendar.objects.prefetch_related("periods")}
+    for calendar in calendars.values():
+        if calendar.base_id is not None:
+            calendar.base = calendars.get(calendar.base_id)
+    rules = {}
+    for pk, calendar in calendars.items():
+        try:
+            rules[pk] = calendar.rules()
+        except ValueError as e:
+            logger.warning("metrics: calendar %r cannot be evaluated: %s", calendar.name, e)
+    return rules

@@ -8,14 +8,15 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Count, Min
+from django.db.models import Count, Min, OuterRef, Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.models import AuditEvent, Counter
+from notifications.models import Delivery, Mute, Notification
 from runners.models import Runner
-from scheduler.models import Execution, Job, LogChunk
+from scheduler.models import Execution, Job, JobHealth, LogChunk
 
 STRIP_LENGTH = 20
 JOBS_PER_PAGE = 50
@@ -24,6 +25,9 @@ AUDIT_PER_PAGE = 50
 CHART_RUNS = 60
 LOG_CHUNKS_PER_POLL = 500
 RUNNERS_LIMIT = 500
+NOTIFICATIONS_PER_PAGE = 50
+FAILING_JOBS_LIMIT = 100
+MUTES_LIMIT = 100
 
 
 class Page:
@@ -262,3 +266,43 @@ def audit_events(action="", actor="", target="", number=1, per_page=AUDIT_PER_PA
         else:
             events = events.filter(target_repr__icontains=target)
     return cheap_page(events.order_by("-at", "-id"), number, per_page)
+
+
+# Alerts page
+
+
+def notifications_page(number, state="", per_page=NOTIFICATIONS_PER_PAGE):
+    """Newest notifications first (the `notification_created` index), each
+    with the latency of its last delivery try, in one query."""
+    last_try = Delivery.objects.filter(notification=OuterRef("pk")).order_by("-attempt")
+    notifications = Notification.objects.select_related("channel", "job").annotate(
+        last_latency=Subquery(last_try.values("latency")[:1])
+    )
+    if state:
+        notifications = notifications.filter(state=state)
+    return cheap_page(notifications.order_by("-created_at", "-id"), number, per_page)
+
+
+def notification_counts(now, hours=24):
+    """[(state, label, count)] of the notifications created in the last `hours`."""
+    since = now - timedelta(hours=hours)
+    rows = (
+        Notification.objects.filter(created_at__gte=since)
+        .values_list("state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts = dict(rows)
+    return [(state, label, counts.get(state, 0)) for state, label in Notification.STATES]
+
+
+def active_mutes(now, limit=MUTES_LIMIT):
+    """Mutes still in force, the one ending first on top."""
+    mutes = Mute.objects.filter(until__gt=now).select_related("rule", "job")
+    return list(mutes.order_by("until", "id")[:limit])
+
+
+def failing_jobs(limit=FAILING_JOBS_LIMIT):
+    """Jobs on a failure streak, longest streak first, then failing longest."""
+    health = JobHealth.objects.filter(failure_streak__gt=0).select_related("job")
+    return list(health.order_by("-failure_streak", "failing_since", "job__name")[:limit])

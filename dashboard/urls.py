@@ -11,6 +11,7 @@ urlpatterns = [
     path("executions/<int:pk>/log", views.execution_log, name="execution-log"),
     path("runners/", views.runners, name="runners"),
     path("audit/", views.audit, name="audit"),
+    path("alerts/", views.alerts, name="alerts"),
     # Operator actions (POST only, each behind its own permission).
     path("jobs/<slug:name>/run", views.run_job, name="job-run"),
     path("jobs/<slug:name>/pause", views.pause_job, name="job-pause"),

@@ -21,6 +21,7 @@ from audit import permissions
 from dashboard import queries, schedules
 from dashboard.charts import duration_chart
 from dashboard.templatetags import dashboard_tags as tags
+from notifications.models import Notification
 from runners import identity
 from runners.models import Runner
 from scheduler import operations
@@ -104,7 +105,7 @@ def overview(request):
 @staff_page("scheduler.view_job")
 def job_detail(request, name):
     now = timezone.now()
-    job = get_object_or_404(Job.objects.select_related("calendar"), name=name)
+    job = get_object_or_404(Job.objects.select_related("calendar", "health"), name=name)
     state = request.GET.get("state", "")
     if state not in dict(Execution.STATES):
         state = ""
@@ -119,6 +120,8 @@ def job_detail(request, name):
         "query": urlencode({"state": state}) if state else "",
         "chart": duration_chart(queries.recent_durations(job)),
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
+        # No row until the job's first run settles.
+        "health": getattr(job, "health", None),
     }
     return render(request, "dashboard/job.html", context)
 
@@ -188,6 +191,24 @@ def audit(request):
     return render(
         request, "dashboard/audit.html", {"filters": filters, "page": page, "query": query}
     )
+
+
+@staff_page("notifications.view_notification")
+def alerts(request):
+    now = timezone.now()
+    state = request.GET.get("state", "")
+    if state not in dict(Notification.STATES):
+        state = ""
+    context = {
+        "counts": queries.notification_counts(now),
+        "failing": queries.failing_jobs(),
+        "mutes": queries.active_mutes(now),
+        "page": queries.notifications_page(queries.page_number(request.GET.get("page")), state),
+        "state": state,
+        "states": Notification.STATES,
+        "query": urlencode({"state": state}) if state else "",
+    }
+    return render(request, "dashboard/alerts.html", context)
 
 
 @staff_action("job.run")

@@ -11,9 +11,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import audit
 from audit.models import Counter
+from calendars.models import Calendar, CalendarPeriod
 from croniq_project.collector import CroniqCollector
+from notifications.models import Channel, Event, Notification, Rule
 from runners.models import Runner
-from scheduler.models import Execution, Job
+from scheduler.models import Execution, Job, JobHealth
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CONTRACT = {
@@ -28,6 +30,13 @@ CONTRACT = {
     "croniq_scheduler_last_tick_timestamp_seconds": "gauge",
     "croniq_singleton_skips_total": "counter",
     "croniq_fencing_rejections_total": "counter",
+    "croniq_notifications_total": "counter",
+    "croniq_notification_delivery_seconds": "histogram",
+    "croniq_notifications_pending": "gauge",
+    "croniq_job_last_success_timestamp_seconds": "gauge",
+    "croniq_job_last_failure_timestamp_seconds": "gauge",
+    "croniq_job_runs_total": "counter",
+    "croniq_job_period_seconds": "gauge",
 }
 _names = count(1)
 
@@ -262,20 +271,43 @@ def test_pending_work_no_online_runner_can_take_is_counted_by_labels(db):
     assert unmatched == {"gpu,linux": 2}
 
 
+# Counters, runners, jobs joined to their health, notification routes,
+# pending executions, unmatched labels, lag, last tick, pending
+# notifications; and the calendars with their periods when a job has one.
+SCRAPE_QUERIES = 11
+
+
 def test_a_scrape_costs_the_same_few_queries_however_many_rows(db, django_assert_num_queries):
+    channel = Channel.objects.create(name="ops", kind="webhook", url="https://hooks.example/x")
+
     def world_of(size):
-        for _ in range(size):
+        calendar = Calendar.objects.create(name=f"cal-{next(_names)}", weekdays=["mon", "wed"])
+        CalendarPeriod.objects.create(
+            calendar=calendar, start_date=NOW.date(), end_date=NOW.date(), label="closed"
+        )
+        for i in range(size):
             make_runner()
-            job = make_job(singleton=True)
+            # Distinct schedules and calendars: no two jobs share a period.
+            job = make_job(
+                singleton=True,
+                schedule=f"{i % 60} {i // 60} * * *",
+                calendar=calendar if i % 2 else None,
+            )
+            make_health(job, succeeded=3, failed=1, last_success_at=NOW)
             make_execution(job, Execution.SUCCEEDED)
             audit.increment("croniq_singleton_skips_total", job=job.name)
+            make_notification(channel, job=job)
+            rule = Rule.objects.create(name=f"rule-{next(_names)}", events=["job.failing"])
+            rule.channels.add(channel)
 
     world_of(2)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(SCRAPE_QUERIES):
         scrape()
     world_of(30)
-    with django_assert_num_queries(8):
-        scrape()
+    with django_assert_num_queries(SCRAPE_QUERIES):
+        values, _ = samples(scrape())
+    periods = [v for (name, _), v in values.items() if name == "croniq_job_period_seconds"]
+    assert len(periods) == 32
 
 
 @pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
@@ -287,3 +319,182 @@ def test_the_metrics_endpoint_serves_croniq_series_next_to_django_prometheus(wor
     assert {name: types.get(name) for name in CONTRACT} == CONTRACT
     assert "django_http_requests_before_middlewares_total" in types
     assert text.count('croniq_executions_total{state="succeeded"} 3.0\n') == 1
+
+
+# Notifications
+
+
+def make_notification(channel, state=Notification.PENDING, **fields):
+    event = Event.objects.create(name=fields.pop("name", "job.failing"), at=NOW)
+    return Notification.objects.create(
+        event=event, name=event.name, channel=channel, state=state, created_at=NOW, **fields
+    )
+
+
+def test_pending_notifications_are_counted_and_delivered_ones_are_not(db):
+    channel = Channel.objects.create(name="ops-mail", kind="email", to=["ops@example.com"])
+    for _ in range(3):
+        make_notification(channel)
+    make_notification(channel, Notification.DELIVERED)
+    make_notification(channel, Notification.GIVEN_UP)
+    values, _ = samples(scrape())
+    assert value(values, "croniq_notifications_pending") == 3
+
+
+def test_notification_counters_and_delivery_histogram_come_from_the_delivery_code(db):
+    audit.increment(
+        "croniq_notifications_total", channel="ops", event="job.failing", outcome="delivered"
+    )
+    audit.increment(
+        "croniq_notifications_total", channel="ops", event="job.failing", outcome="delivered"
+    )
+    audit.increment(
+        "croniq_notifications_total", channel="ops", event="job.missed", outcome="given_up"
+    )
+    audit.observe("croniq_notification_delivery_seconds", 0.02)
+    audit.observe("croniq_notification_delivery_seconds", 4)
+    values, types = samples(scrape())
+    total = "croniq_notifications_total"
+    assert value(values, total, channel="ops", event="job.failing", outcome="delivered") == 2
+    assert value(values, total, channel="ops", event="job.missed", outcome="given_up") == 1
+    assert types["croniq_notification_delivery_seconds"] == "histogram"
+    bucket = "croniq_notification_delivery_seconds_bucket"
+    assert value(values, bucket, le="0.025") == 1
+    assert value(values, bucket, le="5.0") == 2
+    assert value(values, "croniq_notification_delivery_seconds_sum") == pytest.approx(4.02)
+
+
+def test_the_routes_rules_define_are_exported_at_zero_before_their_first_delivery(db):
+    hook = Channel.objects.create(name="ops-hook", kind="webhook", url="https://hooks.example/x")
+    off = Channel.objects.create(name="old", kind="webhook", url="https://x.example", enabled=False)
+    rule = Rule.objects.create(name="failures", events=["job.failing", "job.missed"])
+    rule.channels.add(hook, off)
+    Rule.objects.create(name="disabled", events=["job.slow"], enabled=False).channels.add(hook)
+    values, _ = samples(scrape())
+    routes = {
+        tuple(sorted(dict(labels).items()))
+        for (name, labels), v in values.items()
+        if name == "croniq_notifications_total" and v == 0
+    }
+    assert len(routes) == 6  # 2 events x 3 outcomes, on the enabled channel only
+    total = "croniq_notifications_total"
+    assert value(values, total, channel="ops-hook", event="job.missed", outcome="given_up") == 0
+    assert ("channel", "old") not in {pair for route in routes for pair in route}
+    assert ("event", "job.slow") not in {pair for route in routes for pair in route}
+
+
+# Per-job series
+
+
+def make_health(job, **fields):
+    return JobHealth.objects.create(job=job, **fields)
+
+
+def job_samples(values, name):
+    return {dict(labels)["job"]: v for (sample, labels), v in values.items() if sample == name}
+
+
+def test_last_success_and_failure_are_exported_only_for_jobs_that_had_them(db):
+    make_health(make_job("steady"), last_success_at=NOW - timedelta(hours=1))
+    make_health(
+        make_job("broken"),
+        last_failure_at=NOW - timedelta(minutes=5),
+        failure_streak=4,
+        failing_since=NOW - timedelta(hours=4),
+    )
+    make_job("new")
+    values, _ = samples(scrape())
+    success = job_samples(values, "croniq_job_last_success_timestamp_seconds")
+    failure = job_samples(values, "croniq_job_last_failure_timestamp_seconds")
+    assert success == {"steady": (NOW - timedelta(hours=1)).timestamp()}
+    assert failure == {"broken": (NOW - timedelta(minutes=5)).timestamp()}
+
+
+def test_run_counts_come_from_the_health_row_succeeded_and_failed_from_zero(db):
+    make_health(make_job("busy"), succeeded=40, failed=3, timed_out=2, lost=1, skipped=5)
+    make_job("new")
+    values, _ = samples(scrape())
+    runs = "croniq_job_runs_total"
+    assert value(values, runs, job="busy", state="succeeded") == 40
+    assert value(values, runs, job="busy", state="failed") == 3
+    assert value(values, runs, job="busy", state="timed_out") == 2
+    assert value(values, runs, job="busy", state="lost") == 1
+    assert value(values, runs, job="busy", state="skipped") == 5
+
+    def states(job):
+        return {
+            dict(labels)["state"]: v
+            for (n, labels), v in values.items()
+            if n == runs and ("job", job) in labels
+        }
+
+    # A state that never happened is left out, but for succeeded and failed:
+    # `increase()` sees the first failure of a job only from a 0 before it.
+    assert "cancelled" not in states("busy")
+    assert states("new") == {"succeeded": 0, "failed": 0}
+
+
+def test_the_period_is_the_time_between_the_next_two_fire_times(db):
+    # NOW is Monday 2026-11-30 12:00 UTC.
+    make_job("five-minutes", schedule="*/5 * * * *")
+    make_job("weekdays", schedule="0 9 * * 1-5")
+    make_job("every", schedule="@every 90s", next_run_at=NOW + timedelta(seconds=30))
+    make_job("berlin", schedule="0 2 * * *", timezone="Europe/Berlin")
+    gaps = Calendar.objects.create(name="mon-wed", weekdays=["mon", "wed"])
+    make_job("calendar", schedule="0 9 * * *", calendar=gaps)
+    values, _ = samples(scrape())
+    assert job_samples(values, "croniq_job_period_seconds") == {
+        "five-minutes": 300,
+        "weekdays": 86400,
+        "every": 90,
+        "berlin": 86400,
+        # The calendar allows Wednesday, then Monday: five days apart.
+        "calendar": 5 * 86400,
+    }
+
+
+def test_jobs_that_do_not_fire_have_no_period(db):
+    make_job("off", enabled=False)
+    make_job("paused", paused_at=NOW - timedelta(hours=1))
+    make_job("quarantined", error="schedule broke", error_at=NOW)
+    make_job("never", schedule="0 0 30 2 *")  # 30 February
+    make_job("unparsable", schedule="not a schedule")
+    make_job("fires")
+    values, _ = samples(scrape())
+    assert job_samples(values, "croniq_job_period_seconds") == {"fires": 300}
+
+
+def test_a_cached_period_follows_the_clock_past_the_next_fire_time(db):
+    make_job("mon-wed", schedule="0 9 * * 1,3")
+    monday, wednesday = NOW, NOW + timedelta(days=2)
+    periods = [
+        job_samples(samples(scrape(now))[0], "croniq_job_period_seconds")["mon-wed"]
+        for now in (monday, wednesday, monday)
+    ]
+    # Monday noon: Wednesday 9:00, then Monday 9:00; Wednesday noon: Monday, Wednesday.
+    assert periods == [5 * 86400, 2 * 86400, 5 * 86400]
+
+
+def test_a_calendar_edit_changes_the_period_at_the_next_scrape(db):
+    calendar = Calendar.objects.create(
+        name="weekdays", weekdays=["mon", "tue", "wed", "thu", "fri"]
+    )
+    make_job("daily", schedule="0 9 * * *", calendar=calendar)
+    before = job_samples(samples(scrape())[0], "croniq_job_period_seconds")["daily"]
+    CalendarPeriod.objects.create(
+        calendar=calendar,
+        start_date=NOW.date() + timedelta(days=2),
+        end_date=NOW.date() + timedelta(days=2),
+    )
+    after = job_samples(samples(scrape())[0], "croniq_job_period_seconds")["daily"]
+    # Tuesday then Wednesday; with Wednesday closed, Tuesday then Thursday.
+    assert (before, after) == (86400, 2 * 86400)
+
+
+def test_the_no_recent_success_rule_reads_a_job_failing_for_two_periods(db):
+    """The numbers the shipped CroniqJobNoRecentSuccess rule compares."""
+    job = make_job("hourly", schedule="0 * * * *")
+    make_health(job, last_success_at=NOW - timedelta(hours=2, minutes=30), failure_streak=2)
+    values, _ = samples(scrape())
+    age = NOW.timestamp() - value(values, "croniq_job_last_success_timestamp_seconds", job="hourly")
+    assert age > 2 * value(values, "croniq_job_period_seconds", job="hourly")

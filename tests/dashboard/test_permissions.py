@@ -28,6 +28,7 @@ def pages(world):
         reverse("dashboard:execution-log", args=[execution.pk]) + "?after=-1",
         reverse("dashboard:runners"),
         reverse("dashboard:audit") + "?action=runner.takeover",
+        reverse("dashboard:alerts"),
     ]
 
 

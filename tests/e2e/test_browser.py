@@ -240,6 +240,64 @@ def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
     assert page.problems == []
 
 
+def test_the_alerts_page_shows_a_failing_jobs_streak_and_what_was_sent(page, world):
+    server, db = world["server"], world["db"]
+    django_shell(
+        db,
+        """
+        from datetime import timedelta
+        from django.utils import timezone
+        from notifications.models import Channel, Delivery, Event, Mute, Notification
+        from scheduler.models import Job, JobHealth
+
+        now = timezone.now()
+        job = Job.objects.get(name="nightly-report")
+        JobHealth.objects.create(
+            job=job, failure_streak=4, failing_since=now - timedelta(days=4),
+            last_failure_at=now - timedelta(hours=1), last_success_at=now - timedelta(days=5),
+        )
+        hook = Channel.objects.create(name="ops-hook", kind="webhook", url="https://hooks.example/x")
+        event = Event.objects.create(name="job.failing", at=now, job=job, data={"streak": 4})
+        sent = Notification.objects.create(
+            event=event, name="job.failing", channel=hook, job=job, state="delivered",
+            created_at=now, attempts=1, delivered_at=now, last_status=204,
+            message={"summary": "nightly-report failed 4 times in a row"},
+        )
+        Delivery.objects.create(
+            notification=sent, attempt=1, at=now, ok=True, status_code=204, latency=0.08
+        )
+        Mute.objects.create(
+            until=now + timedelta(hours=2), note="database upgrade", created_by="alice",
+            created_at=now,
+        )
+        out(str(sent.pk))
+        """,
+    )
+    log_in(page, server)
+    page.click("nav >> text=Alerts")
+    page.wait_for_url("**/alerts/")
+
+    failing = page.locator("tr[data-failing-job=nightly-report]")
+    assert failing.locator("[data-streak]").inner_text() == "4"
+    assert failing.locator("a").get_attribute("href") == "/jobs/nightly-report/"
+    # Instants in the viewer's timezone (Tokyo), UTC on hover.
+    since = failing.locator("time").first
+    assert "UTC" in since.get_attribute("title") and "UTC" not in since.inner_text()
+    sent = page.locator("table.notifications tbody tr").first
+    assert "nightly-report failed 4 times in a row" in sent.inner_text()
+    assert sent.locator(".state").inner_text() == "delivered"
+    assert "80 ms" in sent.inner_text()
+    assert page.locator("[data-notification-state=delivered] .count").inner_text() == "1"
+    assert "database upgrade" in page.locator("table.mutes").inner_text()
+    screenshot(page, "alerts")
+
+    # The streak is on the job's page too.
+    failing.locator("a").click()
+    page.wait_for_url("**/jobs/nightly-report/")
+    assert "4 in a row" in page.locator("[data-failure-streak]").inner_text()
+    assert page.problems == []
+
+
 def test_the_execution_page_tails_the_log_while_the_run_goes_on(page, world):
     server, db, pk = world["server"], world["db"], world["running"]
     log_in(page, server)

@@ -11,13 +11,20 @@ from runners.models import RunnerToken
 DEMO_USER = "admin"
 DEMO_PASSWORD = "croniq-demo"
 DEMO_FILE = Path(__file__).resolve().parents[3] / "deploy" / "demo.yaml"
+# The demo prints notification emails on the console instead of needing SMTP.
+DEMO_ENV = {"EMAIL_BACKEND": "django.core.mail.backends.console.EmailBackend"}
 
 
 class Command(BaseCommand):
-    help = "Create a demo admin user, load deploy/demo.yaml and write a runner token env file."
+    help = (
+        "Create a demo admin user, load deploy/demo.yaml and write the demo's env file "
+        "(a runner token, console email)."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--env-file", required=True, help="Where to write CRONIQ_TOKEN=...")
+        parser.add_argument(
+            "--env-file", required=True, help="Where to write CRONIQ_TOKEN=... and EMAIL_BACKEND"
+        )
 
     def handle(self, *args, env_file, **options):
         self.ensure_admin()
@@ -39,6 +46,7 @@ class Command(BaseCommand):
         RunnerToken.objects.filter(name="demo").delete()
         _, secret = RunnerToken.issue("demo")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"CRONIQ_TOKEN={secret}\n")
+        lines = [f"CRONIQ_TOKEN={secret}", *(f"{k}={v}" for k, v in DEMO_ENV.items())]
+        path.write_text("\n".join(lines) + "\n")
         path.chmod(0o600)
         self.stdout.write(f"Runner token 'demo' written to {path}")

@@ -1,0 +1,35 @@
+"""`manage.py demo_setup`, which `make run` calls before starting the demo."""
+
+import io
+
+from django.contrib.auth import get_user_model
+from django.core.mail.backends.console import EmailBackend
+from django.core.management import call_command
+from django.utils.module_loading import import_string
+
+from runners.models import RunnerToken
+
+
+def env_of(path):
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def test_the_env_file_carries_a_working_token_and_console_email(db, tmp_path):
+    path = tmp_path / ".croniq" / "demo.env"
+    call_command("demo_setup", env_file=str(path), stdout=io.StringIO())
+    env = env_of(path)
+    assert RunnerToken.objects.authenticate(env["CRONIQ_TOKEN"]).name == "demo"
+    # Notification emails of the demo land on the console, not on an SMTP server.
+    assert import_string(env["EMAIL_BACKEND"]) is EmailBackend
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert get_user_model().objects.get(username="admin").is_superuser
+
+
+def test_running_it_again_replaces_the_token(db, tmp_path):
+    path = tmp_path / "demo.env"
+    call_command("demo_setup", env_file=str(path), stdout=io.StringIO())
+    first = env_of(path)["CRONIQ_TOKEN"]
+    call_command("demo_setup", env_file=str(path), stdout=io.StringIO())
+    assert RunnerToken.objects.authenticate(first) is None
+    assert RunnerToken.objects.authenticate(env_of(path)["CRONIQ_TOKEN"]).name == "demo"
+    assert get_user_model().objects.filter(username="admin").count() == 1
