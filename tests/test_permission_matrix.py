@@ -28,7 +28,7 @@ from tests.factories import (
 )
 
 croniq_groups = import_module("dashboard.migrations.0001_croniq_groups")
-notification_groups = import_module("dashboard.migrations.0002_he_notification_groups")
+notification_groups = import_module("dashboard.migrations.0002_notification_groups")
 
 pytestmark = pytest.mark.django_db
 

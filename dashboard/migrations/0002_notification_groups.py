@@ -13,8 +13,9 @@ VIEWERS = "Croniq viewers"
 OPERATORS = "Croniq operators"
 ADMINS = "Croniq admins"
 
-# Silencing a noisy job at 03:00 is on-call work, not an admin's.
-MUTING = ["add_mute", "change_mute", "delete_mute"]
+# Silencing a noisy job at 03:00 is on-call work, not an admin's. Ending a
+# mute is a change (its `until`); deleting one erases why it was there.
+MUTING = ["add_mute", "change_mute"]
 
 
 def ensure_permissions(apps, using, label):

@@ -37,7 +37,7 @@ VIEWING = {
 }
 NOTIFICATIONS = ["event", "channel", "rule", "mute", "notification", "delivery"]
 VIEWING |= {f"notifications.view_{model}" for model in NOTIFICATIONS}
-MUTING = {"notifications.add_mute", "notifications.change_mute", "notifications.delete_mute"}
+MUTING = {"notifications.add_mute", "notifications.change_mute"}
 DAY_TO_DAY = {
     "scheduler.run_job",
     "scheduler.pause_job",

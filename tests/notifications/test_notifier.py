@@ -55,26 +55,6 @@ def state_of(row):
     return row.state
 
 
-def test_before_delivery_skips_a_part_not_installed_and_names_a_wrong_function(settings):
-    from django.apps import apps
-
-    config = apps.get_app_config("notifications")
-    original = config.before_delivery
-    try:
-        config.before_delivery = [
-            "notifications.not_merged_yet.route",
-            "notifications.delivery.due",
-        ]
-        from notifications import delivery
-
-        assert notifier.before_delivery() == [delivery.due]
-        config.before_delivery = ["notifications.delivery.no_such_function"]
-        with pytest.raises(AttributeError):
-            notifier.before_delivery()
-    finally:
-        config.before_delivery = original
-
-
 def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup(
     postgres_only, hook
 ):

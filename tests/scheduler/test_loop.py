@@ -82,6 +82,12 @@ def test_the_loop_runs_the_steps_the_apps_contribute_firing_first():
         ("runners", steps.HOUSEKEEPING_INTERVAL),
         ("flapping", steps.HOUSEKEEPING_INTERVAL),
         ("notifier", steps.HOUSEKEEPING_INTERVAL),
+        ("incidents_closed", 1.0),
+        ("slow", steps.HOUSEKEEPING_INTERVAL),
+        ("missed", steps.HOUSEKEEPING_INTERVAL),
+        ("unserved", steps.HOUSEKEEPING_INTERVAL),
+        ("digests", 30.0),
+        ("notifications_pruned", steps.HOUSEKEEPING_INTERVAL),
     ]
 
 
