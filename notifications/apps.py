@@ -16,4 +16,9 @@ class NotificationsConfig(AppConfig):
         applyfile.add_sections(NotifySections.KEYS, NotifySections)
 
     def loop_steps(self, loop):
-        return []
+        from notifications import retention
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+
+        return [
+            Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
+        ]

@@ -113,6 +113,8 @@ def _check_to(to):
         return "a list of one or more addresses, e.g. [ops@example.com]"
     for address in to:
         try:
+            if not isinstance(address, str):
+                raise ValidationError("not text")
             validate_email(address)
         except ValidationError:
             return f"not an email address: {address!r}"
@@ -613,7 +615,8 @@ def _smtp_text(reply):
 
 
 def _describe_smtp(error, timeout):
-    if isinstance(error, TimeoutError):
+    # smtplib turns a read timeout into SMTPServerDisconnected: look inside.
+    if any(isinstance(cause, TimeoutError) for cause in _causes(error)):
         return f"timed out after {float(timeout)}s"
     if isinstance(error, ConnectionRefusedError):
         return "connection refused"

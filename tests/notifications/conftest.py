@@ -8,12 +8,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from notifications import channels
+
 NOW = datetime(2026, 3, 2, 3, 0, 12, tzinfo=UTC)
 
 
 class Receiver(ThreadingHTTPServer):
     """Answers each POST with `status` and `reply` (or hangs when `hang`),
-    after recording (path, headers, body) in `received`."""
+    after recording (path, headers, body) in `received`. With a `secret` it
+    checks the signature first, as DESIGN.md §9 tells receivers to, and
+    answers 401 when it does not verify at NOW."""
 
     daemon_threads = True
 
@@ -23,6 +27,7 @@ class Receiver(ThreadingHTTPServer):
         self.status = 200
         self.reply = b"ok"
         self.hang = False
+        self.secret = None
         self.released = threading.Event()
 
     @property
@@ -34,15 +39,21 @@ class ReceiverHandler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.received.append((self.path, dict(self.headers), body))
+        signature = self.headers.get("Croniq-Signature")
+        if self.server.secret and not channels.verify(self.server.secret, signature, body, NOW):
+            return self.answer(401, b"bad signature")
         if self.server.hang:
             self.server.released.wait(30)
             return
-        self.send_response(self.server.status)
-        if 300 <= self.server.status < 400:
+        self.answer(self.server.status, self.server.reply)
+
+    def answer(self, status, reply):
+        self.send_response(status)
+        if 300 <= status < 400:
             self.send_header("Location", "https://elsewhere.example/hook")
-        self.send_header("Content-Length", str(len(self.server.reply)))
+        self.send_header("Content-Length", str(len(reply)))
         self.end_headers()
-        self.wfile.write(self.server.reply)
+        self.wfile.write(reply)
 
     def log_message(self, format, *args):
         pass

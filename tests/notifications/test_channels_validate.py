@@ -47,6 +47,7 @@ def test_a_good_config_has_no_problems(kind, config):
         ("email", {"to": []}, "to", "to: a list of one or more addresses"),
         ("email", {"to": "ops@example.com"}, "to", "to: a list of one or more addresses"),
         ("email", {"to": ["ops@example.com", "ops@"]}, "to", "to: not an email address: 'ops@'"),
+        ("email", {"to": [42]}, "to", "to: not an email address: 42"),
         ("email", {"to": ["ops@example.com"], "cc": []}, "cc", "cc: unknown setting"),
         ("webhook", {}, "url", "url: required"),
         ("webhook", {"url": ""}, "url", "url: required: an http(s) URL"),

@@ -5,6 +5,7 @@ import time
 from datetime import timedelta
 
 import pytest
+import requests
 
 from notifications import channels
 from tests.notifications.conftest import NOW
@@ -24,6 +25,7 @@ def signed(receiver, **config):
 
 
 def test_a_signed_delivery_reaches_the_receiver_and_verifies(receiver, message):
+    receiver.secret = SECRET
     result = channels.send("webhook", signed(receiver), message, now=NOW)
 
     assert result.ok and result.status_code == 200 and result.error == ""
@@ -41,13 +43,29 @@ def test_a_signed_delivery_reaches_the_receiver_and_verifies(receiver, message):
     assert channels.verify(SECRET, signature, body, now=NOW)
 
 
+def test_a_tampered_body_is_refused_by_the_receiver(receiver, message):
+    receiver.secret = SECRET
+    assert channels.send("webhook", signed(receiver), message, now=NOW).ok
+    [(_, headers, body)] = receiver.received
+
+    tampered = body.replace(b"billing-sync", b"billing-sink")
+    assert tampered != body
+    replayed = requests.post(receiver.url, data=tampered, headers=headers, timeout=5)
+    assert (replayed.status_code, replayed.text) == (401, "bad signature")
+    unsigned = channels.send("webhook", {"url": receiver.url}, message, now=NOW)
+    assert (unsigned.ok, unsigned.error) == (False, "HTTP 401: bad signature")
+    wrong = {"url": receiver.url, "secret": "${HOOK_TOKEN}"}
+    assert channels.send("webhook", wrong, message, now=NOW).status_code == 401
+    stale = channels.send("webhook", signed(receiver), message, now=NOW - timedelta(minutes=10))
+    assert stale.status_code == 401
+
+
 def test_a_tampered_body_or_a_wrong_secret_fails_verification(receiver, message):
     channels.send("webhook", signed(receiver), message, now=NOW)
     [(_, headers, body)] = receiver.received
     signature = headers["Croniq-Signature"]
 
     tampered = body.replace(b"billing-sync", b"billing-sink")
-    assert tampered != body
     assert not channels.verify(SECRET, signature, tampered, now=NOW)
     assert not channels.verify("another-secret", signature, body, now=NOW)
     assert not channels.verify(SECRET, signature.replace("t=", "t=1"), body, now=NOW)
