@@ -28,7 +28,7 @@ from tests.factories import (
 )
 
 croniq_groups = import_module("dashboard.migrations.0001_croniq_groups")
-notification_groups = import_module("dashboard.migrations.0002_he_notification_groups")
+notification_groups = import_module("dashboard.migrations.0002_notification_groups")
 
 pytestmark = pytest.mark.django_db
 
@@ -50,6 +50,7 @@ DAY_TO_DAY = {
     "runner.resume",
     "mute.add",
     "mute.end",
+    "mute.delete",
 }
 
 
@@ -219,6 +220,9 @@ REQUESTS = {
     ),
     ("admin", "mute.add"): lambda w: (reverse("admin:notifications_mute_add"), mute_form(w)),
     ("admin", "mute.end"): admin_action("notifications_mute", "end_now", lambda w: w.mute),
+    ("admin", "mute.delete"): admin_action(
+        "notifications_mute", "delete_selected", lambda w: w.mute
+    ),
     ("dashboard", "job.run"): dashboard_post("job-run", lambda w: w.job.name),
     ("dashboard", "job.pause"): dashboard_post("job-pause", lambda w: w.job.name),
     ("dashboard", "job.resume"): dashboard_post("job-resume", lambda w: w.paused_job.name),

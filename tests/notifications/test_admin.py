@@ -20,7 +20,7 @@ from tests.admin_forms import job_form
 from tests.factories import JobFactory
 
 croniq_groups = importlib.import_module("dashboard.migrations.0001_croniq_groups")
-notification_groups = importlib.import_module("dashboard.migrations.0002_he_notification_groups")
+notification_groups = importlib.import_module("dashboard.migrations.0002_notification_groups")
 
 pytestmark = pytest.mark.django_db
 
