@@ -219,6 +219,9 @@ REQUESTS = {
     ),
     ("admin", "mute.add"): lambda w: (reverse("admin:notifications_mute_add"), mute_form(w)),
     ("admin", "mute.end"): admin_action("notifications_mute", "end_now", lambda w: w.mute),
+    ("admin", "mute.delete"): admin_action(
+        "notifications_mute", "delete_selected", lambda w: w.mute
+    ),
     ("dashboard", "job.run"): dashboard_post("job-run", lambda w: w.job.name),
     ("dashboard", "job.pause"): dashboard_post("job-pause", lambda w: w.job.name),
     ("dashboard", "job.resume"): dashboard_post("job-resume", lambda w: w.paused_job.name),

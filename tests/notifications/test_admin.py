@@ -479,3 +479,15 @@ class TestSendingATestNotification:
         )
         assert answer.status_code == 302
         assert len(receiver.received) == 1
+
+    def test_an_unset_secret_is_reported_not_raised(self, root, receiver, monkeypatch):
+        monkeypatch.delenv("CRONIQ_GONE_SECRET", raising=False)
+        channel = Channel.objects.create(
+            name="hook", kind="webhook", url=receiver.url, secret="${CRONIQ_GONE_SECRET}"
+        )
+
+        answer = root.post(reverse("admin:notifications_channel_test", args=[channel.pk]))
+
+        assert answer.status_code == 302
+        assert receiver.received == []
+        assert any("CRONIQ_GONE_SECRET" in m for m in shown_messages(answer))
