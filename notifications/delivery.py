@@ -269,8 +269,9 @@ class Budget:
 
 
 def lane(clock, owner, budget, stopping=None):
-    """One worker: claim one due notification, deliver it, repeat until none
-    is due, the budget is spent or `stopping` is set; how many it tried.
+    """One worker: claim a few due notifications (BATCH), deliver them one
+    after another, repeat until none is due, the budget is spent or
+    `stopping` is set; how many it tried.
 
     Runs in a pool thread: its database connection is closed when it ends.
     """
@@ -290,10 +291,21 @@ def deliver_in_turn(clock, owner, budget, stopping=None):
         budget.give_back(granted - len(claims))
         if not claims:
             break
-        for claimed in claims:
+        for n, claimed in enumerate(claims):
+            if stopping is not None and stopping.is_set():
+                release(claims[n:])
+                break
             deliver(claimed, clock())
             tried += 1
     return tried
+
+
+def release(claims):
+    """Give back claims not tried (a stop): due again at once for anyone."""
+    for claimed in claims:
+        Notification.objects.filter(pk=claimed.id, claimed_by=claimed.token).update(
+            claimed_until=None, claimed_by=""
+        )
 
 
 def lanes_needed(now, workers):

@@ -149,7 +149,8 @@ class Notifier:
         """Route, then start lanes for the due notifications; how many started."""
         for step in self.before:
             try:
-                step(now)
+                if step(now):
+                    wakeup.local.set()  # it did work: there may be more, come back at once
             except (OperationalError, InterfaceError):
                 raise
             except Exception:

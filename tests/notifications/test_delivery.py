@@ -317,3 +317,26 @@ def test_the_receiver_rejects_the_delivered_request_with_its_body_tampered(db, h
     answer = requests.post(hook.url, data=tampered, headers=headers, timeout=5)
     assert answer.status_code == 401
     assert hook.received[-1]["verified"] is False
+
+
+def test_a_stopping_lane_gives_back_what_it_claimed_but_did_not_try(db, hook, monkeypatch):
+    channel = webhook(hook.url)
+    rows = [notification(channel, created_at=NOW + timedelta(microseconds=n)) for n in range(3)]
+    stopping = threading.Event()
+    deliver = delivery.deliver
+
+    def deliver_while_a_stop_arrives(claimed, now, retry=True):
+        stopping.set()  # SIGTERM during the first try of the batch
+        return deliver(claimed, now, retry)
+
+    monkeypatch.setattr(delivery, "deliver", deliver_while_a_stop_arrives)
+    tried = delivery.deliver_in_turn(lambda: NOW, "loop-a", delivery.Budget(10), stopping)
+    monkeypatch.undo()
+
+    assert tried == 1
+    for row in rows:
+        row.refresh_from_db()
+    assert [(row.state, row.claimed_until) for row in rows] == [
+        ("delivered", None), ("pending", None), ("pending", None),
+    ]  # fmt: skip
+    assert delivery.deliver_due(NOW) == 2  # due again at once, for any notifier
