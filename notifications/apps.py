@@ -13,10 +13,11 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        from notifications import digests, incidents
-        from scheduler.steps import Step
+        from notifications import digests, incidents, retention
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
             Step("incidents_closed", incidents.close_incidents, every=1.0),
             Step("digests", digests.send_digests, every=30.0),
+            Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
         ]
