@@ -199,6 +199,9 @@ def close(incident, now):
     before = alone_recently(incident.channel_id, key, incident.created_at - window()).filter(
         created_at__lte=incident.created_at
     )
+    previous = told_before(incident, key)
+    if previous is not None:  # the storm went on: those were told already
+        before = before.filter(created_at__gt=previous.created_at)
     failures = sorted(
         [*before, *incident.members.all()], key=lambda member: (member.created_at, str(member.id))
     )
@@ -206,6 +209,19 @@ def close(incident, now):
     incident.state = Notification.PENDING
     incident.next_attempt_at = now
     incident.save(update_fields=["message", "state", "next_attempt_at"])
+
+
+def told_before(incident, key):
+    """The incident of the same key and channel opened before this one."""
+    field, value = key
+    same = {"runner_name": value} if field == "runner_name" else {"pool": value, "runner_name": ""}
+    earlier = Notification.objects.filter(
+        name=INCIDENT,
+        channel_id=incident.channel_id,
+        created_at__lt=incident.created_at,
+        **same,
+    )
+    return earlier.order_by("-created_at").first()
 
 
 def summary_message(incident, key, failures, now):

@@ -3,19 +3,24 @@
 Events, notifications and their delivery log older than
 CRONIQ_NOTIFICATION_RETENTION_DAYS go, oldest first, in small batches (as
 audit retention does). Nothing still to be delivered is ever pruned: a
-pending notification, one waiting for its digest, an open grouped incident,
-or an event not yet routed stays whatever its age.
+pending notification, one waiting for its digest, an open grouped incident
+and its members, or an event not yet routed stays whatever its age.
 """
 
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 
 from notifications.models import Event, Notification
 
 BATCH_SIZE = 500
 MAX_BATCHES = 10
 UNFINISHED = (Notification.PENDING, Notification.DIGEST)
+INCIDENT = "incident.grouped"
+# An incident still collecting members (notifications.incidents) waits in
+# state `grouped` until its window closes.
+OPEN_INCIDENT = Q(name=INCIDENT, state=Notification.GROUPED)
 
 
 def cutoff(now):
@@ -27,9 +32,14 @@ def prune(now, *, batch_size=BATCH_SIZE, max_batches=MAX_BATCHES):
     events with no notification left, older than the retention; returns
     how many rows of either went."""
     before = cutoff(now)
-    finished = Notification.objects.filter(created_at__lt=before).exclude(state__in=UNFINISHED)
-    # A grouped incident still collecting members is pending: its members stay.
-    finished = finished.exclude(group__state__in=UNFINISHED)
+    finished = (
+        Notification.objects.filter(created_at__lt=before)
+        .exclude(state__in=UNFINISHED)
+        .exclude(OPEN_INCIDENT)
+        # Members of an incident still collecting, or of one not yet sent.
+        .exclude(group__state__in=UNFINISHED)
+        .exclude(group__name=INCIDENT, group__state=Notification.GROUPED)
+    )
     deleted = delete_in_batches(finished.order_by("created_at"), batch_size, max_batches)
     spent = Event.objects.filter(
         at__lt=before, routed_at__isnull=False, notifications__isnull=True

@@ -46,11 +46,13 @@ def route_pending(now, limit=200):
         rules = matching.enabled_rules()
         active = mutes.active_mutes(now)
         grouping = incidents.Grouping(now)
+        quiet = []
         states = [
-            route(event, rule, channel, active, grouping, now).state
+            route(event, rule, channel, active, grouping, quiet, now).state
             for event in events
             for rule, channel in matching.routes(event, rules)
         ]
+        Notification.objects.bulk_create(quiet)
         Event.objects.filter(pk__in=[event.pk for event in events]).update(routed_at=now)
         if Notification.PENDING in states:
             wakeup.poke_after_commit()
@@ -80,8 +82,15 @@ def claim(limit):
     return list(related.filter(id__in=ids).order_by("id"))
 
 
-def route(event, rule, channel, active_mutes, grouping, now):
-    """Create the notification of `event` for (rule, channel)."""
+# Notifications nothing later in the batch reads back (the throttle reads
+# pending, delivered and suppressed ones; the storm counts pending ones):
+# written together at the end of the batch, the bulk of a failure storm.
+QUIET = (Notification.GROUPED, Notification.MUTED, Notification.DIGEST)
+
+
+def route(event, rule, channel, active_mutes, grouping, quiet, now):
+    """Create the notification of `event` for (rule, channel); those in a
+    QUIET state are added to `quiet` for the caller to write."""
     notification = Notification(
         id=uuid.uuid4(),
         event=event,
@@ -101,6 +110,9 @@ def route(event, rule, channel, active_mutes, grouping, now):
         details = suppressed_since(notification)
     extra = {"details": [line for line, _ in details]} if details else None
     notification.message = messages.message(notification.id, event, extra)
+    if notification.state in QUIET:
+        quiet.append(notification)
+        return notification
     notification.save()
     for _, ids in details:
         Notification.objects.filter(pk__in=ids).update(group=notification)

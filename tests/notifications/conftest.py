@@ -1,6 +1,7 @@
-"""Shared fixtures of the notifications tests: real receivers for the channel
-tests (an HTTP server in a thread that records what reaches it) and the
-channels, rules, jobs and events the routing tests start from."""
+"""Shared by the notification tests: real receivers for the channel tests
+(an HTTP server in a thread that records what reaches it, and the
+notification they deliver), and the channels, rules and events the routing
+tests start from."""
 
 import datetime as dt
 import itertools
@@ -109,6 +110,8 @@ def message():
     }
 
 
+# Routing: channels, rules and events at fixed instants.
+
 T0 = dt.datetime(2026, 6, 1, 2, 0, tzinfo=dt.UTC)
 # Each made execution its own instant (one execution per job, instant, attempt).
 _instants = itertools.count()
@@ -120,9 +123,9 @@ def make_channel(name="ops-hook", **fields):
     return Channel.objects.create(name=name, **fields)
 
 
-def make_rule(name, events, channels, **fields):
+def make_rule(name, events, targets, **fields):
     rule = Rule.objects.create(name=name, events=list(events), **fields)
-    rule.channels.set(channels)
+    rule.channels.set(targets)
     return rule
 
 

@@ -54,13 +54,16 @@ def test_members_of_an_open_grouped_incident_stay(settings):
     settings.CRONIQ_NOTIFICATION_RETENTION_DAYS = 30
     channel = Channel.objects.create(name="hook", kind="webhook", url="http://x.invalid/")
     incident = Notification.objects.create(
-        name="incident.grouped", channel=channel, state=Notification.PENDING, created_at=OLD
+        name="incident.grouped", channel=channel, state=Notification.GROUPED, created_at=OLD
     )
     member = notification(channel, Notification.GROUPED, OLD)
     member.group = incident
     member.save()
     assert retention.prune(NOW) == 0
     assert Notification.objects.count() == 2
+    # Closed and sent, the incident and its members are history like the rest.
+    Notification.objects.filter(pk=incident.pk).update(state=Notification.DELIVERED)
+    assert retention.prune(NOW) == 3  # the incident, its member, the member's event
 
 
 def test_pruning_goes_in_bounded_batches(settings):
