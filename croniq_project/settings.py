@@ -190,3 +190,8 @@ EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0, minimum=1)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "croniq@localhost")
+
+# Each web process watches the scheduler's heartbeat and reports a stall
+# (scheduler.stalled, notifications.stall_watch); the test suite turns it off
+# but where a test starts it.
+CRONIQ_STALL_WATCH = envbool("CRONIQ_STALL_WATCH", True)

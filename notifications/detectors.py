@@ -8,8 +8,12 @@ executions, pending ones by run_after, recently finished ones by
 finished_at), and returns how many events it emitted. Every event carries a
 `key` naming what it reports and the threshold it crossed, so the Event.key
 unique constraint reports it once however often the step runs and however
-many loops run it; keys already recorded are looked up first, so a
-condition that lasts costs one indexed read per step, not a failed insert.
+many loops run it. Keys already recorded are looked up (one indexed read)
+and remembered while the condition lasts, so a lasting condition costs no
+insert and no lookup; at most EMIT_LIMIT events are emitted per run, the
+rest at the next runs, so an outage's burst never holds the loop for long.
+What the steps remember is per process and only saves work: a new process
+starts by reading everything once.
 
 Thresholds: the setting (CRONIQ_SLOW_FACTOR, CRONIQ_MISSED_GRACE,
 CRONIQ_UNSERVED_GRACE) and every distinct `slow_factor` / `grace` of an
@@ -52,6 +56,9 @@ from scheduler.models import Execution, Job
 
 # The successful runs a job's usual duration (p95) is taken over.
 BASELINE_RUNS = 20
+# Seconds before a run can be slow by its baseline: a job that usually
+# takes a second is not worth a notification each time it takes four.
+BASELINE_FLOOR = 30.0
 # A job's p95, and the jobs' label sets, are read again after this long
 # (they change slowly).
 BASELINE_TTL = CACHE_TTL = timedelta(minutes=1)
@@ -85,8 +92,8 @@ ID_SLACK = 1000
 
 def detect_slow(now):
     """job.slow for each running execution past its job's max_duration or,
-    without one, past each factor x the job's p95 duration. Returns how many
-    events were emitted."""
+    without one, past each factor x the job's p95 duration (and past
+    BASELINE_FLOOR). Returns how many events were emitted."""
     factors = thresholds("job.slow", "slow_factor", settings.CRONIQ_SLOW_FACTOR)
     forget_baselines(now)
     running = list(
@@ -115,7 +122,7 @@ def slowness(job_id, elapsed, max_duration, factors):
     return [
         (factor, {**data, "p95": p95, "factor": factor})
         for factor in factors
-        if elapsed > factor * p95
+        if elapsed > max(factor * p95, BASELINE_FLOOR)
     ]
 
 

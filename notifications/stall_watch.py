@@ -147,8 +147,11 @@ class StallWatch(threading.Thread):
 
 
 def start():
-    """Start this process's watch once; returns it."""
+    """Start this process's watch once (unless CRONIQ_STALL_WATCH is off);
+    returns it, or None."""
     global _watch
+    if not settings.CRONIQ_STALL_WATCH:
+        return None
     with _watch_lock:
         if _watch is None or not _watch.is_alive():
             _watch = StallWatch()

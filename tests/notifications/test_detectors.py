@@ -118,6 +118,16 @@ def test_the_baseline_is_the_last_twenty_successes(settings):
     assert detectors.detect_slow(T0 + seconds(31)) == 1
 
 
+def test_a_short_job_is_not_slow_before_the_floor(settings):
+    settings.CRONIQ_SLOW_MIN_HISTORY = 5
+    job = JobFactory()
+    history(job, [1] * 5)
+    running(job, T0)
+
+    assert detectors.detect_slow(T0 + seconds(30)) == 0
+    assert detectors.detect_slow(T0 + seconds(31)) == 1
+
+
 def test_no_baseline_without_the_minimum_history(settings):
     settings.CRONIQ_SLOW_MIN_HISTORY = 5
     job = JobFactory()
@@ -134,12 +144,13 @@ def test_each_rule_factor_is_its_own_event(settings):
     rule("other-event", "job.failing", slow_factor=1.5)  # routes no job.slow
     rule("disabled", "job.slow", slow_factor=1.2, enabled=False)
     job = JobFactory()
-    history(job, [10] * 5)
+    history(job, [20] * 5)
     execution = running(job, T0)
 
-    assert detectors.detect_slow(T0 + seconds(25)) == 1
-    assert detectors.detect_slow(T0 + seconds(35)) == 1
-    assert detectors.detect_slow(T0 + seconds(36)) == 0
+    assert detectors.detect_slow(T0 + seconds(40)) == 0
+    assert detectors.detect_slow(T0 + seconds(41)) == 1
+    assert detectors.detect_slow(T0 + seconds(61)) == 1
+    assert detectors.detect_slow(T0 + seconds(62)) == 0
     assert [e.key for e in events("job.slow")] == [
         f"job.slow:{execution.pk}:2",
         f"job.slow:{execution.pk}:3",
