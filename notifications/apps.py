@@ -13,11 +13,12 @@ class NotificationsConfig(AppConfig):
         events.on_event(record_event)
 
     def loop_steps(self, loop):
-        from notifications import detectors
-        from scheduler.steps import Step
+        from notifications import detectors, retention
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
-        # Events no state change causes, found by looking every few seconds.
         return [
+            Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
+            # Events no state change causes, found by looking every few seconds.
             Step("slow", detectors.detect_slow, every=5.0),
             Step("missed", detectors.detect_missed, every=5.0),
             Step("unserved", detectors.detect_unserved, every=5.0),

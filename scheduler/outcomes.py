@@ -104,18 +104,25 @@ def locked_health(job_id):
 # The success fast path (runners.dispatch.finished_ok) settles most runs in
 # one hand-written write; this is its health update, as plain: a job with no
 # streak to end and no minimum duration to check needs only its count and
-# last success moved. Anything else takes `settled`.
+# last success moved (its row created on its first run). Anything else
+# takes `settled`.
 SUCCESS_PLAIN = f"""
-    UPDATE {JobHealth._meta.db_table}
-    SET succeeded = succeeded + 1, last_success_at = %s, last_state = %s
-    WHERE job_id = %s AND failure_streak = 0
-      AND job_id IN (SELECT id FROM {Job._meta.db_table} WHERE min_duration IS NULL)
+    INSERT INTO {JobHealth._meta.db_table} AS health (
+        job_id, succeeded, last_success_at, last_state, failure_streak,
+        failed, timed_out, lost, cancelled, skipped)
+    SELECT id, 1, %s, %s, 0, 0, 0, 0, 0, 0
+    FROM {Job._meta.db_table} WHERE id = %s AND min_duration IS NULL
+    ON CONFLICT (job_id) DO UPDATE
+    SET succeeded = health.succeeded + 1,
+        last_success_at = excluded.last_success_at,
+        last_state = excluded.last_state
+    WHERE health.failure_streak = 0
 """
 
 
 def succeeded_plainly(job_id, now):
     """The health update of a success that needs no event; False when the
-    job needs more (a streak ends, a minimum duration, no health row yet)."""
+    job needs more (a streak ends, a minimum duration to check)."""
     params = [connection.ops.adapt_datetimefield_value(now), Execution.SUCCEEDED, job_id]
     with connection.cursor() as cursor:
         cursor.execute(SUCCESS_PLAIN, params)

@@ -424,7 +424,7 @@ def test_the_detectors_are_loop_steps():
     from django.apps import apps
 
     steps = apps.get_app_config("notifications").loop_steps(None)
-    assert [(s.name, s.run, s.every) for s in steps] == [
+    assert [(s.name, s.run, s.every) for s in steps if s.run.__module__ == detectors.__name__] == [
         ("slow", detectors.detect_slow, 5.0),
         ("missed", detectors.detect_missed, 5.0),
         ("unserved", detectors.detect_unserved, 5.0),

@@ -81,6 +81,7 @@ def test_the_loop_runs_the_steps_the_apps_contribute_firing_first():
         ("pruned", steps.HOUSEKEEPING_INTERVAL),
         ("runners", steps.HOUSEKEEPING_INTERVAL),
         ("flapping", steps.HOUSEKEEPING_INTERVAL),
+        ("notifications_pruned", steps.HOUSEKEEPING_INTERVAL),
         ("slow", 5.0),
         ("missed", 5.0),
         ("unserved", 5.0),
