@@ -192,3 +192,8 @@ EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0, minimum=1)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "croniq@localhost")
 # Events, notifications and their delivery log are kept this long.
 CRONIQ_NOTIFICATION_RETENTION_DAYS = envint("CRONIQ_NOTIFICATION_RETENTION_DAYS", 30, minimum=1)
+
+# Each web process watches the scheduler's heartbeat and reports a stall
+# (scheduler.stalled, notifications.stall_watch); the test suite turns it off
+# but where a test starts it.
+CRONIQ_STALL_WATCH = envbool("CRONIQ_STALL_WATCH", True)

@@ -8,8 +8,12 @@ executions, pending ones by run_after, recently finished ones by
 finished_at), and returns how many events it emitted. Every event carries a
 `key` naming what it reports and the threshold it crossed, so the Event.key
 unique constraint reports it once however often the step runs and however
-many loops run it; keys already recorded are looked up first, so a
-condition that lasts costs one indexed read per step, not a failed insert.
+many loops run it. Keys already recorded are looked up (one indexed read)
+and remembered while the condition lasts, so a lasting condition costs no
+insert and no lookup; at most EMIT_LIMIT events are emitted per run, the
+rest at the next runs, so an outage's burst never holds the loop for long.
+What the steps remember is per process and only saves work: a new process
+starts by reading everything once.
 
 Thresholds: the setting (CRONIQ_SLOW_FACTOR, CRONIQ_MISSED_GRACE,
 CRONIQ_UNSERVED_GRACE) and every distinct `slow_factor` / `grace` of an
@@ -36,10 +40,13 @@ before it started. Two ways are seen:
 
 import hashlib
 import math
+import operator
 from datetime import timedelta
+from functools import reduce
 
 from django.conf import settings
-from django.db.models import CharField, Count, Exists, F, Min, OuterRef, Q, Value
+from django.db import connection, transaction
+from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Cast, Concat
 
 from notifications.models import Event, Rule
@@ -49,75 +56,128 @@ from scheduler.models import Execution, Job
 
 # The successful runs a job's usual duration (p95) is taken over.
 BASELINE_RUNS = 20
-# A job's p95 is read again after this long (it moves slowly).
-BASELINE_TTL = timedelta(minutes=1)
-# Executions examined per query: the step's work per run stays bounded.
+# Seconds before a run can be slow by its baseline: a job that usually
+# takes a second is not worth a notification each time it takes four.
+BASELINE_FLOOR = 30.0
+# A job's p95, and the jobs' label sets, are read again after this long
+# (they change slowly).
+BASELINE_TTL = CACHE_TTL = timedelta(minutes=1)
+# Executions examined per query, and events emitted per run of a step: its
+# work per run stays bounded (what is left is found again at the next run).
 BATCH = 500
+EMIT_LIMIT = 50
 # Started executions this recent are checked for a late start: several runs
 # of the step, so one delayed run of the loop loses none.
 LATE_LOOKBACK = timedelta(minutes=2)
+# A missed execution's reason counts the queue up to this.
+QUEUE_COUNTED = 10000
 # Jobs and online runners named in a labels.unserved event.
 LISTED = 10
 SCHEDULED = (Execution.SCHEDULE, Execution.CATCH_UP)
 KEY_LENGTH = 200  # Event.key's max_length
 
-# {job id: (computed at, p95 seconds or None)}, per process.
+# Per process: {job id: (computed at, p95 seconds or None)}; {event name:
+# keys known recorded, among those the step last found}; {grace: (cutoff,
+# highest execution id) of the last complete job.missed scan}.
 _baselines = {}
+_recorded = {}
+_missed_scans = {}
+# {"sets": (read at, {label set: [its spellings]}), label set: [job ids]}.
+_label_sets = {}
+# The last complete scan's windows, widened by this much: an execution
+# committed late (ids and instants are taken before the commit) is not lost.
+SCAN_SLACK = timedelta(minutes=1)
+ID_SLACK = 1000
 
 
 def detect_slow(now):
     """job.slow for each running execution past its job's max_duration or,
-    without one, past each factor x the job's p95 duration. Returns how many
-    events were emitted."""
+    without one, past each factor x the job's p95 duration (and past
+    BASELINE_FLOOR). Returns how many events were emitted."""
     factors = thresholds("job.slow", "slow_factor", settings.CRONIQ_SLOW_FACTOR)
     forget_baselines(now)
+    running = list(
+        Execution.objects.filter(
+            state=Execution.RUNNING, claimed_at__isnull=False, claimed_at__lt=now
+        ).values_list("pk", "job_id", "claimed_at", "job__max_duration")
+    )
+    load_baselines({job_id for _, job_id, _, max_duration in running if max_duration is None}, now)
     found = {}  # key -> (execution id, data)
-    running = Execution.objects.filter(
-        state=Execution.RUNNING, claimed_at__isnull=False, claimed_at__lt=now
-    ).values_list("pk", "job_id", "claimed_at", "job__max_duration")
-    for pk, job_id, claimed_at, max_duration in running.iterator(chunk_size=BATCH):
+    for pk, job_id, claimed_at, max_duration in running:
         elapsed = (now - claimed_at).total_seconds()
-        for factor, data in slowness(job_id, elapsed, max_duration, factors, now):
+        for factor, data in slowness(job_id, elapsed, max_duration, factors):
             found[f"job.slow:{pk}:{number(factor) if factor else 'max'}"] = (pk, data)
-    return emit_new("job.slow", found, now)
+    emitted, _ = emit_new("job.slow", found, now)
+    return emitted
 
 
-def slowness(job_id, elapsed, max_duration, factors, now):
+def slowness(job_id, elapsed, max_duration, factors):
     """[(factor or None, data)] for each threshold the run is past."""
     data = {"elapsed": round(elapsed, 3), "max_duration": max_duration, "p95": None}
     if max_duration is not None:
         return [(None, {**data, "factor": None})] if elapsed > max_duration else []
-    p95 = baseline(job_id, now)
+    p95 = _baselines[job_id][1]
     if p95 is None:
         return []
     return [
         (factor, {**data, "p95": p95, "factor": factor})
         for factor in factors
-        if elapsed > factor * p95
+        if elapsed > max(factor * p95, BASELINE_FLOOR)
     ]
 
 
 def baseline(job_id, now):
     """The job's p95 duration (seconds) over its last successful runs, or
     None with fewer than CRONIQ_SLOW_MIN_HISTORY of them. Cached a minute."""
-    cached = _baselines.get(job_id)
-    if cached is not None:
-        return cached[1]
+    load_baselines([job_id], now)
+    return _baselines[job_id][1]
+
+
+def load_baselines(job_ids, now):
+    """Read the p95 of the jobs not cached: one query on PostgreSQL."""
+    missing = [job_id for job_id in job_ids if job_id not in _baselines]
     wanted = max(BASELINE_RUNS, settings.CRONIQ_SLOW_MIN_HISTORY)
-    runs = (
-        Execution.objects.filter(
-            job_id=job_id,
-            state=Execution.SUCCEEDED,
-            claimed_at__isnull=False,
-            finished_at__isnull=False,
+    durations = {job_id: [] for job_id in missing}
+    for start in range(0, len(missing), BATCH):
+        for job_id, duration in last_successes(missing[start : start + BATCH], wanted):
+            durations[job_id].append(duration)
+    for job_id, runs in durations.items():
+        enough = len(runs) >= settings.CRONIQ_SLOW_MIN_HISTORY
+        _baselines[job_id] = (now, percentile_95(runs) if enough else None)
+
+
+def last_successes(job_ids, count):
+    """[(job id, seconds)] of the last `count` successful runs of each job,
+    newest first, each read through the exec_job_history index."""
+    if connection.vendor == "postgresql":
+        # One query for all the jobs: LIMIT per job, which the ORM cannot say.
+        table = Execution._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT job.id, EXTRACT(EPOCH FROM run.finished_at - run.claimed_at)"
+                " FROM unnest(%s::bigint[]) AS job(id) CROSS JOIN LATERAL ("
+                f"  SELECT e.claimed_at, e.finished_at FROM {table} e"
+                "   WHERE e.job_id = job.id AND e.state = %s"
+                "   AND e.claimed_at IS NOT NULL AND e.finished_at IS NOT NULL"
+                "   ORDER BY e.scheduled_for DESC LIMIT %s"
+                " ) AS run",
+                [list(job_ids), Execution.SUCCEEDED, count],
+            )
+            return [(job_id, float(seconds)) for job_id, seconds in cursor.fetchall()]
+    runs = []
+    for job_id in job_ids:
+        last = (
+            Execution.objects.filter(
+                job_id=job_id,
+                state=Execution.SUCCEEDED,
+                claimed_at__isnull=False,
+                finished_at__isnull=False,
+            )
+            .order_by("-scheduled_for")
+            .values_list("claimed_at", "finished_at")[:count]
         )
-        .order_by("-scheduled_for")  # the exec_job_history index
-        .values_list("claimed_at", "finished_at")[:wanted]
-    )
-    durations = [(finished - claimed).total_seconds() for claimed, finished in runs]
-    p95 = percentile_95(durations) if len(durations) >= settings.CRONIQ_SLOW_MIN_HISTORY else None
-    _baselines[job_id] = (now, p95)
-    return p95
+        runs.extend((job_id, (finished - claimed).total_seconds()) for claimed, finished in last)
+    return runs
 
 
 def percentile_95(values):
@@ -126,12 +186,20 @@ def percentile_95(values):
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def forget_baselines(now=None):
-    """Drop the p95s read more than BASELINE_TTL before `now` (all of them
-    without `now`, or when the clock went back)."""
+def forget_baselines(now):
+    """Drop the p95s read more than BASELINE_TTL before `now` (or after it:
+    the clock went back)."""
     for job_id, (at, _) in list(_baselines.items()):
-        if now is None or not (at <= now < at + BASELINE_TTL):
+        if not (at <= now < at + BASELINE_TTL):
             del _baselines[job_id]
+
+
+def forget():
+    """Drop what this process remembers (tests: rolled-back ids come back)."""
+    _baselines.clear()
+    _recorded.clear()
+    _missed_scans.clear()
+    _label_sets.clear()
 
 
 def detect_missed(now):
@@ -140,9 +208,11 @@ def detect_missed(now):
     graces = thresholds("job.missed", "grace", settings.CRONIQ_MISSED_GRACE)
     pool = RunnerPool(now)
     found = {}
+    scans = {}
     for grace in graces:
         late = timedelta(seconds=grace)
-        for execution in missed_executions(now, grace):
+        executions, scans[grace] = missed_executions(now, grace)
+        for execution in executions:
             if execution.state == Execution.PENDING:
                 reason = pool.why_waiting(execution, late)
             else:
@@ -156,35 +226,72 @@ def detect_missed(now):
                     "started_at": iso(execution.claimed_at),
                 },
             )
-    return emit_new("job.missed", found, now)
+    emitted, complete = emit_new("job.missed", found, now)
+    if complete:
+        # Everything found is recorded: the next run may skip it.
+        _missed_scans.update((grace, scan) for grace, scan in scans.items() if scan)
+    return emitted
 
 
 def missed_executions(now, grace):
     """Executions of the schedule that missed `grace` and are not yet
-    reported for it: pending (the exec_pending_order index) or started late
-    (running, or finished within LATE_LOOKBACK)."""
+    reported for it: pending (`pending_past_grace`) or started late (running,
+    or finished within LATE_LOOKBACK); and the pending scan to remember."""
     late = timedelta(seconds=grace)
-    reported = Exists(
-        Event.objects.filter(
-            key=Concat(
-                Value("job.missed:"),
-                Cast(OuterRef("pk"), CharField()),
-                Value(f":{number(grace)}"),
-                output_field=CharField(),
-            )
-        )
+    scheduled = Execution.objects.filter(trigger__in=SCHEDULED, attempt=1).exclude(
+        Exists(Event.objects.filter(key=missed_key_sql(grace)))
     )
-    scheduled = Execution.objects.filter(trigger__in=SCHEDULED, attempt=1).exclude(reported)
-    pending = scheduled.filter(
-        state=Execution.PENDING, run_after__lt=now - late, cancel_requested_at__isnull=True
-    ).order_by("run_after", "scheduled_for", "id")
     started_late = Q(claimed_at__gt=F("scheduled_for") + late)
     running = scheduled.filter(started_late, state=Execution.RUNNING)
     finished = scheduled.filter(started_late, finished_at__gte=now - LATE_LOOKBACK)
-    found = []
-    for queryset in (pending, running, finished):
+    found, scan = pending_past_grace(scheduled, now, grace)
+    for queryset in (running, finished):
         found.extend(queryset.select_related("job")[:BATCH])
-    return found
+    return found, scan
+
+
+def pending_past_grace(scheduled, now, grace):
+    """The unreported pending executions whose run_after + `grace` passed,
+    and the scan to remember once they are recorded (None: not all read).
+
+    After one complete scan of them all, a run looks only at what may have
+    joined since: executions whose grace ran out since the last run (by
+    run_after, the exec_pending_order index) and executions created since
+    (by id: a catch-up is created with an old run_after). So an outage's
+    backlog, reported once, is not read again at every run.
+    """
+    cutoff = now - timedelta(seconds=grace)
+    newest = Execution.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    pending = scheduled.filter(
+        state=Execution.PENDING, run_after__lt=cutoff, cancel_requested_at__isnull=True
+    ).select_related("job")
+    last = _missed_scans.get(grace)
+    by_instant = ("run_after", "scheduled_for", "id")
+    if last is None or last[0] > cutoff:
+        scans = [pending.order_by(*by_instant)]
+    else:
+        since, seen = last
+        scans = [
+            pending.filter(run_after__gte=since - SCAN_SLACK).order_by(*by_instant),
+            pending.filter(pk__gt=seen - ID_SLACK).order_by("pk"),
+        ]
+    found = {}
+    complete = True
+    for scan in scans:
+        batch = list(scan[:BATCH])
+        complete = complete and len(batch) < BATCH
+        found.update((execution.pk, execution) for execution in batch)
+    return list(found.values()), (cutoff, newest) if complete else None
+
+
+def missed_key_sql(grace):
+    """`missed_key` of the outer execution, in SQL (the Event.key index)."""
+    return Concat(
+        Value("job.missed:"),
+        Cast(OuterRef("pk"), CharField()),
+        Value(f":{number(grace)}"),
+        output_field=CharField(),
+    )
 
 
 def why_started_late(execution, late):
@@ -250,10 +357,11 @@ class RunnerPool:
         )
 
     def queued(self):
+        """Ready executions waiting, counted up to QUEUE_COUNTED ("10000+")."""
         if self.ready is None:
-            self.ready = Execution.objects.filter(
-                state=Execution.PENDING, run_after__lte=self.now
-            ).count()
+            ready = Execution.objects.filter(state=Execution.PENDING, run_after__lte=self.now)
+            count = ready[: QUEUE_COUNTED + 1].count()
+            self.ready = f"{QUEUE_COUNTED}+" if count > QUEUE_COUNTED else str(count)
         return self.ready
 
 
@@ -261,52 +369,75 @@ def detect_unserved(now):
     """labels.unserved for each label set whose pending work, older than a
     grace, no online runner carries: one event per episode, the episode
     starting at the oldest such execution's run_after. Returns how many were
-    emitted."""
+    emitted.
+
+    Only the label sets no online runner carries are looked at (none, on a
+    healthy install: no query of the executions at all), each by its oldest
+    waiting execution (the exec_pending_order index, LIMIT 1); what the event
+    says (counts, jobs) is read only when it is emitted.
+    """
     graces = thresholds("labels.unserved", "grace", settings.CRONIQ_UNSERVED_GRACE)
     pool = RunnerPool(now)
+    uncarried = [labels for labels in label_sets(now) if not pool.carriers(labels)]
     found = {}
-    for grace in graces:
-        for labels, (pending, since, jobs) in waiting_by_labels(now, grace).items():
-            if pool.carriers(labels):
+    for labels in uncarried:
+        jobs = jobs_carrying_exactly(labels, now)
+        for grace in graces:
+            waiting = Execution.objects.filter(
+                state=Execution.PENDING,
+                run_after__lt=now - timedelta(seconds=grace),
+                cancel_requested_at__isnull=True,
+                job_id__in=jobs,
+            )
+            since = waiting.order_by("run_after").values_list("run_after", flat=True).first()
+            if since is None:
                 continue
             names = sorted(labels)
             key = fitted(f"labels.unserved:{','.join(names)}:{since.isoformat()}:{number(grace)}")
-            found[key] = (
-                None,
-                {
-                    "labels": names,
-                    "pending": pending,
-                    "since": since.isoformat(),
-                    "grace": grace,
-                    "jobs": sorted(jobs)[:LISTED],
-                    "online": pool.listed()[:LISTED],
-                },
-            )
-    return emit_new("labels.unserved", found, now)
+            found[key] = (None, unserved_facts(waiting, names, since, grace, pool))
+    emitted, _ = emit_new("labels.unserved", found, now)
+    return emitted
 
 
-def waiting_by_labels(now, grace):
-    """{label set: (pending executions, oldest run_after, job names)} of the
-    executions pending for longer than `grace`; grouped by job in SQL (the
-    exec_pending_order index), then by the jobs' label sets."""
-    per_job = (
-        Execution.objects.filter(
-            state=Execution.PENDING,
-            run_after__lt=now - timedelta(seconds=grace),
-            cancel_requested_at__isnull=True,
-        )
-        .values("job_id")
-        .annotate(pending=Count("id"), since=Min("run_after"))
-        .values_list("job_id", "pending", "since")
-    )
-    counts = {job_id: (pending, since) for job_id, pending, since in per_job}
-    groups = {}
-    jobs = Job.objects.filter(pk__in=list(counts)).values_list("pk", "name", "labels")
-    for pk, name, labels in jobs.iterator(chunk_size=BATCH):
-        pending, since = counts[pk]
-        total, oldest, names = groups.get(frozenset(labels or ()), (0, since, []))
-        groups[frozenset(labels or ())] = (total + pending, min(oldest, since), [*names, name])
-    return groups
+def unserved_facts(waiting, labels, since, grace, pool):
+    """The event's data, read when it is emitted."""
+
+    def facts():
+        per_job = waiting.values("job__name").annotate(n=Count("id")).order_by("job__name")
+        per_job = list(per_job.values_list("job__name", "n"))
+        return {
+            "labels": labels,
+            "pending": sum(n for _, n in per_job),
+            "since": since.isoformat(),
+            "grace": grace,
+            "jobs": [name for name, _ in per_job[:LISTED]],
+            "online": pool.listed()[:LISTED],
+        }
+
+    return facts
+
+
+def label_sets(now):
+    """The distinct label sets of the jobs, read once a minute."""
+    cached = _label_sets.get("sets")
+    if cached is None or not (cached[0] <= now < cached[0] + CACHE_TTL):
+        values = Job.objects.values_list("labels", flat=True).distinct()
+        _label_sets.clear()
+        _label_sets["sets"] = cached = (now, {frozenset(v or ()): [] for v in values})
+        for value in values:
+            cached[1][frozenset(value or ())].append(value or [])
+    return list(cached[1])
+
+
+def jobs_carrying_exactly(labels, now):
+    """Ids of the jobs whose label set is `labels`, read once a minute."""
+    if labels not in _label_sets:
+        spellings = _label_sets["sets"][1][labels]  # ["a","b"] and ["b","a"]
+        ids = Job.objects.filter(
+            reduce(operator.or_, (Q(labels=spelling) for spelling in spellings))
+        ).values_list("pk", flat=True)
+        _label_sets[labels] = list(ids)
+    return _label_sets[labels]
 
 
 def thresholds(event, field, default):
@@ -341,28 +472,40 @@ def threshold_matches(rule, name, data):
 
 def emit_new(name, found, now):
     """Emit `found` ({key: (execution id or None, data)}) but the keys
-    already recorded; returns how many were emitted."""
-    keys = list(found)
-    recorded = set()
-    for start in range(0, len(keys), BATCH):
-        chunk = keys[start : start + BATCH]
-        recorded.update(Event.objects.filter(key__in=chunk).values_list("key", flat=True))
-    new = {key: found[key] for key in keys if key not in recorded}
+    already recorded, EMIT_LIMIT at most, in one transaction; returns (how
+    many were emitted, whether that was all of them). The keys known
+    recorded are remembered while the step keeps finding them, so a lasting
+    condition costs no query."""
+    known = _recorded.get(name, set()) & found.keys()
+    unknown = [key for key in found if key not in known]
+    for start in range(0, len(unknown), BATCH):
+        chunk = unknown[start : start + BATCH]
+        known.update(Event.objects.filter(key__in=chunk).values_list("key", flat=True))
+    new = [key for key in unknown if key not in known]
+    complete = len(new) <= EMIT_LIMIT
+    new = new[:EMIT_LIMIT]
+    _recorded[name] = known
+    if not new:
+        return 0, complete
     executions = Execution.objects.select_related("job", "runner").in_bulk(
-        [pk for pk, _ in new.values() if pk is not None]
+        [found[key][0] for key in new if found[key][0] is not None]
     )
-    for key, (pk, data) in new.items():
-        execution = executions.get(pk)
-        events.emit(
-            name,
-            at=now,
-            job=execution.job if execution else None,
-            execution=execution,
-            runner=execution.runner if execution else None,
-            data=data,
-            key=key,
-        )
-    return len(new)
+    with transaction.atomic():
+        for key in new:
+            pk, data = found[key]
+            data = data() if callable(data) else data
+            execution = executions.get(pk)
+            events.emit(
+                name,
+                at=now,
+                job=execution.job if execution else None,
+                execution=execution,
+                runner=execution.runner if execution else None,
+                data=data,
+                key=key,
+            )
+    known.update(new)
+    return len(new), complete
 
 
 def number(value):

@@ -3,9 +3,9 @@
 A dead loop cannot report itself, so the web processes, which outlive it,
 watch its heartbeat (`audit.last_tick()`): each runs one daemon thread
 (`start`, called when the ASGI application is built) that calls
-`check_stall` every CHECK_EVERY seconds. The web process of `serve` runs it
-too: there a loop thread that dies stops the process, but one that hangs
-is reported like a dead loop.
+`check_stall` every CHECK_EVERY seconds (CRONIQ_STALL_WATCH turns it off).
+The web process of `serve` runs it too: there a loop thread that dies stops
+the process, but one that hangs is reported like a dead loop.
 
 Once across all web processes: the event's key names the last tick and the
 grace (a later stall, after the loop ticked again, is a new key), and the
@@ -48,15 +48,25 @@ _watch_lock = threading.Lock()
 
 def check_stall(now):
     """Record scheduler.stalled for each grace the last tick is older than,
-    unless recorded already; deliver what this records. Returns the Event
-    this call recorded (the smallest grace's), or None."""
+    unless recorded already, and, the loop being stalled, route and deliver
+    what is due. Returns the Event this call recorded (the smallest
+    grace's), or None."""
     last = audit.last_tick()
-    graces = stall_graces()
-    if last is None or now - last <= timedelta(seconds=graces[0]):
+    if last is None:
         return None
-    recorded = record_stall(now, graces)
+    passed = [g for g in stall_graces() if now - last > timedelta(seconds=g)]
+    if not passed:
+        return None
+    recorded = []
+    keys = [stall_key(last, grace) for grace in passed]
+    if Event.objects.filter(key__in=keys).count() < len(keys):
+        recorded = record_stall(now, passed)
     deliver_now(now)
     return recorded[0] if recorded else None
+
+
+def stall_key(last, grace):
+    return f"scheduler.stalled:{last.isoformat()}:{number(grace)}"
 
 
 def stall_graces():
@@ -80,7 +90,7 @@ def record_stall(now, graces):
         for grace in graces:
             if now - last <= timedelta(seconds=grace):
                 break
-            key = f"scheduler.stalled:{last.isoformat()}:{number(grace)}"
+            key = stall_key(last, grace)
             if Event.objects.filter(key=key).exists():
                 continue
             data = {
@@ -147,8 +157,11 @@ class StallWatch(threading.Thread):
 
 
 def start():
-    """Start this process's watch once; returns it."""
+    """Start this process's watch once (unless CRONIQ_STALL_WATCH is off);
+    returns it, or None."""
     global _watch
+    if not settings.CRONIQ_STALL_WATCH:
+        return None
     with _watch_lock:
         if _watch is None or not _watch.is_alive():
             _watch = StallWatch()

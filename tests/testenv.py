@@ -6,3 +6,6 @@ import os
 os.environ.setdefault("SECRET_KEY", "croniq-test-only-key")
 if os.environ.get("CRONIQ_TEST_DATABASE_URL"):
     os.environ["DATABASE_URL"] = os.environ["CRONIQ_TEST_DATABASE_URL"]
+# A web application built in a test (serve, uvicorn) starts no stall watch
+# thread against the test database; tests/e2e/test_stall_watch.py turns it on.
+os.environ.setdefault("CRONIQ_STALL_WATCH", "0")

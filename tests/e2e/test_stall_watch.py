@@ -66,7 +66,10 @@ def test_web_processes_report_a_dead_loop_once(e2e_database, tmp_path):
     # The loop ticked once, then stopped for good.
     manage(e2e_database, "scheduler_loop", "--once")
     servers = [
-        Server(e2e_database, tmp_path / f"web-{i}.log", CRONIQ_STALL_GRACE=GRACE) for i in range(2)
+        Server(
+            e2e_database, tmp_path / f"web-{i}.log", CRONIQ_STALL_WATCH=1, CRONIQ_STALL_GRACE=GRACE
+        )
+        for i in range(2)
     ]
     try:
         for server in servers:

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def fresh_baselines():
     # Rolled-back tests reuse job ids on SQLite: no p95 outlives its test.
-    detectors.forget_baselines()
+    detectors.forget()
     yield
-    detectors.forget_baselines()
+    detectors.forget()
 
 
 def seconds(n):
@@ -119,6 +119,16 @@ def test_the_baseline_is_the_last_twenty_successes(settings):
     assert detectors.detect_slow(T0 + seconds(31)) == 1
 
 
+def test_a_short_job_is_not_slow_before_the_floor(settings):
+    settings.CRONIQ_SLOW_MIN_HISTORY = 5
+    job = JobFactory()
+    history(job, [1] * 5)
+    running(job, T0)
+
+    assert detectors.detect_slow(T0 + seconds(30)) == 0
+    assert detectors.detect_slow(T0 + seconds(31)) == 1
+
+
 def test_no_baseline_without_the_minimum_history(settings):
     settings.CRONIQ_SLOW_MIN_HISTORY = 5
     job = JobFactory()
@@ -135,12 +145,13 @@ def test_each_rule_factor_is_its_own_event(settings):
     rule("other-event", "job.failing", slow_factor=1.5)  # routes no job.slow
     rule("disabled", "job.slow", slow_factor=1.2, enabled=False)
     job = JobFactory()
-    history(job, [10] * 5)
+    history(job, [20] * 5)
     execution = running(job, T0)
 
-    assert detectors.detect_slow(T0 + seconds(25)) == 1
-    assert detectors.detect_slow(T0 + seconds(35)) == 1
-    assert detectors.detect_slow(T0 + seconds(36)) == 0
+    assert detectors.detect_slow(T0 + seconds(40)) == 0
+    assert detectors.detect_slow(T0 + seconds(41)) == 1
+    assert detectors.detect_slow(T0 + seconds(61)) == 1
+    assert detectors.detect_slow(T0 + seconds(62)) == 0
     assert [e.key for e in events("job.slow")] == [
         f"job.slow:{execution.pk}:2",
         f"job.slow:{execution.pk}:3",
@@ -260,6 +271,47 @@ def test_a_run_that_queued_past_its_grace_is_missed_once_started(settings):
     assert detectors.detect_missed(T0 + seconds(95)) == 1
     [event] = events("job.missed")
     assert event.data["reason"] == "it waited 90s in the queue before a runner took it"
+
+
+def test_after_a_complete_scan_only_what_joined_since_is_read(settings, monkeypatch):
+    settings.CRONIQ_MISSED_GRACE = 300.0
+    monkeypatch.setattr(detectors, "ID_SLACK", 0)
+    job = JobFactory()
+    ExecutionFactory(job=job, scheduled_for=T0 - seconds(900))  # reported by the first scan
+    assert detectors.detect_missed(T0) == 1
+    # Not read again: its event gone (retention), it is not reported again...
+    Event.objects.filter(name="job.missed").delete()
+    assert detectors.detect_missed(T0 + seconds(5)) == 0
+    # ...until a process starts afresh and scans everything once.
+    detectors.forget()
+    assert detectors.detect_missed(T0 + seconds(6)) == 1
+
+    # Created now for an instant an hour ago: behind the run_after window.
+    catch_up = ExecutionFactory(
+        job=job,
+        scheduled_for=T0 - dt.timedelta(hours=1),
+        created_at=T0 + seconds(9),
+        trigger=Execution.CATCH_UP,
+    )
+    assert detectors.detect_missed(T0 + seconds(10)) == 1
+    assert events("job.missed")[-1].execution == catch_up
+
+
+def test_a_backlog_is_reported_a_few_at_a_time_and_wholly(settings, monkeypatch):
+    settings.CRONIQ_MISSED_GRACE = 60.0
+    monkeypatch.setattr(detectors, "EMIT_LIMIT", 3)
+    monkeypatch.setattr(detectors, "BATCH", 4)
+    monkeypatch.setattr(detectors, "ID_SLACK", 0)
+    job = JobFactory()
+    for minute in range(10):
+        ExecutionFactory(job=job, scheduled_for=T0 + dt.timedelta(minutes=minute))
+
+    now = T0 + dt.timedelta(minutes=20)
+    emitted = [detectors.detect_missed(now + seconds(i)) for i in range(5)]
+
+    assert emitted == [3, 3, 3, 1, 0]
+    assert Event.objects.filter(name="job.missed").count() == 10
+    assert detectors.detect_missed(now + seconds(61)) == 0
 
 
 def test_each_rule_grace_is_its_own_missed_event(settings):

@@ -138,7 +138,10 @@ def test_the_watch_thread_survives_a_failing_check(grace, caplog):
     assert any("scheduler.stalled reported" in m for m in messages)
 
 
-def test_start_starts_one_watch_per_process(monkeypatch):
+def test_start_starts_one_watch_per_process(monkeypatch, settings):
+    settings.CRONIQ_STALL_WATCH = False
+    assert stall_watch.start() is None
+    settings.CRONIQ_STALL_WATCH = True
     # No database: the watch's checks are replaced by a counter.
     looks = []
     monkeypatch.setattr(stall_watch.StallWatch, "check_once", lambda self: looks.append(1))
