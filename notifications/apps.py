@@ -20,8 +20,8 @@ class NotificationsConfig(AppConfig):
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
-            # Routing and delivery run in the notifier's own threads: its
-            # step only starts them with the loop's first tick.
+            # Routing and delivery run in the notifier's own process: its
+            # step only starts it with the loop's first tick.
             notifier.loop_step(loop),
             Step("incidents_closed", incidents.close_incidents, every=1.0),
             # Events no state change causes, found by looking every few seconds.

@@ -198,14 +198,18 @@ class Notifier:
 
 
 def loop_step(loop):
-    """The loop's "notifier" step: starts the notifier with the loop's first
-    tick (and again if it ever died); it stops with the loop. Counts nothing."""
+    """The loop's "notifier" step: starts the notifier's process with the
+    loop's first tick (and again if it ever died); it stops with the loop.
+    Counts nothing."""
+    from notifications import notifier_process
+
     started = {}
 
     def ensure_running(now):
         current = started.get("notifier")
-        if AUTOSTART and (current is None or not current.alive()) and not loop.stopping.is_set():
-            started["notifier"] = Notifier(clock=loop.clock, stopping=loop.stopping).start()
+        alive = current is not None and current.is_alive()
+        if AUTOSTART and not alive and not loop.stopping.is_set():
+            started["notifier"] = notifier_process.start(loop.stopping)
         return 0
 
     return Step("notifier", ensure_running, every=HOUSEKEEPING_INTERVAL)

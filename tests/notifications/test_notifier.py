@@ -6,9 +6,14 @@ Its threads race the test's own connection, which the SQLite test database
 run the same through real processes on both backends.
 """
 
+import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import OperationalError, connection
@@ -34,6 +39,9 @@ def hook():
     server = Hook()
     yield server
     server.close()
+
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(before=()):
@@ -137,21 +145,69 @@ def test_a_hanging_receiver_holds_one_lane_and_never_the_tick(postgres_only):
     assert state_of(stuck) == Notification.PENDING  # to be retried
 
 
-def test_the_loop_starts_the_notifier_and_stops_it(postgres_only, monkeypatch, hook):
+def test_the_loop_starts_the_notifier_in_its_own_process_and_stops_it(
+    postgres_only, monkeypatch, hook
+):
     monkeypatch.setattr(notifier, "AUTOSTART", True)
     loop = SchedulerLoop()
     assert loop.tick(timezone.now()) == {}  # the step counts nothing
-    threads = [t for t in threading.enumerate() if t.name == "croniq-notifier"]
-    assert len(threads) == 1
+    children = [p for p in multiprocessing.active_children() if p.name == "croniq-notifier"]
+    assert len(children) == 1 and children[0].pid != os.getpid()
     row = notification(webhook(hook.url), at=timezone.now())
-    wakeup.poke()
-    wait_for(lambda: state_of(row) == Notification.DELIVERED)
+    wakeup.poke()  # NOTIFY: the child's LISTEN hears it
+    wait_for(lambda: state_of(row) == Notification.DELIVERED, timeout=30)
+    # No notifier thread in the loop's process: the tick shares nothing with delivery.
+    assert not [t for t in threading.enumerate() if t.name == "croniq-notifier"]
 
     loop.tick(timezone.now() + timedelta(seconds=6))  # still running: not started twice
-    assert [t for t in threading.enumerate() if t.name == "croniq-notifier"] == threads
+    again = [p for p in multiprocessing.active_children() if p.name == "croniq-notifier"]
+    assert again == children
     loop.stop()
-    threads[0].join(5)
-    assert not threads[0].is_alive()
+    children[0].join(15)
+    assert not children[0].is_alive()
+
+
+def test_the_notifier_process_dies_with_its_parent(tmp_path):
+    """A loop killed with SIGKILL leaves no notifier behind delivering."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import multiprocessing, threading, time\n"
+        "from notifications import notifier_process\n"
+        "def child(ready):\n"
+        "    notifier_process.die_with_parent()\n"
+        "    ready.set()\n"
+        "    threading.Event().wait()\n"
+        "if __name__ == '__main__':\n"
+        "    context = multiprocessing.get_context('spawn')\n"
+        "    ready = context.Event()\n"
+        "    process = context.Process(target=child, args=(ready,))\n"
+        "    process.start()\n"
+        "    ready.wait(30)\n"
+        "    print(process.pid, flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(ROOT),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    with parent:
+        child_pid = int(parent.stdout.readline())
+        assert alive(child_pid)
+        parent.kill()
+    wait_for(lambda: not alive(child_pid), timeout=5)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead; only its parent (gone) could reap it.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] != "Z"
 
 
 def test_a_database_outage_is_waited_out(postgres_only, hook, caplog):
