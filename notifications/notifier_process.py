@@ -67,7 +67,13 @@ def run(parent_pid, database):
     # The parent's database, exactly (a test database has another name than
     # the settings say).
     settings.DATABASES["default"]["NAME"] = database
+    from django.urls import get_resolver
+
     from notifications.notifier import Notifier
+
+    # Messages link to dashboard pages: load the URL patterns now, not on
+    # the first failure (about 0.6 s).
+    get_resolver().reverse_dict  # noqa: B018
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -86,4 +92,3 @@ def die_with_parent():
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass  # elsewhere the parent check above does it, within PARENT_CHECK
-
