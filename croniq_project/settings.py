@@ -197,3 +197,6 @@ CRONIQ_NOTIFICATION_RETENTION_DAYS = envint("CRONIQ_NOTIFICATION_RETENTION_DAYS"
 # (scheduler.stalled, notifications.stall_watch); the test suite turns it off
 # but where a test starts it.
 CRONIQ_STALL_WATCH = envbool("CRONIQ_STALL_WATCH", True)
+# Whether scheduler_loop (and serve) runs the notifier beside it. Off, that
+# loop fires and reaps but delivers nothing (another loop must).
+CRONIQ_NOTIFIER = envbool("CRONIQ_NOTIFIER", True)

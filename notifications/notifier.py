@@ -208,7 +208,8 @@ def loop_step(loop):
     def ensure_running(now):
         current = started.get("notifier")
         alive = current is not None and current.is_alive()
-        if AUTOSTART and not alive and not loop.stopping.is_set():
+        wanted = AUTOSTART and settings.CRONIQ_NOTIFIER
+        if wanted and not alive and not loop.stopping.is_set():
             started["notifier"] = notifier_process.start(loop.stopping)
         return 0
 

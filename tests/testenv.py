@@ -9,3 +9,6 @@ if os.environ.get("CRONIQ_TEST_DATABASE_URL"):
 # A web application built in a test (serve, uvicorn) starts no stall watch
 # thread against the test database; tests/e2e/test_stall_watch.py turns it on.
 os.environ.setdefault("CRONIQ_STALL_WATCH", "0")
+# Loops started by the suite deliver no notifications (a notifier process
+# per loop is CPU the timing tests need); the notification tests turn it on.
+os.environ.setdefault("CRONIQ_NOTIFIER", "0")

@@ -43,6 +43,7 @@ def loop_process(database, tmp_path, n):
         tmp_path / f"loop-{n}.log",
         "--interval",
         "0.2",
+        CRONIQ_NOTIFIER="1",
         CRONIQ_NOTIFY_WORKERS=WORKERS,
         **{SECRET_VARIABLE: SECRET},
     )

@@ -28,6 +28,7 @@ def loop(e2e_database, tmp_path):
         tmp_path / "loop.log",
         "--interval",
         "0.2",
+        CRONIQ_NOTIFIER="1",
         CRONIQ_NOTIFY_WORKERS=2,
         **{SECRET_VARIABLE: SECRET},
     )
