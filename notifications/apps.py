@@ -16,13 +16,13 @@ class NotificationsConfig(AppConfig):
         applyfile.add_sections(NotifySections.KEYS, NotifySections)
 
     def loop_steps(self, loop):
-        from notifications import detectors, digests, incidents, notifier, retention
+        from notifications import detectors, digests, incidents, notifier_process, retention
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
             # Routing and delivery run in the notifier's own process: its
             # step only starts it with the loop's first tick.
-            notifier.loop_step(loop),
+            notifier_process.loop_step(loop),
             Step("incidents_closed", incidents.close_incidents, every=1.0),
             # Events no state change causes, found by looking every few seconds.
             Step("slow", detectors.detect_slow, every=HOUSEKEEPING_INTERVAL),

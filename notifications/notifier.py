@@ -29,7 +29,6 @@ from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from notifications import delivery, routing, wakeup
-from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
 log = logging.getLogger("croniq.notifications")
 
@@ -195,25 +194,6 @@ class Notifier:
 
     def listen(self):
         wakeup.listen(self.is_set)
-
-
-def loop_step(loop):
-    """The loop's "notifier" step: starts the notifier's process with the
-    loop's first tick (and again if it ever died); it stops with the loop.
-    Counts nothing."""
-    from notifications import notifier_process
-
-    started = {}
-
-    def ensure_running(now):
-        current = started.get("notifier")
-        alive = current is not None and current.is_alive()
-        wanted = AUTOSTART and settings.CRONIQ_NOTIFIER
-        if wanted and not alive and not loop.stopping.is_set():
-            started["notifier"] = notifier_process.start(loop.stopping)
-        return 0
-
-    return Step("notifier", ensure_running, every=HOUSEKEEPING_INTERVAL)
 
 
 def stop_all(timeout=30.0):

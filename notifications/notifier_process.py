@@ -19,7 +19,10 @@ import os
 import signal
 import threading
 
+from django.conf import settings
 from django.db import connection
+
+from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
 log = logging.getLogger("croniq.notifications")
 
@@ -69,7 +72,7 @@ def run(parent_pid, database):
     settings.DATABASES["default"]["NAME"] = database
     from django.urls import get_resolver
 
-    from notifications.notifier import Notifier
+    from notifications import notifier
 
     # Messages link to dashboard pages: load the URL patterns now, not on
     # the first failure (about 0.6 s).
@@ -78,11 +81,11 @@ def run(parent_pid, database):
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the loop, which stops us
-    notifier = Notifier(stopping=stopping).start()
+    running = notifier.Notifier(stopping=stopping).start()
     while not stopping.wait(PARENT_CHECK):
-        if os.getppid() != parent_pid or not notifier.alive():
+        if os.getppid() != parent_pid or not running.alive():
             break
-    notifier.stop()
+    running.stop()
 
 
 def die_with_parent():
@@ -92,3 +95,23 @@ def die_with_parent():
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass  # elsewhere the parent check above does it, within PARENT_CHECK
+
+
+def loop_step(loop):
+    """The loop's "notifier" step: starts the notifier's process with the
+    loop's first tick (and again if it ever died); it stops with the loop.
+    Counts nothing."""
+    # Imported here: the child imports this module before Django is set up.
+    from notifications import notifier
+
+    started = {}
+
+    def ensure_running(now):
+        current = started.get("notifier")
+        alive = current is not None and current.is_alive()
+        wanted = notifier.AUTOSTART and settings.CRONIQ_NOTIFIER
+        if wanted and not alive and not loop.stopping.is_set():
+            started["notifier"] = start(loop.stopping)
+        return 0
+
+    return Step("notifier", ensure_running, every=HOUSEKEEPING_INTERVAL)

@@ -173,7 +173,10 @@ def test_the_notifier_process_dies_with_its_parent(tmp_path):
     """A loop killed with SIGKILL leaves no notifier behind delivering."""
     script = tmp_path / "parent.py"
     script.write_text(
-        "import multiprocessing, threading, time\n"
+        "import multiprocessing, os, threading, time\n"
+        "import django\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'croniq_project.settings')\n"
+        "django.setup()\n"
         "from notifications import notifier_process\n"
         "def child(ready):\n"
         "    notifier_process.die_with_parent()\n"
