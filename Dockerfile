@@ -15,6 +15,7 @@ COPY calendars ./calendars
 COPY scheduler ./scheduler
 COPY runners ./runners
 COPY audit ./audit
+COPY notifications ./notifications
 COPY dashboard ./dashboard
 COPY templates ./templates
 COPY deploy ./deploy

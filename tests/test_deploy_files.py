@@ -197,3 +197,12 @@ def test_runners_use_the_slim_image_and_the_server_services_one_image(name):
     if "scheduler" in services:
         server_images.add(services["scheduler"]["image"])
     assert server_images == {"croniq"} and services["runner"]["image"] == "croniq-runner"
+
+
+def test_the_server_image_copies_every_package_the_distribution_installs():
+    """A new app left out of the Dockerfile breaks only the image build, late."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {pattern.rstrip("*") for pattern in include}
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "Dockerfile").read_text(), re.M))
+    assert packages <= copied, f"Dockerfile does not copy {sorted(packages - copied)}"
