@@ -19,11 +19,11 @@ def increment(name, amount=1, **labels):
     return _increment(name, amount, **labels)
 
 
-def observe(name, seconds):
-    """Add one observation to a persisted histogram (see audit.recording)."""
+def observe(name, *seconds):
+    """Add observations to a persisted histogram (see audit.recording)."""
     from audit.recording import observe as _observe
 
-    return _observe(name, seconds)
+    return _observe(name, *seconds)
 
 
 def mark_tick(now):

@@ -1,3 +1,4 @@
+import collections
 import itertools
 import threading
 
@@ -97,15 +98,20 @@ def bucket_of(seconds):
     return "+Inf"
 
 
-def observe(name, seconds):
-    """One observation: the bucket it falls in (not cumulative), the count, and
-    the sum in microseconds (Counter values are integers)."""
-    seconds = max(0.0, float(seconds))
+def observe(name, *seconds):
+    """Observations: the bucket each falls in (not cumulative), the count, and
+    the sum in microseconds (Counter values are integers). Several at once
+    move each series once."""
+    values = [max(0.0, float(value)) for value in seconds]
+    if not values:
+        return
+    buckets = collections.Counter(bucket_of(value) for value in values)
     # One transaction, so a scrape never sees the bucket without the sum.
     with transaction.atomic():
-        increment(f"{name}__bucket", 1, le=bucket_of(seconds))
-        increment(f"{name}__count", 1)
-        increment(f"{name}__sum_us", round(seconds * 1_000_000))
+        for bucket, amount in sorted(buckets.items()):
+            increment(f"{name}__bucket", amount, le=bucket)
+        increment(f"{name}__count", len(values))
+        increment(f"{name}__sum_us", sum(round(value * 1_000_000) for value in values))
 
 
 SCHEDULER_TICK = "scheduler_tick"

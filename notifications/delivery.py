@@ -16,10 +16,13 @@ Each try is a Delivery row (the delivery log). A failed try is retried after
 CRONIQ_NOTIFY_GIVE_UP; then it is given up, audited and counted.
 """
 
+import collections
 import logging
 import os
+import queue
 import socket
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,6 +31,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.db.utils import InterfaceError, OperationalError
 
 import audit
 from notifications import channels
@@ -133,23 +137,34 @@ def write_claims(notifications, token, now):
 
 
 def deliver(claimed, now, retry=True):
-    """Try once to deliver a claimed notification; the Result (channels.Result).
+    """Try once to deliver a claimed notification and write the try; the
+    Result (channels.Result).
 
     `retry=False` (a test message) gives up after one failed try instead of
     scheduling another.
     """
+    tried = attempt(claimed, now, retry)
+    write(tried)
+    return tried.result
+
+
+def attempt(claimed, now, retry=True):
+    """Send a claimed notification once; the Tried, not written yet."""
     notification = claimed.notification
     if notification is None:
         notification = Notification.objects.select_related("channel").get(pk=claimed.id)
-    channel = notification.channel
-    result, sent = send(notification, channel, now)
-    outcome = record(notification, claimed, result, now, retry=retry, observe=sent)
-    if outcome is None:
-        log.warning(
-            "notification %s: the claim lapsed during the try; its new holder retries it",
-            notification.pk,
-        )
-    return result
+    result, sent = send(notification, notification.channel, now)
+    return Tried(notification, claimed, result, now, retry, sent)
+
+
+def write(*tries):
+    """record_many, saying which claims lapsed while they were tried."""
+    for tried, outcome in zip(tries, record_many(tries), strict=True):
+        if outcome is None:
+            log.warning(
+                "notification %s: the claim lapsed during the try; its new holder retries it",
+                tried.notification.pk,
+            )
 
 
 def send(notification, channel, now):
@@ -175,13 +190,72 @@ def message_of(notification):
     return message
 
 
+@dataclass(frozen=True)
+class Tried:
+    """One try, sent and waiting to be written (`record_many`)."""
+
+    notification: Notification
+    claimed: Claim
+    result: channels.Result
+    at: datetime
+    retry: bool = True  # False: a test message, given up after one failed try
+    sent: bool = True  # something went out: its latency goes into the histogram
+
+
 def record(notification, claimed, result, now, retry=True, observe=True):
     """Write the try and its consequence, if the claim still holds; the
     outcome (DELIVERED, FAILED or GIVEN_UP), or None when the claim was lost.
     `observe`: the try's latency goes into the histogram (something was sent)."""
-    attempt = notification.attempts + 1
+    return record_many([Tried(notification, claimed, result, now, retry, observe)])[0]
+
+
+def record_many(tries):
+    """Write tries in one transaction; their outcomes in order (None where
+    the claim was lost). A burst of deliveries then takes a few write
+    transactions instead of one per try: on SQLite each one waits for the
+    database's single writer, which the scheduler loop's tick needs too."""
+    outcomes = []
+    deliveries = []
+    totals = collections.Counter()
+    latencies = []
+    with transaction.atomic():
+        for tried in tries:
+            outcome = write_try(tried)
+            outcomes.append(outcome)
+            if outcome is None:
+                continue
+            notification, result = tried.notification, tried.result
+            deliveries.append(
+                Delivery(
+                    notification=notification,
+                    attempt=notification.attempts + 1,
+                    at=tried.at,
+                    ok=result.ok,
+                    status_code=result.status_code,
+                    error=result.error[:2000],
+                    latency=result.latency,
+                )
+            )
+            series = (notification.channel.name, notification.name)
+            totals[(*series, DELIVERED if result.ok else FAILED)] += 1
+            if tried.sent:
+                latencies.append(result.latency)
+            if outcome == GIVEN_UP and tried.retry:
+                give_up(notification, notification.attempts + 1, result, tried.at)
+                totals[(*series, GIVEN_UP)] += 1
+        Delivery.objects.bulk_create(deliveries)
+        for (channel, event, outcome), amount in sorted(totals.items()):
+            audit.increment(TOTAL, amount, channel=channel, event=event, outcome=outcome)
+        audit.observe(LATENCY, *latencies)
+    return outcomes
+
+
+def write_try(tried):
+    """The notification's new state after `tried`, written if the claim
+    still holds; the outcome, or None."""
+    notification, result, now = tried.notification, tried.result, tried.at
     fields = {
-        "attempts": attempt,
+        "attempts": notification.attempts + 1,
         "claimed_until": None,
         "claimed_by": "",
         "last_status": result.status_code,
@@ -190,33 +264,16 @@ def record(notification, claimed, result, now, retry=True, observe=True):
     if result.ok:
         outcome = DELIVERED
         fields.update(state=Notification.DELIVERED, delivered_at=now, next_attempt_at=None)
-    elif not retry or given_up(notification, now):
+    elif not tried.retry or given_up(notification, now):
         outcome = GIVEN_UP
         fields.update(state=Notification.GIVEN_UP, next_attempt_at=None)
     else:
         outcome = FAILED
-        fields["next_attempt_at"] = now + timedelta(seconds=backoff(attempt))
-    with transaction.atomic():
-        held = Notification.objects.filter(
-            pk=notification.pk, state=Notification.PENDING, claimed_by=claimed.token
-        ).update(**fields)
-        if not held:
-            return None
-        Delivery.objects.create(
-            notification=notification,
-            attempt=attempt,
-            at=now,
-            ok=result.ok,
-            status_code=result.status_code,
-            error=result.error[:2000],
-            latency=result.latency,
-        )
-        count(notification, DELIVERED if result.ok else FAILED)
-        if observe:
-            audit.observe(LATENCY, result.latency)
-        if outcome == GIVEN_UP and retry:
-            give_up(notification, attempt, result, now)
-    return outcome
+        fields["next_attempt_at"] = now + timedelta(seconds=backoff(notification.attempts + 1))
+    held = Notification.objects.filter(
+        pk=notification.pk, state=Notification.PENDING, claimed_by=tried.claimed.token
+    ).update(**fields)
+    return outcome if held else None
 
 
 def given_up(notification, now):
@@ -236,13 +293,6 @@ def give_up(notification, attempts, result, now):
             "last_status": result.status_code,
             "last_error": result.error[:500],
         },
-    )
-    count(notification, GIVEN_UP)
-
-
-def count(notification, outcome):
-    audit.increment(
-        TOTAL, channel=notification.channel.name, event=notification.name, outcome=outcome
     )
 
 
@@ -268,7 +318,7 @@ class Budget:
             self.left += unused
 
 
-def lane(clock, owner, budget, stopping=None):
+def lane(clock, owner, budget, stopping=None, recorder=None):
     """One worker: claim a few due notifications (BATCH), deliver them one
     after another, repeat until none is due, the budget is spent or
     `stopping` is set; how many it tried.
@@ -276,12 +326,14 @@ def lane(clock, owner, budget, stopping=None):
     Runs in a pool thread: its database connection is closed when it ends.
     """
     try:
-        return deliver_in_turn(clock, owner, budget, stopping)
+        return deliver_in_turn(clock, owner, budget, stopping, recorder)
     finally:
         connection.close()
 
 
-def deliver_in_turn(clock, owner, budget, stopping=None):
+def deliver_in_turn(clock, owner, budget, stopping=None, recorder=None):
+    """The lane's work; with a `recorder` the tries are written by it (a
+    batch per transaction), otherwise one by one."""
     tried = 0
     while stopping is None or not stopping.is_set():
         granted = budget.take(BATCH)
@@ -295,9 +347,89 @@ def deliver_in_turn(clock, owner, budget, stopping=None):
             if stopping is not None and stopping.is_set():
                 release(claims[n:])
                 break
-            deliver(claimed, clock())
+            if recorder is None:
+                deliver(claimed, clock())
+            else:
+                recorder.put(attempt(claimed, clock()))
             tried += 1
     return tried
+
+
+# A transaction writes at most this many tries.
+MOST_PER_WRITE = 200
+# Pauses before writing a batch again when the database is unavailable; after
+# the last, the claims lapse and the notifications are sent again.
+WRITE_RETRIES = (0.5, 2.0, 5.0)
+
+
+class Recorder:
+    """Writes the tries of every lane from one thread, all that have arrived
+    in each transaction (a group commit): under a burst the lanes take a
+    few write transactions a second, and a try alone is written at once.
+
+    The claim's lease (LEASE_MARGIN beyond the channel's timeout) covers
+    the wait in the queue.
+    """
+
+    def __init__(self, written=None):
+        self.written = written  # called after each write (the notifier wakes)
+        self.queue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self.run, name="croniq-record", daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def put(self, tried):
+        self.queue.put(tried)
+
+    def close(self, timeout=30.0):
+        """Write what is queued, then end (call once no lane puts any more)."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def run(self):
+        try:
+            while True:
+                batch = self.take()
+                closing = batch[-1] is None
+                tries = [tried for tried in batch if tried is not None]
+                if tries:
+                    self.write(tries)
+                if closing:
+                    return
+        finally:
+            connection.close()
+
+    def take(self):
+        """The next batch: waits for one try, then takes what else is queued."""
+        batch = [self.queue.get()]
+        while batch[-1] is not None and len(batch) < MOST_PER_WRITE:
+            try:
+                batch.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def write(self, tries):
+        for pause in (0.0, *WRITE_RETRIES):
+            time.sleep(pause)
+            try:
+                write(*tries)
+                break
+            except (OperationalError, InterfaceError) as error:
+                log.warning("notifier: writing %d tries failed (%s)", len(tries), error)
+                connection.close()
+            except Exception:
+                log.exception("notifier: writing %d tries failed", len(tries))
+                break
+        else:
+            log.warning(
+                "notifier: %d tries not written; their claims lapse and they are sent again",
+                len(tries),
+            )
+        if self.written is not None:
+            self.written()
 
 
 def release(claims):

@@ -65,6 +65,7 @@ class Notifier:
         self.active = 0  # lanes running
         self.outage_backoff = 0.0
         self.pool = None
+        self.recorder = None
         self.thread = None
         self.listener = None
         self.poll = POLL_POSTGRES if on_postgres() else POLL_SQLITE
@@ -73,6 +74,7 @@ class Notifier:
 
     def start(self):
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="croniq-deliver")
+        self.recorder = delivery.Recorder(written=wakeup.local.set).start()
         self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
         if on_postgres():
             self.listener = threading.Thread(
@@ -107,6 +109,7 @@ class Notifier:
                 self.sleep(self.round_safely())
         finally:
             self.pool.shutdown(wait=True)
+            self.recorder.close()
             connection.close()
             log.info("notifier stopped")
 
@@ -168,7 +171,9 @@ class Notifier:
                 self.active += 1
             budget = delivery.Budget(LANE_BUDGET)
             try:
-                lane = self.pool.submit(delivery.lane, self.clock, self.owner, budget, self)
+                lane = self.pool.submit(
+                    delivery.lane, self.clock, self.owner, budget, self, self.recorder
+                )
             except RuntimeError:  # the interpreter is exiting (`scheduler_loop --once`)
                 with self.lock:
                     self.active -= 1

@@ -340,3 +340,61 @@ def test_a_stopping_lane_gives_back_what_it_claimed_but_did_not_try(db, hook, mo
         ("delivered", None), ("pending", None), ("pending", None),
     ]  # fmt: skip
     assert delivery.deliver_due(NOW) == 2  # due again at once, for any notifier
+
+
+def test_tries_written_together_keep_each_outcome_and_move_each_series_once(db):
+    channel = webhook("http://127.0.0.1:9/")
+    ok, lost, failed = notification(channel), notification(channel), notification(channel)
+    claims = delivery.claim(NOW, count=3, owner="loop-a")
+    by_id = {claimed.id: claimed for claimed in claims}
+    Notification.objects.filter(pk=lost.pk).update(claimed_by="someone-else")
+    answered = delivery.channels.Result(True, 200, "", 0.02)
+    refused = delivery.channels.Result(False, 503, "HTTP 503", 0.3)
+    tries = [
+        delivery.Tried(row, by_id[row.pk], result, NOW)
+        for row, result in ((ok, answered), (lost, answered), (failed, refused))
+    ]
+
+    outcomes = delivery.record_many(tries)
+
+    assert outcomes == [delivery.DELIVERED, None, delivery.FAILED]
+    assert Notification.objects.get(pk=ok.pk).state == Notification.DELIVERED
+    assert Notification.objects.get(pk=lost.pk).attempts == 0
+    assert Notification.objects.get(pk=failed.pk).next_attempt_at == later(1)
+    assert sorted(Delivery.objects.values_list("notification", flat=True)) == sorted(
+        [ok.pk, failed.pk]
+    )
+    assert counted(channel) == 1
+    assert counted(channel, outcome="failed") == 1
+    assert Counter.objects.value_of(f"{delivery.LATENCY}__count") == 2
+    assert Counter.objects.value_of(f"{delivery.LATENCY}__sum_us") == 320_000
+    assert Counter.objects.filter(name=f"{delivery.LATENCY}__bucket").count() == 2
+
+
+def test_the_recorder_writes_what_has_queued_in_one_batch_and_a_try_alone_at_once(db, hook):
+    channel = webhook(hook.url)
+    for _ in range(5):
+        notification(channel)
+    recorder = delivery.Recorder()  # not started: the test takes its batches
+    for claimed in delivery.claim(NOW, count=5):
+        recorder.put(delivery.attempt(claimed, NOW))
+
+    batch = recorder.take()
+    assert len(batch) == 5
+    recorder.write(batch)
+    assert Notification.objects.filter(state=Notification.DELIVERED).count() == 5
+
+    notification(channel)
+    [claimed] = delivery.claim(NOW)
+    recorder.put(delivery.attempt(claimed, NOW))
+    recorder.put(None)  # closing: what came before is written, nothing after
+    assert len(recorder.take()) == 2
+    assert Notification.objects.filter(state=Notification.PENDING).count() == 1
+
+
+def test_the_recorder_caps_a_batch(db, monkeypatch):
+    monkeypatch.setattr(delivery, "MOST_PER_WRITE", 3)
+    recorder = delivery.Recorder()
+    for n in range(7):
+        recorder.put(n)
+    assert [len(recorder.take()) for _ in range(3)] == [3, 3, 1]

@@ -253,3 +253,30 @@ def test_listen_hears_a_notify_from_another_connection(postgres_only):
         listener.join(5)
     assert woken[1] - sent < 0.2
     assert not listener.is_alive()
+
+
+def test_the_recorder_writes_again_after_a_database_error(postgres_only, hook, monkeypatch):
+    from notifications import delivery
+
+    channel = webhook(hook.url)
+    notification(channel, at=timezone.now())
+    real_write, failures = delivery.write, []
+
+    def failing_once(*tries):
+        if not failures:
+            failures.append(len(tries))
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_write(*tries)
+
+    monkeypatch.setattr(delivery, "write", failing_once)
+    monkeypatch.setattr(delivery, "WRITE_RETRIES", (0.01, 0.01))
+    written = threading.Event()
+    recorder = delivery.Recorder(written=written.set).start()
+    [claimed] = delivery.claim(timezone.now())
+    recorder.put(delivery.attempt(claimed, timezone.now()))
+    assert written.wait(10)
+    recorder.close()
+
+    assert failures == [1]
+    assert Notification.objects.get().state == Notification.DELIVERED
+    assert not recorder.thread.is_alive()
