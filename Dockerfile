@@ -16,6 +16,7 @@ COPY scheduler ./scheduler
 COPY runners ./runners
 COPY audit ./audit
 COPY notifications ./notifications
+COPY control ./control
 COPY dashboard ./dashboard
 COPY templates ./templates
 COPY deploy ./deploy

@@ -7,7 +7,8 @@ class AuditEvent(models.Model):
     USER = "user"
     RUNNER = "runner"
     SYSTEM = "system"
-    ACTOR_KINDS = [(USER, "user"), (RUNNER, "runner"), (SYSTEM, "system")]
+    API_KEY = "api_key"
+    ACTOR_KINDS = [(USER, "user"), (RUNNER, "runner"), (SYSTEM, "system"), (API_KEY, "API key")]
 
     at = models.DateTimeField(verbose_name="at")
     actor_kind = models.CharField(max_length=10, choices=ACTOR_KINDS, default=SYSTEM)

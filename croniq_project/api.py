@@ -56,11 +56,14 @@ def database_unavailable(request, exc):
 
 def add_app_routers():
     """Routers are added lazily so apps can import this module freely."""
+    from control.api import routers
     from runners.api import executions_router, runners_router
     from runners.refusals import Refused
 
     api.add_router("/v1/runners/", runners_router)
     api.add_router("/v1/executions/", executions_router)
+    for prefix, router in routers():
+        api.add_router(prefix, router)
 
     @api.exception_handler(Refused)
     def refused(request, exc):

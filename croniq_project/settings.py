@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "scheduler",
     "runners",
     "notifications",
+    "control",
     "dashboard",
 ]
 

@@ -20,6 +20,7 @@ LAYERS = {
     "scheduler": 1,
     "runners": 2,
     "notifications": 2,
+    "control": 3,
     "dashboard": 3,
     "croniq_project": 3,
 }

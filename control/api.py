@@ -1,0 +1,8 @@
+"""The management API's routers (DESIGN.md §8), mounted at /api/v1/ beside
+the runner protocol by `croniq_project.api`. Each call names its scope with
+`auth=needs(...)` (control.auth)."""
+
+
+def routers():
+    """[(prefix, Router)] of the management API, in mounting order."""
+    return []

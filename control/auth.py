@@ -1,0 +1,49 @@
+"""`Authorization: Bearer <api key>` for the management API (DESIGN.md §8).
+
+An unknown, revoked or expired key, or a runner token, is 401; a key without
+the call's scope is 403 `needs scope ...`, before the view runs, so a refused
+call changes nothing.
+"""
+
+from datetime import timedelta
+
+from django.utils import timezone
+from ninja.errors import HttpError
+from ninja.security import HttpBearer
+
+from audit.models import AuditEvent
+from control.models import ApiKey
+
+# last_used_at is informational: written at most this often per key.
+TOUCH_INTERVAL = timedelta(minutes=1)
+
+
+class ApiKeyAuth(HttpBearer):
+    def __init__(self, scope):
+        super().__init__()
+        self.scope = scope
+
+    def authenticate(self, request, token):
+        now = timezone.now()
+        key = ApiKey.objects.authenticate(token.strip(), now)
+        if key is None:
+            return None
+        if not key.allows(self.scope):
+            raise HttpError(403, f"needs scope {self.scope}")
+        note_use(key, now)
+        return key
+
+
+def needs(scope):
+    """The `auth=` of a call that needs `scope`."""
+    return ApiKeyAuth(scope)
+
+
+def note_use(key, now):
+    if key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+
+
+def actor(key):
+    """The audit actor of a call made with `key`: the key's name."""
+    return (AuditEvent.API_KEY, key.name)

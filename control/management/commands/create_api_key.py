@@ -1,0 +1,52 @@
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import audit
+from control.models import ApiKey
+from scheduler.applyitems import ApplyError, seconds
+
+
+class Command(BaseCommand):
+    help = "Create an API key for the management API and print it (shown only this once)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="A name for the key: who or what uses it.")
+        parser.add_argument(
+            "--scopes",
+            nargs="+",
+            required=True,
+            help="What the key may do, e.g. jobs:read jobs:trigger (DESIGN.md §8); admin is all.",
+        )
+        parser.add_argument(
+            "--expires-in", help="A duration such as 90d or 12h; the key never expires without it."
+        )
+
+    def handle(self, *args, name, scopes, expires_in=None, **options):
+        name = name.strip()
+        if not name or len(name) > ApiKey._meta.get_field("name").max_length:
+            raise CommandError("key name: 1 to 100 characters")
+        now = timezone.now()
+        expires_at = None
+        if expires_in:
+            try:
+                expires_at = now + timedelta(seconds=seconds("--expires-in", expires_in, least=1))
+            except ApplyError as error:
+                raise CommandError(str(error)) from None
+        try:
+            with transaction.atomic():
+                key, secret = ApiKey.issue(name, scopes, expires_at, created_by="command")
+                audit.record(
+                    "apikey.created",
+                    target=key,
+                    at=now,
+                    data={"via": "command", "scopes": key.scopes},
+                )
+        except ValueError as error:
+            raise CommandError(f"--scopes: {error}") from None
+        except IntegrityError:
+            raise CommandError(f"an API key named {name!r} exists already") from None
+        self.stdout.write(secret)
+        self.stderr.write(f"API key {name!r} created; the key above is not shown again.")

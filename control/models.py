@@ -1,0 +1,71 @@
+import hashlib
+import secrets
+
+from django.db import models
+
+from control import scopes
+
+KEY_PREFIX = "crk_"
+
+
+def hash_secret(secret):
+    # Keys are 256-bit random strings: a fast hash is enough (see
+    # runners.models.hash_secret).
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiKeyQuerySet(models.QuerySet):
+    def usable(self, now):
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        )
+
+    def authenticate(self, secret, now):
+        """The usable key for `secret`, or None (unknown, revoked, expired,
+        or not an API key at all, such as a runner token)."""
+        if not secret or not secret.startswith(KEY_PREFIX):
+            return None
+        return self.usable(now).filter(secret_hash=hash_secret(secret)).first()
+
+
+class ApiKey(models.Model):
+    """A credential for the management API: `Authorization: Bearer <key>`.
+    The secret is shown once; only its hash is kept."""
+
+    name = models.CharField(max_length=100, unique=True)
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list, help_text="What the key may do (DESIGN.md §8).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=200, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "API key"
+        permissions = [("revoke_apikey", "Can revoke an API key")]
+
+    def __str__(self):
+        return self.name
+
+    @classmethod
+    def issue(cls, name, key_scopes, expires_at=None, created_by=""):
+        """Create a key; returns (key, secret). The secret is not stored.
+        ValueError for unknown scopes."""
+        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(
+            name=name,
+            secret_hash=hash_secret(secret),
+            scopes=scopes.parse(key_scopes),
+            expires_at=expires_at,
+            created_by=created_by,
+        )
+        return key, secret
+
+    def usable(self, now):
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def allows(self, scope):
+        return scopes.covers(self.scopes, scope)

@@ -1,0 +1,45 @@
+"""Cursor paging for the management API's lists (DESIGN.md §8): `?limit=`
+(default 50, at most 500) and an opaque `?cursor=`; the answer is
+`{"items": [...], "next_cursor": str or null}`.
+
+A cursor holds the ordering key of the last item it returned, so a page is
+an index range scan however deep it is, and rows added meanwhile neither
+repeat nor shift the pages after them.
+"""
+
+import base64
+import json
+
+from ninja.errors import HttpError
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+
+def encode(value):
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def decode(cursor):
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, UnicodeDecodeError):
+        raise HttpError(422, "cursor: not a cursor of this list") from None
+
+
+def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
+    """(rows, next_cursor): up to `limit` rows of `queryset` ordered by the
+    unique field `key` (an id or a name), after the row `cursor` names."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise HttpError(422, f"limit: between 1 and {MAX_LIMIT}")
+    if cursor:
+        after = decode(cursor)
+        if not isinstance(after, (int, str)) or isinstance(after, bool):
+            raise HttpError(422, "cursor: not a cursor of this list")
+        queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": after})
+    rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
+    if len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, encode(getattr(rows[-1], key))

@@ -1,0 +1,57 @@
+"""What an API key may do (DESIGN.md §8): each call needs one scope, and
+`admin` holds them all."""
+
+JOBS_READ = "jobs:read"
+JOBS_WRITE = "jobs:write"
+JOBS_TRIGGER = "jobs:trigger"
+EXECUTIONS_READ = "executions:read"
+EXECUTIONS_WRITE = "executions:write"
+CALENDARS_READ = "calendars:read"
+CALENDARS_WRITE = "calendars:write"
+RUNNERS_READ = "runners:read"
+RUNNERS_WRITE = "runners:write"
+DEAD_LETTERS_READ = "dead-letters:read"
+DEAD_LETTERS_WRITE = "dead-letters:write"
+AUDIT_READ = "audit:read"
+ADMIN = "admin"
+
+ALL = (
+    JOBS_READ,
+    JOBS_WRITE,
+    JOBS_TRIGGER,
+    EXECUTIONS_READ,
+    EXECUTIONS_WRITE,
+    CALENDARS_READ,
+    CALENDARS_WRITE,
+    RUNNERS_READ,
+    RUNNERS_WRITE,
+    DEAD_LETTERS_READ,
+    DEAD_LETTERS_WRITE,
+    AUDIT_READ,
+    ADMIN,
+)
+
+
+def parse(value):
+    """Scopes from a list or a space- or comma-separated string, sorted and
+    without repeats; ValueError naming the first unknown one."""
+    words = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    for word in words:
+        if word not in ALL:
+            raise ValueError(f"unknown scope {word!r} (known: {', '.join(ALL)})")
+    if not words:
+        raise ValueError("at least one scope")
+    return sorted(set(words))
+
+
+def covers(granted, needed):
+    """Whether a key holding `granted` may make a call that needs `needed`."""
+    return ADMIN in granted or needed in granted
+
+
+def within(requested, granted):
+    """Whether every scope of `requested` is covered by `granted`: a key
+    never mints a broader one."""
+    if ADMIN in requested:
+        return ADMIN in granted
+    return all(covers(granted, scope) for scope in requested)
