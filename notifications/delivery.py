@@ -318,17 +318,24 @@ class Budget:
             self.left += unused
 
 
-def lane(clock, owner, budget, stopping=None, recorder=None):
+def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=False):
     """One worker: claim a few due notifications (BATCH), deliver them one
     after another, repeat until none is due, the budget is spent or
     `stopping` is set; how many it tried.
 
-    Runs in a pool thread: its database connection is closed when it ends.
+    Runs in a pool thread. With `keep_connection` (a long-lived pool) the
+    thread's database connection stays open for its next lane, so a
+    notification does not wait for a new connection (several milliseconds
+    on PostgreSQL); after an error it is closed either way.
     """
     try:
-        return deliver_in_turn(clock, owner, budget, stopping, recorder)
-    finally:
+        tried = deliver_in_turn(clock, owner, budget, stopping, recorder)
+    except BaseException:
         connection.close()
+        raise
+    if not keep_connection:
+        connection.close()
+    return tried
 
 
 def deliver_in_turn(clock, owner, budget, stopping=None, recorder=None):

@@ -24,7 +24,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
@@ -47,6 +47,30 @@ LANE_BUDGET = 10**9
 AUTOSTART = True
 
 _running = weakref.WeakSet()
+
+
+class DeliveryPool(ThreadPoolExecutor):
+    """The notifier's delivery threads. Each keeps its database connection
+    from one lane to the next (`delivery.lane(keep_connection=True)`), so a
+    notification does not wait for a connect; the connections are closed
+    when the pool has shut down."""
+
+    def __init__(self, workers):
+        self.connections = []
+        super().__init__(
+            workers, thread_name_prefix="croniq-deliver", initializer=self.remember_connection
+        )
+
+    def remember_connection(self):
+        self.connections.append(connections[DEFAULT_DB_ALIAS])
+
+    def shutdown(self, wait=True, **kwargs):
+        super().shutdown(wait=wait, **kwargs)
+        if wait:
+            # Their threads have ended: nothing else uses these connections.
+            for wrapper in self.connections:
+                wrapper.inc_thread_sharing()
+                wrapper.close()
 
 
 def on_postgres():
@@ -73,7 +97,7 @@ class Notifier:
     # -- life ------------------------------------------------------------------
 
     def start(self):
-        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="croniq-deliver")
+        self.pool = DeliveryPool(self.workers)
         self.recorder = delivery.Recorder(written=wakeup.local.set).start()
         self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
         if on_postgres():
@@ -126,7 +150,9 @@ class Notifier:
     def round_safely(self):
         """One round; the seconds to sleep before the next."""
         try:
-            close_old_connections()
+            # The connection stays open between rounds (a new one per round
+            # would cost every notification a connect); a database error
+            # below closes it, and the next round opens a fresh one.
             now = self.clock()
             self.round(now)
             if self.outage_backoff:
@@ -172,7 +198,7 @@ class Notifier:
             budget = delivery.Budget(LANE_BUDGET)
             try:
                 lane = self.pool.submit(
-                    delivery.lane, self.clock, self.owner, budget, self, self.recorder
+                    delivery.lane, self.clock, self.owner, budget, self, self.recorder, True
                 )
             except RuntimeError:  # the interpreter is exiting (`scheduler_loop --once`)
                 with self.lock:

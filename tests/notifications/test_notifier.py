@@ -6,6 +6,7 @@ Its threads race the test's own connection, which the SQLite test database
 run the same through real processes on both backends.
 """
 
+import contextlib
 import multiprocessing
 import os
 import subprocess
@@ -280,3 +281,28 @@ def test_the_recorder_writes_again_after_a_database_error(postgres_only, hook, m
     assert failures == [1]
     assert Notification.objects.get().state == Notification.DELIVERED
     assert not recorder.thread.is_alive()
+
+
+def test_a_lane_of_the_notifiers_pool_keeps_its_connection_unless_an_error_ended_it(
+    postgres_only, monkeypatch
+):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from notifications import delivery
+
+    def lane_leaves_connection_open(keep):
+        with contextlib.suppress(OperationalError):
+            delivery.lane(timezone.now, "loop-a", delivery.Budget(10), keep_connection=keep)
+        return connection.connection is not None
+
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lane_leaves_connection_open, True).result() is True
+        assert pool.submit(lane_leaves_connection_open, False).result() is False
+        assert pool.submit(lane_leaves_connection_open, True).result() is True
+
+        def broken(*args, **kwargs):
+            connection.ensure_connection()
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(delivery, "claim", broken)
+        assert pool.submit(lane_leaves_connection_open, True).result() is False
