@@ -15,9 +15,9 @@ import pytest
 from tests.chaos.harness import SETTINGS, kill_machine, wait_healthy
 from tests.e2e.processes import (
     Server,
-    create_database,
     drop_database,
     manage,
+    migrated_database,
     query,
     start_agent,
     start_loop,
@@ -43,8 +43,7 @@ jobs:
 
 @pytest.fixture
 def database(tmp_path):
-    url = create_database(tmp_path)
-    manage(url, "migrate", "--no-input")
+    url = migrated_database(tmp_path)
     yield url
     drop_database(url)
 

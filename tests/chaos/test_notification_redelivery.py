@@ -17,7 +17,7 @@ from tests.e2e.notification_rows import (
     insert_notifications,
     states,
 )
-from tests.e2e.processes import create_database, drop_database, manage, start_loop, wait_for
+from tests.e2e.processes import drop_database, migrated_database, start_loop, wait_for
 from tests.notifications.hooks import SECRET, Hook
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
@@ -31,8 +31,7 @@ KILLS = 2
 
 @pytest.fixture
 def database(tmp_path):
-    url = create_database(tmp_path)
-    manage(url, "migrate", "--no-input")
+    url = migrated_database(tmp_path)
     yield url
     drop_database(url)
 

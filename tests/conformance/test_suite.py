@@ -13,9 +13,9 @@ from croniq_runner.conformance.replay import load_cases
 from tests.conformance.rewriting_proxy import RewritingProxy
 from tests.e2e.processes import (
     ROOT,
-    create_database,
     drop_database,
     manage,
+    migrated_database,
     process_env,
     start_loop,
 )
@@ -32,8 +32,7 @@ def world(tmp_path_factory):
     """A migrated database with two runner tokens and the suite's job
     applied, a web server and a scheduler loop."""
     folder = tmp_path_factory.mktemp("conformance")
-    url = create_database(folder)
-    manage(url, "migrate", "--no-input")
+    url = migrated_database(folder)
     manage(url, "apply", str(PACKAGE / "job.yaml"))
     secrets = token(url), token(url)
     server = start_server(url, folder / "web.log")

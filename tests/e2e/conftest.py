@@ -1,6 +1,6 @@
 import pytest
 
-from tests.e2e.processes import Server, create_database, drop_database, manage, on_postgres
+from tests.e2e.processes import Server, drop_database, migrated_database, on_postgres
 from tests.runner_venv import runner_from_wheel  # noqa: F401 (every agent runs from the wheel)
 
 pytestmark = pytest.mark.e2e
@@ -9,8 +9,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def e2e_database(tmp_path):
     """A migrated database of its own, outside pytest-django's test database."""
-    url = create_database(tmp_path)
-    manage(url, "migrate", "--no-input")
+    url = migrated_database(tmp_path)
     yield url
     drop_database(url)
 

@@ -24,9 +24,8 @@ from tests.agent.world import (
 )
 from tests.e2e.processes import (
     Server,
-    create_database,
     drop_database,
-    manage,
+    migrated_database,
     query,
     start_agent,
     wait_for,
@@ -39,9 +38,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agent-world")
-    db = create_database(tmp)
+    db = migrated_database(tmp)
     try:
-        manage(db, "migrate", "--no-input")
         server = Server(db, tmp / "web.log", CRONIQ_HEARTBEAT_INTERVAL=0.5)
         try:
             token = issue_token(db)  # while the server boots

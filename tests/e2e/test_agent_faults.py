@@ -7,10 +7,9 @@ import pytest
 from tests.agent.world import executions, ready, start_server, token_and_executions
 from tests.e2e.processes import (
     Server,
-    create_database,
     drop_database,
     free_port,
-    manage,
+    migrated_database,
     start_agent,
     start_loop,
     wait_for,
@@ -33,9 +32,8 @@ LEDGER_JOB = (
 def database(tmp_path_factory):
     """One migrated database for the module; each test has its own jobs,
     labels, runner names and server processes."""
-    url = create_database(tmp_path_factory.mktemp("agent-faults"))
+    url = migrated_database(tmp_path_factory.mktemp("agent-faults"))
     try:
-        manage(url, "migrate", "--no-input")
         yield url
     finally:
         drop_database(url)

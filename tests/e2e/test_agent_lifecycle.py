@@ -19,9 +19,8 @@ from tests.agent.world import (
 from tests.e2e.processes import (
     BIN,
     Process,
-    create_database,
     drop_database,
-    manage,
+    migrated_database,
     process_env,
     start_agent,
     wait_for,
@@ -32,9 +31,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
-    url = create_database(tmp_path_factory.mktemp("agent-lifecycle"))
+    url = migrated_database(tmp_path_factory.mktemp("agent-lifecycle"))
     try:
-        manage(url, "migrate", "--no-input")
         yield url
     finally:
         drop_database(url)

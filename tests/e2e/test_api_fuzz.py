@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from tests.chaos.harness import wait_healthy
-from tests.e2e.processes import Server, create_database, drop_database, manage
+from tests.e2e.processes import Server, drop_database, manage, migrated_database
 from tests.e2e.protocol_client import RunnerClient, seed, token
 
 pytestmark = pytest.mark.e2e
@@ -41,8 +41,7 @@ REFUSAL_COUNTERS = ("croniq_fencing_rejections_total", "croniq_runner_binding_re
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
     """One migrated database for both tests (each compares against its own start)."""
-    url = create_database(tmp_path_factory.mktemp("fuzz"))
-    manage(url, "migrate", "--no-input")
+    url = migrated_database(tmp_path_factory.mktemp("fuzz"))
     yield url
     drop_database(url)
 

@@ -12,9 +12,8 @@ import pytest
 from tests.agent.world import add_execution, executions, issue_token, ready
 from tests.e2e.processes import (
     Server,
-    create_database,
     drop_database,
-    manage,
+    migrated_database,
     query,
     start_agent,
     start_loop,
@@ -31,10 +30,9 @@ JOB = "frozen-singleton"
 
 @pytest.fixture
 def world(tmp_path):
-    db = create_database(tmp_path)
+    db = migrated_database(tmp_path)
     processes = []
     try:
-        manage(db, "migrate", "--no-input")
         server = Server(db, tmp_path / "web.log", **SETTINGS)
         processes.append(server)
         token = issue_token(db)

@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import create_database, drop_database, manage, wait_for
+from tests.e2e.processes import drop_database, manage, migrated_database, wait_for
 from tests.e2e.processes import query as db_query
 from tests.e2e.protocol_client import (
     RunnerClient,
@@ -30,8 +30,7 @@ pytestmark = pytest.mark.e2e
 # job names of its own, so they do not see each other's work.
 @pytest.fixture(scope="module")
 def e2e_database(tmp_path_factory):
-    url = create_database(tmp_path_factory.mktemp("protocol"))
-    manage(url, "migrate", "--no-input")
+    url = migrated_database(tmp_path_factory.mktemp("protocol"))
     yield url
     drop_database(url)
 
