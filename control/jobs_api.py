@@ -19,10 +19,10 @@ class JobOut(Schema):
     schedule: str
     timezone: str
     command: str
-    env: dict[str, str]
+    env: dict[str, Any]
     calendar: str | None
     calendar_policy: str
-    labels: list[str]
+    labels: list[Any]
     singleton: bool
     timeout: int | None
     retries: int

@@ -268,3 +268,20 @@ def test_a_key_without_the_scope_is_refused_and_changes_nothing(client):
     assert list(Job.objects.values_list("name", "retries", "paused_at")) == [("kept", 0, None)]
     assert KeyedClient(client, ["runners:read"], name="other").get("jobs").status_code == 403
     assert client.get("/api/v1/jobs").status_code == 401
+
+
+def test_pausing_a_paused_job_changes_nothing(api):
+    api.post("jobs", REPORT)
+    api.post("jobs/nightly-report/pause", {"reason": "first"})
+
+    job = api.post("jobs/nightly-report/pause", {"reason": "second"}).json()
+
+    assert (job["paused"], job["pause_reason"]) == (True, "first")
+    assert AuditEvent.objects.filter(action="job.paused").count() == 1
+
+
+def test_a_job_written_in_the_admin_reads_back_whatever_its_env_holds(api):
+    JobFactory(name="legacy", env={"RETRIES": 3, "DEBUG": None})
+    answer = api.get("jobs/legacy")
+    assert answer.status_code == 200
+    assert answer.json()["env"] == {"RETRIES": 3, "DEBUG": None}
