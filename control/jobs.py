@@ -77,7 +77,7 @@ def write(item, *, now, actor):
 
 def create(item, *, now, actor):
     """201: a new job, managed by the API; 409 when the name is taken."""
-    name = item.get("name") if isinstance(item, dict) else None
+    name = item.get("name")
     taken = HttpError(409, f"a job named {name!r} already exists")
     if isinstance(name, str) and Job.objects.filter(name=name).exists():
         raise taken
@@ -107,20 +107,15 @@ def update(name, patch, *, now, actor):
 
 
 def delete(name, *, adopt, now, actor):
+    """The job and its history, gone; audited with what it was."""
     with transaction.atomic():
         job = locked(name)
         adopted = ownership.check(job, adopt)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)
-        before = job_state(job)
-        audit.record(
-            "job.deleted",
-            target=job,
-            actor=actor,
-            at=now,
-            data={"name": name, "diff": masked_diff({k: [v, None] for k, v in before.items()}),
-                  "via": "api"},
-        )  # fmt: skip
+        removed = masked_diff({k: [v, None] for k, v in job_state(job).items()})
+        data = {"name": name, "diff": removed, "via": "api"}
+        audit.record("job.deleted", target=job, actor=actor, at=now, data=data)
         job.delete()
 
 
