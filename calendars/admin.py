@@ -1,15 +1,42 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.admin_mixins import AuditedModelAdmin
 from calendars.changes import calendar_changed
-from calendars.models import Calendar, CalendarPeriod
+from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import RulesError, month_grid
 from calendars.zones import wall
 
 PREVIEW_STRETCHES = 10
 GRID_MONTHS = 3
+
+
+class AdoptedOnSave:
+    """For the admin of a row `apply` may manage (calendars, jobs): its change
+    form warns, and saving it adopts it (managed_by "admin", audited
+    `<model>.adopted`), so `apply --prune` no longer deletes it."""
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        if request.method == "GET" and obj is not None and obj.managed_by == ManagedBy.APPLY:
+            kind = obj._meta.verbose_name
+            self.message_user(
+                request,
+                f"This {kind} is managed by apply (jobs as code): the next apply of a "
+                f"file that lists it overwrites edits made here. Saving adopts it, so "
+                f"apply --prune no longer deletes it.",
+                messages.WARNING,
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def adopt(self, request, obj, change):
+        """Mark `obj` adopted before its save; returns the fields that changed."""
+        if not change or obj.managed_by != ManagedBy.APPLY:
+            return []
+        obj.managed_by = ManagedBy.ADMIN
+        self.audit(request, obj, "adopted", {"from": ManagedBy.APPLY, "to": ManagedBy.ADMIN})
+        return ["managed_by"]
 
 
 class CalendarPeriodInline(admin.TabularInline):
@@ -19,13 +46,13 @@ class CalendarPeriodInline(admin.TabularInline):
 
 
 @admin.register(Calendar)
-class CalendarAdmin(AuditedModelAdmin):
+class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
     list_display = ["name", "timezone", "weekdays_shown", "holidays_shown", "window_shown", "base"]
     list_select_related = ["base"]
     search_fields = ["name", "description"]
     show_full_result_count = False
     inlines = [CalendarPeriodInline]
-    readonly_fields = ["next_allowed_preview"]
+    readonly_fields = ["next_allowed_preview", "managed_by"]
     change_form_template = "admin/calendars/calendar/change_form.html"
 
     @admin.display(description="weekdays")
@@ -71,6 +98,10 @@ class CalendarAdmin(AuditedModelAdmin):
         today = wall(rules.zone, timezone.now()).date()
         grid = month_grid(rules, today, GRID_MONTHS)
         return {"month_grid": grid, "grid_timezone": rules.timezone}
+
+    def save_model(self, request, obj, form, change):
+        self.adopt(request, obj, change)
+        super().save_model(request, obj, form, change)
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)

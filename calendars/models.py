@@ -12,6 +12,27 @@ def all_weekdays():
     return list(WEEKDAYS)
 
 
+class ManagedBy(models.TextChoices):
+    """Who owns a job or a calendar. `apply` updates and prunes only what it
+    manages; a write through the API or the admin to an apply-managed row
+    adopts it first, so jobs-as-code never silently undoes a hand edit."""
+
+    APPLY = "apply", "apply (jobs as code)"
+    API = "api", "the management API"
+    ADMIN = "admin", "the admin"
+
+
+def managed_by_field():
+    return models.CharField(
+        "managed by",
+        max_length=10,
+        choices=ManagedBy.choices,
+        default=ManagedBy.ADMIN,
+        help_text="apply updates and prunes only what it manages; saving an "
+        "apply-managed row here adopts it (apply no longer prunes it).",
+    )
+
+
 class Calendar(models.Model):
     """When jobs bound to it may fire. The math lives in calendars/rules.py."""
 
@@ -50,6 +71,7 @@ class Calendar(models.Model):
         related_name="children",
         help_text="Optional parent calendar: an instant must be allowed by both.",
     )
+    managed_by = managed_by_field()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

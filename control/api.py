@@ -5,4 +5,10 @@ the runner protocol by `croniq_project.api`. Each call names its scope with
 
 def routers():
     """[(prefix, Router)] of the management API, in mounting order."""
-    return []
+    from control import apply_api, calendars_api, jobs_api
+
+    return [
+        ("/v1/", jobs_api.router),
+        ("/v1/", calendars_api.router),
+        ("/v1/", apply_api.router),
+    ]

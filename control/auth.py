@@ -19,17 +19,18 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 
 
 class ApiKeyAuth(HttpBearer):
-    def __init__(self, scope):
+    def __init__(self, *scopes):
         super().__init__()
-        self.scope = scope
+        self.scopes = scopes
 
     def authenticate(self, request, token):
         now = timezone.now()
         key = ApiKey.objects.authenticate(token.strip(), now)
         if key is None:
             return None
-        if not key.allows(self.scope):
-            raise HttpError(403, f"needs scope {self.scope}")
+        for scope in self.scopes:
+            if not key.allows(scope):
+                raise HttpError(403, f"needs scope {scope}")
         note_use(key, now)
         return key
 
@@ -37,6 +38,12 @@ class ApiKeyAuth(HttpBearer):
 def needs(scope):
     """The `auth=` of a call that needs `scope`."""
     return ApiKeyAuth(scope)
+
+
+def needs_all(*scopes):
+    """The `auth=` of a call that needs every one of `scopes` (apply writes
+    jobs and calendars); a key missing one is told the first it lacks."""
+    return ApiKeyAuth(*scopes)
 
 
 def note_use(key, now):

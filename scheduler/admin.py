@@ -9,12 +9,13 @@ from django.utils.html import format_html, format_html_join
 from audit import permissions
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from audit.changes import diff, masked_env, snapshot
+from calendars.admin import AdoptedOnSave
 from scheduler import operations
 from scheduler.models import Execution, Job, LogChunk
 
 # Fields the form does not write; read back after a save so the object (and
 # its audit diff) show what is stored.
-UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at"]
+UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at", "paused_until", "pause_reason"]
 NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
@@ -38,7 +39,7 @@ def fire_time(job, instant):
 
 
 @admin.register(Job)
-class JobAdmin(AuditedModelAdmin):
+class JobAdmin(AdoptedOnSave, AuditedModelAdmin):
     list_display = [
         "name",
         "schedule",
@@ -57,6 +58,9 @@ class JobAdmin(AuditedModelAdmin):
         "next_run",
         "last_scheduled_at",
         "paused_at",
+        "paused_until",
+        "pause_reason",
+        "managed_by",
         "error",
         "error_at",
         "next_fires",
@@ -94,6 +98,9 @@ class JobAdmin(AuditedModelAdmin):
                     "next_run",
                     "last_scheduled_at",
                     "paused_at",
+                    "paused_until",
+                    "pause_reason",
+                    "managed_by",
                     "error",
                     "error_at",
                     "created_at",
@@ -180,7 +187,12 @@ class JobAdmin(AuditedModelAdmin):
             return
         # Only what the operator changed is written: the rest of `obj` was
         # read when the form was, and the loop may have moved its fields on.
-        fields = [*form.changed_data, "updated_at", *obj.clear_error()]
+        fields = [
+            *form.changed_data,
+            "updated_at",
+            *obj.clear_error(),
+            *self.adopt(request, obj, change),
+        ]
         if set(fields) & {*Job.SCHEDULE_FIELDS, "error"}:
             obj.reschedule(timezone.now())
             fields.append("next_run_at")

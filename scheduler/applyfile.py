@@ -21,7 +21,7 @@ from django.db.models import ProtectedError
 
 import audit
 from audit.changes import masked_diff
-from calendars.models import Calendar, CalendarPeriod
+from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from scheduler.applyitems import (
     CALENDAR_KEYS,
     JOB_DEFAULTS,
@@ -71,6 +71,8 @@ class Change:
     kind: str  # calendar, job
     name: str
     diff: dict = field(default_factory=dict)
+    # The row created or updated: the audit event's target.
+    target: object = field(default=None, repr=False, compare=False)
 
     def __str__(self):
         signs = {"create": "+", "update": "~", "delete": "-", "unchanged": "="}
@@ -78,6 +80,16 @@ class Change:
         if self.action == "update":
             text += ": " + ", ".join(sorted(self.diff))
         return text
+
+
+def plan(changes):
+    """What apply reports (`--json`, the API): the changes that change
+    something, as JSON-friendly rows."""
+    return [
+        {"action": c.action, "kind": c.kind, "name": c.name, "diff": c.diff}
+        for c in changes
+        if c.action != "unchanged"
+    ]
 
 
 def load(path):
@@ -92,13 +104,19 @@ def load(path):
         raise ApplyError(
             f"{path}: not valid {'JSON' if str(path).endswith('.json') else 'YAML'}: {e}"
         ) from None
+    return check_document(document, where=f"{path}: ")
+
+
+def check_document(document, where=""):
+    """The document if its shape is right (a mapping of known sections, each
+    a list), else ApplyError; the items are checked when applied."""
     if document is None:
         document = {}
     if not isinstance(document, dict):
-        raise ApplyError(f"{path}: expected a mapping with 'calendars' and 'jobs'")
+        raise ApplyError(f"{where}expected a mapping with 'calendars' and 'jobs'")
     unknown = set(document) - set(section_keys())
     if unknown:
-        raise ApplyError(f"{path}: unknown top-level key(s): {', '.join(sorted(unknown))}")
+        raise ApplyError(f"{where}unknown top-level key(s): {', '.join(sorted(unknown))}")
     for key in section_keys():
         if not isinstance(document.get(key) or [], list):
             raise ApplyError(f"{key}: expected a list")
@@ -129,6 +147,25 @@ def apply(document, *, now, prune=False, dry_run=False, actor=("user", "apply"),
     return applier.changes
 
 
+def apply_item(kind, item, *, now, actor, managed_by, via, source=""):
+    """Check and write one job or calendar (`kind`) as apply would, marked
+    `managed_by`; returns its Change. ApplyError names the field
+    ("schedule: ..."). The management API's writes: one item, no file."""
+    problem = item_problem("", item, {"job": JOB_KEYS, "calendar": CALENDAR_KEYS}[kind])
+    if problem:
+        raise ApplyError(relative_errors([problem]))
+    applier = Applier(now=now, actor=actor, source=source, managed_by=managed_by, via=via)
+    write = applier.apply_job if kind == "job" else applier.apply_calendar
+    with transaction.atomic():
+        try:
+            write("", item)
+        except (ValidationError, ApplyError) as e:
+            raise ApplyError(item_errors(e)) from None
+        applier.reschedule()
+        applier.audit()
+    return applier.changes[-1]
+
+
 def describe_errors(where, error):
     """'jobs[3].schedule: ...' lines from a ValidationError."""
     if hasattr(error, "error_dict"):
@@ -141,11 +178,43 @@ def describe_errors(where, error):
     return [f"{where}: {' '.join(error.messages)}"]
 
 
+def item_problem(where, item, allowed):
+    """What is wrong with the shape of one item (a mapping of `allowed`
+    fields with a name), or None."""
+    if not isinstance(item, dict):
+        return f"{where}: expected a mapping"
+    unknown = set(item) - allowed
+    if unknown:
+        return f"{where}: unknown field(s): {', '.join(sorted(unknown))}"
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        return f"{where}.name: required"
+    return None
+
+
+def relative_errors(errors):
+    """Errors of one item checked at where="" (a single job or calendar, as
+    the API takes them): ".schedule: ..." -> "schedule: ...", ": ..." -> "..."."""
+    return [e.removeprefix(".").removeprefix(": ") for e in errors]
+
+
+def item_errors(error):
+    """The errors of one item checked at where="", named by field."""
+    if isinstance(error, ValidationError):
+        return relative_errors(describe_errors("", error))
+    return relative_errors(error.errors)
+
+
 class Applier:
-    def __init__(self, now, actor, source):
+    """Checks and writes items; what it creates or updates is marked
+    `managed_by` (apply: "apply"; the management API, one item at a time: "api")."""
+
+    def __init__(self, now, actor, source, managed_by=ManagedBy.APPLY, via="apply"):
         self.now = now
         self.actor = actor
         self.source = source
+        self.managed_by = managed_by
+        self.via = via
         self.errors = []
         self.changes = []
         self.calendar_names = []
@@ -174,6 +243,7 @@ class Applier:
         calendar = calendar or Calendar(name=item["name"])
         for key, value in values.items():
             setattr(calendar, key, value)
+        calendar.managed_by = self.managed_by
         calendar.full_clean()
         for period in periods:
             CalendarPeriod(calendar=calendar, **period).full_clean(exclude=["calendar"])
@@ -185,7 +255,7 @@ class Applier:
                 CalendarPeriod(calendar=calendar, **p) for p in periods
             )
             self.touched_calendars.add(calendar.pk)
-        self.record_change("calendar", calendar.name, before, after)
+        self.record_change("calendar", calendar.name, before, after, target=calendar)
 
     # Jobs
 
@@ -220,6 +290,7 @@ class Applier:
         for key, value in values.items():
             setattr(job, key, value)
         job.calendar = calendar
+        job.managed_by = self.managed_by
         job.full_clean()
         after = job_state(job)
         changed = {k for k in after if before is None or before.get(k) != after[k]}
@@ -229,17 +300,21 @@ class Applier:
             # Only the fields the file changes: the scheduler's own fields
             # were read before the loop may have moved them on.
             job.save(update_fields=[*sorted(changed), "updated_at"])
-        self.record_change("job", job.name, before, after)
+        self.record_change("job", job.name, before, after, target=job)
         if changed & Job.SCHEDULE_FIELDS:
             self.jobs_to_reschedule.add(job.pk)
 
     # Prune, reschedule, audit
 
     def prune(self):
-        for job in Job.objects.exclude(name__in=self.job_names):
+        """Delete what apply manages and the file no longer lists; rows made
+        or adopted through the API or the admin stay."""
+        unlisted_jobs = Job.objects.filter(managed_by=ManagedBy.APPLY)
+        for job in unlisted_jobs.exclude(name__in=self.job_names):
             self.record_change("job", job.name, job_state(job), None)
             job.delete()
-        for calendar in Calendar.objects.exclude(name__in=self.calendar_names).order_by("-pk"):
+        unlisted_calendars = Calendar.objects.filter(managed_by=ManagedBy.APPLY)
+        for calendar in unlisted_calendars.exclude(name__in=self.calendar_names).order_by("-pk"):
             before = calendar_state(calendar)
             try:
                 with transaction.atomic():
@@ -267,12 +342,13 @@ class Applier:
             verb = {"create": "created", "update": "changed", "delete": "deleted"}[change.action]
             audit.record(
                 f"{change.kind}.{verb}",
+                target=change.target if change.action != "delete" else None,
                 actor=self.actor,
                 at=self.now,
                 data={
                     "name": change.name,
                     "diff": change.diff,
-                    "via": "apply",
+                    "via": self.via,
                     "source": self.source,
                 },
             )
@@ -284,17 +360,11 @@ class Applier:
         good, seen = [], set()
         for index, item in enumerate(items):
             where = f"{key}[{index}]"
-            if not isinstance(item, dict):
-                self.errors.append(f"{where}: expected a mapping")
+            problem = item_problem(where, item, allowed)
+            if problem:
+                self.errors.append(problem)
                 continue
-            unknown = set(item) - allowed
-            if unknown:
-                self.errors.append(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
-                continue
-            name = item.get("name")
-            if not isinstance(name, str) or not name:
-                self.errors.append(f"{where}.name: required")
-                continue
+            name = item["name"]
             if name in seen:
                 self.errors.append(f"{where}.name: {name!r} is listed twice")
                 continue
@@ -302,7 +372,7 @@ class Applier:
             good.append((where, item))
         return good
 
-    def record_change(self, kind, name, before, after, mask=masked_diff):
+    def record_change(self, kind, name, before, after, mask=masked_diff, target=None):
         """Note the change of one item; `mask` hides secrets in its diff."""
         if before is None:
             change = Change("create", kind, name, {k: [None, v] for k, v in after.items()})
@@ -313,4 +383,5 @@ class Applier:
             change = Change("update" if diff else "unchanged", kind, name, diff)
         # Printed (apply --json, CI logs) and audited: secret env values masked.
         change.diff = mask(change.diff)
+        change.target = target
         self.changes.append(change)

@@ -210,6 +210,7 @@ def calendar_state(calendar, periods=None):
             calendar.window_end.isoformat() if calendar.window_end else None,
         ],
         "base": calendar.base.name if calendar.base_id else None,
+        "managed_by": calendar.managed_by,
         "periods": sorted(
             [
                 p.kind,
@@ -241,4 +242,5 @@ def job_state(job):
         "owner": job.owner,
         "max_duration": job.max_duration,
         "min_duration": job.min_duration,
+        "managed_by": job.managed_by,
     }

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from calendars.models import managed_by_field
 from calendars.validators import validate_timezone
 
 # Execution output lives in a module of its own; imported here so Django
@@ -95,6 +96,11 @@ class Job(models.Model):
     paused_at = models.DateTimeField(
         null=True, blank=True, help_text="Set by an operator's pause; apply leaves it alone."
     )
+    paused_until = models.DateTimeField(
+        null=True, blank=True, help_text="A paused job resumes by itself at this instant."
+    )
+    pause_reason = models.CharField(max_length=200, blank=True, help_text="Why it is paused.")
+    managed_by = managed_by_field()
     next_run_at = models.DateTimeField(
         null=True, blank=True, help_text="Next scheduled instant (UTC), calendar applied."
     )
@@ -123,6 +129,12 @@ class Job(models.Model):
                 fields=["next_run_at"],
                 condition=models.Q(enabled=True, paused_at__isnull=True),
                 name="job_due",
+            ),
+            # The pause-end step: "paused jobs whose paused_until <= now".
+            models.Index(
+                fields=["paused_until"],
+                condition=models.Q(paused_until__isnull=False),
+                name="job_pause_ends",
             ),
         ]
 

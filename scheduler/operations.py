@@ -1,4 +1,7 @@
-"""Operator actions on jobs and executions (admin, dashboard). Each is audited."""
+"""Operator actions on jobs and executions (admin, dashboard, management
+API). Each is audited."""
+
+from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -6,6 +9,9 @@ from django.db.models import Q
 import audit
 from scheduler import lifecycle, notifier, outcomes
 from scheduler.models import Execution, Job
+
+# next_fire_after is strictly after; a pause ending at an occurrence lets it fire.
+EARLIEST_STEP = timedelta(microseconds=1)
 
 
 class OperationRefused(Exception):
@@ -33,12 +39,23 @@ def run_now(job, now, actor):
     return execution
 
 
-def pause(jobs, now, actor):
+def pause(jobs, now, actor, reason="", until=None):
+    """Take the jobs that are not paused out of the schedule; with `until`,
+    each resumes by itself at that instant (`resume_ended_pauses`)."""
     paused = 0
     for job in jobs.filter(paused_at__isnull=True):
         job.withdraw_ahead(now)
-        Job.objects.filter(pk=job.pk).update(paused_at=now, next_run_at=None, updated_at=now)
-        audit.record("job.paused", target=job, actor=actor, at=now)
+        Job.objects.filter(pk=job.pk).update(
+            paused_at=now,
+            paused_until=until,
+            pause_reason=reason,
+            next_run_at=None,
+            updated_at=now,
+        )
+        data = {"reason": reason} if reason else {}
+        if until is not None:
+            data["until"] = until.isoformat()
+        audit.record("job.paused", target=job, actor=actor, at=now, data=data)
         paused += 1
     return paused
 
@@ -49,15 +66,58 @@ def resume(jobs, now, actor):
     stopped = Q(paused_at__isnull=False) | ~Q(error="")
     for job in jobs.filter(stopped).select_related("calendar"):
         error = job.error
-        job.paused_at = None
+        job.paused_at, job.paused_until, job.pause_reason = None, None, ""
         cleared = job.clear_error()
         job.reschedule(now)
-        job.save(update_fields=["paused_at", "next_run_at", "updated_at", *cleared])
+        job.save(
+            update_fields=[
+                "paused_at", "paused_until", "pause_reason", "next_run_at", "updated_at",
+                *cleared,
+            ]
+        )  # fmt: skip
         data = {"next_run_at": job.next_run_at.isoformat() if job.next_run_at else None}
         if error:
             data["cleared_error"] = error
         audit.record("job.resumed", target=job, actor=actor, at=now, data=data)
         resumed += 1
+    return resumed
+
+
+def resume_ended_pauses(now):
+    """The loop step: jobs paused `until` an instant now past fire again,
+    from that instant on (an occurrence at it fires). Returns how many.
+
+    A job whose schedule cannot be evaluated any more is resumed into
+    quarantine (`Job.error`), like one the fire step cannot fire.
+    """
+    resumed = 0
+    ended = Job.objects.filter(paused_until__lte=now, paused_at__isnull=False)
+    for job in ended.select_related("calendar"):
+        until = job.paused_until
+        job.paused_at = None
+        fields = {"next_run_at": None}
+        try:
+            if job.is_active:
+                fields["next_run_at"] = job.next_fire_after(until - EARLIEST_STEP)
+        except ValueError as e:
+            fields.update(error=str(e), error_at=now)
+        with transaction.atomic():
+            # Conditional on the pause read: an operator's resume or a
+            # second loop got there first, or the pause was renewed.
+            done = Job.objects.filter(pk=job.pk, paused_until=until).update(
+                paused_at=None, paused_until=None, pause_reason="", updated_at=now, **fields
+            )
+            if done:
+                next_run = fields["next_run_at"]
+                audit.record(
+                    "job.resumed", target=job, at=now,
+                    data={
+                        "paused_until": until.isoformat(),
+                        "next_run_at": next_run.isoformat() if next_run else None,
+                        **({"error": fields["error"]} if "error" in fields else {}),
+                    },
+                )  # fmt: skip
+                resumed += 1
     return resumed
 
 

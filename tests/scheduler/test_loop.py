@@ -76,6 +76,7 @@ def test_the_loop_runs_the_steps_the_apps_contribute_firing_first():
     assert [(step.name, step.every) for step in loop.steps] == [
         ("fired", 0.0),
         ("timed_out", 0.0),
+        ("pauses_ended", 0.0),
         ("reaped", 0.0),
         ("audit_pruned", steps.HOUSEKEEPING_INTERVAL),
         ("pruned", steps.HOUSEKEEPING_INTERVAL),

@@ -4,7 +4,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scheduler.applyfile import ApplyError, apply, load
+from scheduler.applyfile import ApplyError, apply, load, plan
 
 
 class Command(BaseCommand):
@@ -46,13 +46,10 @@ class Command(BaseCommand):
         self.report(changes, dry_run, as_json)
 
     def report(self, changes, dry_run, as_json):
-        real = [c for c in changes if c.action != "unchanged"]
         if as_json:
-            rows = [
-                {"action": c.action, "kind": c.kind, "name": c.name, "diff": c.diff} for c in real
-            ]
-            self.stdout.write(json.dumps(rows, default=str))
+            self.stdout.write(json.dumps(plan(changes), default=str))
             return
+        real = [c for c in changes if c.action != "unchanged"]
         for change in real:
             self.stdout.write(str(change))
         prefix = "would apply" if dry_run else "applied"

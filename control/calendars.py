@@ -1,0 +1,112 @@
+"""Calendars through the management API (DESIGN.md §8): the fields of the
+apply file, checked and written by the code `manage.py apply` runs; PUT
+creates or replaces. Ownership as for jobs (control.ownership)."""
+
+from datetime import timedelta
+
+from django.db import transaction
+from ninja.errors import HttpError
+
+from calendars.models import Calendar, CalendarPeriod, ManagedBy
+from calendars.rules import RulesError
+from control import ownership, paging
+from scheduler.applyfile import apply_item
+from scheduler.applyitems import ApplyError
+
+# A preview is computed on request: its range is capped.
+MAX_PREVIEW = timedelta(days=366)
+
+
+def fields(calendar):
+    """The calendar as the API shows it: the apply file's fields."""
+    periods = list(calendar.periods.all())
+    return {
+        "name": calendar.name,
+        "description": calendar.description,
+        "timezone": calendar.timezone,
+        "weekdays": list(calendar.weekdays),
+        "holidays": {
+            "country": calendar.holiday_country,
+            "subdivision": calendar.holiday_subdivision or None,
+            "categories": list(calendar.holiday_categories),
+        }
+        if calendar.holiday_country
+        else None,
+        "daily_window": {
+            "start": calendar.window_start.strftime("%H:%M"),
+            "end": calendar.window_end.strftime("%H:%M"),
+        }
+        if calendar.window_start is not None
+        else None,
+        "exclude": [period(p) for p in periods if p.kind == CalendarPeriod.EXCLUDE],
+        "include": [period(p) for p in periods if p.kind == CalendarPeriod.INCLUDE],
+        "base": calendar.base.name if calendar.base_id else None,
+        "managed_by": calendar.managed_by,
+    }
+
+
+def period(row):
+    start, end = (row.start_date, row.end_date) if row.start_date else (row.start_at, row.end_at)
+    return {"start": start.isoformat(), "end": end.isoformat(), "label": row.label}
+
+
+def get(name):
+    calendar = Calendar.objects.select_related("base").filter(name=name).first()
+    if calendar is None:
+        raise HttpError(404, f"no calendar named {name!r}")
+    return calendar
+
+
+def listed(*, limit=paging.DEFAULT_LIMIT, cursor=None):
+    calendars = Calendar.objects.select_related("base").prefetch_related("periods")
+    return paging.page(calendars, "name", limit=limit, cursor=cursor)
+
+
+def put(name, item, *, now, actor):
+    """Create or replace the calendar `name`; (calendar, created)."""
+    if not isinstance(item, dict):
+        raise HttpError(422, "expected a mapping of calendar fields")
+    item = dict(item)
+    adopt = ownership.adopt_flag(item.pop("adopt", False))
+    # What GET shows may be sent back: who manages it is not for the caller to set.
+    item.pop("managed_by", None)
+    if item.setdefault("name", name) != name:
+        raise HttpError(422, "name: must be the name in the path")
+    with transaction.atomic():
+        calendar = Calendar.objects.select_for_update().filter(name=name).first()
+        adopted = calendar is not None and ownership.check(calendar, adopt)
+        try:
+            apply_item("calendar", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
+        except ApplyError as e:
+            raise HttpError(422, "; ".join(e.errors)) from None
+        if adopted:
+            ownership.record_adopted(calendar, now=now, actor=actor)
+    return get(name), calendar is None
+
+
+def preview(name, *, start, end):
+    """[(start, end)]: the allowed stretches within [start, end), cut at both ends."""
+    for where, moment in (("start", start), ("end", end)):
+        if moment.tzinfo is None:
+            raise HttpError(422, f"{where}: needs an offset, e.g. +01:00 or Z")
+    if end <= start:
+        raise HttpError(422, "end: must be after start")
+    if end - start > MAX_PREVIEW:
+        raise HttpError(422, f"end: at most {MAX_PREVIEW.days} days after start")
+    calendar = get(name)
+    try:
+        rules = calendar.rules()
+        return stretches(rules, start, end)
+    except (RulesError, ValueError) as e:
+        raise HttpError(422, f"calendar {name}: {e}") from None
+
+
+def stretches(rules, start, end):
+    found = []
+    t = rules.next_allowed(start, horizon=end)
+    while t is not None and t < end:
+        until = rules.allowed_until(t, horizon=end)
+        until = end if until is None or until > end else until
+        found.append((t, until))
+        t = rules.next_allowed(until, horizon=end)
+    return found

@@ -1,0 +1,84 @@
+"""`/api/v1/calendars`: list, read, create or replace, and preview the
+allowed time of calendars, addressed by name (DESIGN.md §8). The rules are
+in control.calendars."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from ninja import Body, Router, Schema
+
+from control import auth, calendars, paging, scopes
+
+router = Router(tags=["calendars"])
+
+DEFAULT_PREVIEW = timedelta(days=30)
+
+
+class HolidaysOut(Schema):
+    country: str
+    subdivision: str | None
+    categories: list[str]
+
+
+class WindowOut(Schema):
+    start: str
+    end: str
+
+
+class PeriodOut(Schema):
+    start: str
+    end: str
+    label: str
+
+
+class CalendarOut(Schema):
+    name: str
+    description: str
+    timezone: str
+    weekdays: list[str]
+    holidays: HolidaysOut | None
+    daily_window: WindowOut | None
+    exclude: list[PeriodOut]
+    include: list[PeriodOut]
+    base: str | None
+    managed_by: str
+
+
+class CalendarPage(Schema):
+    items: list[CalendarOut]
+    next_cursor: str | None
+
+
+class Stretch(Schema):
+    start: datetime
+    end: datetime
+
+
+class PreviewOut(Schema):
+    allowed: list[Stretch]
+
+
+@router.get("calendars", response=CalendarPage, auth=auth.needs(scopes.CALENDARS_READ))
+def list_calendars(request, limit: int = paging.DEFAULT_LIMIT, cursor: str | None = None):
+    rows, next_cursor = calendars.listed(limit=limit, cursor=cursor)
+    return {"items": [calendars.fields(c) for c in rows], "next_cursor": next_cursor}
+
+
+@router.get("calendars/{name}", response=CalendarOut, auth=auth.needs(scopes.CALENDARS_READ))
+def get_calendar(request, name: str):
+    return calendars.fields(calendars.get(name))
+
+
+@router.put("calendars/{name}", response=CalendarOut, auth=auth.needs(scopes.CALENDARS_WRITE))
+def put_calendar(request, name: str, item: Body[dict[str, Any]]):
+    calendar, _ = calendars.put(name, item, now=timezone.now(), actor=auth.actor(request.auth))
+    return calendars.fields(calendar)
+
+
+@router.get("calendars/{name}/preview", response=PreviewOut, auth=auth.needs(scopes.CALENDARS_READ))
+def preview(request, name: str, start: datetime | None = None, end: datetime | None = None):
+    start = start or timezone.now()
+    end = end or start + DEFAULT_PREVIEW
+    found = calendars.preview(name, start=start, end=end)
+    return {"allowed": [{"start": s, "end": e} for s, e in found]}

@@ -1,0 +1,160 @@
+"""Jobs through the management API (DESIGN.md §8).
+
+A job in the API has the fields of the apply file, checked by the very code
+`manage.py apply` runs (`scheduler.applyfile.apply_item`), so both accept
+and refuse the same things, plus the state operators see: paused (and
+until when, and why), the next run, and who manages it (control.ownership).
+Every write is audited with the key as actor.
+"""
+
+import json
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
+from ninja.errors import HttpError
+
+import audit
+from audit.changes import masked_diff
+from calendars.models import ManagedBy
+from control import ownership, paging
+from scheduler import operations
+from scheduler.applyfile import apply_item
+from scheduler.applyitems import ApplyError, job_state
+from scheduler.models import Job
+
+MAX_NEXT = 100
+
+
+def fields(job):
+    """The job as the API shows it."""
+    state = job_state(job)
+    return {
+        "name": job.name,
+        **state,
+        "paused": job.paused_at is not None,
+        "paused_until": job.paused_until,
+        "pause_reason": job.pause_reason,
+        "next_run_at": job.next_run_at,
+    }
+
+
+def get(name):
+    job = Job.objects.select_related("calendar").filter(name=name).first()
+    if job is None:
+        raise HttpError(404, f"no job named {name!r}")
+    return job
+
+
+def listed(*, label=None, enabled=None, name=None, limit=paging.DEFAULT_LIMIT, cursor=None):
+    """(jobs, next_cursor): jobs by name, filtered."""
+    jobs = Job.objects.select_related("calendar")
+    if label is not None:
+        jobs = carrying(jobs, label)
+    if enabled is not None:
+        jobs = jobs.filter(enabled=enabled)
+    if name:
+        jobs = jobs.filter(name__startswith=name)
+    return paging.page(jobs, "name", limit=limit, cursor=cursor)
+
+
+def carrying(jobs, label):
+    """Jobs whose labels include `label`. PostgreSQL tests JSON containment;
+    SQLite has no such lookup, but stores the list as the JSON text Django
+    wrote, where an element is exactly its JSON-quoted self."""
+    if connection.vendor == "postgresql":
+        return jobs.filter(labels__contains=[label])
+    text = Cast("labels", output_field=TextField())
+    return jobs.annotate(labels_text=text).filter(labels_text__contains=json.dumps(label))
+
+
+def write(item, *, now, actor):
+    try:
+        return apply_item("job", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
+    except ApplyError as e:
+        raise HttpError(422, "; ".join(e.errors)) from None
+
+
+def create(item, *, now, actor):
+    """201: a new job, managed by the API; 409 when the name is taken."""
+    name = item.get("name")
+    taken = HttpError(409, f"a job named {name!r} already exists")
+    if isinstance(name, str) and Job.objects.filter(name=name).exists():
+        raise taken
+    try:
+        with transaction.atomic():
+            write(item, now=now, actor=actor)
+    except IntegrityError:
+        raise taken from None  # created by someone else meanwhile
+    return get(name)
+
+
+def update(name, patch, *, now, actor):
+    """Some fields of a job changed; the others as they are."""
+    patch = dict(patch)
+    adopt = ownership.adopt_flag(patch.pop("adopt", False))
+    with transaction.atomic():
+        job = locked(name)
+        adopted = ownership.check(job, adopt)
+        if patch.get("name", name) != name:
+            raise HttpError(422, "name: a job is addressed by its name and cannot be renamed")
+        current = job_state(job)
+        current.pop("managed_by")
+        write({"name": name, **current, **patch}, now=now, actor=actor)
+        if adopted:
+            ownership.record_adopted(job, now=now, actor=actor)
+    return get(name)
+
+
+def delete(name, *, adopt, now, actor):
+    """The job and its history, gone; audited with what it was."""
+    with transaction.atomic():
+        job = locked(name)
+        adopted = ownership.check(job, adopt)
+        if adopted:
+            ownership.record_adopted(job, now=now, actor=actor)
+        removed = masked_diff({k: [v, None] for k, v in job_state(job).items()})
+        data = {"name": name, "diff": removed, "via": "api"}
+        audit.record("job.deleted", target=job, actor=actor, at=now, data=data)
+        job.delete()
+
+
+def pause(name, *, reason, until, now, actor):
+    """Pause a job (a paused one stays as it is); with `until` it resumes
+    by itself at that instant."""
+    if until is not None:
+        if until.tzinfo is None:
+            raise HttpError(422, "until: needs an offset, e.g. +01:00 or Z")
+        if until <= now:
+            raise HttpError(422, "until: must be in the future")
+    if len(reason) > Job._meta.get_field("pause_reason").max_length:
+        raise HttpError(422, "reason: at most 200 characters")
+    job = get(name)
+    operations.pause(Job.objects.filter(pk=job.pk), now, actor, reason=reason, until=until)
+    return get(name)
+
+
+def resume(name, *, now, actor):
+    job = get(name)
+    operations.resume(Job.objects.filter(pk=job.pk), now, actor)
+    return get(name)
+
+
+def upcoming(name, *, count, after):
+    """The next `count` instants the job fires strictly after `after`."""
+    if not 1 <= count <= MAX_NEXT:
+        raise HttpError(422, f"count: between 1 and {MAX_NEXT}")
+    if after.tzinfo is None:
+        raise HttpError(422, "after: needs an offset, e.g. +01:00 or Z")
+    job = get(name)
+    try:
+        return job.upcoming(after, count)
+    except ValueError as e:  # a stored schedule or calendar that no longer evaluates
+        raise HttpError(422, f"schedule: {e}") from None
+
+
+def locked(name):
+    job = Job.objects.select_for_update().filter(name=name).first()
+    if job is None:
+        raise HttpError(404, f"no job named {name!r}")
+    return job

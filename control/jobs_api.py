@@ -1,0 +1,115 @@
+"""`/api/v1/jobs`: list, create, read, change, delete, pause, resume and
+the next fire times of jobs, addressed by name (DESIGN.md §8). The rules
+are in control.jobs; each view names its scope."""
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from ninja import Body, Query, Router, Schema, Status
+
+from control import auth, jobs, paging, scopes
+
+router = Router(tags=["jobs"])
+
+
+class JobOut(Schema):
+    name: str
+    description: str
+    schedule: str
+    timezone: str
+    command: str
+    env: dict[str, Any]
+    calendar: str | None
+    calendar_policy: str
+    labels: list[Any]
+    singleton: bool
+    timeout: int | None
+    retries: int
+    retry_backoff: int
+    misfire_policy: str
+    enabled: bool
+    owner: str
+    max_duration: int | None
+    min_duration: int | None
+    paused: bool
+    paused_until: datetime | None
+    pause_reason: str
+    next_run_at: datetime | None
+    managed_by: str
+
+
+class JobPage(Schema):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class PauseIn(Schema):
+    reason: str = ""
+    until: datetime | None = None
+
+
+class NextOut(Schema):
+    instants: list[str]
+
+
+class JobFilters(Schema):
+    label: str | None = None
+    enabled: bool | None = None
+    name: str | None = None
+    limit: int = paging.DEFAULT_LIMIT
+    cursor: str | None = None
+
+
+@router.get("jobs", response=JobPage, auth=auth.needs(scopes.JOBS_READ))
+def list_jobs(request, filters: Query[JobFilters]):
+    rows, cursor = jobs.listed(**filters.dict())
+    return {"items": [jobs.fields(job) for job in rows], "next_cursor": cursor}
+
+
+@router.post("jobs", response={201: JobOut}, auth=auth.needs(scopes.JOBS_WRITE))
+def create_job(request, item: Body[dict[str, Any]]):
+    job = jobs.create(item, now=timezone.now(), actor=auth.actor(request.auth))
+    return Status(201, jobs.fields(job))
+
+
+@router.get("jobs/{name}", response=JobOut, auth=auth.needs(scopes.JOBS_READ))
+def get_job(request, name: str):
+    return jobs.fields(jobs.get(name))
+
+
+@router.patch("jobs/{name}", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
+def change_job(request, name: str, patch: Body[dict[str, Any]]):
+    job = jobs.update(name, patch, now=timezone.now(), actor=auth.actor(request.auth))
+    return jobs.fields(job)
+
+
+@router.delete("jobs/{name}", response={204: None}, auth=auth.needs(scopes.JOBS_WRITE))
+def delete_job(request, name: str, adopt: bool = False):
+    jobs.delete(name, adopt=adopt, now=timezone.now(), actor=auth.actor(request.auth))
+    return Status(204, None)
+
+
+@router.post("jobs/{name}/pause", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
+def pause_job(request, name: str, body: PauseIn | None = None):
+    body = body or PauseIn()
+    job = jobs.pause(
+        name,
+        reason=body.reason,
+        until=body.until,
+        now=timezone.now(),
+        actor=auth.actor(request.auth),
+    )
+    return jobs.fields(job)
+
+
+@router.post("jobs/{name}/resume", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
+def resume_job(request, name: str):
+    job = jobs.resume(name, now=timezone.now(), actor=auth.actor(request.auth))
+    return jobs.fields(job)
+
+
+@router.get("jobs/{name}/next", response=NextOut, auth=auth.needs(scopes.JOBS_READ))
+def next_runs(request, name: str, count: int = 10, after: datetime | None = None):
+    instants = jobs.upcoming(name, count=count, after=after or timezone.now())
+    return {"instants": [instant.isoformat() for instant in instants]}

@@ -1,0 +1,39 @@
+"""Who may write a job or a calendar through the API (DESIGN.md §8).
+
+What `apply` manages belongs to the file: an API write to it is refused
+(409) unless the call adopts it, which hands it to the API (audited
+`job.adopted` / `calendar.adopted`); `apply --prune` leaves it alone from
+then on. Rows made in the admin or through the API are anyone's to change.
+"""
+
+from ninja.errors import HttpError
+
+import audit
+from calendars.models import ManagedBy
+
+
+def adopt_flag(value, where="adopt"):
+    if not isinstance(value, bool):
+        raise HttpError(422, f"{where}: expected true or false")
+    return value
+
+
+def check(obj, adopt):
+    """409 when `obj` is managed by apply and the call does not adopt it;
+    returns whether the write adopts it."""
+    if obj.managed_by != ManagedBy.APPLY:
+        return False
+    if not adopt:
+        kind = obj._meta.model_name
+        raise HttpError(409, f"{kind} {obj.name} is managed by apply; pass adopt to take it over")
+    return True
+
+
+def record_adopted(obj, *, now, actor):
+    audit.record(
+        f"{obj._meta.model_name}.adopted",
+        target=obj,
+        actor=actor,
+        at=now,
+        data={"from": ManagedBy.APPLY, "to": ManagedBy.API},
+    )

@@ -1,0 +1,146 @@
+"""`POST /api/v1/apply` (DESIGN.md §8): the apply document as JSON, the
+plan `manage.py apply` prints, all or nothing, needing jobs:write and
+calendars:write."""
+
+import json
+from io import StringIO
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from audit.models import AuditEvent
+from calendars.models import Calendar
+from scheduler.models import Job
+from tests.control.keyed_client import KeyedClient
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+BROKEN = {"name": "bad", "schedule": "61 * * * *", "command": "x"}
+DOCUMENT = {
+    "calendars": [{"name": "workdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],
+    "jobs": [
+        {"name": "report", "schedule": "30 2 * * *", "command": "true", "calendar": "workdays"},
+        {"name": "heartbeat", "schedule": "@every 5m", "command": "true"},
+    ],
+}
+
+
+@pytest.fixture
+def api(client):
+    return KeyedClient(client, ["jobs:write", "calendars:write"])
+
+
+def snapshot():
+    return list(Job.objects.order_by("name").values()), list(Calendar.objects.values())
+
+
+def test_a_document_is_applied_audited_and_marked_as_apply_managed(api):
+    answer = api.post("apply", DOCUMENT)
+
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert body["applied"] is True
+    assert [(c["action"], c["kind"], c["name"]) for c in body["changes"]] == [
+        ("create", "calendar", "workdays"),
+        ("create", "job", "report"),
+        ("create", "job", "heartbeat"),
+    ]
+    assert set(Job.objects.values_list("managed_by", flat=True)) == {"apply"}
+    assert Calendar.objects.get().managed_by == "apply"
+    event = AuditEvent.objects.get(action="job.created", data__name="report")
+    assert (event.actor_kind, event.actor_name) == (AuditEvent.API_KEY, "deploy")
+    assert api.post("apply", DOCUMENT).json() == {"changes": [], "applied": True}
+
+
+def test_a_dry_run_answers_the_plan_and_writes_nothing(api):
+    answer = api.post("apply", DOCUMENT, dry_run="true")
+
+    assert answer.json()["applied"] is False
+    assert len(answer.json()["changes"]) == 3
+    assert snapshot() == ([], [])
+    assert not AuditEvent.objects.exists()
+
+
+def test_the_plan_is_the_one_manage_py_apply_prints(api, tmp_path):
+    api.post("apply", DOCUMENT)
+    changed = {**DOCUMENT, "jobs": [{**DOCUMENT["jobs"][0], "command": "false"}]}
+    path = tmp_path / "croniq.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    out = StringIO()
+    call_command("apply", str(path), "--dry-run", "--prune", "--json", stdout=out)
+
+    answer = api.post("apply", changed, dry_run="true", prune="true")
+
+    assert answer.json()["changes"] == json.loads(out.getvalue())
+    assert [(c["action"], c["name"]) for c in answer.json()["changes"]] == [
+        ("update", "report"),
+        ("delete", "heartbeat"),
+    ]
+
+
+def test_prune_deletes_only_what_apply_manages(api):
+    api.post("apply", DOCUMENT)
+    JobFactory(name="made-in-admin")
+
+    answer = api.post("apply", {"jobs": [DOCUMENT["jobs"][1]]}, prune="true")
+
+    assert {(c["action"], c["name"]) for c in answer.json()["changes"]} == {
+        ("delete", "report"),
+        ("delete", "workdays"),
+    }
+    assert sorted(Job.objects.values_list("name", flat=True)) == ["heartbeat", "made-in-admin"]
+
+
+@pytest.mark.parametrize(
+    ("document", "detail"),
+    [
+        (
+            {
+                "jobs": [
+                    DOCUMENT["jobs"][1],
+                    {"name": "bad", "schedule": "61 * * * *", "command": "x"},
+                ]
+            },
+            "jobs[1].schedule: ",
+        ),
+        (
+            {"jobs": [{"name": "x", "command": "x", "schedule": "@daily", "colour": 1}]},
+            "jobs[0]: unknown field(s): colour",
+        ),  # fmt: skip
+        ({"calendars": [{"name": "c", "weekdays": ["someday"]}]}, "calendars[0].weekdays: "),
+        ({"jobs": {"name": "x"}}, "jobs: expected a list"),
+        ({"servers": []}, "unknown top-level key(s): servers"),
+        (["jobs"], "expected a mapping"),
+    ],
+)
+def test_an_invalid_document_is_422_naming_item_and_field_and_writes_nothing(api, document, detail):
+    api.post("apply", DOCUMENT)
+    before = snapshot()
+    events = AuditEvent.objects.count()
+
+    answer = api.post("apply", document, prune="true")
+
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["detail"].startswith(detail)
+    assert snapshot() == before
+    assert AuditEvent.objects.count() == events
+
+
+@pytest.mark.parametrize(
+    ("key_scopes", "status", "detail"),
+    [
+        (["jobs:write"], 403, "needs scope calendars:write"),
+        (["calendars:write"], 403, "needs scope jobs:write"),
+        (["jobs:read", "calendars:read"], 403, "needs scope jobs:write"),
+        (["admin"], 200, None),
+    ],
+)
+def test_apply_needs_both_write_scopes(client, key_scopes, status, detail):
+    answer = KeyedClient(client, key_scopes).post("apply", DOCUMENT)
+
+    assert answer.status_code == status
+    if detail:
+        assert answer.json() == {"detail": detail}
+        assert snapshot() == ([], [])
