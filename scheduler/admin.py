@@ -64,7 +64,7 @@ class JobAdmin(AuditedModelAdmin):
     ]
     actions = ["run_now", "pause", "resume"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "command", "env", "labels"]}),
+        (None, {"fields": ["name", "description", "command", "env", "parameters", "labels"]}),
         (
             "Schedule",
             {

@@ -12,11 +12,12 @@ class SchedulerConfig(AppConfig):
         calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")
 
     def loop_steps(self, loop):
-        from scheduler import retention, ticks
+        from scheduler import backfill, retention, ticks
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
             Step("fired", loop.fire),
             Step("timed_out", ticks.expire_timeouts),
             Step("pruned", retention.prune_step, every=HOUSEKEEPING_INTERVAL),
+            Step("promoted", backfill.promote_waiting, every=HOUSEKEEPING_INTERVAL),
         ]
