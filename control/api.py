@@ -5,4 +5,6 @@ the runner protocol by `croniq_project.api`. Each call names its scope with
 
 def routers():
     """[(prefix, Router)] of the management API, in mounting order."""
-    return []
+    from control import executions_api, triggers_api
+
+    return [("/v1/", triggers_api.router), ("/v1/", executions_api.router)]
