@@ -8,9 +8,11 @@ Mounted at /v1/ as "executions/...", beside the runner protocol's
 
 from datetime import datetime
 
+from django.http import JsonResponse
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
+from ninja.responses import NinjaJSONEncoder
 from pydantic import AwareDatetime, Field
 
 from control import auth, paging, refusals, scopes
@@ -147,7 +149,10 @@ def list_executions(request, filters: Query[ExecutionFilters]):
     rows, cursor = paging.page(
         filtered(filters), "id", filters.limit, filters.cursor, descending=True
     )
-    return {"items": page_as_json(rows), "next_cursor": cursor}
+    # Built here and not checked again against ExecutionPage (which
+    # documents it): validating each item would double a page's time.
+    page = {"items": page_as_json(rows), "next_cursor": cursor}
+    return JsonResponse(page, encoder=NinjaJSONEncoder)
 
 
 @router.get("executions/{execution_id}", auth=needs(scopes.EXECUTIONS_READ), response=ExecutionOut)

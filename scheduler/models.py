@@ -490,6 +490,7 @@ class TriggerKey(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        default_permissions = ()  # internal bookkeeping: not in the admin
         constraints = [
             # One execution per key and job, whichever web process asks first.
             models.UniqueConstraint(fields=["job", "key"], name="triggerkey_once"),

@@ -24,6 +24,9 @@ class Migration(migrations.Migration):
                 ("key", models.CharField(max_length=200)),
                 ("created_at", models.DateTimeField()),
             ],
+            options={
+                "default_permissions": (),
+            },
         ),
         migrations.AddField(
             model_name="execution",
