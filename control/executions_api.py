@@ -13,10 +13,11 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.responses import NinjaJSONEncoder
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
 from control import auth, paging, refusals, scopes
 from control.auth import needs
+from control.fields import Instant, Name, RowId
 from runners.models import Runner
 from scheduler import operations
 from scheduler.log_chunks import read_log
@@ -58,11 +59,11 @@ class ExecutionPage(Schema):
 
 
 class ExecutionFilters(Schema):
-    job: str | None = None
+    job: Name | None = None
     state: str | None = None
     trigger: str | None = None
-    since: AwareDatetime | None = Field(None, description="scheduled_for at or after")
-    until: AwareDatetime | None = Field(None, description="scheduled_for before")
+    since: Instant | None = Field(None, description="scheduled_for at or after")
+    until: Instant | None = Field(None, description="scheduled_for before")
     limit: int = paging.DEFAULT_LIMIT
     cursor: str | None = None
 
@@ -156,12 +157,12 @@ def list_executions(request, filters: Query[ExecutionFilters]):
 
 
 @router.get("executions/{execution_id}", auth=needs(scopes.EXECUTIONS_READ), response=ExecutionOut)
-def show(request, execution_id: int):
+def show(request, execution_id: RowId):
     return one_as_json(execution_numbered(execution_id))
 
 
 @router.get("executions/{execution_id}/log", auth=needs(scopes.EXECUTIONS_READ), response=LogOut)
-def log(request, execution_id: int, offset: int = 0):
+def log(request, execution_id: RowId, offset: int = 0):
     execution = execution_numbered(execution_id)
     if offset < 0:
         raise HttpError(422, "offset: must be 0 or more")
@@ -177,7 +178,7 @@ def log(request, execution_id: int, offset: int = 0):
 @router.post(
     "executions/{execution_id}/cancel", auth=needs(scopes.EXECUTIONS_WRITE), response=ExecutionOut
 )
-def cancel(request, execution_id: int):
+def cancel(request, execution_id: RowId):
     execution = execution_numbered(execution_id)
     if execution.state in Execution.FINAL_STATES and execution.state != Execution.CANCELLED:
         return refusals.response(
@@ -193,7 +194,7 @@ def cancel(request, execution_id: int):
     auth=needs(scopes.EXECUTIONS_WRITE),
     response={202: ExecutionOut},
 )
-def retry(request, execution_id: int):
+def retry(request, execution_id: RowId):
     execution = execution_numbered(execution_id)
     try:
         new = operations.retry(execution, timezone.now(), auth.actor(request.auth))

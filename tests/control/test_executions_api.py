@@ -179,3 +179,18 @@ def test_the_runner_protocol_s_execution_calls_are_still_answered_by_it(api):
     answer = api.post(f"executions/{execution.pk}/logs", {"session": "s", "lease": 1,
                                                            "seq": 1, "data": "x"})  # fmt: skip
     assert answer.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "field"),
+    [
+        ("executions/99999999999999999999", {}, "execution_id"),
+        ("executions/0/log", {}, "execution_id"),
+        ("executions", {"since": "0001-01-01T00:00:00+14:00"}, "since"),
+        ("executions", {"job": "a\x00b"}, "job"),
+    ],
+)
+def test_values_the_database_cannot_hold_are_422_not_500(api, path, query, field):
+    answer = api.get(path, query)
+    assert answer.status_code == 422
+    assert field in answer.json()["detail"]

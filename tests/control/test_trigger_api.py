@@ -208,3 +208,7 @@ def test_an_unknown_job_is_404_and_a_key_without_the_scope_403(db):
     assert refused.status_code == 403
     assert refused.json() == {"detail": "needs scope jobs:trigger"}
     assert not Execution.objects.exists()
+
+
+def test_a_name_no_job_can_have_is_404(api):
+    assert trigger(api, "a%00b").status_code == 404
