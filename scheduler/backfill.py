@@ -23,7 +23,7 @@ from django.db import IntegrityError, transaction
 import audit
 from scheduler import notifier
 from scheduler.cron import next_fires
-from scheduler.models import Execution, Job
+from scheduler.models import Execution
 from scheduler.refusals import OperationRefused
 
 TINY = timedelta(microseconds=1)
@@ -75,7 +75,7 @@ def backfill(job, start, end, now, actor, dry_run=False):
     with transaction.atomic():
         # Locked: a concurrent backfill or the loop's fire of this job waits
         # (the loop skips it), so "has none yet" stays true until the commit.
-        job = Job.objects.select_for_update(of=("self",)).select_related("calendar").get(pk=job.pk)
+        job = job.locked()
         instants = instants_between(job, start, end)
         taken = set(
             Execution.objects.filter(

@@ -305,6 +305,17 @@ class Job(models.Model):
         ).delete()
         return withdrawn
 
+    def locked(self):
+        """This job read again with its row locked until the transaction
+        ends (calendar loaded); OperationRefused when it was deleted since."""
+        from scheduler.refusals import OperationRefused
+
+        rows = Job.objects.select_for_update(of=("self",)).select_related("calendar")
+        job = rows.filter(pk=self.pk).first()
+        if job is None:
+            raise OperationRefused(f"{self.name} was deleted")
+        return job
+
     def clean(self):
         from django.core.exceptions import ValidationError
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from scheduler import operations
-from scheduler.models import Execution, Job, TriggerKey
+from scheduler.models import Execution, TriggerKey
 from scheduler.refusals import OperationRefused
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
@@ -71,7 +71,7 @@ def trigger(job, now, actor, key=None, env=None, scheduled_for=None):
     env = env or {}
     check_request(job, env, scheduled_for, now)
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = job.locked()
         if key is not None:
             first = claim_key(job, key, now)
             if first is not None:
