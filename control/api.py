@@ -5,10 +5,12 @@ the runner protocol by `croniq_project.api`. Each call names its scope with
 
 def routers():
     """[(prefix, Router)] of the management API, in mounting order."""
-    from control import apply_api, calendars_api, jobs_api
+    from control import apply_api, calendars_api, executions_api, jobs_api, triggers_api
 
     return [
         ("/v1/", jobs_api.router),
+        ("/v1/", triggers_api.router),
         ("/v1/", calendars_api.router),
         ("/v1/", apply_api.router),
+        ("/v1/", executions_api.router),
     ]

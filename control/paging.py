@@ -35,7 +35,7 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
         raise HttpError(422, f"limit: between 1 and {MAX_LIMIT}")
     if cursor:
         after = decode(cursor)
-        if not isinstance(after, (int, str)) or isinstance(after, bool):
+        if not isinstance(after, (int, str)) or isinstance(after, bool) or not storable(after):
             raise HttpError(422, "cursor: not a cursor of this list")
         queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": after})
     rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
@@ -43,3 +43,11 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
         return rows, None
     rows = rows[:limit]
     return rows, encode(getattr(rows[-1], key))
+
+
+def storable(value):
+    """Whether the database can compare with `value` (a 64-bit integer, text
+    without NUL): a forged cursor is refused, not a 500."""
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return "\x00" not in value

@@ -158,6 +158,10 @@ CRONIQ_HORIZON_YEARS = envint("CRONIQ_HORIZON_YEARS", 5, minimum=1)
 CRONIQ_TIMEOUT_GRACE = envfloat("CRONIQ_TIMEOUT_GRACE", 30.0, minimum=0)
 CRONIQ_MISFIRE_GRACE = envfloat("CRONIQ_MISFIRE_GRACE", 60.0, minimum=0)
 CRONIQ_RUN_ALL_CAP = envint("CRONIQ_RUN_ALL_CAP", 100, minimum=1)
+# A manual trigger is refused (429) while its job has this many pending runs.
+CRONIQ_TRIGGER_QUEUE_LIMIT = envint("CRONIQ_TRIGGER_QUEUE_LIMIT", 100, minimum=1)
+# The most instants one backfill call may create.
+CRONIQ_BACKFILL_CAP = envint("CRONIQ_BACKFILL_CAP", 1000, minimum=1)
 # /metrics asks for `Authorization: Bearer <token>` when set.
 CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None
 

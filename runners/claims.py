@@ -133,7 +133,8 @@ def assignment(execution):
         "id": execution.pk,
         "job": job.name,
         "command": job.command,
-        "env": job.env or {},
+        # A manual trigger's overrides (declared job parameters) win.
+        "env": {**(job.env or {}), **(execution.env or {})},
         "timeout": job.timeout,
         "scheduled_for": execution.scheduled_for,
         "attempt": execution.attempt,

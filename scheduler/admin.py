@@ -68,7 +68,7 @@ class JobAdmin(AdoptedOnSave, AuditedModelAdmin):
     ]
     actions = ["run_now", "pause", "resume"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "command", "env", "labels"]}),
+        (None, {"fields": ["name", "description", "command", "env", "parameters", "labels"]}),
         (
             "Schedule",
             {

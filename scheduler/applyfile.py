@@ -32,6 +32,7 @@ from scheduler.applyitems import (
     calendar_values,
     job_state,
     order_by_base,
+    parameter_names,
     period_values,
     periods_of,
     seconds,
@@ -273,6 +274,7 @@ class Applier:
         values = {**JOB_DEFAULTS, **item}
         values["env"] = string_mapping(f"{where}.env", values["env"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
+        values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in JOB_DURATIONS:
             if values[key] is not None:
                 values[key] = seconds(f"{where}.{key}", values[key], least=1)

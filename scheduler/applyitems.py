@@ -6,9 +6,11 @@ of a row that tells whether applying changes it.
 
 import datetime as dt
 
+from django.core.exceptions import ValidationError
+
 from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
 from scheduler.cron import EVERY_RE
-from scheduler.models import Job
+from scheduler.models import Job, validate_parameters
 
 CALENDAR_KEYS = {
     "name", "description", "timezone", "weekdays", "holidays", "daily_window",
@@ -17,7 +19,7 @@ CALENDAR_KEYS = {
 JOB_KEYS = {
     "name", "description", "schedule", "timezone", "command", "env", "calendar",
     "calendar_policy", "labels", "singleton", "timeout", "retries", "retry_backoff",
-    "misfire_policy", "enabled", "owner", "max_duration", "min_duration",
+    "misfire_policy", "enabled", "owner", "max_duration", "min_duration", "parameters",
 }  # fmt: skip
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
 JOB_DURATIONS = ("max_duration", "min_duration")
@@ -37,6 +39,7 @@ JOB_DEFAULTS = {
     "owner": "",
     "max_duration": None,
     "min_duration": None,
+    "parameters": [],
 }
 
 
@@ -55,6 +58,15 @@ def string_mapping(where, value):
 def string_list(where, value):
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ApplyError(f"{where}: expected a list of non-empty strings")
+    return value
+
+
+def parameter_names(where, value):
+    """A job's `parameters`: env names a manual trigger may set."""
+    try:
+        validate_parameters(value)
+    except ValidationError as e:
+        raise ApplyError(f"{where}: {e.messages[0]}") from None
     return value
 
 
@@ -243,4 +255,5 @@ def job_state(job):
         "max_duration": job.max_duration,
         "min_duration": job.min_duration,
         "managed_by": job.managed_by,
+        "parameters": list(job.parameters),
     }

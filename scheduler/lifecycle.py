@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 import audit
-from scheduler import outcomes
+from scheduler import backfill, outcomes
 from scheduler.models import Execution
 
 LEASE_EXPIRED = "lease_expired"
@@ -52,6 +52,8 @@ def after_final(execution, now, not_before=None):
         audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
     retry = create_retry(execution, now, not_before)
     outcomes.settled(execution, now, retry)
+    if execution.singleton and retry is None:
+        backfill.promote(execution.job_id, now)  # the next queued instant's turn
     return retry
 
 
@@ -126,6 +128,7 @@ def next_attempt(execution, attempt, run_after, now):
                 singleton=execution.job.singleton,
                 run_after=run_after,
                 created_at=now,
+                env=execution.env,  # a triggered run's overrides hold for its retries
             )
     except IntegrityError:
         return None

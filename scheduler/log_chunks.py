@@ -27,3 +27,20 @@ class LogChunk(models.Model):
 
 
 LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"
+
+
+def read_log(execution_id, offset):
+    """(text, end): the execution's stored log from byte `offset` (of its
+    UTF-8 encoding, the truncation marker included) to its end, and the
+    byte offset of that end. ValueError when `offset` lies past the end."""
+    chunks = LogChunk.objects.filter(execution_id=execution_id).order_by("seq")
+    position, parts = 0, []
+    for data in chunks.values_list("data", flat=True).iterator(chunk_size=200):
+        encoded = data.encode("utf-8")
+        if position + len(encoded) > offset:
+            parts.append(encoded[max(0, offset - position) :])
+        position += len(encoded)
+    if offset > position:
+        raise ValueError(f"beyond the end of the log ({position} bytes)")
+    # An offset inside a character (not one this call answered) shows as U+FFFD.
+    return b"".join(parts).decode("utf-8", "replace"), position

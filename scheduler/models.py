@@ -1,3 +1,4 @@
+import re
 from datetime import UTC
 
 from django.conf import settings
@@ -15,6 +16,26 @@ from scheduler.log_chunks import LOG_TRUNCATED_MARKER, LogChunk  # noqa: F401
 
 def default_labels():
     return []
+
+
+# What a trigger may set: an environment variable's name, not one of the
+# variables the agent sets itself (CRONIQ_...).
+PARAMETER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def validate_parameters(value):
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValidationError("a list of environment variable names")
+    for name in value:
+        if not PARAMETER_RE.fullmatch(name) or name.upper().startswith("CRONIQ_"):
+            raise ValidationError(
+                f"{name!r} is not an environment variable name a trigger may set "
+                "(letters, digits and _, not starting with CRONIQ_)"
+            )
+    if len(set(value)) != len(value):
+        raise ValidationError("a name appears twice")
 
 
 class Job(models.Model):
@@ -92,6 +113,13 @@ class Job(models.Model):
         null=True,
         blank=True,
         help_text="A successful run shorter than this many seconds is reported (job.fast).",
+    )
+    parameters = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_parameters],
+        help_text="Names of environment variables a manual trigger may set.",
     )
     paused_at = models.DateTimeField(
         null=True, blank=True, help_text="Set by an operator's pause; apply leaves it alone."
@@ -289,6 +317,17 @@ class Job(models.Model):
         ).delete()
         return withdrawn
 
+    def locked(self):
+        """This job read again with its row locked until the transaction
+        ends (calendar loaded); OperationRefused when it was deleted since."""
+        from scheduler.refusals import OperationRefused
+
+        rows = Job.objects.select_for_update(of=("self",)).select_related("calendar")
+        job = rows.filter(pk=self.pk).first()
+        if job is None:
+            raise OperationRefused(f"{self.name} was deleted")
+        return job
+
     def clean(self):
         from django.core.exceptions import ValidationError
 
@@ -325,7 +364,9 @@ class Execution(models.Model):
     LOST = "lost"
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
+    QUEUED = "queued"
     STATES = [
+        (QUEUED, "queued"),
         (PENDING, "pending"),
         (RUNNING, "running"),
         (SUCCEEDED, "succeeded"),
@@ -336,17 +377,22 @@ class Execution(models.Model):
         (SKIPPED, "skipped"),
     ]
     ACTIVE_STATES = (PENDING, RUNNING)
+    # Not finished: a queued one waits for its singleton job's live one to end
+    # (scheduler.backfill).
+    OPEN_STATES = (QUEUED, PENDING, RUNNING)
     FINAL_STATES = (SUCCEEDED, FAILED, TIMED_OUT, LOST, CANCELLED, SKIPPED)
 
     SCHEDULE = "schedule"
     MANUAL = "manual"
     RETRY = "retry"
     CATCH_UP = "catch_up"
+    BACKFILL = "backfill"
     TRIGGERS = [
         (SCHEDULE, "schedule"),
         (MANUAL, "manual"),
         (RETRY, "retry"),
         (CATCH_UP, "catch-up"),
+        (BACKFILL, "backfill"),
     ]
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="executions")
@@ -378,6 +424,12 @@ class Execution(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     log_size = models.PositiveBigIntegerField(default=0)
     log_truncated = models.BooleanField(default=False)
+    env = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        help_text="Set by a manual trigger: added to the job's env for this run.",
+    )
 
     class Meta:
         ordering = ["-scheduled_for", "-attempt"]
@@ -420,6 +472,19 @@ class Execution(models.Model):
             models.Index(fields=["runner", "state"], name="exec_runner_state"),
             # Retention: finished executions, oldest first (scheduler.retention).
             models.Index(fields=["finished_at"], name="exec_finished"),
+            # The management API's execution list of one job, newest first
+            # (control.executions_api pages by id).
+            models.Index(fields=["job", "-id"], name="exec_job_newest"),
+            # A trigger's backpressure: how many executions of the job wait.
+            models.Index(
+                fields=["job"], condition=models.Q(state="pending"), name="exec_job_pending"
+            ),
+            # Backfills of singleton jobs waiting their turn, oldest first.
+            models.Index(
+                fields=["job", "scheduled_for"],
+                condition=models.Q(state="queued"),
+                name="exec_job_queued",
+            ),
         ]
 
     def __str__(self):
@@ -430,3 +495,29 @@ class Execution(models.Model):
         if self.claimed_at and self.finished_at:
             return self.finished_at - self.claimed_at
         return None
+
+
+class TriggerKey(models.Model):
+    """An idempotency key of a manual trigger: the same key for the same job
+    within IDEMPOTENCY_WINDOW answers the execution it first created.
+
+    The unique (job, key) decides between concurrent triggers on any number
+    of web processes; an expired key is deleted before its reuse
+    (scheduler.triggers), and goes with its execution (retention).
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    # Empty only inside the trigger's own transaction (see scheduler.triggers).
+    execution = models.ForeignKey(Execution, null=True, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        default_permissions = ()  # internal bookkeeping: not in the admin
+        constraints = [
+            # One execution per key and job, whichever web process asks first.
+            models.UniqueConstraint(fields=["job", "key"], name="triggerkey_once"),
+        ]
+
+    def __str__(self):
+        return f"{self.job_id}:{self.key}"

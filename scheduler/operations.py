@@ -7,34 +7,39 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 import audit
-from scheduler import lifecycle, notifier, outcomes
+from scheduler import backfill, lifecycle, notifier, outcomes
 from scheduler.models import Execution, Job
+from scheduler.refusals import OperationRefused  # noqa: F401 - callers catch it from here
 
 # next_fire_after is strictly after; a pause ending at an occurrence lets it fire.
 EARLIEST_STEP = timedelta(microseconds=1)
 
 
-class OperationRefused(Exception):
-    pass
-
-
-def run_now(job, now, actor):
-    """A manual execution now; refused while a singleton job has one live."""
+def run_now(job, now, actor, scheduled_for=None, env=None, note=None):
+    """A manual execution now, for the logical instant `scheduled_for`
+    (default: now), with `env` added to the job's; refused while a singleton
+    job has one live, or when that instant has a first attempt already.
+    `note` adds to the audit event's data."""
     if job.singleton and job.executions.filter(state__in=Execution.ACTIVE_STATES).exists():
         raise OperationRefused(f"{job.name} is a singleton job and already has a live execution")
+    instant = now if scheduled_for is None else scheduled_for
     try:
         with transaction.atomic():
             execution = Execution.objects.create(
                 job=job,
-                scheduled_for=now,
+                scheduled_for=instant,
                 trigger=Execution.MANUAL,
                 singleton=job.singleton,
                 run_after=now,
                 created_at=now,
+                env=env or {},
             )
     except IntegrityError:
         raise OperationRefused(f"{job.name} already has a live or identical execution") from None
-    audit.record("job.run_now", target=job, actor=actor, at=now, data={"execution": execution.pk})
+    data = {"execution": execution.pk, **(note or {})}
+    if scheduled_for is not None:
+        data["scheduled_for"] = scheduled_for.isoformat()
+    audit.record("job.run_now", target=job, actor=actor, at=now, data=data)
     notify_runners()
     return execution
 
@@ -121,19 +126,24 @@ def resume_ended_pauses(now):
     return resumed
 
 
+WAITING = (Execution.QUEUED, Execution.PENDING)
+
+
 def cancel(executions, now, actor):
-    """Pending ones are cancelled at once; running ones are asked to stop
+    """Queued and pending ones are cancelled at once; running ones are asked to stop
     through the runner's next heartbeat (its `cancel` list)."""
     cancelled = 0
-    for execution in executions.filter(state__in=Execution.ACTIVE_STATES):
-        if execution.state == Execution.PENDING:
+    for execution in executions.filter(state__in=Execution.OPEN_STATES):
+        if execution.state in WAITING:
             with transaction.atomic():
-                done = Execution.objects.filter(pk=execution.pk, state=Execution.PENDING).update(
+                done = Execution.objects.filter(pk=execution.pk, state=execution.state).update(
                     state=Execution.CANCELLED, finished_at=now, error="cancelled by an operator"
                 )
                 if done:
                     outcomes.counted(execution.job_id, Execution.CANCELLED)
                     audit.increment("croniq_executions_total", state=Execution.CANCELLED)
+                    if execution.singleton and execution.state == Execution.PENDING:
+                        backfill.promote(execution.job_id, now)
         else:
             done = Execution.objects.filter(
                 pk=execution.pk, state=Execution.RUNNING, cancel_requested_at__isnull=True

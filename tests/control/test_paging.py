@@ -33,7 +33,11 @@ def test_a_descending_page_by_id(db):
     assert [r.pk for r in rows + rest] == ids[::-1] and end is None
 
 
-@pytest.mark.parametrize("cursor", ["not-base64!", paging.encode([1, 2]), paging.encode(True)])
+@pytest.mark.parametrize(
+    "cursor",
+    ["not-base64!", paging.encode([1, 2]), paging.encode(True), paging.encode(2**64),
+     paging.encode("a\x00b")],
+)  # fmt: skip
 def test_a_foreign_cursor_is_refused(db, cursor):
     with pytest.raises(HttpError, match="cursor"):
         paging.page(Job.objects.all(), "name", cursor=cursor)

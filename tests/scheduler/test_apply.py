@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+from io import StringIO
 
 import pytest
 import yaml
@@ -355,3 +356,29 @@ def test_an_error_in_an_added_section_refuses_the_whole_file(tmp_path, greetings
 def test_a_section_no_app_added_is_an_unknown_key(tmp_path):
     with pytest.raises(CommandError):
         run_apply(write(tmp_path, {"greetings": ["hello"]}))
+
+
+def test_a_job_declares_the_parameters_a_trigger_may_set(tmp_path):
+    document = {"jobs": [{**DOCUMENT["jobs"][1], "parameters": ["REGION", "DRY_RUN"]}]}
+    run_apply(write(tmp_path, document))
+    assert Job.objects.get(name="heartbeat").parameters == ["REGION", "DRY_RUN"]
+    out, _ = run_apply(write(tmp_path, document))
+    assert "nothing to change" in out
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ("REGION", "jobs[0].parameters: a list of environment variable names"),
+        (["REGION", "BAD-NAME"], "jobs[0].parameters: 'BAD-NAME' is not an environment"),
+        (["CRONIQ_JOB"], "jobs[0].parameters: 'CRONIQ_JOB' is not an environment"),
+        (["A", "A"], "jobs[0].parameters: a name appears twice"),
+    ],
+)
+def test_bad_parameters_are_refused_naming_the_field(tmp_path, parameters, message):
+    document = {"jobs": [{**DOCUMENT["jobs"][1], "parameters": parameters}]}
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply", write(tmp_path, document), stderr=err, stdout=err)
+    assert message in err.getvalue()
+    assert not Job.objects.exists()

@@ -1,0 +1,203 @@
+"""`/api/v1/executions` (DESIGN.md §8): the history of runs, their logs, and
+an operator's cancel and retry.
+
+Mounted at /v1/ as "executions/...", beside the runner protocol's
+/v1/executions/{id}/logs and /finish (runners.api): the paths differ
+("log", not "logs"), so neither shadows the other.
+"""
+
+from datetime import datetime
+
+from django.http import JsonResponse
+from django.utils import timezone
+from ninja import Query, Router, Schema, Status
+from ninja.errors import HttpError
+from ninja.responses import NinjaJSONEncoder
+from pydantic import Field
+
+from control import auth, paging, refusals, scopes
+from control.auth import needs
+from control.fields import Instant, Name, RowId
+from runners.models import Runner
+from scheduler import operations
+from scheduler.log_chunks import read_log
+from scheduler.models import Execution, Job
+from scheduler.refusals import OperationRefused
+
+router = Router(tags=["executions"])
+
+STATES = [state for state, _ in Execution.STATES]
+TRIGGERS = [trigger for trigger, _ in Execution.TRIGGERS]
+
+
+# The columns an Execution's JSON needs: a page loads no more (no log
+# counters, no lease).
+SHOWN = (
+    "id", "job_id", "scheduled_for", "attempt", "trigger", "state", "runner_id",
+    "created_at", "claimed_at", "finished_at", "exit_code", "error",
+)  # fmt: skip
+
+
+class ExecutionOut(Schema):
+    id: int
+    job: str
+    scheduled_for: datetime
+    attempt: int
+    trigger: str
+    state: str
+    runner: str | None
+    created_at: datetime
+    claimed_at: datetime | None
+    finished_at: datetime | None
+    exit_code: int | None
+    error: str
+
+
+class ExecutionPage(Schema):
+    items: list[ExecutionOut]
+    next_cursor: str | None
+
+
+class ExecutionFilters(Schema):
+    job: Name | None = None
+    state: str | None = None
+    trigger: str | None = None
+    since: Instant | None = Field(None, description="scheduled_for at or after")
+    until: Instant | None = Field(None, description="scheduled_for before")
+    limit: int = paging.DEFAULT_LIMIT
+    cursor: str | None = None
+
+
+class LogOut(Schema):
+    data: str
+    offset: int
+    complete: bool
+
+
+def as_json(execution, job_name, runner_name):
+    return {
+        "id": execution.pk,
+        "job": job_name,
+        "scheduled_for": execution.scheduled_for,
+        "attempt": execution.attempt,
+        "trigger": execution.trigger,
+        "state": execution.state,
+        "runner": runner_name,
+        "created_at": execution.created_at,
+        "claimed_at": execution.claimed_at,
+        "finished_at": execution.finished_at,
+        "exit_code": execution.exit_code,
+        "error": execution.error,
+    }
+
+
+def one_as_json(execution):
+    runner_name = execution.runner.name if execution.runner_id else None
+    return as_json(execution, execution.job.name, runner_name)
+
+
+def page_as_json(rows):
+    """A page's executions with their job and runner names, read in one
+    query each: joined into the page's own query, the planner may start
+    from the jobs and sort, instead of reading the newest ids in order."""
+    jobs = dict(Job.objects.filter(pk__in={e.job_id for e in rows}).values_list("pk", "name"))
+    runner_ids = {e.runner_id for e in rows if e.runner_id}
+    runners = dict(Runner.objects.filter(pk__in=runner_ids).values_list("pk", "name"))
+    return [as_json(e, jobs[e.job_id], runners.get(e.runner_id)) for e in rows]
+
+
+def execution_numbered(execution_id):
+    execution = Execution.objects.select_related("job", "runner").filter(pk=execution_id).first()
+    if execution is None:
+        raise HttpError(404, f"no execution {execution_id}")
+    return execution
+
+
+def one_of(field, value, known):
+    if value is not None and value not in known:
+        raise HttpError(422, f"{field}: one of {', '.join(known)}")
+
+
+def filtered(filters):
+    """The executions the filters select; the job by name (a name that
+    names no job selects none)."""
+    one_of("state", filters.state, STATES)
+    one_of("trigger", filters.trigger, TRIGGERS)
+    rows = Execution.objects.only(*SHOWN)
+    if filters.job is not None:
+        job_id = Job.objects.filter(name=filters.job).values_list("pk", flat=True).first()
+        rows = rows.filter(job_id=job_id) if job_id is not None else rows.none()
+    if filters.state is not None:
+        rows = rows.filter(state=filters.state)
+    if filters.trigger is not None:
+        rows = rows.filter(trigger=filters.trigger)
+    if filters.since is not None:
+        rows = rows.filter(scheduled_for__gte=filters.since)
+    if filters.until is not None:
+        rows = rows.filter(scheduled_for__lt=filters.until)
+    return rows
+
+
+@router.get(
+    "executions",
+    auth=needs(scopes.EXECUTIONS_READ),
+    response=ExecutionPage,
+    summary="Executions, newest first",
+)
+def list_executions(request, filters: Query[ExecutionFilters]):
+    # Newest first by id: the primary key (or exec_job_newest for one job)
+    # is read backwards from the cursor, however many rows there are.
+    rows, cursor = paging.page(
+        filtered(filters), "id", filters.limit, filters.cursor, descending=True
+    )
+    # Built here and not checked again against ExecutionPage (which
+    # documents it): validating each item would double a page's time.
+    page = {"items": page_as_json(rows), "next_cursor": cursor}
+    return JsonResponse(page, encoder=NinjaJSONEncoder)
+
+
+@router.get("executions/{execution_id}", auth=needs(scopes.EXECUTIONS_READ), response=ExecutionOut)
+def show(request, execution_id: RowId):
+    return one_as_json(execution_numbered(execution_id))
+
+
+@router.get("executions/{execution_id}/log", auth=needs(scopes.EXECUTIONS_READ), response=LogOut)
+def log(request, execution_id: RowId, offset: int = 0):
+    execution = execution_numbered(execution_id)
+    if offset < 0:
+        raise HttpError(422, "offset: must be 0 or more")
+    try:
+        data, end = read_log(execution.pk, offset)
+    except ValueError as e:
+        raise HttpError(422, f"offset: {e}") from None
+    # Logs are accepted only while the run holds its lease: a finished
+    # run's log is whole.
+    return {"data": data, "offset": end, "complete": execution.state in Execution.FINAL_STATES}
+
+
+@router.post(
+    "executions/{execution_id}/cancel", auth=needs(scopes.EXECUTIONS_WRITE), response=ExecutionOut
+)
+def cancel(request, execution_id: RowId):
+    execution = execution_numbered(execution_id)
+    if execution.state in Execution.FINAL_STATES and execution.state != Execution.CANCELLED:
+        return refusals.response(
+            OperationRefused(f"execution {execution.pk} is {execution.state}: nothing to cancel")
+        )
+    rows = Execution.objects.filter(pk=execution.pk)
+    operations.cancel(rows, timezone.now(), auth.actor(request.auth))
+    return one_as_json(execution_numbered(execution_id))
+
+
+@router.post(
+    "executions/{execution_id}/retry",
+    auth=needs(scopes.EXECUTIONS_WRITE),
+    response={202: ExecutionOut},
+)
+def retry(request, execution_id: RowId):
+    execution = execution_numbered(execution_id)
+    try:
+        new = operations.retry(execution, timezone.now(), auth.actor(request.auth))
+    except OperationRefused as refusal:
+        return refusals.response(refusal)
+    return Status(202, one_as_json(execution_numbered(new.pk)))

@@ -1,0 +1,27 @@
+"""Input types of the management API's calls: values the database can hold,
+so bad input is a 422 naming the field, never a 500 from the database."""
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from ninja import Path
+from pydantic import AfterValidator, AwareDatetime, Field
+
+from runners.api import Text
+
+ID_MAX = 2**63 - 1
+# Far enough apart for any schedule, near enough that converting to UTC
+# (or a step of a microsecond) never leaves the range datetime can hold.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def within_range(value):
+    if not EARLIEST <= value <= LATEST:
+        raise ValueError("must lie between the years 1970 and 9000")
+    return value
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(within_range)]
+RowId = Annotated[int, Path(ge=1, le=ID_MAX)]
+Name = Annotated[Text(1, 200), Field(description="A name (a job's, a key's)")]

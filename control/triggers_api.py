@@ -1,0 +1,86 @@
+"""`POST /api/v1/jobs/{name}/trigger` and `.../backfill` (DESIGN.md §8):
+running a job outside its schedule. The rules are in scheduler.triggers and
+scheduler.backfill; this module reads the call and shapes the answer."""
+
+from datetime import datetime
+from typing import Annotated
+
+from django.utils import timezone
+from ninja import Body, Router, Schema, Status
+from ninja.errors import HttpError
+from pydantic import StrictBool
+
+from control import auth, refusals, scopes
+from control.auth import needs
+from control.fields import Instant
+from runners.api import Text
+from scheduler import backfill, triggers
+from scheduler.models import Job
+from scheduler.refusals import OperationRefused
+
+router = Router(tags=["jobs"])
+
+
+class TriggerIn(Schema):
+    idempotency_key: Text(1, 200) | None = None
+    env: dict[Text(1, 200), Text(0, 100_000)] | None = None
+    scheduled_for: Instant | None = None
+
+
+class TriggerOut(Schema):
+    execution_id: int
+    deduplicated: bool
+
+
+class BackfillIn(Schema):
+    start: Instant
+    end: Instant
+    dry_run: StrictBool = False
+
+
+class BackfillOut(Schema):
+    instants: list[datetime]
+    created: int
+
+
+def job_named(name):
+    # A name with NUL names no job (PostgreSQL refuses it in a query).
+    job = None if "\x00" in name else Job.objects.filter(name=name).first()
+    if job is None:
+        raise HttpError(404, f"no job named {name!r}")
+    return job
+
+
+@router.post(
+    "jobs/{name}/trigger",
+    auth=needs(scopes.JOBS_TRIGGER),
+    response={202: TriggerOut},
+    summary="Run a job now",
+)
+def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None):
+    body = body or TriggerIn()
+    job = job_named(name)
+    actor = auth.actor(request.auth)
+    try:
+        done = triggers.trigger(
+            job, timezone.now(), actor, body.idempotency_key, body.env, body.scheduled_for
+        )
+    except OperationRefused as refusal:
+        return refusals.response(refusal)
+    return Status(202, {"execution_id": done.execution.pk, "deduplicated": done.deduplicated})
+
+
+@router.post(
+    "jobs/{name}/backfill",
+    auth=needs(scopes.JOBS_TRIGGER),
+    response={202: BackfillOut},
+    summary="Run a job for the past instants of its schedule in a range",
+)
+def backfill_range(request, name: str, body: BackfillIn):
+    job = job_named(name)
+    actor = auth.actor(request.auth)
+    try:
+        done = backfill.backfill(job, body.start, body.end, timezone.now(), actor, body.dry_run)
+    except OperationRefused as refusal:
+        return refusals.response(refusal)
+    return Status(202, {"instants": done.instants, "created": done.created})
