@@ -5,4 +5,6 @@ the runner protocol by `croniq_project.api`. Each call names its scope with
 
 def routers():
     """[(prefix, Router)] of the management API, in mounting order."""
-    return []
+    from control import audit_api, keys_api, runners_api
+
+    return [("/v1/", keys_api.router), ("/v1/", runners_api.router), ("/v1/", audit_api.router)]

@@ -2,7 +2,8 @@
 
 An unknown, revoked or expired key, or a runner token, is 401; a key without
 the call's scope is 403 `needs scope ...`, before the view runs, so a refused
-call changes nothing.
+call changes nothing. A call made with `any_key()` takes every usable key
+(creating a key: it checks the caller's reach itself).
 """
 
 from datetime import timedelta
@@ -19,6 +20,9 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 
 
 class ApiKeyAuth(HttpBearer):
+    # The OpenAPI security scheme's name: distinct from the runner token's.
+    openapi_description = "An API key (DESIGN.md §8): `Authorization: Bearer crk_...`."
+
     def __init__(self, scope):
         super().__init__()
         self.scope = scope
@@ -28,7 +32,7 @@ class ApiKeyAuth(HttpBearer):
         key = ApiKey.objects.authenticate(token.strip(), now)
         if key is None:
             return None
-        if not key.allows(self.scope):
+        if self.scope is not None and not key.allows(self.scope):
             raise HttpError(403, f"needs scope {self.scope}")
         note_use(key, now)
         return key
@@ -37,6 +41,11 @@ class ApiKeyAuth(HttpBearer):
 def needs(scope):
     """The `auth=` of a call that needs `scope`."""
     return ApiKeyAuth(scope)
+
+
+def any_key():
+    """The `auth=` of a call any usable key may make."""
+    return ApiKeyAuth(None)
 
 
 def note_use(key, now):

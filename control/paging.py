@@ -10,6 +10,7 @@ repeat nor shift the pages after them.
 import base64
 import json
 
+from django.db.models import IntegerField
 from ninja.errors import HttpError
 
 DEFAULT_LIMIT = 50
@@ -35,7 +36,7 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
         raise HttpError(422, f"limit: between 1 and {MAX_LIMIT}")
     if cursor:
         after = decode(cursor)
-        if not isinstance(after, (int, str)) or isinstance(after, bool):
+        if not fits(field_of(queryset.model, key), after):
             raise HttpError(422, "cursor: not a cursor of this list")
         queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": after})
     rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
@@ -43,3 +44,17 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
         return rows, None
     rows = rows[:limit]
     return rows, encode(getattr(rows[-1], key))
+
+
+def fits(field, value):
+    """Whether a decoded cursor can be compared with `field`: an id cursor
+    given to a list by name (or a NUL the database refuses) is bad input."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(field, IntegerField):
+        return isinstance(value, int)
+    return isinstance(value, str) and "\x00" not in value
+
+
+def field_of(model, key):
+    return model._meta.pk if key == "pk" else model._meta.get_field(key)
