@@ -20,7 +20,8 @@ from runners import identity
 from runners.models import Runner
 from scheduler.models import Execution
 
-router = Router(tags=["runners"])
+# "runners" is the runner protocol's tag: the operators' calls get their own.
+router = Router(tags=["runners (management)"])
 
 
 class RunnerOut(Schema):
