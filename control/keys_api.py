@@ -19,7 +19,11 @@ Scope = Literal[scopes.ALL]
 
 
 class KeyIn(Schema):
-    name: Annotated[Text(1, 100), Field(description="Who or what uses the key.")]
+    # No "/" (DELETE /keys/{name} could not address it) and no blanks around it.
+    name: Annotated[
+        Text(1, 100),
+        Field(pattern=r"^[^/\s](?:[^/]*[^/\s])?$", description="Who or what uses the key."),
+    ]
     scopes: Annotated[list[Scope], Field(min_length=1, max_length=len(scopes.ALL))]
     expires_at: Annotated[
         AwareDatetime | None,

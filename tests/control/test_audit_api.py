@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import audit
+from control import paging
 from tests.control.calls import call, key
 from tests.factories import JobFactory
 
@@ -86,6 +87,7 @@ def test_target_matches_an_id_too(client, reader, trail):
         ("?actor=a%00b", "actor"),
         ("?limit=0", "limit"),
         ("?cursor=bm90LWEtY3Vyc29y", "cursor"),
+        (f"?cursor={paging.encode('12')}", "cursor"),  # a name's cursor, not an id's
     ],
 )
 def test_bad_filters_are_422_naming_the_field(client, reader, query, field):

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEvent
+from control import paging
 from control.models import ApiKey
 from tests.control.calls import LAST_USED, call, changed, fingerprint, key
 
@@ -86,6 +87,8 @@ def test_an_expiring_key_mints_only_keys_expiring_no_later(client):
         ({"scopes": ["jobs:read"], "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
         ({"scopes": ["jobs:read"], "name": ""}, "name"),
         ({"scopes": ["jobs:read"], "name": "a\x00b"}, "name"),
+        ({"scopes": ["jobs:read"], "name": "a/b"}, "name"),
+        ({"scopes": ["jobs:read"], "name": " ci"}, "name"),
     ],
 )
 def test_bad_input_is_422_naming_the_field_and_creates_nothing(client, body, field):
@@ -131,6 +134,14 @@ def test_revoking_a_key_ends_it_and_is_audited(client):
                 ).status_code == 401  # fmt: skip
     [event] = AuditEvent.objects.filter(action="apikey.revoked")
     assert (event.actor_kind, event.actor_name, event.target_repr) == ("api_key", "root", "leaked")
+
+
+@pytest.mark.parametrize("cursor", [paging.encode(3), paging.encode("a\x00")])
+def test_a_cursor_that_cannot_be_a_name_is_422(client, cursor):
+    _, admin = key("root", ["admin"])
+    answer = call(client, "get", f"/api/v1/keys?cursor={cursor}", admin)
+    assert answer.status_code == 422
+    assert answer.json() == {"detail": "cursor: not a cursor of this list"}
 
 
 def test_revoking_an_unknown_key_is_404(client):
