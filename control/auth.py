@@ -20,7 +20,8 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 
 
 class ApiKeyAuth(HttpBearer):
-    # The OpenAPI security scheme's name: distinct from the runner token's.
+    # /api/docs names the scheme after the class ("ApiKeyAuth"), beside the
+    # runner protocol's "RunnerAuth".
     openapi_description = "An API key (DESIGN.md §8): `Authorization: Bearer crk_...`."
 
     def __init__(self, scope):
