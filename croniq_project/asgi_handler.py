@@ -34,16 +34,26 @@ import asyncio
 import contextlib
 import logging
 
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.exceptions import DisallowedHost, RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.db import close_old_connections
 from django.http import JsonResponse
-from django.urls import set_script_prefix
+from django.urls import Resolver404, resolve, set_script_prefix
 
 from croniq_project.middleware import RUNNER_API_PREFIX
 from runners.hub import hub
 from runners.polls import AnswerHold, sleep_until
 
 log = logging.getLogger(__name__)
+
+
+def runs_in_a_thread(path):
+    """Whether the view of `path` is sync: Django runs it in a thread."""
+    try:
+        return not iscoroutinefunction(resolve(path).func)
+    except Resolver404:
+        return False
 
 
 def refused_host(request):
@@ -78,11 +88,25 @@ class CroniqASGIHandler(ASGIHandler):
             request, response = self.create_request(scope, body_file)
             if request is not None:
                 response = refused_host(request)
+            if response is None and runs_in_a_thread(request.path_info):
+                response = await self.answer_in_a_thread(request)
             if response is None:
                 request.answer_hold = AnswerHold()
                 response = await self.answer_unless_gone(request, receive)
             if response is not None:
                 await self.send_response(response, send)
+
+    async def answer_in_a_thread(self, request):
+        """A sync view's response (the management API's calls beside the
+        runner protocol). Django runs it in the one thread of sync code; what
+        request_started and request_finished would do for that thread's
+        connection is done here: a connection broken by a database restart,
+        or past CONN_MAX_AGE, is closed before and after the call."""
+        await sync_to_async(close_old_connections)()
+        try:
+            return await self.run_get_response(request)
+        finally:
+            await sync_to_async(close_old_connections)()
 
     async def answer_unless_gone(self, request, receive):
         """The view's response when its hold ends, or None when the caller
