@@ -32,7 +32,9 @@ each call its answer hold.
 
 import asyncio
 import contextlib
+import functools
 import logging
+import re
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.exceptions import DisallowedHost, RequestAborted
@@ -48,8 +50,20 @@ from runners.polls import AnswerHold, sleep_until
 log = logging.getLogger(__name__)
 
 
+NUMBERS = re.compile(r"\d+")
+
+
 def runs_in_a_thread(path):
-    """Whether the view of `path` is sync: Django runs it in a thread."""
+    """Whether the view of `path` (under /api/v1/) is sync: Django runs it in
+    a thread. Asked on every runner call, and resolving costs about a tenth
+    of such a call, so the answer is cached by the path with its numbers
+    zeroed: the protocol's paths differ only in their ids."""
+    rest = path.removeprefix(RUNNER_API_PREFIX)
+    return resolves_to_sync(RUNNER_API_PREFIX + NUMBERS.sub("0", rest))
+
+
+@functools.lru_cache(maxsize=1024)
+def resolves_to_sync(path):
     try:
         return not iscoroutinefunction(resolve(path).func)
     except Resolver404:
