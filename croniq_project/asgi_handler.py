@@ -14,7 +14,9 @@ here on the event loop alone; every other path (admin, dashboard, metrics)
 goes through Django's handler unchanged. A poll answered with work claimed
 ahead of its instant is rendered at once and sent at the instant; a poll
 whose runner hangs up before its answer leaves hands its work back
-(`runners.polls.AnswerHold`).
+(`runners.polls.AnswerHold`). The management API's sync views share
+`/api/v1/` and this path; the stale connection of the thread they run in is
+closed around each call, as the skipped signals would (`answer_in_a_thread`).
 
 Why it stays (measured 2026-12-01, `bench/dispatch.py --only throughput`:
 2,000 claims+finishes over HTTP, 16 runners, one uvicorn worker, on a busy
