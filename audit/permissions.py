@@ -23,6 +23,7 @@ ACTIONS = {
     "runner.resume": "runners.drain_runner",
     "runner.forget": "runners.forget_runner",
     "token.revoke": "runners.revoke_runnertoken",
+    "apikey.revoke": "control.revoke_apikey",
 }
 
 

@@ -5,7 +5,16 @@ the runner protocol by `croniq_project.api`. Each call names its scope with
 
 def routers():
     """[(prefix, Router)] of the management API, in mounting order."""
-    from control import apply_api, calendars_api, executions_api, jobs_api, triggers_api
+    from control import (
+        apply_api,
+        audit_api,
+        calendars_api,
+        executions_api,
+        jobs_api,
+        keys_api,
+        runners_api,
+        triggers_api,
+    )
 
     return [
         ("/v1/", jobs_api.router),
@@ -13,4 +22,7 @@ def routers():
         ("/v1/", calendars_api.router),
         ("/v1/", apply_api.router),
         ("/v1/", executions_api.router),
+        ("/v1/", keys_api.router),
+        ("/v1/", runners_api.router),
+        ("/v1/", audit_api.router),
     ]

@@ -2,7 +2,8 @@
 
 An unknown, revoked or expired key, or a runner token, is 401; a key without
 the call's scope is 403 `needs scope ...`, before the view runs, so a refused
-call changes nothing.
+call changes nothing. A call made with `any_key()` takes every usable key
+(creating a key: it checks the caller's reach itself).
 """
 
 from datetime import timedelta
@@ -19,9 +20,21 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 
 
 class ApiKeyAuth(HttpBearer):
+    # /api/docs names the scheme after the class ("ApiKeyAuth"), beside the
+    # runner protocol's "RunnerAuth".
+    openapi_description = "An API key (DESIGN.md §8): `Authorization: Bearer crk_...`."
+
     def __init__(self, *scopes):
         super().__init__()
         self.scopes = scopes
+
+    @property
+    def scope(self):
+        """What the call needs: a scope, a list when it needs several, None
+        when any usable key may make it."""
+        if not self.scopes:
+            return None
+        return self.scopes[0] if len(self.scopes) == 1 else list(self.scopes)
 
     def authenticate(self, request, token):
         now = timezone.now()
@@ -44,6 +57,11 @@ def needs_all(*scopes):
     """The `auth=` of a call that needs every one of `scopes` (apply writes
     jobs and calendars); a key missing one is told the first it lacks."""
     return ApiKeyAuth(*scopes)
+
+
+def any_key():
+    """The `auth=` of a call any usable key may make."""
+    return ApiKeyAuth()
 
 
 def note_use(key, now):

@@ -8,6 +8,10 @@ from control import scopes
 KEY_PREFIX = "crk_"
 
 
+def new_secret():
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
 def hash_secret(secret):
     # Keys are 256-bit random strings: a fast hash is enough (see
     # runners.models.hash_secret).
@@ -54,7 +58,7 @@ class ApiKey(models.Model):
     def issue(cls, name, key_scopes, expires_at=None, created_by=""):
         """Create a key; returns (key, secret). The secret is not stored.
         ValueError for unknown scopes."""
-        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        secret = new_secret()
         key = cls.objects.create(
             name=name,
             secret_hash=hash_secret(secret),

@@ -10,6 +10,7 @@ repeat nor shift the pages after them.
 import base64
 import json
 
+from django.db.models import IntegerField
 from ninja.errors import HttpError
 
 DEFAULT_LIMIT = 50
@@ -35,7 +36,7 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
         raise HttpError(422, f"limit: between 1 and {MAX_LIMIT}")
     if cursor:
         after = decode(cursor)
-        if not isinstance(after, (int, str)) or isinstance(after, bool) or not storable(after):
+        if not fits(field_of(queryset.model, key), after):
             raise HttpError(422, "cursor: not a cursor of this list")
         queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": after})
     rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
@@ -45,9 +46,16 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
     return rows, encode(getattr(rows[-1], key))
 
 
-def storable(value):
-    """Whether the database can compare with `value` (a 64-bit integer, text
-    without NUL): a forged cursor is refused, not a 500."""
-    if isinstance(value, int):
-        return -(2**63) <= value < 2**63
-    return "\x00" not in value
+def fits(field, value):
+    """Whether a decoded cursor can be compared with `field`: an id cursor
+    given to a list by name, an integer beyond 64 bits or a NUL the
+    database refuses is bad input, not a 500."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(field, IntegerField):
+        return isinstance(value, int) and -(2**63) <= value < 2**63
+    return isinstance(value, str) and "\x00" not in value
+
+
+def field_of(model, key):
+    return model._meta.pk if key == "pk" else model._meta.get_field(key)

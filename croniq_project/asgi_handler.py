@@ -14,7 +14,9 @@ here on the event loop alone; every other path (admin, dashboard, metrics)
 goes through Django's handler unchanged. A poll answered with work claimed
 ahead of its instant is rendered at once and sent at the instant; a poll
 whose runner hangs up before its answer leaves hands its work back
-(`runners.polls.AnswerHold`).
+(`runners.polls.AnswerHold`). The management API's sync views share
+`/api/v1/` and this path; the stale connection of the thread they run in is
+closed around each call, as the skipped signals would (`answer_in_a_thread`).
 
 Why it stays (measured 2026-12-01, `bench/dispatch.py --only throughput`:
 2,000 claims+finishes over HTTP, 16 runners, one uvicorn worker, on a busy
@@ -32,18 +34,42 @@ each call its answer hold.
 
 import asyncio
 import contextlib
+import functools
 import logging
+import re
 
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.exceptions import DisallowedHost, RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.db import close_old_connections
 from django.http import JsonResponse
-from django.urls import set_script_prefix
+from django.urls import Resolver404, resolve, set_script_prefix
 
 from croniq_project.middleware import RUNNER_API_PREFIX
 from runners.hub import hub
 from runners.polls import AnswerHold, sleep_until
 
 log = logging.getLogger(__name__)
+
+
+NUMBERS = re.compile(r"\d+")
+
+
+def runs_in_a_thread(path):
+    """Whether the view of `path` (under /api/v1/) is sync: Django runs it in
+    a thread. Asked on every runner call, and resolving costs about a tenth
+    of such a call, so the answer is cached by the path with its numbers
+    zeroed: the protocol's paths differ only in their ids."""
+    rest = path.removeprefix(RUNNER_API_PREFIX)
+    return resolves_to_sync(RUNNER_API_PREFIX + NUMBERS.sub("0", rest))
+
+
+@functools.lru_cache(maxsize=1024)
+def resolves_to_sync(path):
+    try:
+        return not iscoroutinefunction(resolve(path).func)
+    except Resolver404:
+        return False
 
 
 def refused_host(request):
@@ -78,11 +104,25 @@ class CroniqASGIHandler(ASGIHandler):
             request, response = self.create_request(scope, body_file)
             if request is not None:
                 response = refused_host(request)
+            if response is None and runs_in_a_thread(request.path_info):
+                response = await self.answer_in_a_thread(request)
             if response is None:
                 request.answer_hold = AnswerHold()
                 response = await self.answer_unless_gone(request, receive)
             if response is not None:
                 await self.send_response(response, send)
+
+    async def answer_in_a_thread(self, request):
+        """A sync view's response (the management API's calls beside the
+        runner protocol). Django runs it in the one thread of sync code; what
+        request_started and request_finished would do for that thread's
+        connection is done here: a connection broken by a database restart,
+        or past CONN_MAX_AGE, is closed before and after the call."""
+        await sync_to_async(close_old_connections)()
+        try:
+            return await self.run_get_response(request)
+        finally:
+            await sync_to_async(close_old_connections)()
 
     async def answer_unless_gone(self, request, receive):
         """The view's response when its hold ends, or None when the caller

@@ -1,0 +1,95 @@
+from django import forms
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from audit import permissions
+from audit.admin_mixins import AuditedModelAdmin
+from control import keys, scopes
+from control.models import ApiKey, hash_secret, new_secret
+
+
+class ApiKeyForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, scope) for scope in scopes.ALL],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="What the key may do (DESIGN.md §8); admin is all of it.",
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["name", "scopes", "expires_at"]
+        help_texts = {"expires_at": "Leave empty for a key that never expires."}
+
+    def clean_scopes(self):
+        return scopes.parse(self.cleaned_data["scopes"])
+
+    def clean_expires_at(self):
+        expires_at = self.cleaned_data["expires_at"]
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError("The key would be expired already.")
+        return expires_at
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(AuditedModelAdmin):
+    """Create shows the key once; revoke ends it. A key is never edited or
+    deleted: its name stays in the audit trail of what it did."""
+
+    form = ApiKeyForm
+    list_display = [
+        "name",
+        "scopes_text",
+        "created_at",
+        "created_by",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name"]
+    actions = ["revoke"]
+    shown = [
+        "name",
+        "scopes",
+        "created_at",
+        "created_by",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+
+    def get_fields(self, request, obj=None):
+        return ["name", "scopes", "expires_at"] if obj is None else self.shown
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.shown
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="scopes")
+    def scopes_text(self, key):
+        return ", ".join(key.scopes)
+
+    def save_model(self, request, obj, form, change):
+        secret = None
+        if not change:
+            secret = new_secret()
+            obj.secret_hash = hash_secret(secret)
+            obj.created_by = f"admin {request.user.get_username()}"
+        super().save_model(request, obj, form, change)
+        if secret:
+            self.message_user(
+                request,
+                f"API key {obj.name!r} created. The key is shown only now: {secret}",
+                level=messages.WARNING,
+            )
+
+    def has_revoke_permission(self, request):
+        return permissions.allows(request.user, "apikey.revoke")
+
+    @admin.action(description="Revoke: its calls answer 401 from now on", permissions=["revoke"])
+    def revoke(self, request, queryset):
+        now = timezone.now()
+        count = sum(keys.revoke(key, now, actor=request.user) for key in queryset)
+        self.message_user(request, f"{count} API key(s) revoked.")

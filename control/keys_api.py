@@ -1,0 +1,95 @@
+"""API keys over the API (an extension of DESIGN.md §8): any key may mint a
+key within its own reach; listing and revoking need `admin`."""
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema, Status
+from ninja.errors import HttpError
+from pydantic import AwareDatetime
+
+from control import auth, keys, paging, scopes
+from control.models import ApiKey
+from control.schemas import ERRORS, PageQuery, Text
+
+router = Router(tags=["keys"])
+
+Scope = Literal[scopes.ALL]
+
+
+class KeyIn(Schema):
+    # No "/" (DELETE /keys/{name} could not address it) and no blanks around it.
+    name: Annotated[
+        Text(1, 100),
+        Field(pattern=r"^[^/\s](?:[^/]*[^/\s])?$", description="Who or what uses the key."),
+    ]
+    scopes: Annotated[list[Scope], Field(min_length=1, max_length=len(scopes.ALL))]
+    expires_at: Annotated[
+        AwareDatetime | None,
+        Field(description="When the key stops working; never if absent (only a key that"
+              " never expires may mint such a key)."),
+    ] = None  # fmt: skip
+
+    model_config = {
+        "json_schema_extra": {
+            "examples": [
+                {"name": "ci-deploy", "scopes": ["jobs:read", "jobs:trigger"],
+                 "expires_at": "2027-06-30T00:00:00Z"}
+            ]
+        }
+    }  # fmt: skip
+
+
+class NewKeyOut(Schema):
+    name: str
+    scopes: list[str]
+    expires_at: datetime | None
+    key: str = Field(description="The key itself: shown only in this answer.")
+
+
+class KeyOut(Schema):
+    name: str
+    scopes: list[str]
+    created_at: datetime
+    created_by: str
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class KeyPage(Schema):
+    items: list[KeyOut]
+    next_cursor: str | None
+
+
+@router.post("keys", auth=auth.any_key(), response={201: NewKeyOut, **ERRORS})
+def create_key(request, body: KeyIn):
+    """Create a key with at most the calling key's scopes and expiry."""
+    now = timezone.now()
+    try:
+        key, secret = keys.mint(
+            request.auth, body.name, body.scopes, body.expires_at, now, auth.actor(request.auth)
+        )
+    except keys.KeyRefused as refused:
+        raise HttpError(refused.status, refused.detail) from None
+    return Status(
+        201, {"name": key.name, "scopes": key.scopes, "expires_at": key.expires_at, "key": secret}
+    )
+
+
+@router.get("keys", auth=auth.needs(scopes.ADMIN), response={200: KeyPage, **ERRORS})
+def list_keys(request, page: Query[PageQuery]):
+    """Every key, revoked and expired ones too, by name; never a secret."""
+    rows, cursor = paging.page(ApiKey.objects.all(), "name", page.limit, page.cursor)
+    return {"items": rows, "next_cursor": cursor}
+
+
+@router.delete("keys/{name}", auth=auth.needs(scopes.ADMIN), response={204: None, **ERRORS})
+def revoke_key(request, name: Text(1, 100)):
+    """Revoke a key: its calls answer 401 from now on. Revoking twice is fine."""
+    key = ApiKey.objects.filter(name=name).first()
+    if key is None:
+        raise HttpError(404, f"no API key named {name!r}")
+    keys.revoke(key, timezone.now(), actor=auth.actor(request.auth))
+    return Status(204, None)

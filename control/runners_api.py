@@ -1,0 +1,115 @@
+"""Runners over the management API (DESIGN.md §8): list them, drain, resume
+or forget one, as the admin's actions do (runners.identity).
+
+Mounted under /v1/ beside the runner protocol's /v1/runners/ routes, with
+paths of its own (`runners`, `runners/{runner_id}/drain`), so that protocol
+is untouched.
+"""
+
+from datetime import datetime
+from typing import Literal
+
+from django.db.models import Count, Q
+from django.utils import timezone
+from ninja import Query, Router, Schema
+from ninja.errors import HttpError
+
+from control import auth, paging, scopes
+from control.schemas import ERRORS, PageQuery
+from runners import identity
+from runners.models import Runner
+from scheduler.models import Execution
+
+# "runners" is the runner protocol's tag: the operators' calls get their own.
+router = Router(tags=["runners (management)"])
+
+
+class RunnerOut(Schema):
+    id: int
+    name: str
+    labels: list[str]
+    state: str
+    drained: bool
+    flapping: bool
+    version: str
+    hostname: str
+    capacity: int
+    registered_at: datetime
+    last_seen_at: datetime
+    running: int
+
+
+class RunnerPage(Schema):
+    items: list[RunnerOut]
+    next_cursor: str | None
+
+
+class ForgottenOut(Schema):
+    name: str
+    released: list[int]
+
+
+class RunnerFilters(PageQuery):
+    state: Literal[Runner.ONLINE, Runner.DRAINING, Runner.OFFLINE] | None = None
+
+
+def with_running(queryset):
+    return queryset.annotate(
+        running=Count("executions", filter=Q(executions__state=Execution.RUNNING))
+    )
+
+
+def find(runner_id):
+    runner = None
+    if identity.is_db_id(runner_id):
+        runner = with_running(Runner.objects.filter(pk=runner_id)).first()
+    if runner is None:
+        raise HttpError(404, f"no runner {runner_id}")
+    return runner
+
+
+@router.get("runners", auth=auth.needs(scopes.RUNNERS_READ), response={200: RunnerPage, **ERRORS})
+def list_runners(request, filters: Query[RunnerFilters]):
+    """Runners by id, with how many executions each is running."""
+    runners = with_running(Runner.objects.all())
+    if filters.state:
+        runners = runners.filter(state=filters.state)
+    rows, cursor = paging.page(runners, "id", filters.limit, filters.cursor)
+    return {"items": rows, "next_cursor": cursor}
+
+
+@router.post(
+    "runners/{runner_id}/drain",
+    auth=auth.needs(scopes.RUNNERS_WRITE),
+    response={200: RunnerOut, **ERRORS},
+)
+def drain(request, runner_id: int):
+    """Give the runner no new work; what it runs now may finish."""
+    runner = find(runner_id)
+    identity.drain(runner, timezone.now(), actor=auth.actor(request.auth))
+    return runner
+
+
+@router.post(
+    "runners/{runner_id}/resume",
+    auth=auth.needs(scopes.RUNNERS_WRITE),
+    response={200: RunnerOut, **ERRORS},
+)
+def resume(request, runner_id: int):
+    """Undo a drain: the runner gets work again."""
+    runner = find(runner_id)
+    identity.resume(runner, timezone.now(), actor=auth.actor(request.auth))
+    return runner
+
+
+@router.post(
+    "runners/{runner_id}/forget",
+    auth=auth.needs(scopes.RUNNERS_WRITE),
+    response={200: ForgottenOut, **ERRORS},
+)
+def forget(request, runner_id: int):
+    """Release the runner's executions now and delete it; it registers anew
+    if it comes back."""
+    runner = find(runner_id)
+    released = identity.forget(runner, timezone.now(), actor=auth.actor(request.auth))
+    return {"name": runner.name, "released": [execution.pk for execution in released]}
