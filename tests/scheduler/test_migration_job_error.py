@@ -6,16 +6,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.migrations import migrate
+
 BEFORE = [("scheduler", "0002_claim_order_index")]
 AFTER = [("scheduler", "0003_job_error")]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)

@@ -7,18 +7,13 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.migrations import migrate
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("scheduler", "0005_execution_retention_index")]
 AFTER = [("scheduler", "0006_job_health_and_owner")]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 def test_existing_jobs_get_their_streak_counts_and_last_outcomes():

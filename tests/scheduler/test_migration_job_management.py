@@ -7,18 +7,13 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.migrations import migrate
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("scheduler", "0006_job_health_and_owner"), ("calendars", "0001_initial")]
 AFTER = [("scheduler", "0007_job_management")]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 def test_existing_jobs_and_calendars_are_the_admins_and_paused_jobs_stay_paused():

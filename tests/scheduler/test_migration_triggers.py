@@ -8,18 +8,13 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.migrations import migrate
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("scheduler", "0006_job_health_and_owner")]
 AFTER = [("scheduler", "0008_triggers")]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 def test_existing_rows_get_empty_parameters_and_env():
