@@ -318,7 +318,7 @@ class Budget:
             self.left += unused
 
 
-def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=False):
+def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=False, batch=BATCH):
     """One worker: claim a few due notifications (BATCH), deliver them one
     after another, repeat until none is due, the budget is spent or
     `stopping` is set; how many it tried.
@@ -329,7 +329,7 @@ def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=Fal
     on PostgreSQL); after an error it is closed either way.
     """
     try:
-        tried = deliver_in_turn(clock, owner, budget, stopping, recorder)
+        tried = deliver_in_turn(clock, owner, budget, stopping, recorder, batch)
     except BaseException:
         connection.close()
         raise
@@ -338,12 +338,12 @@ def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=Fal
     return tried
 
 
-def deliver_in_turn(clock, owner, budget, stopping=None, recorder=None):
-    """The lane's work; with a `recorder` the tries are written by it (a
-    batch per transaction), otherwise one by one."""
+def deliver_in_turn(clock, owner, budget, stopping=None, recorder=None, batch=BATCH):
+    """The lane's work, claiming `batch` at a time; with a `recorder` the
+    tries are written by it (a batch per transaction), otherwise one by one."""
     tried = 0
     while stopping is None or not stopping.is_set():
-        granted = budget.take(BATCH)
+        granted = budget.take(batch)
         if not granted:
             break
         claims = claim(clock(), granted, owner)
@@ -447,9 +447,16 @@ def release(claims):
         )
 
 
-def lanes_needed(now, workers):
-    """How many lanes are worth starting: no more than there is due work."""
-    return due(now).values("pk")[:workers].count()
+def lane_plan(now, workers):
+    """(lanes, batch): how many lanes are worth starting (no more than there
+    is due work) and how many each claims at a time, so the due work is
+    spread over them: four due and two free lanes make two lanes of two, not
+    one lane holding all four behind a receiver that hangs."""
+    waiting = due(now).values("pk")[: workers * BATCH].count()
+    lanes = min(workers, waiting)
+    if not lanes:
+        return 0, BATCH
+    return lanes, min(BATCH, -(-waiting // lanes))
 
 
 def deliver_due(now, limit=200, owner=None, workers=None):
@@ -459,13 +466,15 @@ def deliver_due(now, limit=200, owner=None, workers=None):
     Returns when every try has ended (each is bounded by its channel's
     timeout)."""
     workers = min(workers or settings.CRONIQ_NOTIFY_WORKERS, limit)
-    starting = lanes_needed(now, workers)
+    starting, batch = lane_plan(now, workers)
     budget = Budget(limit)
     if starting <= 1:
         # One lane: in the caller's thread (and its transaction, in tests).
-        return deliver_in_turn(lambda: now, owner, budget) if starting else 0
+        return deliver_in_turn(lambda: now, owner, budget, batch=batch) if starting else 0
     with ThreadPoolExecutor(starting, thread_name_prefix="croniq-deliver") as pool:
-        tries = [pool.submit(lane, lambda: now, owner, budget) for _ in range(starting)]
+        tries = [
+            pool.submit(lane, lambda: now, owner, budget, batch=batch) for _ in range(starting)
+        ]
     return sum(future.result() for future in tries)
 
 

@@ -191,15 +191,16 @@ class Notifier:
             free = self.workers - self.active
         if free <= 0:
             return 0  # every lane is busy, and each claims the next when done
-        wanted = delivery.lanes_needed(now, free)
+        wanted, batch = delivery.lane_plan(now, free)
         for _ in range(wanted):
             with self.lock:
                 self.active += 1
             budget = delivery.Budget(LANE_BUDGET)
             try:
                 lane = self.pool.submit(
-                    delivery.lane, self.clock, self.owner, budget, self, self.recorder, True
-                )
+                    delivery.lane, self.clock, self.owner, budget, self, self.recorder,
+                    keep_connection=True, batch=batch,
+                )  # fmt: skip
             except RuntimeError:  # the interpreter is exiting (`scheduler_loop --once`)
                 with self.lock:
                     self.active -= 1

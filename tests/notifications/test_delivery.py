@@ -398,3 +398,15 @@ def test_the_recorder_caps_a_batch(db, monkeypatch):
     for n in range(7):
         recorder.put(n)
     assert [len(recorder.take()) for _ in range(3)] == [3, 3, 1]
+
+
+@pytest.mark.parametrize(
+    ("waiting", "workers", "plan"),
+    [(0, 8, 0), (3, 8, (3, 1)), (4, 2, (2, 2)), (5, 2, (2, 3)), (40, 8, (8, 4))],
+)
+def test_due_work_is_spread_over_the_free_lanes(db, waiting, workers, plan):
+    channel = webhook("http://127.0.0.1:9/")
+    for _ in range(waiting):
+        notification(channel)
+    lanes, batch = delivery.lane_plan(NOW, workers)
+    assert (lanes if plan == 0 else (lanes, batch)) == plan
