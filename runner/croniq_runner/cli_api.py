@@ -24,6 +24,11 @@ READ_TIMEOUT = 60.0
 # Pauses before each retry of a call that met an unreachable server.
 RETRY_DELAYS = (0.5, 1.5)
 PAGE_LIMIT = 500  # the API's largest page
+BAD_URL = (
+    requests.exceptions.InvalidURL,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.MissingSchema,
+)
 
 
 class Failed(Exception):
@@ -72,39 +77,37 @@ class Api:
 
         A GET is retried after any unreachable moment; a call that changes
         something only when it surely changed nothing: the connection was
-        refused, or the server answered 503 (its database was away)."""
+        never made, or the server answered 503 (its database was away)."""
         url = f"{self.server}/api/v1/{path}"
-        headers = {"Content-Type": content_type} if content_type else {}
+        sent = dict(json=body, data=data, params=params)
+        sent["headers"] = {"Content-Type": content_type} if content_type else {}
         for delay in (*self.retry_delays, None):
-            try:
-                response = self.session.request(
-                    method,
-                    url,
-                    json=body,
-                    data=data,
-                    params=params,
-                    headers=headers,
-                    timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-                )
-            except requests.ConnectionError as error:
-                outcome = Failed(EXIT_UNREACHABLE, f"cannot reach {self.server}: {reason(error)}")
-                again = method == "GET" or never_sent(error)
-            except requests.Timeout:
-                outcome = Failed(EXIT_UNREACHABLE, f"{self.server} did not answer in time")
-                again = method == "GET"
-            except requests.RequestException as error:
-                raise Failed(EXIT_USAGE, f"cannot call {url}: {error}") from None
-            else:
-                if response.status_code < 400:
-                    return answer_of(response)
-                outcome = failure(response)
-                again = response.status_code == 503 or (
-                    method == "GET" and response.status_code >= 500
-                )
+            answer, failed, again = self.attempt(method, url, sent)
+            if failed is None:
+                return answer
             if delay is None or not again:
-                raise outcome
+                raise failed
             self.sleep(delay)
         raise AssertionError("not reached")
+
+    def attempt(self, method, url, sent):
+        """(answer, None, _) or (None, Failed, whether to try again)."""
+        timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
+        try:
+            response = self.session.request(method, url, timeout=timeout, **sent)
+        except BAD_URL as error:
+            raise Failed(EXIT_USAGE, f"cannot call {url}: {error}") from None
+        except requests.ConnectionError as error:
+            failed = Failed(EXIT_UNREACHABLE, f"cannot reach {self.server}: {reason(error)}")
+            return None, failed, method == "GET" or never_sent(error)
+        except requests.RequestException as error:
+            late = isinstance(error, requests.Timeout)
+            text = "did not answer in time" if late else f"answered badly: {error}"
+            return None, Failed(EXIT_UNREACHABLE, f"{self.server} {text}"), method == "GET"
+        if response.status_code < 400:
+            return answer_of(response), None, False
+        status = response.status_code
+        return None, failure(response), status == 503 or (method == "GET" and status >= 500)
 
     def get(self, path, **params):
         return self.call("GET", path, params={k: v for k, v in params.items() if v is not None})

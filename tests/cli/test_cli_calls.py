@@ -50,6 +50,16 @@ def test_a_change_is_not_sent_twice_after_a_server_error(api):
     assert len(api.asked) == 1
 
 
+def test_a_change_is_sent_again_after_a_503_which_changed_nothing(api):
+    api.answer(503, {"detail": "database unavailable"})
+    api.answer(202, {"execution_id": 1, "deduplicated": False})
+
+    answer = Api(api.url, "k", sleep=lambda _: None).post("jobs/x/trigger", {})
+
+    assert answer["execution_id"] == 1
+    assert len(api.asked) == 2
+
+
 def test_a_server_that_is_not_listening_exits_4_after_the_retries(api):
     url = api.url
     api.stop()
