@@ -1,17 +1,36 @@
-"""`POST /api/v1/apply`: an apply document as JSON, planned and applied by
+"""`POST /api/v1/apply`: an apply document over HTTP, planned and applied by
 the code behind `manage.py apply` (scheduler.applyfile), all or nothing and
-audited; it needs both jobs:write and calendars:write (DESIGN.md §8)."""
+audited; it needs both jobs:write and calendars:write (DESIGN.md §8).
+
+The body is JSON, or YAML when its Content-Type says so
+(`application/yaml`): the file an operator keeps, sent as it is (the
+`croniq apply` CLI does), read by the YAML loader `manage.py apply` uses.
+"""
 
 from typing import Any
 
 from django.utils import timezone
-from ninja import Body, Router, Schema
+from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from control import auth, scopes
-from scheduler.applyfile import ApplyError, apply, check_document, plan
+from scheduler.applyfile import ApplyError, apply, parse, plan
 
 router = Router(tags=["apply"])
+
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+
+# The body is read by the view (JSON or YAML), so ninja is told its shape.
+DOCUMENT_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The apply document (DESIGN.md §5): JSON, or the YAML file as it is.",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/yaml": {"schema": {"type": "string"}},
+        },
+    }
+}
 
 
 class ChangeOut(Schema):
@@ -26,16 +45,30 @@ class ApplyOut(Schema):
     applied: bool
 
 
+def document_of(request):
+    """The request's apply document, checked as `manage.py apply` checks a
+    file's; ApplyError when it is not one."""
+    syntax = "YAML" if request.content_type in YAML_TYPES else "JSON"
+    if not request.body and syntax == "JSON":
+        raise ApplyError("body: expected an apply document")
+    try:
+        text = request.body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApplyError("body: not UTF-8 text") from None
+    return parse(text, syntax)
+
+
 @router.post(
     "apply",
     response=ApplyOut,
     auth=auth.needs_all(scopes.JOBS_WRITE, scopes.CALENDARS_WRITE),
+    openapi_extra=DOCUMENT_BODY,
 )
-def apply_document(request, document: Body[Any], dry_run: bool = False, prune: bool = False):
+def apply_document(request, dry_run: bool = False, prune: bool = False):
     key = request.auth
     try:
         changes = apply(
-            check_document(document),
+            document_of(request),
             now=timezone.now(),
             prune=prune,
             dry_run=dry_run,

@@ -99,13 +99,19 @@ def load(path):
         text = Path(path).read_text()
     except OSError as e:
         raise ApplyError(f"{path}: cannot read: {e.strerror}") from None
+    return parse(text, "JSON" if str(path).endswith(".json") else "YAML", where=f"{path}: ")
+
+
+def parse(text, syntax, where=""):
+    """The document in `text` ("YAML" or "JSON" `syntax`), checked as `load`
+    checks a file's (the API's YAML body is read here too), or ApplyError."""
     try:
-        document = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+        document = json.loads(text) if syntax == "JSON" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise ApplyError(
-            f"{path}: not valid {'JSON' if str(path).endswith('.json') else 'YAML'}: {e}"
-        ) from None
-    return check_document(document, where=f"{path}: ")
+        raise ApplyError(f"{where}not valid {syntax}: {e}") from None
+    except RecursionError:
+        raise ApplyError(f"{where}not valid {syntax}: nested too deeply") from None
+    return check_document(document, where=where)
 
 
 def check_document(document, where=""):

@@ -41,12 +41,13 @@ def test_the_wheel_holds_the_agent_package_and_nothing_else(wheel):
     assert "croniq_runner/supervisor.py" in modules  # started as a script by path
 
 
-def test_the_wheel_depends_on_requests_only_and_installs_croniq_runner(wheel):
+def test_the_wheel_depends_on_requests_only_and_installs_croniq_runner_and_croniq(wheel):
     metadata = email.message_from_string(dist_info(wheel, "METADATA"))
     assert metadata["Name"] == "croniq-runner"
     assert metadata.get_all("Requires-Dist") == ["requests>=2.31"]
     entry_points = dist_info(wheel, "entry_points.txt")
     assert "croniq-runner = croniq_runner.agent:main" in entry_points.splitlines()
+    assert "croniq = croniq_runner.cli:run" in entry_points.splitlines()
 
 
 def test_runner_and_server_carry_one_version(wheel):
@@ -65,3 +66,5 @@ def test_the_server_distribution_no_longer_ships_the_agent():
 def test_the_installed_agent_tells_its_version():
     shown = run([runner_venv() / "croniq-runner", "--version"], ROOT)
     assert shown.stdout.strip() == f"croniq-runner {croniq_runner.__version__}"
+    shown = run([runner_venv() / "croniq", "--version"], ROOT)
+    assert shown.stdout.strip() == f"croniq {croniq_runner.__version__}"

@@ -144,3 +144,83 @@ def test_apply_needs_both_write_scopes(client, key_scopes, status, detail):
     if detail:
         assert answer.json() == {"detail": detail}
         assert snapshot() == ([], [])
+
+
+YAML_FILE = """\
+# The file an operator keeps, comments and all.
+calendars:
+  - name: workdays
+    weekdays: [mon, tue, wed, thu, fri]
+    exclude:
+      - {start: 2026-12-24, end: 2027-01-06, label: Christmas freeze}
+jobs:
+  - name: report
+    schedule: "30 2 * * *"
+    command: "true"
+    calendar: workdays
+"""
+
+
+def post_yaml(api, text, **query):
+    suffix = "?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else ""
+    return api.client.post(
+        f"/api/v1/apply{suffix}",
+        data=text.encode(),
+        content_type="application/yaml",
+        HTTP_AUTHORIZATION=f"Bearer {api.secret}",
+    )
+
+
+def test_a_yaml_body_is_read_as_manage_py_apply_reads_the_file(api, tmp_path):
+    path = tmp_path / "croniq.yaml"
+    path.write_text(YAML_FILE)
+    out = StringIO()
+    call_command("apply", str(path), "--dry-run", "--json", stdout=out)
+
+    planned = post_yaml(api, YAML_FILE, dry_run="true")
+    applied = post_yaml(api, YAML_FILE)
+
+    assert planned.status_code == 200, planned.content
+    assert planned.json()["changes"] == json.loads(out.getvalue())
+    assert applied.json()["applied"] is True
+    period = Calendar.objects.get(name="workdays").periods.get()
+    assert period.label == "Christmas freeze"
+    assert Job.objects.get().calendar.name == "workdays"
+    assert post_yaml(api, YAML_FILE).json() == {"changes": [], "applied": True}
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        ("jobs: [name: x\n", "not valid YAML: "),
+        ("- jobs\n", "expected a mapping"),
+        ("jobs:\n  - {name: bad, schedule: '61 * * * *', command: x}\n", "jobs[0].schedule: "),
+        ("[" * 100_000, "not valid YAML: "),
+    ],
+)
+def test_a_bad_yaml_body_is_422_and_writes_nothing(api, text, detail):
+    answer = post_yaml(api, text, prune="true")
+
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["detail"].startswith(detail)
+    assert snapshot() == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "detail"),
+    [
+        ("application/json", b"", "body: expected an apply document"),
+        ("application/json", b"{", "not valid JSON: "),
+        ("application/yaml", "jobs: []\n".encode("utf-16"), "body: not UTF-8 text"),
+    ],
+)
+def test_a_body_that_is_no_document_is_422(api, content_type, body, detail):
+    answer = api.client.post(
+        "/api/v1/apply",
+        data=body,
+        content_type=content_type,
+        HTTP_AUTHORIZATION=f"Bearer {api.secret}",
+    )
+
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["detail"].startswith(detail)

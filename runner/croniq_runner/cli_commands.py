@@ -1,0 +1,216 @@
+"""What each `croniq` command does: one or two calls of the management API
+(DESIGN.md §8), and what it prints. Each command takes the Api, the parsed
+arguments and the output and error streams, and returns the exit code;
+a call that fails raises cli_api.Failed with the exit code it means."""
+
+import json
+import time
+from urllib.parse import quote
+
+from croniq_runner import cli_tables
+from croniq_runner.cli_api import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, Failed
+
+FOLLOW_INTERVAL = 0.5  # seconds between reads of a running execution's log
+
+
+def quoted(name):
+    """A name as one path segment: "/" and "?" in a name stay in it."""
+    return quote(name, safe="")
+
+
+def show(args, out, answer, text):
+    """The API's JSON with --json, else `text(answer)`."""
+    if args.json:
+        out.write(json.dumps(answer, indent=2) + "\n")
+    else:
+        out.write(text(answer) + "\n")
+    return EXIT_OK
+
+
+def listed(args, out, answer, columns, noun):
+    def text(page):
+        if not page["items"]:
+            return f"no {noun}"
+        return cli_tables.table(page["items"], columns)
+
+    return show(args, out, answer, text)
+
+
+# -- jobs --------------------------------------------------------------------
+
+
+def jobs_list(api, args, out, err):
+    answer = api.pages("jobs", args.limit, label=args.label, name=args.name)
+    return listed(args, out, answer, cli_tables.JOB_COLUMNS, "jobs")
+
+
+def jobs_show(api, args, out, err):
+    return show(args, out, api.get(f"jobs/{quoted(args.name)}"), cli_tables.fields)
+
+
+def jobs_trigger(api, args, out, err):
+    body = {}
+    if args.idempotency_key is not None:
+        body["idempotency_key"] = args.idempotency_key
+    if args.env:
+        body["env"] = dict(args.env)
+    if args.scheduled_for is not None:
+        body["scheduled_for"] = args.scheduled_for
+    answer = api.post(f"jobs/{quoted(args.name)}/trigger", body)
+
+    def text(done):
+        if done["deduplicated"]:
+            return f"execution {done['execution_id']} (triggered before with this key)"
+        return f"execution {done['execution_id']} triggered"
+
+    return show(args, out, answer, text)
+
+
+def jobs_pause(api, args, out, err):
+    body = {"reason": args.reason or ""}
+    if args.until is not None:
+        body["until"] = args.until
+    answer = api.post(f"jobs/{quoted(args.name)}/pause", body)
+    return show(args, out, answer, lambda job: f"job {job['name']}: {cli_tables.job_status(job)}")
+
+
+def jobs_resume(api, args, out, err):
+    answer = api.post(f"jobs/{quoted(args.name)}/resume")
+
+    def text(job):
+        following = cli_tables.when(job.get("next_run_at")) or "none"
+        return f"job {job['name']}: resumed, next run {following}"
+
+    return show(args, out, answer, text)
+
+
+def jobs_backfill(api, args, out, err):
+    body = {"start": args.start, "end": args.end, "dry_run": args.dry_run}
+    answer = api.post(f"jobs/{quoted(args.name)}/backfill", body)
+
+    def text(done):
+        lines = list(done["instants"])
+        if args.dry_run:
+            lines.append(f"would create {len(done['instants'])} execution(s)")
+        else:
+            lines.append(f"created {done['created']} execution(s)")
+        return "\n".join(lines)
+
+    return show(args, out, answer, text)
+
+
+def jobs_next(api, args, out, err):
+    answer = api.get(f"jobs/{quoted(args.name)}/next", count=args.count, after=args.after)
+    return show(args, out, answer, lambda a: "\n".join(a["instants"]) or "never fires")
+
+
+# -- executions --------------------------------------------------------------
+
+
+def executions_list(api, args, out, err):
+    answer = api.pages("executions", args.limit, job=args.job, state=args.state)
+    return listed(args, out, answer, cli_tables.EXECUTION_COLUMNS, "executions")
+
+
+def executions_show(api, args, out, err):
+    return show(args, out, api.get(f"executions/{args.id}"), cli_tables.fields)
+
+
+def executions_logs(api, args, out, err):
+    if args.follow:
+        return follow(api, args.id, out, err)
+    answer = api.get(f"executions/{args.id}/log")
+    if args.json:
+        return show(args, out, answer, str)
+    out.write(answer["data"])
+    out.flush()
+    return EXIT_OK
+
+
+def follow(api, execution_id, out, err, sleep=time.sleep, interval=FOLLOW_INTERVAL):
+    """Print the log as it grows until the execution ends; the exit code is
+    the job's (job_exit)."""
+    offset = 0
+    while True:
+        part = api.get(f"executions/{execution_id}/log", offset=offset)
+        out.write(part["data"])
+        out.flush()
+        offset = part["offset"]
+        # A finished run's log is whole, but the read that said so may have
+        # come before its last chunk: read once more until nothing is new.
+        if part["data"]:
+            continue
+        if part["complete"]:
+            return job_exit(api.get(f"executions/{execution_id}"), err)
+        sleep(interval)
+
+
+def job_exit(execution, err):
+    """The job's exit code; 1 when it has none (lost, timed out, cancelled,
+    killed by a signal, never started) or one a process cannot exit with."""
+    code = execution.get("exit_code")
+    if code is None:
+        err.write(f"croniq: execution {execution['id']} ended {execution['state']} "
+                  "without an exit code\n")  # fmt: skip
+        return EXIT_REFUSED
+    return code if 0 <= code <= 255 else EXIT_REFUSED
+
+
+def executions_cancel(api, args, out, err):
+    answer = api.post(f"executions/{args.id}/cancel")
+
+    def text(execution):
+        if execution["state"] == "running":
+            return f"execution {execution['id']}: cancel requested, the runner stops it"
+        return f"execution {execution['id']}: {execution['state']}"
+
+    return show(args, out, answer, text)
+
+
+def executions_retry(api, args, out, err):
+    answer = api.post(f"executions/{args.id}/retry")
+
+    def text(new):
+        attempt = f"attempt {new['attempt']} of job {new['job']}"
+        return f"execution {new['id']}: {attempt}, {new['state']}"
+
+    return show(args, out, answer, text)
+
+
+# -- apply -------------------------------------------------------------------
+
+
+def apply_file(api, args, out, err):
+    try:
+        with open(args.file, "rb") as handle:
+            document = handle.read()
+    except OSError as error:
+        raise Failed(EXIT_USAGE, f"cannot read {args.file}: {error.strerror}") from None
+    # Sent as it is; the server reads it as `manage.py apply` reads a file.
+    syntax = "application/json" if args.file.endswith(".json") else "application/yaml"
+    params = {"dry_run": "true" if args.dry_run else None, "prune": "true" if args.prune else None}
+    answer = api.call(
+        "POST",
+        "apply",
+        data=document,
+        content_type=syntax,
+        params={k: v for k, v in params.items() if v},
+    )
+    return show(args, out, answer, cli_tables.plan)
+
+
+# -- runners -----------------------------------------------------------------
+
+
+def runners_list(api, args, out, err):
+    answer = api.pages("runners", args.limit, state=args.state)
+    return listed(args, out, answer, cli_tables.RUNNER_COLUMNS, "runners")
+
+
+def runners_drain(api, args, out, err):
+    answer = api.post(f"runners/{args.id}/drain")
+
+    def text(runner):
+        return f"runner {runner['name']} ({runner['id']}): drained, it takes no new work"
+
+    return show(args, out, answer, text)
