@@ -27,7 +27,7 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 import audit
@@ -138,6 +138,12 @@ class StallWatch(threading.Thread):
     def check_once(self):
         try:
             event = check_stall(self.clock())
+        except DatabaseError as error:
+            # The database away, or not migrated yet (a web process may
+            # start first): one line, not a traceback every few seconds.
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            log.warning("checking for a scheduler stall failed (%s); trying again", first_line)
+            return None
         except Exception:
             log.exception("checking for a scheduler stall failed; trying again")
             return None
