@@ -67,7 +67,7 @@ JOIN (SELECT id, ROW_NUMBER() OVER (ORDER BY id) - 1 AS rn FROM scheduler_job) A
 
 def for_backend(sql, vendor, last):
     if vendor == "postgresql":
-        sql = sql.replace("@SEQ", f"generate_series(0::bigint, {last}) AS g(i)")
+        sql = sql.replace("@SEQ AS s", f"generate_series(0::bigint, {last}) AS s(i)")
         return re.sub(r"@TS\[(.*?)\]", r"to_timestamp(\1)", sql)
     sql = re.sub(r"@TS\[(.*?)\]", r"datetime(\1, 'unixepoch')", sql.replace("@SEQ", "seq"))
     cte = f"WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i < {last})"
