@@ -1,37 +1,38 @@
-"""Geometry for the run-duration chart, drawn as inline SVG by the template."""
+"""Geometry of the dashboard's inline SVG charts, drawn server side: run
+durations on a time axis (job page) and the failure heat-map of the last
+hours (overview). Pure functions of their rows and `now`."""
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 WIDTH = 720
-HEIGHT = 160
+HEIGHT = 180
 TOP = 10
-BOTTOM = 20  # room for the axis labels
-LEFT = 48
-
-
-@dataclass
-class Bar:
-    x: float
-    y: float
-    width: float
-    height: float
-    seconds: float
-    run: object
-
-
-@dataclass
-class DurationChart:
-    bars: list
-    max_seconds: float
-    width: int = WIDTH
-    height: int = HEIGHT
-    left: int = LEFT
-    top: int = TOP
-    baseline: int = HEIGHT - BOTTOM
-
-    @property
-    def max_label(self):
-        return format_seconds(self.max_seconds)
+BOTTOM = 24  # room for the time axis labels
+LEFT = 52
+RIGHT = 12
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+# The narrowest span the time axis shows: a single run still sits in context.
+MIN_SPAN = HOUR
+MAX_TICKS = 6
+TICK_STEPS = [
+    HOUR,
+    2 * HOUR,
+    3 * HOUR,
+    6 * HOUR,
+    12 * HOUR,
+    DAY,
+    2 * DAY,
+    7 * DAY,
+    14 * DAY,
+    30 * DAY,
+    91 * DAY,
+    365 * DAY,
+]
+# Ticks count steps from a Monday midnight: weekly ticks fall on Mondays.
+EPOCH = datetime(1970, 1, 5, tzinfo=UTC)
 
 
 def format_seconds(seconds):
@@ -46,26 +47,218 @@ def format_seconds(seconds):
     return f"{seconds / 3600:.1f} h"
 
 
-def duration_chart(runs):
-    """One bar per run (oldest left), height proportional to its duration."""
-    durations = [run.duration.total_seconds() for run in runs]
-    if not durations:
+# Durations over time
+
+
+class DurationRun(NamedTuple):
+    """A finished run as the chart needs it (queries.duration_runs)."""
+
+    pk: int
+    state: str
+    started_at: datetime
+    seconds: float
+    failed: bool
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    run: DurationRun
+
+
+@dataclass
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass
+class DurationChart:
+    points: list
+    ticks: list
+    max_seconds: float
+    start: datetime
+    end: datetime
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    top: int = TOP
+    baseline: int = HEIGHT - BOTTOM
+    right: int = WIDTH - RIGHT
+
+    @property
+    def max_label(self):
+        return format_seconds(self.max_seconds)
+
+    @property
+    def failures(self):
+        return sum(1 for point in self.points if point.run.failed)
+
+
+def duration_chart(runs, now):
+    """Each run a point at its start time (x, from the oldest run to `now`)
+    and its duration (y, from 0 to the longest); None without runs."""
+    if not runs:
         return None
-    top = max(max(durations), 0.001)
+    start, end = time_span([run.started_at for run in runs], now)
+    top = max(max(run.seconds for run in runs), 0.001)
     plot_height = HEIGHT - BOTTOM - TOP
-    slot = (WIDTH - LEFT) / len(durations)
-    width = max(slot * 0.8, 1)
-    bars = []
-    for i, (run, seconds) in enumerate(zip(runs, durations, strict=True)):
-        height = max(plot_height * seconds / top, 1)
-        bars.append(
-            Bar(
-                x=round(LEFT + i * slot + (slot - width) / 2, 2),
-                y=round(HEIGHT - BOTTOM - height, 2),
-                width=round(width, 2),
-                height=round(height, 2),
-                seconds=seconds,
-                run=run,
-            )
+    points = [
+        Point(
+            x=time_x(run.started_at, start, end),
+            y=round(HEIGHT - BOTTOM - plot_height * max(run.seconds, 0) / top, 2),
+            run=run,
         )
-    return DurationChart(bars=bars, max_seconds=top)
+        for run in runs
+    ]
+    return DurationChart(
+        points=points, ticks=time_ticks(start, end), max_seconds=top, start=start, end=end
+    )
+
+
+def time_span(instants, now):
+    """(start, end) of the time axis: the oldest instant to `now` (or the
+    newest instant, should a clock run ahead), at least MIN_SPAN wide."""
+    end = max(max(instants), now)
+    start = min(min(instants), end - MIN_SPAN)
+    return start, end
+
+
+def time_x(at, start, end):
+    """The x of instant `at` on an axis from `start` (LEFT) to `end` (WIDTH - RIGHT)."""
+    fraction = (at - start) / (end - start)
+    return round(LEFT + fraction * (WIDTH - LEFT - RIGHT), 2)
+
+
+def time_ticks(start, end, max_ticks=MAX_TICKS):
+    """Ticks at round UTC instants (whole hours, midnights, ...) between
+    `start` and `end`: the smallest step that needs at most `max_ticks`."""
+    span = end - start
+    step = next((s for s in TICK_STEPS if span / s <= max_ticks), TICK_STEPS[-1])
+    at = round_up(start, step)
+    ticks = []
+    while at <= end:
+        ticks.append(Tick(x=time_x(at, start, end), label=tick_label(at, step)))
+        at += step
+    return ticks
+
+
+def round_up(at, step):
+    """The first multiple of `step` since EPOCH at or after `at` (for a day
+    or more: a UTC midnight)."""
+    steps, rest = divmod(at - EPOCH, step)
+    return EPOCH + (steps + (1 if rest else 0)) * step
+
+
+def tick_label(at, step):
+    at = at.astimezone(UTC)
+    if step < DAY:
+        return f"{at:%b %d %H:%M}"
+    if step < 365 * DAY:
+        return f"{at:%b %d}"
+    return f"{at:%Y-%m-%d}"
+
+
+# Failure heat-map
+
+HEAT_LABEL = 170  # room for the row labels (job names)
+HEAT_CELL = 24
+HEAT_ROW = 20
+HEAT_HEADER = 18  # room for the hour labels
+# Failure share above which a cell takes the next, darker level.
+HEAT_LEVELS = [0.0, 0.1, 0.25, 0.5]
+
+
+@dataclass
+class HeatCell:
+    x: int
+    start: datetime
+    failed: int
+    total: int
+    level: str
+
+    @property
+    def share(self):
+        return self.failed / self.total if self.total else 0.0
+
+
+@dataclass
+class HeatRow:
+    y: int
+    label: str
+    job_name: str  # empty for the row of all jobs
+    cells: list
+
+    @property
+    def failed(self):
+        return sum(cell.failed for cell in self.cells)
+
+    @property
+    def total(self):
+        return sum(cell.total for cell in self.cells)
+
+
+@dataclass
+class HeatMap:
+    rows: list
+    hours: list  # Tick per labelled hour
+    span: int  # hours shown
+    width: int
+    height: int
+    cell: int = HEAT_CELL
+    row_height: int = HEAT_ROW
+    left: int = HEAT_LABEL
+
+
+def hour_buckets(now, hours):
+    """The start instants of the last `hours` clock hours, the current
+    (unfinished) hour last."""
+    current = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return [current - (hours - 1 - i) * HOUR for i in range(hours)]
+
+
+def heat_level(failed, total):
+    """ "none" without runs, else 0 (no failure) to 4 (more than half failed)."""
+    if not total:
+        return "none"
+    if not failed:
+        return "0"
+    share = failed / total
+    return str(sum(1 for threshold in HEAT_LEVELS if share > threshold))
+
+
+def failure_heatmap(rows, now, hours):
+    """`rows`: [(label, job_name, {bucket: (failed, total)})], bucket 0 the
+    oldest of hour_buckets(now, hours). One row of cells each, one column per hour."""
+    starts = hour_buckets(now, hours)
+    drawn = []
+    for r, (label, job_name, counts) in enumerate(rows):
+        y = HEAT_HEADER + r * HEAT_ROW
+        cells = [
+            HeatCell(
+                x=HEAT_LABEL + i * HEAT_CELL,
+                start=start,
+                failed=counts.get(i, (0, 0))[0],
+                total=counts.get(i, (0, 0))[1],
+                level=heat_level(*counts.get(i, (0, 0))),
+            )
+            for i, start in enumerate(starts)
+        ]
+        drawn.append(HeatRow(y=y, label=short(label), job_name=job_name, cells=cells))
+    labelled = [
+        Tick(x=HEAT_LABEL + i * HEAT_CELL + HEAT_CELL / 2, label=f"{start:%H}")
+        for i, start in enumerate(starts)
+        if i % 3 == 0 or i == hours - 1
+    ]
+    return HeatMap(
+        rows=drawn,
+        hours=labelled,
+        span=hours,
+        width=HEAT_LABEL + hours * HEAT_CELL,
+        height=HEAT_HEADER + len(rows) * HEAT_ROW,
+    )
+
+
+def short(label, length=24):
+    return label if len(label) <= length else label[: length - 1] + "…"

@@ -8,21 +8,41 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import (
+    Aggregate,
+    Case,
+    Count,
+    FloatField,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.models import AuditEvent, Counter
+from dashboard import charts, stats
 from notifications.models import Delivery, Mute, Notification
 from runners.models import Runner
 from scheduler.models import Execution, Job, JobHealth, LogChunk
+from scheduler.outcomes import FAILING
 
 STRIP_LENGTH = 20
 JOBS_PER_PAGE = 50
 HISTORY_PER_PAGE = 50
 AUDIT_PER_PAGE = 50
-CHART_RUNS = 60
+CHART_POINTS = 1_000
+STATS_WINDOWS = (7, 30)
+# SQLite has no percentile_cont: its percentiles read at most this many of
+# the newest durations (PostgreSQL computes them over the whole window).
+STATS_SAMPLE = 10_000
+HEATMAP_HOURS = 24
+HEATMAP_JOBS = 10
 LOG_CHUNKS_PER_POLL = 500
 RUNNERS_LIMIT = 500
 NOTIFICATIONS_PER_PAGE = 50
@@ -185,14 +205,119 @@ def job_history(job, number, state="", per_page=HISTORY_PER_PAGE):
     return cheap_page(runs.order_by("-scheduled_for", "-attempt"), number, per_page)
 
 
-def recent_durations(job, limit=CHART_RUNS):
-    """The newest finished runs that have a duration, oldest first."""
-    runs = (
-        Execution.objects.filter(job=job)
-        .order_by("-scheduled_for", "-attempt")
-        .only("id", "state", "scheduled_for", "attempt", "claimed_at", "finished_at")[:limit]
+# Runs that are a verdict on the job: success rate and heat-map count these.
+SETTLED = (Execution.SUCCEEDED, *FAILING)
+
+# finished_at - claimed_at in seconds, by the database.
+SECONDS_SQL = {
+    "postgresql": "EXTRACT(EPOCH FROM finished_at - claimed_at)::float8",
+    "sqlite": "(julianday(finished_at) - julianday(claimed_at)) * 86400.0",
+}
+
+
+def seconds_expression():
+    return RawSQL(SECONDS_SQL[connection.vendor], [], output_field=FloatField())
+
+
+def with_duration(runs):
+    """The finished runs among `runs` that have a duration (they ran)."""
+    return runs.filter(
+        state__in=Execution.FINAL_STATES, claimed_at__isnull=False, finished_at__isnull=False
     )
-    return [run for run in reversed(list(runs)) if run.duration is not None]
+
+
+def duration_runs(job, limit=CHART_POINTS):
+    """[DurationRun] the newest `limit` finished runs with a duration, oldest
+    first: the job's history index read newest first, durations computed by
+    the database, plain tuples (the chart draws up to a thousand)."""
+    rows = (
+        with_duration(Execution.objects.filter(job=job))
+        .annotate(seconds=seconds_expression())
+        .order_by("-scheduled_for", "-attempt")
+        .values_list("pk", "state", "claimed_at", "seconds")[:limit]
+    )
+    return [
+        charts.DurationRun(pk, state, started_at, seconds, state in FAILING)
+        for pk, state, started_at, seconds in reversed(rows)
+    ]
+
+
+def run_stats(job, now, windows=STATS_WINDOWS):
+    """[WindowStats] of the job's runs scheduled in each of the last `windows`
+    days, in two queries over its history index."""
+    since = {days: now - timedelta(days=days) for days in windows}
+    runs = Execution.objects.filter(
+        job=job, scheduled_for__gte=min(since.values()), scheduled_for__lte=now
+    )
+    counts = runs.aggregate(**window_counts(since))
+    found = duration_percentiles(runs, since)
+    return [
+        stats.WindowStats(
+            days=days,
+            settled=counts[f"settled_{days}"],
+            succeeded=counts[f"succeeded_{days}"],
+            **found[days],
+        )
+        for days in windows
+    ]
+
+
+def window_counts(since):
+    aggregates = {}
+    for days, start in since.items():
+        recent = Q(scheduled_for__gte=start)
+        aggregates[f"settled_{days}"] = Count("pk", filter=recent & Q(state__in=SETTLED))
+        aggregates[f"succeeded_{days}"] = Count("pk", filter=recent & Q(state=Execution.SUCCEEDED))
+    return aggregates
+
+
+class PercentileCont(Aggregate):
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+def duration_percentiles(runs, since):
+    """{days: {"p50": ..., "p95": ..., "p99": ..., "sampled": bool}}."""
+    if connection.vendor == "postgresql":
+        return postgres_percentiles(with_duration(runs), since)
+    return sampled_percentiles(with_duration(runs), since)
+
+
+def postgres_percentiles(runs, since):
+    names = {fraction: f"p{round(fraction * 100)}" for fraction in stats.PERCENTILES}
+    aggregates = {
+        f"{name}_{days}": PercentileCont(
+            seconds_expression(), fraction=fraction, filter=Q(scheduled_for__gte=start)
+        )
+        for days, start in since.items()
+        for fraction, name in names.items()
+    }
+    found = runs.aggregate(**aggregates)
+    return {
+        days: {name: found[f"{name}_{days}"] for name in names.values()} | {"sampled": False}
+        for days in since
+    }
+
+
+def sampled_percentiles(runs, since):
+    """Percentiles in Python over the newest STATS_SAMPLE durations: one
+    bounded read, each row flagged with the windows it falls in."""
+    flags = {
+        f"in_{days}": Case(When(scheduled_for__gte=start, then=Value(1)), default=Value(0))
+        for days, start in since.items()
+    }
+    rows = list(
+        runs.annotate(seconds=seconds_expression(), **flags)
+        .order_by("-scheduled_for", "-attempt")
+        .values_list("seconds", *flags)[:STATS_SAMPLE]
+    )
+    sampled = len(rows) == STATS_SAMPLE
+    found = {}
+    for i, days in enumerate(since, start=1):
+        p50, p95, p99 = stats.percentiles([row[0] for row in rows if row[i]])
+        found[days] = {"p50": p50, "p95": p95, "p99": p99, "sampled": sampled}
+    return found
 
 
 # Execution page
@@ -306,3 +431,55 @@ def failing_jobs(limit=FAILING_JOBS_LIMIT):
     """Jobs on a failure streak, longest streak first, then failing longest."""
     health = JobHealth.objects.filter(failure_streak__gt=0).select_related("job")
     return list(health.order_by("-failure_streak", "failing_since", "job__name")[:limit])
+
+
+# Failure heat-map (overview)
+
+# The hour bucket of finished_at, counted from the epoch second %s.
+HOUR_BUCKET_SQL = {
+    "postgresql": "FLOOR((EXTRACT(EPOCH FROM finished_at) - %s) / 3600)::integer",
+    "sqlite": "(CAST(strftime('%%s', finished_at) AS INTEGER) - %s) / 3600",
+}
+
+
+def failure_heatmap_rows(now, hours=HEATMAP_HOURS, jobs=HEATMAP_JOBS):
+    """[(label, job name, {bucket: (failed, total)})] of the runs settled in
+    the last `hours` clock hours (bucket 0 the oldest): all jobs together,
+    then the `jobs` jobs with the most failures. Reads only those hours
+    through the `exec_finished` index."""
+    first = charts.hour_buckets(now, hours)[0]
+    settled = Execution.objects.filter(
+        finished_at__gte=first, finished_at__lte=now, state__in=SETTLED
+    )
+    bucket = RawSQL(HOUR_BUCKET_SQL[connection.vendor], [int(first.timestamp())])
+    rows = [("All jobs", "", bucket_counts(settled, bucket))]
+    worst = list(
+        settled.filter(state__in=FAILING)
+        .values_list("job_id")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "job_id")[:jobs]
+    )
+    if not worst:
+        return rows
+    ids = [job_id for job_id, _ in worst]
+    names = dict(Job.objects.filter(pk__in=ids).values_list("pk", "name"))
+    per_job = bucket_counts(settled.filter(job_id__in=ids), bucket, by_job=True)
+    rows += [(names[pk], names[pk], per_job.get(pk, {})) for pk in ids if pk in names]
+    return rows
+
+
+def bucket_counts(runs, bucket, by_job=False):
+    """{bucket: (failed, total)}, or {job_id: {bucket: (failed, total)}}."""
+    keys = ["job_id", "bucket"] if by_job else ["bucket"]
+    rows = (
+        runs.annotate(bucket=bucket)
+        .values(*keys)
+        .annotate(failed=Count("pk", filter=Q(state__in=FAILING)), total=Count("pk"))
+        .order_by()
+    )
+    if not by_job:
+        return {row["bucket"]: (row["failed"], row["total"]) for row in rows}
+    counts = defaultdict(dict)
+    for row in rows:
+        counts[row["job_id"]][row["bucket"]] = (row["failed"], row["total"])
+    return dict(counts)

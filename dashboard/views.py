@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from audit import permissions
 from dashboard import queries, schedules
-from dashboard.charts import duration_chart
+from dashboard.charts import duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags
 from notifications.models import Notification
 from runners import identity
@@ -94,6 +94,7 @@ def overview(request):
         "states": queries.state_counts(),
         "runners": queries.runner_counts(),
         "lag": queries.scheduler_lag(now),
+        "heatmap": failure_heatmap(queries.failure_heatmap_rows(now), now, queries.HEATMAP_HOURS),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
         "search": search,
@@ -118,7 +119,8 @@ def job_detail(request, name):
         "state": state,
         "states": Execution.STATES,
         "query": urlencode({"state": state}) if state else "",
-        "chart": duration_chart(queries.recent_durations(job)),
+        "chart": duration_chart(queries.duration_runs(job), now),
+        "run_stats": queries.run_stats(job, now),
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
         # No row until the job's first run settles.
         "health": getattr(job, "health", None),

@@ -108,6 +108,65 @@ def result_strip(runs):
     return mark_safe("".join(cells))  # noqa: S308 (every value above is escaped or an int)
 
 
+@register.filter
+def percent(value):
+    """A share (0..1) as a percentage; "—" for none."""
+    if value is None:
+        return "—"
+    return f"{value * 100:.1f} %"
+
+
+@register.filter
+def iso(value):
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else ""
+
+
+@register.simple_tag
+def duration_points(chart):
+    """The duration chart's points: a dot per run, a cross per failure, each
+    linked to its run. Built in Python: up to 1,000 of them."""
+    labels = dict(Execution.STATES)
+    base = reverse("dashboard:execution", args=[0]).removesuffix("0/")
+    shapes = []
+    for point in chart.points:
+        run = point.run
+        title = escape(
+            f"{format_seconds(run.seconds)} · {labels.get(run.state, run.state)}"
+            f" · started {utc(run.started_at)}"
+        )
+        if run.failed:
+            shape = (
+                f'<path class="point failed state-{escape(run.state)}" data-failed'
+                f' d="M{point.x - 3:.2f} {point.y - 3:.2f}l6 6m0 -6l-6 6">'
+            )
+            shape += f"<title>{title}</title></path>"
+        else:
+            shape = (
+                f'<circle class="point state-{escape(run.state)}" cx="{point.x}"'
+                f' cy="{point.y}" r="2.5"><title>{title}</title></circle>'
+            )
+        shapes.append(f'<a href="{base}{run.pk}/" data-run="{run.pk}">{shape}</a>')
+    return mark_safe("".join(shapes))  # noqa: S308 (every value above is escaped or a number)
+
+
+@register.simple_tag
+def heat_cells(row, heatmap):
+    """A heat-map row's cells, coloured by their level (charts.heat_level)."""
+    cells = []
+    for cell in row.cells:
+        title = escape(
+            f"{cell.start:%H}:00–{cell.start.hour + 1:02}:00 UTC: "
+            f"{cell.failed} failed of {cell.total}" + (f" ({cell.share:.0%})" if cell.total else "")
+        )
+        cells.append(
+            f'<rect class="heat heat-{cell.level}" x="{cell.x + 1}" y="{row.y + 1}"'
+            f' width="{heatmap.cell - 2}" height="{heatmap.row_height - 2}" rx="2"'
+            f' data-failed="{cell.failed}" data-total="{cell.total}">'
+            f"<title>{title}</title></rect>"
+        )
+    return mark_safe("".join(cells))  # noqa: S308 (every value above is escaped or a number)
+
+
 TARGET_PAGES = {
     "scheduler.job": lambda event: reverse("dashboard:job", args=[event.target_repr]),
     "scheduler.execution": lambda event: reverse("dashboard:execution", args=[event.target_id]),

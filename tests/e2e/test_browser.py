@@ -209,7 +209,7 @@ def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
     assert "UTC" in started.get_attribute("title")
     assert "UTC" not in started.inner_text()
     assert page.locator("[data-schedule-words]").inner_text() != "30 2 * * *"
-    assert page.locator("svg.chart rect.bar").count() == 29
+    assert page.locator("svg.duration-chart .point").count() == 29
     assert page.locator("table.runs tbody tr").count() == 30
     screenshot(page, "job")
 
