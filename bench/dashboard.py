@@ -1,7 +1,10 @@
 """Dashboard pages at scale: 2,000 jobs, 1,000,000 executions, 200,000 audit
-events. Prints one JSON line per page with its server time (Django test
-client, a staff user, median of several runs) and its number of queries,
-against the 300 ms target.
+events, and one busy job run every minute for 50,000 minutes (its page draws
+1,000 runs and reads 43,200 in its 30-day statistics). Prints one JSON line
+per page with its server time (Django test client, a staff user, median of
+several runs) and its number of queries, against the page's target: 100 ms
+for the overview (failure heat-map) and the job pages (duration insight),
+300 ms for the others.
 
     .venv/bin/python bench/dashboard.py         # SQLite, a temporary file
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_dash_bench \
@@ -31,7 +34,9 @@ EXECUTIONS = 1_000_000
 AUDIT_EVENTS = 200_000
 RUNNERS = 50
 BIG_LOG_CHUNKS = 2_000
+BUSY_RUNS = 50_000  # one a minute: about 35 days
 TARGET_MS = 300
+INSIGHT_TARGET_MS = 100
 RUNS = 7
 HOUR = 3600
 
@@ -90,6 +95,7 @@ def seed(now):
     vendor = connection_vendor()
     run_sql(for_backend(EXECUTIONS_SQL, vendor), now)
     run_sql(for_backend(AUDIT_SQL, vendor), now)
+    run_sql(for_backend(BUSY_SQL, vendor), now)
     seed_logs_and_counters(now)
     run_sql("ANALYZE", now)
     emit(
@@ -118,6 +124,13 @@ def seed_jobs(now):
         name="bench-workdays", weekdays=["mon", "tue", "wed", "thu", "fri"]
     )
     schedules = ["0 * * * *", "*/5 * * * *", "30 2 * * *", "@every 10m", "15 9 * * 1-5"]
+    Job.objects.create(
+        name="busy-every-minute",
+        schedule="* * * * *",
+        command="run-task --busy",
+        next_run_at=now + timedelta(minutes=1),
+        last_scheduled_at=now,
+    )
     Job.objects.bulk_create(
         (
             Job(
@@ -167,6 +180,7 @@ def run_sql(sql, now):
         ("@RUNNERS", RUNNERS),
         ("@LAST_EXECUTION", EXECUTIONS - 1),
         ("@LAST_AUDIT", AUDIT_EVENTS - 1),
+        ("@LAST_BUSY", BUSY_RUNS - 1),
     ):
         sql = sql.replace(token, str(value))
     with connection.cursor() as cursor:
@@ -202,6 +216,19 @@ FROM (
   JOIN (SELECT id AS job_id, ROW_NUMBER() OVER (ORDER BY id) - 1 AS rn
         FROM scheduler_job WHERE name LIKE 'bench-%') AS j ON j.rn = s.n
 ) AS r
+"""
+
+# The busy job: run i was scheduled i minutes back and took 1 to 90 s;
+# about one in twenty failed.
+BUSY_SQL = """
+INSERT INTO scheduler_execution (job_id, scheduled_for, attempt, "trigger", state, singleton,
+  run_after, runner_id, session, lease, created_at, claimed_at, finished_at, exit_code, error,
+  lost_reason, log_size, log_truncated)
+SELECT (SELECT id FROM scheduler_job WHERE name = 'busy-every-minute'), @TS[t], 1, 'schedule',
+  CASE WHEN (i * 7919) % 20 = 0 THEN 'failed' ELSE 'succeeded' END, FALSE, @TS[t], NULL, '', 1,
+  @TS[t], @TS[t + 1], @TS[t + 2 + (i * 37) % 90],
+  CASE WHEN (i * 7919) % 20 = 0 THEN 1 ELSE 0 END, '', '', 0, FALSE
+FROM (SELECT i, @NOW - @NOW % 60 - 60 - i * 60 AS t FROM @SEQ(@LAST_BUSY)) AS r
 """
 
 AUDIT_SQL = """
@@ -273,6 +300,7 @@ def pages():
         "overview": "/",
         "overview_last_page": f"/?page={JOBS // 50}",
         "job": f"/jobs/{busy.name}/",
+        "job_busy_every_minute": "/jobs/busy-every-minute/",
         "job_calendar": "/jobs/bench-0004/",
         "job_history_page_9": f"/jobs/{busy.name}/?page=9",
         "job_history_lost_only": f"/jobs/{busy.name}/?state=lost",
@@ -324,6 +352,7 @@ def measure(client, name, url, backend):
     with CaptureQueriesContext(connection) as queries:
         client.get(url)
     median = statistics.median(times)
+    target = INSIGHT_TARGET_MS if name.startswith(("overview", "job")) else TARGET_MS
     emit(
         bench="dashboard",
         backend=backend,
@@ -332,8 +361,8 @@ def measure(client, name, url, backend):
         median_ms=round(median, 1),
         max_ms=round(max(times), 1),
         queries=len(queries.captured_queries),
-        target_ms=TARGET_MS,
-        met=median <= TARGET_MS,
+        target_ms=target,
+        met=median <= target,
     )
 
 

@@ -121,6 +121,7 @@ def job_detail(request, name):
         "query": urlencode({"state": state}) if state else "",
         "chart": duration_chart(queries.duration_runs(job), now),
         "run_stats": queries.run_stats(job, now),
+        "stats_sample": queries.STATS_SAMPLE,
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
         # No row until the job's first run settles.
         "health": getattr(job, "health", None),

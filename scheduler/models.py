@@ -485,6 +485,21 @@ class Execution(models.Model):
                 condition=models.Q(state="queued"),
                 name="exec_job_queued",
             ),
+            # The dashboard's failure heat-map: settled runs per state and hour
+            # of the last day, and the jobs failing most, counted from the
+            # index alone (dashboard.queries.failure_heatmap_rows).
+            models.Index(
+                fields=["state", "finished_at", "job"],
+                condition=models.Q(finished_at__isnull=False),
+                name="exec_state_finished",
+            ),
+            # One job's finished runs by outcome and time: the job page's
+            # success rate, its row on the heat-map (dashboard.queries).
+            models.Index(
+                fields=["job", "state", "finished_at"],
+                condition=models.Q(finished_at__isnull=False),
+                name="exec_job_state_finished",
+            ),
         ]
 
     def __str__(self):

@@ -79,7 +79,7 @@ def test_duration_runs_keep_only_the_newest_up_to_the_limit(make_job, make_run):
 @pytest.fixture
 def month_of_runs(make_job, make_run):
     """Durations 1..20 s in the last week, 100..109 s before it; some failures,
-    one cancelled (no verdict), one run in the future (not yet)."""
+    one cancelled (no verdict), one finishing after NOW (not yet)."""
     job = make_job()
     for i in range(20):
         state = Execution.FAILED if i % 5 == 0 else Execution.SUCCEEDED
@@ -123,10 +123,17 @@ def test_a_job_without_runs_has_no_rate_and_no_percentiles(make_job):
 def test_sqlite_percentiles_read_only_the_newest_runs(month_of_runs, monkeypatch):
     monkeypatch.setattr(queries, "STATS_SAMPLE", 5)
     week, month = queries.run_stats(month_of_runs, NOW)
-    # The five newest finished runs: 1..5 s.
-    assert week.p50 == month.p50 == pytest.approx(3.0, abs=0.001)
+    # The five newest runs: one not finished by NOW, then those of 1..4 s.
+    assert week.p50 == month.p50 == pytest.approx(2.5, abs=0.001)
     assert week.sampled and month.sampled
     assert month.settled == 30  # the counts are not sampled
+
+
+def test_a_window_read_whole_is_not_marked_sampled(month_of_runs, monkeypatch):
+    monkeypatch.setattr(queries, "STATS_SAMPLE", 31)  # the 7-day window fits
+    week, month = queries.run_stats(month_of_runs, NOW)
+    assert not week.sampled
+    assert month.sampled == (connection.vendor == "sqlite")
 
 
 def test_stats_are_two_queries_whatever_the_history(month_of_runs, django_assert_num_queries):
@@ -251,6 +258,3 @@ def test_overview_query_count_with_failing_jobs_stays_bounded(
     with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(18):
         html = staff_client.get(reverse("dashboard:overview")).content.decode()
     assert html.count("data-heat-row=") == 1 + queries.HEATMAP_JOBS
-
-
-assert connection  # the skipif condition reads it
