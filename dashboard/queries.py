@@ -220,6 +220,18 @@ def seconds_expression():
     return RawSQL(SECONDS_SQL[connection.vendor], [], output_field=FloatField())
 
 
+# A datetime column as seconds since the epoch.
+EPOCH_SQL = {
+    "postgresql": "EXTRACT(EPOCH FROM {column})::float8",
+    "sqlite": "(julianday({column}) - 2440587.5) * 86400.0",
+}
+
+
+def epoch_expression(column):
+    sql = EPOCH_SQL[connection.vendor].format(column=connection.ops.quote_name(column))
+    return RawSQL(sql, [], output_field=FloatField())
+
+
 def with_duration(runs):
     """The finished runs among `runs` that have a duration (they ran)."""
     return runs.filter(
@@ -244,12 +256,20 @@ def newest_runs(job):
 
 def duration_runs(job, limit=CHART_POINTS):
     """[DurationRun] those of the newest `limit` runs that finished with a
-    duration, oldest first; durations computed by the database, plain tuples
-    (the chart draws up to a thousand)."""
-    rows = newest_runs(job).values_list("pk", "state", "claimed_at", "seconds")[:limit]
+    duration, oldest first. The database computes the durations and the
+    start instants as epoch seconds: parsing a thousand datetimes on SQLite
+    would cost more than the query. (SQLite's julianday() is exact to some
+    20 µs; the chart needs milliseconds at most.)"""
+    rows = (
+        newest_runs(job)
+        .annotate(started=epoch_expression("claimed_at"))
+        .values_list("pk", "state", "started", "seconds")[:limit]
+    )
     return [
-        charts.DurationRun(pk, state, started_at, seconds, state in FAILING)
-        for pk, state, started_at, seconds in reversed(rows)
+        charts.DurationRun(
+            pk, state, datetime.fromtimestamp(round(started, 3), UTC), seconds, state in FAILING
+        )
+        for pk, state, started, seconds in reversed(rows)
         if has_duration(state, seconds)
     ]
 

@@ -125,25 +125,26 @@ def iso(value):
 def duration_points(chart):
     """The duration chart's points: a dot per run, a cross per failure, each
     linked to its run. Built in Python: up to 1,000 of them."""
-    labels = dict(Execution.STATES)
     base = reverse("dashboard:execution", args=[0]).removesuffix("0/")
+    labels = {state: escape(label) for state, label in Execution.STATES}
     shapes = []
     for point in chart.points:
         run = point.run
-        title = escape(
-            f"{format_seconds(run.seconds)} · {labels.get(run.state, run.state)}"
-            f" · started {utc(run.started_at)}"
+        state = escape(run.state)
+        title = (
+            f"<title>{format_seconds(run.seconds)} · {labels.get(run.state, state)}"
+            f" · started {utc(run.started_at)}</title>"
         )
         if run.failed:
+            x, y = point.x - 3, point.y - 3
             shape = (
-                f'<path class="point failed state-{escape(run.state)}" data-failed'
-                f' d="M{point.x - 3:.2f} {point.y - 3:.2f}l6 6m0 -6l-6 6">'
+                f'<path class="point failed state-{state}" data-failed'
+                f' d="M{x:.2f} {y:.2f}l6 6m0 -6l-6 6">{title}</path>'
             )
-            shape += f"<title>{title}</title></path>"
         else:
             shape = (
-                f'<circle class="point state-{escape(run.state)}" cx="{point.x}"'
-                f' cy="{point.y}" r="2.5"><title>{title}</title></circle>'
+                f'<circle class="point state-{state}" cx="{point.x}" cy="{point.y}"'
+                f' r="2.5">{title}</circle>'
             )
         shapes.append(f'<a href="{base}{run.pk}/" data-run="{run.pk}">{shape}</a>')
     return mark_safe("".join(shapes))  # noqa: S308 (every value above is escaped or a number)
