@@ -1,4 +1,4 @@
-# The dashboard's outcome indexes (dashboard.queries): finished executions by
+# The dashboard's outcome indexes (dashboard.queries): settled executions by
 # state and time, overall and per job.
 #
 # Built CONCURRENTLY on PostgreSQL like 0005 (see there for an interrupted
@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
         AddIndexConcurrently(
             model_name="execution",
             index=models.Index(
-                condition=models.Q(finished_at__isnull=False),
+                condition=models.Q(state__in=["succeeded", "failed", "timed_out", "lost"]),
                 fields=["state", "finished_at", "job"],
                 name="exec_state_finished",
             ),
@@ -32,7 +32,7 @@ class Migration(migrations.Migration):
         AddIndexConcurrently(
             model_name="execution",
             index=models.Index(
-                condition=models.Q(finished_at__isnull=False),
+                condition=models.Q(state__in=["succeeded", "failed", "timed_out", "lost"]),
                 fields=["job", "state", "finished_at"],
                 name="exec_job_state_finished",
             ),

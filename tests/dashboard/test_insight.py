@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 import time_machine
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import queries
@@ -258,3 +259,43 @@ def test_overview_query_count_with_failing_jobs_stays_bounded(
     with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(18):
         html = staff_client.get(reverse("dashboard:overview")).content.decode()
     assert html.count("data-heat-row=") == 1 + queries.HEATMAP_JOBS
+
+
+# The outcome indexes serve these counts, and only the queries that name them
+
+
+def query_plan(sql, params):
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return " ".join(str(row[-1]) for row in cursor.fetchall())
+
+
+@only_sqlite
+def test_heatmap_and_window_counts_read_the_outcome_indexes_alone(make_job, make_run):
+    job = make_job()
+    make_run(job, H(1))
+    since = NOW - D(7)
+    with CaptureQueriesContext(connection) as captured:
+        queries.failure_heatmap_rows(NOW)
+        queries.scalar_counts([(queries.SETTLED, job.pk, since, NOW)])
+    plans = [query_plan(query["sql"], []) for query in captured.captured_queries]
+    assert "COVERING INDEX exec_state_finished" in plans[0]
+    assert "COVERING INDEX exec_job_state_finished" in plans[-1]
+
+
+@only_sqlite
+def test_a_query_for_a_jobs_newest_successes_keeps_its_history_index(make_job):
+    # The shape of the slow-run detector's read (notifications.detectors):
+    # the outcome indexes would make it sort the job's whole history.
+    newest = (
+        Execution.objects.filter(
+            job=make_job(),
+            state=Execution.SUCCEEDED,
+            claimed_at__isnull=False,
+            finished_at__isnull=False,
+        )
+        .order_by("-scheduled_for")
+        .values_list("claimed_at", "finished_at")[:20]
+    )
+    plan = query_plan(*newest.query.sql_with_params())
+    assert "state_finished" not in plan
