@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -284,9 +284,11 @@ def test_heatmap_and_window_counts_read_the_outcome_indexes_alone(make_job, make
 
 
 @only_sqlite
-def test_a_query_for_a_jobs_newest_successes_keeps_its_history_index(make_job):
-    # The shape of the slow-run detector's read (notifications.detectors):
-    # the outcome indexes would make it sort the job's whole history.
+@pytest.mark.parametrize("index", ["exec_state_finished", "exec_job_state_finished"])
+def test_a_query_for_a_jobs_newest_successes_cannot_use_the_outcome_indexes(make_job, index):
+    # The shape of the slow-run detector's read (notifications.detectors): an
+    # outcome index would make it sort the job's whole history. Forced onto
+    # one, SQLite finds no plan: the index's condition does not hold for it.
     newest = (
         Execution.objects.filter(
             job=make_job(),
@@ -297,5 +299,9 @@ def test_a_query_for_a_jobs_newest_successes_keeps_its_history_index(make_job):
         .order_by("-scheduled_for")
         .values_list("claimed_at", "finished_at")[:20]
     )
-    plan = query_plan(*newest.query.sql_with_params())
-    assert "state_finished" not in plan
+    sql, params = newest.query.sql_with_params()
+    table = '"scheduler_execution"'
+    forced = sql.replace(f"FROM {table}", f"FROM {table} INDEXED BY {index}", 1)
+    assert forced != sql
+    with pytest.raises(OperationalError, match="no query solution"):
+        query_plan(forced, params)
