@@ -318,7 +318,7 @@ def _raw_next(schedule, zone, after, limit, anchor):
 # --- the public math -----------------------------------------------------------
 
 
-def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
+def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None, blocked=None):
     """The first fire instant strictly after `after`, calendar applied, in UTC.
 
     `schedule` is text or a Schedule, `tz` an IANA name or ZoneInfo, `calendar`
@@ -326,6 +326,8 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
     scheduled instant). Policy `skip` moves on to the next occurrence inside
     allowed time; `defer` fires a blocked occurrence once at the first allowed
     instant after it. None when nothing fires within the horizon (5 years).
+    `blocked`, a list, receives the candidates the calendar turned away on
+    the way (one per blocked stretch crossed), for previews.
     """
     if policy not in (SKIP, DEFER):
         raise ValueError(f"unknown calendar policy {policy!r} (use skip or defer)")
@@ -339,9 +341,14 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
     if policy == DEFER:
         # Every occurrence before the next allowed instant is blocked too, so
         # they all coalesce into this one firing.
-        return calendar.next_allowed(candidate, horizon=limit)
+        allowed = calendar.next_allowed(candidate, horizon=limit)
+        if allowed != candidate and blocked is not None:
+            blocked.append(candidate)
+        return allowed
     while candidate is not None:
         allowed = calendar.next_allowed(candidate, horizon=limit)
+        if allowed != candidate and blocked is not None:
+            blocked.append(candidate)
         if allowed is None or allowed == candidate:
             return allowed
         candidate = _raw_next(schedule, zone, allowed - TINY, limit, anchor=after)

@@ -180,8 +180,9 @@ class Job(models.Model):
         self.error, self.error_at = "", None
         return ["error", "error_at"]
 
-    def next_fire_after(self, after):
-        """The first fire instant strictly after `after`, calendar applied."""
+    def next_fire_after(self, after, blocked=None):
+        """The first fire instant strictly after `after`, calendar applied
+        (`blocked`: see `scheduler.cron.next_fire`)."""
         from scheduler.cron import next_fire
 
         return next_fire(
@@ -191,25 +192,28 @@ class Job(models.Model):
             after,
             self.calendar_policy,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            blocked=blocked,
         )
 
-    def upcoming(self, after, count):
+    def upcoming(self, after, count, blocked=None):
         """Up to `count` instants this job fires strictly after `after`, calendar applied.
 
         The one answer to "when does this job fire next" for the admin, the
         dashboard and `next_runs`, counted as the loop counts: each instant
         is `next_fire_after` the one before, starting from the job's anchor
         (see `first_fire_after`). ScheduleError or RulesError when the stored
-        schedule or calendar cannot be evaluated.
+        schedule or calendar cannot be evaluated. `blocked`, a list, receives
+        the candidates the calendar turned away before the last one returned.
         """
         fires = []
-        instant = self.first_fire_after(after)
+        instant = self.first_fire_after(after, blocked)
         while instant is not None and len(fires) < count:
             fires.append(instant)
-            instant = self.next_fire_after(instant)
+            if len(fires) < count:
+                instant = self.next_fire_after(instant, blocked)
         return fires
 
-    def first_fire_after(self, after):
+    def first_fire_after(self, after, blocked=None):
         """The first instant the job fires strictly after `after`.
 
         Cron instants are fixed points in time. An `@every` job fires on the
@@ -223,9 +227,9 @@ class Job(models.Model):
 
         every = parse_schedule(self.schedule).every
         if every is None or self.next_run_at is None:
-            return self.next_fire_after(after)
+            return self.next_fire_after(after, blocked)
         grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
-        return self.next_fire_after(grid_point)
+        return self.next_fire_after(grid_point, blocked)
 
     def no_fires_reason(self, after):
         """Why `upcoming(after, ...)` is empty, in a sentence."""
