@@ -101,6 +101,9 @@
     time.setAttribute("datetime", entry.at);
     if (entry.utc) li.appendChild(element("span", "quiet", " (" + entry.utc + ")"));
     if (entry.blocked) {
+      // Not numbered: the numbers count the fire times.
+      li.style.listStyleType = "none";
+      li.style.counterIncrement = "list-item 0";
       li.title = entry.reason;
       li.appendChild(element("span", "quiet", " blocked"));
     }
