@@ -194,3 +194,21 @@ def test_every_preview_is_the_instant_the_loop_fires_to_the_second(staff):
     assert poll.next_run_at == expected[1]
     with time_machine.travel(first, tick=False):
         assert form_preview(staff, job=poll.pk) == expected[1:] + [expected[-1] + TEN_MINUTES]
+
+
+def test_after_an_outage_too_long_to_list_an_every_job_stays_on_its_grid():
+    # 1,440 missed instants: more than the loop lists one by one, so it jumps
+    # to the misfire grace window. The jump must land on the job's grid, where
+    # the preview shown during the outage said the job fires.
+    poll = Job.objects.create(
+        name="poll", schedule="@every 10s", command="true", next_run_at=CREATED
+    )
+    now = CREATED + timedelta(hours=4, seconds=4)
+    preview = poll.upcoming(now, 3)
+
+    ticks.trigger_due(now)
+
+    poll.refresh_from_db()
+    assert poll.next_run_at == preview[0]
+    fired = Execution.objects.values_list("scheduled_for", flat=True)
+    assert fired and all((t - CREATED) % timedelta(seconds=10) == timedelta(0) for t in fired)
