@@ -1,5 +1,5 @@
 import re
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -206,7 +206,11 @@ class Job(models.Model):
         the candidates the calendar turned away before the last one returned.
         """
         fires = []
-        instant = self.first_fire_after(after, blocked)
+        resumes = self.paused_until if self.paused_at else None
+        if resumes is not None and resumes > after:
+            instant = self.fire_after_pause(resumes, blocked)  # what the loop then does
+        else:
+            instant = self.first_fire_after(after, blocked)
         while instant is not None and len(fires) < count:
             fires.append(instant)
             if len(fires) < count:
@@ -230,6 +234,19 @@ class Job(models.Model):
             return self.next_fire_after(after, blocked)
         grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
         return self.next_fire_after(grid_point, blocked)
+
+    def fire_after_pause(self, until, blocked=None):
+        """The first instant the job fires once a pause ends at `until`.
+
+        A cron occurrence at `until` itself fires. An `@every` job counts
+        from `until`, as an operator's resume at that instant would (counting
+        from just before it would fire a microsecond early).
+        """
+        from scheduler.cron import parse_schedule
+
+        if parse_schedule(self.schedule).every is None:
+            until -= timedelta(microseconds=1)  # next_fire_after is strictly after
+        return self.next_fire_after(until, blocked)
 
     def no_fires_reason(self, after):
         """Why `upcoming(after, ...)` is empty, in a sentence."""
