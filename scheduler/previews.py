@@ -89,6 +89,9 @@ def draft(form, stored, calendar):
         timezone=form.timezone,
         calendar=calendar,
         calendar_policy=form.policy,
+        # A pause outlives the save: the job fires again where it ends.
+        paused_at=stored.paused_at if stored else None,
+        paused_until=stored.paused_until if stored else None,
     )
     if calendar is not None:
         try:

@@ -234,3 +234,13 @@ def test_a_preview_says_what_the_save_then_schedules(staff):
         )
     saved = Job.objects.get(name="report")
     assert preview.json()["entries"][0]["at"] == previews.iso(saved.next_run_at)
+
+
+def test_a_job_paused_until_an_instant_previews_from_its_end_even_when_edited():
+    until = NOW + timedelta(days=2)
+    job = JobFactory(schedule="@every 10m", timezone="UTC", paused_at=NOW, paused_until=until)
+    edited = form(schedule="@every 15m", timezone="UTC", job=str(job.pk))
+
+    answer = previews.preview(previews.load_draft(edited), NOW)
+
+    assert shown(answer, "at")[0] == previews.iso(until + timedelta(minutes=15))
