@@ -65,6 +65,7 @@ FIELDS = [
     ("month", 1, 12, MONTH_NAMES),
     ("day-of-week", 0, 7, DOW_NAMES),
 ]
+LONGEST_EVERY = timedelta(days=36500)  # a hundred years
 EVERY_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -149,9 +150,15 @@ def _parse_every(text):
             "e.g. @every 30s, @every 5m, @every 1h30m, @every 2d"
         )
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        interval = LONGEST_EVERY + ONE_DAY
     if interval <= timedelta(0):
         raise ScheduleError(f"{text!r}: the interval must be longer than zero")
+    if interval > LONGEST_EVERY:
+        # Past it the date arithmetic overflows; nothing that rare fires anyway.
+        raise ScheduleError(f"{text!r}: the interval must be at most {LONGEST_EVERY.days}d")
     return Schedule(text=text, every=interval)
 
 

@@ -244,3 +244,9 @@ def test_a_job_paused_until_an_instant_previews_from_its_end_even_when_edited():
     answer = previews.preview(previews.load_draft(edited), NOW)
 
     assert shown(answer, "at")[0] == previews.iso(until + timedelta(minutes=15))
+
+
+def test_an_interval_too_long_to_count_is_a_400_not_a_500(staff):
+    answer = staff.get(reverse(PREVIEW), {"schedule": "@every 99999999999d"})
+    assert answer.status_code == 400
+    assert "at most 36500d" in answer.json()["error"]
