@@ -46,7 +46,7 @@ def read_form(params):
         raise PreviewError(f"unknown calendar policy {policy!r} (use skip or defer)")
     return ScheduleForm(
         schedule=params.get("schedule", "").strip(),
-        timezone=params.get("timezone", "").strip() or "UTC",
+        timezone=params.get("timezone", "").strip(),
         calendar_id=optional_id(params.get("calendar"), "calendar"),
         policy=policy,
         job_id=optional_id(params.get("job"), "job"),

@@ -141,6 +141,7 @@ def test_an_unchanged_every_job_keeps_its_grid_and_a_changed_one_counts_from_the
         ({"schedule": ""}, "schedule is empty"),
         ({"schedule": "@every 0s"}, "longer than zero"),
         ({"timezone": "Mars/Olympus"}, "'Mars/Olympus' is not a known IANA timezone"),
+        ({"timezone": ""}, "'' is not a known IANA timezone"),
         ({"calendar": "999999"}, "unknown calendar 999999"),
         ({"calendar": "ops"}, "calendar id 'ops' is not a number"),
         ({"job": "999999"}, "unknown job 999999"),
@@ -212,7 +213,8 @@ def test_staff_who_may_not_see_jobs_are_refused(client, django_user_model):
 def test_staff_who_may_view_jobs_get_previews(client, django_user_model):
     job = JobFactory(schedule="@daily")
     staff_with(client, django_user_model, "view_job")
-    answer = client.get(reverse(PREVIEW), {"schedule": "@daily", "job": job.pk})
+    query = {"schedule": "@daily", "timezone": "UTC", "job": job.pk}
+    answer = client.get(reverse(PREVIEW), query)
     assert answer.status_code == 200 and answer.json()["entries"]
 
 
