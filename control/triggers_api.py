@@ -7,15 +7,14 @@ from typing import Annotated
 
 from django.utils import timezone
 from ninja import Body, Router, Schema, Status
-from ninja.errors import HttpError
 from pydantic import StrictBool
 
-from control import auth, refusals, scopes
-from control.auth import needs
+from control import auth, jobs, refusals, scopes
+from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
 from runners.api import Text
+from runners.db_threads import run_db
 from scheduler import backfill, triggers
-from scheduler.models import Job
 from scheduler.refusals import OperationRefused
 
 router = Router(tags=["jobs"])
@@ -43,31 +42,28 @@ class BackfillOut(Schema):
     created: int
 
 
-def job_named(name):
-    # A name with NUL names no job (PostgreSQL refuses it in a query).
-    job = None if "\x00" in name else Job.objects.filter(name=name).first()
-    if job is None:
-        raise HttpError(404, f"no job named {name!r}")
-    return job
-
-
+# Async, its work in one step on the runner API's database threads: a
+# trigger is on the path from a CI pipeline to a runner starting the job
+# (trigger -> running), and the thread keeps its connection between calls.
 @router.post(
     "jobs/{name}/trigger",
-    auth=needs(scopes.JOBS_TRIGGER),
+    auth=needs_in_db_thread(scopes.JOBS_TRIGGER),
     response={202: TriggerOut},
     summary="Run a job now",
 )
-def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None):
+async def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None):
     body = body or TriggerIn()
-    job = job_named(name)
     actor = auth.actor(request.auth)
     try:
-        done = triggers.trigger(
-            job, timezone.now(), actor, body.idempotency_key, body.env, body.scheduled_for
-        )
+        done = await run_db(trigger_step, name, timezone.now(), actor, body)
     except OperationRefused as refusal:
         return refusals.response(refusal)
     return Status(202, {"execution_id": done.execution.pk, "deduplicated": done.deduplicated})
+
+
+def trigger_step(name, now, actor, body):
+    job = jobs.get(name)
+    return triggers.trigger(job, now, actor, body.idempotency_key, body.env, body.scheduled_for)
 
 
 @router.post(
@@ -77,7 +73,7 @@ def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None
     summary="Run a job for the past instants of its schedule in a range",
 )
 def backfill_range(request, name: str, body: BackfillIn):
-    job = job_named(name)
+    job = jobs.get(name)
     actor = auth.actor(request.auth)
     try:
         done = backfill.backfill(job, body.start, body.end, timezone.now(), actor, body.dry_run)

@@ -36,6 +36,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_prometheus",
+    # Its templates and static files: /api/docs renders Swagger UI from
+    # Croniq's own static files, not from a CDN (works offline).
+    "ninja",
     "audit",
     "calendars",
     "scheduler",
@@ -99,6 +102,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# Shown dates carry their timezone (croniq_project/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["croniq_project.formats"]
 
 STATIC_URL = "static/"
 # Only needed after `collectstatic` (the Docker image runs it); without it the

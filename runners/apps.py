@@ -6,11 +6,13 @@ class RunnersConfig(AppConfig):
     verbose_name = "Runners"
 
     def ready(self):
+        from runners.hub import wake_local_hubs
         from runners.notify import notify_new_work
         from scheduler import notifier
 
         # New or retried executions wake this process's waiting polls, and
         # (PostgreSQL) every other web process's.
+        notifier.on_new_work(wake_local_hubs)
         notifier.on_new_work(notify_new_work)
 
     def loop_steps(self, loop):
@@ -22,3 +24,9 @@ class RunnersConfig(AppConfig):
             Step("runners", loop_steps.update_runner_states, every=HOUSEKEEPING_INTERVAL),
             Step("flapping", identity.clear_quiet_flapping, every=HOUSEKEEPING_INTERVAL),
         ]
+
+    def label_warnings(self, jobs):
+        """For `scheduler.label_checks`: the jobs whose labels no runner carries."""
+        from runners import coverage
+
+        return coverage.label_warnings(jobs)

@@ -15,6 +15,7 @@ from dashboard.stats import percentiles
 from scheduler.job_health import JobHealth
 from scheduler.models import Execution
 from tests.dashboard.conftest import NOW
+from tests.dashboard.test_pages import JOB_QUERIES, OVERVIEW_QUERIES
 
 only_sqlite = pytest.mark.skipif(
     "connection.vendor != 'sqlite'", reason="SQLite reads a bounded sample"
@@ -227,7 +228,7 @@ def test_job_page_with_a_thousand_runs_draws_a_thousand_points(
         )
         for i in range(queries.CHART_POINTS + 20)
     )
-    with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(12):
+    with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(JOB_QUERIES):
         html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
     assert html.count('class="point') == queries.CHART_POINTS
     assert html.count("data-failed") == queries.CHART_POINTS // 10
@@ -256,7 +257,7 @@ def test_overview_query_count_with_failing_jobs_stays_bounded(
 ):
     for i in range(queries.HEATMAP_JOBS + 5):
         make_run(make_job(f"job-{i:02}"), H(1), state=Execution.FAILED)
-    with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(18):
+    with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(OVERVIEW_QUERIES):
         html = staff_client.get(reverse("dashboard:overview")).content.decode()
     assert html.count("data-heat-row=") == 1 + queries.HEATMAP_JOBS
 
