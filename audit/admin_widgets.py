@@ -128,6 +128,17 @@ class NamesField(CheckedField):
         return names_in(value)
 
 
+class Checkboxes(forms.CheckboxSelectMultiple):
+    """Checkboxes on one line ("inline-choices") or in columns ("columns-choices")."""
+
+    def __init__(self, layout, choices=()):
+        super().__init__(attrs={"class": layout}, choices=choices)
+
+    @property
+    def media(self):
+        return MEDIA
+
+
 class KeyValueRows(forms.Widget):
     """One row of name and value inputs per entry, and a blank row to add
     one; the script adds and removes rows. The rows post as `<name>__name`

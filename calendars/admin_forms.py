@@ -12,7 +12,7 @@ import zoneinfo
 
 from django import forms
 
-from audit.admin_widgets import NamesField, SuggestionsInput
+from audit.admin_widgets import Checkboxes, NamesField, SuggestionsInput
 from calendars.models import WEEKDAYS, Calendar
 from calendars.public_holidays import known_categories
 from calendars.validators import validate_timezone
@@ -36,11 +36,6 @@ class TimezoneField(forms.CharField):
         )
 
 
-class CheckboxesInColumns(forms.CheckboxSelectMultiple):
-    def __init__(self, layout, choices=()):
-        super().__init__(attrs={"class": layout}, choices=choices)
-
-
 def lower_names(names):
     """Day names as apply reads them (`Mon` is `mon`); anything else is left
     for the model's check to name."""
@@ -57,12 +52,12 @@ class CalendarAdminForm(forms.ModelForm):
     weekdays = NamesField(
         required=False,
         initial=list(WEEKDAYS),
-        widget=CheckboxesInColumns("inline-choices", [(day, day.capitalize()) for day in WEEKDAYS]),
+        widget=Checkboxes("inline-choices", [(day, day.capitalize()) for day in WEEKDAYS]),
         help_text="The days on which jobs on this calendar may fire.",
     )
     holiday_categories = NamesField(
         required=False,
-        widget=CheckboxesInColumns("columns-choices"),
+        widget=Checkboxes("columns-choices"),
         help_text="Which of the country's holidays block jobs; none ticked: its public "
         "holidays. Not every country knows every category.",
     )
