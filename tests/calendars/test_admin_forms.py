@@ -34,12 +34,14 @@ def form_of(**fields):
     return form
 
 
-def apply_says(field, **item):
-    """apply's error for a calendar with `item`'s fields, without its "where"."""
+def apply_says(path, **item):
+    """apply's error for a calendar with `item`'s fields, without the item
+    and the field's YAML `path` in front."""
     with pytest.raises(ApplyError) as refused:
         apply({"calendars": [{"name": "ops", **item}]}, now=NOW, dry_run=True)
     [error] = refused.value.errors
-    return error.removeprefix(f"calendars[0].{field}: ")
+    assert error.startswith(f"calendars[0].{path}: ")
+    return error.removeprefix(f"calendars[0].{path}: ")
 
 
 def checkboxes(answer, name):
@@ -118,7 +120,7 @@ def test_a_category_the_country_lacks_is_refused_as_apply_refuses_it():
     form = form_of(holiday_country="DE", holiday_categories=["half_day"])
     holidays = {"country": "DE", "categories": ["half_day"]}
     assert form.errors["holiday_categories"] == [
-        apply_says("holiday_categories", holidays=holidays)
+        apply_says("holidays.categories", holidays=holidays)
     ]
 
 

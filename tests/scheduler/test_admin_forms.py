@@ -43,6 +43,7 @@ def apply_says(field, value):
     with pytest.raises(ApplyError) as refused:
         apply({"jobs": [item]}, now=NOW, dry_run=True)
     [error] = refused.value.errors
+    assert error.startswith(f"jobs[0].{field}: ")
     return error.removeprefix(f"jobs[0].{field}: ")
 
 
