@@ -31,7 +31,7 @@ def names_in(value):
     if text.startswith("["):
         try:
             parsed = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deeply
             parsed = None
         if isinstance(parsed, list):
             return parsed
@@ -50,7 +50,7 @@ def mapping_in(value):
     if text.startswith(("{", "[")):
         try:
             return json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deeply
             pass
     return mapping_of_lines(text)
 

@@ -183,3 +183,9 @@ def test_the_timezone_input_suggests_the_iana_names(staff):
     assert 'list="id_timezone_options"' in page
     assert '<datalist id="id_timezone_options">' in page
     assert '<option value="Europe/Berlin">' in page
+
+
+def test_text_nested_too_deeply_for_json_is_an_error_not_a_crash():
+    deep = "[" * 100_000
+    assert form_of(labels=deep).cleaned_data["labels"] == [deep]  # one odd but valid label
+    assert form_of(env="{" * 100_000).errors["env"] == ["line 1: write NAME=value"]
