@@ -3,6 +3,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.admin_mixins import AuditedModelAdmin
+from calendars.admin_forms import CalendarAdminForm
 from calendars.changes import calendar_changed
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import RulesError, month_grid
@@ -47,6 +48,7 @@ class CalendarPeriodInline(admin.TabularInline):
 
 @admin.register(Calendar)
 class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
+    form = CalendarAdminForm
     list_display = ["name", "timezone", "weekdays_shown", "holidays_shown", "window_shown", "base"]
     list_select_related = ["base"]
     search_fields = ["name", "description"]
