@@ -64,14 +64,14 @@ def test_a_dry_run_answers_the_plan_and_writes_nothing(api):
 
 
 def test_the_plan_is_the_one_manage_py_apply_prints(api, tmp_path):
-    api.post("apply", DOCUMENT)
+    api.post("apply", DOCUMENT, source="croniq")
     changed = {**DOCUMENT, "jobs": [{**DOCUMENT["jobs"][0], "command": "false"}]}
     path = tmp_path / "croniq.yaml"
     path.write_text(yaml.safe_dump(changed))
     out = StringIO()
     call_command("apply", str(path), "--dry-run", "--prune", "--json", stdout=out)
 
-    answer = api.post("apply", changed, dry_run="true", prune="true")
+    answer = api.post("apply", changed, dry_run="true", prune="true", source="croniq")
 
     assert answer.json()["changes"] == json.loads(out.getvalue())
     assert [(c["action"], c["name"]) for c in answer.json()["changes"]] == [
@@ -175,7 +175,7 @@ def test_a_yaml_body_is_read_as_manage_py_apply_reads_the_file(api, tmp_path):
     path = tmp_path / "croniq.yaml"
     path.write_text(YAML_FILE)
     out = StringIO()
-    call_command("apply", str(path), "--dry-run", "--json", stdout=out)
+    call_command("apply", str(path), "--dry-run", "--json", "--source", "api", stdout=out)
 
     planned = post_yaml(api, YAML_FILE, dry_run="true")
     applied = post_yaml(api, YAML_FILE)
