@@ -16,6 +16,8 @@ are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
 `"1h30m"`, `"2d"`).
 """
 
+import copy
+
 from django.core.exceptions import ValidationError
 
 from audit.changes import MASK, masked_diff
@@ -293,7 +295,9 @@ class NotifySections:
         after = channel_state(channel)
         if before != after:
             channel.save()
-        self.applier.record_change("channel", channel.name, before, after, mask=masked_channel_diff)
+        self.applier.record_change(
+            "channel", channel.name, before, after, mask=masked_channel_diff, target=channel
+        )
 
     def apply_rule(self, where, item):
         errors, values = [], {}
@@ -327,14 +331,17 @@ class NotifySections:
         if before != after:
             rule.save()
             rule.channels.set(found.values())
-        self.applier.record_change("rule", rule.name, before, after)
+        self.applier.record_change("rule", rule.name, before, after, target=rule)
 
     def prune(self):
         """Delete the channels and rules an apply made that the file no
         longer names; never those made in the admin (`managed_by` empty)."""
         managed_rules = Rule.objects.exclude(managed_by="").exclude(name__in=self.rule_names)
         for rule in managed_rules:
-            self.applier.record_change("rule", rule.name, rule_state(rule), None)
+            # A copy keeps the pk that delete() clears: the event's target.
+            self.applier.record_change(
+                "rule", rule.name, rule_state(rule), None, target=copy.copy(rule)
+            )
             rule.delete()
         managed = Channel.objects.exclude(managed_by="").exclude(name__in=self.channel_names)
         for channel in managed:
@@ -347,6 +354,11 @@ class NotifySections:
                 continue
             before = channel_state(channel)
             self.applier.record_change(
-                "channel", channel.name, before, None, mask=masked_channel_diff
+                "channel",
+                channel.name,
+                before,
+                None,
+                mask=masked_channel_diff,
+                target=copy.copy(channel),
             )
             channel.delete()
