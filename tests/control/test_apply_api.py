@@ -224,3 +224,37 @@ def test_a_body_that_is_no_document_is_422(api, content_type, body, detail):
 
     assert answer.status_code == 422, answer.content
     assert answer.json()["detail"].startswith(detail)
+
+
+def test_a_source_names_the_file_and_prune_deletes_only_its_rows(api):
+    api.post("apply", {"jobs": [DOCUMENT["jobs"][1]]})
+    api.post("apply", {**DOCUMENT, "jobs": DOCUMENT["jobs"][:1]}, source="billing")
+
+    answer = api.post("apply", {}, prune="true", source="billing")
+
+    assert {(c["action"], c["name"]) for c in answer.json()["changes"]} == {
+        ("delete", "report"),
+        ("delete", "workdays"),
+    }
+    assert list(Job.objects.values_list("name", "managed_source")) == [("heartbeat", "api")]
+
+
+@pytest.mark.parametrize("source", ["", "x" * 101])
+def test_a_bad_source_is_422_and_writes_nothing(api, source):
+    answer = api.post("apply", DOCUMENT, source=source)
+
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["detail"].startswith("source: ")
+    assert snapshot() == ([], [])
+
+
+def test_a_schedule_change_plans_the_fire_times_before_and_after(api):
+    api.post("apply", DOCUMENT)
+    moved = {**DOCUMENT, "jobs": [{**DOCUMENT["jobs"][1], "schedule": "@every 1h"}]}
+
+    answer = api.post("apply", moved, dry_run="true")
+
+    [change] = answer.json()["changes"]
+    assert change["diff"] == {"schedule": ["@every 5m", "@every 1h"]}
+    assert set(change["fires"]) == {"before", "after"}
+    assert len(change["fires"]["before"]) == len(change["fires"]["after"]) == 3
