@@ -21,7 +21,8 @@ install: $(STAMP)
 
 run: install
 	DEBUG=1 $(BIN)/python manage.py migrate --no-input
-	DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) $(BIN)/python manage.py demo_setup --env-file .croniq/demo.env
+	DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) $(BIN)/python manage.py demo_setup --env-file .croniq/demo.env \
+		--url http://127.0.0.1:$(CRONIQ_PORT)/
 	PATH="$(CURDIR)/$(BIN):$$PATH" DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) \
 		$(BIN)/honcho -e .croniq/demo.env -f Procfile start
 

@@ -1,16 +1,7 @@
 #!/usr/bin/env python
-import os
-import sys
+"""The checkout's manage.py; installed, the same is `croniq-admin`."""
 
-
-def main():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
-    from django.core.management import execute_from_command_line
-
-    from croniq_project.startup import fail_on_bad_configuration
-
-    fail_on_bad_configuration(lambda: execute_from_command_line(sys.argv))
-
+from croniq_project.cli import main
 
 if __name__ == "__main__":
     main()

@@ -14,6 +14,7 @@ from ninja.security import HttpBearer
 
 from audit.models import AuditEvent
 from control.models import ApiKey
+from runners.db_threads import run_db
 
 # last_used_at is informational: written at most this often per key.
 TOUCH_INTERVAL = timedelta(minutes=1)
@@ -24,9 +25,18 @@ class ApiKeyAuth(HttpBearer):
     # runner protocol's "RunnerAuth".
     openapi_description = "An API key (DESIGN.md §8): `Authorization: Bearer crk_...`."
 
-    def __init__(self, *scopes):
+    def __init__(self, *scopes, in_db_thread=False):
         super().__init__()
         self.scopes = scopes
+        # For an async view (ninja awaits what `__call__` returns): the key
+        # is looked up in one of the runner API's database threads, which
+        # keep their connections, not in a thread of Django's.
+        self.is_async = in_db_thread
+
+    def __call__(self, request):
+        if self.is_async:
+            return run_db(super().__call__, request)
+        return super().__call__(request)
 
     @property
     def scope(self):
@@ -57,6 +67,11 @@ def needs_all(*scopes):
     """The `auth=` of a call that needs every one of `scopes` (apply writes
     jobs and calendars); a key missing one is told the first it lacks."""
     return ApiKeyAuth(*scopes)
+
+
+def needs_in_db_thread(scope):
+    """`needs(scope)` for an async view whose steps run in `run_db`."""
+    return ApiKeyAuth(scope, in_db_thread=True)
 
 
 def any_key():

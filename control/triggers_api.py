@@ -11,9 +11,10 @@ from ninja.errors import HttpError
 from pydantic import StrictBool
 
 from control import auth, refusals, scopes
-from control.auth import needs
+from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
 from runners.api import Text
+from runners.db_threads import run_db
 from scheduler import backfill, triggers
 from scheduler.models import Job
 from scheduler.refusals import OperationRefused
@@ -51,23 +52,28 @@ def job_named(name):
     return job
 
 
+# Async, its work in one step on the runner API's database threads: a
+# trigger is on the path from a CI pipeline to a runner starting the job
+# (trigger -> running), and the thread keeps its connection between calls.
 @router.post(
     "jobs/{name}/trigger",
-    auth=needs(scopes.JOBS_TRIGGER),
+    auth=needs_in_db_thread(scopes.JOBS_TRIGGER),
     response={202: TriggerOut},
     summary="Run a job now",
 )
-def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None):
+async def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None):
     body = body or TriggerIn()
-    job = job_named(name)
     actor = auth.actor(request.auth)
     try:
-        done = triggers.trigger(
-            job, timezone.now(), actor, body.idempotency_key, body.env, body.scheduled_for
-        )
+        done = await run_db(trigger_step, name, timezone.now(), actor, body)
     except OperationRefused as refusal:
         return refusals.response(refusal)
     return Status(202, {"execution_id": done.execution.pk, "deduplicated": done.deduplicated})
+
+
+def trigger_step(name, now, actor, body):
+    job = job_named(name)
+    return triggers.trigger(job, now, actor, body.idempotency_key, body.env, body.scheduled_for)
 
 
 @router.post(

@@ -53,6 +53,36 @@ COUNTERS = {
         ("channel", "event", "outcome"),
         "Notification delivery outcomes by channel and event.",
     ),
+    "croniq_executions_handed_back_total": (
+        (),
+        "Executions claimed for a poll whose runner hung up or handed them back unstarted; "
+        "pending again at once.",
+    ),
+    "croniq_retries_total": (
+        ("reason",),
+        "Retries created, by why: the run failed, timed out or was lost, or an operator asked.",
+    ),
+    "croniq_executions_given_up_total": (
+        ("reason",),
+        "Lost executions not retried again (their runners kept vanishing), by lost reason.",
+    ),
+    "croniq_misfires_total": (
+        ("job",),
+        "Times the scheduler found a job's occurrences missed (it was down or behind past "
+        "the misfire grace); the job's misfire_policy decided what ran.",
+    ),
+    "croniq_history_pruned_total": (
+        ("kind",),
+        "Rows of history deleted by retention (executions, logs).",
+    ),
+    "croniq_runner_binding_refusals_total": (
+        (),
+        "Registrations refused because the runner name belongs to another token.",
+    ),
+    "croniq_runner_flaps_total": (
+        ("runner",),
+        "Times a runner was marked flapping (too many takeovers in the window).",
+    ),
 }
 # Outcomes the delivery code counts; exported at 0 for the routes the rules
 # define, so `rate(...{outcome="given_up"})` sees the first one.
@@ -182,6 +212,14 @@ def contract_counters(counters, runners, jobs):
         # Not seeded per job: that would be a series for every job.
         "croniq_job_errors_total": [],
         "croniq_notifications_total": notification_routes(),
+        "croniq_executions_handed_back_total": [()],
+        "croniq_retries_total": [(reason,) for reason in retry_reasons()],
+        "croniq_executions_given_up_total": [(reason,) for reason in reap_reasons()],
+        # Per job, like croniq_job_errors_total: a series once a job misfired.
+        "croniq_misfires_total": [],
+        "croniq_history_pruned_total": [("executions",), ("logs",)],
+        "croniq_runner_binding_refusals_total": [()],
+        "croniq_runner_flaps_total": [(label_value(name),) for name, *_ in runners],
     }
     for name, (label_names, help_text) in COUNTERS.items():
         rows = counters.get(name.removesuffix("_total"), [])
@@ -189,7 +227,7 @@ def contract_counters(counters, runners, jobs):
 
 
 def other_counters(counters):
-    """Counters no contract names (croniq_retries_total, croniq_misfires_total, ...)."""
+    """Counters COUNTERS does not name: exported as stored, with a generic help."""
     taken = {name.removesuffix("_total") for name in COUNTERS} | set(HISTOGRAMS) | GAUGES
     for name, rows in sorted(counters.items()):
         if name in taken:
@@ -242,6 +280,14 @@ def reap_reasons():
             lifecycle.RUNNER_DRAINED,
         }
     )
+
+
+def retry_reasons():
+    """What a retry is counted under: the state of the run it repeats (see
+    scheduler.lifecycle.create_retry), or an operator's retry."""
+    from scheduler.models import Execution
+
+    return sorted({Execution.FAILED, Execution.TIMED_OUT, Execution.LOST, "operator"})
 
 
 def final_states():

@@ -37,6 +37,8 @@ def database_from_url(url):
     if engine == "django.db.backends.sqlite3":
         if not config.get("NAME"):
             raise ImproperlyConfigured(f"DATABASE_URL: no SQLite file path in {shown!r}")
+        # Django's, but for the tick's eager write lock (croniq_project/sqlite).
+        config["ENGINE"] = "croniq_project.sqlite"
         config["OPTIONS"] = {
             # IMMEDIATE takes the write lock at BEGIN, so two processes never
             # deadlock upgrading read locks; the busy timeout makes them wait.

@@ -36,6 +36,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_prometheus",
+    # Its templates and static files: /api/docs renders Swagger UI from
+    # Croniq's own static files, not from a CDN (works offline).
+    "ninja",
     "audit",
     "calendars",
     "scheduler",

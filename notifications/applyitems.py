@@ -25,30 +25,87 @@ from calendars.models import Calendar
 from notifications import channels, secrets
 from notifications.models import Channel, Rule
 from scheduler.applyfile import describe_errors
-from scheduler.applyitems import ApplyError, seconds, string_list
+from scheduler.applyitems import (
+    REQUIRED,
+    ApplyError,
+    Field,
+    defaults,
+    field_names,
+    seconds,
+    string_list,
+)
 from scheduler.events import NAMES
 
-CHANNEL_KEYS = {"name", "kind", "format", "to", "url", "secret", "headers", "timeout", "enabled"}
+CHANNEL_FIELDS = (
+    Field("name", "slug", "Unique name; rules route to the channel by it.", REQUIRED),
+    Field("kind", " | ".join(channels.KINDS), "How it delivers.", REQUIRED),
+    Field("to", "list of addresses", "email: the recipients (required).", []),
+    Field(
+        "url",
+        "URL",
+        "webhook, slack: where to POST (required); may be a secret "
+        "reference such as ${SLACK_WEBHOOK_URL}.",
+        "",
+    ),
+    Field("format", " | ".join(channels.FORMATS), "slack: the chat's message format.", "slack"),
+    Field(
+        "secret",
+        "secret reference",
+        "webhook: signs each body (${ENV} or file:PATH, never the secret itself).",
+        "",
+    ),
+    Field(
+        "headers",
+        "mapping of text",
+        "webhook: extra HTTP headers; values may hold ${ENV} references.",
+        {},
+    ),
+    Field(
+        "timeout",
+        "seconds",
+        f"webhook, slack: a delivery try gives up after it (at most {channels.MAX_TIMEOUT:g}).",
+        channels.DEFAULT_TIMEOUT,
+    ),
+    Field("enabled", "true | false", "A disabled channel sends nothing.", True),
+)
 # What a channel says besides its config (which `channels.validate` checks).
 CHANNEL_OWN_KEYS = {"name", "kind", "enabled"}
-RULE_KEYS = {
-    "name", "events", "jobs", "labels", "calendar", "owner", "fallback", "failures_in_a_row",
-    "slow_factor", "grace", "throttle", "digest", "channels", "enabled",
-}  # fmt: skip
-RULE_DEFAULTS = {
-    "jobs": "",
-    "labels": [],
-    "calendar": None,
-    "owner": "",
-    "fallback": False,
-    "failures_in_a_row": 1,
-    "slow_factor": None,
-    "grace": None,
-    "throttle": 0,
-    "digest": False,
-    "enabled": True,
-}
-
+RULE_FIELDS = (
+    Field("name", "slug", "Unique name.", REQUIRED),
+    Field(
+        "events",
+        "list of event names",
+        "The events it routes (DESIGN.md §9), e.g. [execution.given_up, job.failing].",
+        REQUIRED,
+    ),
+    Field("channels", "list of channel names", "Where it sends them.", REQUIRED),
+    Field("jobs", "glob", 'Only jobs whose name matches ("billing-*"); empty: any job.', ""),
+    Field("labels", "list of text", "Only jobs (or runners) carrying all of these.", []),
+    Field("calendar", "calendar name", "Only jobs on this calendar.", None),
+    Field("owner", "text", "Only jobs of this owner.", ""),
+    Field("fallback", "true | false", "Routes only events no other rule matched.", False),
+    Field(
+        "failures_in_a_row",
+        "whole number",
+        "job.failing: sent when a job's failure streak reaches it.",
+        1,
+    ),
+    Field("slow_factor", "number", "job.slow: times the job's p95 duration (none: 3).", None),
+    Field(
+        "grace", "duration", "Before job.missed, labels.unserved and scheduler.stalled count.", None
+    ),
+    Field(
+        "throttle",
+        "duration",
+        "At most one notification per job within it; the rest are summed up in the next.",
+        0,
+    ),
+    Field("digest", "true | false", "One message a day instead of one per event.", False),
+    Field("enabled", "true | false", "A disabled rule routes nothing.", True),
+)
+CHANNEL_KEYS = field_names(CHANNEL_FIELDS)
+RULE_KEYS = field_names(RULE_FIELDS)
+RULE_DEFAULTS = defaults(RULE_FIELDS)
 
 # -- field checks, shared with the admin's forms -------------------------------
 
@@ -260,6 +317,8 @@ class NotifySections:
     `scheduler.applyfile.add_sections`)."""
 
     KEYS = ("channels", "notify")
+    # What docs/apply.md says of the sections (`manage.py apply_reference`).
+    FIELDS = {"channels": CHANNEL_FIELDS, "notify": RULE_FIELDS}
 
     def __init__(self, applier):
         self.applier = applier

@@ -6,11 +6,13 @@ class RunnersConfig(AppConfig):
     verbose_name = "Runners"
 
     def ready(self):
+        from runners.hub import wake_local_hubs
         from runners.notify import notify_new_work
         from scheduler import notifier
 
         # New or retried executions wake this process's waiting polls, and
         # (PostgreSQL) every other web process's.
+        notifier.on_new_work(wake_local_hubs)
         notifier.on_new_work(notify_new_work)
 
     def loop_steps(self, loop):

@@ -333,6 +333,24 @@ def listen_params():
 _hubs = weakref.WeakKeyDictionary()
 
 
+def wake_local_hubs():
+    """New work was committed in this process: wake its hubs now.
+
+    A hint from elsewhere takes a round trip (PostgreSQL's NOTIFY) or up to
+    WATCH_INTERVAL (SQLite's watch); work made here (a trigger, a run-now, a
+    retry) is handed to a poll waiting in this process at once. Safe from any
+    thread: the hub's own loop runs the signal, after the commit.
+    """
+    from django.db import transaction
+
+    if connection.in_atomic_block:
+        transaction.on_commit(wake_local_hubs)
+        return
+    for loop, current in list(_hubs.items()):
+        if current.waiters and not loop.is_closed():
+            loop.call_soon_threadsafe(current.signal)
+
+
 def hub():
     """The hub of the running event loop (one per web process under uvicorn)."""
     loop = asyncio.get_running_loop()

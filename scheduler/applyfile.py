@@ -29,6 +29,7 @@ from scheduler.applyitems import (
     JOB_DEFAULTS,
     JOB_DURATIONS,
     JOB_KEYS,
+    YAML_PATHS,
     ApplyError,
     calendar_state,
     calendar_values,
@@ -67,6 +68,11 @@ def add_sections(keys, factory):
     keys = tuple(keys)
     _sections[:] = [(k, f) for k, f in _sections if k != keys]
     _sections.append((keys, factory))
+
+
+def added_sections():
+    """[(keys, factory)] of the sections apps added, in the order applied."""
+    return list(_sections)
 
 
 def section_keys():
@@ -240,15 +246,20 @@ def apply_item(kind, item, *, now, actor, managed_by, via, source=""):
 
 
 def describe_errors(where, error):
-    """'jobs[3].schedule: ...' lines from a ValidationError."""
+    """'jobs[3].schedule: ...' lines from a ValidationError, each field
+    named as the file names it (holiday_country -> holidays.country)."""
     if hasattr(error, "error_dict"):
         return [
-            f"{where}.{name}: {' '.join(m for e in errors for m in e.messages)}"
-            if name != "__all__"
-            else f"{where}: {' '.join(m for e in errors for m in e.messages)}"
+            f"{field_path(where, name)}: {' '.join(m for e in errors for m in e.messages)}"
             for name, errors in error.error_dict.items()
         ]
     return [f"{where}: {' '.join(error.messages)}"]
+
+
+def field_path(where, model_field):
+    if model_field == "__all__":
+        return where
+    return f"{where}.{YAML_PATHS.get(model_field, model_field)}"
 
 
 def item_problem(where, item, allowed):

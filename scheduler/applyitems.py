@@ -5,6 +5,7 @@ of a row that tells whether applying changes it.
 """
 
 import datetime as dt
+from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
@@ -12,35 +13,198 @@ from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
 from scheduler.cron import EVERY_RE
 from scheduler.models import Job, validate_parameters
 
-CALENDAR_KEYS = {
-    "name", "description", "timezone", "weekdays", "holidays", "daily_window",
-    "exclude", "include", "base",
-}  # fmt: skip
-JOB_KEYS = {
-    "name", "description", "schedule", "timezone", "command", "env", "calendar",
-    "calendar_policy", "labels", "singleton", "timeout", "retries", "retry_backoff",
-    "misfire_policy", "enabled", "owner", "max_duration", "min_duration", "parameters",
-}  # fmt: skip
+REQUIRED = "required"  # a Field's default when the item must give it
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field an apply file's item may carry: what apply accepts (its
+    unknown-field checks and defaults read these lists) and what
+    docs/apply.md says about it (`manage.py apply_reference` writes it)."""
+
+    name: str
+    kind: str  # the value's shape, as the reference shows it
+    meaning: str
+    default: object = None
+    fields: tuple = ()  # of a mapping, or of each item of a list
+    model_field: str = ""  # the model's name for it, when not `name`
+
+
+PERIOD_FIELDS = (
+    Field(
+        "start",
+        "date or datetime",
+        "First day (a date) or instant (a datetime with an offset).",
+        REQUIRED,
+        model_field="start_date start_at",
+    ),
+    Field(
+        "end",
+        "date or datetime",
+        "Last day, inclusive (a date), or end instant, exclusive "
+        "(a datetime); both ends are dates or both are datetimes.",
+        REQUIRED,
+        model_field="end_date end_at",
+    ),
+    Field("label", "text", "Shown in the admin and the dashboard.", ""),
+)
+CALENDAR_FIELDS = (
+    Field("name", "slug", "Unique name; jobs and rules refer to the calendar by it.", REQUIRED),
+    Field("description", "text", "Free text.", ""),
+    Field(
+        "timezone",
+        "IANA timezone",
+        "Weekdays, holidays, the window and dates are read in it.",
+        "UTC",
+    ),
+    Field("weekdays", "list of mon..sun", "Allowed days of the week.", list(WEEKDAYS)),
+    Field(
+        "holidays",
+        "mapping",
+        "Public holidays (the `holidays` package) block the whole day.",
+        None,
+        fields=(
+            Field(
+                "country", "ISO country code", "E.g. DE.", REQUIRED, model_field="holiday_country"
+            ),
+            Field(
+                "subdivision", "text", "E.g. BY for Bavaria.", "", model_field="holiday_subdivision"
+            ),
+            Field(
+                "categories",
+                "list of text",
+                "Holiday categories (the package's default: public).",
+                [],
+                model_field="holiday_categories",
+            ),
+        ),
+    ),
+    Field(
+        "daily_window",
+        "mapping",
+        "The allowed time of day; none: the whole day.",
+        None,
+        fields=(
+            Field(
+                "start",
+                '"HH:MM"',
+                "Start of the window, local time.",
+                REQUIRED,
+                model_field="window_start",
+            ),
+            Field(
+                "end",
+                '"HH:MM"',
+                "End of the window, exclusive; before start: it spans midnight.",
+                REQUIRED,
+                model_field="window_end",
+            ),
+        ),
+    ),
+    Field(
+        "exclude",
+        "list of periods",
+        "Blackouts: never allowed, whatever else says so.",
+        [],
+        fields=PERIOD_FIELDS,
+    ),
+    Field(
+        "include",
+        "list of periods",
+        "When given, only these periods are allowed.",
+        [],
+        fields=PERIOD_FIELDS,
+    ),
+    Field(
+        "base",
+        "calendar name",
+        "A calendar this one narrows: an instant must be allowed by both.",
+        None,
+    ),
+)
+JOB_FIELDS = (
+    Field("name", "slug", "Unique name.", REQUIRED),
+    Field("description", "text", "Free text.", ""),
+    Field(
+        "schedule",
+        "cron",
+        '5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m".',
+        REQUIRED,
+    ),
+    Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),
+    Field("command", "text", "Shell command the runner executes (sh -c).", REQUIRED),
+    Field("env", "mapping of text", "Extra environment variables of the run.", {}),
+    Field("calendar", "calendar name", "When the job may fire.", None),
+    Field(
+        "calendar_policy",
+        "skip | defer",
+        "An occurrence the calendar blocks: skip it (next "
+        "cron instant inside allowed time) or defer it (runs once at the first allowed "
+        "instant; several blocked occurrences coalesce).",
+        Job.SKIP,
+    ),
+    Field("labels", "list of text", "A runner must carry all of them to run the job.", []),
+    Field(
+        "singleton",
+        "true | false",
+        "Never two executions at once; an occurrence due while one runs is skipped.",
+        False,
+    ),
+    Field("timeout", "seconds", "The run is killed after it; none: no limit.", None),
+    Field("retries", "whole number", "Retries after a failed run.", 0),
+    Field("retry_backoff", "seconds", "Before the first retry; doubles each time.", 30),
+    Field(
+        "misfire_policy",
+        "run_once | skip | run_all",
+        "Occurrences missed while the "
+        "scheduler was down: one catch-up run, none, or each (capped).",
+        Job.RUN_ONCE,
+    ),
+    Field("enabled", "true | false", "A disabled job never fires.", True),
+    Field("owner", "text", "Team or person; notification rules route on it.", ""),
+    Field(
+        "max_duration",
+        "duration",
+        "A run still going after it is reported slow "
+        "(job.slow); none: the job's p95 x the rule's slow factor.",
+        None,
+    ),
+    Field(
+        "min_duration", "duration", "A successful run shorter than it is reported (job.fast).", None
+    ),
+    Field("parameters", "list of env names", "The env names a manual trigger may set.", []),
+)
+
+
+def field_names(fields):
+    return {f.name for f in fields}
+
+
+def defaults(fields):
+    """{name: default} of the optional fields."""
+    return {f.name: f.default for f in fields if f.default is not REQUIRED}
+
+
+def yaml_paths(fields, prefix=""):
+    """{model field: YAML path} ("holiday_country": "holidays.country") of
+    the fields the model names differently, so errors name what the file says."""
+    paths = {}
+    for f in fields:
+        path = f"{prefix}{f.name}"
+        paths.update(dict.fromkeys(f.model_field.split(), path))
+        if f.fields and "list" not in f.kind:  # a list's items are checked one by one
+            paths.update(yaml_paths(f.fields, f"{path}."))
+    return paths
+
+
+CALENDAR_KEYS = field_names(CALENDAR_FIELDS)
+HOLIDAY_KEYS = field_names(next(f for f in CALENDAR_FIELDS if f.name == "holidays").fields)
+JOB_KEYS = field_names(JOB_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
 JOB_DURATIONS = ("max_duration", "min_duration")
-JOB_DEFAULTS = {
-    "description": "",
-    "timezone": "UTC",
-    "env": {},
-    "calendar": None,
-    "calendar_policy": Job.SKIP,
-    "labels": [],
-    "singleton": False,
-    "timeout": None,
-    "retries": 0,
-    "retry_backoff": 30,
-    "misfire_policy": Job.RUN_ONCE,
-    "enabled": True,
-    "owner": "",
-    "max_duration": None,
-    "min_duration": None,
-    "parameters": [],
-}
+JOB_DEFAULTS = defaults(JOB_FIELDS)
+# Model field -> YAML path, for the errors of a calendar, a period, a job.
+YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}
 
 
 class ApplyError(Exception):
@@ -116,6 +280,12 @@ def order_by_base(indexed):
     return ordered
 
 
+def unknown_fields(where, mapping, known):
+    unknown = set(mapping) - known
+    if unknown:
+        raise ApplyError(f"{where}: unknown field(s): {', '.join(sorted(map(str, unknown)))}")
+
+
 def parse_time(where, value):
     try:
         return dt.time.fromisoformat(str(value))
@@ -127,6 +297,7 @@ def calendar_values(where, item):
     holidays = item.get("holidays") or {}
     if not isinstance(holidays, dict):
         raise ApplyError(f"{where}.holidays: expected {{country, subdivision?, categories?}}")
+    unknown_fields(f"{where}.holidays", holidays, HOLIDAY_KEYS)
     window = item.get("daily_window") or {}
     if not isinstance(window, dict) or (window and set(window) != {"start", "end"}):
         raise ApplyError(f'{where}.daily_window: expected {{start: "HH:MM", end: "HH:MM"}}')
@@ -187,9 +358,7 @@ def parse_moment(where, value):
 def period_values(where, kind, period):
     if not isinstance(period, dict) or not {"start", "end"} <= set(period):
         raise ApplyError(f"{where}: expected {{start, end, label?}}")
-    unknown = set(period) - {"start", "end", "label"}
-    if unknown:
-        raise ApplyError(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
+    unknown_fields(where, period, field_names(PERIOD_FIELDS))
     start = parse_moment(f"{where}.start", period["start"])
     end = parse_moment(f"{where}.end", period["end"])
     if isinstance(start, dt.datetime) != isinstance(end, dt.datetime):

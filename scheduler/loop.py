@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
@@ -89,6 +89,10 @@ class SchedulerLoop:
 
     def run_forever(self):
         log.info("scheduler loop started (interval %.2fs)", self.interval)
+        # SQLite: the tick takes the write lock as soon as it is free, ahead
+        # of the notifier's deliveries (croniq_project/sqlite). PostgreSQL
+        # locks rows, not the database, and ignores it.
+        connection.eager_write_lock = True
         while not self.stopping.is_set():
             try:
                 self.run_once()

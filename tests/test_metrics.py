@@ -200,13 +200,22 @@ def test_histogram_helper_rows_are_never_exported_as_counters(db):
 
 
 def test_other_counters_are_exported_generically(db):
-    audit.increment("croniq_retries_total", reason="lost")
+    audit.increment("croniq_example_total", reason="lost")
+    audit.increment("croniq_example_total", 2, reason="failed")
+    audit.increment("croniq_other_example_total", job="nightly")
+    values, types = samples(scrape())
+    assert types["croniq_example_total"] == "counter"
+    assert value(values, "croniq_example_total", reason="failed") == 2
+    assert value(values, "croniq_example_total", reason="lost") == 1
+    assert value(values, "croniq_other_example_total", job="nightly") == 1
+
+
+def test_retries_and_misfires_keep_their_labels(db):
     audit.increment("croniq_retries_total", 2, reason="failed")
     audit.increment("croniq_misfires_total", job="nightly")
-    values, types = samples(scrape())
-    assert types["croniq_retries_total"] == "counter"
+    values, _ = samples(scrape())
     assert value(values, "croniq_retries_total", reason="failed") == 2
-    assert value(values, "croniq_retries_total", reason="lost") == 1
+    assert value(values, "croniq_retries_total", reason="lost") == 0
     assert value(values, "croniq_misfires_total", job="nightly") == 1
 
 

@@ -2,6 +2,15 @@ import pytest
 from django.test import Client
 
 from control.models import ApiKey
+from runners import db_threads
+
+
+@pytest.fixture(autouse=True)
+def steps_see_the_test_rows():
+    """Async management calls (trigger) run their database steps on the
+    test's thread, where its transaction holds the rows."""
+    with db_threads.steps_in_caller_thread():
+        yield
 
 
 class Management:

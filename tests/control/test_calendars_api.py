@@ -94,6 +94,10 @@ def test_put_replaces_the_calendar_and_moves_the_jobs_on_it(api, client):
             "exclude[0].start: ",
         ),
         ({"daily_window": {"start": "6am", "end": "22:00"}}, "daily_window.start: "),
+        # Named as the request writes them, not as the model stores them.
+        ({"holidays": {"country": "XX"}}, "holidays.country: "),
+        ({"holidays": {"country": "DE", "subdivision": "ZZ"}}, "holidays.subdivision: "),
+        ({"daily_window": {"start": "06:00", "end": "06:00"}}, "daily_window.end: "),
         ({"base": "nowhere"}, "base: no calendar named 'nowhere'"),
         ({"name": "other"}, "name: must be the name in the path"),
         ({"colour": "red"}, "unknown field(s): colour"),

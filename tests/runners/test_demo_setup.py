@@ -33,3 +33,12 @@ def test_running_it_again_replaces_the_token(db, tmp_path):
     assert RunnerToken.objects.authenticate(first) is None
     assert RunnerToken.objects.authenticate(env_of(path)["CRONIQ_TOKEN"]).name == "demo"
     assert get_user_model().objects.filter(username="admin").count() == 1
+
+
+def test_it_ends_with_where_to_log_in(db, tmp_path):
+    out = io.StringIO()
+    url = "http://127.0.0.1:8123/"
+    call_command("demo_setup", env_file=str(tmp_path / "demo.env"), url=url, stdout=out)
+    last = out.getvalue().splitlines()[-1]
+    assert "http://127.0.0.1:8123/admin/" in last
+    assert "'admin'" in last and "'croniq-demo'" in last

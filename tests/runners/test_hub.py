@@ -264,3 +264,35 @@ def test_latency_samples_are_written_together_shortly_after_their_answers_leave(
         )
     )
     assert buckets == {"le=0.1": 1, "le=0.25": 1, "le=0.5": 1}
+
+
+def local_hub_with_a_waiter(loop):
+    from runners.hub import _hubs
+
+    current = _hubs[loop] = Hub(loop)
+    current.waiters[object()] = None  # a poll waiting (start() is not needed here)
+    return current
+
+
+def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
+    from runners.hub import wake_local_hubs
+    from scheduler import notifier
+
+    current = local_hub_with_a_waiter(loop)
+    # A run-now, a trigger or a retry, committed on another thread.
+    threading.Thread(target=notifier.new_work).start()
+    loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
+    assert wake_local_hubs in notifier._listeners
+
+
+def test_work_made_inside_a_transaction_wakes_the_hub_only_at_its_commit(transactional_db, loop):
+    from django.db import transaction
+
+    from runners.hub import wake_local_hubs
+
+    current = local_hub_with_a_waiter(loop)
+    with transaction.atomic():
+        wake_local_hubs()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert not current.scan_requested.is_set()  # the poll would find nothing yet
+    loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))

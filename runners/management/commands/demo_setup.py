@@ -25,12 +25,20 @@ class Command(BaseCommand):
         parser.add_argument(
             "--env-file", required=True, help="Where to write CRONIQ_TOKEN=... and EMAIL_BACKEND"
         )
+        parser.add_argument(
+            "--url", default="http://127.0.0.1:8000/", help="Where the demo will answer."
+        )
 
-    def handle(self, *args, env_file, **options):
+    def handle(self, *args, env_file, url, **options):
         self.ensure_admin()
         if "apply" in get_commands():
             call_command("apply", str(DEMO_FILE))
         self.write_token(Path(env_file))
+        # Last, so it is the line above the processes' output.
+        admin = url.rstrip("/") + "/admin/"
+        self.stdout.write(
+            f"Open {admin} (user {DEMO_USER!r}, password {DEMO_PASSWORD!r}); the dashboard is {url}"
+        )
 
     def ensure_admin(self):
         User = get_user_model()

@@ -1,0 +1,1 @@
+"""Croniq's SQLite backend: Django's, with an eager write lock (see `base`)."""

@@ -1,0 +1,13 @@
+from django.core.management.base import BaseCommand
+
+from scheduler.applyreference import reference
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the apply file's field reference (Markdown), written from the fields "
+        "apply validates: croniq-admin apply_reference > docs/apply.md"
+    )
+
+    def handle(self, *args, **options):
+        self.stdout.write(reference(), ending="")
