@@ -98,3 +98,15 @@ def test_json_carries_the_fire_times_as_well(tmp_path):
     assert change["diff"] == {"schedule": ["0 6 * * *", "0 7 * * *"]}
     assert change["fires"]["before"][0] == "2026-12-02 06:00:00+00:00"
     assert change["fires"]["after"][0] == "2026-12-02 07:00:00+00:00"
+
+
+def test_the_plan_never_prints_a_secret_env_value(tmp_path):
+    run_apply(tmp_path, {"jobs": [{**REPORT, "env": {"API_TOKEN": "old-s3cret", "A": "1"}}]})
+
+    changed = {**REPORT, "env": {"API_TOKEN": "new-s3cret", "A": "2"}}
+    out = run_apply(tmp_path, {"jobs": [changed]}, "--dry-run")
+
+    assert (
+        '    env: {"A": "1", "API_TOKEN": "********"} -> {"A": "2", "API_TOKEN": "********"}' in out
+    )
+    assert "s3cret" not in out
