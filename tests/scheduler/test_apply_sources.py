@@ -1,6 +1,6 @@
 """Several apply files side by side: each manages the jobs and calendars it
-writes (`managed_source`, the file's stem or `--source`), and its `--prune`
-deletes only those."""
+writes (`managed_source`, the file's stem or `--source`; a channel's or
+rule's `managed_by`), and its `--prune` deletes only those."""
 
 import datetime as dt
 import json
@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from calendars.models import Calendar
+from notifications.models import Channel, Rule
 from scheduler.models import Job
 from tests.factories import JobFactory
 
@@ -132,3 +133,37 @@ def test_the_calendar_admin_names_the_file_that_would_revert_an_edit(tmp_path, a
     text = page.content.decode()
     assert "managed by apply of file billing" in text
     assert "the next apply of billing reverts edits made here" in text
+
+
+def notify(name):
+    return {
+        "channels": [{"name": f"{name}-mail", "kind": "email", "to": ["ops@example.com"]}],
+        "notify": [{"name": f"{name}-failures", "events": ["job.failing"],
+                    "channels": [f"{name}-mail"]}],
+    }  # fmt: skip
+
+
+def test_channels_and_rules_are_pruned_only_by_the_file_that_made_them(tmp_path):
+    run_apply(tmp_path, "billing.yaml", notify("billing"))
+    run_apply(tmp_path, "backups.yaml", notify("backups"))
+    # Stamped with its path by an apply from before files had names.
+    Channel.objects.create(name="old-mail", kind="email", to=["a@b.c"], managed_by="x/old.yaml")
+
+    out = run_apply(tmp_path, "backups.yaml", {}, "--prune")
+
+    assert "- channel backups-mail" in out and "- rule backups-failures" in out
+    assert sorted(Channel.objects.values_list("name", "managed_by")) == [
+        ("billing-mail", "billing"),
+        ("old-mail", "x/old.yaml"),
+    ]
+    assert list(Rule.objects.values_list("name", flat=True)) == ["billing-failures"]
+
+
+def test_a_files_rows_stamped_with_its_path_are_still_its_own_to_prune(tmp_path):
+    path = str(tmp_path / "billing.yaml")
+    Channel.objects.create(name="old-mail", kind="email", to=["a@b.c"], managed_by=path)
+
+    out = run_apply(tmp_path, "billing.yaml", {}, "--prune")
+
+    assert "- channel old-mail" in out
+    assert not Channel.objects.exists()

@@ -22,8 +22,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--prune",
             action="store_true",
-            help="Delete jobs and calendars the file does not list, and the channels "
-            "and rules an apply made that it no longer lists.",
+            help="Delete the jobs, calendars, channels and rules this file (its source) "
+            "made that it no longer lists.",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print the changes as JSON."
