@@ -40,7 +40,11 @@ def fields(job):
 
 
 def get(name):
-    job = Job.objects.select_related("calendar").filter(name=name).first()
+    """The job named `name`, or 404. A name with NUL names no job
+    (PostgreSQL refuses it in a query)."""
+    job = (
+        None if "\x00" in name else Job.objects.select_related("calendar").filter(name=name).first()
+    )
     if job is None:
         raise HttpError(404, f"no job named {name!r}")
     return job

@@ -7,16 +7,14 @@ from typing import Annotated
 
 from django.utils import timezone
 from ninja import Body, Router, Schema, Status
-from ninja.errors import HttpError
 from pydantic import StrictBool
 
-from control import auth, refusals, scopes
+from control import auth, jobs, refusals, scopes
 from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
 from runners.api import Text
 from runners.db_threads import run_db
 from scheduler import backfill, triggers
-from scheduler.models import Job
 from scheduler.refusals import OperationRefused
 
 router = Router(tags=["jobs"])
@@ -44,14 +42,6 @@ class BackfillOut(Schema):
     created: int
 
 
-def job_named(name):
-    # A name with NUL names no job (PostgreSQL refuses it in a query).
-    job = None if "\x00" in name else Job.objects.filter(name=name).first()
-    if job is None:
-        raise HttpError(404, f"no job named {name!r}")
-    return job
-
-
 # Async, its work in one step on the runner API's database threads: a
 # trigger is on the path from a CI pipeline to a runner starting the job
 # (trigger -> running), and the thread keeps its connection between calls.
@@ -72,7 +62,7 @@ async def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] 
 
 
 def trigger_step(name, now, actor, body):
-    job = job_named(name)
+    job = jobs.get(name)
     return triggers.trigger(job, now, actor, body.idempotency_key, body.env, body.scheduled_for)
 
 
@@ -83,7 +73,7 @@ def trigger_step(name, now, actor, body):
     summary="Run a job for the past instants of its schedule in a range",
 )
 def backfill_range(request, name: str, body: BackfillIn):
-    job = job_named(name)
+    job = jobs.get(name)
     actor = auth.actor(request.auth)
     try:
         done = backfill.backfill(job, body.start, body.end, timezone.now(), actor, body.dry_run)

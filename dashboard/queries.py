@@ -8,13 +8,14 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.models import AuditEvent, Counter
 from notifications.models import Delivery, Mute, Notification
+from runners import coverage
 from runners.models import Runner
 from scheduler.models import Execution, Job, JobHealth, LogChunk
 
@@ -113,11 +114,81 @@ def scheduler_lag(now):
     }
 
 
-def jobs_page(number, search="", per_page=JOBS_PER_PAGE):
-    jobs = Job.objects.select_related("calendar").order_by("name")
+# The job list's filters (`?show=`), each a condition on the jobs.
+JOB_FILTERS = {
+    "failing": "failing (a failure streak)",
+    "paused": "paused",
+    "waiting": "waiting for a runner",
+}
+
+
+def job_filter(show, now):
+    """The condition on a job of one of JOB_FILTERS."""
+    if show == "failing":
+        return Q(health__failure_streak__gt=0)
+    if show == "paused":
+        return Q(paused_at__isnull=False)
+    # Through the `exec_job_pending` partial index, one probe per job.
+    return Q(Exists(ready_pending(now).filter(job=OuterRef("pk"))))
+
+
+def filtered_jobs(show, now):
+    """The jobs one of JOB_FILTERS names; all jobs for anything else."""
+    if show not in JOB_FILTERS:
+        return Job.objects.all()
+    return Job.objects.filter(job_filter(show, now))
+
+
+def ready_pending(now):
+    """Pending executions a runner could take now (not cancelled meanwhile)."""
+    return Execution.objects.filter(
+        state=Execution.PENDING, run_after__lte=now, cancel_requested_at__isnull=True
+    )
+
+
+def job_filter_counts(now):
+    """{filter: how many jobs it shows}: a count over the jobs (a few
+    thousand rows at most), never over the executions' history."""
+    return Job.objects.aggregate(
+        **{show: Count("pk", filter=job_filter(show, now)) for show in JOB_FILTERS}
+    )
+
+
+def jobs_page(number, search="", per_page=JOBS_PER_PAGE, show="", now=None):
+    jobs = filtered_jobs(show, now).select_related("calendar").order_by("name")
     if search:
         jobs = jobs.filter(name__icontains=search)
     return cheap_page(jobs, number, per_page)
+
+
+class PendingWork(NamedTuple):
+    count: int
+    since: datetime
+    why: coverage.Waiting
+
+
+def pending_work(jobs, now, runners=None):
+    """{job id: PendingWork} for the `jobs` (model instances) that have
+    pending executions, with why the oldest still waits; one query for the
+    executions, one for the runners, one for their running work if asked."""
+    if not jobs:
+        return {}
+    rows = list(
+        Execution.objects.filter(
+            state=Execution.PENDING, cancel_requested_at__isnull=True, job__in=[j.pk for j in jobs]
+        )
+        .values_list("job_id")
+        .annotate(n=Count("id"), since=Min("run_after"))
+        .order_by()
+    )
+    if not rows:
+        return {}
+    found = {}
+    runners = runners or coverage.Coverage.read()
+    labels = {job.pk: job.labels for job in jobs}
+    for job_id, n, since in rows:
+        found[job_id] = PendingWork(n, since, runners.why_waiting(labels[job_id], since, now))
+    return found
 
 
 class StripRun(NamedTuple):
@@ -198,6 +269,13 @@ def recent_durations(job, limit=CHART_RUNS):
 # Execution page
 
 
+def why_waiting(execution, now):
+    """Why a pending execution has not started (None for any other)."""
+    if execution.state != Execution.PENDING:
+        return None
+    return coverage.Coverage.read().why_waiting(execution.job.labels, execution.run_after, now)
+
+
 def log_chunks(execution, after=-1, limit=None):
     chunks = LogChunk.objects.filter(execution=execution, seq__gt=after).order_by("seq")
     if limit is not None:
@@ -217,7 +295,7 @@ def execution_attempts(execution):
 # Runners page
 
 
-def runners_with_work(limit=RUNNERS_LIMIT):
+def runners_with_work(now, state="", limit=RUNNERS_LIMIT):
     """Runners and what each is running, in two queries.
 
     All running executions are read through the small `exec_running_lease`
@@ -225,13 +303,19 @@ def runners_with_work(limit=RUNNERS_LIMIT):
     filtering them by a list of runner ids instead leads SQLite's planner
     into a full scan, most rows having no runner.
     """
-    runners = list(Runner.objects.order_by("name")[:limit])
+    runners = Runner.objects.order_by("name")
+    if state == "flapping":
+        runners = runners.filter(flapping=True)
+    elif state:
+        runners = runners.filter(state=state)
+    runners = list(runners[:limit])
     work = defaultdict(list)
     running = Execution.objects.filter(state=Execution.RUNNING).select_related("job")
     for execution in running.order_by("claimed_at"):
         work[execution.runner_id].append(execution)
     for runner in runners:
         runner.current_work = work.get(runner.pk, [])
+        runner.liveness = coverage.liveness(runner.state, runner.last_seen_at, now)
     return runners
 
 

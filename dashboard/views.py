@@ -6,6 +6,7 @@ for. Views stay thin; the reads are in `dashboard.queries`, the actions in
 from functools import wraps
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -22,7 +23,7 @@ from dashboard import queries, schedules
 from dashboard.charts import duration_chart
 from dashboard.templatetags import dashboard_tags as tags
 from notifications.models import Notification
-from runners import identity
+from runners import coverage, identity
 from runners.models import Runner
 from scheduler import operations
 from scheduler.models import Execution, Job
@@ -85,19 +86,29 @@ def admin_url(name, *args):
 def overview(request):
     now = timezone.now()
     search = request.GET.get("q", "").strip()
-    page = queries.jobs_page(queries.page_number(request.GET.get("page")), search)
+    show = request.GET.get("show", "")
+    if show not in queries.JOB_FILTERS:
+        show = ""
+    number = queries.page_number(request.GET.get("page"))
+    page = queries.jobs_page(number, search, show=show, now=now)
     results = queries.recent_results([job.pk for job in page.items])
+    pending = queries.pending_work(page.items, now)
     for job in page.items:
         job.recent = results.get(job.pk, [])
         job.schedule_words = schedules.describe(job)
+        job.pending = pending.get(job.pk)
     context = {
         "states": queries.state_counts(),
         "runners": queries.runner_counts(),
+        "job_counts": queries.job_filter_counts(now),
         "lag": queries.scheduler_lag(now),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
         "search": search,
-        "query": urlencode({"q": search}) if search else "",
+        "show": show,
+        "show_label": queries.JOB_FILTERS.get(show, ""),
+        "filters": queries.JOB_FILTERS,
+        "query": urlencode({key: value for key, value in (("q", search), ("show", show)) if value}),
     }
     return render(request, "dashboard/overview.html", context)
 
@@ -122,12 +133,14 @@ def job_detail(request, name):
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
         # No row until the job's first run settles.
         "health": getattr(job, "health", None),
+        "pending": queries.pending_work([job], now).get(job.pk),
     }
     return render(request, "dashboard/job.html", context)
 
 
 @staff_page("scheduler.view_execution")
 def execution_detail(request, pk):
+    now = timezone.now()
     execution = get_object_or_404(Execution.objects.select_related("job", "runner"), pk=pk)
     chunks = queries.log_chunks(execution)
     context = {
@@ -138,6 +151,7 @@ def execution_detail(request, pk):
         "last_seq": chunks[-1][0] if chunks else -1,
         "live": execution.state in Execution.ACTIVE_STATES,
         "retryable": execution.state in operations.RETRYABLE,
+        "waiting": queries.why_waiting(execution, now),
     }
     return render(request, "dashboard/execution.html", context)
 
@@ -178,9 +192,24 @@ def live_fields(execution):
     }
 
 
+RUNNER_FILTERS = [*dict(Runner.STATES), "flapping"]
+
+
 @staff_page("runners.view_runner")
 def runners(request):
-    return render(request, "dashboard/runners.html", {"runners": queries.runners_with_work()})
+    state = request.GET.get("state", "")
+    if state not in RUNNER_FILTERS:
+        state = ""
+    context = {
+        "runners": queries.runners_with_work(timezone.now(), state),
+        "state": state,
+        "filters": RUNNER_FILTERS,
+        # For the live "last seen" text (dashboard.js), in seconds.
+        "heartbeat": settings.CRONIQ_HEARTBEAT_INTERVAL,
+        "quiet_after": coverage.QUIET_AFTER_HEARTBEATS * settings.CRONIQ_HEARTBEAT_INTERVAL,
+        "offline_after": coverage.offline_after().total_seconds(),
+    }
+    return render(request, "dashboard/runners.html", context)
 
 
 @staff_page("audit.view_auditevent")
@@ -222,11 +251,22 @@ def run_job(request, name):
     return redirect("dashboard:job", job.name)
 
 
+PAUSE_REASON_LENGTH = Job._meta.get_field("pause_reason").max_length
+
+
 @staff_action("job.pause")
 def pause_job(request, name):
     job = get_object_or_404(Job, name=name)
-    if operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), request.user):
-        messages.success(request, f"{job.name} paused.")
+    reason = request.POST.get("reason", "").strip()
+    if not reason or len(reason) > PAUSE_REASON_LENGTH:
+        messages.error(
+            request,
+            f"{job.name} not paused: give a reason of 1 to {PAUSE_REASON_LENGTH} characters.",
+        )
+    elif operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), request.user, reason):
+        messages.success(request, f"{job.name} paused: {reason}")
+    else:
+        messages.info(request, f"{job.name} was paused already.")
     return redirect("dashboard:job", job.name)
 
 
@@ -235,6 +275,8 @@ def resume_job(request, name):
     job = get_object_or_404(Job, name=name)
     if operations.resume(Job.objects.filter(pk=job.pk), timezone.now(), request.user):
         messages.success(request, f"{job.name} resumed.")
+    else:
+        messages.info(request, f"{job.name} was not paused.")
     return redirect("dashboard:job", job.name)
 
 
@@ -243,6 +285,8 @@ def cancel_execution(request, pk):
     execution = get_object_or_404(Execution, pk=pk)
     if operations.cancel(Execution.objects.filter(pk=pk), timezone.now(), request.user):
         messages.success(request, f"Run {pk} cancelled or asked to stop.")
+    else:
+        messages.info(request, f"Run {pk} has finished already: nothing to cancel.")
     return redirect("dashboard:execution", execution.pk)
 
 
@@ -263,6 +307,8 @@ def drain_runner(request, pk):
     runner = get_object_or_404(Runner, pk=pk)
     if identity.drain(runner, timezone.now(), actor=request.user):
         messages.success(request, f"{runner.name} is draining.")
+    else:
+        messages.info(request, f"{runner.name} was draining already.")
     return redirect("dashboard:runners")
 
 
@@ -271,6 +317,8 @@ def resume_runner(request, pk):
     runner = get_object_or_404(Runner, pk=pk)
     if identity.resume(runner, timezone.now(), actor=request.user):
         messages.success(request, f"{runner.name} takes new work again.")
+    else:
+        messages.info(request, f"{runner.name} was not draining.")
     return redirect("dashboard:runners")
 
 

@@ -50,6 +50,7 @@ from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Cast, Concat
 
 from notifications.models import Event, Rule
+from runners.coverage import carries
 from runners.models import Runner
 from scheduler import events
 from scheduler.models import Execution, Job
@@ -322,8 +323,7 @@ class RunnerPool:
     def carriers(self, labels):
         """The online runners whose labels include all of `labels`: the
         matching `runners.claims.claimable` does."""
-        wanted = set(labels)
-        return [r for r in self.runners if wanted <= set(r[2] or ())]
+        return [r for r in self.runners if carries(r[2], labels)]
 
     def listed(self):
         return [{"name": name, "labels": list(labels or ())} for _, name, labels, _ in self.runners]

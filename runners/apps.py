@@ -24,3 +24,9 @@ class RunnersConfig(AppConfig):
             Step("runners", loop_steps.update_runner_states, every=HOUSEKEEPING_INTERVAL),
             Step("flapping", identity.clear_quiet_flapping, every=HOUSEKEEPING_INTERVAL),
         ]
+
+    def label_warnings(self, jobs):
+        """For `scheduler.label_checks`: the jobs whose labels no runner carries."""
+        from runners import coverage
+
+        return coverage.label_warnings(jobs)

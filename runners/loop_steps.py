@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 import audit
-from runners import identity
+from runners import coverage, identity
 from runners.models import Runner
 from runners.notify import notify_new_work
 from scheduler import events, lifecycle
@@ -30,7 +30,7 @@ def update_runner_states(now):
     """Mark silent runners offline and forget long-offline ones (each change
     audited). The flapping mark of runners that went quiet is cleared by a
     step of its own (`identity.clear_quiet_flapping`)."""
-    silent_since = now - timedelta(seconds=3 * settings.CRONIQ_HEARTBEAT_INTERVAL)
+    silent_since = now - coverage.offline_after()
     changed = 0
     silent = Runner.objects.filter(
         state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since

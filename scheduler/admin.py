@@ -11,6 +11,7 @@ from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from audit.changes import diff, masked_env, snapshot
 from calendars.admin import AdoptedOnSave
 from scheduler import operations
+from scheduler.label_checks import WarnsOfUnservedLabels
 from scheduler.models import Execution, Job, LogChunk
 
 # Fields the form does not write; read back after a save so the object (and
@@ -39,7 +40,7 @@ def fire_time(job, instant):
 
 
 @admin.register(Job)
-class JobAdmin(AdoptedOnSave, AuditedModelAdmin):
+class JobAdmin(WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
     list_display = [
         "name",
         "schedule",

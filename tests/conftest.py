@@ -10,3 +10,31 @@ def no_stray_notifier(monkeypatch):
     monkeypatch.setattr(notifier, "AUTOSTART", False)
     yield
     notifier.stop_all()
+
+
+# -- tests without a database run in one pass -------------------------------
+
+# What makes a test depend on the backend: a database fixture, or a marker of
+# tests that start processes on the test's database.
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup"}
+BACKEND_MARKERS = {"django_db", "e2e", "chaos", "postgres", "docker"}
+
+
+def uses_the_database(item):
+    if DATABASE_FIXTURES & set(item.fixturenames):
+        return True
+    return any(item.get_closest_marker(name) for name in BACKEND_MARKERS)
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the suite on SQLite and on PostgreSQL. A test that
+    touches no database (cron parsing, the agent, the CLI's arguments) would
+    run the same code twice: it runs in the SQLite pass only."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    once = [item for item in items if not uses_the_database(item)]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if uses_the_database(item)]

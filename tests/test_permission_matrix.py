@@ -132,8 +132,8 @@ def admin_action(changelist, name, target):
     return build
 
 
-def dashboard_post(url_name, target):
-    return lambda world: (reverse(f"dashboard:{url_name}", args=[target(world)]), {})
+def dashboard_post(url_name, target, data=None):
+    return lambda world: (reverse(f"dashboard:{url_name}", args=[target(world)]), data or {})
 
 
 def job_form(world):
@@ -233,7 +233,9 @@ REQUESTS = {
         "notifications_mute", "delete_selected", lambda w: w.mute
     ),
     ("dashboard", "job.run"): dashboard_post("job-run", lambda w: w.job.name),
-    ("dashboard", "job.pause"): dashboard_post("job-pause", lambda w: w.job.name),
+    ("dashboard", "job.pause"): dashboard_post(
+        "job-pause", lambda w: w.job.name, {"reason": "maintenance"}
+    ),
     ("dashboard", "job.resume"): dashboard_post("job-resume", lambda w: w.paused_job.name),
     ("dashboard", "execution.cancel"): dashboard_post("execution-cancel", lambda w: w.pending.pk),
     ("dashboard", "execution.retry"): dashboard_post("execution-retry", lambda w: w.failed.pk),

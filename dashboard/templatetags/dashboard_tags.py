@@ -11,6 +11,7 @@ from django.utils.safestring import mark_safe
 
 from audit import permissions
 from dashboard.charts import format_seconds
+from runners import coverage
 from scheduler.models import Execution
 
 register = template.Library()
@@ -80,6 +81,12 @@ def utc(value):
     if value is None:
         return ""
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def ago(age):
+    """A timedelta as "17 s ago" (dashboard.js keeps it up to date)."""
+    return coverage.ago(age)
 
 
 @register.filter

@@ -1,5 +1,8 @@
 """The dashboard's buttons do what the admin actions do, audited, and say so."""
 
+import re
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -39,11 +42,17 @@ def test_run_now_of_a_busy_singleton_is_refused_with_a_message(
 
 def test_pause_then_resume_from_the_job_page(root_client, make_job):
     job = make_job("nightly")
-    root_client.post(reverse("dashboard:job-pause", args=[job.name]))
+    answer = root_client.post(
+        reverse("dashboard:job-pause", args=[job.name]), {"reason": "disk full"}, follow=True
+    )
+    assert "nightly paused: disk full" in answer.content.decode()
     job.refresh_from_db()
-    assert job.paused_at is not None
+    assert job.paused_at is not None and job.pause_reason == "disk full"
+    event = AuditEvent.objects.get(action="job.paused")
+    assert (event.actor_name, event.data) == ("root", {"reason": "disk full"})
     page = root_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
     assert 'data-action="job.resume"' in page and 'data-action="job.pause"' not in page
+    assert "disk full" in page
     root_client.post(reverse("dashboard:job-resume", args=[job.name]))
     job.refresh_from_db()
     assert job.paused_at is None
@@ -75,3 +84,66 @@ def test_forget_releases_the_runners_work(root_client, make_job, make_execution,
     answer = root_client.post(reverse("dashboard:runner-forget", args=[runner.pk]), follow=True)
     assert "web-1 forgotten, 1 run(s) released." in answer.content.decode()
     assert not Execution.objects.filter(state=Execution.RUNNING).exists()
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "x" * 201])
+def test_a_pause_without_a_sensible_reason_is_refused_and_changes_nothing(
+    root_client, make_job, reason
+):
+    job = make_job("nightly")
+    answer = root_client.post(
+        reverse("dashboard:job-pause", args=[job.name]), {"reason": reason}, follow=True
+    )
+    assert "nightly not paused: give a reason of 1 to 200 characters." in answer.content.decode()
+    job.refresh_from_db()
+    assert job.paused_at is None
+    assert not AuditEvent.objects.filter(action="job.paused").exists()
+
+
+def test_actions_with_nothing_to_do_say_so(root_client, make_job, make_execution, make_runner):
+    job = make_job("nightly")
+    finished = make_execution(job, state=Execution.SUCCEEDED)
+    runner = make_runner("web-1")
+    cases = [
+        (reverse("dashboard:job-resume", args=[job.name]), "nightly was not paused."),
+        (reverse("dashboard:execution-cancel", args=[finished.pk]), "nothing to cancel"),
+        (reverse("dashboard:runner-resume", args=[runner.pk]), "web-1 was not draining."),
+    ]
+    for url, message in cases:
+        assert message in root_client.post(url, follow=True).content.decode()
+    root_client.post(reverse("dashboard:runner-drain", args=[runner.pk]))
+    again = root_client.post(reverse("dashboard:runner-drain", args=[runner.pk]), follow=True)
+    assert "web-1 was draining already." in again.content.decode()
+    assert AuditEvent.objects.filter(action="runner.drained").count() == 1
+
+
+def test_every_button_asks_for_confirmation(root_client, make_job, make_execution, make_runner):
+    job = make_job("nightly")
+    pending = make_execution(job, state=Execution.PENDING)
+    failed = make_execution(job, NOW - timedelta(hours=1), state=Execution.FAILED)
+    make_runner("web-1")
+    make_runner("web-2", state="draining", drained=True)
+    pages = [
+        reverse("dashboard:job", args=[job.name]),
+        reverse("dashboard:execution", args=[pending.pk]),
+        reverse("dashboard:execution", args=[failed.pk]),
+        reverse("dashboard:runners"),
+    ]
+    buttons = []
+    for url in pages:
+        html = root_client.get(url).content.decode()
+        buttons += re.findall(r"<button[^>]*data-action[^>]*>", html)
+    actions = {re.search(r'data-action="([^"]+)"', b).group(1) for b in buttons}
+    assert actions == {
+        "job.run", "job.pause", "execution.cancel", "execution.retry",
+        "runner.drain", "runner.resume", "runner.forget",
+    }  # fmt: skip
+    assert all("data-confirm=" in button for button in buttons)
+    paused = make_job("paused", paused_at=NOW)
+    page = root_client.get(reverse("dashboard:job", args=[paused.name])).content.decode()
+    assert re.search(r'<button[^>]*data-action="job.resume"[^>]*data-confirm=', page)
+
+
+def test_the_pause_form_asks_for_a_reason(root_client, make_job):
+    page = root_client.get(reverse("dashboard:job", args=[make_job("nightly").name]))
+    assert re.search(r'<input name="reason" required maxlength="200"', page.content.decode())

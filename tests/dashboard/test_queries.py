@@ -119,7 +119,7 @@ def test_runners_come_with_the_executions_they_are_running(
     make_execution(job, NOW - timedelta(hours=1), runner=busy)  # finished: not current work
 
     with django_assert_num_queries(2):
-        runners = {r.name: r for r in queries.runners_with_work()}
+        runners = {r.name: r for r in queries.runners_with_work(NOW)}
         assert [e.job.name for e in runners["busy"].current_work] == [job.name]
 
     assert [e.pk for e in runners["busy"].current_work] == [running.pk]

@@ -96,9 +96,39 @@
     });
   }
 
+  // "last seen 17 s ago" on the runners page, counted on from the ISO time
+  // of the last heartbeat, and coloured as the server does
+  // (runners.coverage.liveness): yellow after one missed heartbeat, red past
+  // the offline threshold until the loop marks it offline.
+  function ago(seconds) {
+    var units = [["d", 86400], ["h", 3600], ["min", 60]];
+    for (var i = 0; i < units.length; i++) {
+      if (seconds >= units[i][1]) return Math.floor(seconds / units[i][1]) + " " + units[i][0] + " ago";
+    }
+    return seconds + " s ago";
+  }
+
+  function tickLastSeen(table) {
+    var quietAfter = parseFloat(table.dataset.quietAfter);
+    var offlineAfter = parseFloat(table.dataset.offlineAfter);
+    function tick() {
+      table.querySelectorAll("[data-seen-live]").forEach(function (cell) {
+        var age = Math.max(0, Math.floor((Date.now() - new Date(cell.dataset.lastSeen)) / 1000));
+        var text = cell.querySelector("[data-seen-ago]");
+        if (text) text.textContent = "last seen " + ago(age);
+        var kind = age > offlineAfter ? "silent" : age > quietAfter ? "quiet" : "fresh";
+        cell.className = "seen seen-" + kind;
+      });
+    }
+    tick();
+    setInterval(tick, 1000);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     showZone();
     confirmActions(document);
+    var runners = document.querySelector("table.runners[data-quiet-after]");
+    if (runners) tickLastSeen(runners);
     localiseTimes(document);
     var log = document.querySelector("pre.log[data-live]");
     if (log) tailLog(log);

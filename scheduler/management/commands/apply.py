@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from scheduler.applyfile import ApplyError, apply, load, plan, source_name
+from scheduler.label_checks import label_warnings
 
 
 class Command(BaseCommand):
@@ -52,6 +53,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"error: {error}")
             raise CommandError(f"{file}: nothing applied ({len(e.errors)} error(s))") from None
         self.report(changes, dry_run, as_json)
+        self.warn_about_labels(document)
 
     def report(self, changes, dry_run, as_json):
         if as_json:
@@ -67,3 +69,10 @@ class Command(BaseCommand):
             self.stdout.write("nothing to change: everything is as the file says")
         else:
             self.stdout.write(f"{prefix} {len(real)} change(s)")
+
+    def warn_about_labels(self, document):
+        """Jobs whose labels no runner carries: a warning on stderr (stdout
+        stays the plan, --json stays parseable); the file is applied anyway."""
+        jobs = [(item["name"], item.get("labels") or []) for item in document.get("jobs") or []]
+        for warning in label_warnings(jobs):
+            self.stderr.write(self.style.WARNING(f"warning: {warning}"))

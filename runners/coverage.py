@@ -1,0 +1,189 @@
+"""Which runners can take a job's work, why pending work still waits, and
+whether a runner has gone quiet: what the dashboard, `manage.py apply` and
+the job admin tell an operator.
+
+A runner carries a job's labels when its labels include all of them (DESIGN
+§4 "Matching"; `runners.claims.claimable` applies the same rule in SQL and
+`notifications.detectors.RunnerPool` through `carries`). Everything here
+reads the runners once (`Coverage.read`) and takes `now` as an argument.
+"""
+
+from datetime import timedelta
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db.models import Count
+
+from runners.models import Runner
+from scheduler.models import Execution
+
+# The loop marks a runner offline after this many heartbeat intervals of
+# silence (`loop_steps.update_runner_states`).
+OFFLINE_AFTER_HEARTBEATS = 3
+# A heartbeat counts as missed once half an interval has passed beyond the
+# instant it was due: network jitter alone never turns a runner yellow.
+QUIET_AFTER_HEARTBEATS = 1.5
+# Runners named in a reason, at most.
+NAMED = 5
+
+
+def carries(runner_labels, labels):
+    """Whether a runner with `runner_labels` may take work asking for `labels`."""
+    return set(labels or ()) <= set(runner_labels or ())
+
+
+def listed(labels):
+    return ", ".join(sorted(labels))
+
+
+class Waiting(NamedTuple):
+    """Why pending work waits: `kind` for styling and tests, `text` for people."""
+
+    kind: str  # unknown, unavailable, not_yet, busy, free
+    text: str
+
+
+class Coverage:
+    """A snapshot of the registered runners (`Runner` rows: online, draining
+    or offline; forgotten ones are gone) answering label questions."""
+
+    def __init__(self, runners, running=None):
+        self.runners = runners
+        # {runner id: running executions}, read on first need.
+        self._running = running
+
+    @classmethod
+    def read(cls):
+        return cls(list(Runner.objects.only("name", "labels", "state", "drained", "capacity")))
+
+    def seen_with(self, labels):
+        """The registered runners that carry `labels`, whatever their state."""
+        return [r for r in self.runners if carries(r.labels, labels)]
+
+    def taking_work(self, runners):
+        return [r for r in runners if r.state == Runner.ONLINE and not r.drained]
+
+    def online(self):
+        return [r for r in self.runners if r.state != Runner.OFFLINE]
+
+    def running(self):
+        if self._running is None:
+            rows = (
+                Execution.objects.filter(state=Execution.RUNNING)
+                .values_list("runner_id")
+                .annotate(n=Count("id"))
+                .order_by()
+            )
+            self._running = dict(rows)
+        return self._running
+
+    def never_seen(self, labels):
+        """A warning when no registered runner carries `labels` (a job
+        without labels suits any runner: nothing to warn about)."""
+        if not labels or self.seen_with(labels):
+            return None
+        return f"no runner with labels {listed(labels)} has been seen"
+
+    def why_waiting(self, labels, run_after, now):
+        """Why a pending execution of a job with `labels`, ready from
+        `run_after`, has not started."""
+        seen = self.seen_with(labels)
+        if not seen:
+            return Waiting("unknown", f"{self.nobody_carries(labels)}; {self.online_summary()}")
+        ready = self.taking_work(seen)
+        if not ready:
+            return Waiting("unavailable", self.unavailable(labels, seen))
+        if run_after > now:
+            return Waiting("not_yet", f"it waits until {run_after:%Y-%m-%d %H:%M:%S} UTC")
+        used = sum(self.running().get(r.pk, 0) for r in ready)
+        slots = sum(r.capacity for r in ready)
+        who = f"the {plural(len(ready), 'runner')} {with_labels(labels)}"
+        one = len(ready) == 1
+        if used >= slots:
+            return Waiting(
+                "busy", f"{who} {'is' if one else 'are'} busy: {used} of {slots} slots in use"
+            )
+        free = slots - used
+        return Waiting(
+            "free",
+            f"{who} {'has' if one else 'have'} {plural(free, 'free slot')};"
+            " it starts at the next poll",
+        )
+
+    def nobody_carries(self, labels):
+        if labels:
+            return f"no runner with labels {listed(labels)} has been seen"
+        return "no runner has registered yet"
+
+    def online_summary(self):
+        online = self.online()
+        if not online:
+            return "no runner is online"
+        carried = set().union(*(r.labels or () for r in online))
+        kinds = listed(carried) if carried else "none has labels"
+        return f"{plural(len(online), 'runner')} online: {kinds}"
+
+    def unavailable(self, labels, seen):
+        states = [f"{r.name} {'draining' if r.drained else r.state}" for r in seen[:NAMED]]
+        more = f" and {len(seen) - NAMED} more" if len(seen) > NAMED else ""
+        return (
+            f"the runners {with_labels(labels)} are offline or draining: {', '.join(states)}{more}"
+        )
+
+
+def with_labels(labels):
+    return f"with labels {listed(labels)}" if labels else "online"
+
+
+def plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def label_warnings(jobs, coverage=None):
+    """["job X: ..."] for each job whose labels no registered runner carries."""
+    coverage = coverage or Coverage.read()
+    found = []
+    for name, labels in jobs:
+        problem = coverage.never_seen(labels)
+        if problem:
+            found.append(f"job {name}: {problem}; its runs wait until one registers")
+    return found
+
+
+# -- a runner's liveness ------------------------------------------------------
+
+
+def heartbeat():
+    return timedelta(seconds=settings.CRONIQ_HEARTBEAT_INTERVAL)
+
+
+def offline_after():
+    """Silence after which the loop marks a runner offline."""
+    return OFFLINE_AFTER_HEARTBEATS * heartbeat()
+
+
+class Liveness(NamedTuple):
+    kind: str  # fresh, quiet (a heartbeat missed), silent (due offline), offline
+    age: timedelta
+
+
+def liveness(state, last_seen_at, now, interval=None):
+    """How a runner last seen at `last_seen_at` looks at `now`."""
+    interval = interval or heartbeat()
+    age = max(now - last_seen_at, timedelta(0))
+    if state == Runner.OFFLINE:
+        return Liveness("offline", age)
+    if age > OFFLINE_AFTER_HEARTBEATS * interval:
+        return Liveness("silent", age)
+    if age > QUIET_AFTER_HEARTBEATS * interval:
+        return Liveness("quiet", age)
+    return Liveness("fresh", age)
+
+
+def ago(age):
+    """ "17 s ago", "4 min ago", "3 h ago", "2 d ago" (whole units, rounded down)."""
+    seconds = int(age.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"

@@ -1,0 +1,34 @@
+"""Warnings about jobs' labels from the apps that know the runners.
+
+The scheduler imports nothing from the apps above it, so an app config with
+a `label_warnings(jobs)` method ([(name, labels)] -> ["job x: ..."])
+contributes them, as `loop_steps` contributes loop steps. `manage.py apply`
+prints them and the job admin shows them after a save: a warning, never a
+refusal (the runner may simply not be started yet).
+"""
+
+from django.apps import apps
+from django.contrib import messages
+
+
+def label_warnings(jobs):
+    jobs = list(jobs)
+    found = []
+    for config in apps.get_app_configs():
+        check = getattr(config, "label_warnings", None)
+        if check is not None and jobs:
+            found += check(jobs)
+    return found
+
+
+class WarnsOfUnservedLabels:
+    """For the job admin: after a save, a warning when no runner ever
+    registered carries the job's labels. (`save_related` runs after the
+    save on adding and changing alike, and the job admin keeps its own
+    `save_model`.)"""
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        job = form.instance
+        for warning in label_warnings([(job.name, job.labels)]):
+            self.message_user(request, warning, messages.WARNING)
