@@ -377,7 +377,6 @@ class Applier:
                 raise ApplyError(f"{where}.calendar: no calendar named {calendar_name!r}")
         job = Job.objects.filter(name=item["name"]).first()
         before = job_state(job) if job else None
-        fires_before = self.fires_of(job) if job else None
         job = job or Job(name=item["name"])
         for key, value in values.items():
             setattr(job, key, value)
@@ -387,6 +386,9 @@ class Applier:
         job.full_clean()
         after = job_state(job)
         changed = {k for k in after if before is None or before.get(k) != after[k]}
+        moves_fires = before is not None and bool(changed & FIRE_FIELDS)
+        # From the row as stored, not yet saved; only for a job whose fires move.
+        fires_before = self.fires_of(Job.objects.get(pk=job.pk)) if moves_fires else None
         if before is None:
             job.save()
         elif changed:
@@ -394,7 +396,7 @@ class Applier:
             # were read before the loop may have moved them on.
             job.save(update_fields=[*sorted(changed), "updated_at"])
         self.record_change("job", job.name, before, after, target=job)
-        if before is not None and changed & FIRE_FIELDS:
+        if moves_fires:
             # "after" once rescheduled: an @every job's grid starts anew.
             self.changes[-1].fires = {"before": fires_before}
             self.fire_changes[job.pk] = self.changes[-1]

@@ -110,3 +110,15 @@ def test_the_plan_never_prints_a_secret_env_value(tmp_path):
         '    env: {"A": "1", "API_TOKEN": "********"} -> {"A": "2", "API_TOKEN": "********"}' in out
     )
     assert "s3cret" not in out
+
+
+def test_fire_times_are_counted_only_for_jobs_whose_fires_move(tmp_path, monkeypatch):
+    run_apply(tmp_path, {"jobs": [REPORT]})
+
+    def not_counted(job, after, count):
+        raise AssertionError(f"counted the fire times of {job.name}")
+
+    monkeypatch.setattr(Job, "upcoming", not_counted)
+    out = run_apply(tmp_path, {"jobs": [{**REPORT, "command": "false"}]}, "--dry-run")
+
+    assert out.splitlines()[:2] == ["~ job report: command", '    command: "true" -> "false"']
