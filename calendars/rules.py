@@ -288,6 +288,30 @@ class CalendarRules:
             t = end
         return found
 
+    def block_reason(self, t):
+        """Why instant `t` is blocked, in a few words ("" when it is allowed)."""
+        t = to_utc(t)
+        local = wall(self.zone, t)
+        day = local.date()
+        if day.weekday() not in self.weekdays:
+            return "weekend" if day.weekday() >= 5 else "not an allowed weekday"
+        holiday = self._holidays(day.year).get(day)
+        if holiday:
+            return holiday
+        for period in self.exclude:
+            start, end = period.interval(self.zone)
+            if start <= t < end:
+                return period.label or "blackout"
+        if self._included and self._included.containing(t) is None:
+            return "outside include periods"
+        if not self._in_window(local.time()):
+            return f"outside the daily window {self.window_start:%H:%M}-{self.window_end:%H:%M}"
+        if self.base is not None:
+            reason = self.base.block_reason(t)
+            if reason:
+                return f"{reason} (base calendar {self.base.name})".replace(" ()", "")
+        return ""
+
     # the admin's month grid
 
     def day_status(self, day):

@@ -102,6 +102,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# Shown dates carry their timezone (croniq_project/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["croniq_project.formats"]
 
 STATIC_URL = "static/"
 # Only needed after `collectstatic` (the Docker image runs it); without it the

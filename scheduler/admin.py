@@ -11,6 +11,7 @@ from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from audit.changes import diff, masked_env, snapshot
 from calendars.admin import AdoptedOnSave
 from scheduler import operations
+from scheduler.admin_preview import FirePreviewAdmin
 from scheduler.label_checks import WarnsOfUnservedLabels
 from scheduler.models import Execution, Job, LogChunk
 
@@ -40,7 +41,7 @@ def fire_time(job, instant):
 
 
 @admin.register(Job)
-class JobAdmin(WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
+class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
     list_display = [
         "name",
         "schedule",

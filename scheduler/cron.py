@@ -65,6 +65,7 @@ FIELDS = [
     ("month", 1, 12, MONTH_NAMES),
     ("day-of-week", 0, 7, DOW_NAMES),
 ]
+LONGEST_EVERY = timedelta(days=36500)  # a hundred years
 EVERY_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -149,9 +150,15 @@ def _parse_every(text):
             "e.g. @every 30s, @every 5m, @every 1h30m, @every 2d"
         )
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        interval = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        interval = LONGEST_EVERY + ONE_DAY
     if interval <= timedelta(0):
         raise ScheduleError(f"{text!r}: the interval must be longer than zero")
+    if interval > LONGEST_EVERY:
+        # Past it the date arithmetic overflows; nothing that rare fires anyway.
+        raise ScheduleError(f"{text!r}: the interval must be at most {LONGEST_EVERY.days}d")
     return Schedule(text=text, every=interval)
 
 
@@ -318,7 +325,7 @@ def _raw_next(schedule, zone, after, limit, anchor):
 # --- the public math -----------------------------------------------------------
 
 
-def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
+def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None, blocked=None):
     """The first fire instant strictly after `after`, calendar applied, in UTC.
 
     `schedule` is text or a Schedule, `tz` an IANA name or ZoneInfo, `calendar`
@@ -326,6 +333,8 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
     scheduled instant). Policy `skip` moves on to the next occurrence inside
     allowed time; `defer` fires a blocked occurrence once at the first allowed
     instant after it. None when nothing fires within the horizon (5 years).
+    `blocked`, a list, receives the candidates the calendar turned away on
+    the way (one per blocked stretch crossed), for previews.
     """
     if policy not in (SKIP, DEFER):
         raise ValueError(f"unknown calendar policy {policy!r} (use skip or defer)")
@@ -339,9 +348,14 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None):
     if policy == DEFER:
         # Every occurrence before the next allowed instant is blocked too, so
         # they all coalesce into this one firing.
-        return calendar.next_allowed(candidate, horizon=limit)
+        allowed = calendar.next_allowed(candidate, horizon=limit)
+        if allowed != candidate and blocked is not None:
+            blocked.append(candidate)
+        return allowed
     while candidate is not None:
         allowed = calendar.next_allowed(candidate, horizon=limit)
+        if allowed != candidate and blocked is not None:
+            blocked.append(candidate)
         if allowed is None or allowed == candidate:
             return allowed
         candidate = _raw_next(schedule, zone, allowed - TINY, limit, anchor=after)

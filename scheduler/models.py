@@ -1,5 +1,5 @@
 import re
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -181,8 +181,9 @@ class Job(models.Model):
         self.error, self.error_at = "", None
         return ["error", "error_at"]
 
-    def next_fire_after(self, after):
-        """The first fire instant strictly after `after`, calendar applied."""
+    def next_fire_after(self, after, blocked=None):
+        """The first fire instant strictly after `after`, calendar applied
+        (`blocked`: see `scheduler.cron.next_fire`)."""
         from scheduler.cron import next_fire
 
         return next_fire(
@@ -192,25 +193,32 @@ class Job(models.Model):
             after,
             self.calendar_policy,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            blocked=blocked,
         )
 
-    def upcoming(self, after, count):
+    def upcoming(self, after, count, blocked=None):
         """Up to `count` instants this job fires strictly after `after`, calendar applied.
 
         The one answer to "when does this job fire next" for the admin, the
         dashboard and `next_runs`, counted as the loop counts: each instant
         is `next_fire_after` the one before, starting from the job's anchor
         (see `first_fire_after`). ScheduleError or RulesError when the stored
-        schedule or calendar cannot be evaluated.
+        schedule or calendar cannot be evaluated. `blocked`, a list, receives
+        the candidates the calendar turned away before the last one returned.
         """
         fires = []
-        instant = self.first_fire_after(after)
+        resumes = self.paused_until if self.paused_at else None
+        if resumes is not None and resumes > after:
+            instant = self.fire_after_pause(resumes, blocked)  # what the loop then does
+        else:
+            instant = self.first_fire_after(after, blocked)
         while instant is not None and len(fires) < count:
             fires.append(instant)
-            instant = self.next_fire_after(instant)
+            if len(fires) < count:
+                instant = self.next_fire_after(instant, blocked)
         return fires
 
-    def first_fire_after(self, after):
+    def first_fire_after(self, after, blocked=None):
         """The first instant the job fires strictly after `after`.
 
         Cron instants are fixed points in time. An `@every` job fires on the
@@ -224,9 +232,22 @@ class Job(models.Model):
 
         every = parse_schedule(self.schedule).every
         if every is None or self.next_run_at is None:
-            return self.next_fire_after(after)
+            return self.next_fire_after(after, blocked)
         grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
-        return self.next_fire_after(grid_point)
+        return self.next_fire_after(grid_point, blocked)
+
+    def fire_after_pause(self, until, blocked=None):
+        """The first instant the job fires once a pause ends at `until`.
+
+        A cron occurrence at `until` itself fires. An `@every` job counts
+        from `until`, as an operator's resume at that instant would (counting
+        from just before it would fire a microsecond early).
+        """
+        from scheduler.cron import parse_schedule
+
+        if parse_schedule(self.schedule).every is None:
+            until -= timedelta(microseconds=1)  # next_fire_after is strictly after
+        return self.next_fire_after(until, blocked)
 
     def no_fires_reason(self, after):
         """Why `upcoming(after, ...)` is empty, in a sentence."""

@@ -1,8 +1,6 @@
 """Operator actions on jobs and executions (admin, dashboard, management
 API). Each is audited."""
 
-from datetime import timedelta
-
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
@@ -10,9 +8,6 @@ import audit
 from scheduler import backfill, lifecycle, notifier, outcomes
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused  # noqa: F401 - callers catch it from here
-
-# next_fire_after is strictly after; a pause ending at an occurrence lets it fire.
-EARLIEST_STEP = timedelta(microseconds=1)
 
 
 def run_now(job, now, actor, scheduled_for=None, env=None, note=None):
@@ -103,7 +98,7 @@ def resume_ended_pauses(now):
         fields = {"next_run_at": None}
         try:
             if job.is_active:
-                fields["next_run_at"] = job.next_fire_after(until - EARLIEST_STEP)
+                fields["next_run_at"] = job.fire_after_pause(until)
         except ValueError as e:
             fields.update(error=str(e), error_at=now)
         with transaction.atomic():

@@ -77,9 +77,10 @@ def due_occurrences(job, now, until=None):
     enumerated = 0
     while instant is not None and instant <= until:
         if enumerated == ENUMERATION_LIMIT and not result.missed_uncounted:
-            # Too many missed instants to list: jump to the grace window.
+            # Too many missed instants to list: jump to the grace window (on
+            # an `@every` job's grid, as its previews counted).
             result.missed_uncounted = True
-            instant = job.next_fire_after(now - grace - timedelta(microseconds=1))
+            instant = job.first_fire_after(now - grace - timedelta(microseconds=1))
             continue
         (result.missed if now - instant > grace else result.on_time).append(instant)
         result.last = instant

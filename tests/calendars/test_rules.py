@@ -273,3 +273,20 @@ def test_period_starting_after_it_ends_is_refused():
 def test_naive_instants_are_refused():
     with pytest.raises(RulesError, match="has no timezone"):
         CalendarRules().is_allowed(datetime(2026, 1, 1))
+
+
+def test_block_reason_says_why_an_instant_is_blocked():
+    rules = de_by_workdays(exclude=(FREEZE,), window_start=time(8), window_end=time(18))
+    assert rules.block_reason(berlin(2026, 12, 19, 10, 0)) == "weekend"
+    assert rules.block_reason(berlin(2026, 12, 22, 10, 0)) == "Christmas freeze"
+    assert rules.block_reason(berlin(2026, 6, 4, 10, 0)) == "Corpus Christi"  # in Bavaria
+    # A day the calendar allows, at an hour its window does not.
+    assert rules.block_reason(berlin(2026, 12, 18, 19, 0)) == "outside the daily window 08:00-18:00"
+    assert rules.block_reason(berlin(2026, 12, 18, 10, 0)) == ""
+
+
+def test_block_reason_names_the_base_calendar_that_blocks():
+    base = CalendarRules(timezone="Europe/Berlin", weekdays=WORKDAYS, name="workdays")
+    child = CalendarRules(timezone="Europe/Berlin", base=base)
+    assert child.block_reason(berlin(2026, 5, 9, 10, 0)) == "weekend (base calendar workdays)"
+    assert child.block_reason(berlin(2026, 5, 8, 10, 0)) == ""

@@ -238,3 +238,19 @@ def test_the_job_list_shows_which_jobs_are_in_error(staff):
     rows = [row for row in page.split("<tr") if "field-name" in row]
     icons = {("stuck" in row): ("icon-yes" in row.split("field-has_error")[1]) for row in rows}
     assert icons == {True: True, False: False}
+
+
+def test_every_time_in_the_job_and_execution_admin_carries_its_timezone(staff):
+    instant = dt.datetime(2026, 11, 30, 11, 40, 33, tzinfo=dt.UTC)
+    job = JobFactory(timezone="Europe/Berlin", last_scheduled_at=instant, paused_at=instant)
+    execution = ExecutionFactory(job=job, scheduled_for=instant, claimed_at=instant)
+
+    pages = [
+        reverse("admin:scheduler_job_change", args=[job.pk]),
+        reverse("admin:scheduler_execution_changelist"),
+        reverse("admin:scheduler_execution_change", args=[execution.pk]),
+    ]
+    for url in pages:
+        text = visible_text(staff.get(url).content.decode())
+        assert "Mon 2026-11-30 11:40:33 UTC" in text, url
+        assert "Nov. 30, 2026" not in text, url

@@ -56,6 +56,8 @@ def fires_on_day(schedule, zone, day, calendar=None):
         ("", "schedule is empty"),
         ("@fortnightly", "unknown macro '@fortnightly'"),
         ("@every 0s", "the interval must be longer than zero"),
+        ("@every 36501d", "the interval must be at most 36500d"),
+        ("@every 99999999999d", "the interval must be at most 36500d"),  # past timedelta's range
         ("@every", "write the interval as days, hours, minutes and seconds"),
         ("@every 5 minutes", "write the interval as days, hours, minutes and seconds"),
         ("@every 1m30h", "write the interval as days, hours, minutes and seconds"),

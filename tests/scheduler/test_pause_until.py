@@ -81,3 +81,22 @@ def test_a_job_that_can_no_longer_be_scheduled_resumes_into_quarantine():
     job.refresh_from_db()
     assert job.paused_at is None and job.next_run_at is None
     assert "Mars/Olympus" in job.error and job.error_at == UNTIL
+
+
+def test_an_every_job_counts_from_the_pause_end_and_its_preview_says_so_while_paused():
+    job = JobFactory(schedule="@every 10m", next_run_at=T0)
+    operations.pause(Job.objects.filter(pk=job.pk), T0, None, until=UNTIL)
+    job.refresh_from_db()
+    expected = [UNTIL + dt.timedelta(minutes=10), UNTIL + dt.timedelta(minutes=20)]
+    assert job.upcoming(T0 + dt.timedelta(minutes=1), 2) == expected  # during the pause
+
+    operations.resume_ended_pauses(UNTIL)
+
+    job.refresh_from_db()
+    assert job.next_run_at == expected[0]  # not a microsecond before
+    assert job.upcoming(UNTIL, 2) == expected
+
+
+def test_a_paused_cron_jobs_preview_starts_at_the_occurrence_ending_the_pause():
+    job = paused()
+    assert job.upcoming(T0, 2) == [UNTIL, UNTIL + dt.timedelta(hours=1)]

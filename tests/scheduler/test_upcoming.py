@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from scheduler import ticks
+from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution, Job
 from tests.admin_forms import job_form
 from tests.factories import CalendarFactory, CalendarPeriodFactory
@@ -158,3 +159,56 @@ def test_admin_dashboard_next_runs_and_the_loop_agree_on_an_every_job(staff):
         assert admin_preview(staff, poll) == ([after_two[0]], after_two)
 
     assert fire_until(expected[3], step=STEP, start=at(12, 4, 29)) == expected[:4]
+
+
+def form_preview(staff, **fields):
+    """The job form's live preview (scheduler.previews) as the script asks it."""
+    query = {"schedule": "@every 10m", "timezone": "UTC", **fields}
+    answer = staff.get(reverse("admin:scheduler_job_preview"), query)
+    assert answer.status_code == 200, answer.content.decode()
+    return [datetime.fromisoformat(e["at"]) for e in answer.json()["entries"]]
+
+
+# The loop's real tick closes stale connections: it needs real transactions.
+@pytest.mark.django_db(transaction=True)
+def test_every_preview_is_the_instant_the_loop_fires_to_the_second(staff):
+    first = CREATED + TEN_MINUTES  # 11:50:33
+    expected = [CREATED + n * TEN_MINUTES for n in range(1, 11)]
+    with time_machine.travel(CREATED, tick=False):
+        typed = form_preview(staff)  # the add form, before the save
+        poll = create_in_admin(staff)
+    assert typed == expected
+
+    with time_machine.travel(at(11, 45, 2), tick=False):
+        assert form_preview(staff, job=poll.pk) == expected
+        assert admin_preview(staff, poll) == ([first], expected)
+        assert dashboard_preview(staff, poll) == ([first], expected)
+        assert next_runs_preview(poll, 10) == expected
+
+    # A tick a second early fires nothing; the tick at the instant fires it.
+    assert SchedulerLoop(clock=lambda: first - timedelta(seconds=1)).run_once() == {}
+    assert SchedulerLoop(clock=lambda: first).run_once() == {"fired": 1}
+    fired = Execution.objects.get(job=poll)
+    assert fired.scheduled_for == first
+    poll.refresh_from_db()
+    assert poll.next_run_at == expected[1]
+    with time_machine.travel(first, tick=False):
+        assert form_preview(staff, job=poll.pk) == expected[1:] + [expected[-1] + TEN_MINUTES]
+
+
+def test_after_an_outage_too_long_to_list_an_every_job_stays_on_its_grid():
+    # 1,440 missed instants: more than the loop lists one by one, so it jumps
+    # to the misfire grace window. The jump must land on the job's grid, where
+    # the preview shown during the outage said the job fires.
+    poll = Job.objects.create(
+        name="poll", schedule="@every 10s", command="true", next_run_at=CREATED
+    )
+    now = CREATED + timedelta(hours=4, seconds=4)
+    preview = poll.upcoming(now, 3)
+
+    ticks.trigger_due(now)
+
+    poll.refresh_from_db()
+    assert poll.next_run_at == preview[0]
+    fired = Execution.objects.values_list("scheduled_for", flat=True)
+    assert fired and all((t - CREATED) % timedelta(seconds=10) == timedelta(0) for t in fired)

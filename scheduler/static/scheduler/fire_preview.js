@@ -1,0 +1,122 @@
+// The job form's live preview: as the schedule, timezone, calendar or
+// calendar policy change, ask the admin's preview view (scheduler.previews)
+// for the next fire times and list them under the form's schedule fields.
+// Blocked candidates are struck through; their reason is the title (hover).
+(function () {
+  "use strict";
+
+  var script = document.currentScript;
+  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy"];
+  var WAIT_MS = 250; // typing pauses this long before we ask
+
+  function start() {
+    var schedule = document.getElementById("id_schedule");
+    if (!schedule || !script) return; // a read-only view of the job: nothing typed
+    var box = previewBox(schedule);
+    var state = { more: false, asked: 0, timer: null };
+
+    function refresh() {
+      clearTimeout(state.timer);
+      state.timer = setTimeout(function () { ask(box, state); }, WAIT_MS);
+    }
+    FIELDS.forEach(function (name) {
+      var input = document.getElementById("id_" + name);
+      if (!input) return;
+      ["input", "change"].forEach(function (kind) {
+        input.addEventListener(kind, function () { state.more = false; refresh(); });
+      });
+    });
+    box.addEventListener("click", function (event) {
+      if (!event.target.matches("[data-preview-more]")) return;
+      state.more = true;
+      ask(box, state);
+    });
+    ask(box, state);
+  }
+
+  function previewBox(schedule) {
+    var fieldset = schedule.closest("fieldset") || schedule.form;
+    var row = document.createElement("div");
+    row.className = "form-row field-fire-preview";
+    row.innerHTML =
+      '<div><div class="flex-container"><label>Fire times as typed:</label>' +
+      '<div class="readonly" data-fire-preview aria-live="polite"></div></div></div>';
+    fieldset.appendChild(row);
+    return row.querySelector("[data-fire-preview]");
+  }
+
+  function query(state) {
+    var params = new URLSearchParams();
+    FIELDS.forEach(function (name) {
+      var input = document.getElementById("id_" + name);
+      if (input) params.set(name, input.value);
+    });
+    if (script.dataset.jobId) params.set("job", script.dataset.jobId);
+    if (state.more) params.set("more", "1");
+    return script.dataset.previewUrl + "?" + params.toString();
+  }
+
+  function ask(box, state) {
+    var asked = ++state.asked;
+    box.setAttribute("aria-busy", "true");
+    fetch(query(state), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        return response.json().catch(function () {
+          return { error: "the preview answered " + response.status };
+        });
+      })
+      .then(function (answer) {
+        if (asked !== state.asked) return; // an older answer arriving late
+        render(box, answer);
+      })
+      .catch(function () {
+        if (asked === state.asked) render(box, { error: "the preview could not be reached" });
+      });
+  }
+
+  function render(box, answer) {
+    box.removeAttribute("aria-busy");
+    box.textContent = "";
+    if (answer.error) {
+      box.appendChild(element("p", "errornote", answer.error)).setAttribute("data-preview-error", "");
+      return;
+    }
+    if (answer.anchor) box.appendChild(element("p", "help", "@every " + answer.anchor));
+    if (!answer.entries.length) {
+      box.appendChild(element("p", "help", answer.reason));
+      return;
+    }
+    var list = box.appendChild(element("ol", "", ""));
+    answer.entries.forEach(function (entry) { list.appendChild(item(entry)); });
+    if (answer.more) {
+      var more = box.appendChild(element("button", "button", "Show more"));
+      more.type = "button";
+      more.setAttribute("data-preview-more", "");
+    }
+  }
+
+  function item(entry) {
+    var li = element("li", entry.blocked ? "blocked" : "", "");
+    var time = li.appendChild(element(entry.blocked ? "del" : "time", "", entry.wall));
+    time.setAttribute("datetime", entry.at);
+    if (entry.utc) li.appendChild(element("span", "quiet", " (" + entry.utc + ")"));
+    if (entry.blocked) {
+      // Not numbered: the numbers count the fire times.
+      li.style.listStyleType = "none";
+      li.style.counterIncrement = "list-item 0";
+      li.title = entry.reason;
+      li.appendChild(element("span", "quiet", " blocked"));
+    }
+    return li;
+  }
+
+  function element(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text) node.textContent = text;
+    return node;
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
