@@ -3,8 +3,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.admin_mixins import AuditedModelAdmin
+from calendars.admin_forms import CalendarAdminForm
 from calendars.changes import calendar_changed
-from calendars.models import Calendar, CalendarPeriod, ManagedBy
+from calendars.models import Calendar, CalendarPeriod, ManagedBy, manager_text
 from calendars.rules import RulesError, month_grid
 from calendars.zones import wall
 
@@ -20,23 +21,28 @@ class AdoptedOnSave:
     def change_view(self, request, object_id, form_url="", extra_context=None):
         obj = self.get_object(request, object_id)
         if request.method == "GET" and obj is not None and obj.managed_by == ManagedBy.APPLY:
-            kind = obj._meta.verbose_name
-            self.message_user(
-                request,
-                f"This {kind} is managed by apply (jobs as code): the next apply of a "
-                f"file that lists it overwrites edits made here. Saving adopts it, so "
-                f"apply --prune no longer deletes it.",
-                messages.WARNING,
-            )
+            self.message_user(request, apply_warning(obj), messages.WARNING)
         return super().change_view(request, object_id, form_url, extra_context)
 
     def adopt(self, request, obj, change):
         """Mark `obj` adopted before its save; returns the fields that changed."""
         if not change or obj.managed_by != ManagedBy.APPLY:
             return []
-        obj.managed_by = ManagedBy.ADMIN
-        self.audit(request, obj, "adopted", {"from": ManagedBy.APPLY, "to": ManagedBy.ADMIN})
-        return ["managed_by"]
+        data = {"from": ManagedBy.APPLY, "to": ManagedBy.ADMIN, "source": obj.managed_source}
+        obj.managed_by, obj.managed_source = ManagedBy.ADMIN, ""
+        self.audit(request, obj, "adopted", data)
+        return ["managed_by", "managed_source"]
+
+
+def apply_warning(obj):
+    """What the change form of an apply-managed row says before an edit."""
+    kind = obj._meta.verbose_name
+    listing = f"{obj.managed_source}" if obj.managed_source else "a file that lists it"
+    return (
+        f"This {kind} is managed by {manager_text(obj)} (jobs as code): the next apply "
+        f"of {listing} reverts edits made here. Saving adopts it, so apply --prune "
+        f"no longer deletes it."
+    )
 
 
 class CalendarPeriodInline(admin.TabularInline):
@@ -47,12 +53,13 @@ class CalendarPeriodInline(admin.TabularInline):
 
 @admin.register(Calendar)
 class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
+    form = CalendarAdminForm
     list_display = ["name", "timezone", "weekdays_shown", "holidays_shown", "window_shown", "base"]
     list_select_related = ["base"]
     search_fields = ["name", "description"]
     show_full_result_count = False
     inlines = [CalendarPeriodInline]
-    readonly_fields = ["next_allowed_preview", "managed_by"]
+    readonly_fields = ["next_allowed_preview", "managed_by", "managed_source"]
     change_form_template = "admin/calendars/calendar/change_form.html"
 
     @admin.display(description="weekdays")

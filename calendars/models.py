@@ -22,6 +22,13 @@ class ManagedBy(models.TextChoices):
     ADMIN = "admin", "the admin"
 
 
+def manager_text(row):
+    """Who manages an apply-managed `row`, in words: "apply of file croniq"."""
+    if row.managed_source:
+        return f"apply of file {row.managed_source}"
+    return "apply"
+
+
 def managed_by_field():
     return models.CharField(
         "managed by",
@@ -30,6 +37,17 @@ def managed_by_field():
         default=ManagedBy.ADMIN,
         help_text="apply updates and prunes only what it manages; saving an "
         "apply-managed row here adopts it (apply no longer prunes it).",
+    )
+
+
+def managed_source_field():
+    return models.CharField(
+        "managed by file",
+        max_length=100,
+        blank=True,
+        default="",
+        help_text="The apply source (a file's stem, or apply --source) that manages "
+        "this row: apply --prune of that source alone deletes it.",
     )
 
 
@@ -72,6 +90,7 @@ class Calendar(models.Model):
         help_text="Optional parent calendar: an instant must be allowed by both.",
     )
     managed_by = managed_by_field()
+    managed_source = managed_source_field()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -31,3 +31,13 @@ def holiday_problem(country, subdivision="", categories=()):
     except ValueError as exc:
         return f"holiday categories {list(categories)!r} are not supported for {country}: {exc}"
     return None
+
+
+@functools.cache
+def known_categories():
+    """Every holiday category some country of the holidays package supports,
+    sorted (about a second the first time: it loads every country)."""
+    found = set()
+    for country in holidays_lib.list_supported_countries():
+        found.update(holidays_lib.country_holidays(country).supported_categories)
+    return sorted(found)

@@ -5,8 +5,13 @@ audited; it needs both jobs:write and calendars:write (DESIGN.md §8).
 The body is JSON, or YAML when its Content-Type says so
 (`application/yaml`): the file an operator keeps, sent as it is (the
 `croniq apply` CLI does), read by the YAML loader `manage.py apply` uses.
+
+`source` names the file the document is, as `manage.py apply --source`
+does: the jobs and calendars it writes are managed under that name, and
+`prune` deletes only that name's. Without it the name is "api".
 """
 
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -14,10 +19,11 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from control import auth, scopes
-from scheduler.applyfile import ApplyError, apply, parse, plan
+from scheduler.applyfile import ApplyError, apply, parse, plan, source_name
 
 router = Router(tags=["apply"])
 
+DEFAULT_SOURCE = "api"
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 # The body is read by the view (JSON or YAML), so ninja is told its shape.
@@ -38,6 +44,8 @@ class ChangeOut(Schema):
     kind: str
     name: str
     diff: dict[str, Any]
+    # A job whose schedule changed: its next fire times before and after.
+    fires: dict[str, list[datetime | None]] | None = None
 
 
 class ApplyOut(Schema):
@@ -64,7 +72,9 @@ def document_of(request):
     auth=auth.needs_all(scopes.JOBS_WRITE, scopes.CALENDARS_WRITE),
     openapi_extra=DOCUMENT_BODY,
 )
-def apply_document(request, dry_run: bool = False, prune: bool = False):
+def apply_document(
+    request, dry_run: bool = False, prune: bool = False, source: str = DEFAULT_SOURCE
+):
     key = request.auth
     try:
         changes = apply(
@@ -74,6 +84,7 @@ def apply_document(request, dry_run: bool = False, prune: bool = False):
             dry_run=dry_run,
             actor=auth.actor(key),
             source=f"api:{key.name}",
+            managed_source=source_name(source),
         )
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None

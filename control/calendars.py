@@ -42,6 +42,7 @@ def fields(calendar):
         "include": [period(p) for p in periods if p.kind == CalendarPeriod.INCLUDE],
         "base": calendar.base.name if calendar.base_id else None,
         "managed_by": calendar.managed_by,
+        "managed_source": calendar.managed_source,
     }
 
 
@@ -70,6 +71,7 @@ def put(name, item, *, now, actor):
     adopt = ownership.adopt_flag(item.pop("adopt", False))
     # What GET shows may be sent back: who manages it is not for the caller to set.
     item.pop("managed_by", None)
+    item.pop("managed_source", None)
     if item.setdefault("name", name) != name:
         raise HttpError(422, "name: must be the name in the path")
     with transaction.atomic():

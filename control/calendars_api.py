@@ -43,6 +43,7 @@ class CalendarOut(Schema):
     include: list[PeriodOut]
     base: str | None
     managed_by: str
+    managed_source: str = ""
 
 
 class CalendarPage(Schema):

@@ -104,6 +104,7 @@ def update(name, patch, *, now, actor):
             raise HttpError(422, "name: a job is addressed by its name and cannot be renamed")
         current = job_state(job)
         current.pop("managed_by")
+        current.pop("managed_source")
         write({"name": name, **current, **patch}, now=now, actor=actor)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)

@@ -37,6 +37,7 @@ class JobOut(Schema):
     pause_reason: str
     next_run_at: datetime | None
     managed_by: str
+    managed_source: str = ""
 
 
 class JobPage(Schema):

@@ -9,7 +9,7 @@ then on. Rows made in the admin or through the API are anyone's to change.
 from ninja.errors import HttpError
 
 import audit
-from calendars.models import ManagedBy
+from calendars.models import ManagedBy, manager_text
 
 
 def adopt_flag(value, where="adopt"):
@@ -25,7 +25,9 @@ def check(obj, adopt):
         return False
     if not adopt:
         kind = obj._meta.model_name
-        raise HttpError(409, f"{kind} {obj.name} is managed by apply; pass adopt to take it over")
+        raise HttpError(
+            409, f"{kind} {obj.name} is managed by {manager_text(obj)}; pass adopt to take it over"
+        )
     return True
 
 
@@ -35,5 +37,5 @@ def record_adopted(obj, *, now, actor):
         target=obj,
         actor=actor,
         at=now,
-        data={"from": ManagedBy.APPLY, "to": ManagedBy.API},
+        data={"from": ManagedBy.APPLY, "to": ManagedBy.API, "source": obj.managed_source},
     )

@@ -8,13 +8,17 @@ name the item and field, like the scheduler's ("channels[1].url: ...",
 "notify[0].channels: unknown channel 'ops-pager'"); the admin's forms use the
 same checks, so a person reads the same sentence in both places.
 
-What apply creates or updates is marked `managed_by` (the file), and
-`--prune` deletes only such rows: a channel or rule made in the admin stays.
+What apply creates or updates is marked `managed_by`: the name of the file
+(its stem or `--source`, as jobs' `managed_source`), and `--prune` deletes
+only that file's rows: a channel or rule made in the admin or by another
+file stays.
 
 Durations (`throttle`, `grace`, and a job's `max_duration`/`min_duration`)
 are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
 `"1h30m"`, `"2d"`).
 """
+
+import copy
 
 from django.core.exceptions import ValidationError
 
@@ -320,7 +324,10 @@ class NotifySections:
 
     def __init__(self, applier):
         self.applier = applier
-        self.managed_by = applier.source or "apply"
+        self.managed_by = applier.managed_source or applier.source or "apply"
+        # Rows this file stamped before it had a name carry its path (or
+        # "api:<key>"): still its own to prune.
+        self.stamps = {self.managed_by, applier.source} - {""}
         self.channel_names = []  # every channel the file names, good or bad
         self.rule_names = []
 
@@ -352,7 +359,9 @@ class NotifySections:
         after = channel_state(channel)
         if before != after:
             channel.save()
-        self.applier.record_change("channel", channel.name, before, after, mask=masked_channel_diff)
+        self.applier.record_change(
+            "channel", channel.name, before, after, mask=masked_channel_diff, target=channel
+        )
 
     def apply_rule(self, where, item):
         errors, values = [], {}
@@ -386,16 +395,24 @@ class NotifySections:
         if before != after:
             rule.save()
             rule.channels.set(found.values())
-        self.applier.record_change("rule", rule.name, before, after)
+        self.applier.record_change("rule", rule.name, before, after, target=rule)
 
     def prune(self):
-        """Delete the channels and rules an apply made that the file no
-        longer names; never those made in the admin (`managed_by` empty)."""
-        managed_rules = Rule.objects.exclude(managed_by="").exclude(name__in=self.rule_names)
+        """Delete the channels and rules this file made that it no longer
+        names; never those made in the admin (`managed_by` empty) or by
+        another file."""
+        managed_rules = Rule.objects.filter(managed_by__in=self.stamps).exclude(
+            name__in=self.rule_names
+        )
         for rule in managed_rules:
-            self.applier.record_change("rule", rule.name, rule_state(rule), None)
+            # A copy keeps the pk that delete() clears: the event's target.
+            self.applier.record_change(
+                "rule", rule.name, rule_state(rule), None, target=copy.copy(rule)
+            )
             rule.delete()
-        managed = Channel.objects.exclude(managed_by="").exclude(name__in=self.channel_names)
+        managed = Channel.objects.filter(managed_by__in=self.stamps).exclude(
+            name__in=self.channel_names
+        )
         for channel in managed:
             users = sorted(channel.rules.values_list("name", flat=True))
             if users:
@@ -406,6 +423,11 @@ class NotifySections:
                 continue
             before = channel_state(channel)
             self.applier.record_change(
-                "channel", channel.name, before, None, mask=masked_channel_diff
+                "channel",
+                channel.name,
+                before,
+                None,
+                mask=masked_channel_diff,
+                target=copy.copy(channel),
             )
             channel.delete()

@@ -11,6 +11,7 @@ from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from audit.changes import diff, masked_env, snapshot
 from calendars.admin import AdoptedOnSave
 from scheduler import operations
+from scheduler.admin_forms import JobAdminForm
 from scheduler.admin_preview import FirePreviewAdmin
 from scheduler.label_checks import WarnsOfUnservedLabels
 from scheduler.models import Execution, Job, LogChunk
@@ -42,6 +43,7 @@ def fire_time(job, instant):
 
 @admin.register(Job)
 class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
+    form = JobAdminForm
     list_display = [
         "name",
         "schedule",
@@ -63,6 +65,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         "paused_until",
         "pause_reason",
         "managed_by",
+        "managed_source",
         "error",
         "error_at",
         "next_fires",
@@ -103,6 +106,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "paused_until",
                     "pause_reason",
                     "managed_by",
+                    "managed_source",
                     "error",
                     "error_at",
                     "created_at",

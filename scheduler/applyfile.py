@@ -10,6 +10,7 @@ notifications app: `channels` and `notify`, DESIGN.md §9) with
 and their items are applied in the same transaction as jobs and calendars.
 """
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from django.db.models import ProtectedError
 import audit
 from audit.changes import masked_diff
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
+from calendars.rules import RulesError
 from scheduler.applyitems import (
     CALENDAR_KEYS,
     JOB_DEFAULTS,
@@ -41,9 +43,14 @@ from scheduler.applyitems import (
     string_mapping,
 )
 from scheduler.calendar_changes import jobs_on_calendars
+from scheduler.cron import ScheduleError
 from scheduler.models import Job
 
 BUILT_IN_SECTIONS = ("calendars", "jobs")
+# How many fire times the plan shows before and after a schedule change.
+PLANNED_FIRES = 3
+# Job fields whose change moves its fire times (enabled does not: it stops them).
+FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy"})
 # [(keys, factory)] added by apps above the scheduler, in the order applied.
 _sections = []
 
@@ -78,8 +85,11 @@ class Change:
     kind: str  # calendar, job
     name: str
     diff: dict = field(default_factory=dict)
-    # The row created or updated: the audit event's target.
+    # The row created, updated or deleted: the audit event's target.
     target: object = field(default=None, repr=False, compare=False)
+    # A job whose schedule changed: {"before": [...], "after": [...]}, its
+    # next PLANNED_FIRES fire instants as they were and as they will be.
+    fires: dict = field(default_factory=dict)
 
     def __str__(self):
         signs = {"create": "+", "update": "~", "delete": "-", "unchanged": "="}
@@ -88,15 +98,56 @@ class Change:
             text += ": " + ", ".join(sorted(self.diff))
         return text
 
+    def details(self):
+        """Lines under the summary of an update: each changed field, old ->
+        new, and for a schedule change the fire times before and after."""
+        if self.action != "update":
+            return []
+        lines = [
+            f"    {name}: {shown(old)} -> {shown(new)}"
+            for name, (old, new) in sorted(self.diff.items())
+        ]
+        for when in ("before", "after"):
+            if when in self.fires:
+                instants = ", ".join(shown_instant(i) for i in self.fires[when]) or "none"
+                lines.append(f"    next fires {when}: {instants}")
+        return lines
+
+
+def shown(value):
+    """A field's value in the text plan: JSON, as `--json` writes it."""
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def shown_instant(instant):
+    return instant.strftime("%Y-%m-%d %H:%M %Z") if instant is not None else "unknown"
+
 
 def plan(changes):
     """What apply reports (`--json`, the API): the changes that change
     something, as JSON-friendly rows."""
     return [
-        {"action": c.action, "kind": c.kind, "name": c.name, "diff": c.diff}
+        {
+            "action": c.action,
+            "kind": c.kind,
+            "name": c.name,
+            "diff": c.diff,
+            "fires": c.fires or None,
+        }
         for c in changes
         if c.action != "unchanged"
     ]
+
+
+def source_name(text, where="source"):
+    """The name an apply manages its jobs and calendars under (`--source`,
+    by default the file's stem); ApplyError when it cannot be one."""
+    limit = Job._meta.get_field("managed_source").max_length
+    if not isinstance(text, str) or not text.strip():
+        raise ApplyError(f"{where}: required: a name for the file, e.g. its stem")
+    if len(text) > limit or not text.isprintable():
+        raise ApplyError(f"{where}: at most {limit} printable characters, got {text!r}")
+    return text
 
 
 def load(path):
@@ -136,10 +187,25 @@ def check_document(document, where=""):
     return document
 
 
-def apply(document, *, now, prune=False, dry_run=False, actor=("user", "apply"), source=""):
-    """Apply the document; returns the list of Changes. Raises ApplyError."""
+def apply(
+    document,
+    *,
+    now,
+    prune=False,
+    dry_run=False,
+    actor=("user", "apply"),
+    source="",
+    managed_source="",
+):
+    """Apply the document; returns the list of Changes. Raises ApplyError.
+
+    The jobs and calendars it writes are marked as managed by
+    `managed_source` (the file's name), and `prune` deletes only those of
+    that source the document no longer lists: several files each manage
+    their own. `source` is what the audit events say the document came from.
+    """
     with transaction.atomic():
-        applier = Applier(now=now, actor=actor, source=source)
+        applier = Applier(now=now, actor=actor, source=source, managed_source=managed_source)
         added = [(keys, factory(applier)) for keys, factory in _sections]
         applier.apply_calendars(document.get("calendars") or [])
         applier.apply_jobs(document.get("jobs") or [])
@@ -227,11 +293,15 @@ class Applier:
     """Checks and writes items; what it creates or updates is marked
     `managed_by` (apply: "apply"; the management API, one item at a time: "api")."""
 
-    def __init__(self, now, actor, source, managed_by=ManagedBy.APPLY, via="apply"):
+    def __init__(
+        self, now, actor, source, managed_by=ManagedBy.APPLY, via="apply", managed_source=""
+    ):
         self.now = now
         self.actor = actor
         self.source = source
         self.managed_by = managed_by
+        # Only apply's rows belong to a file.
+        self.managed_source = managed_source if managed_by == ManagedBy.APPLY else ""
         self.via = via
         self.errors = []
         self.changes = []
@@ -239,6 +309,7 @@ class Applier:
         self.job_names = []
         self.touched_calendars = set()
         self.jobs_to_reschedule = set()
+        self.fire_changes = {}  # job pk: its Change, whose fire times moved
 
     # Calendars
 
@@ -262,6 +333,7 @@ class Applier:
         for key, value in values.items():
             setattr(calendar, key, value)
         calendar.managed_by = self.managed_by
+        calendar.managed_source = self.managed_source
         calendar.full_clean()
         for period in periods:
             CalendarPeriod(calendar=calendar, **period).full_clean(exclude=["calendar"])
@@ -310,9 +382,13 @@ class Applier:
             setattr(job, key, value)
         job.calendar = calendar
         job.managed_by = self.managed_by
+        job.managed_source = self.managed_source
         job.full_clean()
         after = job_state(job)
         changed = {k for k in after if before is None or before.get(k) != after[k]}
+        moves_fires = before is not None and bool(changed & FIRE_FIELDS)
+        # From the row as stored, not yet saved; only for a job whose fires move.
+        fires_before = self.fires_of(Job.objects.get(pk=job.pk)) if moves_fires else None
         if before is None:
             job.save()
         elif changed:
@@ -320,21 +396,38 @@ class Applier:
             # were read before the loop may have moved them on.
             job.save(update_fields=[*sorted(changed), "updated_at"])
         self.record_change("job", job.name, before, after, target=job)
+        if moves_fires:
+            # "after" once rescheduled: an @every job's grid starts anew.
+            self.changes[-1].fires = {"before": fires_before}
+            self.fire_changes[job.pk] = self.changes[-1]
         if changed & Job.SCHEDULE_FIELDS:
             self.jobs_to_reschedule.add(job.pk)
+
+    def fires_of(self, job):
+        """The job's next fire instants after `now`, counted as the loop
+        counts them (Job.upcoming); [None] when its schedule cannot be read."""
+        try:
+            return job.upcoming(self.now, PLANNED_FIRES)
+        except (ScheduleError, RulesError, ValueError):
+            return [None]
 
     # Prune, reschedule, audit
 
     def prune(self):
-        """Delete what apply manages and the file no longer lists; rows made
-        or adopted through the API or the admin stay."""
-        unlisted_jobs = Job.objects.filter(managed_by=ManagedBy.APPLY)
+        """Delete what this file (its source) manages and no longer lists;
+        rows of other files, and those made or adopted through the API or
+        the admin, stay."""
+        managed = {"managed_by": ManagedBy.APPLY, "managed_source": self.managed_source}
+        unlisted_jobs = Job.objects.filter(**managed)
         for job in unlisted_jobs.exclude(name__in=self.job_names):
-            self.record_change("job", job.name, job_state(job), None)
+            # A copy keeps the pk that delete() clears: the event's target.
+            target = copy.copy(job)
+            self.record_change("job", job.name, job_state(job), None, target=target)
             job.delete()
-        unlisted_calendars = Calendar.objects.filter(managed_by=ManagedBy.APPLY)
+        unlisted_calendars = Calendar.objects.filter(**managed)
         for calendar in unlisted_calendars.exclude(name__in=self.calendar_names).order_by("-pk"):
             before = calendar_state(calendar)
+            target = copy.copy(calendar)
             try:
                 with transaction.atomic():
                     calendar.delete()
@@ -344,7 +437,7 @@ class Applier:
                     "a notification rule; list it in the file or remove what uses it"
                 )
                 continue
-            self.record_change("calendar", calendar.name, before, None)
+            self.record_change("calendar", calendar.name, before, None, target=target)
 
     def reschedule(self):
         jobs = Job.objects.filter(pk__in=self.jobs_to_reschedule) | jobs_on_calendars(
@@ -353,6 +446,8 @@ class Applier:
         for job in jobs.select_related("calendar").distinct():
             job.reschedule(self.now)
             job.save(update_fields=["next_run_at"])
+            if job.pk in self.fire_changes:
+                self.fire_changes[job.pk].fires["after"] = self.fires_of(job)
 
     def audit(self):
         for change in self.changes:
@@ -361,7 +456,7 @@ class Applier:
             verb = {"create": "created", "update": "changed", "delete": "deleted"}[change.action]
             audit.record(
                 f"{change.kind}.{verb}",
-                target=change.target if change.action != "delete" else None,
+                target=change.target,
                 actor=self.actor,
                 at=self.now,
                 data={

@@ -392,6 +392,7 @@ def calendar_state(calendar, periods=None):
         ],
         "base": calendar.base.name if calendar.base_id else None,
         "managed_by": calendar.managed_by,
+        "managed_source": calendar.managed_source,
         "periods": sorted(
             [
                 p.kind,
@@ -424,5 +425,6 @@ def job_state(job):
         "max_duration": job.max_duration,
         "min_duration": job.min_duration,
         "managed_by": job.managed_by,
+        "managed_source": job.managed_source,
         "parameters": list(job.parameters),
     }

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from calendars.models import managed_by_field
+from calendars.models import managed_by_field, managed_source_field
 from calendars.validators import validate_timezone
 
 # Execution output lives in a module of its own; imported here so Django
@@ -129,6 +129,7 @@ class Job(models.Model):
     )
     pause_reason = models.CharField(max_length=200, blank=True, help_text="Why it is paused.")
     managed_by = managed_by_field()
+    managed_source = managed_source_field()
     next_run_at = models.DateTimeField(
         null=True, blank=True, help_text="Next scheduled instant (UTC), calendar applied."
     )

@@ -1,4 +1,8 @@
-"""POST payloads of the admin's job and calendar forms, as a browser sends them."""
+"""POST payloads of the admin's job and calendar forms, as a browser sends them.
+
+A list value is a field posted several times (ticked checkboxes, rows);
+the forms still read the JSON text they took before ('{"A": "1"}',
+'["mon"]'), so overrides may use it."""
 
 
 def job_form(**fields):
@@ -7,8 +11,10 @@ def job_form(**fields):
         "name": "report",
         "description": "",
         "command": "python report.py",
-        "env": "{}",
-        "labels": "[]",
+        # The environment's rows: the blank one the form always offers.
+        "env__name": [""],
+        "env__value": [""],
+        "labels": "",
         "schedule": "30 2 * * *",
         "timezone": "Europe/Berlin",
         "calendar": "",
@@ -28,10 +34,9 @@ def calendar_form(**fields):
         "name": "ops",
         "description": "",
         "timezone": "UTC",
-        "weekdays": '["mon", "tue"]',
+        "weekdays": ["mon", "tue"],
         "holiday_country": "",
         "holiday_subdivision": "",
-        "holiday_categories": "[]",
         "window_start": "",
         "window_end": "",
         "base": "",

@@ -175,6 +175,11 @@ def add_apply(subparsers, parent):
     apply.add_argument(
         "--prune", action="store_true", help="delete what apply made that the file no longer lists"
     )
+    apply.add_argument(
+        "--source",
+        help="the name the file's jobs and calendars are managed under, which --prune "
+        "keeps to (default: the file's name without its extension, as manage.py apply)",
+    )
 
 
 def add_runners(commands):

@@ -5,6 +5,7 @@ a call that fails raises cli_api.Failed with the exit code it means."""
 
 import json
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 from croniq_runner import cli_tables
@@ -188,13 +189,18 @@ def apply_file(api, args, out, err):
         raise Failed(EXIT_USAGE, f"cannot read {args.file}: {error.strerror}") from None
     # Sent as it is; the server reads it as `manage.py apply` reads a file.
     syntax = "application/json" if args.file.endswith(".json") else "application/yaml"
-    params = {"dry_run": "true" if args.dry_run else None, "prune": "true" if args.prune else None}
+    params = {
+        "dry_run": "true" if args.dry_run else None,
+        "prune": "true" if args.prune else None,
+        # The name `manage.py apply` gives the same file: both manage the same rows.
+        "source": Path(args.file).stem if args.source is None else args.source,
+    }
     answer = api.call(
         "POST",
         "apply",
         data=document,
         content_type=syntax,
-        params={k: v for k, v in params.items() if v},
+        params={k: v for k, v in params.items() if v is not None},
     )
     return show(args, out, answer, cli_tables.plan)
 

@@ -162,7 +162,7 @@ def test_apply_sends_the_file_as_it_is(api, croniq, tmp_path):
     [asked] = api.asked
     assert asked.headers["Content-Type"] == "application/yaml"
     assert asked.body == text.encode()
-    assert asked.query == {"dry_run": "true", "prune": "true"}
+    assert asked.query == {"dry_run": "true", "prune": "true", "source": "croniq"}
 
 
 def test_apply_of_a_file_it_cannot_read_exits_2(api, croniq, tmp_path):
@@ -171,3 +171,15 @@ def test_apply_of_a_file_it_cannot_read_exits_2(api, croniq, tmp_path):
     assert code == 2
     assert "cannot read" in err
     assert not api.asked
+
+
+def test_apply_sends_the_source_it_is_given(api, croniq, tmp_path):
+    path = tmp_path / "v2.yaml"
+    path.write_text("jobs: []\n")
+    api.answer(200, {"changes": [], "applied": True})
+
+    code, _, _ = croniq("apply", str(path), "--source", "billing")
+
+    assert code == 0
+    [asked] = api.asked
+    assert asked.query == {"source": "billing"}

@@ -64,14 +64,14 @@ def test_a_dry_run_answers_the_plan_and_writes_nothing(api):
 
 
 def test_the_plan_is_the_one_manage_py_apply_prints(api, tmp_path):
-    api.post("apply", DOCUMENT)
+    api.post("apply", DOCUMENT, source="croniq")
     changed = {**DOCUMENT, "jobs": [{**DOCUMENT["jobs"][0], "command": "false"}]}
     path = tmp_path / "croniq.yaml"
     path.write_text(yaml.safe_dump(changed))
     out = StringIO()
     call_command("apply", str(path), "--dry-run", "--prune", "--json", stdout=out)
 
-    answer = api.post("apply", changed, dry_run="true", prune="true")
+    answer = api.post("apply", changed, dry_run="true", prune="true", source="croniq")
 
     assert answer.json()["changes"] == json.loads(out.getvalue())
     assert [(c["action"], c["name"]) for c in answer.json()["changes"]] == [
@@ -175,7 +175,7 @@ def test_a_yaml_body_is_read_as_manage_py_apply_reads_the_file(api, tmp_path):
     path = tmp_path / "croniq.yaml"
     path.write_text(YAML_FILE)
     out = StringIO()
-    call_command("apply", str(path), "--dry-run", "--json", stdout=out)
+    call_command("apply", str(path), "--dry-run", "--json", "--source", "api", stdout=out)
 
     planned = post_yaml(api, YAML_FILE, dry_run="true")
     applied = post_yaml(api, YAML_FILE)
@@ -224,3 +224,37 @@ def test_a_body_that_is_no_document_is_422(api, content_type, body, detail):
 
     assert answer.status_code == 422, answer.content
     assert answer.json()["detail"].startswith(detail)
+
+
+def test_a_source_names_the_file_and_prune_deletes_only_its_rows(api):
+    api.post("apply", {"jobs": [DOCUMENT["jobs"][1]]})
+    api.post("apply", {**DOCUMENT, "jobs": DOCUMENT["jobs"][:1]}, source="billing")
+
+    answer = api.post("apply", {}, prune="true", source="billing")
+
+    assert {(c["action"], c["name"]) for c in answer.json()["changes"]} == {
+        ("delete", "report"),
+        ("delete", "workdays"),
+    }
+    assert list(Job.objects.values_list("name", "managed_source")) == [("heartbeat", "api")]
+
+
+@pytest.mark.parametrize("source", ["", "x" * 101])
+def test_a_bad_source_is_422_and_writes_nothing(api, source):
+    answer = api.post("apply", DOCUMENT, source=source)
+
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["detail"].startswith("source: ")
+    assert snapshot() == ([], [])
+
+
+def test_a_schedule_change_plans_the_fire_times_before_and_after(api):
+    api.post("apply", DOCUMENT)
+    moved = {**DOCUMENT, "jobs": [{**DOCUMENT["jobs"][1], "schedule": "@every 1h"}]}
+
+    answer = api.post("apply", moved, dry_run="true")
+
+    [change] = answer.json()["changes"]
+    assert change["diff"] == {"schedule": ["@every 5m", "@every 1h"]}
+    assert set(change["fires"]) == {"before", "after"}
+    assert len(change["fires"]["before"]) == len(change["fires"]["after"]) == 3

@@ -53,6 +53,7 @@ def test_put_creates_a_calendar_that_reads_back_as_the_apply_file_says_it(api):
         "include": [],
         "base": None,
         "managed_by": "api",
+        "managed_source": "",
     }
     assert api.get("calendars/office").json() == answer.json()
     event = AuditEvent.objects.get(action="calendar.created")

@@ -90,7 +90,7 @@ def test_the_api_refuses_to_change_an_apply_managed_job_unless_it_adopts_it(tmp_
 
     assert refused.status_code == 409
     assert refused.json() == {
-        "detail": "job report is managed by apply; pass adopt to take it over"
+        "detail": "job report is managed by apply of file croniq; pass adopt to take it over"
     }
     assert api.delete("jobs/report").status_code == 409
     assert list(Job.objects.values()) == before
@@ -147,16 +147,19 @@ def test_the_admin_warns_on_an_apply_managed_job_and_saving_adopts_it(tmp_path, 
     job = Job.objects.get(name="heartbeat")
     url = reverse("admin:scheduler_job_change", args=[job.pk])
 
-    page = staff.get(url)
+    page = staff.get(url).content.decode()
 
-    assert "managed by apply" in page.content.decode()
+    assert "managed by apply of file croniq" in page
+    assert "the next apply of croniq reverts edits made here" in page
     form = job_form(name="heartbeat", schedule="@every 10m", command="true", timezone="UTC")
     answer = staff.post(url, form)
     assert answer.status_code == 302, answer.content
     job.refresh_from_db()
     assert (job.schedule, job.managed_by) == ("@every 10m", "admin")
     event = AuditEvent.objects.get(action="job.adopted")
-    assert (event.actor_name, event.data) == ("ops", {"from": "apply", "to": "admin"})
+    data = {"from": "apply", "to": "admin", "source": "croniq"}
+    assert (event.actor_name, event.data) == ("ops", data)
+    assert job.managed_source == ""
     assert "managed by apply" not in staff.get(url).content.decode()
 
 

@@ -116,13 +116,13 @@ def test_apply_creates_channels_rules_and_the_jobs_notification_fields(tmp_path)
         "secret": "${CRONIQ_HOOK_SECRET}",  # the reference, never the value
         "headers": {"Authorization": "Bearer literal-token-123"},
     }
-    assert hook.managed_by == path
+    assert hook.managed_by == "croniq"
     assert Channel.objects.get(name="ops-mail").to == ["ops@example.com"]
     failures = Rule.objects.get(name="failures")
     assert failures.throttle == 1800
     assert failures.failures_in_a_row == 3 and failures.jobs == "billing-*"
     assert sorted(c.name for c in failures.channels.all()) == ["ops-hook", "ops-mail"]
-    assert failures.managed_by == path
+    assert failures.managed_by == "croniq"
     team = Rule.objects.get(name="team-a")
     assert (team.grace, team.slow_factor, team.calendar.name) == (5400, 2.5, "workdays")
     job = Job.objects.get(name="billing-sync")
@@ -247,7 +247,7 @@ def test_apply_takes_over_a_channel_made_in_the_admin(tmp_path):
     out = run_apply(path)
 
     assert "~ channel ops-mail: managed_by" in out
-    assert Channel.objects.get(name="ops-mail").managed_by == path
+    assert Channel.objects.get(name="ops-mail").managed_by == "croniq"
 
 
 def bad(where, value):

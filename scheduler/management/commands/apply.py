@@ -1,10 +1,11 @@
 import getpass
 import json
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scheduler.applyfile import ApplyError, apply, load, plan
+from scheduler.applyfile import ApplyError, apply, load, plan, source_name
 from scheduler.label_checks import label_warnings
 
 
@@ -22,15 +23,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--prune",
             action="store_true",
-            help="Delete jobs and calendars the file does not list, and the channels "
-            "and rules an apply made that it no longer lists.",
+            help="Delete the jobs, calendars, channels and rules this file (its source) "
+            "made that it no longer lists.",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print the changes as JSON."
         )
+        parser.add_argument(
+            "--source",
+            help="The name the file's jobs and calendars are managed under (default: "
+            "the file's name without its extension); --prune deletes only that name's.",
+        )
 
-    def handle(self, *args, file, dry_run, prune, as_json, **options):
+    def handle(self, *args, file, dry_run, prune, as_json, source, **options):
         try:
+            managed_source = source_name(Path(file).stem if source is None else source)
             document = load(file)
             changes = apply(
                 document,
@@ -39,6 +46,7 @@ class Command(BaseCommand):
                 dry_run=dry_run,
                 actor=("user", f"apply:{getpass.getuser()}"),
                 source=file,
+                managed_source=managed_source,
             )
         except ApplyError as e:
             for error in e.errors:
@@ -54,6 +62,8 @@ class Command(BaseCommand):
         real = [c for c in changes if c.action != "unchanged"]
         for change in real:
             self.stdout.write(str(change))
+            for line in change.details():
+                self.stdout.write(line)
         prefix = "would apply" if dry_run else "applied"
         if not real:
             self.stdout.write("nothing to change: everything is as the file says")

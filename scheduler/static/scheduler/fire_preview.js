@@ -58,6 +58,12 @@
 
   function ask(box, state) {
     var asked = ++state.asked;
+    var schedule = document.getElementById("id_schedule");
+    if (!schedule.value.trim()) {
+      // Nothing typed yet (a new job): nothing to ask about.
+      render(box, { entries: [], reason: "Type a schedule to see its next fire times." });
+      return;
+    }
     box.setAttribute("aria-busy", "true");
     fetch(query(state), { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {

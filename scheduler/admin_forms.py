@@ -1,0 +1,62 @@
+"""The admin's job form: labels and parameters as tags, the environment as
+rows of name and value, the timezone typed with suggestions.
+
+Each field is checked with the apply file's check (`scheduler.applyitems`,
+the timezone's validator), so the admin and `manage.py apply` refuse the
+same things with the same words. Scripts that post the old JSON ('{}',
+'["linux"]') are still understood.
+"""
+
+from django import forms
+
+from audit.admin_widgets import MappingField, NamesField
+from calendars.admin_forms import TimezoneField
+from scheduler.applyitems import ApplyError, parameter_names, string_list, string_mapping
+from scheduler.models import Job
+
+
+def checked(field, check):
+    """A form check from apply's `check(where, value)`: its value, or its
+    ApplyError as the form's error without the field name in front."""
+
+    def run(value):
+        try:
+            return check(field, value)
+        except ApplyError as e:
+            raise forms.ValidationError(
+                [message.removeprefix(f"{field}: ") for message in e.errors]
+            ) from None
+
+    return run
+
+
+class JobAdminForm(forms.ModelForm):
+    env = MappingField(
+        required=False,
+        check=checked("env", string_mapping),
+        help_text="Extra environment variables, one name and value per row.",
+    )
+    labels = NamesField(
+        required=False,
+        check=checked("labels", string_list),
+        help_text="A runner must carry all of these labels to run the job; "
+        "separate them with commas, e.g. linux, gpu.",
+    )
+    parameters = NamesField(
+        required=False,
+        check=checked("parameters", parameter_names),
+        help_text="Names of environment variables a manual trigger may set, "
+        "e.g. REPORT_DATE, REGION.",
+    )
+    timezone = TimezoneField(
+        initial="UTC", help_text="The IANA timezone the schedule is read in, e.g. Europe/Berlin."
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "name", "description", "command", "env", "parameters", "labels", "schedule",
+            "timezone", "calendar", "calendar_policy", "misfire_policy", "singleton",
+            "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
+            "min_duration",
+        ]  # fmt: skip
