@@ -1,4 +1,4 @@
-"""0009 adds the dashboard's outcome indexes to a database that holds jobs
+"""0010 adds the dashboard's outcome indexes to a database that holds jobs
 and executions; the heat-map and the job page's counts then read them."""
 
 import datetime as dt
@@ -12,8 +12,8 @@ from tests.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("scheduler", "0008_triggers")]
-AFTER = [("scheduler", "0009_execution_outcome_indexes")]
+BEFORE = [("scheduler", "0009_job_managed_source")]
+AFTER = [("scheduler", "0010_execution_outcome_indexes")]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 INDEXES = {"exec_state_finished", "exec_job_state_finished"}
 

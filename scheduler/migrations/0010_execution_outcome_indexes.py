@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("scheduler", "0008_triggers"),
+        ("scheduler", "0009_job_managed_source"),
     ]
 
     operations = [
