@@ -397,6 +397,13 @@ def test_the_job_page_says_a_paused_job_fires_only_after_it_is_resumed(staff_cli
     assert "data-inactive-note" not in html
 
 
+def test_the_job_page_says_a_job_paused_until_an_instant_fires_after_it(staff_client, make_job):
+    paused = make_job(paused_at=NOW, paused_until=NOW + timedelta(hours=2))
+    html = staff_client.get(reverse("dashboard:job", args=[paused.name])).content.decode()
+    assert "these are its fire times after that" in html
+    assert "none of these fire" not in html
+
+
 def test_a_job_with_a_schedule_that_does_not_parse_still_has_a_page(staff_client, make_job):
     job = make_job(schedule="every full moon")
     answer = staff_client.get(reverse("dashboard:job", args=[job.name]))
