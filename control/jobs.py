@@ -50,6 +50,17 @@ def get(name):
     return job
 
 
+def locked(name):
+    """The job named `name` with its row locked until the transaction ends,
+    or 404, in one query (its calendar is not loaded)."""
+    if "\x00" in name:
+        raise HttpError(404, f"no job named {name!r}")
+    job = Job.objects.select_for_update().filter(name=name).first()
+    if job is None:
+        raise HttpError(404, f"no job named {name!r}")
+    return job
+
+
 def listed(*, label=None, enabled=None, name=None, limit=paging.DEFAULT_LIMIT, cursor=None):
     """(jobs, next_cursor): jobs by name, filtered."""
     jobs = Job.objects.select_related("calendar")
@@ -156,10 +167,3 @@ def upcoming(name, *, count, after):
         return job.upcoming(after, count)
     except ValueError as e:  # a stored schedule or calendar that no longer evaluates
         raise HttpError(422, f"schedule: {e}") from None
-
-
-def locked(name):
-    job = Job.objects.select_for_update().filter(name=name).first()
-    if job is None:
-        raise HttpError(404, f"no job named {name!r}")
-    return job

@@ -68,19 +68,23 @@ def trigger(job, now, actor, key=None, env=None, scheduled_for=None):
     pending), OperationRefused (a singleton with a live run, or the instant
     taken). A refused trigger changes nothing.
     """
+    with transaction.atomic():
+        return trigger_locked(job.locked(), now, actor, key, env, scheduled_for)
+
+
+def trigger_locked(job, now, actor, key=None, env=None, scheduled_for=None):
+    """`trigger` inside the caller's transaction, which holds `job`'s row lock."""
     env = env or {}
     check_request(job, env, scheduled_for, now)
-    with transaction.atomic():
-        job = job.locked()
-        if key is not None:
-            first = claim_key(job, key, now)
-            if first is not None:
-                return Triggered(first, deduplicated=True)
-        check_queue(job)
-        note = {"env": sorted(env), "idempotency_key": key, "by": "api"}
-        execution = operations.run_now(job, now, actor, scheduled_for, env, note)
-        if key is not None:
-            TriggerKey.objects.filter(job=job, key=key).update(execution=execution)
+    if key is not None:
+        first = claim_key(job, key, now)
+        if first is not None:
+            return Triggered(first, deduplicated=True)
+    check_queue(job)
+    note = {"env": sorted(env), "idempotency_key": key, "by": "api"}
+    execution = operations.run_now(job, now, actor, scheduled_for, env, note)
+    if key is not None:
+        TriggerKey.objects.filter(job=job, key=key).update(execution=execution)
     return Triggered(execution, deduplicated=False)
 
 
