@@ -3,13 +3,14 @@
 import datetime as dt
 
 import pytest
+from django.db import connection
 
 from scheduler import steps
 from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
-# run_once() closes obsolete connections, as the loop does: that needs real
+# run_once() manages its connection, as the loop does: that needs real
 # transactions, not the test-wrapping one.
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -154,3 +155,30 @@ def test_two_steps_with_one_name_are_refused(monkeypatch):
 
     with pytest.raises(ValueError, match="share a name"):
         steps.collect(loop=None)
+
+
+on_postgres_only = pytest.mark.skipif(
+    "connection.vendor != 'postgresql'",
+    reason="Django never closes the SQLite test database's in-memory connection",
+)
+
+
+@on_postgres_only
+def test_the_loop_keeps_its_database_connection_from_tick_to_tick():
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.run_once()
+    session = connection.connection
+    loop.run_once()
+    assert connection.connection is session  # no new PostgreSQL session per tick
+
+
+@on_postgres_only
+def test_a_connection_found_broken_is_replaced_at_the_next_tick():
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.run_once()
+    broken = connection.connection
+    broken.close()  # as a database restart leaves it
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the driver raises
+        loop.run_once()
+    assert loop.run_once() == {}
+    assert connection.connection is not broken
