@@ -18,7 +18,7 @@ from django.utils import timezone
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
-from control import auth, scopes
+from control import auth, examples, scopes
 from scheduler.applyfile import ApplyError, apply, parse, plan, source_name
 
 router = Router(tags=["apply"])
@@ -32,8 +32,8 @@ DOCUMENT_BODY = {
         "required": True,
         "description": "The apply document (DESIGN.md §5): JSON, or the YAML file as it is.",
         "content": {
-            "application/json": {"schema": {"type": "object"}},
-            "application/yaml": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"type": "object"}, "example": examples.APPLY_DOCUMENT},
+            "application/yaml": {"schema": {"type": "string"}, "example": examples.APPLY_YAML},
         },
     }
 }

@@ -8,7 +8,7 @@ from typing import Any
 from django.utils import timezone
 from ninja import Body, Router, Schema
 
-from control import auth, calendars, paging, scopes
+from control import auth, calendars, examples, paging, scopes
 
 router = Router(tags=["calendars"])
 
@@ -71,7 +71,12 @@ def get_calendar(request, name: str):
     return calendars.fields(calendars.get(name))
 
 
-@router.put("calendars/{name}", response=CalendarOut, auth=auth.needs(scopes.CALENDARS_WRITE))
+@router.put(
+    "calendars/{name}",
+    response=CalendarOut,
+    auth=auth.needs(scopes.CALENDARS_WRITE),
+    openapi_extra=examples.body(examples.CALENDAR),
+)
 def put_calendar(request, name: str, item: Body[dict[str, Any]]):
     calendar, _ = calendars.put(name, item, now=timezone.now(), actor=auth.actor(request.auth))
     return calendars.fields(calendar)

@@ -7,8 +7,9 @@ from typing import Any
 
 from django.utils import timezone
 from ninja import Body, Query, Router, Schema, Status
+from pydantic import ConfigDict
 
-from control import auth, jobs, paging, scopes
+from control import auth, examples, jobs, paging, scopes
 
 router = Router(tags=["jobs"])
 
@@ -46,6 +47,8 @@ class JobPage(Schema):
 
 
 class PauseIn(Schema):
+    model_config = ConfigDict(json_schema_extra=examples.schema(examples.PAUSE))
+
     reason: str = ""
     until: datetime | None = None
 
@@ -68,7 +71,12 @@ def list_jobs(request, filters: Query[JobFilters]):
     return {"items": [jobs.fields(job) for job in rows], "next_cursor": cursor}
 
 
-@router.post("jobs", response={201: JobOut}, auth=auth.needs(scopes.JOBS_WRITE))
+@router.post(
+    "jobs",
+    response={201: JobOut},
+    auth=auth.needs(scopes.JOBS_WRITE),
+    openapi_extra=examples.body(examples.JOB),
+)
 def create_job(request, item: Body[dict[str, Any]]):
     job = jobs.create(item, now=timezone.now(), actor=auth.actor(request.auth))
     return Status(201, jobs.fields(job))
@@ -79,7 +87,12 @@ def get_job(request, name: str):
     return jobs.fields(jobs.get(name))
 
 
-@router.patch("jobs/{name}", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
+@router.patch(
+    "jobs/{name}",
+    response=JobOut,
+    auth=auth.needs(scopes.JOBS_WRITE),
+    openapi_extra=examples.body(examples.JOB_PATCH),
+)
 def change_job(request, name: str, patch: Body[dict[str, Any]]):
     job = jobs.update(name, patch, now=timezone.now(), actor=auth.actor(request.auth))
     return jobs.fields(job)

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, ConfigDict
 
-from control import auth, keys, paging, scopes
+from control import auth, examples, keys, paging, scopes
 from control.models import ApiKey
 from control.schemas import ERRORS, PageQuery, Text
 
@@ -19,6 +19,8 @@ Scope = Literal[scopes.ALL]
 
 
 class KeyIn(Schema):
+    model_config = ConfigDict(json_schema_extra=examples.schema(examples.KEY))
+
     # No "/" (DELETE /keys/{name} could not address it) and no blanks around it.
     name: Annotated[
         Text(1, 100),

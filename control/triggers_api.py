@@ -8,9 +8,9 @@ from typing import Annotated
 from django.db import transaction
 from django.utils import timezone
 from ninja import Body, Router, Schema, Status
-from pydantic import StrictBool
+from pydantic import ConfigDict, StrictBool
 
-from control import auth, jobs, refusals, scopes
+from control import auth, examples, jobs, refusals, scopes
 from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
 from runners.api import Text
@@ -22,6 +22,8 @@ router = Router(tags=["jobs"])
 
 
 class TriggerIn(Schema):
+    model_config = ConfigDict(json_schema_extra=examples.schema(examples.TRIGGER))
+
     idempotency_key: Text(1, 200) | None = None
     env: dict[Text(1, 200), Text(0, 100_000)] | None = None
     scheduled_for: Instant | None = None
@@ -33,6 +35,8 @@ class TriggerOut(Schema):
 
 
 class BackfillIn(Schema):
+    model_config = ConfigDict(json_schema_extra=examples.schema(examples.BACKFILL))
+
     start: Instant
     end: Instant
     dry_run: StrictBool = False

@@ -14,7 +14,14 @@ from django.conf import settings
 from django.utils import timezone
 from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
-from pydantic import AfterValidator, StrictBool, StrictInt, StrictStr, StringConstraints
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+)
 
 from runners import dispatch, identity, polls
 from runners.db_threads import run_db
@@ -43,6 +50,14 @@ def Text(min_length=0, max_length=None):  # noqa: N802 - reads as a type in sche
 Session = Annotated[Text(1, 64), Field(description="Random id of the runner process.")]
 Lease = Annotated[StrictInt, Field(ge=0, description="The lease token of the claim.")]
 ExecutionId = Annotated[StrictInt, Field(description="An execution id.")]
+
+
+SESSION_EXAMPLE = "3f6c1a9e-5b7d-4c2e-9a11-2b8e4f0d7c55"
+
+
+def example(payload):
+    """A request schema's config: its example in /api/docs."""
+    return ConfigDict(json_schema_extra={"examples": [payload]})
 
 
 class RunnerAuth(HttpBearer):
@@ -103,6 +118,17 @@ ERRORS = {
 
 
 class RegisterIn(Schema):
+    model_config = example(
+        {
+            "name": "build-01",
+            "labels": ["linux", "docker"],
+            "session": SESSION_EXAMPLE,
+            "version": "0.9.0",
+            "hostname": "build-01.example.com",
+            "capacity": 2,
+        }
+    )
+
     name: Annotated[Text(1, 200), Field(description="The runner's identity (default: hostname).")]
     labels: Annotated[list[Text(1, 100)], Field(max_length=100)] = []
     session: Session
@@ -145,6 +171,8 @@ async def register(request, body: RegisterIn):
 
 
 class PollIn(Schema):
+    model_config = example({"session": SESSION_EXAMPLE, "wait": 30, "capacity": 1})
+
     session: Session
     wait: Annotated[
         float,
@@ -192,6 +220,8 @@ class HeldIn(Schema):
 
 
 class HeartbeatIn(Schema):
+    model_config = example({"session": SESSION_EXAMPLE, "executions": [{"id": 4711, "lease": 1}]})
+
     session: Session
     executions: Annotated[list[HeldIn], Field(max_length=1000)] = []
 
@@ -216,6 +246,8 @@ async def heartbeat(request, runner_id: int, body: HeartbeatIn):
 
 
 class HandBackIn(Schema):
+    model_config = example({"session": SESSION_EXAMPLE, "executions": [{"id": 4711, "lease": 1}]})
+
     session: Session
     executions: Annotated[list[HeldIn], Field(max_length=1000)]
 
@@ -240,6 +272,10 @@ async def hand_back(request, runner_id: int, body: HandBackIn):
 
 
 class LogIn(Schema):
+    model_config = example(
+        {"session": SESSION_EXAMPLE, "lease": 1, "seq": 0, "data": "report: 120 rows\n"}
+    )
+
     session: Session
     lease: Lease
     seq: Annotated[
@@ -268,6 +304,10 @@ async def logs(request, execution_id: int, body: LogIn):
 
 
 class FinishIn(Schema):
+    model_config = example(
+        {"session": SESSION_EXAMPLE, "lease": 1, "exit_code": 0, "error": "", "timed_out": False}
+    )
+
     session: Session
     lease: Lease
     exit_code: Annotated[StrictInt | None, Field(ge=-INT32_MAX - 1, le=INT32_MAX)] = None

@@ -1,0 +1,64 @@
+"""Request examples for /api/docs: what a caller sends, as Swagger UI fills
+it in. tests/control/test_openapi_examples.py sends each to the real API."""
+
+JOB = {
+    "name": "morning-report",
+    "schedule": "30 7 * * 1-5",
+    "timezone": "Europe/Berlin",
+    "command": "python report.py",
+    "labels": ["linux"],
+    "calendar": None,
+    "retries": 2,
+    "parameters": ["REPORT_DATE"],
+}
+
+JOB_PATCH = {"schedule": "0 8 * * 1-5", "retries": 3}
+
+CALENDAR = {
+    "timezone": "Europe/Berlin",
+    "weekdays": ["mon", "tue", "wed", "thu", "fri"],
+    "holidays": {"country": "DE", "subdivision": "BY"},
+    "daily_window": {"start": "06:00", "end": "22:00"},
+    "exclude": [{"label": "year-end freeze", "start": "2026-12-24", "end": "2026-12-31"}],
+}
+
+APPLY_DOCUMENT = {
+    "calendars": [{"name": "de-by-workdays", **CALENDAR}],
+    "jobs": [{**JOB, "calendar": "de-by-workdays"}],
+}
+
+APPLY_YAML = """\
+calendars:
+  - name: de-by-workdays
+    timezone: Europe/Berlin
+    weekdays: [mon, tue, wed, thu, fri]
+    holidays: {country: DE, subdivision: BY}
+jobs:
+  - name: morning-report
+    schedule: "30 7 * * 1-5"
+    timezone: Europe/Berlin
+    command: python report.py
+    calendar: de-by-workdays
+"""
+
+TRIGGER = {
+    "idempotency_key": "deploy-4711",
+    "env": {"REPORT_DATE": "2026-11-30"},
+    "scheduled_for": "2026-11-30T07:30:00+01:00",
+}
+
+BACKFILL = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "dry_run": True}
+
+PAUSE = {"reason": "upstream outage", "until": "2026-12-03T06:00:00Z"}
+
+KEY = {"name": "ci-pipeline", "scopes": ["jobs:read", "jobs:trigger"], "expires_at": None}
+
+
+def body(example, content_type="application/json"):
+    """The `openapi_extra` of a call whose body is a free mapping."""
+    return {"requestBody": {"content": {content_type: {"example": example}}}}
+
+
+def schema(example):
+    """A Schema's `model_config` extra: its example in /api/docs."""
+    return {"examples": [example]}
