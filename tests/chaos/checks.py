@@ -511,13 +511,14 @@ def check_operator_saves(facts):
     """Check 7: an operator's admin save writes what the operator changed
     (the description) and nothing the loops own; no job was quarantined.
     The jobs come from `apply`, so the first save in the admin also adopts
-    the job (`managed_by`), as the admin says it will."""
+    the job (`managed_by`, and `managed_source`, the file it leaves), as the
+    admin says it will."""
     violations = [
         f"job {e['target_id']} quarantined: {e['data'].get('error')}"
         for e in facts.events("job.error")
     ]
     for event in operator_saves(facts):
-        if set(event["data"]) - {"managed_by"} != {"description"}:
+        if set(event["data"]) - {"managed_by", "managed_source"} != {"description"}:
             violations.append(
                 f"job {event['target_id']}: an operator's save wrote {sorted(event['data'])}"
             )

@@ -253,6 +253,13 @@ def test_an_operator_save_of_the_description_alone_is_fine():
     assert not any(found(facts).values())
 
 
+def test_an_operator_save_that_adopts_an_applied_job_is_fine():
+    facts = clean()
+    adopted = {"managed_by": ["apply", "admin"], "managed_source": ["croniq", ""]}
+    facts.audit.append(operator_save({"description": ["", "edited"], **adopted}))
+    assert not any(found(facts).values())
+
+
 def test_an_operator_save_that_wrote_the_loops_fields_is_reported():
     facts = clean()
     facts.audit.append(operator_save({"description": ["", "x"], "next_run_at": ["a", "b"]}))

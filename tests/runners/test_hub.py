@@ -279,8 +279,15 @@ def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
     from scheduler import notifier
 
     current = local_hub_with_a_waiter(loop)
-    # A run-now, a trigger or a retry, committed on another thread.
-    threading.Thread(target=notifier.new_work).start()
+    def commit_elsewhere():
+        # A run-now, a trigger or a retry, committed on another thread (on
+        # PostgreSQL its NOTIFY opens that thread's connection: closed here).
+        try:
+            notifier.new_work()
+        finally:
+            connection.close()
+
+    threading.Thread(target=commit_elsewhere).start()
     loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
     assert wake_local_hubs in notifier._listeners
 
