@@ -279,6 +279,7 @@ def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
     from scheduler import notifier
 
     current = local_hub_with_a_waiter(loop)
+
     def commit_elsewhere():
         # A run-now, a trigger or a retry, committed on another thread (on
         # PostgreSQL its NOTIFY opens that thread's connection: closed here).
