@@ -38,7 +38,7 @@ def dead_letters(request):
         "status": status,
         "statuses": SHOWN,
         "query": urlencode({"status": status}),
-        "max_age": dead_letter_actions.replay_max_age(),
+        "max_age": dead_letter_actions.in_words(dead_letter_actions.replay_max_age()),
     }
     return render(request, "dashboard/dead_letters.html", context)
 

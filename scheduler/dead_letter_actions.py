@@ -26,6 +26,16 @@ def replay_max_age():
     return timedelta(seconds=settings.CRONIQ_REPLAY_MAX_AGE)
 
 
+def in_words(age):
+    """A replay age as people write it: "7 days", "36 hours", "90 seconds"."""
+    seconds = int(age.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
 def is_stale(dead_letter, now):
     """Whether replaying `dead_letter` at `now` needs force."""
     return now - dead_letter.execution.scheduled_for > replay_max_age()
@@ -41,7 +51,7 @@ def replay(dead_letter, now, actor, force=False):
         raise OperationRefused(
             f"stale replay: dead letter {dead_letter.pk} is for {instant:%Y-%m-%d %H:%M:%S} UTC, "
             f"{(now - instant).days} day(s) ago, past CRONIQ_REPLAY_MAX_AGE "
-            f"({replay_max_age()}); replay it with force to run it anyway"
+            f"({in_words(replay_max_age())}); replay it with force to run it anyway"
         )
     with transaction.atomic():
         locked = DeadLetter.objects.select_for_update().filter(pk=dead_letter.pk).first()
