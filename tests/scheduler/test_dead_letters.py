@@ -11,12 +11,14 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from audit.models import AuditEvent
+from runners import claims, dispatch, identity
+from runners.models import RunnerToken
 from scheduler import dead_letter_actions, lifecycle
 from scheduler.dead_letters import TAIL_BYTES, DeadLetter, log_tail
 from scheduler.log_chunks import LogChunk
 from scheduler.models import Execution
 from scheduler.refusals import OperationRefused
-from tests.factories import ExecutionFactory, JobFactory
+from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -262,3 +264,21 @@ def test_two_replays_racing_make_one_execution():
 
     assert isinstance(outcomes["second"], OperationRefused)
     assert list(Execution.objects.filter(trigger=Execution.REPLAY)) == [outcomes["first"]]
+
+
+def test_a_run_its_runner_reports_failed_lands_with_the_log_it_sent():
+    token, secret = RunnerToken.issue("dead-letter-runner")
+    runner = RunnerFactory(token=token, session="s1", capacity=1)
+    ExecutionFactory(job=JobFactory(retries=0), scheduled_for=T0)
+    (execution,) = claims.claim(runner, "s1", 1, T0)
+    execution.refresh_from_db()
+    dispatch.append_log(token, execution.pk, "s1", execution.lease, 0, "disk full\n", T0)
+    credential = identity.Credential(secret)
+    dispatch.finish(credential, execution.pk, "s1", execution.lease, 4, "", False, LATER)
+
+    dead_letter = DeadLetter.objects.get(execution=execution)
+    assert (dead_letter.reason, dead_letter.detail, dead_letter.log_tail) == (
+        DeadLetter.FAILED,
+        "exit code 4",
+        "disk full",
+    )
