@@ -19,6 +19,8 @@ ACTIONS = {
     "job.resume": "scheduler.pause_job",
     "execution.cancel": "scheduler.cancel_execution",
     "execution.retry": "scheduler.retry_execution",
+    "deadletter.replay": "scheduler.replay_deadletter",
+    "deadletter.discard": "scheduler.discard_deadletter",
     "runner.drain": "runners.drain_runner",
     "runner.resume": "runners.drain_runner",
     "runner.forget": "runners.forget_runner",

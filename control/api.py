@@ -9,6 +9,7 @@ def routers():
         apply_api,
         audit_api,
         calendars_api,
+        dead_letters_api,
         executions_api,
         jobs_api,
         keys_api,
@@ -25,4 +26,5 @@ def routers():
         ("/v1/", keys_api.router),
         ("/v1/", runners_api.router),
         ("/v1/", audit_api.router),
+        ("/v1/", dead_letters_api.router),
     ]

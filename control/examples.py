@@ -51,6 +51,10 @@ BACKFILL = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "dry
 
 PAUSE = {"reason": "upstream outage", "until": "2026-12-03T06:00:00Z"}
 
+REPLAY = {"force": False}
+
+DISCARD = {"ids": [41, 42]}
+
 KEY = {"name": "ci-pipeline", "scopes": ["jobs:read", "jobs:trigger"], "expires_at": None}
 
 

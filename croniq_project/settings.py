@@ -167,6 +167,8 @@ CRONIQ_RUN_ALL_CAP = envint("CRONIQ_RUN_ALL_CAP", 100, minimum=1)
 CRONIQ_TRIGGER_QUEUE_LIMIT = envint("CRONIQ_TRIGGER_QUEUE_LIMIT", 100, minimum=1)
 # The most instants one backfill call may create.
 CRONIQ_BACKFILL_CAP = envint("CRONIQ_BACKFILL_CAP", 1000, minimum=1)
+# Seconds past its instant after which a dead letter's replay needs `force`.
+CRONIQ_REPLAY_MAX_AGE = envfloat("CRONIQ_REPLAY_MAX_AGE", 7 * 24 * 3600.0, minimum=0)
 # /metrics asks for `Authorization: Bearer <token>` when set.
 CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None
 

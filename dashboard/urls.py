@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard import dead_letter_views, views
 
 app_name = "dashboard"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("runners/", views.runners, name="runners"),
     path("audit/", views.audit, name="audit"),
     path("alerts/", views.alerts, name="alerts"),
+    path("dead-letters/", dead_letter_views.dead_letters, name="dead-letters"),
     # Operator actions (POST only, each behind its own permission).
     path("jobs/<slug:name>/run", views.run_job, name="job-run"),
     path("jobs/<slug:name>/pause", views.pause_job, name="job-pause"),
@@ -21,4 +22,19 @@ urlpatterns = [
     path("runners/<int:pk>/drain", views.drain_runner, name="runner-drain"),
     path("runners/<int:pk>/resume", views.resume_runner, name="runner-resume"),
     path("runners/<int:pk>/forget", views.forget_runner, name="runner-forget"),
+    path(
+        "dead-letters/<int:pk>/replay",
+        dead_letter_views.replay_dead_letter,
+        name="dead-letter-replay",
+    ),
+    path(
+        "dead-letters/<int:pk>/discard",
+        dead_letter_views.discard_dead_letter,
+        name="dead-letter-discard",
+    ),
+    path(
+        "dead-letters/discard",
+        dead_letter_views.discard_dead_letters,
+        name="dead-letters-discard",
+    ),
 ]

@@ -10,7 +10,10 @@ from audit import permissions
 from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
 from audit.changes import diff, masked_env, snapshot
 from calendars.admin import AdoptedOnSave
-from scheduler import operations
+from scheduler import (
+    admin_dead_letters,  # noqa: F401 - registers the dead letters' admin
+    operations,
+)
 from scheduler.admin_forms import JobAdminForm
 from scheduler.admin_preview import FirePreviewAdmin
 from scheduler.label_checks import WarnsOfUnservedLabels

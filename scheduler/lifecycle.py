@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 import audit
-from scheduler import backfill, outcomes
+from scheduler import backfill, dead_letters, outcomes
 from scheduler.models import Execution
 
 LEASE_EXPIRED = "lease_expired"
@@ -46,12 +46,15 @@ def settle(execution, state, now, within=None, retry_after_lease=False, **fields
 def after_final(execution, now, not_before=None):
     """Count the outcome, create the retry the job's policy asks for, and
     update the job's health (with the events it causes) in the same
-    transaction."""
+    transaction. A failing attempt that gets no retry lands in the dead
+    letters, as its `execution.given_up` event says."""
     count_final(execution.state)
     if execution.state == Execution.LOST:
         audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
     retry = create_retry(execution, now, not_before)
     outcomes.settled(execution, now, retry)
+    if retry is None and execution.state in outcomes.FAILING:
+        dead_letters.land(execution, now)
     if execution.singleton and retry is None:
         backfill.promote(execution.job_id, now)  # the next queued instant's turn
     return retry

@@ -10,6 +10,7 @@ from calendars.validators import validate_timezone
 
 # Execution output lives in a module of its own; imported here so Django
 # registers it with the app's models (and `scheduler.models.LogChunk` works).
+from scheduler.dead_letters import DeadLetter  # noqa: F401
 from scheduler.job_health import JobHealth  # noqa: F401
 from scheduler.log_chunks import LOG_TRUNCATED_MARKER, LogChunk  # noqa: F401
 
@@ -412,12 +413,14 @@ class Execution(models.Model):
     RETRY = "retry"
     CATCH_UP = "catch_up"
     BACKFILL = "backfill"
+    REPLAY = "replay"
     TRIGGERS = [
         (SCHEDULE, "schedule"),
         (MANUAL, "manual"),
         (RETRY, "retry"),
         (CATCH_UP, "catch-up"),
         (BACKFILL, "backfill"),
+        (REPLAY, "replay of a dead letter"),
     ]
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="executions")

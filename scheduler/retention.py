@@ -35,6 +35,7 @@ from django.db.models import Exists, OuterRef
 
 import audit
 from audit.recording import beat, last_beat
+from scheduler import dead_letters
 from scheduler.models import Execution, LogChunk
 from scheduler.prune_pacing import Pacer, TickWatch, default_pacer, loop_pacer
 
@@ -304,6 +305,7 @@ def execution_batch(now, batch_size, clock=time.monotonic):
         # it would at worst see one earlier attempt fewer.)
         held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
         logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
+        dead_letters.before_executions_deleted(held)
         executions = delete_executions(held)
     took = clock() - started
     count_pruned(executions=executions, logs=logs)
@@ -329,9 +331,9 @@ def delete_executions(ids):
     """Delete executions whose logs are already gone, in one statement.
 
     QuerySet.delete() would first load every row to look for cascades (ten
-    times slower, inside the write lock). LogChunk is the only model that
-    points at Execution; a new one must be cleared above, or the database's
-    foreign key refuses this delete.
+    times slower, inside the write lock). The rows that point at Execution
+    (LogChunk, DeadLetter) are cleared above; a new kind must be too, or the
+    database's foreign key refuses this delete.
     """
     if not ids:
         return 0

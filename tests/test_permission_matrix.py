@@ -2,7 +2,7 @@
 of user: allowed, or refused with 403 and nothing changed in the database."""
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from importlib import import_module
 from types import SimpleNamespace
@@ -18,6 +18,7 @@ from calendars.models import Calendar, CalendarPeriod
 from control.models import ApiKey
 from notifications.models import Channel, Mute, Rule
 from runners.models import Runner, RunnerToken
+from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution, Job
 from tests import admin_forms
 from tests.factories import (
@@ -48,6 +49,8 @@ DAY_TO_DAY = {
     "job.resume",
     "execution.cancel",
     "execution.retry",
+    "deadletter.replay",
+    "deadletter.discard",
     "runner.drain",
     "runner.resume",
     "mute.add",
@@ -76,6 +79,7 @@ class World:
     rule: Rule
     mute: Mute
     apikey: ApiKey
+    dead_letter: DeadLetter
 
 
 @pytest.fixture
@@ -100,6 +104,13 @@ def world():
         rule=rule,
         mute=Mute.objects.create(job=job, until=MUTED_UNTIL, note="deploy", created_at=NOW),
         apikey=ApiKey.issue("ci", ["jobs:read"])[0],
+        dead_letter=DeadLetter.objects.create(
+            execution=ExecutionFactory(
+                job=job, scheduled_for=failed_at - timedelta(days=1), state=Execution.FAILED
+            ),
+            reason="failed",
+            landed_at=failed_at,
+        ),
     )
 
 
@@ -177,6 +188,13 @@ REQUESTS = {
         "scheduler_execution", "cancel", lambda w: w.pending
     ),
     ("admin", "execution.retry"): admin_action("scheduler_execution", "retry", lambda w: w.failed),
+    # Forced: the dead letter's instant is past, and stale however the clock moves.
+    ("admin", "deadletter.replay"): admin_action(
+        "scheduler_deadletter", "replay_forced", lambda w: w.dead_letter
+    ),
+    ("admin", "deadletter.discard"): admin_action(
+        "scheduler_deadletter", "discard", lambda w: w.dead_letter
+    ),
     ("admin", "runner.drain"): admin_action("runners_runner", "drain", lambda w: w.runner),
     ("admin", "runner.resume"): admin_action("runners_runner", "resume", lambda w: w.draining),
     ("admin", "runner.forget"): admin_action("runners_runner", "forget", lambda w: w.runner),
@@ -239,6 +257,12 @@ REQUESTS = {
     ("dashboard", "job.resume"): dashboard_post("job-resume", lambda w: w.paused_job.name),
     ("dashboard", "execution.cancel"): dashboard_post("execution-cancel", lambda w: w.pending.pk),
     ("dashboard", "execution.retry"): dashboard_post("execution-retry", lambda w: w.failed.pk),
+    ("dashboard", "deadletter.replay"): dashboard_post(
+        "dead-letter-replay", lambda w: w.dead_letter.pk, {"force": "on"}
+    ),
+    ("dashboard", "deadletter.discard"): dashboard_post(
+        "dead-letter-discard", lambda w: w.dead_letter.pk
+    ),
     ("dashboard", "runner.drain"): dashboard_post("runner-drain", lambda w: w.runner.pk),
     ("dashboard", "runner.resume"): dashboard_post("runner-resume", lambda w: w.draining.pk),
     ("dashboard", "runner.forget"): dashboard_post("runner-forget", lambda w: w.runner.pk),
@@ -259,6 +283,7 @@ TABLES = [
     Rule.channels.through,
     Mute,
     ApiKey,
+    DeadLetter,
     AuditEvent,
 ]
 
@@ -325,6 +350,7 @@ def test_the_dashboard_shows_only_the_buttons_the_user_may_use(client, world, us
         reverse("dashboard:execution", args=[world.pending.pk]): {"execution.cancel"},
         reverse("dashboard:execution", args=[world.failed.pk]): {"execution.retry"},
         reverse("dashboard:runners"): {"runner.drain", "runner.resume", "runner.forget"},
+        reverse("dashboard:dead-letters"): {"deadletter.replay", "deadletter.discard"},
     }
     for url, offered in pages.items():
         expected = {action for action in offered if allowed(role, action)}
@@ -342,6 +368,12 @@ ADMIN_ACTIONS = {
         "cancel": "execution.cancel",
         "retry": "execution.retry",
         "delete_selected": "execution.delete",
+    },
+    "scheduler_deadletter": {
+        "replay": "deadletter.replay",
+        "replay_forced": "deadletter.replay",
+        "discard": "deadletter.discard",
+        "delete_selected": "deadletter.delete",
     },
     "runners_runner": {
         "drain": "runner.drain",
@@ -386,6 +418,7 @@ def test_staff_outside_the_groups_can_open_neither_the_admin_nor_the_dashboard(
         reverse("dashboard:execution-log", args=[world.failed.pk]),
         reverse("dashboard:runners"),
         reverse("dashboard:audit"),
+        reverse("dashboard:dead-letters"),
     ]
     for url in pages:
         assert client.get(url).status_code == 403, url

@@ -4,6 +4,7 @@ one the API takes: sent to the real calls here, it is accepted."""
 import pytest
 
 from control import examples
+from control.dead_letters_api import DiscardIn, ReplayIn
 from control.jobs_api import PauseIn
 from control.keys_api import KeyIn
 from control.triggers_api import BackfillIn, TriggerIn
@@ -22,6 +23,8 @@ SCHEMAS = [
     TriggerIn,
     BackfillIn,
     KeyIn,
+    ReplayIn,
+    DiscardIn,
 ]
 
 
@@ -104,3 +107,10 @@ def test_the_trigger_pause_and_backfill_examples_are_taken(admin):
 def test_the_key_example_mints_a_key(admin):
     answer = admin.post("keys", examples.KEY)
     assert answer.status_code == 201, answer.content
+
+
+def test_the_dead_letter_examples_are_taken(admin):
+    replay = admin.post("dead-letters/1/replay", examples.REPLAY)
+    assert (replay.status_code, replay.json()) == (404, {"detail": "no dead letter 1"})
+    discard = admin.post("dead-letters/discard", examples.DISCARD)
+    assert (discard.status_code, discard.json()) == (200, {"discarded": 0})

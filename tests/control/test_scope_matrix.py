@@ -154,6 +154,11 @@ def test_the_matrix_walks_at_least_the_calls_built_so_far():
             ("POST", "/api/v1/runners/{runner_id}/resume"): "runners:write",
             ("POST", "/api/v1/runners/{runner_id}/forget"): "runners:write",
             ("GET", "/api/v1/audit"): "audit:read",
+            ("GET", "/api/v1/dead-letters"): "dead-letters:read",
+            ("GET", "/api/v1/dead-letters/{dead_letter_id}"): "dead-letters:read",
+            ("POST", "/api/v1/dead-letters/{dead_letter_id}/replay"): "dead-letters:write",
+            ("DELETE", "/api/v1/dead-letters/{dead_letter_id}"): "dead-letters:write",
+            ("POST", "/api/v1/dead-letters/discard"): "dead-letters:write",
         }.items()
     )
 

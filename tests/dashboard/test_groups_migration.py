@@ -32,6 +32,7 @@ VIEWING = {
     "scheduler.view_execution",
     "scheduler.view_logchunk",
     "scheduler.view_jobhealth",
+    "scheduler.view_deadletter",
     "runners.view_runner",
     "runners.view_runnertoken",
 }
@@ -43,6 +44,8 @@ DAY_TO_DAY = {
     "scheduler.pause_job",
     "scheduler.cancel_execution",
     "scheduler.retry_execution",
+    "scheduler.replay_deadletter",
+    "scheduler.discard_deadletter",
     "runners.drain_runner",
     "notifications.add_mute",
     "notifications.change_mute",

@@ -29,6 +29,7 @@ def pages(world):
         reverse("dashboard:runners"),
         reverse("dashboard:audit") + "?action=runner.takeover",
         reverse("dashboard:alerts"),
+        reverse("dashboard:dead-letters"),
     ]
 
 

@@ -415,3 +415,32 @@ def test_a_live_execution_page_goes_to_the_login_when_the_session_ends(page, wor
         """,
     )
     page.wait_for_url(f"**/admin/login/?next=/executions/{pk}/", timeout=10_000)
+
+
+def test_the_dead_letters_page_shows_a_run_that_gave_up_with_its_last_log_lines(page, world):
+    server, db = world["server"], world["db"]
+    django_shell(
+        db,
+        """
+        from django.utils import timezone
+        from scheduler.dead_letters import DeadLetter
+        from scheduler.models import Execution
+
+        failed = Execution.objects.filter(state="failed").order_by("-scheduled_for").first()
+        DeadLetter.objects.create(
+            execution=failed, reason="failed", detail="exit code 1",
+            log_tail="report: disk full\\nreport: giving up", landed_at=timezone.now(),
+        )
+        out(failed.pk)
+        """,
+    )
+    log_in(page, server)
+    page.click("nav >> text=Dead letters")
+    page.wait_for_url("**/dead-letters/")
+    row = page.locator("table.dead-letters tbody tr").first
+    assert "nightly-report" in row.inner_text() and "exit code 1" in row.inner_text()
+    row.locator("summary").click()
+    assert "report: giving up" in row.locator("pre").inner_text()
+    assert page.locator("button[data-action^=deadletter]").count() == 0  # a viewer
+    screenshot(page, "dead-letters")
+    assert page.problems == []

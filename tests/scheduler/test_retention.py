@@ -540,3 +540,22 @@ def test_a_retention_below_one_day_stops_start_up_naming_the_variable(tmp_path):
     result = run_check(DEBUG="1", CRONIQ_LOG_RETENTION_DAYS="0")
     assert result.returncode == 2
     assert "CRONIQ_LOG_RETENTION_DAYS" in result.stderr
+
+
+def test_an_expired_execution_goes_with_its_dead_letter_and_a_replay_forgets_it(db):
+    from scheduler.dead_letters import DeadLetter
+
+    job = JobFactory()
+    gave_up = finished(job, 100, state=Execution.FAILED)
+    replay = finished(job, 99, state=Execution.FAILED, attempt=2, at=gave_up.scheduled_for)
+    kept = finished(job, 10, state=Execution.FAILED)
+    replayed = DeadLetter.objects.create(
+        execution=kept, reason="failed", landed_at=NOW, replayed_at=NOW, replayed_execution=replay
+    )
+    DeadLetter.objects.create(execution=gave_up, reason="failed", landed_at=NOW)
+
+    assert retention.prune(NOW).executions == 2
+
+    assert list(DeadLetter.objects.values_list("pk", flat=True)) == [replayed.pk]
+    replayed.refresh_from_db()
+    assert (replayed.replayed_execution, replayed.status) == (None, DeadLetter.REPLAYED)
