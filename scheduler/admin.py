@@ -87,7 +87,20 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 ]
             },
         ),
-        ("Runs", {"fields": ["singleton", "timeout", "retries", "retry_backoff", "enabled"]}),
+        (
+            "Runs",
+            {
+                "fields": [
+                    "singleton",
+                    "timeout",
+                    "retries",
+                    "retry_backoff",
+                    "enabled",
+                    "maintenance",
+                    "pause_after_failures",
+                ]
+            },
+        ),  # fmt: skip
         (
             "Notifications",
             {
