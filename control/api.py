@@ -12,6 +12,7 @@ def routers():
         executions_api,
         jobs_api,
         keys_api,
+        maintenance_api,
         runners_api,
         triggers_api,
     )
@@ -25,4 +26,5 @@ def routers():
         ("/v1/", keys_api.router),
         ("/v1/", runners_api.router),
         ("/v1/", audit_api.router),
+        ("/v1/", maintenance_api.router),
     ]

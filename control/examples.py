@@ -51,6 +51,18 @@ BACKFILL = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "dry
 
 PAUSE = {"reason": "upstream outage", "until": "2026-12-03T06:00:00Z"}
 
+MAINTENANCE = {
+    "on": False,
+    "windows": [
+        {
+            "start": "2026-12-05T22:00:00Z",
+            "end": "2026-12-06T02:00:00Z",
+            "labels": ["linux"],
+            "reason": "kernel upgrade",
+        }
+    ],
+}
+
 KEY = {"name": "ci-pipeline", "scopes": ["jobs:read", "jobs:trigger"], "expires_at": None}
 
 

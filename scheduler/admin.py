@@ -342,3 +342,7 @@ class ExecutionAdmin(AuditedModelAdmin):
             except operations.OperationRefused as e:
                 self.message_user(request, str(e), messages.WARNING)
         self.message_user(request, f"Retried {retried} execution(s).")
+
+
+# The maintenance switch and windows (their own module: scheduler.maintenance_admin).
+from scheduler import maintenance_admin  # noqa: E402, F401

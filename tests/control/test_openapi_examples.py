@@ -6,6 +6,7 @@ import pytest
 from control import examples
 from control.jobs_api import PauseIn
 from control.keys_api import KeyIn
+from control.maintenance_api import MaintenanceIn
 from control.triggers_api import BackfillIn, TriggerIn
 from croniq_project.api import api as ninja_api
 from runners.api import FinishIn, HandBackIn, HeartbeatIn, LogIn, PollIn, RegisterIn
@@ -22,6 +23,7 @@ SCHEMAS = [
     TriggerIn,
     BackfillIn,
     KeyIn,
+    MaintenanceIn,
 ]
 
 

@@ -154,6 +154,8 @@ def test_the_matrix_walks_at_least_the_calls_built_so_far():
             ("POST", "/api/v1/runners/{runner_id}/resume"): "runners:write",
             ("POST", "/api/v1/runners/{runner_id}/forget"): "runners:write",
             ("GET", "/api/v1/audit"): "audit:read",
+            ("GET", "/api/v1/maintenance"): "runners:read",
+            ("PUT", "/api/v1/maintenance"): "admin",
         }.items()
     )
 
