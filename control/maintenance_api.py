@@ -2,7 +2,7 @@
 the global switch and the windows not yet ended. The rules are in
 scheduler.maintenance; every change is audited with the key as actor."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -54,7 +54,7 @@ class MaintenanceOut(Schema):
 
 
 def current(now):
-    switch = maintenance.switch()
+    switch = maintenance.switch_read()
     windows = MaintenanceWindow.objects.filter(end__gt=now)
     return {
         "active": maintenance.load(now).active(now),
@@ -75,6 +75,16 @@ def current(now):
     }
 
 
+def in_utc(window):
+    """A window's fields, its ends in UTC: PostgreSQL refuses offsets past
+    15:59 that Python (and ISO 8601 text) allow."""
+    return {
+        **window.dict(),
+        "start": window.start.astimezone(UTC),
+        "end": window.end.astimezone(UTC),
+    }
+
+
 @router.get("maintenance", response=MaintenanceOut, auth=auth.needs(scopes.RUNNERS_READ))
 def get_maintenance(request):
     return current(timezone.now())
@@ -86,7 +96,7 @@ def put_maintenance(request, body: MaintenanceIn):
     with transaction.atomic():
         if body.windows is not None:
             try:
-                maintenance.replace_windows([w.dict() for w in body.windows], now, actor)
+                maintenance.replace_windows([in_utc(w) for w in body.windows], now, actor)
             except ValueError as e:
                 raise HttpError(422, str(e)) from None
         if body.on is not None:

@@ -165,9 +165,14 @@ def current_banner(now):
 
 
 def switch():
-    """The switch's row (created off on first use)."""
+    """The switch's row (created off on first use: the admin edits it)."""
     row, _ = MaintenanceSwitch.objects.get_or_create(pk=MaintenanceSwitch.PK)
     return row
+
+
+def switch_read():
+    """The switch as stored, or off; never writes (a GET may call it)."""
+    return MaintenanceSwitch.objects.filter(pk=MaintenanceSwitch.PK).first() or MaintenanceSwitch()
 
 
 # Changing them, audited

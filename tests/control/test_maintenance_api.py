@@ -79,6 +79,13 @@ def test_a_window_ending_before_it_starts_is_refused_naming_the_field(admin):
     assert not AuditEvent.objects.exists()
 
 
+def test_a_window_with_an_offset_postgresql_cannot_hold_is_stored_in_utc(admin):
+    late = {**WINDOW, "start": "2026-06-02T05:00:00+16:00", "end": "2026-06-02T07:00:00+16:00"}
+    answer = admin.put("maintenance", {"windows": [late]})
+    assert answer.status_code == 200, answer.content
+    assert MaintenanceWindow.objects.get().start == dt.datetime(2026, 6, 1, 13, tzinfo=dt.UTC)
+
+
 def test_a_window_without_an_offset_is_refused(admin):
     answer = admin.put("maintenance", {"windows": [{**WINDOW, "start": "2026-06-01T13:00:00"}]})
     assert answer.status_code == 422

@@ -32,6 +32,8 @@ VIEWING = {
     "scheduler.view_execution",
     "scheduler.view_logchunk",
     "scheduler.view_jobhealth",
+    "scheduler.view_maintenanceswitch",
+    "scheduler.view_maintenancewindow",
     "runners.view_runner",
     "runners.view_runnertoken",
 }
