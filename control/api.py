@@ -13,6 +13,7 @@ def routers():
         executions_api,
         jobs_api,
         keys_api,
+        maintenance_api,
         runners_api,
         triggers_api,
     )
@@ -27,4 +28,5 @@ def routers():
         ("/v1/", runners_api.router),
         ("/v1/", audit_api.router),
         ("/v1/", dead_letters_api.router),
+        ("/v1/", maintenance_api.router),
     ]

@@ -54,6 +54,17 @@ PAUSE = {"reason": "upstream outage", "until": "2026-12-03T06:00:00Z"}
 REPLAY = {"force": False}
 
 DISCARD = {"ids": [41, 42]}
+MAINTENANCE = {
+    "on": False,
+    "windows": [
+        {
+            "start": "2026-12-05T22:00:00Z",
+            "end": "2026-12-06T02:00:00Z",
+            "labels": ["linux"],
+            "reason": "kernel upgrade",
+        }
+    ],
+}
 
 KEY = {"name": "ci-pipeline", "scopes": ["jobs:read", "jobs:trigger"], "expires_at": None}
 

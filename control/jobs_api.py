@@ -33,6 +33,8 @@ class JobOut(Schema):
     owner: str
     max_duration: int | None
     min_duration: int | None
+    maintenance: str = "skip"
+    pause_after_failures: int | None = None
     paused: bool
     paused_until: datetime | None
     pause_reason: str

@@ -108,6 +108,7 @@ GAUGES = {
     "croniq_job_last_failure_timestamp_seconds",
     "croniq_job_period_seconds",
     "croniq_job_runs",
+    "croniq_maintenance",
 }
 # audit.observe stores a histogram as these rows (see audit.recording.observe).
 BUCKET, COUNT, SUM_US = "__bucket", "__count", "__sum_us"
@@ -150,6 +151,7 @@ def families(now):
     yield from scheduler_gauges(now, jobs)
     yield from job_families(jobs, now)
     yield notification_gauge()
+    yield maintenance_gauge(now)
 
 
 # Stored rows
@@ -397,6 +399,17 @@ def scheduler_gauges(now, jobs):
     )
     quarantined.add_metric([], sum(1 for job in jobs if job.quarantined))
     yield quarantined
+
+
+def maintenance_gauge(now):
+    from scheduler import maintenance
+
+    gauge = GaugeMetricFamily(
+        "croniq_maintenance",
+        "1 while a maintenance (the switch or a window) is in force, 0 otherwise.",
+    )
+    gauge.add_metric([], 1.0 if maintenance.in_force(now) else 0.0)
+    return gauge
 
 
 def notification_gauge():

@@ -182,6 +182,11 @@ def job_fast(event, data):
     return f"{job_name(event)} finished in {took}{under}"
 
 
+def job_paused(event, data):
+    reason = data.get("reason")
+    return f"{job_name(event)} was paused" + (f": {reason}" if reason else "")
+
+
 def runner_offline(event, data):
     seen = data.get("last_seen_at")
     last = f" (last seen {clock(parse(seen), seconds=True)})" if seen else ""
@@ -224,6 +229,7 @@ SUMMARIES = {
     "job.missed": job_missed,
     "job.slow": job_slow,
     "job.fast": job_fast,
+    "job.paused": job_paused,
     "runner.offline": runner_offline,
     "runner.flapping": runner_flapping,
     "labels.unserved": labels_unserved,

@@ -20,6 +20,7 @@ from django.db.models.functions import Greatest
 from runners import identity
 from runners.models import Runner
 from runners.refusals import Refused
+from scheduler import maintenance
 from scheduler.models import Execution
 
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
@@ -43,14 +44,15 @@ def claim(runner, session, capacity, now):
     """Claim up to `capacity` ready executions the runner's labels allow.
 
     Returns them (job loaded) oldest first; an empty list when the runner is
-    draining or nothing matches.
+    draining, nothing matches or a maintenance holds it.
     """
     if capacity <= 0 or runner.is_drained:
         return []
     # Part of the caller's transaction when there is one (a poll reads its
     # runner, touches it and claims in one).
     with transaction.atomic(savepoint=False):
-        executions = claimable(runner.labels, capacity, now)
+        held = maintenance.load(now).held(now)
+        executions = claimable(runner.labels, capacity, now, held=held)
         if not executions:
             return []
         hand_over([(runner, session, executions)], now)
@@ -103,23 +105,28 @@ def ready_executions(now):
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now, exclude=()):
+def claimable(labels, capacity, now, exclude=(), held=None):
     """The oldest ready executions whose job labels are all in `labels` (job
-    loaded), leaving out the ids in `exclude` (taken by this transaction)."""
+    loaded), leaving out the ids in `exclude` (taken by this transaction)
+    and the jobs a maintenance holds (`held`, see `Maintenance.held`)."""
+    if held == maintenance.EVERYTHING:
+        return []
     ready = ready_executions(now).select_related("job")
     if exclude:
         ready = ready.exclude(pk__in=list(exclude))
     if connection.vendor == "postgresql":
-        chosen = ready.filter(job__labels__contained_by=list(labels)).select_for_update(
-            skip_locked=True, of=("self",)
-        )
+        chosen = ready.filter(job__labels__contained_by=list(labels))
+        if held:
+            # jsonb ?| on an array: does it hold any of these strings?
+            chosen = chosen.exclude(job__labels__has_any_keys=sorted(held))
+        chosen = chosen.select_for_update(skip_locked=True, of=("self",))
         return list(chosen[:capacity])
     # SQLite has no JSON containment; the IMMEDIATE transaction holds the
     # write lock, so filtering in Python here cannot race another claim.
     mine = set(labels)
     ids = []
     for pk, job_labels in ready.values_list("id", "job__labels").iterator(chunk_size=500):
-        if set(job_labels or ()) <= mine:
+        if set(job_labels or ()) <= mine and not maintenance.is_held(held, job_labels):
             ids.append(pk)
             if len(ids) == capacity:
                 break
@@ -176,7 +183,8 @@ def serve_waiters(waiters, now, until):
         return []
     with transaction.atomic():
         room, refused = runners_with_room(waiters)
-        handed = hand_out(room, until) if room else {}
+        held = maintenance.load(now).held(now, until) if room else None
+        handed = hand_out(room, until, held) if room else {}
         if handed:
             claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
             identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
@@ -210,7 +218,7 @@ def runners_with_room(waiters):
     return room, refused
 
 
-def hand_out(room, now):
+def hand_out(room, now, held=None):
     """{waiter: [execution, ...]}: ready work, oldest first, dealt round the
     waiters it fits in turn, longest-waiting first.
 
@@ -224,7 +232,7 @@ def hand_out(room, now):
     left = {waiter: want for waiter, (_, want) in room.items()}
     fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in candidates(fits, left, now):
+    for execution in candidates(fits, left, now, held):
         job_labels = frozenset(execution.job.labels or ())
         for _ in range(len(turn)):
             waiter = turn.popleft()
@@ -238,7 +246,7 @@ def hand_out(room, now):
     return handed
 
 
-def candidates(fits, left, now):
+def candidates(fits, left, now, held=None):
     """The ready executions the waiters can run, oldest first: for each
     distinct set of runner labels (in the order of its longest-waiting
     poll), the oldest that fit it, as many as those polls have room for.
@@ -252,7 +260,7 @@ def candidates(fits, left, now):
         room[labels] = room.get(labels, 0) + left[waiter]
     chosen = {}
     for labels, want in room.items():
-        for execution in claimable(labels, want, now, exclude=chosen):
+        for execution in claimable(labels, want, now, exclude=chosen, held=held):
             chosen[execution.pk] = execution
     return sorted(chosen.values(), key=claim_order)
 

@@ -90,7 +90,20 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 ]
             },
         ),
-        ("Runs", {"fields": ["singleton", "timeout", "retries", "retry_backoff", "enabled"]}),
+        (
+            "Runs",
+            {
+                "fields": [
+                    "singleton",
+                    "timeout",
+                    "retries",
+                    "retry_backoff",
+                    "enabled",
+                    "maintenance",
+                    "pause_after_failures",
+                ]
+            },
+        ),  # fmt: skip
         (
             "Notifications",
             {
@@ -332,3 +345,7 @@ class ExecutionAdmin(AuditedModelAdmin):
             except operations.OperationRefused as e:
                 self.message_user(request, str(e), messages.WARNING)
         self.message_user(request, f"Retried {retried} execution(s).")
+
+
+# The maintenance switch and windows (their own module: scheduler.maintenance_admin).
+from scheduler import maintenance_admin  # noqa: E402, F401

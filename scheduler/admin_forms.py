@@ -58,5 +58,5 @@ class JobAdminForm(forms.ModelForm):
             "name", "description", "command", "env", "parameters", "labels", "schedule",
             "timezone", "calendar", "calendar_policy", "misfire_policy", "singleton",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
-            "min_duration",
+            "min_duration", "maintenance", "pause_after_failures",
         ]  # fmt: skip

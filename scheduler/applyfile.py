@@ -41,6 +41,7 @@ from scheduler.applyitems import (
     seconds,
     string_list,
     string_mapping,
+    whole_number,
 )
 from scheduler.calendar_changes import jobs_on_calendars
 from scheduler.cron import ScheduleError
@@ -369,6 +370,10 @@ class Applier:
                 values[key] = seconds(f"{where}.{key}", values[key], least=1)
         if values["owner"] is None:
             values["owner"] = ""
+        if values["pause_after_failures"] is not None:
+            values["pause_after_failures"] = whole_number(
+                f"{where}.pause_after_failures", values["pause_after_failures"], least=1
+            )
         calendar_name = values.pop("calendar")
         calendar = None
         if calendar_name is not None:

@@ -173,6 +173,21 @@ JOB_FIELDS = (
         "min_duration", "duration", "A successful run shorter than it is reported (job.fast).", None
     ),
     Field("parameters", "list of env names", "The env names a manual trigger may set.", []),
+    Field(
+        "maintenance",
+        "skip | defer",
+        "An occurrence inside a maintenance (the switch or a window): skip it "
+        "(recorded as skipped) or defer it (one run when the maintenance ends; "
+        "several occurrences coalesce).",
+        Job.SKIP,
+    ),
+    Field(
+        "pause_after_failures",
+        "whole number",
+        "Pause the job after this many runs in a row failed for good (after "
+        "their retries); none: never.",
+        None,
+    ),
 )
 
 
@@ -231,6 +246,15 @@ def parameter_names(where, value):
         validate_parameters(value)
     except ValidationError as e:
         raise ApplyError(f"{where}: {e.messages[0]}") from None
+    return value
+
+
+def whole_number(where, value, least):
+    """A whole number of at least `least`; ApplyError naming `where` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApplyError(f"{where}: expected a whole number, got {value!r}")
+    if value < least:
+        raise ApplyError(f"{where}: must be at least {least}, got {value}")
     return value
 
 
@@ -427,4 +451,6 @@ def job_state(job):
         "managed_by": job.managed_by,
         "managed_source": job.managed_source,
         "parameters": list(job.parameters),
+        "maintenance": job.maintenance,
+        "pause_after_failures": job.pause_after_failures,
     }

@@ -21,6 +21,7 @@ NAMES = (
     "job.missed",
     "job.slow",
     "job.fast",
+    "job.paused",
     "runner.offline",
     "runner.flapping",
     "labels.unserved",

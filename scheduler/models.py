@@ -2,6 +2,7 @@ import re
 from datetime import UTC, timedelta
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -13,6 +14,7 @@ from calendars.validators import validate_timezone
 from scheduler.dead_letters import DeadLetter  # noqa: F401
 from scheduler.job_health import JobHealth  # noqa: F401
 from scheduler.log_chunks import LOG_TRUNCATED_MARKER, LogChunk  # noqa: F401
+from scheduler.maintenance_models import MaintenanceSwitch, MaintenanceWindow  # noqa: F401
 
 
 def default_labels():
@@ -58,6 +60,10 @@ class Job(models.Model):
         (RUN_ONCE, "run once, then continue from now"),
         (SKIP, "skip missed occurrences"),
         (RUN_ALL, "run every missed occurrence (capped)"),
+    ]
+    MAINTENANCE_MODES = [
+        (SKIP, "skip occurrences inside a maintenance"),
+        (DEFER, "run once when the maintenance ends"),
     ]
 
     name = models.SlugField(max_length=100, unique=True)
@@ -114,6 +120,20 @@ class Job(models.Model):
         null=True,
         blank=True,
         help_text="A successful run shorter than this many seconds is reported (job.fast).",
+    )
+    maintenance = models.CharField(
+        max_length=10,
+        choices=MAINTENANCE_MODES,
+        default=SKIP,
+        db_default=SKIP,
+        help_text="An occurrence inside a maintenance: skipped, or deferred to one run at its end.",
+    )
+    pause_after_failures = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Pause the job after this many runs in a row failed for good "
+        "(after their retries). Empty: never.",
     )
     parameters = models.JSONField(
         default=default_labels,

@@ -9,6 +9,7 @@ all.
 
 from django.db import connection
 
+import audit
 from scheduler import events
 from scheduler.job_health import JobHealth
 from scheduler.models import Execution, Job
@@ -85,6 +86,28 @@ def failed(health, execution, now, given_up):
         execution=execution,
         data={"streak": health.failure_streak, "failing_since": iso(health.failing_since)},
     )
+    pause_if_failing(job, health.failure_streak, execution, now)
+
+
+def pause_if_failing(job, streak, execution, now):
+    """`pause_after_failures: N`: a job whose streak reached N pauses itself,
+    audited and as a `job.paused` event, in the transaction that settled the
+    run. An operator's resume lets it try again; the next failure of the
+    same streak pauses it again."""
+    limit = job.pause_after_failures
+    if not limit or streak < limit:
+        return False
+    reason = f"paused after {limit} consecutive failures"
+    paused = Job.objects.filter(pk=job.pk, paused_at__isnull=True).update(
+        paused_at=now, paused_until=None, pause_reason=reason, next_run_at=None, updated_at=now
+    )
+    if not paused:
+        return False  # an operator paused it already
+    job.withdraw_ahead(now)
+    data = {"reason": reason, "streak": streak, "pause_after_failures": limit}
+    audit.record("job.paused", target=job, actor="scheduler", at=now, data=data)
+    events.emit("job.paused", at=now, job=job, execution=execution, data=data)
+    return True
 
 
 def counted(job_id, state):

@@ -17,7 +17,7 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle, notifier, outcomes
+from scheduler import lifecycle, maintenance, notifier, outcomes
 from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
@@ -194,8 +194,10 @@ def fire_jobs(jobs, now, lead, bulk):
     one by one, quarantining the one that fails.
     """
     live = live_singleton_executions(jobs)
-    pending, skipped = [], []
+    pending, skipped, in_maintenance = [], [], []
     calendars = {}  # one CalendarRules per calendar for the whole batch
+    down = load_maintenance(jobs, now)
+    waiting = {}  # {job id: what a deferred occurrence coalesces into}
     for job in jobs:
         # The calendar as it is now: a blackout added after next_run_at was
         # computed is honoured.
@@ -204,6 +206,10 @@ def fire_jobs(jobs, now, lead, bulk):
         occurrences = due_occurrences(job, now, until)
         for instant, trigger in apply_misfire_policy(job, occurrences, now):
             execution = new_execution(job, instant, trigger, now)
+            window = down.covering(job.labels, instant)
+            if window is not None:
+                inside_maintenance(execution, window, live, waiting, pending, in_maintenance)
+                continue
             if job.pk in live:
                 skipped.append((execution, live[job.pk]))
             else:
@@ -218,8 +224,62 @@ def fire_jobs(jobs, now, lead, bulk):
     save_executions(pending, bulk)
     for execution, holder in skipped:
         record_skip(execution, holder, now)
+    for execution, window, into in in_maintenance:
+        record_maintenance(execution, window, into, now)
     advance_jobs(jobs)
     return len(pending)
+
+
+def load_maintenance(jobs, now):
+    """The maintenance as stored, with the windows that may cover the
+    earliest instant these jobs fire for (a late one is judged at its instant)."""
+    if not jobs:
+        return maintenance.Maintenance()
+    earliest = min((job.next_run_at for job in jobs if job.next_run_at), default=now)
+    return maintenance.load(now, since=min(earliest, now))
+
+
+def inside_maintenance(execution, window, live, waiting, pending, skipped):
+    """An occurrence inside a maintenance: skipped (added to `skipped`), or,
+    with `maintenance: defer`, one pending run at the window's end (added
+    to `pending`) that the later occurrences coalesce into (skipped, naming
+    it). No burst follows the window: one run, whatever it covered."""
+    job = execution.job
+    if job.maintenance != Job.DEFER:
+        skipped.append((execution, window, None))
+        return
+    into = waiting.get(job.pk) or live.get(job.pk) or pending_of(job)
+    if into:
+        skipped.append((execution, window, into))
+        return
+    # Claims hold it while the maintenance lasts; a window's end is when
+    # it may run (the switch: as soon as it is off).
+    if window.end is not None:
+        execution.run_after = max(execution.run_after, window.end)
+    waiting[job.pk] = f"for {execution.scheduled_for.isoformat()}"
+    if job.singleton:
+        live[job.pk] = waiting[job.pk]
+    pending.append(execution)
+    audit.record(
+        "execution.deferred",
+        target=job,
+        at=execution.created_at,
+        data={
+            "scheduled_for": execution.scheduled_for.isoformat(),
+            "run_after": execution.run_after.isoformat(),
+            "maintenance": window.describe(),
+        },
+    )
+
+
+def pending_of(job):
+    """A pending execution of `job` a deferred occurrence may coalesce into."""
+    pk = (
+        Execution.objects.filter(job=job, state=Execution.PENDING)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return f"{pk} pending" if pk else None
 
 
 def advance_jobs(jobs):
@@ -319,6 +379,30 @@ def record_skip(execution, holder, now):
         at=now,
         data={"reason": "singleton", "live": holder},
         counter=("croniq_singleton_skips_total", {"job": execution.job.name}),
+    )
+
+
+def record_maintenance(execution, window, into, now):
+    """An occurrence inside a maintenance, kept as a skipped execution so
+    history shows it, audited and counted; `into`: the deferred run it
+    coalesced into."""
+    where = window.describe()
+    execution.state = Execution.SKIPPED
+    execution.singleton = False  # not live, so outside the singleton index
+    execution.finished_at = now
+    execution.error = f"skipped: {where}" + (f", coalesced into execution {into}" if into else "")
+    execution.save()
+    outcomes.counted(execution.job_id, Execution.SKIPPED)
+    audit.increment("croniq_executions_total", state=Execution.SKIPPED)
+    data = {"reason": "maintenance", "maintenance": where}
+    if into:
+        data["coalesced_into"] = into
+    audit.record(
+        "execution.skipped",
+        target=execution,
+        at=now,
+        data=data,
+        counter=("croniq_maintenance_skips_total", {"job": execution.job.name}),
     )
 
 

@@ -7,6 +7,7 @@ from control import examples
 from control.dead_letters_api import DiscardIn, ReplayIn
 from control.jobs_api import PauseIn
 from control.keys_api import KeyIn
+from control.maintenance_api import MaintenanceIn
 from control.triggers_api import BackfillIn, TriggerIn
 from croniq_project.api import api as ninja_api
 from runners.api import FinishIn, HandBackIn, HeartbeatIn, LogIn, PollIn, RegisterIn
@@ -25,6 +26,7 @@ SCHEMAS = [
     KeyIn,
     ReplayIn,
     DiscardIn,
+    MaintenanceIn,
 ]
 
 

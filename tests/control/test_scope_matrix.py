@@ -159,6 +159,8 @@ def test_the_matrix_walks_at_least_the_calls_built_so_far():
             ("POST", "/api/v1/dead-letters/{dead_letter_id}/replay"): "dead-letters:write",
             ("DELETE", "/api/v1/dead-letters/{dead_letter_id}"): "dead-letters:write",
             ("POST", "/api/v1/dead-letters/discard"): "dead-letters:write",
+            ("GET", "/api/v1/maintenance"): "runners:read",
+            ("PUT", "/api/v1/maintenance"): "admin",
         }.items()
     )
 

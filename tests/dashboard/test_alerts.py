@@ -11,7 +11,7 @@ from tests.dashboard.conftest import NOW
 
 # Session, user, permissions (two), counts, failing jobs, mutes, the page of
 # notifications with their last latency: bounded whatever the table sizes.
-ALERTS_QUERIES = 8
+ALERTS_QUERIES = 9  # with the maintenance banner's read
 
 
 def make_notification(channel, job=None, state=Notification.DELIVERED, at=NOW, **fields):

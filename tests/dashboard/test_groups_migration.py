@@ -33,6 +33,8 @@ VIEWING = {
     "scheduler.view_logchunk",
     "scheduler.view_jobhealth",
     "scheduler.view_deadletter",
+    "scheduler.view_maintenanceswitch",
+    "scheduler.view_maintenancewindow",
     "runners.view_runner",
     "runners.view_runnertoken",
 }

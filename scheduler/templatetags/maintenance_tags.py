@@ -1,0 +1,14 @@
+"""`{% maintenance_banner %}`: the line the admin and the dashboard show
+while a maintenance is in force (scheduler.maintenance.banner)."""
+
+from django import template
+from django.utils import timezone
+
+from scheduler import maintenance
+
+register = template.Library()
+
+
+@register.inclusion_tag("scheduler/maintenance_banner.html")
+def maintenance_banner():
+    return {"text": maintenance.current_banner(timezone.now())}
