@@ -6,10 +6,10 @@ from typing import Any
 
 from django.db.models import Q
 from ninja import Field, Query, Router, Schema
-from pydantic import AwareDatetime
 
 from audit.models import AuditEvent
 from control import auth, paging, scopes
+from control.fields import Instant
 from control.schemas import ERRORS, PageQuery, Text
 
 router = Router(tags=["audit"])
@@ -36,7 +36,7 @@ class AuditFilters(PageQuery):
     action: Text(1, 64) | None = Field(None, description="Actions starting with this, e.g. job.")
     actor: Text(1, 200) | None = Field(None, description="The actor's name, exactly.")
     target: Text(1, 300) | None = Field(None, description="The target's name or id, exactly.")
-    since: AwareDatetime | None = Field(None, description="At or after this instant (ISO 8601).")
+    since: Instant | None = Field(None, description="At or after this instant (ISO 8601).")
 
 
 def events(filters):

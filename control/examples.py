@@ -66,8 +66,6 @@ MAINTENANCE = {
     ],
 }
 
-KEY = {"name": "ci-pipeline", "scopes": ["jobs:read", "jobs:trigger"], "expires_at": None}
-
 
 def body(example, content_type="application/json"):
     """The `openapi_extra` of a call whose body is a free mapping."""

@@ -17,9 +17,11 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def within_range(value):
+    """The instant in UTC: PostgreSQL refuses offsets past 15:59 that Python
+    accepts (+16:00 was a 500), and the instant is the same."""
     if not EARLIEST <= value <= LATEST:
         raise ValueError("must lie between the years 1970 and 9000")
-    return value
+    return value.astimezone(UTC)
 
 
 Instant = Annotated[AwareDatetime, AfterValidator(within_range)]

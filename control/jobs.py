@@ -8,6 +8,7 @@ Every write is audited with the key as actor.
 """
 
 import json
+from datetime import UTC
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import TextField
@@ -143,6 +144,7 @@ def pause(name, *, reason, until, now, actor):
             raise HttpError(422, "until: needs an offset, e.g. +01:00 or Z")
         if until <= now:
             raise HttpError(422, "until: must be in the future")
+        until = until.astimezone(UTC)  # PostgreSQL refuses offsets past 15:59
     if len(reason) > Job._meta.get_field("pause_reason").max_length:
         raise HttpError(422, "reason: at most 200 characters")
     job = get(name)

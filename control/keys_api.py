@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
-from pydantic import AwareDatetime, ConfigDict
 
-from control import auth, examples, keys, paging, scopes
+from control import auth, keys, paging, scopes
+from control.fields import Instant
 from control.models import ApiKey
 from control.schemas import ERRORS, PageQuery, Text
 
@@ -19,8 +19,6 @@ Scope = Literal[scopes.ALL]
 
 
 class KeyIn(Schema):
-    model_config = ConfigDict(json_schema_extra=examples.schema(examples.KEY))
-
     # No "/" (DELETE /keys/{name} could not address it) and no blanks around it.
     name: Annotated[
         Text(1, 100),
@@ -28,7 +26,7 @@ class KeyIn(Schema):
     ]
     scopes: Annotated[list[Scope], Field(min_length=1, max_length=len(scopes.ALL))]
     expires_at: Annotated[
-        AwareDatetime | None,
+        Instant | None,
         Field(description="When the key stops working; never if absent (only a key that"
               " never expires may mint such a key)."),
     ] = None  # fmt: skip

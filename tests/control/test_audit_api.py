@@ -94,3 +94,11 @@ def test_bad_filters_are_422_naming_the_field(client, reader, query, field):
     answer = call(client, "get", f"/api/v1/audit{query}", reader)
     assert answer.status_code == 422
     assert field in answer.json()["detail"].split(":")[0]
+
+
+def test_an_offset_postgresql_cannot_store_is_the_same_instant_in_utc(client, reader, trail):
+    # Python takes +16:00, PostgreSQL refuses offsets past 15:59: the call
+    # reads the instant in UTC instead of answering 500.
+    # 2026-12-01 10:30 UTC: the last two events are at or after it.
+    since = "2026-12-02T02:30:00%2B16:00"
+    assert ids(client, reader, f"?since={since}") == [trail[3].pk, trail[2].pk]

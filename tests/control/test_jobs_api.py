@@ -199,6 +199,13 @@ def test_pause_with_a_reason_and_an_end_then_resume(api):
     assert AuditEvent.objects.filter(action="job.resumed").count() == 1
 
 
+def test_a_pause_end_with_an_offset_postgresql_cannot_store_is_kept_in_utc(api):
+    api.post("jobs", REPORT)
+    answer = api.post("jobs/nightly-report/pause", {"until": "2026-12-03T16:00:00+16:00"})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["paused_until"] == "2026-12-03T00:00:00Z"
+
+
 def test_pause_without_a_body_pauses_until_resumed(api):
     api.post("jobs", REPORT)
     job = api.post("jobs/nightly-report/pause").json()
