@@ -7,6 +7,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import (
     Aggregate,
@@ -365,6 +366,13 @@ def duration_runs(job, limit=CHART_POINTS):
     ]
 
 
+def cached_run_stats(job, now):
+    """`run_stats(job, now)`, reused for the rest of `now`'s minute (as the
+    heat-map): a busy job's 30 days are tens of thousands of durations."""
+    key = f"croniq:run-stats:{job.pk}:{now:%Y-%m-%dT%H:%M}"
+    return cache.get_or_set(key, lambda: run_stats(job, now), HEATMAP_CACHE_SECONDS)
+
+
 def run_stats(job, now, windows=STATS_WINDOWS):
     """[WindowStats] of the job's runs finished in each of the last `windows`
     days, in two queries: the counts read the `exec_job_state_finished`
@@ -593,6 +601,19 @@ HOUR_BUCKET_SQL = {
     "postgresql": "FLOOR((EXTRACT(EPOCH FROM finished_at) - %s) / 3600)::integer",
     "sqlite": "(CAST(strftime('%%s', finished_at) AS INTEGER) - %s) / 3600",
 }
+
+
+# The heat-map (and a job's run statistics) are read at most once a minute
+# per web process: their counts are most of the overview's database time on
+# PostgreSQL (about 70 ms of 180 ms at 1,000,000 executions), and a count
+# over hours or days moves little in a minute.
+HEATMAP_CACHE_SECONDS = 60
+
+
+def cached_failure_heatmap_rows(now):
+    """`failure_heatmap_rows(now)`, reused for the rest of `now`'s minute."""
+    key = f"croniq:heatmap:{now:%Y-%m-%dT%H:%M}"
+    return cache.get_or_set(key, lambda: failure_heatmap_rows(now), HEATMAP_CACHE_SECONDS)
 
 
 def failure_heatmap_rows(now, hours=HEATMAP_HOURS, jobs=HEATMAP_JOBS):

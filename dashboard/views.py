@@ -102,7 +102,9 @@ def overview(request):
         "runners": queries.runner_counts(),
         "job_counts": queries.job_filter_counts(now),
         "lag": queries.scheduler_lag(now),
-        "heatmap": failure_heatmap(queries.failure_heatmap_rows(now), now, queries.HEATMAP_HOURS),
+        "heatmap": failure_heatmap(
+            queries.cached_failure_heatmap_rows(now), now, queries.HEATMAP_HOURS
+        ),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
         "search": search,
@@ -131,7 +133,7 @@ def job_detail(request, name):
         "states": Execution.STATES,
         "query": urlencode({"state": state}) if state else "",
         "chart": duration_chart(queries.duration_runs(job), now),
-        "run_stats": queries.run_stats(job, now),
+        "run_stats": queries.cached_run_stats(job, now),
         "stats_sample": queries.STATS_SAMPLE,
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
         # No row until the job's first run settles.

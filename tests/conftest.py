@@ -2,6 +2,15 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
+def empty_cache():
+    """Each test starts with an empty cache (the dashboard keeps its
+    heat-map a minute): one test's pages never show another's rows."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def no_stray_notifier(monkeypatch):
     """A loop ticked by a test starts no notifier thread (it would outlive
     the test); tests of the notifier start theirs, stopped afterwards."""

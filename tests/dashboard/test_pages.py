@@ -56,6 +56,45 @@ def test_overview_query_count_does_not_grow_with_jobs_or_history(
     assert len(answer.context["page"].items) == queries.JOBS_PER_PAGE
 
 
+def test_the_overview_reads_its_heat_map_once_a_minute(
+    staff_client, make_job, make_history, django_assert_max_num_queries
+):
+    make_history(make_job("nightly-report"), 5)
+    url = reverse("dashboard:overview")
+
+    def reads(at):
+        with (
+            time_machine.travel(at, tick=False),
+            django_assert_max_num_queries(OVERVIEW_QUERIES) as counted,
+        ):
+            staff_client.get(url)
+        return len(counted.captured_queries)
+
+    first = reads(NOW)
+    assert reads(NOW + timedelta(seconds=30)) < first  # the heat-map kept
+    assert reads(NOW + timedelta(minutes=1)) == first  # read again
+
+
+def test_the_job_page_reads_its_run_statistics_once_a_minute(
+    staff_client, make_job, make_history, django_assert_max_num_queries
+):
+    job = make_job("nightly-report")
+    make_history(job, 5)
+    url = reverse("dashboard:job", args=[job.name])
+
+    def reads(at):
+        with (
+            time_machine.travel(at, tick=False),
+            django_assert_max_num_queries(JOB_QUERIES) as counted,
+        ):
+            staff_client.get(url)
+        return len(counted.captured_queries)
+
+    first = reads(NOW)
+    assert reads(NOW + timedelta(seconds=30)) < first
+    assert reads(NOW + timedelta(minutes=1)) == first
+
+
 def test_overview_pages_through_jobs_by_name(staff_client, make_job):
     for i in range(queries.JOBS_PER_PAGE + 1):
         make_job(f"job-{i:03}")
