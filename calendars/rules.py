@@ -292,12 +292,9 @@ class CalendarRules:
         """Why instant `t` is blocked, in a few words ("" when it is allowed)."""
         t = to_utc(t)
         local = wall(self.zone, t)
-        day = local.date()
-        if day.weekday() not in self.weekdays:
-            return "weekend" if day.weekday() >= 5 else "not an allowed weekday"
-        holiday = self._holidays(day.year).get(day)
-        if holiday:
-            return holiday
+        reason = self._day_reason(local.date())
+        if reason:
+            return reason
         for period in self.exclude:
             start, end = period.interval(self.zone)
             if start <= t < end:
@@ -323,12 +320,16 @@ class CalendarRules:
             return True, ""
         return False, self._block_reason(day, start, end)
 
-    def _block_reason(self, day, start, end):
+    def _day_reason(self, day):
+        """Why a whole local date is blocked by its weekday or a holiday, or ""."""
         if day.weekday() not in self.weekdays:
             return "weekend" if day.weekday() >= 5 else "not an allowed weekday"
-        holiday = self._holidays(day.year).get(day)
-        if holiday:
-            return holiday
+        return self._holidays(day.year).get(day) or ""
+
+    def _block_reason(self, day, start, end):
+        reason = self._day_reason(day)
+        if reason:
+            return reason
         for period in self.exclude:
             p_start, p_end = period.interval(self.zone)
             if p_start < end and start < p_end:

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from notifications import applyitems, channels
 from notifications.models import Channel, Mute, Rule
-from scheduler.applyitems import ApplyError
+from scheduler.admin_forms import checked
 from scheduler.events import NAMES
 
 # The settings of each kind the channel form sends to `channels.validate`;
@@ -18,16 +18,6 @@ KIND_FIELDS = {
     Channel.WEBHOOK: ("to", "url", "secret", "headers", "timeout"),
     Channel.SLACK: ("to", "url", "secret", "headers", "format", "timeout"),
 }
-
-
-def checked(field, check, value):
-    """`check(field, value)` from applyitems, its ApplyError as a form error."""
-    try:
-        return check(field, value)
-    except ApplyError as e:
-        raise forms.ValidationError(
-            [message.removeprefix(f"{field}: ") for message in e.errors]
-        ) from None
 
 
 def comma_list(text):
@@ -111,7 +101,7 @@ class DurationField(forms.CharField):
         text = super().clean(value).strip()
         if not text:
             return None
-        return checked("duration", applyitems.seconds, text)
+        return checked("duration", applyitems.seconds)(text)
 
 
 class RuleForm(forms.ModelForm):
@@ -167,17 +157,17 @@ class RuleForm(forms.ModelForm):
             self.initial["labels"] = ", ".join(self.instance.labels)
 
     def clean_events(self):
-        return checked("events", applyitems.event_names, self.cleaned_data["events"])
+        return checked("events", applyitems.event_names)(self.cleaned_data["events"])
 
     def clean_labels(self):
         return comma_list(self.cleaned_data["labels"])
 
     def clean_failures_in_a_row(self):
         value = self.cleaned_data["failures_in_a_row"]
-        return checked("failures_in_a_row", lambda f, v: applyitems.count(f, v, least=1), value)
+        return checked("failures_in_a_row", lambda f, v: applyitems.count(f, v, least=1))(value)
 
     def clean_slow_factor(self):
-        return checked("slow_factor", applyitems.factor, self.cleaned_data["slow_factor"])
+        return checked("slow_factor", applyitems.factor)(self.cleaned_data["slow_factor"])
 
     def clean_throttle(self):
         return self.cleaned_data["throttle"] or 0
