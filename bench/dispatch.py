@@ -7,6 +7,8 @@ Prints one JSON line per figure (issue "Runner API", section "Speed"):
 - burst: 1,000 executions due at once, 100 waiting runners; time until the
   last one is in a runner's hands.
 - throughput: claim + finish over HTTP, executions per second.
+- group_throughput: the same with every job in one concurrency group of
+  budget 10, against no group, in the same run (target: within 2x).
 - idle: 1,000 long-polls held by one uvicorn worker: its RSS and the
   database connections open meanwhile (pg_stat_activity on PostgreSQL).
 
@@ -14,7 +16,7 @@ Prints one JSON line per figure (issue "Runner API", section "Speed"):
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_dispatch_bench \
         .venv/bin/python bench/dispatch.py        # a fresh database, dropped after
 
-Options: --only steady,burst,throughput,idle  --seconds N (steady duration)
+Options: --only steady,burst,throughput,group_throughput,idle  --seconds N (steady duration)
          --jobs N (steady: jobs @every 1s, default 50).
 """
 
@@ -124,8 +126,9 @@ def notify():
     notify_new_work()
 
 
-def insert_pending(count, job_prefix):
-    """`count` executions due now, committed in one transaction; returns the commit time."""
+def insert_pending(count, job_prefix, group=None):
+    """`count` executions due now, committed in one transaction; returns the
+    commit time. With `group` (a ConcurrencyGroup), their jobs share it."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -134,7 +137,13 @@ def insert_pending(count, job_prefix):
     now = timezone.now()
     with transaction.atomic():
         jobs = Job.objects.bulk_create(
-            Job(name=f"{job_prefix}-{n}", schedule="@every 1h", command="true", enabled=False)
+            Job(
+                name=f"{job_prefix}-{n}",
+                schedule="@every 1h",
+                command="true",
+                enabled=False,
+                concurrency_group=group,
+            )
             for n in range(count)
         )
         Execution.objects.bulk_create(
@@ -386,21 +395,30 @@ class LeanClient:
         return json.loads(data), arrived
 
 
-def throughput(url, workdir):
-    """Claim + finish over HTTP as fast as THROUGHPUT_RUNNERS runners can go."""
+def throughput(url, workdir, group=None, emitted=True, capacity=10):
+    """Claim + finish over HTTP as fast as THROUGHPUT_RUNNERS runners can go;
+    with `group`, every job in that concurrency group. Returns per second."""
     web = start_web(url, workdir)
     secret = new_token()
-    runners = [Runner(web.url, secret, capacity=10) for _ in range(THROUGHPUT_RUNNERS)]
-    insert_pending(THROUGHPUT_EXECUTIONS, "throughput")
+    runners = [Runner(web.url, secret, capacity=capacity) for _ in range(THROUGHPUT_RUNNERS)]
+    prefix = f"throughput-{uuid.uuid4().hex[:6]}"
+    insert_pending(THROUGHPUT_EXECUTIONS, prefix, group)
     done = []
 
     def run(runner):
         client = LeanClient(web.url, secret)
         poll = {"session": runner.session, "wait": 0, "capacity": runner.capacity}
-        while True:
+        waiting = {**poll, "wait": 1}
+        while sum(done) < THROUGHPUT_EXECUTIONS:
             found = client.post(f"/api/v1/runners/{runner.runner_id}/poll", poll)["executions"]
+            if not found and group is not None:
+                # The group is full while others run its work: wait for room.
+                found = client.post(f"/api/v1/runners/{runner.runner_id}/poll", waiting)
+                found = found["executions"]
             if not found:
-                return
+                if group is None:
+                    return
+                continue
             for assignment in found:
                 finish = {"session": runner.session, "lease": assignment["lease"], "exit_code": 0}
                 client.post(f"/api/v1/executions/{assignment['id']}/finish", finish)
@@ -416,6 +434,8 @@ def throughput(url, workdir):
     elapsed = time.perf_counter() - started
     cpu = cpu_seconds(web.popen.pid) - cpu_before
     web.stop()
+    if not emitted:
+        return sum(done) / elapsed
     emit(
         bench="claim_finish_throughput",
         backend=backend(url),
@@ -430,6 +450,34 @@ def throughput(url, workdir):
         target="postgresql >= 500/s",
         # The target is PostgreSQL's; SQLite's figure is for comparison.
         met=sum(done) / elapsed >= 500 if backend(url) == "postgresql" else None,
+    )
+    return sum(done) / elapsed
+
+
+def group_throughput(url, workdir):
+    """Claim + finish with every job in one concurrency group of budget 10,
+    against the same run without a group."""
+    from scheduler.models import ConcurrencyGroup
+
+    # One slot per runner: a budget of 10 among 16 runners, each running one
+    # job at a time (with 10 slots each, one runner would take the whole
+    # budget and finish it alone while the others wait).
+    plain = throughput(url, workdir, emitted=False, capacity=1)
+    group = ConcurrencyGroup.objects.create(name=f"bench-{uuid.uuid4().hex[:6]}", max_concurrent=10)
+    grouped = throughput(url, workdir, group=group, emitted=False, capacity=1)
+    emit(
+        bench="claim_finish_throughput_in_a_group",
+        backend=backend(url),
+        executions=THROUGHPUT_EXECUTIONS,
+        runners=THROUGHPUT_RUNNERS,
+        runner_capacity=1,
+        group_budget=group.max_concurrent,
+        no_group_per_second=round(plain, 1),
+        group_per_second=round(grouped, 1),
+        ratio=round(plain / grouped, 2),
+        load_average=os.getloadavg()[0],
+        target="no group / group <= 2",
+        met=plain / grouped <= 2,
     )
 
 
@@ -519,7 +567,13 @@ def idle(url, workdir):
     )
 
 
-SCENARIOS = {"steady": steady, "burst": burst, "throughput": throughput, "idle": idle}
+SCENARIOS = {
+    "steady": steady,
+    "burst": burst,
+    "throughput": throughput,
+    "group_throughput": group_throughput,
+    "idle": idle,
+}
 
 
 def main():
