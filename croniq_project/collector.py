@@ -41,6 +41,16 @@ COUNTERS = {
         ("job",),
         "Occurrences of a singleton job skipped because a run was still active.",
     ),
+    "croniq_overlap_skips_total": (
+        ("job",),
+        "Occurrences skipped by a job's overlap policy: a full queue, or a waiting "
+        "run a newer one replaced.",
+    ),
+    "croniq_overlap_replacements_total": (
+        ("job",),
+        "Runs stopped (running) or cancelled (waiting) by a newer occurrence of an "
+        "overlap replace job.",
+    ),
     "croniq_fencing_rejections_total": (
         (),
         "Runner calls refused because they carried a stale lease or session.",
@@ -109,6 +119,8 @@ GAUGES = {
     "croniq_job_period_seconds",
     "croniq_job_runs",
     "croniq_maintenance",
+    "croniq_concurrency_group_running",
+    "croniq_concurrency_group_budget",
 }
 # audit.observe stores a histogram as these rows (see audit.recording.observe).
 BUCKET, COUNT, SUM_US = "__bucket", "__count", "__sum_us"
@@ -152,6 +164,7 @@ def families(now):
     yield from job_families(jobs, now)
     yield notification_gauge()
     yield maintenance_gauge(now)
+    yield from group_gauges()
 
 
 # Stored rows
@@ -210,6 +223,12 @@ def contract_counters(counters, runners, jobs):
         "croniq_executions_reaped_total": [(reason,) for reason in reap_reasons()],
         "croniq_executions_total": [(state,) for state in final_states()],
         "croniq_singleton_skips_total": [(label_value(j.name),) for j in jobs if j.singleton],
+        "croniq_overlap_skips_total": [
+            (label_value(j.name),) for j in jobs if j.overlap in ("queue", "replace")
+        ],
+        "croniq_overlap_replacements_total": [
+            (label_value(j.name),) for j in jobs if j.overlap == "replace"
+        ],
         "croniq_fencing_rejections_total": [()],
         # Not seeded per job: that would be a series for every job.
         "croniq_job_errors_total": [],
@@ -412,6 +431,30 @@ def maintenance_gauge(now):
     return gauge
 
 
+def group_gauges():
+    """Each concurrency group's budget and how much of it runs now."""
+    from scheduler import groups
+    from scheduler.models import ConcurrencyGroup
+
+    budgets = list(ConcurrencyGroup.objects.values_list("pk", "name", "max_concurrent"))
+    running = groups.running_counts() if budgets else {}
+    used = GaugeMetricFamily(
+        "croniq_concurrency_group_running",
+        "Running executions of a concurrency group's jobs.",
+        labels=["group"],
+    )
+    budget = GaugeMetricFamily(
+        "croniq_concurrency_group_budget",
+        "A concurrency group's max_concurrent.",
+        labels=["group"],
+    )
+    for pk, name, most in budgets:
+        used.add_metric([name], running.get(pk, 0))
+        budget.add_metric([name], most)
+    yield used
+    yield budget
+
+
 def notification_gauge():
     from notifications.models import Notification
 
@@ -435,6 +478,7 @@ ALWAYS_COUNTED = ("succeeded", "failed")
 class JobRow(NamedTuple):
     name: str
     singleton: bool
+    overlap: str
     quarantined: bool
     active: bool
     schedule: str
@@ -456,6 +500,7 @@ def job_rows():
     rows = Job.objects.order_by("name").values_list(
         "name",
         "singleton",
+        "overlap",
         "error",
         "enabled",
         "paused_at",
@@ -469,11 +514,11 @@ def job_rows():
         *counted,
     )
     jobs = []
-    for name, singleton, error, enabled, paused_at, *rest in rows:
+    for name, singleton, overlap, error, enabled, paused_at, *rest in rows:
         quarantined = bool(error)
         active = enabled and paused_at is None and not quarantined
         schedule, last, runs = rest[:5], rest[5:7], tuple(count or 0 for count in rest[7:])
-        jobs.append(JobRow(name, singleton, quarantined, active, *schedule, *last, runs))
+        jobs.append(JobRow(name, singleton, overlap, quarantined, active, *schedule, *last, runs))
     return jobs
 
 

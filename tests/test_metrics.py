@@ -282,9 +282,10 @@ def test_pending_work_no_online_runner_can_take_is_counted_by_labels(db):
 
 # Counters, runners, jobs joined to their health, notification routes,
 # pending executions, unmatched labels, lag, last tick, pending
-# notifications, maintenance in force; and the calendars with their
-# periods when a job has one.
-SCRAPE_QUERIES = 12
+# notifications, maintenance in force, concurrency groups (their running
+# counts only when there is one); and the calendars with their periods
+# when a job has one.
+SCRAPE_QUERIES = 13
 
 
 def test_a_scrape_costs_the_same_few_queries_however_many_rows(db, django_assert_num_queries):
@@ -508,3 +509,25 @@ def test_the_no_recent_success_rule_reads_a_job_failing_for_two_periods(db):
     values, _ = samples(scrape())
     age = NOW.timestamp() - value(values, "croniq_job_last_success_timestamp_seconds", job="hourly")
     assert age > 2 * value(values, "croniq_job_period_seconds", job="hourly")
+
+
+@pytest.mark.django_db
+def test_each_concurrency_group_shows_its_budget_and_what_runs_now():
+    from scheduler.models import ConcurrencyGroup
+
+    group = ConcurrencyGroup.objects.create(name="vendor-api", max_concurrent=3)
+    ConcurrencyGroup.objects.create(name="idle", max_concurrent=1)
+    job = Job.objects.create(
+        name="sync", schedule="* * * * *", command="true", concurrency_group=group
+    )
+    for minute in range(2):
+        at = NOW + timedelta(minutes=minute)
+        Execution.objects.create(
+            job=job, scheduled_for=at, run_after=at, created_at=at, state=Execution.RUNNING
+        )
+    values, types = samples(scrape())
+    group_label = frozenset({("group", "vendor-api")})
+    assert values[("croniq_concurrency_group_running", group_label)] == 2
+    assert values[("croniq_concurrency_group_budget", group_label)] == 3
+    assert values[("croniq_concurrency_group_running", frozenset({("group", "idle")}))] == 0
+    assert types["croniq_concurrency_group_running"] == "gauge"
