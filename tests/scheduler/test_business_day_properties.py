@@ -26,7 +26,9 @@ from tests.calendars.strategies import (
     calendars,
     instants,
     oracle_allowed,
+    rarely,
     times,
+    weekday_masks,
 )
 
 # As tests/scheduler/test_cron_properties.py.
@@ -178,32 +180,66 @@ def random_cases(draw):
     return draw(numbers), draw(walls), ZoneInfo(tz), rules, after
 
 
+# The wall hour each zone's offset changes in: a gap in spring, a fold in autumn.
+CHANGE_HOURS = {
+    "Europe/Berlin": [2],
+    "America/New_York": [1, 2],
+    "Australia/Sydney": [2],
+    "America/Havana": [0],
+}
+
+
 @st.composite
 def dst_day_cases(draw):
-    """Every day allowed, N picked so that the occurrence falls on a DST change."""
+    """N picked so that the occurrence falls on a DST change, mostly in its hour."""
     tz = draw(st.sampled_from(sorted(DST_CHANGES)))
     change = draw(st.sampled_from(DST_CHANGES[tz])).date()
     last = stdlib_calendar.monthrange(change.year, change.month)[1]
     n = draw(st.sampled_from([change.day, change.day - last - 1]))
     rules = CalendarRules(timezone=tz, name="every day")
-    if draw(st.booleans()):
+    if draw(rarely):
         rules = draw(calendars(datetime.combine(change, time(0), UTC), timezone=tz))
-        rules = CalendarRules(**{**_fields(rules), "weekdays": range(7), "holiday_country": ""})
+        rules = CalendarRules(**{**_window_and_periods(rules), "timezone": tz})
     after = datetime.combine(change, time(0), UTC) - timedelta(
         minutes=draw(st.integers(0, 40 * 24 * 60))
     )
-    at = draw(st.builds(time, st.sampled_from([0, 1, 2, 3]), st.sampled_from([0, 30, 59])))
+    hour = draw(st.one_of(st.sampled_from(CHANGE_HOURS[tz]), st.integers(0, 3)))
+    at = time(hour, draw(st.sampled_from([0, 1, 30, 59])))
     return n, at, ZoneInfo(tz), rules, after
 
 
-def _fields(rules):
-    return {
-        name: getattr(rules, name)
-        for name in ("timezone", "window_start", "window_end", "exclude", "include", "base", "name")
-    } | {"holiday_subdivision": ""}
+@st.composite
+def whole_day_cases(draw):
+    """Calendars whose days are decided by weekdays, holidays, date periods and a
+    base calendar's weekdays: how business days are mostly counted."""
+    tz = draw(st.sampled_from(TIMEZONES))
+    after = draw(instants(seconds=True, timezone=tz))
+    anchor = after.replace(second=0, microsecond=0)
+    drawn = draw(calendars(anchor, with_base=False, timezone=draw(st.sampled_from([tz, None]))))
+    base = None
+    if draw(st.booleans()):
+        base = CalendarRules(
+            timezone=draw(st.sampled_from(TIMEZONES)), weekdays=draw(weekday_masks), name="base"
+        )
+    rules = CalendarRules(
+        timezone=drawn.timezone,
+        weekdays=drawn.weekdays,
+        holiday_country=drawn.holiday_country,
+        holiday_subdivision=drawn.holiday_subdivision,
+        exclude=tuple(p for p in drawn.exclude if not isinstance(p.start, datetime)),
+        include=tuple(p for p in drawn.include if not isinstance(p.start, datetime)),
+        base=base,
+        name="whole days",
+    )
+    return draw(numbers), draw(walls), ZoneInfo(tz), rules, after
 
 
-cases = st.one_of(random_cases(), random_cases(), dst_day_cases())
+def _window_and_periods(rules):
+    names = ("window_start", "window_end", "exclude", "include", "base", "name")
+    return {name: getattr(rules, name) for name in names}
+
+
+cases = st.one_of(random_cases(), dst_day_cases(), whole_day_cases())
 
 
 # --- properties ------------------------------------------------------------------
