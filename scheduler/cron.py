@@ -387,7 +387,8 @@ def _parse_business_day(text):
     if parts[0].lower() != "@business_day":
         raise ScheduleError(f"unknown macro {parts[0]!r}: {BUSINESS_DAY_USAGE}")
     if len(parts) != 3:
-        problem = {1: "the day number and the time are missing", 2: "the time is missing"}
+        missing = "the day number" if ":" in parts[-1] else "the time"
+        problem = {1: "the day number and the time are missing", 2: f"{missing} is missing"}
         what = problem.get(len(parts), "it has more than a day number and a time")
         raise ScheduleError(f"{text!r}: {what}; {BUSINESS_DAY_USAGE}")
     return Schedule(
