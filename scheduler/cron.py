@@ -78,7 +78,7 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class Schedule:
-    """A parsed schedule: either cron fields or a fixed interval (`@every`)."""
+    """A parsed schedule: cron fields, a fixed interval (`@every`) or a business day."""
 
     text: str
     every: timedelta | None = None
@@ -493,7 +493,11 @@ def _allowed_days(calendar, year, month):
     if calendar is not None:
         return calendar.allowed_days(year, month)
     days = stdlib_calendar.monthrange(year, month)[1]
-    return [d for d in (date(year, month, i) for i in range(1, days + 1)) if d.weekday() < 5]
+    return [
+        d
+        for d in (date(year, month, i) for i in range(1, days + 1))
+        if d.weekday() in MONDAY_TO_FRIDAY
+    ]
 
 
 def _ordinal(n):
