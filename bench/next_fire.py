@@ -139,6 +139,49 @@ def bench_never_fires():
     )
 
 
+def bench_business_day_months():
+    """120 consecutive months of `@business_day -1 18:00` (each fire the next
+    `after`), on de-by-workdays alone and with the DESIGN.md calendar's daily
+    window and Christmas freeze (those make each day's check an interval search)."""
+    plain = CalendarRules(
+        timezone="Europe/Berlin",
+        weekdays=("mon", "tue", "wed", "thu", "fri"),
+        holiday_country="DE",
+        holiday_subdivision="BY",
+        name="de-by-workdays",
+    )
+    windowed = CalendarRules(
+        timezone="Europe/Berlin",
+        weekdays=("mon", "tue", "wed", "thu", "fri"),
+        holiday_country="DE",
+        holiday_subdivision="BY",
+        window_start=dt_time(6),
+        window_end=dt_time(22),
+        exclude=(Period(date(2026, 12, 24), date(2027, 1, 6), "Christmas freeze"),),
+        name="de-by-workdays-window",
+    )
+    schedule = "@business_day -1 18:00"
+    for name, calendar in (("holidays", plain), ("holidays_window_freeze", windowed)):
+        started = time.perf_counter()
+        fires = next_fires(schedule, "Europe/Berlin", calendar, START, 120)
+        first_run = (time.perf_counter() - started) * 1000  # caches as the benches above left them
+        took, cpu, fires = median_ms(
+            lambda calendar=calendar: next_fires(schedule, "Europe/Berlin", calendar, START, 120),
+            repeats=21,
+        )
+        assert len(fires) == 120, len(fires)
+        emit(
+            f"business_day_last_120_months_{name}",
+            took,
+            "ms (median)",
+            50.0,
+            cpu_ms=cpu,
+            first_run_ms=round(first_run, 2),
+            first=fires[0].isoformat(),
+            last=fires[-1].isoformat(),
+        )
+
+
 def bench_warm_up_cost():
     # Building a holiday year and a zone's transitions happens once per process.
     started = time.perf_counter()
@@ -152,4 +195,5 @@ if __name__ == "__main__":
     bench_blackout()
     bench_de_by_workdays()
     bench_never_fires()
+    bench_business_day_months()
     bench_warm_up_cost()

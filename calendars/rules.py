@@ -113,6 +113,12 @@ class CalendarRules:
     def _included(self):
         return Intervals(p.interval(self.zone) for p in self.include)
 
+    @cached_property
+    def _weekdays_and_holidays_only(self):
+        """Whether a day's weekday and holidays alone decide whether it is allowed."""
+        no_periods = not self.exclude and not self.include
+        return self.window_start is None and no_periods and self.base is None
+
     # predicates
 
     def _day_allowed(self, day):
@@ -309,16 +315,36 @@ class CalendarRules:
                 return f"{reason} (base calendar {self.base.name})".replace(" ()", "")
         return ""
 
-    # the admin's month grid
+    # whole days: the admin's month grid, `@business_day` counting
+
+    def day_allowed(self, day):
+        """Whether the calendar allows any instant of local date `day`."""
+        if not self._day_allowed(day):
+            return False  # weekday and holidays decide most days, and cheaply
+        if self._weekdays_and_holidays_only:
+            return True
+        return self._any_allowed(*self._day_bounds(day))
+
+    def allowed_days(self, year, month):
+        """The local dates of a month that `day_allowed`, in order."""
+        days = stdlib_calendar.monthrange(year, month)[1]
+        return [
+            d for d in (date(year, month, i) for i in range(1, days + 1)) if self.day_allowed(d)
+        ]
 
     def day_status(self, day):
         """(allowed, reason) for a local date: allowed when any instant of it is."""
-        start = local_midnight(self.zone, day)
-        end = local_midnight(self.zone, day + ONE_DAY)
-        found = self._next_allowed(start, end)
-        if found is not None and found < end:
+        start, end = self._day_bounds(day)
+        if self._any_allowed(start, end):
             return True, ""
         return False, self._block_reason(day, start, end)
+
+    def _day_bounds(self, day):
+        return local_midnight(self.zone, day), local_midnight(self.zone, day + ONE_DAY)
+
+    def _any_allowed(self, start, end):
+        found = self._next_allowed(start, end)
+        return found is not None and found < end
 
     def _day_reason(self, day):
         """Why a whole local date is blocked by its weekday or a holiday, or ""."""

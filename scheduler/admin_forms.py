@@ -53,6 +53,11 @@ class JobAdminForm(forms.ModelForm):
     )
 
     class Meta:
+        help_texts = {
+            "schedule": '5-field cron ("30 2 * * *"), a macro (@daily), "@every 5m" or '
+            '"@business_day 3 09:00" (the 3rd day of the month the calendar allows; '
+            "-1 is the last).",
+        }
         model = Job
         fields = [
             "name", "description", "command", "env", "parameters", "labels", "schedule",

@@ -128,7 +128,9 @@ JOB_FIELDS = (
     Field(
         "schedule",
         "cron",
-        '5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m".',
+        '5-field cron ("30 2 * * *"), a macro (@daily), "@every 5m" or "@business_day 3 09:00" '
+        "(the 3rd day of the month the calendar allows, Monday to Friday without one; "
+        "-1 is the last).",
         REQUIRED,
     ),
     Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),

@@ -20,10 +20,11 @@ cron search from there.
 from __future__ import annotations
 
 import bisect
+import calendar as stdlib_calendar
 import functools
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from cron_descriptor import get_description
 from croniter import croniter
@@ -35,8 +36,10 @@ from calendars.zones import (
     as_utc,
     get_zone,
     last_transition,
+    resolve_wall,
     segment_end,
     to_utc,
+    wall,
 )
 
 SKIP = "skip"
@@ -75,7 +78,7 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class Schedule:
-    """A parsed schedule: either cron fields or a fixed interval (`@every`)."""
+    """A parsed schedule: cron fields, a fixed interval (`@every`) or a business day."""
 
     text: str
     every: timedelta | None = None
@@ -88,6 +91,7 @@ class Schedule:
     dom_star: bool = True
     dow_star: bool = True
     hour_star: bool = True  # the hour field covers all 24 hours
+    business_day: BusinessDay | None = None  # `@business_day N HH:MM`
 
     def __str__(self):
         return self.text
@@ -133,10 +137,15 @@ def _parse_text(text):
     lowered = cleaned.lower()
     if lowered.startswith("@every"):
         return _parse_every(cleaned)
+    if lowered.startswith("@business_day"):
+        return _parse_business_day(cleaned)
     if lowered.startswith("@"):
         if lowered not in MACROS:
             known = ", ".join(sorted(MACROS))
-            raise ScheduleError(f"unknown macro {cleaned!r} (known: {known}, @every <duration>)")
+            raise ScheduleError(
+                f"unknown macro {cleaned!r} (known: {known}, @every <duration>, "
+                "@business_day N HH:MM)"
+            )
         return _parse_cron(MACROS[lowered], text=cleaned)
     return _parse_cron(cleaned, text=cleaned)
 
@@ -322,6 +331,180 @@ def _raw_next(schedule, zone, after, limit, anchor):
     return found if found <= limit else None
 
 
+# --- business days -------------------------------------------------------------
+#
+# `@business_day N HH:MM` fires on the Nth day of each month that the job's
+# calendar allows (N < 0 counts from the month's end; Monday to Friday
+# without a calendar), at wall time HH:MM in the job's timezone. A day counts
+# when the calendar allows any instant of it, as the admin's month grid shows
+# it (`CalendarRules.day_allowed`: weekdays, holidays, blackouts, include
+# periods, base calendars, and a daily window that DST leaves somewhere on
+# the day). Days are dates: the calendar judges the date, the job's timezone
+# places HH:MM on it. The instant is then gated by the calendar like any
+# other (skip or defer), so a daily window that closes before HH:MM makes the
+# occurrence skip to the next month or defer to the next window.
+
+LONGEST_MONTH = 31  # with a Monday-to-Friday week, at most 23 days count
+MONDAY_TO_FRIDAY = frozenset(range(5))
+DAY_NUMBER_RE = re.compile(r"^[+-]?\d{1,9}$")
+TIME_OF_DAY_RE = re.compile(r"^(\d{1,2}):(\d{2})$")
+BUSINESS_DAY_USAGE = (
+    "write it as @business_day N HH:MM, e.g. @business_day 3 09:00 "
+    "(the 3rd business day of the month) or @business_day -1 18:00 (the last)"
+)
+
+
+@dataclass(frozen=True)
+class BusinessDay:
+    """The Nth allowed day of each month (N < 0: from its end) at a wall time."""
+
+    n: int
+    at: time
+
+    def nth_day(self, calendar, year, month):
+        """The local date this month's occurrence falls on, or None (too few days)."""
+        allowed = _business_day_check(calendar)
+        last = stdlib_calendar.monthrange(year, month)[1]
+        numbers = range(1, last + 1) if self.n > 0 else range(last, 0, -1)
+        wanted = abs(self.n)
+        for number in numbers:  # stops at the Nth: N is small, months are short
+            day = date(year, month, number)
+            if allowed(day):
+                wanted -= 1
+                if not wanted:
+                    return day
+        return None
+
+    def describe(self):
+        which = "last" if self.n == -1 else _ordinal(abs(self.n))
+        if self.n < -1:
+            which += "-to-last"
+        return f"On the {which} business day of the month at {self.at:%H:%M}"
+
+
+def _parse_business_day(text):
+    parts = text.split(" ")
+    if parts[0].lower() != "@business_day":
+        raise ScheduleError(f"unknown macro {parts[0]!r}: {BUSINESS_DAY_USAGE}")
+    if len(parts) != 3:
+        missing = "the day number" if ":" in parts[-1] else "the time"
+        problem = {1: "the day number and the time are missing", 2: f"{missing} is missing"}
+        what = problem.get(len(parts), "it has more than a day number and a time")
+        raise ScheduleError(f"{text!r}: {what}; {BUSINESS_DAY_USAGE}")
+    return Schedule(
+        text=text,
+        business_day=BusinessDay(_day_number(text, parts[1]), _time_of_day(text, parts[2])),
+    )
+
+
+def _day_number(text, token):
+    if not DAY_NUMBER_RE.match(token):
+        raise ScheduleError(
+            f"{text!r}: day number {token!r} is not a whole number; {BUSINESS_DAY_USAGE}"
+        )
+    n = int(token)
+    if n == 0:
+        raise ScheduleError(
+            f"{text!r}: day number 0 does not exist: 1 is the first business day of the month, "
+            "-1 the last"
+        )
+    if abs(n) > LONGEST_MONTH:
+        raise ScheduleError(
+            f"{text!r}: day number {n} is out of range: a month has at most {LONGEST_MONTH} days "
+            f"(1 to {LONGEST_MONTH} from its start, -1 to -{LONGEST_MONTH} from its end)"
+        )
+    return n
+
+
+def _time_of_day(text, token):
+    match = TIME_OF_DAY_RE.match(token)
+    hour, minute = (int(g) for g in match.groups()) if match else (-1, -1)
+    if not (0 <= hour <= 23 and 0 <= minute <= 59):
+        raise ScheduleError(
+            f"{text!r}: time {token!r} is not a time of day: write HH:MM from 00:00 to 23:59"
+        )
+    return time(hour, minute)
+
+
+def _business_day_check(calendar):
+    if calendar is None:
+        return lambda day: day.weekday() in MONDAY_TO_FRIDAY
+    return calendar.day_allowed
+
+
+def _next_month(year, month):
+    return (year + 1, 1) if month == 12 else (year, month + 1)
+
+
+def _business_day_next(business_day, zone, calendar, after, limit):
+    """The first occurrence strictly after `after` (calendar gate not applied), or None."""
+    # From the day before: the end of a DST gap may carry an occurrence past midnight.
+    start = wall(zone, after).date() - ONE_DAY
+    last = wall(zone, limit).date()
+    year, month = start.year, start.month
+    while date(year, month, 1) <= last:
+        day = business_day.nth_day(calendar, year, month)
+        if day is not None:
+            # The Debian rule: the first of a repeated wall time, the gap's end for a missing one.
+            instant = resolve_wall(zone, datetime.combine(day, business_day.at))
+            if instant > limit:
+                return None
+            if instant > after:
+                return instant
+        year, month = _next_month(year, month)
+    return None
+
+
+def _business_day_fire(business_day, zone, calendar, after, policy, limit, blocked):
+    """`next_fire` for `@business_day`: the next occurrence, gated by the calendar."""
+    candidate = _business_day_next(business_day, zone, calendar, after, limit)
+    while candidate is not None and calendar is not None:
+        allowed = calendar.next_allowed(candidate, horizon=limit)
+        if allowed == candidate:
+            return candidate
+        if blocked is not None:
+            blocked.append(candidate)
+        if allowed is None or policy == DEFER:
+            return allowed
+        candidate = _business_day_next(business_day, zone, calendar, allowed - TINY, limit)
+    return candidate
+
+
+def months_without_occurrence(schedule, tz, calendar, after, until):
+    """For `@business_day`: the months from `after`'s to `until`'s (on the job's
+    clock) with fewer allowed days than N, as [(first day, days allowed)]; []
+    for other schedules."""
+    schedule = parse_schedule(schedule)
+    business_day = schedule.business_day
+    if business_day is None:
+        return []
+    zone = _as_zone(tz)
+    first, last = wall(zone, _as_utc(after)).date(), wall(zone, _as_utc(until)).date()
+    found = []
+    year, month = first.year, first.month
+    while date(year, month, 1) <= last:
+        if business_day.nth_day(calendar, year, month) is None:
+            found.append((date(year, month, 1), len(_allowed_days(calendar, year, month))))
+        year, month = _next_month(year, month)
+    return found
+
+
+def _allowed_days(calendar, year, month):
+    if calendar is not None:
+        return calendar.allowed_days(year, month)
+    days = stdlib_calendar.monthrange(year, month)[1]
+    return [
+        d
+        for d in (date(year, month, i) for i in range(1, days + 1))
+        if d.weekday() in MONDAY_TO_FRIDAY
+    ]
+
+
+def _ordinal(n):
+    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 # --- the public math -----------------------------------------------------------
 
 
@@ -342,6 +525,10 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None, bl
     zone = _as_zone(tz)
     after = _as_utc(after)
     limit = add_years(after, horizon_years or DEFAULT_HORIZON_YEARS)
+    if schedule.business_day is not None:
+        return _business_day_fire(
+            schedule.business_day, zone, calendar, after, policy, limit, blocked
+        )
     candidate = _raw_next(schedule, zone, after, limit, anchor=after)
     if candidate is None or calendar is None:
         return candidate
@@ -396,6 +583,8 @@ def describe(schedule):
     schedule = parse_schedule(schedule)
     if schedule.every is not None:
         return "Every " + _describe_interval(schedule.every)
+    if schedule.business_day is not None:
+        return schedule.business_day.describe()
     try:
         return get_description(schedule.expression)
     except Exception:  # a describer gap must not break a page; the text still says it

@@ -2,18 +2,19 @@
 
 `draft` builds the job the form would save, `preview` lists when it fires:
 `Job.upcoming`, the loop's own count, plus the candidates the calendar turned
-away on the way (each with its reason). A preview never guesses an anchor of
-its own: the stored job (and so its `@every` grid) when the form leaves the
-schedule as it is, else a job anchored on `now`, as saving it would
-reschedule it (`Job.reschedule`).
+away on the way (each with its reason) and the months an `@business_day` job
+has too few allowed days in (`skipped_months`, which `next_runs` prints too).
+A preview never guesses an anchor of its own: the stored job (and so its
+`@every` grid) when the form leaves the schedule as it is, else a job
+anchored on `now`, as saving it would reschedule it (`Job.reschedule`).
 """
 
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
 from calendars.models import Calendar
-from calendars.zones import RulesError, get_zone
-from scheduler.cron import ScheduleError, parse_schedule
+from calendars.zones import RulesError, get_zone, local_midnight
+from scheduler.cron import ScheduleError, months_without_occurrence, parse_schedule
 from scheduler.models import Job
 
 SHOWN = 10
@@ -135,6 +136,8 @@ def preview(job, now, more=False):
         blocked = [at for at in blocked if at < fires[-1]]
     entries = [fire_entry(job, at) for at in fires]
     entries += [blocked_entry(job, at) for at in blocked]
+    if fires:
+        entries += [skipped_entry(job, *month) for month in skipped_months(job, now, fires[-1])]
     entries.sort(key=lambda entry: entry["at"])
     return {
         "timezone": job.timezone,
@@ -148,7 +151,14 @@ def preview(job, now, more=False):
 
 def fire_entry(job, at):
     wall, utc = job.wall_and_utc(at)
-    return {"at": iso(at), "wall": wall, "utc": utc, "blocked": False, "reason": ""}
+    return {
+        "at": iso(at),
+        "wall": wall,
+        "utc": utc,
+        "blocked": False,
+        "skipped": False,
+        "reason": "",
+    }
 
 
 def blocked_entry(job, at):
@@ -158,6 +168,43 @@ def blocked_entry(job, at):
     entry = fire_entry(job, at)
     entry.update(blocked=True, reason=f"{why} (calendar {rules.name}): {outcome}")
     return entry
+
+
+def skipped_entry(job, first_day, note):
+    """A month an `@business_day` job has no occurrence in, as an entry at its start."""
+    at = local_midnight(get_zone(job.timezone), first_day)
+    return {
+        "at": iso(at),
+        "wall": f"{first_day:%B %Y}",
+        "utc": None,
+        "blocked": True,
+        "skipped": True,
+        "reason": note,
+    }
+
+
+def skipped_months(job, after, until):
+    """[(first day, sentence)] for each month from `after`'s to `until`'s in which
+    an `@business_day` job has fewer allowed days than it counts to; [] for
+    other schedules."""
+    rules = job.calendar_rules()
+    months = months_without_occurrence(job.schedule, job.timezone, rules, after, until)
+    if not months:
+        return []
+    wanted = abs(parse_schedule(job.schedule).business_day.n)
+    where = f"calendar {rules.name!r} allows" if rules is not None else "Monday to Friday gives"
+    return [
+        (
+            first,
+            f"no occurrence in {first:%B %Y}: {where} {days} {plural(days, 'day')} "
+            f"that month, fewer than {wanted}",
+        )
+        for first, days in months
+    ]
+
+
+def plural(count, word):
+    return word if count == 1 else f"{word}s"
 
 
 def anchor_note(job):

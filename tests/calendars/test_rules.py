@@ -223,6 +223,39 @@ def test_day_status_says_why_a_day_is_blocked():
     assert tuesdays_only.day_status(date(2026, 12, 21)) == (False, "not an allowed weekday")
 
 
+def test_allowed_days_are_the_days_any_instant_of_which_is_allowed():
+    # January 2027 in Bavaria: Fri 1 and Wed 6 are holidays.
+    assert de_by_workdays().allowed_days(2027, 1)[:3] == [
+        date(2027, 1, 4),
+        date(2027, 1, 5),
+        date(2027, 1, 7),
+    ]
+    # The freeze runs to Sun 10 January.
+    assert de_by_workdays(exclude=(FREEZE,)).allowed_days(2027, 1)[:2] == [
+        date(2027, 1, 11),
+        date(2027, 1, 12),
+    ]
+    # Blocked until noon: the afternoon is allowed, so the day counts.
+    noon = de_by_workdays(exclude=(Period(berlin(2027, 1, 4, 0, 0), berlin(2027, 1, 4, 12, 0)),))
+    assert noon.day_allowed(date(2027, 1, 4))
+    # A 05:00-06:00 window, and a blackout over that hour: nothing is left.
+    early = de_by_workdays(
+        window_start=time(5),
+        window_end=time(6),
+        exclude=(Period(berlin(2027, 1, 4, 5, 0), berlin(2027, 1, 5, 0, 0)),),
+    )
+    assert not early.day_allowed(date(2027, 1, 4))
+    assert early.day_allowed(date(2027, 1, 5))
+    # The base calendar's holidays count too.
+    on_workdays = CalendarRules(timezone="Europe/Berlin", base=de_by_workdays())
+    assert not on_workdays.day_allowed(date(2027, 1, 6))
+    assert on_workdays.day_allowed(date(2027, 1, 7))
+    weekends = CalendarRules(timezone="Europe/Berlin", weekdays=("sat", "sun"))
+    assert weekends.allowed_days(2027, 2) == [
+        date(2027, 2, day) for day in (6, 7, 13, 14, 20, 21, 27, 28)
+    ]
+
+
 def test_month_grid_covers_three_months_in_weeks():
     grid = month_grid(de_by_workdays(exclude=(FREEZE,)), date(2026, 12, 5), months=3)
     assert [m["title"] for m in grid] == ["December 2026", "January 2027", "February 2027"]

@@ -89,4 +89,5 @@ def test_day_status_says_allowed_exactly_when_some_minute_of_the_day_is(case):
     )
     allowed, reason = rules.day_status(day)
     assert allowed == any_allowed
+    assert rules.day_allowed(day) == any_allowed  # what @business_day counts
     assert (reason == "") == allowed

@@ -107,6 +107,33 @@ def test_typing_a_word_never_asks_for_json(staff):
     assert "is not an environment variable name a trigger may set" in page
 
 
+# -- schedule ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [
+        ("@business_day 0 09:00", "day number 0 does not exist"),
+        ("@business_day 3 25:00", "time '25:00' is not a time of day"),
+    ],
+)
+def test_a_bad_business_day_schedule_is_refused_as_apply_refuses_it(typed, says):
+    form = form_of(schedule=typed)
+    assert form.errors["schedule"] == [apply_says("schedule", typed)]
+    assert says in form.errors["schedule"][0]
+
+
+def test_a_business_day_schedule_is_saved_from_the_form(staff):
+    answer = staff.post(
+        reverse("admin:scheduler_job_add"), job_form(schedule="@business_day -1 18:00")
+    )
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    job = Job.objects.get(name="report")
+    assert job.schedule == "@business_day -1 18:00" and job.next_run_at is not None
+    listing = staff.get(reverse("admin:scheduler_job_changelist")).content.decode()
+    assert "On the last business day of the month at 18:00" in listing
+
+
 # -- env: rows of name and value --------------------------------------------------
 
 

@@ -166,6 +166,46 @@ def test_a_job_that_never_meets_its_calendar_is_refused(tmp_path):
     assert not Calendar.objects.exists()
 
 
+def test_a_business_day_job_is_applied_and_scheduled_on_the_calendars_days(tmp_path):
+    document = json.loads(json.dumps(DOCUMENT))
+    document["jobs"] = [
+        {
+            "name": "month-end",
+            "schedule": "@business_day -1 18:00",
+            "timezone": "Europe/Berlin",
+            "command": "true",
+            "calendar": "de-by-workdays",
+        }
+    ]
+    from scheduler.applyfile import apply
+
+    apply(document, now=dt.datetime(2029, 5, 1, tzinfo=dt.UTC))
+    # Thu 31 May 2029 is Corpus Christi in Bavaria.
+    assert Job.objects.get(name="month-end").next_run_at == dt.datetime(
+        2029, 5, 30, 16, 0, tzinfo=dt.UTC
+    )
+
+
+@pytest.mark.parametrize(
+    ("schedule", "says"),
+    [
+        ("@business_day 0 09:00", "'@business_day 0 09:00': day number 0 does not exist"),
+        ("@business_day 32 09:00", "'@business_day 32 09:00': day number 32 is out of range"),
+        ("@business_day 3 25:00", "'@business_day 3 25:00': time '25:00' is not a time of day"),
+        ("@business_day 3", "'@business_day 3': the time is missing"),
+        # Monday to Friday never gives 24 days.
+        ("@business_day 24 09:00", "never fires: schedule '@business_day 24 09:00' has no"),
+    ],
+)
+def test_a_bad_business_day_schedule_is_refused_naming_the_field(tmp_path, schedule, says):
+    document = {"jobs": [{"name": "close", "schedule": schedule, "command": "true"}]}
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply", write(tmp_path, document), stderr=err, stdout=StringIO())
+    assert f"jobs[0].schedule: {says}" in err.getvalue()
+    assert not Job.objects.exists()
+
+
 def test_malformed_files_are_refused_with_a_clear_message(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("jobs: [ {name: x\n")

@@ -109,3 +109,42 @@ def test_malformed_after_is_a_clear_error(office_job, after):
 def test_count_must_be_positive(office_job):
     with pytest.raises(CommandError, match="argument --count"):
         next_runs("report", "--count", "0")
+
+
+# --- @business_day ---------------------------------------------------------------
+
+
+def test_business_day_job_lists_the_last_bavarian_working_days(office_job):
+    office_job.schedule = "@business_day -1 18:00"
+    office_job.save()
+    out, err = next_runs("report", "--after", "2027-01-01T00:00:00Z", "--count", "3", "--json")
+    assert json.loads(out) == [
+        "2027-01-29T17:00:00+00:00",
+        "2027-02-26T17:00:00+00:00",
+        "2027-03-31T16:00:00+00:00",  # summer time
+    ]
+    assert err == ""
+
+
+def test_a_month_with_too_few_allowed_days_is_named_on_stderr():
+    # Allowed: January, two days of February and March 2027.
+    calendar = CalendarFactory(name="sparse", timezone="Europe/Berlin")
+    for start, end in [((1, 1), (1, 31)), ((2, 10), (2, 11)), ((3, 1), (3, 31))]:
+        CalendarPeriodFactory(
+            calendar=calendar,
+            kind=CalendarPeriod.INCLUDE,
+            start_date=dt.date(2027, *start),
+            end_date=dt.date(2027, *end),
+        )
+    JobFactory(
+        name="close", schedule="@business_day 3 09:00", timezone="Europe/Berlin", calendar=calendar
+    )
+    out, err = next_runs("close", "--after", "2027-01-01T00:00:00Z", "--count", "2", "--json")
+    assert json.loads(out) == ["2027-01-03T08:00:00+00:00", "2027-03-03T08:00:00+00:00"]
+    assert err.splitlines() == [
+        "job 'close': no occurrence in February 2027: calendar 'sparse' allows 2 days "
+        "that month, fewer than 3"
+    ]
+    # The JSON on stdout stays a plain list; with the months fitting N, no notice.
+    _, err = next_runs("close", "--after", "2027-01-01T00:00:00Z", "--count", "1")
+    assert err == ""

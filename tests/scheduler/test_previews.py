@@ -119,6 +119,41 @@ def test_a_job_that_never_fires_says_why():
     ]
 
 
+def test_a_business_day_job_lists_the_months_it_has_no_occurrence_in():
+    # Allowed: January, two days of February and March 2027; the 3rd day counts.
+    calendar = CalendarFactory(name="sparse", timezone="Europe/Berlin")
+    for start, end in [((1, 1), (1, 31)), ((2, 10), (2, 11)), ((3, 1), (3, 31))]:
+        CalendarPeriodFactory(
+            calendar=calendar,
+            kind="include",
+            start_date=date(2027, *start),
+            end_date=date(2027, *end),
+        )
+    draft = previews.load_draft(form(schedule="@business_day 3 09:00", calendar=str(calendar.pk)))
+    answer = previews.preview(draft, datetime(2027, 1, 1, tzinfo=UTC))
+
+    assert [(e["wall"], e["blocked"]) for e in answer["entries"]] == [
+        ("Sun 2027-01-03 09:00:00 CET", False),
+        ("February 2027", True),
+        ("Wed 2027-03-03 09:00:00 CET", False),
+    ]
+    skipped = answer["entries"][1]
+    assert skipped["skipped"] and skipped["at"] == "2027-01-31T23:00:00Z"
+    assert skipped["reason"] == (
+        "no occurrence in February 2027: calendar 'sparse' allows 2 days that month, fewer than 3"
+    )
+
+
+def test_a_business_day_job_is_counted_on_monday_to_friday_without_a_calendar():
+    draft = previews.load_draft(form(schedule="@business_day 23 09:00", timezone="UTC"))
+    answer = previews.preview(draft, datetime(2026, 6, 1, tzinfo=UTC))
+    walls = [e["wall"] for e in answer["entries"]]
+    assert walls[:3] == ["June 2026", "Fri 2026-07-31 09:00:00 UTC", "August 2026"]
+    assert answer["entries"][0]["reason"] == (
+        "no occurrence in June 2026: Monday to Friday gives 22 days that month, fewer than 23"
+    )
+
+
 def test_an_unchanged_every_job_keeps_its_grid_and_a_changed_one_counts_from_the_save():
     poll = JobFactory(
         schedule="@every 10m", timezone="UTC", next_run_at=NOW + timedelta(seconds=33)
@@ -185,6 +220,7 @@ def test_the_view_answers_fire_times_and_blocked_reasons(staff):
     "query, message",
     [
         ({"schedule": "* * *"}, "has 3 fields; cron needs 5"),
+        ({"schedule": "@business_day 0 09:00"}, "day number 0 does not exist"),
         ({"schedule": "@daily", "timezone": "Nowhere/City"}, "not a known IANA timezone"),
         ({"schedule": "@daily", "calendar": "424242"}, "unknown calendar 424242"),
     ],

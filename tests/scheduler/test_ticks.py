@@ -9,7 +9,7 @@ from audit.models import AuditEvent, Counter
 from runners import loop_steps
 from scheduler import lifecycle, ticks
 from scheduler.models import Execution, Job
-from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
+from tests.factories import CalendarFactory, ExecutionFactory, JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -397,3 +397,27 @@ def test_a_job_that_may_overlap_is_retried_after_its_backoff_alone():
         ticks.expire_timeouts(at(1, 1))
 
     assert job.executions.get(attempt=2).run_after == at(1, 1)
+
+
+def test_a_business_day_job_fires_on_its_day_and_advances_to_next_months():
+    workdays = CalendarFactory(
+        name="de-by-workdays",
+        timezone="Europe/Berlin",
+        weekdays=["mon", "tue", "wed", "thu", "fri"],
+        holiday_country="DE",
+        holiday_subdivision="BY",
+    )
+    # Thu 31 May 2029 is Corpus Christi: Wed 30 May is the last working day.
+    may_30 = dt.datetime(2029, 5, 30, 16, 0, tzinfo=dt.UTC)  # 18:00 in Berlin
+    job = JobFactory(
+        schedule="@business_day -1 18:00",
+        timezone="Europe/Berlin",
+        calendar=workdays,
+        next_run_at=may_30,
+    )
+
+    assert ticks.trigger_due(may_30 + dt.timedelta(seconds=0.01)) == 1
+
+    assert Execution.objects.get(job=job).scheduled_for == may_30
+    job.refresh_from_db()
+    assert job.next_run_at == dt.datetime(2029, 6, 29, 16, 0, tzinfo=dt.UTC)  # Sat 30 June

@@ -9,13 +9,15 @@ from django.utils import timezone
 from calendars.rules import RulesError
 from scheduler.cron import ScheduleError
 from scheduler.models import Job
+from scheduler.previews import skipped_months
 
 
 class Command(BaseCommand):
     help = (
         "Print the next fire instants of a job strictly after --after (default: now), "
         "with its calendar and calendar policy applied, counted as the scheduler counts "
-        "(an @every job keeps the grid of its next run)."
+        "(an @every job keeps the grid of its next run). An @business_day job's months "
+        "without an occurrence among them are named on stderr."
     )
 
     def add_arguments(self, parser):
@@ -39,6 +41,9 @@ class Command(BaseCommand):
             fires = found.upcoming(after, count)
             if not fires:
                 self.stderr.write(f"job {job!r}: {found.no_fires_reason(after)}")
+            else:
+                for _, note in skipped_months(found, after, fires[-1]):
+                    self.stderr.write(f"job {job!r}: {note}")
         except (ScheduleError, RulesError) as e:
             raise CommandError(f"job {job!r}: {e}") from None
         if as_json:

@@ -1,7 +1,8 @@
 // The job form's live preview: as the schedule, timezone, calendar or
 // calendar policy change, ask the admin's preview view (scheduler.previews)
 // for the next fire times and list them under the form's schedule fields.
-// Blocked candidates are struck through; their reason is the title (hover).
+// Blocked candidates are struck through; their reason is the title (hover),
+// as for the months an @business_day job has no occurrence in.
 (function () {
   "use strict";
 
@@ -103,15 +104,17 @@
 
   function item(entry) {
     var li = element("li", entry.blocked ? "blocked" : "", "");
-    var time = li.appendChild(element(entry.blocked ? "del" : "time", "", entry.wall));
-    time.setAttribute("datetime", entry.at);
+    // A skipped month (@business_day with too few allowed days) has no time.
+    var tag = entry.skipped ? "span" : entry.blocked ? "del" : "time";
+    var time = li.appendChild(element(tag, "", entry.wall));
+    if (!entry.skipped) time.setAttribute("datetime", entry.at);
     if (entry.utc) li.appendChild(element("span", "quiet", " (" + entry.utc + ")"));
     if (entry.blocked) {
       // Not numbered: the numbers count the fire times.
       li.style.listStyleType = "none";
       li.style.counterIncrement = "list-item 0";
       li.title = entry.reason;
-      li.appendChild(element("span", "quiet", " blocked"));
+      li.appendChild(element("span", "quiet", entry.skipped ? " no occurrence" : " blocked"));
     }
     return li;
   }
