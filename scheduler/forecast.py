@@ -1,0 +1,440 @@
+"""The capacity forecast: how many runs of each label set are expected to go
+on at once over the next hours, against the slots of the runners that carry
+that label set (issue 19, part 6).
+
+The core, `forecast_load`, is pure: it takes `now`, the jobs as `JobLoad`
+values (where their fire instants come from, their labels, how long a run
+takes) and the runners as `RunnerSlots`, and returns a `Forecast`. The
+database side is `job_loads` (active jobs, calendars shared, expected
+durations from one query); `runners.capacity.forecast` adds the runners.
+
+Demand in a bucket is the expected number of runs going on in it: the sum,
+over runs, of the part of the bucket each run covers, divided by the bucket's
+length (a 20-minute run starting at 02:07 adds 8/15 to 02:00-02:15 and
+12/15 to 02:15-02:30). A label set is over capacity in a bucket when its
+demand exceeds the slots of the runners that carry it (DESIGN §4 matching:
+the runner's labels include the job's). Each label set is compared with
+its runners on its own: a runner serving two label sets counts for both.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection
+
+BUCKET = timedelta(minutes=15)
+HOURS = 24
+# A run's expected duration is the median of the job's newest successful
+# runs (at most this many). The median, not the mean or p95: the forecast
+# places every run of the day at once, so it wants the typical run; one run
+# stuck for hours must not make every future run of the job look that long,
+# and a p95 per job summed over many jobs pictures an hour where every job is
+# slow at once.
+HISTORY_RUNS = 20
+# A job without a successful run yet is expected to take its timeout (the
+# longest it may hold a slot) when it has one, else this many seconds.
+DEFAULT_SECONDS = 60.0
+# Runs enumerated one by one per schedule, at most. Cron fires at most once a
+# minute (1,440 a day) so a day of any cron job fits; a job past the cap (an
+# `@every` of seconds: `@every 1s` is 86,400 runs a day) takes the rest of
+# the window at a steady rate instead: `duration x rate` runs at once
+# (Little's law), inside its calendar's allowed time. At 15-minute buckets
+# the run-by-run detail of such a job is invisible anyway.
+ENUMERATED_RUNS = 1_500
+# Demand this close above capacity is rounding, not a shortage.
+EPSILON = 1e-6
+
+
+@dataclass(frozen=True)
+class JobLoad:
+    """What the forecast needs of one job.
+
+    `fires(after)` yields the job's fire instants strictly after `after`, in
+    order (`Job.first_fire_after`, then `Job.next_fire_after`: the real
+    schedule logic, calendar applied). Jobs with the same `key` fire at the
+    same instants (a cron schedule on the same clock, calendar and policy),
+    so their instants are enumerated once. `every` is an `@every` job's
+    interval (its rate past the cap), `calendar` its CalendarRules (where
+    the steady rate applies), `singleton` that its runs never overlap.
+    """
+
+    name: str
+    labels: tuple
+    seconds: float
+    fires: Callable[[datetime], Iterator[datetime]]
+    every: timedelta | None = None
+    calendar: object = None
+    singleton: bool = False
+    key: Hashable = None
+
+
+@dataclass(frozen=True)
+class RunnerSlots:
+    """A runner as the forecast counts it: `takes_work` is False for an
+    offline or drained runner, which adds no slots."""
+
+    name: str
+    labels: frozenset
+    capacity: int
+    takes_work: bool = True
+
+
+@dataclass
+class Span:
+    """Consecutive buckets where a label set's demand exceeds its slots."""
+
+    start: datetime
+    end: datetime
+    peak: float
+    capacity: int
+    labels: tuple
+
+    @property
+    def slots_needed(self):
+        """The peak as whole slots (13.2 runs at once need 14 slots)."""
+        return math.ceil(self.peak - EPSILON)
+
+
+@dataclass
+class LabelForecast:
+    """One label set: demand and capacity per bucket, and the spans over it."""
+
+    labels: tuple
+    jobs: int
+    demand: list
+    capacity: list
+    spans: list = field(default_factory=list)
+
+    @property
+    def peak(self):
+        return max(self.demand, default=0.0)
+
+
+@dataclass
+class Forecast:
+    now: datetime
+    start: datetime  # the first bucket's start (now, rounded down to a bucket)
+    bucket: timedelta
+    label_sets: list  # LabelForecast, by labels
+    skipped: dict  # {job name: why it could not be forecast}
+
+    @property
+    def starts(self):
+        return [self.start + i * self.bucket for i in range(self.buckets)]
+
+    @property
+    def buckets(self):
+        return len(self.label_sets[0].demand) if self.label_sets else 0
+
+    @property
+    def end(self):
+        return self.start + self.buckets * self.bucket
+
+    @property
+    def spans(self):
+        """Every span of every label set, earliest first."""
+        found = [span for forecast in self.label_sets for span in forecast.spans]
+        return sorted(found, key=lambda span: (span.start, span.labels))
+
+
+def forecast_load(now, jobs, runners, hours=HOURS, bucket=BUCKET, cap=ENUMERATED_RUNS):
+    """A `Forecast` of `jobs` (JobLoad) against `runners` (RunnerSlots)
+    from `now`'s bucket over `hours` hours (its last bucket holds now + hours)."""
+    start = floor_to(now, bucket)
+    count = math.ceil((now + timedelta(hours=hours) - start) / bucket)
+    window = Window(start, count, bucket.total_seconds())
+    demand = defaultdict(window.empty)
+    jobs_per_set = defaultdict(int)
+    skipped = {}
+    for group in grouped(jobs):
+        try:
+            instants = window.instants(group, cap)
+        except ValueError as e:  # ScheduleError, RulesError: the loop quarantines such a job
+            skipped.update((job.name, str(e)) for job in group)
+            continue
+        for job in group:
+            add_job(demand[job.labels], window, job, instants)
+            jobs_per_set[job.labels] += 1
+    label_sets = []
+    for labels in sorted(demand):
+        slots = capacity_of(labels, runners)
+        label_forecast = LabelForecast(
+            labels, jobs_per_set[labels], demand[labels], [slots] * count
+        )
+        label_forecast.spans = over_capacity(label_forecast, window)
+        label_sets.append(label_forecast)
+    return Forecast(now, start, bucket, label_sets, skipped)
+
+
+def floor_to(instant, step):
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    return epoch + ((instant - epoch) // step) * step
+
+
+def grouped(jobs):
+    """Jobs in groups sharing their fire instants (`key`); no key, no sharing."""
+    groups = defaultdict(list)
+    for i, job in enumerate(jobs):
+        groups[job.key if job.key is not None else ("job", i)].append(job)
+    return groups.values()
+
+
+class Instants:
+    """A group's fire instants as seconds from the window's start, and where
+    the enumeration stopped: `rest_from` (seconds) when the cap was reached
+    before the window's end, with `rate` (runs a second) for the rest."""
+
+    def __init__(self, seconds, rest_from=None, rate=None):
+        self.seconds = seconds
+        self.rest_from = rest_from
+        self.rate = rate
+
+
+@dataclass
+class Window:
+    start: datetime
+    count: int
+    bucket_seconds: float
+    _stretches: dict = field(default_factory=dict)
+
+    @property
+    def length(self):
+        return self.count * self.bucket_seconds
+
+    @property
+    def end(self):
+        return self.start + timedelta(seconds=self.length)
+
+    def empty(self):
+        return [0.0] * self.count
+
+    def offset(self, instant):
+        return (instant - self.start).total_seconds()
+
+    def instants(self, group, cap):
+        """The group's fire instants from the longest run's lookback before
+        the window (runs started then still go on in it) to its end."""
+        first = group[0]
+        lookback = timedelta(seconds=min(max(job.seconds for job in group), self.length))
+        found = []
+        for instant in first.fires(self.start - lookback):
+            if instant >= self.end:
+                return Instants(found)
+            if len(found) == cap:
+                return Instants(found, self.offset(instant), self.rate(first, found))
+            found.append(self.offset(instant))
+        return Instants(found)
+
+    @staticmethod
+    def rate(job, found):
+        """Runs a second past the cap: an `@every` job's own, else the pace
+        the enumerated runs kept."""
+        if job.every is not None:
+            return 1 / job.every.total_seconds()
+        span = found[-1] - found[0]
+        return (len(found) - 1) / span if span > 0 else 0.0
+
+    def allowed(self, calendar, since):
+        """[(start, end)] seconds of the window from `since` on that
+        `calendar` allows (the whole rest without a calendar)."""
+        if calendar is None:
+            return [(since, self.length)]
+        key = id(calendar)
+        if key not in self._stretches:
+            stretches = calendar.allowed_stretches(self.start, self.count * 4, horizon=self.end)
+            self._stretches[key] = (
+                calendar,  # kept alive, so its id is not reused
+                [
+                    (self.offset(s), self.length if e is None else min(self.offset(e), self.length))
+                    for s, e in stretches
+                ],
+            )
+        return [
+            (max(s, since), e) for s, e in self._stretches[key][1] if e > since and s < self.length
+        ]
+
+
+def add_job(demand, window, job, instants):
+    """Add one job's runs to its label set's `demand`, bucket by bucket."""
+    seconds = job.seconds
+    size = window.bucket_seconds
+    count = window.count
+    # Past the cap the steady rate counts every run going on, the tails of
+    # the enumerated runs included.
+    until = math.inf if instants.rest_from is None else instants.rest_from
+    busy_until = -math.inf
+    for start in instants.seconds:
+        if job.singleton and start < busy_until:
+            continue  # its previous run still goes on: this occurrence is skipped
+        busy_until = start + seconds
+        end = min(busy_until, until)
+        if end <= 0:
+            continue  # over before the window
+        i = max(int(start // size), 0)
+        while i < count and i * size < end:
+            low, high = i * size, (i + 1) * size
+            demand[i] += (min(end, high) - max(start, low)) / size
+            i += 1
+    if instants.rest_from is not None:
+        add_steady(demand, window, job, instants)
+
+
+def add_steady(demand, window, job, instants):
+    """Past the cap: the job's runs at a steady rate inside allowed time."""
+    if not instants.rate:
+        return
+    interval = 1 / instants.rate
+    if job.singleton:
+        # A run skips the occurrences it covers: one run per whole number
+        # of intervals its duration spans.
+        interval *= max(math.ceil(job.seconds / interval - EPSILON), 1)
+    density = job.seconds / interval  # runs going on at once
+    size = window.bucket_seconds
+    for low, high in window.allowed(job.calendar, instants.rest_from):
+        i = max(int(low // size), 0)
+        while i < window.count and i * size < high:
+            demand[i] += density * (min(high, (i + 1) * size) - max(low, i * size)) / size
+            i += 1
+
+
+def capacity_of(labels, runners):
+    """The slots of the runners taking work that carry all of `labels`."""
+    wanted = set(labels)
+    return sum(r.capacity for r in runners if r.takes_work and wanted <= set(r.labels))
+
+
+def over_capacity(label_forecast, window):
+    """[Span] the runs of buckets where demand exceeds capacity."""
+    spans = []
+    current = None
+    for i, (load, slots) in enumerate(
+        zip(label_forecast.demand, label_forecast.capacity, strict=True)
+    ):
+        if load <= slots + EPSILON:
+            current = None
+            continue
+        start = window.start + i * timedelta(seconds=window.bucket_seconds)
+        end = start + timedelta(seconds=window.bucket_seconds)
+        if current is None:
+            current = Span(start, end, load, slots, label_forecast.labels)
+            spans.append(current)
+        else:
+            current.end = end
+            current.peak = max(current.peak, load)
+            current.capacity = min(current.capacity, slots)
+    return spans
+
+
+# Reading the database
+
+
+def job_loads():
+    """[JobLoad] of the jobs the loop fires: enabled, not paused and not
+    quarantined. Calendars are read once each; durations in one query."""
+    from scheduler.cron import parse_schedule
+    from scheduler.models import Job
+
+    jobs = list(
+        Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
+        .select_related("calendar")
+        .order_by("pk")
+    )
+    durations = expected_seconds([job.pk for job in jobs])
+    shared = {}
+    loads = []
+    for job in jobs:
+        try:
+            every = parse_schedule(job.schedule).every
+            rules = job.calendar_rules(shared)
+        except ValueError:
+            every, rules = None, None  # forecast_load names it in `skipped`
+        loads.append(
+            JobLoad(
+                name=job.name,
+                labels=tuple(sorted(set(job.labels or ()))),
+                seconds=durations.get(job.pk) or fallback_seconds(job),
+                fires=fires_of(job),
+                every=every,
+                calendar=rules,
+                singleton=job.singleton,
+                # A cron schedule fires at the same instants for every job
+                # on the same clock and calendar; `@every` follows each
+                # job's own grid.
+                key=None
+                if every is not None
+                else (job.schedule, job.timezone, job.calendar_id, job.calendar_policy),
+            )
+        )
+    return loads
+
+
+def fallback_seconds(job):
+    return float(job.timeout) if job.timeout else DEFAULT_SECONDS
+
+
+def fires_of(job):
+    def fires(after):
+        instant = job.first_fire_after(after)
+        while instant is not None:
+            yield instant
+            instant = job.next_fire_after(instant)
+
+    return fires
+
+
+# The newest successful runs of each job, one index range per job
+# (`exec_job_state_finished`): a LATERAL join on PostgreSQL; SQLite, which
+# has none, looks each job's run ids up in a correlated IN. The states list
+# repeats the partial index's own, which SQLite needs to use it.
+HISTORY_SQL = {
+    "postgresql": """
+        SELECT j.id, r.seconds FROM {job} j CROSS JOIN LATERAL (
+            SELECT EXTRACT(EPOCH FROM e.finished_at - e.claimed_at)::float8 AS seconds
+            FROM {execution} e
+            WHERE e.job_id = j.id AND {settled} AND e.state = 'succeeded'
+              AND e.claimed_at IS NOT NULL
+            ORDER BY e.finished_at DESC LIMIT %s
+        ) r WHERE j.id = ANY(%s)
+    """,
+    "sqlite": """
+        SELECT e.job_id, (julianday(e.finished_at) - julianday(e.claimed_at)) * 86400.0
+        FROM {job} j JOIN {execution} e ON e.id IN (
+            SELECT e2.id FROM {execution} e2
+            WHERE e2.job_id = j.id AND {settled2} AND e2.state = 'succeeded'
+            ORDER BY e2.finished_at DESC LIMIT %s
+        ) WHERE e.claimed_at IS NOT NULL AND j.id IN ({ids})
+    """,
+}
+
+
+def expected_seconds(job_ids):
+    """{job id: median seconds of its newest successful runs} in one query;
+    jobs without one are absent."""
+    from scheduler.models import Execution, Job
+
+    if not job_ids:
+        return {}
+    quote = connection.ops.quote_name
+    settled = ", ".join(f"'{state}'" for state in Execution.SETTLED_STATES)
+    sql = HISTORY_SQL[connection.vendor].format(
+        job=quote(Job._meta.db_table),
+        execution=quote(Execution._meta.db_table),
+        settled=f"e.state IN ({settled})",
+        settled2=f"e2.state IN ({settled})",
+        ids=", ".join(str(int(pk)) for pk in job_ids),
+    )
+    params = [HISTORY_RUNS] + ([list(job_ids)] if connection.vendor == "postgresql" else [])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    seconds = defaultdict(list)
+    for job_id, value in rows:
+        if value is not None and value >= 0:
+            seconds[job_id].append(value)
+    return {job_id: statistics.median(values) for job_id, values in seconds.items()}
