@@ -1,10 +1,12 @@
 """The capacity forecast read from the database: the jobs' expected runs
 (`scheduler.forecast`) against the slots of the runners taking work now."""
 
+from datetime import timedelta
+
 from django.core.cache import cache
 
 from runners.models import Runner
-from scheduler.forecast import HOURS, RunnerSlots, forecast_load, job_loads
+from scheduler.forecast import BUCKET, HOURS, RunnerSlots, forecast_load, job_loads
 
 # The forecast is read at most once a minute per web process (as the
 # dashboard's heat-map): it moves little in a minute, and 2,000 jobs cost a
@@ -29,7 +31,8 @@ def runner_slots():
 
 def forecast(now, hours=HOURS):
     """The `scheduler.forecast.Forecast` of the active jobs from `now` over `hours`."""
-    return forecast_load(now, job_loads(), runner_slots(), hours=hours)
+    until = now + timedelta(hours=hours) + BUCKET  # the last bucket's end, at the latest
+    return forecast_load(now, job_loads(until), runner_slots(), hours=hours)
 
 
 def cached_forecast(now, hours=HOURS):

@@ -41,12 +41,15 @@ HISTORY_RUNS = 20
 # longest it may hold a slot) when it has one, else this many seconds.
 DEFAULT_SECONDS = 60.0
 # Runs enumerated one by one per schedule, at most. Cron fires at most once a
-# minute (1,440 a day) so a day of any cron job fits; a job past the cap (an
-# `@every` of seconds: `@every 1s` is 86,400 runs a day) takes the rest of
-# the window at a steady rate instead: `duration x rate` runs at once
-# (Little's law), inside its calendar's allowed time. At 15-minute buckets
+# minute (1,440 a day), so a day of any cron schedule fits, hours and
+# weekdays as written; jobs sharing a schedule share its enumeration. An
+# `@every` job (`@every 1s` is 86,400 runs a day) is enumerated up to
+# EVERY_RUNS and takes the rest of the window at its steady rate instead:
+# `duration / interval` runs at once (Little's law), inside its calendar's
+# allowed time. Its rate is the same at every hour, and at 15-minute buckets
 # the run-by-run detail of such a job is invisible anyway.
 ENUMERATED_RUNS = 1_500
+EVERY_RUNS = 100
 # Demand this close above capacity is rounding, not a shortage.
 EPSILON = 1e-6
 
@@ -221,10 +224,13 @@ class Window:
         """The group's fire instants from the longest run's lookback before
         the window (runs started then still go on in it) to its end."""
         first = group[0]
+        if first.every is not None:
+            cap = min(cap, EVERY_RUNS)
         lookback = timedelta(seconds=min(max(job.seconds for job in group), self.length))
         found = []
+        end = self.end
         for instant in first.fires(self.start - lookback):
-            if instant >= self.end:
+            if instant >= end:
                 return Instants(found)
             if len(found) == cap:
                 return Instants(found, self.offset(instant), self.rate(first, found))
@@ -331,61 +337,117 @@ def over_capacity(label_forecast, window):
     return spans
 
 
+# Where the instants come from
+
+
+class WithinWindow:
+    """A job's CalendarRules whose answers stop at `until`: no fire past
+    the window matters, and a schedule that seldom meets its calendar would
+    otherwise be searched up to the horizon (years) on every call."""
+
+    def __init__(self, rules, until):
+        self.rules = rules
+        self.until = until
+
+    def next_allowed(self, t, horizon=None):
+        return self.rules.next_allowed(t, horizon=self.until) if t <= self.until else None
+
+
+def schedule_fires(schedule, tz, calendar, policy, until, anchor=None):
+    """`JobLoad.fires` for a job: `scheduler.cron.next_fire`, the loop's own
+    math (DST rules, calendar gating and policy), up to `until`. An `@every`
+    job's grid runs through `anchor` (its next_run_at), as in
+    `Job.first_fire_after`; the Job methods would search its calendar up to
+    the horizon, which the forecast never needs."""
+    from scheduler.cron import next_fire, parse_schedule
+
+    parsed = parse_schedule(schedule)
+    gate = WithinWindow(calendar, until) if calendar is not None else None
+
+    def fires(after):
+        if parsed.every is not None and anchor is not None:
+            after = anchor + ((after - anchor) // parsed.every) * parsed.every
+        instant = next_fire(parsed, tz, gate, after, policy, horizon_years=1)
+        while instant is not None and instant < until:
+            yield instant
+            instant = next_fire(parsed, tz, gate, instant, policy, horizon_years=1)
+
+    return fires
+
+
 # Reading the database
 
+JOB_FIELDS = (
+    "pk", "name", "schedule", "timezone", "calendar_id", "calendar_policy",
+    "labels", "singleton", "timeout", "next_run_at",
+)  # fmt: skip
 
-def job_loads():
-    """[JobLoad] of the jobs the loop fires: enabled, not paused and not
-    quarantined. Calendars are read once each; durations in one query."""
+
+def job_loads(until):
+    """[JobLoad] of the jobs the loop fires (enabled, not paused, not
+    quarantined), their instants up to `until`. Each calendar is read
+    once; the durations in one query."""
     from scheduler.cron import parse_schedule
     from scheduler.models import Job
 
-    jobs = list(
+    rows = list(
         Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
-        .select_related("calendar")
         .order_by("pk")
+        .values_list(*JOB_FIELDS)
     )
-    durations = expected_seconds([job.pk for job in jobs])
-    shared = {}
+    durations = expected_seconds([row[0] for row in rows])
+    calendars = calendar_rules({row[4] for row in rows if row[4] is not None})
     loads = []
-    for job in jobs:
+    for pk, name, schedule, tz, calendar_id, policy, labels, singleton, timeout, anchor in rows:
+        rules = calendars.get(calendar_id)
         try:
-            every = parse_schedule(job.schedule).every
-            rules = job.calendar_rules(shared)
-        except ValueError:
-            every, rules = None, None  # forecast_load names it in `skipped`
+            if isinstance(rules, Exception):
+                raise rules
+            every = parse_schedule(schedule).every
+            fires = schedule_fires(schedule, tz, rules, policy, until, anchor)
+        except ValueError as e:  # ScheduleError, RulesError
+            every, fires = None, failing(e)
         loads.append(
             JobLoad(
-                name=job.name,
-                labels=tuple(sorted(set(job.labels or ()))),
-                seconds=durations.get(job.pk) or fallback_seconds(job),
-                fires=fires_of(job),
+                name=name,
+                labels=tuple(sorted(set(labels or ()))),
+                seconds=durations.get(pk) or (float(timeout) if timeout else DEFAULT_SECONDS),
+                fires=fires,
                 every=every,
-                calendar=rules,
-                singleton=job.singleton,
+                calendar=rules if not isinstance(rules, Exception) else None,
+                singleton=singleton,
                 # A cron schedule fires at the same instants for every job
-                # on the same clock and calendar; `@every` follows each
-                # job's own grid.
-                key=None
-                if every is not None
-                else (job.schedule, job.timezone, job.calendar_id, job.calendar_policy),
+                # on the same clock, calendar and policy; `@every` follows
+                # each job's own grid.
+                key=None if every is not None else (schedule, tz, calendar_id, policy),
             )
         )
     return loads
 
 
-def fallback_seconds(job):
-    return float(job.timeout) if job.timeout else DEFAULT_SECONDS
+def failing(error):
+    """`JobLoad.fires` of a job whose schedule or calendar cannot be read:
+    `forecast_load` names it among the skipped."""
 
-
-def fires_of(job):
     def fires(after):
-        instant = job.first_fire_after(after)
-        while instant is not None:
-            yield instant
-            instant = job.next_fire_after(instant)
+        raise error
+        yield  # a generator, as the others
 
     return fires
+
+
+def calendar_rules(ids):
+    """{calendar id: CalendarRules, or the RulesError it raised}, each
+    calendar read once with its periods (a base adds its own queries)."""
+    from calendars.models import Calendar
+
+    found = {}
+    for calendar in Calendar.objects.filter(pk__in=ids).prefetch_related("periods"):
+        try:
+            found[calendar.pk] = calendar.rules()
+        except ValueError as e:
+            found[calendar.pk] = e
+    return found
 
 
 # The newest successful runs of each job, one index range per job

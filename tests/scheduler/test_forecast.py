@@ -125,7 +125,7 @@ def test_an_every_second_job_is_a_steady_rate_past_the_cap_and_fast():
     took = time.perf_counter() - started
     assert linux.demand == pytest.approx([2.0] * 96, abs=0.001)
     # 86,400 runs a day, but only the cap's worth enumerated.
-    assert len(fired) <= core.ENUMERATED_RUNS + 1
+    assert len(fired) <= core.EVERY_RUNS + 1
     assert took < 0.5
 
 
@@ -270,3 +270,31 @@ def test_a_shortage_is_named_with_its_hours():
     RunnerFactory(name="one", labels=["linux"], capacity=1)
     (span,) = forecast(NOW).spans
     assert (span.labels, span.capacity, span.slots_needed) == (("linux",), 1, 3)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "schedule, tz, policy",
+    [
+        ("30 9 * * *", "Europe/Berlin", "skip"),
+        ("30 6 * * *", "UTC", "defer"),
+        ("*/20 * * * *", "UTC", "skip"),
+        ("0 * * * *", "America/New_York", "defer"),
+        ("@every 25m", "UTC", "skip"),
+        ("@every 25m", "UTC", "defer"),
+    ],
+)
+def test_the_instants_are_the_jobs_own_fire_times(schedule, tz, policy):
+    """What the forecast enumerates is what `Job.upcoming` (the loop's
+    answer to "when next") says, calendar and policy applied."""
+    office = Calendar.objects.create(
+        name="office", timezone="Europe/Berlin", weekdays=["mon", "tue", "wed", "thu", "fri"],
+        window_start=dt.time(8), window_end=dt.time(18),
+    )  # fmt: skip
+    job = JobFactory(name="checked", schedule=schedule, timezone=tz, calendar=office,
+                     calendar_policy=policy, next_run_at=NOW + dt.timedelta(minutes=11))  # fmt: skip
+    until = NOW + dt.timedelta(days=6)
+    (found,) = core.job_loads(until)
+    instants = list(found.fires(NOW))
+    expected = [t for t in job.upcoming(NOW, 500) if t < until]
+    assert instants == expected and len(instants) > 3
