@@ -291,8 +291,10 @@ def test_the_instants_are_the_jobs_own_fire_times(schedule, tz, policy):
         name="office", timezone="Europe/Berlin", weekdays=["mon", "tue", "wed", "thu", "fri"],
         window_start=dt.time(8), window_end=dt.time(18),
     )  # fmt: skip
-    job = JobFactory(name="checked", schedule=schedule, timezone=tz, calendar=office,
-                     calendar_policy=policy, next_run_at=NOW + dt.timedelta(minutes=11))  # fmt: skip
+    job = JobFactory(
+        name="checked", schedule=schedule, timezone=tz, calendar=office,
+        calendar_policy=policy, next_run_at=NOW + dt.timedelta(minutes=11),
+    )  # fmt: skip
     until = NOW + dt.timedelta(days=6)
     (found,) = core.job_loads(until)
     instants = list(found.fires(NOW))
