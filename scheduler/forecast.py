@@ -44,12 +44,13 @@ DEFAULT_SECONDS = 60.0
 # minute (1,440 a day), so a day of any cron schedule fits, hours and
 # weekdays as written; jobs sharing a schedule share its enumeration. An
 # `@every` job (`@every 1s` is 86,400 runs a day) is enumerated up to
-# EVERY_RUNS and takes the rest of the window at its steady rate instead:
-# `duration / interval` runs at once (Little's law), inside its calendar's
-# allowed time. Its rate is the same at every hour, and at 15-minute buckets
-# the run-by-run detail of such a job is invisible anyway.
+# EVERY_RUNS (its first hour or so exact) and takes the rest of the window
+# at its steady rate instead: `duration / interval` runs at once (Little's
+# law), inside its calendar's allowed time. Its rate is the same at every
+# hour, and at 15-minute buckets the run-by-run detail of a job that fires
+# several times a bucket is invisible anyway.
 ENUMERATED_RUNS = 1_500
-EVERY_RUNS = 100
+EVERY_RUNS = 16
 # Demand this close above capacity is rounding, not a shortage.
 EPSILON = 1e-6
 
@@ -283,6 +284,9 @@ def add_job(demand, window, job, instants):
         if end <= 0:
             continue  # over before the window
         i = max(int(start // size), 0)
+        if 0 < start and end <= (i + 1) * size and i < count:
+            demand[i] += (end - start) / size  # most runs: inside one bucket
+            continue
         while i < count and i * size < end:
             low, high = i * size, (i + 1) * size
             demand[i] += (min(end, high) - max(start, low)) / size
