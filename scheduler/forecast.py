@@ -284,7 +284,7 @@ def add_job(demand, window, job, instants):
         if end <= 0:
             continue  # over before the window
         i = max(int(start // size), 0)
-        if 0 < start and end <= (i + 1) * size and i < count:
+        if start >= 0 and end <= (i + 1) * size and i < count:
             demand[i] += (end - start) / size  # most runs: inside one bucket
             continue
         while i < count and i * size < end:
