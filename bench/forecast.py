@@ -32,7 +32,7 @@ JOBS = 2_000
 RUNNERS = 50
 HISTORY = 20  # successful runs per job with history
 BUSY_HISTORY = 5_000  # runs of each of the every-few-seconds jobs
-RUNS = 9
+RUNS = 15
 TARGET_MS = 500
 
 

@@ -23,10 +23,11 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection
+from django.db import connection, transaction
 
 BUCKET = timedelta(minutes=15)
 HOURS = 24
@@ -415,7 +416,7 @@ def job_loads(until):
             JobLoad(
                 name=name,
                 labels=tuple(sorted(set(labels or ()))),
-                seconds=durations.get(pk) or (float(timeout) if timeout else DEFAULT_SECONDS),
+                seconds=expected(durations.get(pk), timeout),
                 fires=fires,
                 every=every,
                 calendar=rules if not isinstance(rules, Exception) else None,
@@ -427,6 +428,14 @@ def job_loads(until):
             )
         )
     return loads
+
+
+def expected(median, timeout):
+    """A run's expected seconds: its job's recent median, else its timeout,
+    else DEFAULT_SECONDS."""
+    if median is not None:
+        return max(median, 0.0)  # clocks that disagree must not make negative demand
+    return float(timeout) if timeout else DEFAULT_SECONDS
 
 
 def failing(error):
@@ -455,17 +464,20 @@ def calendar_rules(ids):
 
 
 # The newest successful runs of each job, one index range per job
-# (`exec_job_state_finished`): a LATERAL join on PostgreSQL; SQLite, which
-# has none, looks each job's run ids up in a correlated IN. The states list
-# repeats the partial index's own, which SQLite needs to use it.
+# (`exec_job_state_finished`): a LATERAL join on PostgreSQL, which takes
+# their median too; SQLite, which has neither, looks each job's run ids up
+# in a correlated IN and Python takes the median. The states list repeats
+# the partial index's own, which SQLite needs to use it.
 HISTORY_SQL = {
     "postgresql": """
-        SELECT j.id, r.seconds FROM {job} j CROSS JOIN LATERAL (
-            SELECT EXTRACT(EPOCH FROM e.finished_at - e.claimed_at)::float8 AS seconds
-            FROM {execution} e
-            WHERE e.job_id = j.id AND {settled} AND e.state = 'succeeded'
-              AND e.claimed_at IS NOT NULL
-            ORDER BY e.finished_at DESC LIMIT %s
+        SELECT j.id, r.median FROM {job} j CROSS JOIN LATERAL (
+            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s.seconds) AS median FROM (
+                SELECT EXTRACT(EPOCH FROM e.finished_at - e.claimed_at)::float8 AS seconds
+                FROM {execution} e
+                WHERE e.job_id = j.id AND {settled} AND e.state = 'succeeded'
+                  AND e.claimed_at IS NOT NULL
+                ORDER BY e.finished_at DESC LIMIT %s
+            ) s
         ) r WHERE j.id = ANY(%s)
     """,
     "sqlite": """
@@ -495,12 +507,20 @@ def expected_seconds(job_ids):
         settled2=f"e2.state IN ({settled})",
         ids=", ".join(str(int(pk)) for pk in job_ids),
     )
-    params = [HISTORY_RUNS] + ([list(job_ids)] if connection.vendor == "postgresql" else [])
-    with connection.cursor() as cursor:
+    postgres = connection.vendor == "postgresql"
+    params = [HISTORY_RUNS] + ([list(job_ids)] if postgres else [])
+    # SET LOCAL lasts for its transaction.
+    with transaction.atomic() if postgres else nullcontext(), connection.cursor() as cursor:
+        if postgres:
+            # The planner takes a job's history for the average one (some
+            # dozens of runs) and sorts it all; a job run every few seconds
+            # has thousands. Reading the index backwards stops at the limit.
+            cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    if postgres:
+        return {job_id: median for job_id, median in rows if median is not None}
     seconds = defaultdict(list)
     for job_id, value in rows:
-        if value is not None and value >= 0:
-            seconds[job_id].append(value)
+        seconds[job_id].append(value)
     return {job_id: statistics.median(values) for job_id, values in seconds.items()}

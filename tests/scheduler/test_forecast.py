@@ -6,6 +6,8 @@ import datetime as dt
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from calendars.models import Calendar
 from calendars.rules import CalendarRules
@@ -227,19 +229,33 @@ def test_paused_disabled_and_quarantined_jobs_are_left_out():
 
 
 @pytest.mark.django_db
-def test_calendars_stored_in_the_database_gate_the_fires(django_assert_max_num_queries):
+def test_calendars_stored_in_the_database_gate_the_fires():
     workdays = Calendar.objects.create(
         name="workdays", weekdays=["mon", "tue", "wed", "thu", "fri"]
-    )
+    )  # fmt: skip
     for i in range(10):
         JobFactory(name=f"hourly-{i}", schedule=f"{i} * * * *", labels=["linux"], calendar=workdays)
-    with django_assert_max_num_queries(5):  # jobs, durations, the calendar once, runners
-        result = forecast(NOW)
+    result = forecast(NOW)
     linux = only(result)
     saturday = result.starts.index(dt.datetime(2026, 12, 5, 0, 0, tzinfo=dt.UTC))
     assert linux.jobs == 10
     assert sum(linux.demand[saturday:]) == 0.0
     assert sum(linux.demand[:saturday]) == pytest.approx(10 * 12 * 60 / 900)
+
+
+@pytest.mark.django_db
+def test_the_queries_do_not_grow_with_the_jobs():
+    workdays = Calendar.objects.create(name="workdays", weekdays=["mon", "tue"])
+    for i in range(3):
+        JobFactory(name=f"a-{i}", schedule="@hourly", labels=["linux"], calendar=workdays)
+    with CaptureQueriesContext(connection) as few:
+        forecast(NOW)
+    for i in range(30):
+        job = JobFactory(name=f"b-{i}", schedule="@hourly", labels=["linux"], calendar=workdays)
+        ran(job, 60, NOW - dt.timedelta(hours=1))
+    with CaptureQueriesContext(connection) as many:
+        forecast(NOW)
+    assert len(many.captured_queries) == len(few.captured_queries)
 
 
 @pytest.mark.django_db
