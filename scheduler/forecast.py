@@ -126,16 +126,13 @@ class Forecast:
     now: datetime
     start: datetime  # the first bucket's start (now, rounded down to a bucket)
     bucket: timedelta
+    buckets: int
     label_sets: list  # LabelForecast, by labels
     skipped: dict  # {job name: why it could not be forecast}
 
     @property
     def starts(self):
         return [self.start + i * self.bucket for i in range(self.buckets)]
-
-    @property
-    def buckets(self):
-        return len(self.label_sets[0].demand) if self.label_sets else 0
 
     @property
     def end(self):
@@ -160,6 +157,8 @@ def forecast_load(now, jobs, runners, hours=HOURS, bucket=BUCKET, cap=ENUMERATED
     for group in grouped(jobs):
         try:
             instants = window.instants(group, cap)
+            if instants.rest_from is not None:
+                window.allowed(group[0].calendar, instants.rest_from)  # read its calendar here
         except ValueError as e:  # ScheduleError, RulesError: the loop quarantines such a job
             skipped.update((job.name, str(e)) for job in group)
             continue
@@ -174,7 +173,7 @@ def forecast_load(now, jobs, runners, hours=HOURS, bucket=BUCKET, cap=ENUMERATED
         )
         label_forecast.spans = over_capacity(label_forecast, window)
         label_sets.append(label_forecast)
-    return Forecast(now, start, bucket, label_sets, skipped)
+    return Forecast(now, start, bucket, count, label_sets, skipped)
 
 
 def floor_to(instant, step):

@@ -131,6 +131,20 @@ def test_an_every_second_job_is_a_steady_rate_past_the_cap_and_fast():
     assert took < 0.5
 
 
+def test_a_cron_job_past_the_cap_keeps_the_pace_its_runs_showed():
+    fired = []
+    jobs = [load("minutely", "* * * * *", 30, counter=fired)]
+    result = forecast_load(NOW, jobs, [LINUX], hours=48)
+    assert len(fired) <= core.ENUMERATED_RUNS + 1 < 48 * 60
+    assert only(result).demand == pytest.approx([0.5] * 192)
+
+
+def test_without_jobs_the_forecast_still_spans_its_hours():
+    result = forecast_load(NOW, [], [LINUX])
+    assert (result.buckets, result.label_sets, result.spans) == (96, [], [])
+    assert result.end == NOW + dt.timedelta(hours=24)
+
+
 def test_the_steady_rate_keeps_to_the_calendar():
     office = CalendarRules(window_start=dt.time(9), window_end=dt.time(17))
     jobs = [load("poller", "@every 1s", 2, calendar=office)]
