@@ -349,7 +349,7 @@ def step_path(edges, ys):
         return ""
     parts = [f"M{edges[0]} {ys[0]}"]
     for i, y in enumerate(ys):
-        if i:
+        if i and y != ys[i - 1]:
             parts.append(f"V{y}")
         parts.append(f"H{edges[i + 1]}")
     return "".join(parts)
