@@ -21,7 +21,7 @@ from calendars.models import ManagedBy
 from control import ownership, paging
 from scheduler import operations
 from scheduler.applyfile import apply_item
-from scheduler.applyitems import ApplyError, job_state
+from scheduler.applyitems import ApplyError, job_state, overlap_of
 from scheduler.models import Job
 
 MAX_NEXT = 100
@@ -117,6 +117,7 @@ def update(name, patch, *, now, actor):
         current = job_state(job)
         current.pop("managed_by")
         current.pop("managed_source")
+        current.update(overlap_of(current, patch))
         write({"name": name, **current, **patch}, now=now, actor=actor)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)

@@ -25,6 +25,10 @@ class JobOut(Schema):
     calendar_policy: str
     labels: list[Any]
     singleton: bool
+    overlap: str = "allow"
+    max_concurrent: int | None = None
+    max_queue: int | None = None
+    concurrency_group: str | None = None
     timeout: int | None
     retries: int
     retry_backoff: int

@@ -20,7 +20,7 @@ from django.db.models.functions import Greatest
 from runners import identity
 from runners.models import Runner
 from runners.refusals import Refused
-from scheduler import maintenance
+from scheduler import groups, maintenance
 from scheduler.models import Execution
 
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
@@ -52,7 +52,7 @@ def claim(runner, session, capacity, now):
     # runner, touches it and claims in one).
     with transaction.atomic(savepoint=False):
         held = maintenance.load(now).held(now)
-        executions = claimable(runner.labels, capacity, now, held=held)
+        executions = claimable(runner.labels, capacity, now, held=held, budget=groups.Budget())
         if not executions:
             return []
         hand_over([(runner, session, executions)], now)
@@ -105,15 +105,37 @@ def ready_executions(now):
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now, exclude=(), held=None):
+def claimable(labels, capacity, now, exclude=(), held=None, budget=None):
     """The oldest ready executions whose job labels are all in `labels` (job
-    loaded), leaving out the ids in `exclude` (taken by this transaction)
-    and the jobs a maintenance holds (`held`, see `Maintenance.held`)."""
+    loaded), leaving out the ids in `exclude` (taken by this transaction),
+    the jobs a maintenance holds (`held`, see `Maintenance.held`) and, with
+    a `budget` (`scheduler.groups.Budget`), what would overrun a
+    concurrency group."""
     if held == maintenance.EVERYTHING:
         return []
     ready = ready_executions(now).select_related("job")
     if exclude:
         ready = ready.exclude(pk__in=list(exclude))
+    if budget is None or not budget.exists:
+        return choose(ready, labels, capacity, held)
+    chosen = []
+    while len(chosen) < capacity:
+        # Full groups are left out of the query, so work behind them (outside
+        # the group, or in a group with room) is reached: no starvation.
+        # What `take` turns away filled its group: the next round leaves it out.
+        rest = ready.exclude(job__concurrency_group__in=budget.full())
+        found = choose(
+            rest.exclude(pk__in=[e.pk for e in chosen]), labels, capacity - len(chosen), held
+        )
+        kept = budget.take(found)
+        chosen += kept
+        if len(kept) == len(found):
+            break
+    return sorted(chosen, key=claim_order)
+
+
+def choose(ready, labels, capacity, held):
+    """Up to `capacity` of `ready` that `labels` fit and no maintenance holds."""
     if connection.vendor == "postgresql":
         chosen = ready.filter(job__labels__contained_by=list(labels))
         if held:
@@ -184,7 +206,7 @@ def serve_waiters(waiters, now, until):
     with transaction.atomic():
         room, refused = runners_with_room(waiters)
         held = maintenance.load(now).held(now, until) if room else None
-        handed = hand_out(room, until, held) if room else {}
+        handed = hand_out(room, until, held, groups.Budget()) if room else {}
         if handed:
             claims = [(room[w][0], w.session, executions) for w, executions in handed.items()]
             identity.touch_many({runner.pk: runner for runner, _, _ in claims}.values(), now)
@@ -218,7 +240,7 @@ def runners_with_room(waiters):
     return room, refused
 
 
-def hand_out(room, now, held=None):
+def hand_out(room, now, held=None, budget=None):
     """{waiter: [execution, ...]}: ready work, oldest first, dealt round the
     waiters it fits in turn, longest-waiting first.
 
@@ -232,7 +254,7 @@ def hand_out(room, now, held=None):
     left = {waiter: want for waiter, (_, want) in room.items()}
     fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in candidates(fits, left, now, held):
+    for execution in candidates(fits, left, now, held, budget):
         job_labels = frozenset(execution.job.labels or ())
         for _ in range(len(turn)):
             waiter = turn.popleft()
@@ -246,7 +268,7 @@ def hand_out(room, now, held=None):
     return handed
 
 
-def candidates(fits, left, now, held=None):
+def candidates(fits, left, now, held=None, budget=None):
     """The ready executions the waiters can run, oldest first: for each
     distinct set of runner labels (in the order of its longest-waiting
     poll), the oldest that fit it, as many as those polls have room for.
@@ -260,7 +282,7 @@ def candidates(fits, left, now, held=None):
         room[labels] = room.get(labels, 0) + left[waiter]
     chosen = {}
     for labels, want in room.items():
-        for execution in claimable(labels, want, now, exclude=chosen, held=held):
+        for execution in claimable(labels, want, now, exclude=chosen, held=held, budget=budget):
             chosen[execution.pk] = execution
     return sorted(chosen.values(), key=claim_order)
 

@@ -22,8 +22,8 @@ from runners.claims import lease_deadline
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, NotFound, TooLarge
-from scheduler import lifecycle, outcomes
-from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
+from scheduler import lifecycle, outcomes, overlap
+from scheduler.models import LOG_TRUNCATED_MARKER, Execution, Job, LogChunk
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,9 @@ SUCCEED_HELD = f"""
         SELECT runner.id FROM {Runner._meta.db_table} runner
         JOIN {RunnerToken._meta.db_table} token ON token.id = runner.token_id
         WHERE token.secret_hash = %s AND token.revoked_at IS NULL)
-    RETURNING job_id
+    RETURNING job_id, (
+        SELECT job.concurrency_group_id FROM {Job._meta.db_table} job
+        WHERE job.id = {Execution._meta.db_table}.job_id)
 """
 
 
@@ -305,10 +307,14 @@ def finished_ok(credential, execution_id, session, lease, error, now):
         if settled is None:
             return False
         lifecycle.count_final(Execution.SUCCEEDED)
-        if not outcomes.succeeded_plainly(settled[0], now):
+        job_id, group = settled
+        if not outcomes.succeeded_plainly(job_id, now):
             # A streak ends, or a minimum duration to check: the full update.
             execution = Execution.objects.select_related("job").get(pk=execution_id)
             outcomes.settled(execution, now)
+        overlap.promote(job_id, now)  # a queued run's turn (it wakes the polls)
+        if group is not None:
+            notify_new_work()  # room in the group: waiting polls may take its work
     return True
 
 
@@ -334,8 +340,8 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
     if result is False:
         execution.refresh_from_db()
         raise StaleLease(execution, token, session, lease, "finish", now)
-    if result is not None:
-        notify_new_work()
+    if result is not None or execution.job.concurrency_group_id is not None:
+        notify_new_work()  # a retry, or room in a concurrency group
     return state
 
 

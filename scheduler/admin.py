@@ -12,12 +12,13 @@ from audit.changes import diff, masked_env, snapshot
 from calendars.admin import AdoptedOnSave
 from scheduler import (
     admin_dead_letters,  # noqa: F401 - registers the dead letters' admin
+    groups,
     operations,
 )
 from scheduler.admin_forms import JobAdminForm
 from scheduler.admin_preview import FirePreviewAdmin
 from scheduler.label_checks import WarnsOfUnservedLabels
-from scheduler.models import Execution, Job, LogChunk
+from scheduler.models import ConcurrencyGroup, Execution, Job, LogChunk
 
 # Fields the form does not write; read back after a save so the object (and
 # its audit diff) show what is stored.
@@ -58,7 +59,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         "is_paused",
         "has_error",
     ]
-    list_filter = ["enabled", "singleton", "calendar", "misfire_policy"]
+    list_filter = ["enabled", "overlap", "concurrency_group", "calendar", "misfire_policy"]
     search_fields = ["name", "command", "description"]
     list_select_related = ["calendar"]
     readonly_fields = [
@@ -94,7 +95,10 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             "Runs",
             {
                 "fields": [
-                    "singleton",
+                    "overlap",
+                    "max_concurrent",
+                    "max_queue",
+                    "concurrency_group",
                     "timeout",
                     "retries",
                     "retry_backoff",
@@ -215,6 +219,8 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             *obj.clear_error(),
             *self.adopt(request, obj, change),
         ]
+        if "overlap" in fields:
+            fields.append("singleton")  # its older name follows it
         if set(fields) & {*Job.SCHEDULE_FIELDS, "error"}:
             obj.reschedule(timezone.now())
             fields.append("next_run_at")
@@ -349,3 +355,24 @@ class ExecutionAdmin(AuditedModelAdmin):
 
 # The maintenance switch and windows (their own module: scheduler.maintenance_admin).
 from scheduler import maintenance_admin  # noqa: E402, F401
+
+
+@admin.register(ConcurrencyGroup)
+class ConcurrencyGroupAdmin(AdoptedOnSave, AuditedModelAdmin):
+    """Budgets shared by jobs; the running count is read live."""
+
+    list_display = ["name", "max_concurrent", "running", "job_count", "managed_by"]
+    search_fields = ["name"]
+    readonly_fields = ["managed_by", "managed_source", "created_at", "updated_at"]
+
+    @admin.display(description="running now")
+    def running(self, group):
+        return groups.running_counts([group.pk]).get(group.pk, 0)
+
+    @admin.display(description="jobs")
+    def job_count(self, group):
+        return group.jobs.count()
+
+    def save_model(self, request, obj, form, change):
+        self.adopt(request, obj, change)
+        super().save_model(request, obj, form, change)

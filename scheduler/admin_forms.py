@@ -56,7 +56,14 @@ class JobAdminForm(forms.ModelForm):
         model = Job
         fields = [
             "name", "description", "command", "env", "parameters", "labels", "schedule",
-            "timezone", "calendar", "calendar_policy", "misfire_policy", "singleton",
+            "timezone", "calendar", "calendar_policy", "misfire_policy", "overlap",
+            "max_concurrent", "max_queue", "concurrency_group",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
             "min_duration", "maintenance", "pause_after_failures",
         ]  # fmt: skip
+
+    def clean(self):
+        cleaned = super().clean()
+        # The form edits the overlap policy; `singleton`, its older name, follows.
+        self.instance.singleton = cleaned.get("overlap") == Job.SKIP
+        return cleaned

@@ -26,6 +26,7 @@ from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import RulesError
 from scheduler.applyitems import (
     CALENDAR_KEYS,
+    GROUP_KEYS,
     JOB_DEFAULTS,
     JOB_DURATIONS,
     JOB_KEYS,
@@ -33,6 +34,7 @@ from scheduler.applyitems import (
     ApplyError,
     calendar_state,
     calendar_values,
+    group_state,
     job_state,
     order_by_base,
     parameter_names,
@@ -45,9 +47,9 @@ from scheduler.applyitems import (
 )
 from scheduler.calendar_changes import jobs_on_calendars
 from scheduler.cron import ScheduleError
-from scheduler.models import Job
+from scheduler.models import ConcurrencyGroup, Job
 
-BUILT_IN_SECTIONS = ("calendars", "jobs")
+BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
 # How many fire times the plan shows before and after a schedule change.
 PLANNED_FIRES = 3
 # Job fields whose change moves its fire times (enabled does not: it stops them).
@@ -209,6 +211,7 @@ def apply(
         applier = Applier(now=now, actor=actor, source=source, managed_source=managed_source)
         added = [(keys, factory(applier)) for keys, factory in _sections]
         applier.apply_calendars(document.get("calendars") or [])
+        applier.apply_groups(document.get("concurrency_groups") or [])
         applier.apply_jobs(document.get("jobs") or [])
         for keys, section in added:
             section.apply({key: document.get(key) or [] for key in keys})
@@ -307,6 +310,7 @@ class Applier:
         self.errors = []
         self.changes = []
         self.calendar_names = []
+        self.group_names = []
         self.job_names = []
         self.touched_calendars = set()
         self.jobs_to_reschedule = set()
@@ -348,6 +352,33 @@ class Applier:
             self.touched_calendars.add(calendar.pk)
         self.record_change("calendar", calendar.name, before, after, target=calendar)
 
+    # Concurrency groups
+
+    def apply_groups(self, items):
+        for where, item in self.check_items("concurrency_groups", items, GROUP_KEYS):
+            self.group_names.append(item["name"])
+            try:
+                self.apply_group(where, item)
+            except ValidationError as e:
+                self.errors.extend(describe_errors(where, e))
+            except ApplyError as e:
+                self.errors.extend(e.errors)
+
+    def apply_group(self, where, item):
+        budget = whole_number(f"{where}.max_concurrent", item.get("max_concurrent"), least=1)
+        group = ConcurrencyGroup.objects.filter(name=item["name"]).first()
+        before = group_state(group) if group else None
+        group = group or ConcurrencyGroup(name=item["name"])
+        group.max_concurrent = budget
+        group.description = item.get("description") or ""
+        group.managed_by = self.managed_by
+        group.managed_source = self.managed_source
+        group.full_clean()
+        after = group_state(group)
+        if before != after:
+            group.save()
+        self.record_change("concurrency_group", group.name, before, after, target=group)
+
     # Jobs
 
     def apply_jobs(self, items):
@@ -370,10 +401,17 @@ class Applier:
                 values[key] = seconds(f"{where}.{key}", values[key], least=1)
         if values["owner"] is None:
             values["owner"] = ""
-        if values["pause_after_failures"] is not None:
-            values["pause_after_failures"] = whole_number(
-                f"{where}.pause_after_failures", values["pause_after_failures"], least=1
-            )
+        for key, least in (("pause_after_failures", 1), ("max_concurrent", 1), ("max_queue", 0)):
+            if values[key] is not None:
+                values[key] = whole_number(f"{where}.{key}", values[key], least=least)
+        group_name = values.pop("concurrency_group")
+        group = None
+        if group_name is not None:
+            group = ConcurrencyGroup.objects.filter(name=group_name).first()
+            if group is None:
+                raise ApplyError(
+                    f"{where}.concurrency_group: no concurrency group named {group_name!r}"
+                )
         calendar_name = values.pop("calendar")
         calendar = None
         if calendar_name is not None:
@@ -386,6 +424,7 @@ class Applier:
         for key, value in values.items():
             setattr(job, key, value)
         job.calendar = calendar
+        job.concurrency_group = group
         job.managed_by = self.managed_by
         job.managed_source = self.managed_source
         job.full_clean()
@@ -429,6 +468,19 @@ class Applier:
             target = copy.copy(job)
             self.record_change("job", job.name, job_state(job), None, target=target)
             job.delete()
+        unlisted_groups = ConcurrencyGroup.objects.filter(**managed)
+        for group in unlisted_groups.exclude(name__in=self.group_names):
+            before, target = group_state(group), copy.copy(group)
+            try:
+                with transaction.atomic():
+                    group.delete()
+            except ProtectedError:
+                self.errors.append(
+                    f"concurrency_groups: {group.name!r} is still used by a job; "
+                    "list it in the file or move its jobs out"
+                )
+                continue
+            self.record_change("concurrency_group", group.name, before, None, target=target)
         unlisted_calendars = Calendar.objects.filter(**managed)
         for calendar in unlisted_calendars.exclude(name__in=self.calendar_names).order_by("-pk"):
             before = calendar_state(calendar)

@@ -147,8 +147,36 @@ JOB_FIELDS = (
     Field(
         "singleton",
         "true | false",
-        "Never two executions at once; an occurrence due while one runs is skipped.",
+        "Never two executions at once; an occurrence due while one runs is "
+        "skipped. The older name of `overlap: skip`.",
         False,
+    ),
+    Field(
+        "overlap",
+        "allow | skip | queue | replace",
+        "An occurrence due while a run of the job is live: run alongside, skip it, "
+        "queue it (max_concurrent at once, the rest wait in order), or replace the "
+        "live run (cancelled; the new one starts once it has ended).",
+        Job.ALLOW,
+    ),
+    Field(
+        "max_concurrent",
+        "whole number",
+        "With overlap queue: at most this many runs at once; none: 1.",
+        None,
+    ),
+    Field(
+        "max_queue",
+        "whole number",
+        "With overlap queue: at most this many occurrences wait, later ones are "
+        "skipped; none: no limit.",
+        None,
+    ),
+    Field(
+        "concurrency_group",
+        "group name",
+        "A budget of running executions shared with other jobs (`concurrency_groups`).",
+        None,
     ),
     Field("timeout", "seconds", "The run is killed after it; none: no limit.", None),
     Field("retries", "whole number", "Retries after a failed run.", 0),
@@ -215,6 +243,12 @@ def yaml_paths(fields, prefix=""):
 CALENDAR_KEYS = field_names(CALENDAR_FIELDS)
 HOLIDAY_KEYS = field_names(next(f for f in CALENDAR_FIELDS if f.name == "holidays").fields)
 JOB_KEYS = field_names(JOB_FIELDS)
+GROUP_FIELDS = (
+    Field("name", "slug", "Unique name; jobs join the group by it.", REQUIRED),
+    Field("max_concurrent", "whole number", "At most this many of its runs at once.", REQUIRED),
+    Field("description", "text", "Free text.", ""),
+)
+GROUP_KEYS = field_names(GROUP_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
 JOB_DURATIONS = ("max_duration", "min_duration")
 JOB_DEFAULTS = defaults(JOB_FIELDS)
@@ -440,6 +474,10 @@ def job_state(job):
         "calendar_policy": job.calendar_policy,
         "labels": list(job.labels),
         "singleton": job.singleton,
+        "overlap": job.overlap,
+        "max_concurrent": job.max_concurrent,
+        "max_queue": job.max_queue,
+        "concurrency_group": job.concurrency_group.name if job.concurrency_group_id else None,
         "timeout": job.timeout,
         "retries": job.retries,
         "retry_backoff": job.retry_backoff,
@@ -454,3 +492,25 @@ def job_state(job):
         "maintenance": job.maintenance,
         "pause_after_failures": job.pause_after_failures,
     }
+
+
+def group_state(group):
+    return {
+        "max_concurrent": group.max_concurrent,
+        "description": group.description,
+        "managed_by": group.managed_by,
+        "managed_source": group.managed_source,
+    }
+
+
+def overlap_of(current, patch):
+    """A job's `singleton` and `overlap` after a partial change `patch`: the
+    one the patch names wins, the other follows (singleton is overlap skip)."""
+    if "overlap" in patch and "singleton" not in patch:
+        return {"singleton": patch["overlap"] == Job.SKIP}
+    if "singleton" in patch and "overlap" not in patch:
+        if patch["singleton"] is True:
+            return {"overlap": Job.SKIP}
+        if patch["singleton"] is False and current.get("overlap") == Job.SKIP:
+            return {"overlap": Job.ALLOW}
+    return {}

@@ -9,7 +9,7 @@ factory's `FIELDS` ({section key: fields}).
 import yaml
 
 from scheduler.applyfile import added_sections
-from scheduler.applyitems import CALENDAR_FIELDS, JOB_FIELDS, REQUIRED
+from scheduler.applyitems import CALENDAR_FIELDS, GROUP_FIELDS, JOB_FIELDS, REQUIRED
 
 HEADER = """\
 # The apply file: field reference
@@ -30,7 +30,11 @@ Durations are whole seconds (`900`) or `@every`'s texts (`45s`, `30m`,
 `1h30m`, `2d`); secret references are `${ENV_NAME}` or `file:/path`.
 """
 
-BUILT_IN = {"calendars": CALENDAR_FIELDS, "jobs": JOB_FIELDS}
+BUILT_IN = {
+    "calendars": CALENDAR_FIELDS,
+    "concurrency_groups": GROUP_FIELDS,
+    "jobs": JOB_FIELDS,
+}
 
 
 def sections():

@@ -12,7 +12,7 @@ class SchedulerConfig(AppConfig):
         calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")
 
     def loop_steps(self, loop):
-        from scheduler import backfill, operations, retention, ticks
+        from scheduler import operations, overlap, retention, ticks
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
@@ -20,5 +20,5 @@ class SchedulerConfig(AppConfig):
             Step("timed_out", ticks.expire_timeouts),
             Step("pauses_ended", operations.resume_ended_pauses),
             Step("pruned", retention.prune_step, every=HOUSEKEEPING_INTERVAL),
-            Step("promoted", backfill.promote_waiting, every=HOUSEKEEPING_INTERVAL),
+            Step("promoted", overlap.promote_waiting, every=HOUSEKEEPING_INTERVAL),
         ]

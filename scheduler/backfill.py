@@ -4,26 +4,25 @@ range, calendar applied as it is now (DESIGN.md §8).
 They are created with run_after = now, so dispatch (ordered by run_after,
 then scheduled_for) hands them out oldest instant first.
 
-A singleton job may have one live (pending or running) execution
-(`execution_singleton_live`), so its backfill cannot be created pending all
-at once. Its executions are created `queued`, a state that index does not
-cover and that no runner claims; whenever the job has no live execution, its
-oldest queued one becomes pending (`promote`): at once here, when a run of
-the job ends (`scheduler.lifecycle`, `operations.cancel`), and from a loop
-step as the safety net. The index still guards the promotion: it is
-refused, harmlessly, while a scheduled run, a retry or a manual run is live.
+A job with an overlap policy (skip, queue, replace) may have only so many
+live (pending or running) executions, so its backfill cannot be created
+pending all at once. Its executions are created `queued`, a state no runner
+claims; whenever the job has room, its oldest queued ones become pending
+(`scheduler.overlap.promote`): at once here, when a run of the job ends
+(`scheduler.lifecycle`, `operations.cancel`), and from a loop step as the
+safety net.
 """
 
 import typing
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 import audit
-from scheduler import notifier
+from scheduler import notifier, overlap
 from scheduler.cron import next_fires
-from scheduler.models import Execution
+from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused
 
 TINY = timedelta(microseconds=1)
@@ -85,11 +84,13 @@ def backfill(job, start, end, now, actor, dry_run=False):
         instants = [t for t in instants if t not in taken]
         if dry_run or not instants:
             return Backfill(instants, 0)
-        state = Execution.QUEUED if job.singleton else Execution.PENDING
+        # A job with an overlap policy takes its backfill in turns.
+        waits = job.overlap != Job.ALLOW
+        state = Execution.QUEUED if waits else Execution.PENDING
         Execution.objects.bulk_create(
             Execution(
                 job=job, scheduled_for=t, trigger=Execution.BACKFILL, state=state,
-                singleton=job.singleton, run_after=now, created_at=now,
+                singleton=job.one_live, run_after=now, created_at=now,
             )
             for t in instants
         )  # fmt: skip
@@ -98,46 +99,7 @@ def backfill(job, start, end, now, actor, dry_run=False):
             data={"start": start.isoformat(), "end": end.isoformat(), "created": len(instants),
                   "first": instants[0].isoformat(), "last": instants[-1].isoformat()},
         )  # fmt: skip
-        if job.singleton:
-            promote(job.pk, now)
+        if waits:
+            overlap.promote(job.pk, now)
         transaction.on_commit(notifier.new_work)
     return Backfill(instants, len(instants))
-
-
-def promote(job_id, now):
-    """Make the oldest queued execution of a singleton job pending when the
-    job has none live; returns it, or None. Part of the caller's transaction."""
-    queued = (
-        Execution.objects.filter(job_id=job_id, state=Execution.QUEUED)
-        .order_by("scheduled_for", "id")
-        .first()
-    )
-    if queued is None:
-        return None
-    try:
-        with transaction.atomic():
-            promoted = Execution.objects.filter(pk=queued.pk, state=Execution.QUEUED).update(
-                state=Execution.PENDING, run_after=now
-            )
-    except IntegrityError:
-        return None  # another run of the job is live: its end promotes this one
-    if not promoted:
-        return None
-    transaction.on_commit(notifier.new_work)
-    return queued
-
-
-def promote_waiting(now):
-    """The loop's safety net: promote for every singleton job that has
-    queued executions and none live. Returns how many were promoted."""
-    waiting = (
-        Execution.objects.filter(state=Execution.QUEUED)
-        .exclude(job__executions__state__in=Execution.ACTIVE_STATES)
-        .values_list("job_id", flat=True)
-        .distinct()
-    )
-    promoted = 0
-    for job_id in list(waiting):
-        with transaction.atomic():
-            promoted += promote(job_id, now) is not None
-    return promoted

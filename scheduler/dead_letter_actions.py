@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 import audit
-from scheduler import notifier
+from scheduler import notifier, overlap
 from scheduler.dead_letters import DeadLetter, with_status
 from scheduler.models import Execution
 from scheduler.refusals import OperationRefused
@@ -92,16 +92,16 @@ def new_attempt(execution, now):
     )["highest"]
     try:
         with transaction.atomic():
-            return Execution.objects.create(
+            new = Execution(
                 job=job,
                 scheduled_for=execution.scheduled_for,
                 attempt=(highest or execution.attempt) + 1,
                 trigger=Execution.REPLAY,
-                singleton=job.singleton,
                 run_after=now,
                 created_at=now,
                 env=execution.env,  # a triggered run's overrides hold for its replay
             )
+            return overlap.enter(job, new, now)
     except IntegrityError:
         raise OperationRefused(
             f"{job.name} already has a live execution or a newer attempt of that instant"

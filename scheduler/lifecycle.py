@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 import audit
-from scheduler import backfill, dead_letters, outcomes
+from scheduler import dead_letters, outcomes, overlap
 from scheduler.models import Execution
 
 LEASE_EXPIRED = "lease_expired"
@@ -53,10 +53,11 @@ def after_final(execution, now, not_before=None):
         audit.increment("croniq_executions_reaped_total", reason=execution.lost_reason or "unknown")
     retry = create_retry(execution, now, not_before)
     outcomes.settled(execution, now, retry)
-    if retry is None and execution.state in outcomes.FAILING:
+    replaced = execution.cancel_requested_at is not None
+    if retry is None and execution.state in outcomes.FAILING and not replaced:
         dead_letters.land(execution, now)
-    if execution.singleton and retry is None:
-        backfill.promote(execution.job_id, now)  # the next queued instant's turn
+    if retry is None:
+        overlap.promote(execution.job_id, now)  # the next queued instant's turn
     return retry
 
 
@@ -69,6 +70,8 @@ def retry_delay(execution):
     attempts = Execution.objects.filter(
         job_id=execution.job_id, scheduled_for=execution.scheduled_for
     )
+    if execution.cancel_requested_at is not None:
+        return None  # an operator or a newer occurrence (replace) stopped it
     if execution.state == Execution.LOST:
         # The runner vanished, not the job failing: retry at once, even when
         # the job has no retries, up to CRONIQ_LOST_RETRIES.
@@ -128,7 +131,7 @@ def next_attempt(execution, attempt, run_after, now):
                 scheduled_for=execution.scheduled_for,
                 attempt=attempt,
                 trigger=Execution.RETRY,
-                singleton=execution.job.singleton,
+                singleton=execution.job.one_live,
                 run_after=run_after,
                 created_at=now,
                 env=execution.env,  # a triggered run's overrides hold for its retries

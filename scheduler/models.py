@@ -9,8 +9,9 @@ from django.utils import timezone
 from calendars.models import managed_by_field, managed_source_field
 from calendars.validators import validate_timezone
 
-# Execution output lives in a module of its own; imported here so Django
-# registers it with the app's models (and `scheduler.models.LogChunk` works).
+# Models kept in modules of their own; imported here so Django registers
+# them with the app's models (and `scheduler.models.LogChunk` works).
+from scheduler.concurrency_models import ConcurrencyGroup  # noqa: F401
 from scheduler.dead_letters import DeadLetter  # noqa: F401
 from scheduler.job_health import JobHealth  # noqa: F401
 from scheduler.log_chunks import LOG_TRUNCATED_MARKER, LogChunk  # noqa: F401
@@ -61,6 +62,17 @@ class Job(models.Model):
         (SKIP, "skip missed occurrences"),
         (RUN_ALL, "run every missed occurrence (capped)"),
     ]
+    # Overlap policies (DESIGN.md §10): what an occurrence due while the
+    # job has a run live does. `singleton` is `skip`'s older name.
+    ALLOW = "allow"
+    QUEUE = "queue"
+    REPLACE = "replace"
+    OVERLAPS = [
+        (ALLOW, "allow: run alongside"),
+        (SKIP, "skip: never two at once, skip the newcomer"),
+        (QUEUE, "queue: at most max_concurrent at once, the rest wait in order"),
+        (REPLACE, "replace: cancel the running one, then start"),
+    ]
     MAINTENANCE_MODES = [
         (SKIP, "skip occurrences inside a maintenance"),
         (DEFER, "run once when the maintenance ends"),
@@ -94,7 +106,36 @@ class Job(models.Model):
         help_text="A runner must carry all of these labels to run the job.",
     )
     singleton = models.BooleanField(
-        default=False, help_text="Never run two executions of this job at once."
+        default=False,
+        help_text="Never run two executions of this job at once (the overlap policy skip).",
+    )
+    overlap = models.CharField(
+        max_length=10,
+        choices=OVERLAPS,
+        default=ALLOW,
+        db_default=ALLOW,
+        help_text="An occurrence due while a run of the job is live: run alongside, "
+        "skip it, queue it, or replace the live run.",
+    )
+    max_concurrent = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="With overlap queue: at most this many runs at once (empty: 1).",
+    )
+    max_queue = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="With overlap queue: at most this many occurrences wait; "
+        "later ones are skipped (empty: no limit).",
+    )
+    concurrency_group = models.ForeignKey(
+        "scheduler.ConcurrencyGroup",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="jobs",
+        help_text="A budget of running executions this job shares with others.",
     )
     timeout = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds before the run is killed (empty: no limit)."
@@ -191,9 +232,48 @@ class Job(models.Model):
     def __str__(self):
         return self.name
 
+    def save(self, *args, **kwargs):
+        self.sync_overlap()
+        super().save(*args, **kwargs)
+
     @property
     def is_active(self):
         return self.enabled and self.paused_at is None and not self.error
+
+    @property
+    def one_live(self):
+        """Whether the job may have only one live (pending or running)
+        execution: the database's singleton index then guards it."""
+        if self.overlap == self.QUEUE:
+            return self.concurrency_limit == 1
+        return self.overlap in (self.SKIP, self.REPLACE)
+
+    @property
+    def concurrency_limit(self):
+        """How many runs of the job may be live at once (None: no limit)."""
+        if self.overlap == self.QUEUE:
+            return self.max_concurrent or 1
+        return 1 if self.overlap in (self.SKIP, self.REPLACE) else None
+
+    def sync_overlap(self):
+        """Keep `singleton` (the older name of overlap skip) and `overlap`
+        in step: a job saved with `singleton` set and no other policy skips."""
+        if self.singleton and self.overlap == self.ALLOW:
+            self.overlap = self.SKIP
+        self.singleton = self.overlap == self.SKIP
+
+    def overlap_problems(self):
+        """{field: message} for an overlap policy that cannot hold."""
+        problems = {}
+        if self.singleton and self.overlap not in (self.ALLOW, self.SKIP):
+            problems["overlap"] = f"{self.overlap} cannot be combined with singleton: true"
+        if self.overlap != self.QUEUE:
+            for name in ("max_concurrent", "max_queue"):
+                if getattr(self, name) is not None:
+                    problems[name] = "only with overlap: queue"
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            problems["max_concurrent"] = "must be at least 1"
+        return problems
 
     def clear_error(self):
         """Lift the quarantine; returns the fields to save when there was one."""
@@ -376,6 +456,10 @@ class Job(models.Model):
 
         from scheduler.cron import ScheduleError, never_fires_reason, parse_schedule
 
+        problems = self.overlap_problems()
+        if problems:
+            raise ValidationError(problems)
+        self.sync_overlap()
         try:
             parse_schedule(self.schedule)
         except ScheduleError as e:

@@ -5,29 +5,31 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 import audit
-from scheduler import backfill, lifecycle, notifier, outcomes
+from scheduler import lifecycle, notifier, outcomes, overlap
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused  # noqa: F401 - callers catch it from here
 
 
 def run_now(job, now, actor, scheduled_for=None, env=None, note=None):
     """A manual execution now, for the logical instant `scheduled_for`
-    (default: now), with `env` added to the job's; refused while a singleton
-    job has one live, or when that instant has a first attempt already.
+    (default: now), with `env` added to the job's; it waits its turn, or is
+    refused, as the job's overlap policy says (a singleton job with one
+    live), and refused when that instant has a first attempt already.
     `note` adds to the audit event's data."""
-    if job.singleton and job.executions.filter(state__in=Execution.ACTIVE_STATES).exists():
-        raise OperationRefused(f"{job.name} is a singleton job and already has a live execution")
     instant = now if scheduled_for is None else scheduled_for
     try:
         with transaction.atomic():
-            execution = Execution.objects.create(
-                job=job,
-                scheduled_for=instant,
-                trigger=Execution.MANUAL,
-                singleton=job.singleton,
-                run_after=now,
-                created_at=now,
-                env=env or {},
+            execution = overlap.enter(
+                job,
+                Execution(
+                    job=job,
+                    scheduled_for=instant,
+                    trigger=Execution.MANUAL,
+                    run_after=now,
+                    created_at=now,
+                    env=env or {},
+                ),
+                now,
             )
     except IntegrityError:
         raise OperationRefused(f"{job.name} already has a live or identical execution") from None
@@ -137,8 +139,8 @@ def cancel(executions, now, actor):
                 if done:
                     outcomes.counted(execution.job_id, Execution.CANCELLED)
                     audit.increment("croniq_executions_total", state=Execution.CANCELLED)
-                    if execution.singleton and execution.state == Execution.PENDING:
-                        backfill.promote(execution.job_id, now)
+                    if execution.state == Execution.PENDING:
+                        overlap.promote(execution.job_id, now)
         else:
             done = Execution.objects.filter(
                 pk=execution.pk, state=Execution.RUNNING, cancel_requested_at__isnull=True

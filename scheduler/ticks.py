@@ -17,7 +17,7 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle, maintenance, notifier, outcomes
+from scheduler import lifecycle, maintenance, notifier, outcomes, overlap
 from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
@@ -30,31 +30,32 @@ JOB_ERRORS = "croniq_job_errors_total"
 # Occurrences enumerated one by one before a long outage is treated in bulk.
 ENUMERATION_LIMIT = 1000
 # How long before its instant the loop creates the execution of a job that
-# is not a singleton. Nothing runs early (an execution is claimed only from
+# allows overlaps. Nothing runs early (an execution is claimed only from
 # its run_after on), but the row and the runners' wake-up are ready at the
-# instant instead of tens of milliseconds after it. A singleton job fires at
-# its instant: whether its previous run is still live is decided then.
+# instant instead of tens of milliseconds after it. A job with another
+# overlap policy fires at its instant: what its live runs mean for the
+# newcomer (skip, queue, replace) is decided then.
 FIRE_LEAD = timedelta(milliseconds=200)
 NO_LEAD = timedelta(0)
 
 
 def due_jobs(now, lead=NO_LEAD):
-    """Active jobs due by `now`, and those not singleton due by `now + lead`."""
+    """Active jobs due by `now`, and those that allow overlaps due by `now + lead`."""
     due = Q(next_run_at__lte=now)
     if lead:
-        due |= Q(next_run_at__lte=now + lead, singleton=False)
+        due |= Q(next_run_at__lte=now + lead, overlap=Job.ALLOW)
     return Job.objects.filter(due, enabled=True, paused_at__isnull=True)
 
 
 def earliest_due(now, lead=NO_LEAD):
     """When the loop must next wake to fire a job: the earliest next_run_at
-    of any active job, `lead` earlier for jobs that are not singletons."""
+    of any active job, `lead` earlier for jobs that allow overlaps."""
     active = Job.objects.filter(enabled=True, paused_at__isnull=True, next_run_at__isnull=False)
     # Two MINs that each read the first row of the `job_due` index: one MIN
     # with FILTER clauses reads every active job (35 ms at 100,000 jobs).
-    plain = active.filter(singleton=False).aggregate(at=Min("next_run_at"))["at"]
-    singleton = active.filter(singleton=True).aggregate(at=Min("next_run_at"))["at"]
-    return min((at for at in (plain and plain - lead, singleton) if at), default=None)
+    plain = active.filter(overlap=Job.ALLOW).aggregate(at=Min("next_run_at"))["at"]
+    guarded = active.exclude(overlap=Job.ALLOW).aggregate(at=Min("next_run_at"))["at"]
+    return min((at for at in (plain and plain - lead, guarded) if at), default=None)
 
 
 @dataclass
@@ -193,8 +194,8 @@ def fire_jobs(jobs, now, lead, bulk):
     Any error propagates: the caller rolls the batch back and fires its jobs
     one by one, quarantining the one that fails.
     """
-    live = live_singleton_executions(jobs)
-    pending, skipped, in_maintenance = [], [], []
+    occupied = overlap.occupancy(jobs)
+    pending, skipped, in_maintenance, replaced = [], [], [], []
     calendars = {}  # one CalendarRules per calendar for the whole batch
     down = load_maintenance(jobs, now)
     waiting = {}  # {job id: what a deferred occurrence coalesces into}
@@ -202,28 +203,35 @@ def fire_jobs(jobs, now, lead, bulk):
         # The calendar as it is now: a blackout added after next_run_at was
         # computed is honoured.
         job.next_run_at = job.due_instant(job.calendar_rules(shared=calendars))
-        until = now if job.singleton else now + lead
+        until = now + lead if job.overlap == Job.ALLOW else now
         occurrences = due_occurrences(job, now, until)
         for instant, trigger in apply_misfire_policy(job, occurrences, now):
             execution = new_execution(job, instant, trigger, now)
             window = down.covering(job.labels, instant)
             if window is not None:
-                inside_maintenance(execution, window, live, waiting, pending, in_maintenance)
+                inside_maintenance(execution, window, occupied, waiting, pending, in_maintenance)
                 continue
-            if job.pk in live:
-                skipped.append((execution, live[job.pk]))
-            else:
-                pending.append(execution)
-                if job.singleton:
-                    live[job.pk] = f"for {instant.isoformat()}"
+            verdict = overlap.admit(job, execution, occupied.get(job.pk))
+            if verdict.action == overlap.SKIPPED:
+                skipped.append((execution, verdict))
+                continue
+            pending.append(execution)
+            for old in verdict.replaces:
+                if old.pk is None:  # an occurrence of this batch: never saved
+                    pending.remove(old)
+                    skipped.append((old, overlap.Verdict(overlap.SKIPPED, "superseded", instant)))
+                else:
+                    replaced.append((old, instant))
         if occurrences.last is not None:
             job.last_scheduled_at = occurrences.last
         job.next_run_at = occurrences.next_instant
         if job.next_run_at is None:
             audit.record("job.exhausted", target=job, at=now, data={"after": now.isoformat()})
+    for old, instant in replaced:
+        overlap.replace(old, f"for {instant.isoformat()}", now)
     save_executions(pending, bulk)
-    for execution, holder in skipped:
-        record_skip(execution, holder, now)
+    for execution, verdict in skipped:
+        record_skip(execution, verdict, now)
     for execution, window, into in in_maintenance:
         record_maintenance(execution, window, into, now)
     advance_jobs(jobs)
@@ -239,7 +247,7 @@ def load_maintenance(jobs, now):
     return maintenance.load(now, since=min(earliest, now))
 
 
-def inside_maintenance(execution, window, live, waiting, pending, skipped):
+def inside_maintenance(execution, window, occupied, waiting, pending, skipped):
     """An occurrence inside a maintenance: skipped (added to `skipped`), or,
     with `maintenance: defer`, one pending run at the window's end (added
     to `pending`) that the later occurrences coalesce into (skipped, naming
@@ -248,7 +256,8 @@ def inside_maintenance(execution, window, live, waiting, pending, skipped):
     if job.maintenance != Job.DEFER:
         skipped.append((execution, window, None))
         return
-    into = waiting.get(job.pk) or live.get(job.pk) or pending_of(job)
+    live = occupied.get(job.pk)
+    into = waiting.get(job.pk) or (live and live.holder()) or pending_of(job)
     if into:
         skipped.append((execution, window, into))
         return
@@ -257,8 +266,8 @@ def inside_maintenance(execution, window, live, waiting, pending, skipped):
     if window.end is not None:
         execution.run_after = max(execution.run_after, window.end)
     waiting[job.pk] = f"for {execution.scheduled_for.isoformat()}"
-    if job.singleton:
-        live[job.pk] = waiting[job.pk]
+    if live is not None:
+        live.live.append(execution)
     pending.append(execution)
     audit.record(
         "execution.deferred",
@@ -292,23 +301,12 @@ def advance_jobs(jobs):
         Job.objects.filter(pk__in=ids).update(last_scheduled_at=last, next_run_at=upcoming)
 
 
-def live_singleton_executions(jobs):
-    """{job id: "<execution id> <state>"} for singleton jobs that have a live execution."""
-    singleton_ids = [job.pk for job in jobs if job.singleton]
-    if not singleton_ids:
-        return {}
-    rows = Execution.objects.filter(
-        job_id__in=singleton_ids, state__in=Execution.ACTIVE_STATES
-    ).values_list("job_id", "pk", "state")
-    return {job_id: f"{pk} {state}" for job_id, pk, state in rows}
-
-
 def new_execution(job, instant, trigger, now):
     return Execution(
         job=job,
         scheduled_for=instant,
         trigger=trigger,
-        singleton=job.singleton,
+        singleton=job.one_live,
         run_after=instant,
         created_at=now,
     )
@@ -363,22 +361,35 @@ def record_misfire(job, missed, dropped, uncounted, now):
     )
 
 
-def record_skip(execution, holder, now):
-    """A singleton occurrence that came due while one was live: kept as a
-    skipped execution so history shows it, audited and counted."""
+SKIP_REASONS = {
+    "singleton": "singleton job still has a live execution {holder}",
+    "queue_full": "the job's queue is full (max_queue), behind {holder}",
+    "superseded": "replaced by the later occurrence {holder} before it started",
+}
+
+
+def record_skip(execution, verdict, now):
+    """An occurrence its job's overlap policy turned away (a live run, a
+    full queue, a later occurrence replacing it): kept as a skipped
+    execution so history shows it, audited and counted."""
+    holder = verdict.holder.isoformat() if hasattr(verdict.holder, "isoformat") else verdict.holder
     execution.state = Execution.SKIPPED
     execution.singleton = False  # not live, so outside the singleton index
     execution.finished_at = now
-    execution.error = f"skipped: singleton job still has a live execution {holder}"
+    execution.error = "skipped: " + SKIP_REASONS[verdict.reason].format(holder=holder)
     execution.save()
     outcomes.counted(execution.job_id, Execution.SKIPPED)
     audit.increment("croniq_executions_total", state=Execution.SKIPPED)
+    if verdict.reason == "singleton":
+        counter = ("croniq_singleton_skips_total", {"job": execution.job.name})
+    else:
+        counter = ("croniq_overlap_skips_total", {"job": execution.job.name})
     audit.record(
         "execution.skipped",
         target=execution,
         at=now,
-        data={"reason": "singleton", "live": holder},
-        counter=("croniq_singleton_skips_total", {"job": execution.job.name}),
+        data={"reason": verdict.reason, "live": holder},
+        counter=counter,
     )
 
 

@@ -20,6 +20,7 @@ def job_form(**fields):
         "calendar": "",
         "calendar_policy": "skip",
         "misfire_policy": "run_once",
+        "overlap": "allow",
         "maintenance": "skip",
         "retries": "0",
         "retry_backoff": "30",

@@ -9,7 +9,7 @@ import time_machine
 
 from audit.models import AuditEvent
 from runners.claims import ready_executions
-from scheduler import backfill, lifecycle, operations
+from scheduler import lifecycle, operations, overlap
 from scheduler.models import Execution
 from tests.control.conftest import management_as
 from tests.factories import CalendarFactory, CalendarPeriodFactory, ExecutionFactory, JobFactory
@@ -193,6 +193,6 @@ def test_the_loop_promotes_queued_runs_whose_job_has_none_live(api):
     fill(api, "busy", at(4), at(6))
     Execution.objects.filter(job=job, state="pending").delete()  # e.g. withdrawn
 
-    assert backfill.promote_waiting(NOW) == 1
+    assert overlap.promote_waiting(NOW) == 1
     assert [e.scheduled_for for e in live(job)] == [at(5)]
     assert [e.scheduled_for for e in live(other)] == [at(4)]

@@ -292,3 +292,22 @@ def test_a_job_written_in_the_admin_reads_back_whatever_its_env_holds(api):
     answer = api.get("jobs/legacy")
     assert answer.status_code == 200
     assert answer.json()["env"] == {"RETRIES": 3, "DEBUG": None}
+
+
+@pytest.mark.parametrize(
+    ("patch", "overlap", "singleton"),
+    [
+        ({"overlap": "replace"}, "replace", False),
+        ({"singleton": False}, "allow", False),
+        ({"overlap": "queue", "max_concurrent": 3}, "queue", False),
+    ],
+)
+def test_a_patch_of_the_overlap_policy_or_its_singleton_alias_moves_the_other(
+    api, patch, overlap, singleton
+):
+    api.post("jobs", REPORT)  # singleton: overlap skip
+
+    answer = api.patch("jobs/nightly-report", patch)
+
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["overlap"], answer.json()["singleton"]) == (overlap, singleton)

@@ -187,8 +187,7 @@ def edit_form(job, **overrides):
         command=job.command,
         schedule=job.schedule,
         timezone=job.timezone,
-        singleton="on" if job.singleton else "",
-        **overrides,
+        **{"overlap": job.overlap, **overrides},
     )
 
 
@@ -254,3 +253,29 @@ def test_every_time_in_the_job_and_execution_admin_carries_its_timezone(staff):
         text = visible_text(staff.get(url).content.decode())
         assert "Mon 2026-11-30 11:40:33 UTC" in text, url
         assert "Nov. 30, 2026" not in text, url
+
+
+def test_the_overlap_policy_is_edited_in_the_form_and_singleton_follows(staff):
+    job = JobFactory(name="report", singleton=True)
+    url = reverse("admin:scheduler_job_change", args=[job.pk])
+    answer = staff.post(url, edit_form(job, overlap="queue", max_concurrent="2", max_queue="4"))
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    job.refresh_from_db()
+    assert (job.overlap, job.singleton, job.max_concurrent, job.max_queue) == ("queue", False, 2, 4)
+
+
+def test_a_queue_limit_on_a_policy_that_is_not_queue_is_refused_naming_it(staff):
+    answer = staff.post(reverse("admin:scheduler_job_add"), job_form(max_concurrent="3"))
+    assert answer.status_code == 200
+    assert "only with overlap: queue" in answer.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_a_concurrency_group_lists_its_running_executions(staff):
+    from scheduler.models import ConcurrencyGroup
+
+    group = ConcurrencyGroup.objects.create(name="vendor-api", max_concurrent=4)
+    job = JobFactory(concurrency_group=group)
+    ExecutionFactory(job=job, state=Execution.RUNNING)
+    page = staff.get(reverse("admin:scheduler_concurrencygroup_changelist")).content.decode()
+    assert re.search(r"field-running[^>]*>1<", page), page[:3000]

@@ -1,0 +1,80 @@
+"""Concurrency groups at claim time: a group's jobs never run more than its
+budget at once, across every web process (DESIGN.md §10).
+
+A claim transaction builds one `Budget`. Before choosing work it leaves
+out the groups that are full (a plain read, so work outside them, and in
+groups with room, is not held back behind theirs: no starvation). Once it
+has chosen, it locks the rows of the groups it chose for, in id order, and
+counts their running executions again: two web processes claiming for one
+group take turns on its row, and the second counts what the first handed
+out. SQLite's claim transaction holds the database's write lock already.
+Chosen work beyond a group's room is left pending, oldest kept (FIFO within
+the group). A database error aborts the claim: nothing is handed out
+unchecked (fail closed).
+"""
+
+from django.db import connection
+from django.db.models import Count
+
+from scheduler.concurrency_models import ConcurrencyGroup
+from scheduler.models import Execution
+
+
+def running_counts(group_ids=None):
+    """{group id: running executions of its jobs}."""
+    running = Execution.objects.filter(
+        state=Execution.RUNNING, job__concurrency_group__isnull=False
+    )
+    if group_ids is not None:
+        running = running.filter(job__concurrency_group__in=group_ids)
+    rows = running.values("job__concurrency_group").annotate(n=Count("pk"))
+    return {row["job__concurrency_group"]: row["n"] for row in rows}
+
+
+class Budget:
+    """The room left in each concurrency group during one claim transaction."""
+
+    def __init__(self):
+        budgets = dict(ConcurrencyGroup.objects.values_list("pk", "max_concurrent"))
+        self.exists = bool(budgets)
+        self.room = {}
+        if self.exists:
+            used = running_counts()
+            self.room = {pk: budget - used.get(pk, 0) for pk, budget in budgets.items()}
+        self.locked = set()
+
+    def full(self):
+        """Ids of the groups with no room left (their work is not chosen)."""
+        return sorted(pk for pk, left in self.room.items() if left <= 0)
+
+    def take(self, executions):
+        """The executions (job loaded, oldest first) that fit their groups'
+        room, counted as taken; the others stay pending."""
+        if not self.exists:
+            return executions
+        wanted = {e.job.concurrency_group_id for e in executions} - {None} - self.locked
+        if wanted:
+            self.recount(wanted)
+        kept = []
+        for execution in executions:
+            group = execution.job.concurrency_group_id
+            if group is not None:
+                if self.room.get(group, 0) <= 0:
+                    continue
+                self.room[group] -= 1
+            kept.append(execution)
+        return kept
+
+    def recount(self, group_ids):
+        """Lock these groups' rows (PostgreSQL) and count their running
+        executions as committed now."""
+        ordered = sorted(group_ids)
+        groups = ConcurrencyGroup.objects.filter(pk__in=ordered).order_by("pk")
+        if connection.features.has_select_for_update:
+            groups = groups.select_for_update()
+        budgets = dict(groups.values_list("pk", "max_concurrent"))
+        used = running_counts(ordered)
+        for pk in ordered:
+            # A group deleted meanwhile holds nothing back (its jobs' link is gone).
+            self.room[pk] = budgets[pk] - used.get(pk, 0) if pk in budgets else 1 << 30
+        self.locked.update(ordered)
