@@ -169,6 +169,8 @@ def seed_jobs(now, rng, calendars):
             calendar=calendars[i % len(calendars)] if i % 4 == 1 else None,
             labels=LABELS[i % len(LABELS)],
             singleton=i % 7 == 0,
+            overlap="skip" if i % 7 == 0 else ("queue" if i % 11 == 0 else "allow"),
+            max_concurrent=2 if i % 11 == 0 and i % 7 else None,
             timeout=3600 if i % 3 == 0 else None,
         )
         try:

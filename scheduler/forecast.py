@@ -11,7 +11,9 @@ durations from one query); `runners.capacity.forecast` adds the runners.
 Demand in a bucket is the expected number of runs going on in it: the sum,
 over runs, of the part of the bucket each run covers, divided by the bucket's
 length (a 20-minute run starting at 02:07 adds 8/15 to 02:00-02:15 and
-12/15 to 02:15-02:30). A label set is over capacity in a bucket when its
+12/15 to 02:15-02:30), each job's overlap policy applied. A concurrency
+group's budget is not: runs beyond it are counted at their own instants,
+though they will wait for a place in the group. A label set is over capacity in a bucket when its
 demand exceeds the slots of the runners that carry it (DESIGN §4 matching:
 the runner's labels include the job's). Each label set is compared with
 its runners on its own: a runner serving two label sets counts for both.
@@ -19,9 +21,10 @@ its runners on its own: a runner serving two label sets counts for both.
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -54,6 +57,8 @@ ENUMERATED_RUNS = 1_500
 EVERY_RUNS = 16
 # Demand this close above capacity is rounding, not a shortage.
 EPSILON = 1e-6
+# Overlap policies (scheduler.models.Job.OVERLAPS).
+ALLOW, SKIP, QUEUE, REPLACE = "allow", "skip", "queue", "replace"
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,11 @@ class JobLoad:
     same instants (a cron schedule on the same clock, calendar and policy),
     so their instants are enumerated once. `every` is an `@every` job's
     interval (its rate past the cap), `calendar` its CalendarRules (where
-    the steady rate applies), `singleton` that its runs never overlap.
+    the steady rate applies). `overlap`, `max_concurrent` and `max_queue`
+    are the job's overlap policy (DESIGN §10, `scheduler.overlap`): an
+    occurrence due while runs are live runs alongside (allow), is skipped
+    (skip), waits for a slot of `max_concurrent` up to `max_queue` waiting
+    (queue), or cuts the live run short (replace).
     """
 
     name: str
@@ -75,7 +84,9 @@ class JobLoad:
     fires: Callable[[datetime], Iterator[datetime]]
     every: timedelta | None = None
     calendar: object = None
-    singleton: bool = False
+    overlap: str = ALLOW
+    max_concurrent: int | None = None
+    max_queue: int | None = None
     key: Hashable = None
 
 
@@ -269,18 +280,13 @@ class Window:
 
 def add_job(demand, window, job, instants):
     """Add one job's runs to its label set's `demand`, bucket by bucket."""
-    seconds = job.seconds
     size = window.bucket_seconds
     count = window.count
     # Past the cap the steady rate counts every run going on, the tails of
     # the enumerated runs included.
     until = math.inf if instants.rest_from is None else instants.rest_from
-    busy_until = -math.inf
-    for start in instants.seconds:
-        if job.singleton and start < busy_until:
-            continue  # its previous run still goes on: this occurrence is skipped
-        busy_until = start + seconds
-        end = min(busy_until, until)
+    for start, end in runs(job, instants.seconds):
+        end = min(end, until)
         if end <= 0:
             continue  # over before the window
         i = max(int(start // size), 0)
@@ -295,22 +301,70 @@ def add_job(demand, window, job, instants):
         add_steady(demand, window, job, instants)
 
 
+def runs(job, instants):
+    """(start, end) of the runs the job's overlap policy makes of its
+    occurrences at `instants` (seconds, in order)."""
+    seconds = job.seconds
+    if job.overlap == SKIP:
+        busy_until = -math.inf
+        for at in instants:
+            if at >= busy_until:  # else its previous run still goes on: skipped
+                busy_until = at + seconds
+                yield at, busy_until
+    elif job.overlap == REPLACE:
+        # Each run is cut short by the next occurrence, which then starts.
+        for at, after in zip(instants, [*instants[1:], math.inf], strict=True):
+            yield at, min(at + seconds, after)
+    elif job.overlap == QUEUE:
+        yield from queued_runs(instants, seconds, job.max_concurrent or 1, job.max_queue)
+    else:
+        for at in instants:
+            yield at, at + seconds
+
+
+def queued_runs(instants, seconds, slots, max_queue):
+    """Runs of a queue job: at most `slots` at once, the others waiting in
+    the order of their instants, skipped when `max_queue` already wait."""
+    free = [-math.inf] * slots  # when each slot is free again: a heap
+    waiting = deque()  # starts still to come of the runs that wait
+    for at in instants:
+        while waiting and waiting[0] <= at:
+            waiting.popleft()
+        start = max(at, free[0])
+        if start > at:
+            if max_queue is not None and len(waiting) >= max_queue:
+                continue  # the queue is full: skipped
+            waiting.append(start)
+        heapq.heapreplace(free, start + seconds)
+        yield start, start + seconds
+
+
 def add_steady(demand, window, job, instants):
     """Past the cap: the job's runs at a steady rate inside allowed time."""
     if not instants.rate:
         return
-    interval = 1 / instants.rate
-    if job.singleton:
-        # A run skips the occurrences it covers: one run per whole number
-        # of intervals its duration spans.
-        interval *= max(math.ceil(job.seconds / interval - EPSILON), 1)
-    density = job.seconds / interval  # runs going on at once
+    density = steady_density(job, 1 / instants.rate)
     size = window.bucket_seconds
     for low, high in window.allowed(job.calendar, instants.rest_from):
         i = max(int(low // size), 0)
         while i < window.count and i * size < high:
             demand[i] += density * (min(high, (i + 1) * size) - max(low, i * size)) / size
             i += 1
+
+
+def steady_density(job, interval):
+    """Runs going on at once of a job started every `interval` seconds."""
+    seconds = job.seconds
+    if job.overlap == SKIP:
+        # A run skips the occurrences it covers: one run per whole number
+        # of intervals its duration spans.
+        return seconds / (interval * max(math.ceil(seconds / interval - EPSILON), 1))
+    if job.overlap == REPLACE:
+        return min(seconds, interval) / interval
+    if job.overlap == QUEUE:
+        # The queue grows (or, full, skips) past its slots: never more at once.
+        return min(seconds / interval, job.max_concurrent or 1)
+    return seconds / interval
 
 
 def capacity_of(labels, runners):
@@ -383,7 +437,7 @@ def schedule_fires(schedule, tz, calendar, policy, until, anchor=None):
 
 JOB_FIELDS = (
     "pk", "name", "schedule", "timezone", "calendar_id", "calendar_policy",
-    "labels", "singleton", "timeout", "next_run_at",
+    "labels", "overlap", "max_concurrent", "max_queue", "timeout", "next_run_at",
 )  # fmt: skip
 
 
@@ -402,7 +456,9 @@ def job_loads(until):
     durations = expected_seconds([row[0] for row in rows])
     calendars = calendar_rules({row[4] for row in rows if row[4] is not None})
     loads = []
-    for pk, name, schedule, tz, calendar_id, policy, labels, singleton, timeout, anchor in rows:
+    for row in rows:
+        pk, name, schedule, tz, calendar_id, policy, labels = row[:7]
+        overlap, max_concurrent, max_queue, timeout, anchor = row[7:]
         rules = calendars.get(calendar_id)
         try:
             if isinstance(rules, Exception):
@@ -419,7 +475,9 @@ def job_loads(until):
                 fires=fires,
                 every=every,
                 calendar=rules if not isinstance(rules, Exception) else None,
-                singleton=singleton,
+                overlap=overlap,
+                max_concurrent=max_concurrent,
+                max_queue=max_queue,
                 # A cron schedule fires at the same instants for every job
                 # on the same clock, calendar and policy; `@every` follows
                 # each job's own grid.

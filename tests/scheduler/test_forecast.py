@@ -79,13 +79,45 @@ def test_one_job_every_15_minutes_running_20_minutes_keeps_1_33_runs_going():
 
 
 def test_a_singleton_skips_the_occurrences_its_run_covers():
-    jobs = [load("a", "*/15 * * * *", 20 * 60, singleton=True)]
+    jobs = [load("a", "*/15 * * * *", 20 * 60, overlap="skip")]
     linux = only(forecast_load(NOW, jobs, [LINUX]))
     # The 11:45 run (begun before now) covers 12:00, so that occurrence is
     # skipped: runs at 11:45, 12:15, 12:45, ..., each five minutes of one
     # bucket and the whole next one.
     assert linux.demand[:4] == pytest.approx([1 / 3, 1, 1 / 3, 1])
     assert sum(linux.demand[:4]) / 4 == pytest.approx(2 / 3)
+
+
+def test_a_queue_keeps_to_its_slots_and_runs_the_rest_later():
+    # Five runs of 30 minutes due at 03:00, two at a time: 03:00, 03:00,
+    # 03:30, 03:30, 04:00.
+    jobs = [load("burst", "0,1,2,3,4 3 * * *", 30 * 60, overlap="queue", max_concurrent=2)]
+    result = forecast_load(NOW, jobs, [LINUX])
+    linux = only(result)
+    three = result.starts.index(dt.datetime(2026, 12, 5, 3, 0, tzinfo=dt.UTC))
+    assert linux.demand[three : three + 6] == pytest.approx([2, 2, 2, 2, 1, 1], abs=0.07)
+    assert sum(linux.demand) == pytest.approx(5 * 2)
+
+
+def test_a_full_queue_skips_the_occurrences_beyond_it():
+    jobs = [load("burst", "0,1,2,3,4 3 * * *", 30 * 60, overlap="queue", max_queue=1)]
+    # One runs, one waits, three are skipped.
+    assert sum(only(forecast_load(NOW, jobs, [LINUX])).demand) == pytest.approx(2 * 2)
+
+
+def test_replace_cuts_the_live_run_short():
+    jobs = [load("sync", "*/15 * * * *", 20 * 60, overlap="replace")]
+    assert only(forecast_load(NOW, jobs, [LINUX])).demand == pytest.approx([1.0] * 96)
+
+
+@pytest.mark.parametrize(
+    "overlap, fields, expected",
+    [("allow", {}, 3.0), ("queue", {"max_concurrent": 2}, 2.0), ("replace", {}, 1.0)],
+)
+def test_the_steady_rate_keeps_to_the_overlap_policy(overlap, fields, expected):
+    jobs = [load("poller", "@every 1s", 3, overlap=overlap, **fields)]
+    demand = only(forecast_load(NOW, jobs, [LINUX])).demand
+    assert demand[10:] == pytest.approx([expected] * 86, abs=0.001)
 
 
 def test_a_run_is_split_over_the_buckets_it_covers():
@@ -157,7 +189,7 @@ def test_the_steady_rate_keeps_to_the_calendar():
 
 
 def test_a_singleton_every_second_job_running_two_seconds_keeps_one_going():
-    jobs = [load("poller", "@every 1s", 2, singleton=True)]
+    jobs = [load("poller", "@every 1s", 2, overlap="skip")]
     assert only(forecast_load(NOW, jobs, [LINUX])).demand == pytest.approx([1.0] * 96, abs=0.001)
 
 
@@ -270,6 +302,17 @@ def test_the_queries_do_not_grow_with_the_jobs():
     with CaptureQueriesContext(connection) as many:
         forecast(NOW)
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+@pytest.mark.django_db
+def test_the_overlap_policy_is_read_with_the_job():
+    JobFactory(name="queued", schedule="0,1,2 3 * * *", labels=["linux"], timeout=1800,
+               overlap="queue", max_concurrent=1, max_queue=1)  # fmt: skip
+    JobFactory(name="skipping", schedule="*/15 * * * *", labels=["gpu"], timeout=1200,
+               singleton=True)  # fmt: skip
+    result = forecast(NOW)
+    assert sum(only(result).demand) == pytest.approx(2 * 2)  # one ran, one waited, one skipped
+    assert max(only(result, ("gpu",)).demand) == pytest.approx(1.0)
 
 
 @pytest.mark.django_db
