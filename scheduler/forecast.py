@@ -289,14 +289,17 @@ def add_job(demand, window, job, instants):
         end = min(end, until)
         if end <= 0:
             continue  # over before the window
-        i = max(int(start // size), 0)
-        if start >= 0 and end <= (i + 1) * size and i < count:
-            demand[i] += (end - start) / size  # most runs: inside one bucket
+        first, last = int(start // size), int(end // size)
+        if first == last:  # most runs: inside one bucket
+            if 0 <= first < count:
+                demand[first] += (end - start) / size
             continue
-        while i < count and i * size < end:
-            low, high = i * size, (i + 1) * size
-            demand[i] += (min(end, high) - max(start, low)) / size
-            i += 1
+        if 0 <= first < count:
+            demand[first] += first + 1 - start / size
+        for i in range(max(first + 1, 0), min(last, count)):
+            demand[i] += 1.0  # the buckets it covers whole
+        if last < count:
+            demand[last] += end / size - last
     if instants.rest_from is not None:
         add_steady(demand, window, job, instants)
 
