@@ -13,10 +13,11 @@ over runs, of the part of the bucket each run covers, divided by the bucket's
 length (a 20-minute run starting at 02:07 adds 8/15 to 02:00-02:15 and
 12/15 to 02:15-02:30), each job's overlap policy applied. A concurrency
 group's budget is not: runs beyond it are counted at their own instants,
-though they will wait for a place in the group. A label set is over capacity in a bucket when its
-demand exceeds the slots of the runners that carry it (DESIGN §4 matching:
-the runner's labels include the job's). Each label set is compared with
-its runners on its own: a runner serving two label sets counts for both.
+though they will wait for a place in the group. A label set is over
+capacity in a bucket when its demand exceeds the slots of the runners that
+carry it (DESIGN §4 matching: the runner's labels include the job's). Each
+label set is compared with its runners on its own: a runner serving two
+label sets counts for both.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ DEFAULT_SECONDS = 60.0
 # minute (1,440 a day), so a day of any cron schedule fits, hours and
 # weekdays as written; jobs sharing a schedule share its enumeration. An
 # `@every` job (`@every 1s` is 86,400 runs a day) is enumerated up to
-# EVERY_RUNS (its first hour or so exact) and takes the rest of the window
+# EVERY_RUNS (its first runs exact) and takes the rest of the window
 # at its steady rate instead: `duration / interval` runs at once (Little's
 # law), inside its calendar's allowed time. Its rate is the same at every
 # hour, and at 15-minute buckets the run-by-run detail of a job that fires
@@ -66,8 +67,8 @@ class JobLoad:
     """What the forecast needs of one job.
 
     `fires(after)` yields the job's fire instants strictly after `after`, in
-    order (`Job.first_fire_after`, then `Job.next_fire_after`: the real
-    schedule logic, calendar applied). Jobs with the same `key` fire at the
+    order (`schedule_fires`: the loop's own next-fire math, calendar and
+    policy applied). Jobs with the same `key` fire at the
     same instants (a cron schedule on the same clock, calendar and policy),
     so their instants are enumerated once. `every` is an `@every` job's
     interval (its rate past the cap), `calendar` its CalendarRules (where
