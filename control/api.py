@@ -11,6 +11,7 @@ def routers():
         calendars_api,
         dead_letters_api,
         executions_api,
+        forecast_api,
         jobs_api,
         keys_api,
         maintenance_api,
@@ -29,4 +30,5 @@ def routers():
         ("/v1/", audit_api.router),
         ("/v1/", dead_letters_api.router),
         ("/v1/", maintenance_api.router),
+        ("/v1/", forecast_api.router),
     ]

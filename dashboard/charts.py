@@ -1,10 +1,14 @@
 """Geometry of the dashboard's inline SVG charts, drawn server side: run
-durations on a time axis (job page) and the failure heat-map of the last
-hours (overview). Pure functions of their rows and `now`."""
+durations on a time axis (job page), the failure heat-map of the last
+hours (overview) and the capacity forecast's demand against the runners'
+slots (capacity page). Pure functions of their rows and `now`."""
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
+
+from scheduler.forecast import EPSILON
 
 WIDTH = 720
 HEIGHT = 180
@@ -262,3 +266,90 @@ def failure_heatmap(rows, now, hours):
 
 def short(label, length=24):
     return label if len(label) <= length else label[: length - 1] + "…"
+
+
+# Capacity forecast: expected runs at once against the runners' slots
+
+
+@dataclass
+class CapacityChart:
+    """One label set's forecast: demand and capacity as step lines over the
+    buckets, and the buckets over capacity shaded."""
+
+    labels: tuple
+    demand_path: str
+    capacity_path: str
+    over: list  # (x, width) of each bucket over capacity
+    ticks: list
+    top_value: float
+    peak: float
+    capacity: int
+    start: datetime
+    end: datetime
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    top: int = TOP
+    baseline: int = HEIGHT - BOTTOM
+    right: int = WIDTH - RIGHT
+
+    @property
+    def plot_height(self):
+        return self.baseline - self.top
+
+    @property
+    def top_label(self):
+        return f"{self.top_value:g}"
+
+    @property
+    def capacity_y(self):
+        return self.y(self.capacity)
+
+    def y(self, value):
+        plot_height = HEIGHT - BOTTOM - TOP
+        return round(HEIGHT - BOTTOM - plot_height * value / self.top_value, 2)
+
+
+def capacity_chart(label_forecast, starts, bucket):
+    """A CapacityChart of a `scheduler.forecast.LabelForecast` whose buckets
+    start at `starts`, each `bucket` long."""
+    start, end = starts[0], starts[-1] + bucket
+    peak = label_forecast.peak
+    capacity = max(label_forecast.capacity, default=0)
+    # Whole runs on the y axis, with room above the higher line.
+    top_value = max(math.ceil(max(peak, capacity) * 1.15), 1)
+    chart = CapacityChart(
+        labels=label_forecast.labels,
+        demand_path="",
+        capacity_path="",
+        over=[],
+        ticks=time_ticks(start, end),
+        top_value=top_value,
+        peak=peak,
+        capacity=capacity,
+        start=start,
+        end=end,
+    )
+    edges = [time_x(at, start, end) for at in starts] + [time_x(end, start, end)]
+    chart.demand_path = step_path(edges, [chart.y(v) for v in label_forecast.demand])
+    chart.capacity_path = step_path(edges, [chart.y(v) for v in label_forecast.capacity])
+    chart.over = [
+        (edges[i], round(edges[i + 1] - edges[i], 2))
+        for i, (load, slots) in enumerate(
+            zip(label_forecast.demand, label_forecast.capacity, strict=True)
+        )
+        if load > slots + EPSILON
+    ]
+    return chart
+
+
+def step_path(edges, ys):
+    """An SVG path holding each value from its bucket's left edge to its right."""
+    if not ys:
+        return ""
+    parts = [f"M{edges[0]} {ys[0]}"]
+    for i, y in enumerate(ys):
+        if i and y != ys[i - 1]:
+            parts.append(f"V{y}")
+        parts.append(f"H{edges[i + 1]}")
+    return "".join(parts)

@@ -20,25 +20,27 @@ from django.views.decorators.http import require_POST, require_safe
 
 from audit import permissions
 from dashboard import queries, schedules
-from dashboard.charts import duration_chart, failure_heatmap
+from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags
 from notifications.models import Notification
+from runners import capacity as capacity_forecast
 from runners import coverage, identity
 from runners.models import Runner
+from scheduler import forecast as forecast_core
 from scheduler import operations
 from scheduler.models import Execution, Job
 
 
-def staff_page(permission):
-    """A page for staff holding `permission`, the view permission of what it
-    shows (as in the admin); others get 403. Pages only read: other methods
-    than GET/HEAD get 405."""
+def staff_page(*needed):
+    """A page for staff holding the `needed` permissions, the view
+    permissions of what it shows (as in the admin); others get 403. Pages
+    only read: other methods than GET/HEAD get 405."""
 
     def decorate(view):
         @wraps(view)
         def checked(request, *args, **kwargs):
-            if not request.user.has_perm(permission):
-                raise PermissionDenied(f"This page needs the permission {permission}.")
+            if not request.user.has_perms(needed):
+                raise PermissionDenied(f"This page needs the permissions {', '.join(needed)}.")
             return view(request, *args, **kwargs)
 
         return staff_only(require_safe(checked))
@@ -215,6 +217,24 @@ def runners(request):
         "offline_after": coverage.offline_after().total_seconds(),
     }
     return render(request, "dashboard/runners.html", context)
+
+
+@staff_page("scheduler.view_job", "runners.view_runner")
+def capacity(request):
+    now = timezone.now()
+    result = capacity_forecast.cached_forecast(now)
+    context = {
+        "forecast": result,
+        "now": now,
+        "charts": [
+            capacity_chart(label_set, result.starts, result.bucket)
+            for label_set in result.label_sets
+        ],
+        "spans": result.spans,
+        "history_runs": forecast_core.HISTORY_RUNS,
+        "default_seconds": forecast_core.DEFAULT_SECONDS,
+    }
+    return render(request, "dashboard/capacity.html", context)
 
 
 @staff_page("audit.view_auditevent")

@@ -200,3 +200,39 @@ def audit_target(event):
         url,
         event.target_repr,
     )
+
+
+@register.simple_tag
+def label_set(labels):
+    """A job label set as code, or "any runner" for jobs that ask for none."""
+    if not labels:
+        return mark_safe('<span class="label-set">any runner</span>')  # noqa: S308 (constant)
+    return format_html('<code class="label-set">{}</code>', ", ".join(labels))
+
+
+@register.simple_tag
+def clock(value):
+    """An instant as hours and minutes (UTC here; dashboard.js shows it in
+    the viewer's timezone), the full UTC value in the title."""
+    return format_html(
+        '<time datetime="{}" title="{}" data-clock>{}</time>',
+        iso(value),
+        utc(value),
+        value.astimezone(UTC).strftime("%H:%M"),
+    )
+
+
+@register.simple_tag
+def over_capacity(span):
+    """ "02:00–02:15: 14 slots needed on `linux`, 8 online", a span of the
+    capacity forecast (scheduler.forecast.Span)."""
+    return format_html(
+        '{}–{}: <span title="{} runs at once at the peak">{} slot{} needed</span> on {}, {} online',
+        clock(span.start),
+        clock(span.end),
+        f"{span.peak:.1f}",
+        span.slots_needed,
+        "" if span.slots_needed == 1 else "s",
+        label_set(span.labels),
+        span.capacity,
+    )

@@ -161,6 +161,7 @@ def test_the_matrix_walks_at_least_the_calls_built_so_far():
             ("POST", "/api/v1/dead-letters/discard"): "dead-letters:write",
             ("GET", "/api/v1/maintenance"): "runners:read",
             ("PUT", "/api/v1/maintenance"): "admin",
+            ("GET", "/api/v1/forecast"): ["jobs:read", "runners:read"],
         }.items()
     )
 

@@ -11,6 +11,7 @@ from dashboard.charts import (
     TOP,
     WIDTH,
     DurationRun,
+    capacity_chart,
     duration_chart,
     failure_heatmap,
     format_seconds,
@@ -18,6 +19,7 @@ from dashboard.charts import (
     hour_buckets,
     time_ticks,
 )
+from scheduler.forecast import LabelForecast
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PLOT_WIDTH = WIDTH - LEFT - RIGHT
@@ -166,3 +168,22 @@ def test_long_job_names_are_shortened_on_the_heatmap():
     heatmap = failure_heatmap([("x" * 40, "x" * 40, {})], NOW, 24)
     assert heatmap.rows[0].label == "x" * 23 + "…"
     assert heatmap.rows[0].job_name == "x" * 40
+
+
+def test_the_capacity_chart_draws_demand_and_slots_as_steps_and_shades_the_shortage():
+    quarter = timedelta(minutes=15)
+    starts = [NOW + i * quarter for i in range(4)]
+    forecast = LabelForecast(("linux",), jobs=3, demand=[0.0, 2.5, 1.0, 0.5], capacity=[1] * 4)
+    chart = capacity_chart(forecast, starts, quarter)
+    step = PLOT_WIDTH / 4
+    edges = [round(LEFT + i * step, 2) for i in range(5)]
+    assert chart.top_value == 3  # 2.5 and room above, in whole runs
+    baseline = HEIGHT - 24
+    assert chart.y(0) == baseline and chart.y(3) == TOP
+    assert chart.demand_path.startswith(f"M{edges[0]} {chart.y(0)}H{edges[1]}V{chart.y(2.5)}")
+    assert chart.demand_path.endswith(f"V{chart.y(0.5)}H{edges[4]}")
+    assert (
+        chart.capacity_path
+        == f"M{edges[0]} {chart.y(1)}H{edges[1]}H{edges[2]}H{edges[3]}H{edges[4]}"
+    )
+    assert chart.over == [(edges[1], round(edges[2] - edges[1], 2))]  # 1.0 of 1 is no shortage

@@ -12,13 +12,17 @@
   // Server renders UTC; show each instant in the viewer's timezone and keep
   // the UTC text in the title for hovering. Fire times stay on the job's own
   // clock (data-job-zone), where its schedule is read.
+  // Clock times (data-clock: the capacity page's "02:00–02:15") keep to
+  // hours and minutes.
+  var clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+
   function localiseTimes(root) {
     root.querySelectorAll("time[datetime]:not([data-job-zone])").forEach(function (el) {
       if (el.dataset.localised) return;
       var at = new Date(el.getAttribute("datetime"));
       if (isNaN(at)) return;
       if (!el.title) el.title = el.textContent;
-      el.textContent = format.format(at);
+      el.textContent = ("clock" in el.dataset ? clock : format).format(at);
       el.dataset.localised = "1";
     });
   }

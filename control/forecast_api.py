@@ -1,0 +1,89 @@
+"""`GET /api/v1/forecast`: the capacity forecast (runners.capacity) as the
+dashboard's Capacity page shows it: per job label set, the runs expected at
+once in each quarter hour against the slots of the runners taking work, and
+the spans over capacity. Read once a minute per web process."""
+
+from datetime import datetime
+from typing import Annotated
+
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema
+
+from control import auth, scopes
+from control.schemas import ERRORS
+from runners import capacity
+
+router = Router(tags=["forecast"])
+
+MAX_HOURS = 72
+
+
+class ForecastQuery(Schema):
+    hours: Annotated[int, Field(ge=1, le=MAX_HOURS)] = Field(
+        capacity.HOURS, description="How far ahead, in hours."
+    )
+
+
+class LabelSetOut(Schema):
+    labels: list[str]
+    jobs: int
+    peak: float
+    demand: list[float] = Field(description="Runs expected at once, one value per bucket.")
+    capacity: list[int] = Field(description="Slots of the runners carrying the labels, per bucket.")
+
+
+class SpanOut(Schema):
+    start: datetime
+    end: datetime
+    labels: list[str]
+    peak: float
+    slots_needed: int
+    capacity: int
+
+
+class ForecastOut(Schema):
+    start: datetime
+    end: datetime
+    bucket_seconds: int
+    label_sets: list[LabelSetOut]
+    over_capacity: list[SpanOut]
+    skipped: dict[str, str] = Field(
+        description="Jobs left out (a schedule or calendar that cannot be read), and why."
+    )
+
+
+@router.get(
+    "forecast",
+    auth=auth.needs_all(scopes.JOBS_READ, scopes.RUNNERS_READ),
+    response={200: ForecastOut, **ERRORS},
+)
+def read_forecast(request, query: Query[ForecastQuery]):
+    """The capacity forecast from now over `hours` in quarter hours."""
+    result = capacity.cached_forecast(timezone.now(), query.hours)
+    return {
+        "start": result.start,
+        "end": result.end,
+        "bucket_seconds": int(result.bucket.total_seconds()),
+        "label_sets": [
+            {
+                "labels": list(label_set.labels),
+                "jobs": label_set.jobs,
+                "peak": round(label_set.peak, 3),
+                "demand": [round(value, 3) for value in label_set.demand],
+                "capacity": label_set.capacity,
+            }
+            for label_set in result.label_sets
+        ],
+        "over_capacity": [
+            {
+                "start": span.start,
+                "end": span.end,
+                "labels": list(span.labels),
+                "peak": round(span.peak, 3),
+                "slots_needed": span.slots_needed,
+                "capacity": span.capacity,
+            }
+            for span in result.spans
+        ],
+        "skipped": result.skipped,
+    }

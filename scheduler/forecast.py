@@ -1,0 +1,587 @@
+"""The capacity forecast: how many runs of each label set are expected to go
+on at once over the next hours, against the slots of the runners that carry
+that label set (issue 19, part 6).
+
+The core, `forecast_load`, is pure: it takes `now`, the jobs as `JobLoad`
+values (where their fire instants come from, their labels, how long a run
+takes) and the runners as `RunnerSlots`, and returns a `Forecast`. The
+database side is `job_loads` (active jobs, calendars shared, expected
+durations from one query); `runners.capacity.forecast` adds the runners.
+
+Demand in a bucket is the expected number of runs going on in it: the sum,
+over runs, of the part of the bucket each run covers, divided by the bucket's
+length (a 20-minute run starting at 02:07 adds 8/15 to 02:00-02:15 and
+12/15 to 02:15-02:30), each job's overlap policy applied. A concurrency
+group's budget is not: runs beyond it are counted at their own instants,
+though they will wait for a place in the group. A label set is over
+capacity in a bucket when its demand exceeds the slots of the runners that
+carry it (DESIGN §4 matching: the runner's labels include the job's). Each
+label set is compared with its runners on its own: a runner serving two
+label sets counts for both.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection, transaction
+
+BUCKET = timedelta(minutes=15)
+HOURS = 24
+# A run's expected duration is the median of the job's newest successful
+# runs (at most this many). The median, not the mean or p95: the forecast
+# places every run of the day at once, so it wants the typical run; one run
+# stuck for hours must not make every future run of the job look that long,
+# and a p95 per job summed over many jobs pictures an hour where every job is
+# slow at once.
+HISTORY_RUNS = 20
+# A job without a successful run yet is expected to take its timeout (the
+# longest it may hold a slot) when it has one, else this many seconds.
+DEFAULT_SECONDS = 60.0
+# Runs enumerated one by one per schedule, at most. Cron fires at most once a
+# minute (1,440 a day), so a day of any cron schedule fits, hours and
+# weekdays as written; jobs sharing a schedule share its enumeration. An
+# `@every` job (`@every 1s` is 86,400 runs a day) is enumerated up to
+# EVERY_RUNS (its first runs exact) and takes the rest of the window
+# at its steady rate instead: `duration / interval` runs at once (Little's
+# law), inside its calendar's allowed time. Its rate is the same at every
+# hour, and at 15-minute buckets the run-by-run detail of a job that fires
+# several times a bucket is invisible anyway.
+ENUMERATED_RUNS = 1_500
+EVERY_RUNS = 16
+# Demand this close above capacity is rounding, not a shortage.
+EPSILON = 1e-6
+# Overlap policies (scheduler.models.Job.OVERLAPS).
+ALLOW, SKIP, QUEUE, REPLACE = "allow", "skip", "queue", "replace"
+
+
+@dataclass(frozen=True)
+class JobLoad:
+    """What the forecast needs of one job.
+
+    `fires(after)` yields the job's fire instants strictly after `after`, in
+    order (`schedule_fires`: the loop's own next-fire math, calendar and
+    policy applied). Jobs with the same `key` fire at the
+    same instants (a cron schedule on the same clock, calendar and policy),
+    so their instants are enumerated once. `every` is an `@every` job's
+    interval (its rate past the cap), `calendar` its CalendarRules (where
+    the steady rate applies). `overlap`, `max_concurrent` and `max_queue`
+    are the job's overlap policy (DESIGN §10, `scheduler.overlap`): an
+    occurrence due while runs are live runs alongside (allow), is skipped
+    (skip), waits for a slot of `max_concurrent` up to `max_queue` waiting
+    (queue), or cuts the live run short (replace).
+    """
+
+    name: str
+    labels: tuple
+    seconds: float
+    fires: Callable[[datetime], Iterator[datetime]]
+    every: timedelta | None = None
+    calendar: object = None
+    overlap: str = ALLOW
+    max_concurrent: int | None = None
+    max_queue: int | None = None
+    key: Hashable = None
+
+
+@dataclass(frozen=True)
+class RunnerSlots:
+    """A runner as the forecast counts it: `takes_work` is False for an
+    offline or drained runner, which adds no slots."""
+
+    name: str
+    labels: frozenset
+    capacity: int
+    takes_work: bool = True
+
+
+@dataclass
+class Span:
+    """Consecutive buckets where a label set's demand exceeds its slots."""
+
+    start: datetime
+    end: datetime
+    peak: float
+    capacity: int
+    labels: tuple
+
+    @property
+    def slots_needed(self):
+        """The peak as whole slots (13.2 runs at once need 14 slots)."""
+        return math.ceil(self.peak - EPSILON)
+
+
+@dataclass
+class LabelForecast:
+    """One label set: demand and capacity per bucket, and the spans over it."""
+
+    labels: tuple
+    jobs: int
+    demand: list
+    capacity: list
+    spans: list = field(default_factory=list)
+
+    @property
+    def peak(self):
+        return max(self.demand, default=0.0)
+
+
+@dataclass
+class Forecast:
+    now: datetime
+    start: datetime  # the first bucket's start (now, rounded down to a bucket)
+    bucket: timedelta
+    buckets: int
+    label_sets: list  # LabelForecast, by labels
+    skipped: dict  # {job name: why it could not be forecast}
+
+    @property
+    def starts(self):
+        return [self.start + i * self.bucket for i in range(self.buckets)]
+
+    @property
+    def end(self):
+        return self.start + self.buckets * self.bucket
+
+    @property
+    def spans(self):
+        """Every span of every label set, earliest first."""
+        found = [span for forecast in self.label_sets for span in forecast.spans]
+        return sorted(found, key=lambda span: (span.start, span.labels))
+
+
+def forecast_load(now, jobs, runners, hours=HOURS, bucket=BUCKET, cap=ENUMERATED_RUNS):
+    """A `Forecast` of `jobs` (JobLoad) against `runners` (RunnerSlots)
+    from `now`'s bucket over `hours` hours (its last bucket holds now + hours)."""
+    start = floor_to(now, bucket)
+    count = math.ceil((now + timedelta(hours=hours) - start) / bucket)
+    window = Window(start, count, bucket.total_seconds())
+    demand = defaultdict(window.empty)
+    jobs_per_set = defaultdict(int)
+    skipped = {}
+    for group in grouped(jobs):
+        try:
+            instants = window.instants(group, cap)
+            if instants.rest_from is not None:
+                window.allowed(group[0].calendar, instants.rest_from)  # read its calendar here
+        except ValueError as e:  # ScheduleError, RulesError: the loop quarantines such a job
+            skipped.update((job.name, str(e)) for job in group)
+            continue
+        for job in group:
+            add_job(demand[job.labels], window, job, instants)
+            jobs_per_set[job.labels] += 1
+    label_sets = []
+    for labels in sorted(demand):
+        slots = capacity_of(labels, runners)
+        label_forecast = LabelForecast(
+            labels, jobs_per_set[labels], demand[labels], [slots] * count
+        )
+        label_forecast.spans = over_capacity(label_forecast, window)
+        label_sets.append(label_forecast)
+    return Forecast(now, start, bucket, count, label_sets, skipped)
+
+
+def floor_to(instant, step):
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    return epoch + ((instant - epoch) // step) * step
+
+
+def grouped(jobs):
+    """Jobs in groups sharing their fire instants (`key`); no key, no sharing."""
+    groups = defaultdict(list)
+    for i, job in enumerate(jobs):
+        groups[job.key if job.key is not None else ("job", i)].append(job)
+    return groups.values()
+
+
+class Instants:
+    """A group's fire instants as seconds from the window's start, and where
+    the enumeration stopped: `rest_from` (seconds) when the cap was reached
+    before the window's end, with `rate` (runs a second) for the rest."""
+
+    def __init__(self, seconds, rest_from=None, rate=None):
+        self.seconds = seconds
+        self.rest_from = rest_from
+        self.rate = rate
+
+
+@dataclass
+class Window:
+    start: datetime
+    count: int
+    bucket_seconds: float
+    _stretches: dict = field(default_factory=dict)
+
+    @property
+    def length(self):
+        return self.count * self.bucket_seconds
+
+    @property
+    def end(self):
+        return self.start + timedelta(seconds=self.length)
+
+    def empty(self):
+        return [0.0] * self.count
+
+    def offset(self, instant):
+        return (instant - self.start).total_seconds()
+
+    def instants(self, group, cap):
+        """The group's fire instants from the longest run's lookback before
+        the window (runs started then still go on in it) to its end."""
+        first = group[0]
+        if first.every is not None:
+            cap = min(cap, EVERY_RUNS)
+        lookback = timedelta(seconds=min(max(job.seconds for job in group), self.length))
+        found = []
+        end = self.end
+        for instant in first.fires(self.start - lookback):
+            if instant >= end:
+                return Instants(found)
+            if len(found) == cap:
+                return Instants(found, self.offset(instant), self.rate(first, found))
+            found.append(self.offset(instant))
+        return Instants(found)
+
+    @staticmethod
+    def rate(job, found):
+        """Runs a second past the cap: an `@every` job's own, else the pace
+        the enumerated runs kept."""
+        if job.every is not None:
+            return 1 / job.every.total_seconds()
+        span = found[-1] - found[0]
+        return (len(found) - 1) / span if span > 0 else 0.0
+
+    def allowed(self, calendar, since):
+        """[(start, end)] seconds of the window from `since` on that
+        `calendar` allows (the whole rest without a calendar)."""
+        if calendar is None:
+            return [(since, self.length)]
+        key = id(calendar)
+        if key not in self._stretches:
+            stretches = calendar.allowed_stretches(self.start, self.count * 4, horizon=self.end)
+            self._stretches[key] = (
+                calendar,  # kept alive, so its id is not reused
+                [
+                    (self.offset(s), self.length if e is None else min(self.offset(e), self.length))
+                    for s, e in stretches
+                ],
+            )
+        return [
+            (max(s, since), e) for s, e in self._stretches[key][1] if e > since and s < self.length
+        ]
+
+
+def add_job(demand, window, job, instants):
+    """Add one job's runs to its label set's `demand`, bucket by bucket."""
+    size = window.bucket_seconds
+    count = window.count
+    # Past the cap the steady rate counts every run going on, the tails of
+    # the enumerated runs included.
+    until = math.inf if instants.rest_from is None else instants.rest_from
+    for start, end in runs(job, instants.seconds):
+        end = min(end, until)
+        if end <= 0:
+            continue  # over before the window
+        first, last = int(start // size), int(end // size)
+        if first == last:  # most runs: inside one bucket
+            if 0 <= first < count:
+                demand[first] += (end - start) / size
+            continue
+        if 0 <= first < count:
+            demand[first] += first + 1 - start / size
+        for i in range(max(first + 1, 0), min(last, count)):
+            demand[i] += 1.0  # the buckets it covers whole
+        if last < count:
+            demand[last] += end / size - last
+    if instants.rest_from is not None:
+        add_steady(demand, window, job, instants)
+
+
+def runs(job, instants):
+    """(start, end) of the runs the job's overlap policy makes of its
+    occurrences at `instants` (seconds, in order)."""
+    seconds = job.seconds
+    if job.overlap == SKIP:
+        busy_until = -math.inf
+        for at in instants:
+            if at >= busy_until:  # else its previous run still goes on: skipped
+                busy_until = at + seconds
+                yield at, busy_until
+    elif job.overlap == REPLACE:
+        # Each run is cut short by the next occurrence, which then starts.
+        for at, after in zip(instants, [*instants[1:], math.inf], strict=True):
+            yield at, min(at + seconds, after)
+    elif job.overlap == QUEUE:
+        yield from queued_runs(instants, seconds, job.max_concurrent or 1, job.max_queue)
+    else:
+        for at in instants:
+            yield at, at + seconds
+
+
+def queued_runs(instants, seconds, slots, max_queue):
+    """Runs of a queue job: at most `slots` at once, the others waiting in
+    the order of their instants, skipped when `max_queue` already wait."""
+    free = [-math.inf] * slots  # when each slot is free again: a heap
+    waiting = deque()  # starts still to come of the runs that wait
+    for at in instants:
+        while waiting and waiting[0] <= at:
+            waiting.popleft()
+        start = max(at, free[0])
+        if start > at:
+            if max_queue is not None and len(waiting) >= max_queue:
+                continue  # the queue is full: skipped
+            waiting.append(start)
+        heapq.heapreplace(free, start + seconds)
+        yield start, start + seconds
+
+
+def add_steady(demand, window, job, instants):
+    """Past the cap: the job's runs at a steady rate inside allowed time."""
+    if not instants.rate:
+        return
+    density = steady_density(job, 1 / instants.rate)
+    size = window.bucket_seconds
+    for low, high in window.allowed(job.calendar, instants.rest_from):
+        i = max(int(low // size), 0)
+        while i < window.count and i * size < high:
+            demand[i] += density * (min(high, (i + 1) * size) - max(low, i * size)) / size
+            i += 1
+
+
+def steady_density(job, interval):
+    """Runs going on at once of a job started every `interval` seconds."""
+    seconds = job.seconds
+    if job.overlap == SKIP:
+        # A run skips the occurrences it covers: one run per whole number
+        # of intervals its duration spans.
+        return seconds / (interval * max(math.ceil(seconds / interval - EPSILON), 1))
+    if job.overlap == REPLACE:
+        return min(seconds, interval) / interval
+    if job.overlap == QUEUE:
+        # The queue grows (or, full, skips) past its slots: never more at once.
+        return min(seconds / interval, job.max_concurrent or 1)
+    return seconds / interval
+
+
+def capacity_of(labels, runners):
+    """The slots of the runners taking work that carry all of `labels`."""
+    wanted = set(labels)
+    return sum(r.capacity for r in runners if r.takes_work and wanted <= set(r.labels))
+
+
+def over_capacity(label_forecast, window):
+    """[Span] the runs of buckets where demand exceeds capacity."""
+    spans = []
+    current = None
+    for i, (load, slots) in enumerate(
+        zip(label_forecast.demand, label_forecast.capacity, strict=True)
+    ):
+        if load <= slots + EPSILON:
+            current = None
+            continue
+        start = window.start + i * timedelta(seconds=window.bucket_seconds)
+        end = start + timedelta(seconds=window.bucket_seconds)
+        if current is None:
+            current = Span(start, end, load, slots, label_forecast.labels)
+            spans.append(current)
+        else:
+            current.end = end
+            current.peak = max(current.peak, load)
+            current.capacity = min(current.capacity, slots)
+    return spans
+
+
+# Where the instants come from
+
+
+class WithinWindow:
+    """A job's CalendarRules whose answers stop at `until`: no fire past
+    the window matters, and a schedule that seldom meets its calendar would
+    otherwise be searched up to the horizon (years) on every call."""
+
+    def __init__(self, rules, until):
+        self.rules = rules
+        self.until = until
+
+    def next_allowed(self, t, horizon=None):
+        return self.rules.next_allowed(t, horizon=self.until) if t <= self.until else None
+
+
+def schedule_fires(schedule, tz, calendar, policy, until, anchor=None):
+    """`JobLoad.fires` for a job: `scheduler.cron.next_fire`, the loop's own
+    math (DST rules, calendar gating and policy), up to `until`. An `@every`
+    job's grid runs through `anchor` (its next_run_at), as in
+    `Job.first_fire_after`; the Job methods would search its calendar up to
+    the horizon, which the forecast never needs."""
+    from scheduler.cron import next_fire, parse_schedule
+
+    parsed = parse_schedule(schedule)
+    gate = WithinWindow(calendar, until) if calendar is not None else None
+
+    def fires(after):
+        if parsed.every is not None and anchor is not None:
+            after = anchor + ((after - anchor) // parsed.every) * parsed.every
+        instant = next_fire(parsed, tz, gate, after, policy, horizon_years=1)
+        while instant is not None and instant < until:
+            yield instant
+            instant = next_fire(parsed, tz, gate, instant, policy, horizon_years=1)
+
+    return fires
+
+
+# Reading the database
+
+JOB_FIELDS = (
+    "pk", "name", "schedule", "timezone", "calendar_id", "calendar_policy",
+    "labels", "overlap", "max_concurrent", "max_queue", "timeout", "next_run_at",
+)  # fmt: skip
+
+
+def job_loads(until):
+    """[JobLoad] of the jobs the loop fires (enabled, not paused, not
+    quarantined), their instants up to `until`. Each calendar is read
+    once; the durations in one query."""
+    from scheduler.cron import parse_schedule
+    from scheduler.models import Job
+
+    rows = list(
+        Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
+        .order_by("pk")
+        .values_list(*JOB_FIELDS)
+    )
+    durations = expected_seconds([row[0] for row in rows])
+    calendars = calendar_rules({row[4] for row in rows if row[4] is not None})
+    loads = []
+    for row in rows:
+        pk, name, schedule, tz, calendar_id, policy, labels = row[:7]
+        overlap, max_concurrent, max_queue, timeout, anchor = row[7:]
+        rules = calendars.get(calendar_id)
+        try:
+            if isinstance(rules, Exception):
+                raise rules
+            every = parse_schedule(schedule).every
+            fires = schedule_fires(schedule, tz, rules, policy, until, anchor)
+        except ValueError as e:  # ScheduleError, RulesError
+            every, fires = None, failing(e)
+        loads.append(
+            JobLoad(
+                name=name,
+                labels=tuple(sorted(set(labels or ()))),
+                seconds=expected(durations.get(pk), timeout),
+                fires=fires,
+                every=every,
+                calendar=rules if not isinstance(rules, Exception) else None,
+                overlap=overlap,
+                max_concurrent=max_concurrent,
+                max_queue=max_queue,
+                # A cron schedule fires at the same instants for every job
+                # on the same clock, calendar and policy; `@every` follows
+                # each job's own grid.
+                key=None if every is not None else (schedule, tz, calendar_id, policy),
+            )
+        )
+    return loads
+
+
+def expected(median, timeout):
+    """A run's expected seconds: its job's recent median, else its timeout,
+    else DEFAULT_SECONDS."""
+    if median is not None:
+        return max(median, 0.0)  # clocks that disagree must not make negative demand
+    return float(timeout) if timeout else DEFAULT_SECONDS
+
+
+def failing(error):
+    """`JobLoad.fires` of a job whose schedule or calendar cannot be read:
+    `forecast_load` names it among the skipped."""
+
+    def fires(after):
+        raise error
+        yield  # a generator, as the others
+
+    return fires
+
+
+def calendar_rules(ids):
+    """{calendar id: CalendarRules, or the RulesError it raised}, each
+    calendar read once with its periods (a base adds its own queries)."""
+    from calendars.models import Calendar
+
+    found = {}
+    for calendar in Calendar.objects.filter(pk__in=ids).prefetch_related("periods"):
+        try:
+            found[calendar.pk] = calendar.rules()
+        except ValueError as e:
+            found[calendar.pk] = e
+    return found
+
+
+# The newest successful runs of each job, one index range per job
+# (`exec_job_state_finished`): a LATERAL join on PostgreSQL, which takes
+# their median too; SQLite, which has neither, looks each job's run ids up
+# in a correlated IN and Python takes the median. The states list repeats
+# the partial index's own, which SQLite needs to use it.
+HISTORY_SQL = {
+    "postgresql": """
+        SELECT j.id, r.median FROM {job} j CROSS JOIN LATERAL (
+            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s.seconds) AS median FROM (
+                SELECT EXTRACT(EPOCH FROM e.finished_at - e.claimed_at)::float8 AS seconds
+                FROM {execution} e
+                WHERE e.job_id = j.id AND {settled} AND e.state = 'succeeded'
+                  AND e.claimed_at IS NOT NULL
+                ORDER BY e.finished_at DESC LIMIT %s
+            ) s
+        ) r WHERE j.id = ANY(%s)
+    """,
+    "sqlite": """
+        SELECT e.job_id, (julianday(e.finished_at) - julianday(e.claimed_at)) * 86400.0
+        FROM {job} j JOIN {execution} e ON e.id IN (
+            SELECT e2.id FROM {execution} e2
+            WHERE e2.job_id = j.id AND {settled2} AND e2.state = 'succeeded'
+            ORDER BY e2.finished_at DESC LIMIT %s
+        ) WHERE e.claimed_at IS NOT NULL AND j.id IN ({ids})
+    """,
+}
+
+
+def expected_seconds(job_ids):
+    """{job id: median seconds of its newest successful runs} in one query;
+    jobs without one are absent."""
+    from scheduler.models import Execution, Job
+
+    if not job_ids:
+        return {}
+    quote = connection.ops.quote_name
+    settled = ", ".join(f"'{state}'" for state in Execution.SETTLED_STATES)
+    sql = HISTORY_SQL[connection.vendor].format(
+        job=quote(Job._meta.db_table),
+        execution=quote(Execution._meta.db_table),
+        settled=f"e.state IN ({settled})",
+        settled2=f"e2.state IN ({settled})",
+        ids=", ".join(str(int(pk)) for pk in job_ids),
+    )
+    postgres = connection.vendor == "postgresql"
+    params = [HISTORY_RUNS] + ([list(job_ids)] if postgres else [])
+    # SET LOCAL lasts for its transaction.
+    with transaction.atomic() if postgres else nullcontext(), connection.cursor() as cursor:
+        if postgres:
+            # The planner takes a job's history for the average one (some
+            # dozens of runs) and sorts it all; a job run every few seconds
+            # has thousands. Reading the index backwards stops at the limit.
+            cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if postgres:
+        return {job_id: median for job_id, median in rows if median is not None}
+    seconds = defaultdict(list)
+    for job_id, value in rows:
+        seconds[job_id].append(value)
+    return {job_id: statistics.median(values) for job_id, values in seconds.items()}

@@ -1,0 +1,87 @@
+"""The Capacity page: per label set, a chart of the runs expected at once
+against the runners' slots over the next day, and the quarter hours where
+they exceed them, named as "02:00–02:15: 14 slots needed on `linux`, 8
+online"."""
+
+import datetime as dt
+import re
+
+import pytest
+import time_machine
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+
+from runners.models import Runner
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+URL = reverse("dashboard:capacity")
+
+
+@pytest.fixture
+def nightly_burst(make_job, make_runner):
+    """Fourteen reports at 02:00 taking a quarter hour each, eight linux slots."""
+    for i in range(14):
+        make_job(f"report-{i:02}", schedule="0 2 * * *", labels=["linux"], timeout=900)
+    make_job("cleanup", schedule="@hourly", labels=[], timeout=60)
+    make_runner("big", labels=["linux", "docker"], capacity=6)
+    make_runner("small", labels=["linux"], capacity=2)
+    make_runner("away", labels=["linux"], capacity=50, state=Runner.OFFLINE)
+
+
+def text(html):
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+
+
+def get(client, at=NOW):
+    with time_machine.travel(at, tick=False):
+        answer = client.get(URL)
+    assert answer.status_code == 200
+    return answer.content.decode()
+
+
+def test_the_page_names_the_quarter_hours_over_capacity(staff_client, nightly_burst):
+    page = get(staff_client)
+    (span,) = re.findall(r'<li data-span="linux">(.*?)</li>', page)
+    assert text(span) == "02:00–02:15: 14 slots needed on linux, 8 online"
+    assert '<code class="label-set">linux</code>' in span
+    # Shown in the viewer's timezone by dashboard.js, UTC in the title.
+    assert (
+        '<time datetime="2026-12-01T02:00:00Z" title="2026-12-01 02:00:00 UTC" data-clock>' in span
+    )
+
+
+def test_each_label_set_has_its_chart_with_the_shortage_shaded(staff_client, nightly_burst):
+    page = get(staff_client)
+    linux = page.split('data-label-set="linux"')[1].split("</section>")[0]
+    assert linux.count("data-over") == 1
+    assert "peak 14.0 runs at once, 8 slots online" in text(linux)
+    assert 'class="demand-line"' in linux and 'class="capacity-line"' in linux
+    anywhere = page.split('data-label-set=""')[1].split("</section>")[0]
+    assert "any runner" in anywhere and "data-over" not in anywhere
+    assert f'href="{URL}" aria-current="page"' in page  # the nav
+
+
+def test_without_a_shortage_the_page_says_so(staff_client, make_job, make_runner):
+    make_job("hourly", schedule="@hourly", labels=["linux"], timeout=60)
+    make_runner("one", labels=["linux"], capacity=1)
+    page = get(staff_client)
+    assert "data-no-shortage" in page and "data-span" not in page
+
+
+def test_the_forecast_is_read_once_a_minute(staff_client, nightly_burst, make_runner):
+    get(staff_client)
+    make_runner("extra", labels=["linux"], capacity=20)
+    assert "data-span" in get(staff_client, NOW + dt.timedelta(seconds=30))
+    assert "data-span" not in get(staff_client, NOW + dt.timedelta(minutes=1))
+
+
+def test_the_page_needs_both_the_job_and_the_runner_view_permissions(client, db):
+    user = get_user_model().objects.create_user("jobs-only", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(user)
+    assert client.get(URL).status_code == 403
+    user.user_permissions.add(Permission.objects.get(codename="view_runner"))
+    user = get_user_model().objects.get(pk=user.pk)  # permissions are cached per instance
+    client.force_login(user)
+    assert get(client)
