@@ -35,6 +35,7 @@ VIEWING = {
     "scheduler.view_deadletter",
     "scheduler.view_maintenanceswitch",
     "scheduler.view_maintenancewindow",
+    "scheduler.view_concurrencygroup",
     "runners.view_runner",
     "runners.view_runnertoken",
 }
