@@ -16,6 +16,7 @@ from scheduler import (
 )
 from scheduler.admin_forms import JobAdminForm
 from scheduler.admin_preview import FirePreviewAdmin
+from scheduler.cron import uses_key
 from scheduler.label_checks import WarnsOfUnservedLabels
 from scheduler.models import Execution, Job, LogChunk
 
@@ -26,11 +27,11 @@ NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
 
-def schedule_in_words(schedule):
+def schedule_in_words(schedule, name):
     from scheduler.cron import ScheduleError, describe
 
     try:
-        return describe(schedule)
+        return describe(schedule, key=name)
     except ScheduleError as e:
         return str(e)
 
@@ -166,7 +167,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
 
     @admin.display(description="in words")
     def schedule_words(self, job):
-        return schedule_in_words(job.schedule)
+        return schedule_in_words(job.schedule, job.name)
 
     @admin.display(description="paused", boolean=True)
     def is_paused(self, job):
@@ -215,7 +216,9 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             *obj.clear_error(),
             *self.adopt(request, obj, change),
         ]
-        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"}:
+        # A new name moves a schedule's H forms: they hash the name.
+        renamed = "name" in fields and uses_key(obj.schedule)
+        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"} or renamed:
             obj.reschedule(timezone.now())
             fields.append("next_run_at")
         before = self.stored_snapshot(obj)

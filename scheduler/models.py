@@ -215,6 +215,7 @@ class Job(models.Model):
             self.calendar_policy,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             blocked=blocked,
+            key=self.name,
         )
 
     def upcoming(self, after, count, blocked=None):
@@ -251,7 +252,7 @@ class Job(models.Model):
         """
         from scheduler.cron import parse_schedule
 
-        every = parse_schedule(self.schedule).every
+        every = parse_schedule(self.schedule, key=self.name).every
         if every is None or self.next_run_at is None:
             return self.next_fire_after(after, blocked)
         grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
@@ -266,7 +267,7 @@ class Job(models.Model):
         """
         from scheduler.cron import parse_schedule
 
-        if parse_schedule(self.schedule).every is None:
+        if parse_schedule(self.schedule, key=self.name).every is None:
             until -= timedelta(microseconds=1)  # next_fire_after is strictly after
         return self.next_fire_after(until, blocked)
 
@@ -281,6 +282,7 @@ class Job(models.Model):
             after,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             policy=self.calendar_policy,
+            key=self.name,
         )
         return reason or "no fire time within the horizon"
 
@@ -377,7 +379,7 @@ class Job(models.Model):
         from scheduler.cron import ScheduleError, never_fires_reason, parse_schedule
 
         try:
-            parse_schedule(self.schedule)
+            parse_schedule(self.schedule, key=self.name)
         except ScheduleError as e:
             raise ValidationError({"schedule": str(e)}) from None
         try:
@@ -391,6 +393,7 @@ class Job(models.Model):
             timezone.now(),
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             policy=self.calendar_policy,
+            key=self.name,
         )
         if reason:
             raise ValidationError({"schedule": reason})
