@@ -128,7 +128,10 @@ JOB_FIELDS = (
     Field(
         "schedule",
         "cron",
-        '5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m".',
+        '5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m". Cron also takes '
+        "the Quartz day forms L, LW, 15W (day of month), 5L, 1#2 (day of week) and "
+        '"H", "H(0-29)", "H/15" in the minute and hour fields (a value hashed from '
+        "the job's name).",
         REQUIRED,
     ),
     Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),
