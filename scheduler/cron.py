@@ -185,8 +185,9 @@ def parse_schedule(text, key=None):
 
 
 def uses_key(text):
-    """Whether the schedule text may hold an `H` form, whose values depend on the key."""
-    return isinstance(text, str) and "h" in text.lower()
+    """Whether the minute or hour field holds an `H` form (its values depend on the key)."""
+    fields = text.split() if isinstance(text, str) else []
+    return len(fields) == 5 and any(i[:1] in "hH" for f in fields[:2] for i in f.split(","))
 
 
 @functools.lru_cache(maxsize=1024)  # the scheduler asks about the same few texts every tick

@@ -212,6 +212,7 @@ def test_h_resolves_before_the_dst_rule_and_the_description():
 
 def test_a_schedule_without_h_ignores_the_key():
     assert parse_schedule("30 2 * * *", key="a") is parse_schedule("30 2 * * *", key="b")
+    assert parse_schedule("0 9 * * thu", key="a") is parse_schedule("0 9 * * thu", key="b")
 
 
 # --- bad input ---------------------------------------------------------------------------
