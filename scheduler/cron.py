@@ -20,12 +20,12 @@ cron search from there.
 from __future__ import annotations
 
 import bisect
-import calendar
 import functools
 import hashlib
 import re
+from calendar import monthrange
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from cron_descriptor import get_description
 from croniter import croniter
@@ -96,8 +96,9 @@ class Schedule:
     dom_star: bool = True
     dow_star: bool = True
     hour_star: bool = True  # the hour field covers all 24 hours
-    # Quartz forms, evaluated per month: the day N of `NW` (LAST for L, and
-    # ("W", LAST) for LW), and (weekday, n) for `weekday#n` (n = LAST for `5L`).
+    # Quartz forms, decided per month. Day of month: LAST for `L`, ("W", n)
+    # for `nW` and ("W", LAST) for `LW`. Day of week: (weekday, n) for `w#n`,
+    # (weekday, LAST) for `wL`.
     month_days: tuple = ()
     month_weekdays: tuple = ()
 
@@ -130,7 +131,7 @@ class Schedule:
 
 def _quartz_day(forms, day):
     """Whether `day` is one of the day-of-month forms L, LW or NW."""
-    last = calendar.monthrange(day.year, day.month)[1]
+    last = monthrange(day.year, day.month)[1]
     for form in forms:
         if form == LAST:
             if day.day == last:
@@ -143,10 +144,10 @@ def _quartz_day(forms, day):
 def nearest_weekday(year, month, n):
     """Quartz `nW`: the weekday nearest day n, never in another month; None
     when the month has no day n (as plain `31` skips short months)."""
-    last = calendar.monthrange(year, month)[1]
+    last = monthrange(year, month)[1]
     if n > last:
         return None
-    weekday = calendar.weekday(year, month, n)  # Monday = 0
+    weekday = date(year, month, n).weekday()  # Monday = 0
     if weekday == 5:  # Saturday: the Friday before, or Monday the 3rd for the 1st
         return 3 if n == 1 else n - 1
     if weekday == 6:  # Sunday: the Monday after, or the Friday before for the last day
@@ -160,7 +161,7 @@ def _quartz_weekday(forms, day, weekday):
         if form_weekday != weekday:
             continue
         if n == LAST:
-            if day.day + 7 > calendar.monthrange(day.year, day.month)[1]:
+            if day.day + 7 > monthrange(day.year, day.month)[1]:
                 return True
         elif (day.day - 1) // 7 + 1 == n:
             return True
