@@ -1,6 +1,6 @@
 """`H` schedules resolved with the job's name wherever a job's schedule is read:
-apply, the loop, next_runs, backfill, the admin (its preview, a rename) and the
-job page's words. With the database."""
+apply, the management API, the loop, next_runs, backfill, the admin (its
+preview, a rename) and the job page's words. With the database."""
 
 import datetime as dt
 import json
@@ -17,6 +17,7 @@ from scheduler import backfill, ticks
 from scheduler.cron import parse_schedule
 from scheduler.models import Execution, Job
 from tests.admin_forms import job_form
+from tests.control.keyed_client import KeyedClient
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -169,3 +170,21 @@ def test_renaming_a_job_with_h_moves_it_to_the_new_names_minute(staff):
     assert job.name == new
     assert job.next_run_at == dt.datetime(2026, 6, 2, 2, hashed_minute(new), tzinfo=dt.UTC)
     assert preview.json()["entries"][0]["at"] == f"2026-06-02T02:{hashed_minute(new):02d}:00Z"
+
+
+def test_the_management_api_creates_an_h_job_and_lists_its_hashed_instants(client):
+    api = KeyedClient(client, ["jobs:read", "jobs:write"])
+    with time_machine.travel(NOW, tick=False):
+        created = api.post("jobs", nightly("import-orders", "H H(1-3) * * 5L"))
+        refused = api.post("jobs", nightly("export-invoices", "0 2 * * 1#6"))
+        answer = api.get("jobs/import-orders/next", count=2)
+
+    assert created.status_code == 201, created.content
+    assert refused.status_code == 422
+    assert "day-of-week field: '1#6'" in refused.json()["detail"]
+    schedule = parse_schedule("H H(1-3) * * 5L", key="import-orders")
+    hour, minute = schedule.hours[0], schedule.minutes[0]
+    assert answer.json()["instants"] == [  # the last Fridays of June and July 2026
+        f"2026-06-26T{hour:02d}:{minute:02d}:00+00:00",
+        f"2026-07-31T{hour:02d}:{minute:02d}:00+00:00",
+    ]
