@@ -182,6 +182,39 @@ def bench_business_day_months():
         )
 
 
+# The Quartz day forms and Jenkins' H, against plain cron on the same clock.
+FORMS = [
+    ("plain", "0 9 * * *"),
+    ("last_day", "0 9 L * *"),
+    ("last_weekday", "0 9 LW * *"),
+    ("nearest_weekday", "0 9 15W * *"),
+    ("last_friday", "0 9 * * 5L"),
+    ("second_monday", "0 9 * * 1#2"),
+    ("hashed_minute", "H 2 * * *"),
+    ("hashed_range", "H(0-29) H(1-5) * * *"),
+    ("hashed_step", "H/15 * * * *"),
+]
+
+
+def bench_forms():
+    """Median next_fire of each form from instants spread over a year (so the
+    month-end forms walk anything from a day to a month), as the loop asks:
+    schedule text and the job's name."""
+    for label, text in FORMS:
+        afters = iter([START + timedelta(hours=37 * i) for i in range(REPEATS + 1)] * 2)
+        took, cpu, found = median_ms(
+            lambda text=text, afters=afters: next_fire(
+                text, "Europe/Berlin", None, next(afters), key="nightly-report"
+            )
+        )
+        emit(f"next_fire_{label}", took, "ms (median)", 1.0, cpu_ms=cpu, schedule=text)
+    # A new key is a parse (the cache holds each job's): 300 jobs' H once each.
+    started = time.perf_counter()
+    for n in range(300):
+        parse_schedule("H 2 * * *", key=f"bench-job-{n}")
+    emit("parse_h_300_job_names", (time.perf_counter() - started) * 1000, "ms (total)", None)
+
+
 def bench_warm_up_cost():
     # Building a holiday year and a zone's transitions happens once per process.
     started = time.perf_counter()
@@ -196,4 +229,6 @@ if __name__ == "__main__":
     bench_de_by_workdays()
     bench_never_fires()
     bench_business_day_months()
+
+    bench_forms()
     bench_warm_up_cost()

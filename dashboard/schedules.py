@@ -21,15 +21,15 @@ class Upcoming:
 
 def describe(job):
     """The schedule in words, or the raw schedule when it cannot be read."""
-    return describe_schedule(job.schedule)
+    return describe_schedule(job.schedule, job.name)
 
 
 @lru_cache(maxsize=4096)
-def describe_schedule(schedule):
+def describe_schedule(schedule, name):
     # About a millisecond per call (cron-descriptor), and the overview shows
     # fifty at a time; schedules repeat a lot across jobs, so remember them.
     try:
-        return describe_text(schedule)
+        return describe_text(schedule, key=name)
     except ValueError:
         return schedule
 

@@ -17,6 +17,7 @@ from scheduler import (
 )
 from scheduler.admin_forms import JobAdminForm
 from scheduler.admin_preview import FirePreviewAdmin
+from scheduler.cron import uses_key
 from scheduler.label_checks import WarnsOfUnservedLabels
 from scheduler.models import ConcurrencyGroup, Execution, Job, LogChunk
 
@@ -27,11 +28,11 @@ NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
 
-def schedule_in_words(schedule):
+def schedule_in_words(schedule, name):
     from scheduler.cron import ScheduleError, describe
 
     try:
-        return describe(schedule)
+        return describe(schedule, key=name)
     except ScheduleError as e:
         return str(e)
 
@@ -170,7 +171,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
 
     @admin.display(description="in words")
     def schedule_words(self, job):
-        return schedule_in_words(job.schedule)
+        return schedule_in_words(job.schedule, job.name)
 
     @admin.display(description="paused", boolean=True)
     def is_paused(self, job):
@@ -221,7 +222,9 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         ]
         if "overlap" in fields:
             fields.append("singleton")  # its older name follows it
-        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"}:
+        # A new name moves a schedule's H forms: they hash the name.
+        renamed = "name" in fields and uses_key(obj.schedule)
+        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"} or renamed:
             obj.reschedule(timezone.now())
             fields.append("next_run_at")
         before = self.stored_snapshot(obj)

@@ -130,7 +130,10 @@ JOB_FIELDS = (
         "cron",
         '5-field cron ("30 2 * * *"), a macro (@daily), "@every 5m" or "@business_day 3 09:00" '
         "(the 3rd day of the month the calendar allows, Monday to Friday without one; "
-        "-1 is the last).",
+        "-1 is the last). Cron also takes "
+        "the Quartz day forms L, LW, 15W (day of month), 5L, 1#2 (day of week) and "
+        '"H", "H(0-29)", "H/15" in the minute and hour fields (a value hashed from '
+        "the job's name).",
         REQUIRED,
     ),
     Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),

@@ -50,7 +50,7 @@ def instants_between(job, start, end):
         return []
     rest = next_fires(
         job.schedule, job.timezone, job.calendar_rules(), first, cap, job.calendar_policy,
-        horizon_years=settings.CRONIQ_HORIZON_YEARS,
+        horizon_years=settings.CRONIQ_HORIZON_YEARS, key=job.name,
     )  # fmt: skip
     found = [t for t in [first, *rest] if t < end]
     if len(found) > cap:

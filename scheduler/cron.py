@@ -22,7 +22,9 @@ from __future__ import annotations
 import bisect
 import calendar as stdlib_calendar
 import functools
+import hashlib
 import re
+from calendar import monthrange
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -70,6 +72,12 @@ FIELDS = [
 ]
 LONGEST_EVERY = timedelta(days=36500)  # a hundred years
 EVERY_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# Jenkins' hash forms, minute and hour fields: H, H(a-b), H/n, H(a-b)/n.
+HASH_RE = re.compile(r"^H(?:\((\d+)-(\d+)\))?(?:/(\d+))?$", re.IGNORECASE)
+# Quartz day forms: day-of-month L, LW, 15W; day-of-week 5L, 1#2 (names too: fri#2).
+NEAREST_WEEKDAY_RE = re.compile(r"^(\d+)W$", re.IGNORECASE)
+NTH_WEEKDAY_RE = re.compile(r"^([a-z0-9]+)(?:#(\d+)|(L))$", re.IGNORECASE)
+LAST = -1  # "the last one of the month" in a Quartz day form
 
 
 class ScheduleError(ValueError):
@@ -92,6 +100,11 @@ class Schedule:
     dow_star: bool = True
     hour_star: bool = True  # the hour field covers all 24 hours
     business_day: BusinessDay | None = None  # `@business_day N HH:MM`
+    # Quartz forms, decided per month. Day of month: LAST for `L`, ("W", n)
+    # for `nW` and ("W", LAST) for `LW`. Day of week: (weekday, n) for `w#n`,
+    # (weekday, LAST) for `wL`.
+    month_days: tuple = ()
+    month_weekdays: tuple = ()
 
     def __str__(self):
         return self.text
@@ -108,8 +121,11 @@ class Schedule:
         return self.every is None and not self.hour_star
 
     def day_matches(self, day):
-        dom = day.day in self.days
-        dow = (day.weekday() + 1) % 7 in self.weekdays
+        weekday = (day.weekday() + 1) % 7
+        dom = day.day in self.days or (bool(self.month_days) and _quartz_day(self.month_days, day))
+        dow = weekday in self.weekdays or (
+            bool(self.month_weekdays) and _quartz_weekday(self.month_weekdays, day, weekday)
+        )
         # Vixie cron: when either day field starts with `*`, both must match;
         # when both are restricted, either one is enough.
         if self.dom_star or self.dow_star:
@@ -117,20 +133,70 @@ class Schedule:
         return dom or dow
 
 
+def _quartz_day(forms, day):
+    """Whether `day` is one of the day-of-month forms L, LW or NW."""
+    last = monthrange(day.year, day.month)[1]
+    for form in forms:
+        if form == LAST:
+            if day.day == last:
+                return True
+        elif day.day == nearest_weekday(day.year, day.month, last if form[1] == LAST else form[1]):
+            return True
+    return False
+
+
+def nearest_weekday(year, month, n):
+    """Quartz `nW`: the weekday nearest day n, never in another month; None
+    when the month has no day n (as plain `31` skips short months)."""
+    last = monthrange(year, month)[1]
+    if n > last:
+        return None
+    weekday = date(year, month, n).weekday()  # Monday = 0
+    if weekday == 5:  # Saturday: the Friday before, or Monday the 3rd for the 1st
+        return 3 if n == 1 else n - 1
+    if weekday == 6:  # Sunday: the Monday after, or the Friday before for the last day
+        return n - 2 if n == last else n + 1
+    return n
+
+
+def _quartz_weekday(forms, day, weekday):
+    """Whether `day` is one of the day-of-week forms `w#n` or `wL`."""
+    for form_weekday, n in forms:
+        if form_weekday != weekday:
+            continue
+        if n == LAST:
+            if day.day + 7 > monthrange(day.year, day.month)[1]:
+                return True
+        elif (day.day - 1) // 7 + 1 == n:
+            return True
+    return False
+
+
 # --- parsing -----------------------------------------------------------------
 
 
-def parse_schedule(text):
-    """A Schedule from cron text, a macro or `@every <duration>`; ScheduleError if bad."""
+def parse_schedule(text, key=None):
+    """A Schedule from cron text, a macro or `@every <duration>`; ScheduleError if bad.
+
+    `key` (the job's name) seeds the `H` forms; a schedule with `H` and no
+    key is refused, so that no caller silently gives every job one minute.
+    """
     if isinstance(text, Schedule):
         return text
     if not isinstance(text, str):
         raise ScheduleError("schedule is empty: use 5 cron fields, a macro or @every <duration>")
-    return _parse_text(text)
+    # Only texts that can hold an H depend on the key: one cache entry for the rest.
+    return _parse_text(text, (key or None) if uses_key(text) else None)
+
+
+def uses_key(text):
+    """Whether the minute or hour field holds an `H` form (its values depend on the key)."""
+    fields = text.split() if isinstance(text, str) else []
+    return len(fields) == 5 and any(i[:1] in "hH" for f in fields[:2] for i in f.split(","))
 
 
 @functools.lru_cache(maxsize=1024)  # the scheduler asks about the same few texts every tick
-def _parse_text(text):
+def _parse_text(text, key=None):
     if not text.strip():
         raise ScheduleError("schedule is empty: use 5 cron fields, a macro or @every <duration>")
     cleaned = " ".join(text.split())
@@ -147,7 +213,7 @@ def _parse_text(text):
                 "@business_day N HH:MM)"
             )
         return _parse_cron(MACROS[lowered], text=cleaned)
-    return _parse_cron(cleaned, text=cleaned)
+    return _parse_cron(cleaned, text=cleaned, key=key)
 
 
 def _parse_every(text):
@@ -171,17 +237,19 @@ def _parse_every(text):
     return Schedule(text=text, every=interval)
 
 
-def _parse_cron(expression, text):
+def _parse_cron(expression, text, key=None):
     fields = expression.split(" ")
     if len(fields) != 5:
         raise ScheduleError(
             f"schedule {text!r} has {len(fields)} fields; cron needs 5 "
             "(minute hour day-of-month month day-of-week), e.g. '30 2 * * *'"
         )
-    values = [_parse_field(f, *spec) for f, spec in zip(fields, FIELDS, strict=True)]
-    if not croniter.is_valid(expression):  # we agree with croniter on what is cron
+    parsed = [_parse_field(f, *spec, key=key) for f, spec in zip(fields, FIELDS, strict=True)]
+    (minutes, _), (hours, _), (days, month_days), (months, _), (weekdays, month_weekdays) = parsed
+    # The H forms resolved, so croniter and the describer read plain numbers.
+    expression = " ".join([_numbers(minutes, fields[0]), _numbers(hours, fields[1]), *fields[2:]])
+    if not croniter.is_valid(_plain(expression)):  # we agree with croniter on what is cron
         raise ScheduleError(f"schedule {text!r} is not a valid cron expression")
-    minutes, hours, days, months, weekdays = values
     return Schedule(
         text=text,
         expression=expression,
@@ -193,14 +261,48 @@ def _parse_cron(expression, text):
         dom_star=fields[2].startswith(("*", "?")),
         dow_star=fields[4].startswith(("*", "?")),
         hour_star=len(hours) == 24,
+        month_days=month_days,
+        month_weekdays=tuple(sorted((d % 7, n) for d, n in month_weekdays)),
     )
 
 
-def _parse_field(text, name, lo, hi, names):
-    found = set()
+def _numbers(values, field):
+    """A minute or hour field as croniter reads it: H forms resolved."""
+    if not any(item[:1] in "hH" for item in field.split(",")):
+        return field
+    return ",".join(map(str, sorted(values)))
+
+
+def _plain(expression):
+    """The expression without Quartz day forms, which croniter reads only in part."""
+    fields = expression.split(" ")
+    for i, form in ((2, _is_quartz_day), (4, _is_quartz_weekday)):
+        plain = [item for item in fields[i].split(",") if not form(item)]
+        fields[i] = ",".join(plain) or "*"
+    return " ".join(fields)
+
+
+def _is_quartz_day(item):
+    return item.upper() in ("L", "LW") or bool(NEAREST_WEEKDAY_RE.match(item))
+
+
+def _is_quartz_weekday(item):
+    return bool(NTH_WEEKDAY_RE.match(item))
+
+
+def _parse_field(text, name, lo, hi, names, key=None):
+    """The values a field allows, and its Quartz day forms (see Schedule)."""
+    found, forms = set(), []
     for item in text.split(","):
         if not item:
             raise ScheduleError(f"{name} field: empty item in {text!r}")
+        if item[:1] in "hH":
+            found.update(_hashed_values(item, name, lo, hi, key))
+            continue
+        form = _quartz_form(item, name, lo, hi, names)
+        if form is not None:
+            forms.append(form)
+            continue
         base, slash, step_text = item.partition("/")
         step = 1
         if slash:
@@ -218,7 +320,105 @@ def _parse_field(text, name, lo, hi, names):
             first = _field_value(base, name, lo, hi, names)
             last = hi if slash else first  # "5/15" means from 5 to the end, every 15
         found.update(range(first, last + 1, step))
-    return found
+    return found, tuple(forms)
+
+
+def _hashed_values(item, name, lo, hi, key):
+    """Jenkins' `H`: a value of the field (or of `H(a-b)`) chosen by a stable
+    hash of the key, so jobs spread out and each keeps its minute; `H/n` is
+    every n from a hashed offset."""
+    if name not in ("minute", "hour"):
+        raise ScheduleError(f"{name} field: H is only for the minute and hour fields")
+    match = HASH_RE.match(item)
+    if not match:
+        raise ScheduleError(
+            f"{name} field: {item!r} is not a hash form: use H, H(a-b), H/n or H(a-b)/n"
+        )
+    if not key:
+        raise ScheduleError(f"{name} field: H needs the job's name to hash, and none was given")
+    a, b, step_text = match.groups()
+    first, last = (int(a), int(b)) if a is not None else (lo, hi)
+    for value in (first, last):
+        if not lo <= value <= hi:
+            raise ScheduleError(f"{name} field: {value} is out of range {lo}-{hi}")
+    if first > last:
+        raise ScheduleError(f"{name} field: range {item} runs backwards")
+    digest = hashlib.sha256(f"{name}\x00{key}".encode()).digest()  # never hash(): per process
+    hashed = int.from_bytes(digest[:8], "big")
+    size = last - first + 1
+    if step_text is None:
+        return {first + hashed % size}
+    step = int(step_text)
+    if step < 1:
+        raise ScheduleError(f"{name} field: step {step_text!r} must be a whole number >= 1")
+    return set(range(first + hashed % min(step, size), last + 1, step))
+
+
+def _quartz_form(item, name, lo, hi, names):
+    """A Quartz day form of the day-of-month or day-of-week field, or None
+    for a plain item; ScheduleError for a form written wrong or out of place."""
+    upper = item.upper()
+    if name == "day-of-month":
+        return _month_day_form(item, upper, lo, hi)
+    if name == "day-of-week":
+        return _weekday_form(item, upper, lo, hi, names)
+    if name in ("minute", "hour") and any(c in upper for c in "LW#"):
+        raise ScheduleError(
+            f"{name} field: {item!r}: L, W and # are only for the day-of-month "
+            "and day-of-week fields"
+        )
+    return None
+
+
+def _month_day_form(item, upper, lo, hi):
+    if upper == "L":
+        return LAST
+    if upper == "LW":
+        return ("W", LAST)
+    match = NEAREST_WEEKDAY_RE.match(item)
+    if match:
+        day = int(match.group(1))
+        if not lo <= day <= hi:
+            raise ScheduleError(f"day-of-month field: {day} is out of range {lo}-{hi} in {item!r}")
+        return ("W", day)
+    if upper == "W":
+        raise ScheduleError(
+            "day-of-month field: 'W' needs a day before it, e.g. 15W (the weekday nearest the 15th)"
+        )
+    if "#" in upper:
+        raise ScheduleError(
+            f"day-of-month field: {item!r}: # belongs in the day-of-week field (1#2: second Monday)"
+        )
+    if "L" in upper or "W" in upper:
+        raise ScheduleError(
+            f"day-of-month field: {item!r} is not a day form: use L (the last day), "
+            "LW (the last weekday) or a day and W (15W: the weekday nearest the 15th)"
+        )
+    return None
+
+
+def _weekday_form(item, upper, lo, hi, names):
+    if upper == "L":
+        raise ScheduleError(
+            "day-of-week field: 'L' needs a weekday before it, e.g. 5L (the last Friday)"
+        )
+    if "#" not in upper and not upper.endswith("L"):
+        return None
+    match = NTH_WEEKDAY_RE.match(item)
+    if not match:
+        raise ScheduleError(
+            f"day-of-week field: {item!r}: L and # take one weekday, "
+            "e.g. 5L (the last Friday) or 1#2 (the second Monday)"
+        )
+    base, nth, last = match.groups()
+    weekday = _field_value(base, "day-of-week", lo, hi, names)
+    if last:
+        return (weekday, LAST)
+    if not 1 <= int(nth) <= 5:
+        raise ScheduleError(
+            f"day-of-week field: {item!r}: the n of #n must be 1-5 (1#2: the second Monday)"
+        )
+    return (weekday, int(nth))
 
 
 def _field_value(token, name, lo, hi, names):
@@ -470,11 +670,11 @@ def _business_day_fire(business_day, zone, calendar, after, policy, limit, block
     return candidate
 
 
-def months_without_occurrence(schedule, tz, calendar, after, until):
+def months_without_occurrence(schedule, tz, calendar, after, until, key=None):
     """For `@business_day`: the months from `after`'s to `until`'s (on the job's
     clock) with fewer allowed days than N, as [(first day, days allowed)]; []
-    for other schedules."""
-    schedule = parse_schedule(schedule)
+    for other schedules (`key`: the job's name, for the H forms)."""
+    schedule = parse_schedule(schedule, key=key)
     business_day = schedule.business_day
     if business_day is None:
         return []
@@ -508,7 +708,9 @@ def _ordinal(n):
 # --- the public math -----------------------------------------------------------
 
 
-def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None, blocked=None):
+def next_fire(
+    schedule, tz, calendar, after, policy=SKIP, horizon_years=None, blocked=None, key=None
+):
     """The first fire instant strictly after `after`, calendar applied, in UTC.
 
     `schedule` is text or a Schedule, `tz` an IANA name or ZoneInfo, `calendar`
@@ -517,11 +719,12 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None, bl
     allowed time; `defer` fires a blocked occurrence once at the first allowed
     instant after it. None when nothing fires within the horizon (5 years).
     `blocked`, a list, receives the candidates the calendar turned away on
-    the way (one per blocked stretch crossed), for previews.
+    the way (one per blocked stretch crossed), for previews. `key`: see
+    parse_schedule.
     """
     if policy not in (SKIP, DEFER):
         raise ValueError(f"unknown calendar policy {policy!r} (use skip or defer)")
-    schedule = parse_schedule(schedule)
+    schedule = parse_schedule(schedule, key)
     zone = _as_zone(tz)
     after = _as_utc(after)
     limit = add_years(after, horizon_years or DEFAULT_HORIZON_YEARS)
@@ -549,9 +752,9 @@ def next_fire(schedule, tz, calendar, after, policy=SKIP, horizon_years=None, bl
     return None
 
 
-def next_fires(schedule, tz, calendar, after, count, policy=SKIP, horizon_years=None):
+def next_fires(schedule, tz, calendar, after, count, policy=SKIP, horizon_years=None, key=None):
     """Up to `count` consecutive fire instants after `after` (each anchored on the previous)."""
-    schedule = parse_schedule(schedule)
+    schedule = parse_schedule(schedule, key)
     zone = _as_zone(tz)
     found = []
     while len(found) < count:
@@ -562,9 +765,9 @@ def next_fires(schedule, tz, calendar, after, count, policy=SKIP, horizon_years=
     return found
 
 
-def never_fires_reason(schedule, tz, calendar, now, horizon_years=None, policy=SKIP):
+def never_fires_reason(schedule, tz, calendar, now, horizon_years=None, policy=SKIP, key=None):
     """A sentence when the schedule never fires within the horizon, else None."""
-    schedule = parse_schedule(schedule)
+    schedule = parse_schedule(schedule, key)
     years = horizon_years or DEFAULT_HORIZON_YEARS
     if next_fire(schedule, tz, calendar, now, policy, years) is not None:
         return None
@@ -578,9 +781,10 @@ def never_fires_reason(schedule, tz, calendar, now, horizon_years=None, policy=S
     )
 
 
-def describe(schedule):
-    """The schedule in words, e.g. "At 02:30 AM" or "Every 1 hour 30 minutes"."""
-    schedule = parse_schedule(schedule)
+def describe(schedule, key=None):
+    """The schedule in words, e.g. "At 02:30 AM" or "Every 1 hour 30 minutes"
+    (`H` forms as the minute or hour they resolve to for `key`)."""
+    schedule = parse_schedule(schedule, key)
     if schedule.every is not None:
         return "Every " + _describe_interval(schedule.every)
     if schedule.business_day is not None:

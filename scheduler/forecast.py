@@ -415,15 +415,15 @@ class WithinWindow:
         return self.rules.next_allowed(t, horizon=self.until) if t <= self.until else None
 
 
-def schedule_fires(schedule, tz, calendar, policy, until, anchor=None):
+def schedule_fires(schedule, tz, calendar, policy, until, anchor=None, key=None):
     """`JobLoad.fires` for a job: `scheduler.cron.next_fire`, the loop's own
     math (DST rules, calendar gating and policy), up to `until`. An `@every`
     job's grid runs through `anchor` (its next_run_at), as in
     `Job.first_fire_after`; the Job methods would search its calendar up to
-    the horizon, which the forecast never needs."""
+    the horizon, which the forecast never needs. `key`: the job's name (H forms)."""
     from scheduler.cron import next_fire, parse_schedule
 
-    parsed = parse_schedule(schedule)
+    parsed = parse_schedule(schedule, key=key)
     gate = WithinWindow(calendar, until) if calendar is not None else None
 
     def fires(after):
@@ -449,7 +449,7 @@ def job_loads(until):
     """[JobLoad] of the jobs the loop fires (enabled, not paused, not
     quarantined), their instants up to `until`. Each calendar is read
     once; the durations in one query."""
-    from scheduler.cron import parse_schedule
+    from scheduler.cron import parse_schedule, uses_key
     from scheduler.models import Job
 
     rows = list(
@@ -467,8 +467,8 @@ def job_loads(until):
         try:
             if isinstance(rules, Exception):
                 raise rules
-            every = parse_schedule(schedule).every
-            fires = schedule_fires(schedule, tz, rules, policy, until, anchor)
+            every = parse_schedule(schedule, key=name).every
+            fires = schedule_fires(schedule, tz, rules, policy, until, anchor, key=name)
         except ValueError as e:  # ScheduleError, RulesError
             every, fires = None, failing(e)
         loads.append(
@@ -484,8 +484,10 @@ def job_loads(until):
                 max_queue=max_queue,
                 # A cron schedule fires at the same instants for every job
                 # on the same clock, calendar and policy; `@every` follows
-                # each job's own grid.
-                key=None if every is not None else (schedule, tz, calendar_id, policy),
+                # each job's own grid, and an H form its own name's instants.
+                key=None
+                if every is not None
+                else (schedule, tz, calendar_id, policy, name if uses_key(schedule) else None),
             )
         )
     return loads

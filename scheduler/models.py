@@ -295,6 +295,7 @@ class Job(models.Model):
             self.calendar_policy,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             blocked=blocked,
+            key=self.name,
         )
 
     def upcoming(self, after, count, blocked=None):
@@ -331,7 +332,7 @@ class Job(models.Model):
         """
         from scheduler.cron import parse_schedule
 
-        every = parse_schedule(self.schedule).every
+        every = parse_schedule(self.schedule, key=self.name).every
         if every is None or self.next_run_at is None:
             return self.next_fire_after(after, blocked)
         grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
@@ -346,7 +347,7 @@ class Job(models.Model):
         """
         from scheduler.cron import parse_schedule
 
-        if parse_schedule(self.schedule).every is None:
+        if parse_schedule(self.schedule, key=self.name).every is None:
             until -= timedelta(microseconds=1)  # next_fire_after is strictly after
         return self.next_fire_after(until, blocked)
 
@@ -361,6 +362,7 @@ class Job(models.Model):
             after,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             policy=self.calendar_policy,
+            key=self.name,
         )
         return reason or "no fire time within the horizon"
 
@@ -461,7 +463,7 @@ class Job(models.Model):
             raise ValidationError(problems)
         self.sync_overlap()
         try:
-            parse_schedule(self.schedule)
+            parse_schedule(self.schedule, key=self.name)
         except ScheduleError as e:
             raise ValidationError({"schedule": str(e)}) from None
         try:
@@ -475,6 +477,7 @@ class Job(models.Model):
             timezone.now(),
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             policy=self.calendar_policy,
+            key=self.name,
         )
         if reason:
             raise ValidationError({"schedule": reason})

@@ -14,7 +14,7 @@ from datetime import UTC, timedelta
 
 from calendars.models import Calendar
 from calendars.zones import RulesError, get_zone, local_midnight
-from scheduler.cron import ScheduleError, months_without_occurrence, parse_schedule
+from scheduler.cron import ScheduleError, months_without_occurrence, parse_schedule, uses_key
 from scheduler.models import Job
 
 SHOWN = 10
@@ -38,6 +38,7 @@ class ScheduleForm:
     calendar_id: int | None = None
     policy: str = Job.SKIP
     job_id: int | None = None
+    name: str = ""  # seeds the schedule's H forms
 
 
 def read_form(params):
@@ -51,6 +52,7 @@ def read_form(params):
         calendar_id=optional_id(params.get("calendar"), "calendar"),
         policy=policy,
         job_id=optional_id(params.get("job"), "job"),
+        name=params.get("name", "").strip(),
     )
 
 
@@ -81,11 +83,12 @@ def load_draft(form):
 def draft(form, stored, calendar):
     """The stored job when saving the form keeps its schedule (and anchor),
     else an unsaved job with the form's schedule, anchored on the save."""
-    check(form)
+    name = form.name or (stored.name if stored else "")
+    check(form, name)
     if stored is not None and keeps_schedule(stored, form):
         return stored
     job = Job(
-        name=stored.name if stored else "",
+        name=name,
         schedule=form.schedule,
         timezone=form.timezone,
         calendar=calendar,
@@ -102,17 +105,21 @@ def draft(form, stored, calendar):
     return job
 
 
-def check(form):
+def check(form, name):
     try:
-        parse_schedule(form.schedule)
+        parse_schedule(form.schedule, key=name)
         get_zone(form.timezone)
     except (ScheduleError, RulesError) as e:
         raise PreviewError(str(e)) from None
 
 
 def keeps_schedule(stored, form):
-    """Whether saving the form leaves next_run_at alone (see JobAdmin.save_model)."""
-    return not stored.error and (
+    """Whether saving the form leaves next_run_at alone (see JobAdmin.save_model;
+    a new name moves the H forms, which hash it)."""
+    renamed = form.name and form.name != stored.name and uses_key(form.schedule)
+    if stored.error or renamed:
+        return False
+    return (
         stored.schedule,
         stored.timezone,
         stored.calendar_id,
@@ -188,7 +195,9 @@ def skipped_months(job, after, until):
     an `@business_day` job has fewer allowed days than it counts to; [] for
     other schedules."""
     rules = job.calendar_rules()
-    months = months_without_occurrence(job.schedule, job.timezone, rules, after, until)
+    months = months_without_occurrence(
+        job.schedule, job.timezone, rules, after, until, key=job.name
+    )
     if not months:
         return []
     wanted = abs(parse_schedule(job.schedule).business_day.n)
@@ -209,7 +218,7 @@ def plural(count, word):
 
 def anchor_note(job):
     """How an `@every` job's instants are counted, in a sentence ("" for cron)."""
-    every = parse_schedule(job.schedule).every
+    every = parse_schedule(job.schedule, key=job.name).every
     if every is None:
         return ""
     if job.pk and job.next_run_at:

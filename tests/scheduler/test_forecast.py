@@ -373,3 +373,17 @@ def test_the_instants_are_the_jobs_own_fire_times(schedule, tz, policy):
     instants = list(found.fires(NOW))
     expected = [t for t in job.upcoming(NOW, 500) if t < until]
     assert instants == expected and len(instants) > 3
+
+
+@pytest.mark.django_db
+def test_jobs_with_h_forms_are_forecast_at_their_own_hashed_minutes():
+    from scheduler.cron import parse_schedule
+    from scheduler.forecast import job_loads
+
+    for n in range(2):
+        JobFactory(name=f"spread-{n}", schedule="H * * * *", next_run_at=None)
+    loads = {load.name: load for load in job_loads(NOW + dt.timedelta(hours=2))}
+    for name, load in loads.items():
+        minute = min(parse_schedule("H * * * *", key=name).minutes)
+        assert [t.minute for t in load.fires(NOW)] == [minute, minute]
+    assert len({load.key for load in loads.values()}) == 2

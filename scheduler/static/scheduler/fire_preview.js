@@ -1,5 +1,5 @@
-// The job form's live preview: as the schedule, timezone, calendar or
-// calendar policy change, ask the admin's preview view (scheduler.previews)
+// The job form's live preview: as the schedule, timezone, calendar,
+// calendar policy or name (it seeds the H forms) change, ask the admin's preview view (scheduler.previews)
 // for the next fire times and list them under the form's schedule fields.
 // Blocked candidates are struck through; their reason is the title (hover),
 // as for the months an @business_day job has no occurrence in.
@@ -7,7 +7,7 @@
   "use strict";
 
   var script = document.currentScript;
-  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy"];
+  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy", "name"];
   var WAIT_MS = 250; // typing pauses this long before we ask
 
   function start() {
