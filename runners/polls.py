@@ -88,8 +88,11 @@ def first_poll(credential, runner_id, session, capacity, now):
     step; returns (token, runner, Handed)."""
     with transaction.atomic():
         token, runner = identity.caller(credential, runner_id, session, now)
-        identity.touch(runner, now)
         executions = claim(runner, session, wanted(runner, capacity), now)
+        # Touched after the claim, as the hub does (`serve_waiters`): a claim
+        # may wait on a concurrency group's row, and the two must take the
+        # group's row and the runner's in the same order (no deadlock).
+        identity.touch(runner, now)
     return token, runner, answer(runner, executions, now)
 
 

@@ -13,22 +13,32 @@ the group). A database error aborts the claim: nothing is handed out
 unchecked (fail closed).
 """
 
+from collections import Counter
+
 from django.db import connection
-from django.db.models import Count
 
 from scheduler.concurrency_models import ConcurrencyGroup
-from scheduler.models import Execution
+from scheduler.models import Execution, Job
 
 
 def running_counts(group_ids=None):
-    """{group id: running executions of its jobs}."""
-    running = Execution.objects.filter(
-        state=Execution.RUNNING, job__concurrency_group__isnull=False
+    """{group id: running executions of its jobs}.
+
+    Read from the running executions (few: at most the runners' capacity,
+    through the `exec_running_lease` index), then their jobs: a join the
+    other way round walks every job of a large group, under the group's
+    row lock."""
+    running = list(
+        Execution.objects.filter(state=Execution.RUNNING).values_list("job_id", flat=True)
     )
+    if not running:
+        return {}
+    jobs = Job.objects.filter(pk__in=set(running), concurrency_group__isnull=False)
     if group_ids is not None:
-        running = running.filter(job__concurrency_group__in=group_ids)
-    rows = running.values("job__concurrency_group").annotate(n=Count("pk"))
-    return {row["job__concurrency_group"]: row["n"] for row in rows}
+        jobs = jobs.filter(concurrency_group__in=group_ids)
+    group_of = dict(jobs.values_list("pk", "concurrency_group_id"))
+    counts = Counter(group_of[job] for job in running if job in group_of)
+    return dict(counts)
 
 
 class Budget:
