@@ -27,7 +27,7 @@ from runners import capacity as capacity_forecast
 from runners import coverage, identity
 from runners.models import Runner
 from scheduler import forecast as forecast_core
-from scheduler import operations
+from scheduler import groups, operations
 from scheduler.models import Execution, Job
 
 
@@ -231,6 +231,7 @@ def capacity(request):
             for label_set in result.label_sets
         ],
         "spans": result.spans,
+        "groups": groups.usage(now),
         "history_runs": forecast_core.HISTORY_RUNS,
         "default_seconds": forecast_core.DEFAULT_SECONDS,
     }

@@ -88,3 +88,31 @@ class Budget:
             # A group deleted meanwhile holds nothing back (its jobs' link is gone).
             self.room[pk] = budgets[pk] - used.get(pk, 0) if pk in budgets else 1 << 30
         self.locked.update(ordered)
+
+
+def usage(now):
+    """[{name, budget, running, waiting, jobs}] of every concurrency group:
+    what the dashboard shows. `waiting`: its ready pending executions."""
+    from django.db.models import Count, Q
+
+    groups = ConcurrencyGroup.objects.annotate(job_count=Count("jobs")).order_by("name")
+    rows = list(groups.values_list("pk", "name", "max_concurrent", "job_count"))
+    if not rows:
+        return []
+    running = running_counts()
+    ready = Q(state=Execution.PENDING, run_after__lte=now)
+    waiting = dict(
+        Execution.objects.filter(ready, job__concurrency_group__isnull=False)
+        .values_list("job__concurrency_group")
+        .annotate(n=Count("pk"))
+    )
+    return [
+        {
+            "name": name,
+            "budget": budget,
+            "running": running.get(pk, 0),
+            "waiting": waiting.get(pk, 0),
+            "jobs": jobs,
+        }
+        for pk, name, budget, jobs in rows
+    ]

@@ -85,3 +85,22 @@ def test_the_page_needs_both_the_job_and_the_runner_view_permissions(client, db)
     user = get_user_model().objects.get(pk=user.pk)  # permissions are cached per instance
     client.force_login(user)
     assert get(client)
+
+
+def test_each_concurrency_group_shows_its_usage(staff_client, make_job):
+    from scheduler.models import ConcurrencyGroup, Execution
+    from tests.factories import ExecutionFactory
+
+    group = ConcurrencyGroup.objects.create(name="vendor-api", max_concurrent=2)
+    job = make_job("sync", schedule="@hourly", labels=[])
+    job.concurrency_group = group
+    job.save()
+    for minutes, state in ((3, Execution.RUNNING), (2, Execution.RUNNING), (1, Execution.PENDING)):
+        at = NOW - dt.timedelta(minutes=minutes)
+        ExecutionFactory(job=job, scheduled_for=at, state=state)
+    page = get(staff_client)
+    row = re.search(r'<tr data-group="vendor-api" class="full">(.*?)</tr>', page, re.S)
+    assert row, page
+    assert re.search(r"data-running>2<", row.group(1)) and re.search(
+        r"data-waiting>1<", row.group(1)
+    )
