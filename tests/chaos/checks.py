@@ -93,14 +93,17 @@ def loads(value):
 def read_facts(cluster, metrics_texts, disabled_at):
     db = cluster.db
     jobs = {}
-    for pk, name, singleton, last, upcoming, retries in query(
+    for pk, name, singleton, overlap, limit, last, upcoming, retries in query(
         db,
-        "SELECT id, name, singleton, last_scheduled_at, next_run_at, retries FROM scheduler_job",
+        "SELECT id, name, singleton, overlap, max_concurrent, last_scheduled_at, next_run_at,"
+        " retries FROM scheduler_job",
     ):
         jobs[pk] = dict(
             id=pk,
             name=name,
             singleton=bool(singleton),
+            overlap=overlap,
+            max_concurrent=limit,
             last=as_utc(last),
             next=as_utc(upcoming),
             retries=retries,
@@ -414,6 +417,39 @@ def run_end(facts, run):
     if death is not None and death >= run.start:
         ends.append(death)
     return min(ends) if ends else None
+
+
+def check_queue_limit(facts):
+    """Check 3 for overlap queue: never more runs of the job at once than its
+    max_concurrent, from the ledger (a run lasts until its end, its kill, or
+    its agent's death)."""
+    violations = []
+    limits = {
+        job["name"]: job["max_concurrent"] or 1
+        for job in facts.jobs.values()
+        if job.get("overlap") == "queue"
+    }
+    edges = defaultdict(list)
+    for run in facts.runs.values():
+        if run.job in limits:
+            end = run_end(facts, run)
+            if end is None:
+                violations.append(f"{run.job}: run of execution {run.execution} never ended")
+                continue
+            edges[run.job] += [(run.start, 1, run.execution), (end, -1, run.execution)]
+    for job, marks in sorted(edges.items()):
+        running = set()
+        for at, step, execution in sorted(marks, key=lambda m: (m[0], m[1])):
+            if step < 0:
+                running.discard(execution)
+                continue
+            running.add(execution)
+            if len(running) > limits[job]:
+                violations.append(
+                    f"{job}: {len(running)} runs at {stamp(at)} (max_concurrent "
+                    f"{limits[job]}): executions {sorted(running)}"
+                )
+    return violations
 
 
 def check_singleton_overlap(facts):

@@ -97,6 +97,9 @@ JOBS = [
     ("many-long", False, 2.5),
     ("many-longer", False, 5.0),
 ]
+# (name, max_concurrent, seconds of work): overlap queue. Runs longer than
+# the interval, so the limit is reached while faults delay and repeat runs.
+QUEUE_JOBS = [("queue-pair", 2, 3.0)]
 LABEL = "chaos"
 # Jobs that outlive a lease: a partitioned runner must fence them.
 LONG_JOBS = {name for name, _, seconds in JOBS if seconds > LEASE_TTL}
@@ -121,6 +124,17 @@ def jobs_file(path, ledger, enabled=True):
             "enabled": enabled,
         }
         for name, singleton, seconds in JOBS
+    ] + [
+        {
+            "name": name,
+            "schedule": f"@every {INTERVAL}s",
+            "command": LEDGER_COMMAND.format(ledger=ledger, seconds=seconds),
+            "labels": [LABEL],
+            "overlap": "queue",
+            "max_concurrent": limit,
+            "enabled": enabled,
+        }
+        for name, limit, seconds in QUEUE_JOBS
     ]
     path.write_text(yaml.safe_dump({"jobs": jobs}))
     return path
@@ -265,7 +279,8 @@ class Cluster:
         manage(self.db, "apply", str(path))
         first = (datetime.now(UTC) + timedelta(seconds=start_in)).replace(microsecond=0)
         self.execute("UPDATE scheduler_job SET enabled = %s, next_run_at = %s", (True, first))
-        self.first_instants = {name: first for name, _, _ in JOBS}
+        names = [name for name, _, _ in JOBS] + [name for name, _, _ in QUEUE_JOBS]
+        self.first_instants = dict.fromkeys(names, first)
 
     def disable_jobs(self):
         """Stop the schedule (no new instants); what is due already still runs."""

@@ -82,6 +82,7 @@ def chaos_run(backend, workdir, say):
         "fenced runs settled as failed": fenced,
         "runs": checks.check_runs(facts),
         "singleton overlap": checks.check_singleton_overlap(facts),
+        "queue limit": checks.check_queue_limit(facts),
         "stuck": checks.check_nothing_stuck(facts),
         "audit": checks.check_repairs_audited(facts),
         "metrics": checks.check_metrics(facts),

@@ -71,6 +71,7 @@ def found(facts):
         "fenced": fenced,
         "runs": checks.check_runs(facts),
         "overlap": checks.check_singleton_overlap(facts),
+        "queue": checks.check_queue_limit(facts),
         "stuck": checks.check_nothing_stuck(facts),
         "audit": checks.check_repairs_audited(facts),
         "metrics": checks.check_metrics(facts),
@@ -274,3 +275,13 @@ def test_a_quarantined_job_is_reported():
     )  # fmt: skip
     facts.metrics[0][("croniq_job_errors_total", frozenset({("job", "solo")}))] = 1.0
     assert "quarantined: IntegrityError" in only(facts, "operator")[0]
+
+
+def test_more_runs_of_a_queue_job_than_its_max_concurrent_are_reported():
+    facts = clean()
+    facts.jobs[2].update(overlap="queue", max_concurrent=2)
+    facts.runs[12].start = facts.runs[11].start + 0.1  # two at once: within the limit
+    assert not found(facts)["queue"]
+    facts.runs[13].start = facts.runs[11].start + 0.2  # a third while both still run
+    [violation] = only(facts, "queue")
+    assert "3 runs" in violation and "max_concurrent 2" in violation
