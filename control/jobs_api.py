@@ -28,6 +28,9 @@ class JobOut(Schema):
     overlap: str = "allow"
     max_concurrent: int | None = None
     max_queue: int | None = None
+    jitter: int | None = None
+    on_success: list[str] = []
+    on_failure: list[str] = []
     concurrency_group: str | None = None
     timeout: int | None
     retries: int

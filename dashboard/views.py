@@ -148,7 +148,9 @@ def job_detail(request, name):
 @staff_page("scheduler.view_execution")
 def execution_detail(request, pk):
     now = timezone.now()
-    execution = get_object_or_404(Execution.objects.select_related("job", "runner"), pk=pk)
+    execution = get_object_or_404(
+        Execution.objects.select_related("job", "runner", "upstream__job"), pk=pk
+    )
     chunks = queries.log_chunks(execution)
     context = {
         "execution": execution,

@@ -22,7 +22,7 @@ from runners.claims import lease_deadline
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, NotFound, TooLarge
-from scheduler import lifecycle, outcomes, overlap
+from scheduler import chains, lifecycle, outcomes, overlap
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, Job, LogChunk
 
 log = logging.getLogger(__name__)
@@ -281,6 +281,8 @@ SUCCEED_HELD = f"""
         WHERE token.secret_hash = %s AND token.revoked_at IS NULL)
     RETURNING job_id, (
         SELECT job.concurrency_group_id FROM {Job._meta.db_table} job
+        WHERE job.id = {Execution._meta.db_table}.job_id), (
+        SELECT job.on_success FROM {Job._meta.db_table} job
         WHERE job.id = {Execution._meta.db_table}.job_id)
 """
 
@@ -307,11 +309,15 @@ def finished_ok(credential, execution_id, session, lease, error, now):
         if settled is None:
             return False
         lifecycle.count_final(Execution.SUCCEEDED)
-        job_id, group = settled
+        job_id, group, chained = settled
+        execution = None
         if not outcomes.succeeded_plainly(job_id, now):
             # A streak ends, or a minimum duration to check: the full update.
             execution = Execution.objects.select_related("job").get(pk=execution_id)
             outcomes.settled(execution, now)
+        if chained not in (None, "", "[]", []):  # the jobs it starts on success
+            execution = execution or Execution.objects.select_related("job").get(pk=execution_id)
+            chains.after_settle(execution, now)
         overlap.promote(job_id, now)  # a queued run's turn (it wakes the polls)
         if group is not None:
             notify_new_work()  # room in the group: waiting polls may take its work

@@ -87,6 +87,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "timezone",
                     "calendar",
                     "calendar_policy",
+                    "jitter",
                     "misfire_policy",
                     "next_fires",
                 ]
@@ -109,6 +110,14 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 ]
             },
         ),  # fmt: skip
+        (
+            "Chains",
+            {
+                "fields": ["on_success", "on_failure"],
+                "description": "Jobs this one starts when a run ends, with its logical "
+                "time; no cycles.",
+            },
+        ),
         (
             "Notifications",
             {
@@ -222,8 +231,8 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         ]
         if "overlap" in fields:
             fields.append("singleton")  # its older name follows it
-        # A new name moves a schedule's H forms: they hash the name.
-        renamed = "name" in fields and uses_key(obj.schedule)
+        # A new name moves a schedule's H forms and its jitter: they hash the name.
+        renamed = "name" in fields and (uses_key(obj.schedule) or bool(obj.jitter))
         if set(fields) & {*Job.SCHEDULE_FIELDS, "error"} or renamed:
             obj.reschedule(timezone.now())
             fields.append("next_run_at")
@@ -286,7 +295,7 @@ class ExecutionAdmin(AuditedModelAdmin):
     list_filter = ["state", "trigger"]
     search_fields = ["job__name"]
     list_select_related = ["job", "runner"]
-    raw_id_fields = ["job", "runner"]
+    raw_id_fields = ["job", "runner", "upstream"]
     show_full_result_count = False
     paginator = CheapPaginator
     actions = ["cancel", "retry"]
@@ -309,6 +318,7 @@ class ExecutionAdmin(AuditedModelAdmin):
         "error",
         "lost_reason",
         "cancel_requested_at",
+        "upstream",
         "log_size",
         "log_truncated",
         "log",

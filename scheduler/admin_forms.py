@@ -42,6 +42,16 @@ class JobAdminForm(forms.ModelForm):
         help_text="A runner must carry all of these labels to run the job; "
         "separate them with commas, e.g. linux, gpu.",
     )
+    on_success = NamesField(
+        required=False,
+        check=checked("on_success", string_list),
+        help_text="Jobs to run when a run of this one succeeds, e.g. report, notify-bi.",
+    )
+    on_failure = NamesField(
+        required=False,
+        check=checked("on_failure", string_list),
+        help_text="Jobs to run when a run of this one fails for good (after its retries).",
+    )
     parameters = NamesField(
         required=False,
         check=checked("parameters", parameter_names),
@@ -61,10 +71,10 @@ class JobAdminForm(forms.ModelForm):
         model = Job
         fields = [
             "name", "description", "command", "env", "parameters", "labels", "schedule",
-            "timezone", "calendar", "calendar_policy", "misfire_policy", "overlap",
+            "timezone", "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
             "max_concurrent", "max_queue", "concurrency_group",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
-            "min_duration", "maintenance", "pause_after_failures",
+            "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
         ]  # fmt: skip
 
     def clean(self):

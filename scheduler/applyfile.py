@@ -51,9 +51,9 @@ from scheduler.models import ConcurrencyGroup, Job
 
 BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
 # How many fire times the plan shows before and after a schedule change.
-PLANNED_FIRES = 3
+PLANNED_FIRES = 5
 # Job fields whose change moves its fire times (enabled does not: it stops them).
-FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy"})
+FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "jitter"})
 # [(keys, factory)] added by apps above the scheduler, in the order applied.
 _sections = []
 
@@ -244,6 +244,9 @@ def apply_item(kind, item, *, now, actor, managed_by, via, source=""):
             write("", item)
         except (ValidationError, ApplyError) as e:
             raise ApplyError(item_errors(e)) from None
+        applier.check_chains()
+        if applier.errors:
+            raise ApplyError(relative_errors(applier.errors))
         applier.reschedule()
         applier.audit()
     return applier.changes[-1]
@@ -311,6 +314,7 @@ class Applier:
         self.changes = []
         self.calendar_names = []
         self.group_names = []
+        self.chained = []  # [(where, job)] whose chains are checked after all jobs
         self.job_names = []
         self.touched_calendars = set()
         self.jobs_to_reschedule = set()
@@ -390,12 +394,24 @@ class Applier:
                 self.errors.extend(describe_errors(where, e))
             except ApplyError as e:
                 self.errors.extend(e.errors)
+        self.check_chains()
+
+    def check_chains(self):
+        """The chains of the jobs written, against every job as it now
+        stands (this file's included): a missing job or a cycle is an error
+        naming the item and field."""
+        for where, job in self.chained:
+            job.defer_chain_check = False
+            for key, message in job.chain_problems().items():
+                self.errors.append(f"{where}.{key}: {message}")
 
     def apply_job(self, where, item):
         values = {**JOB_DEFAULTS, **item}
         values["env"] = string_mapping(f"{where}.env", values["env"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
+        for key in ("on_success", "on_failure"):
+            values[key] = string_list(f"{where}.{key}", values[key])
         for key in JOB_DURATIONS:
             if values[key] is not None:
                 values[key] = seconds(f"{where}.{key}", values[key], least=1)
@@ -427,7 +443,10 @@ class Applier:
         job.concurrency_group = group
         job.managed_by = self.managed_by
         job.managed_source = self.managed_source
+        # Chains may name jobs later in the file: checked once all are written.
+        job.defer_chain_check = True
         job.full_clean()
+        self.chained.append((where, job))
         after = job_state(job)
         changed = {k for k in after if before is None or before.get(k) != after[k]}
         moves_fires = before is not None and bool(changed & FIRE_FIELDS)

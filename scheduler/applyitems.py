@@ -183,6 +183,14 @@ JOB_FIELDS = (
         "A budget of running executions shared with other jobs (`concurrency_groups`).",
         None,
     ),
+    Field(
+        "jitter",
+        "duration",
+        "Every instant of the job moves later by a fixed offset below it, derived "
+        "from the job's name (the same in every process): jobs due together spread "
+        "out. The calendar judges the schedule's instant; at most a day.",
+        None,
+    ),
     Field("timeout", "seconds", "The run is killed after it; none: no limit.", None),
     Field("retries", "whole number", "Retries after a failed run.", 0),
     Field("retry_backoff", "seconds", "Before the first retry; doubles each time.", 30),
@@ -206,6 +214,19 @@ JOB_FIELDS = (
         "min_duration", "duration", "A successful run shorter than it is reported (job.fast).", None
     ),
     Field("parameters", "list of env names", "The env names a manual trigger may set.", []),
+    Field(
+        "on_success",
+        "list of job names",
+        "Jobs to run when a run of this one succeeds (trigger chain, same logical "
+        "time, CRONIQ_UPSTREAM_EXECUTION_ID in their env). No cycles.",
+        [],
+    ),
+    Field(
+        "on_failure",
+        "list of job names",
+        "Jobs to run when a run of this one fails for good (after its retries).",
+        [],
+    ),
     Field(
         "maintenance",
         "skip | defer",
@@ -255,7 +276,7 @@ GROUP_FIELDS = (
 )
 GROUP_KEYS = field_names(GROUP_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
-JOB_DURATIONS = ("max_duration", "min_duration")
+JOB_DURATIONS = ("max_duration", "min_duration", "jitter")
 JOB_DEFAULTS = defaults(JOB_FIELDS)
 # Model field -> YAML path, for the errors of a calendar, a period, a job.
 YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}
@@ -482,6 +503,7 @@ def job_state(job):
         "overlap": job.overlap,
         "max_concurrent": job.max_concurrent,
         "max_queue": job.max_queue,
+        "jitter": job.jitter,
         "concurrency_group": job.concurrency_group.name if job.concurrency_group_id else None,
         "timeout": job.timeout,
         "retries": job.retries,
@@ -494,6 +516,8 @@ def job_state(job):
         "managed_by": job.managed_by,
         "managed_source": job.managed_source,
         "parameters": list(job.parameters),
+        "on_success": list(job.on_success or []),
+        "on_failure": list(job.on_failure or []),
         "maintenance": job.maintenance,
         "pause_after_failures": job.pause_after_failures,
     }

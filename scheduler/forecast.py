@@ -441,7 +441,7 @@ def schedule_fires(schedule, tz, calendar, policy, until, anchor=None, key=None)
 
 JOB_FIELDS = (
     "pk", "name", "schedule", "timezone", "calendar_id", "calendar_policy",
-    "labels", "overlap", "max_concurrent", "max_queue", "timeout", "next_run_at",
+    "labels", "overlap", "max_concurrent", "max_queue", "timeout", "next_run_at", "jitter",
 )  # fmt: skip
 
 
@@ -450,7 +450,7 @@ def job_loads(until):
     quarantined), their instants up to `until`. Each calendar is read
     once; the durations in one query."""
     from scheduler.cron import parse_schedule, uses_key
-    from scheduler.models import Job
+    from scheduler.models import Job, jitter_offset
 
     rows = list(
         Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
@@ -462,13 +462,14 @@ def job_loads(until):
     loads = []
     for row in rows:
         pk, name, schedule, tz, calendar_id, policy, labels = row[:7]
-        overlap, max_concurrent, max_queue, timeout, anchor = row[7:]
+        overlap, max_concurrent, max_queue, timeout, anchor, jitter = row[7:]
         rules = calendars.get(calendar_id)
         try:
             if isinstance(rules, Exception):
                 raise rules
             every = parse_schedule(schedule, key=name).every
             fires = schedule_fires(schedule, tz, rules, policy, until, anchor, key=name)
+            fires = delayed(fires, jitter_offset(name, jitter), until)
         except ValueError as e:  # ScheduleError, RulesError
             every, fires = None, failing(e)
         loads.append(
@@ -487,10 +488,30 @@ def job_loads(until):
                 # each job's own grid, and an H form its own name's instants.
                 key=None
                 if every is not None
-                else (schedule, tz, calendar_id, policy, name if uses_key(schedule) else None),
+                else (
+                    schedule,
+                    tz,
+                    calendar_id,
+                    policy,
+                    name if uses_key(schedule) or jitter else None,
+                ),
             )
         )
     return loads
+
+
+def delayed(fires, offset, until):
+    """`fires` moved later by a job's jitter `offset` (none: as they are)."""
+    if not offset:
+        return fires
+
+    def moved(after):
+        for instant in fires(after - offset):
+            if instant + offset >= until:
+                return
+            yield instant + offset
+
+    return moved
 
 
 def expected(median, timeout):

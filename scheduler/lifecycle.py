@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 import audit
-from scheduler import dead_letters, outcomes, overlap
+from scheduler import chains, dead_letters, outcomes, overlap
 from scheduler.models import Execution
 
 LEASE_EXPIRED = "lease_expired"
@@ -58,6 +58,8 @@ def after_final(execution, now, not_before=None):
         dead_letters.land(execution, now)
     if retry is None:
         overlap.promote(execution.job_id, now)  # the next queued instant's turn
+        if not replaced:
+            chains.after_settle(execution, now)  # its outcome is final: start what follows
     return retry
 
 

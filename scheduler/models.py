@@ -1,8 +1,9 @@
+import hashlib
 import re
 from datetime import UTC, timedelta
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -20,6 +21,19 @@ from scheduler.maintenance_models import MaintenanceSwitch, MaintenanceWindow  #
 
 def default_labels():
     return []
+
+
+# The longest `jitter`: a day.
+MAX_JITTER = 86400
+
+
+def jitter_offset(name, jitter):
+    """The fixed delay of a job's instants: below `jitter` seconds, from a
+    hash of its name (the same in every process and after a restart)."""
+    if not jitter:
+        return timedelta(0)
+    digest = hashlib.sha256(f"jitter:{name}".encode()).digest()
+    return timedelta(microseconds=int.from_bytes(digest[:8], "big") % (jitter * 1_000_000))
 
 
 # What a trigger may set: an environment variable's name, not one of the
@@ -49,7 +63,9 @@ class Job(models.Model):
     # them back (it read them before the loop may have moved them on).
     SCHEDULER_FIELDS = ("next_run_at", "last_scheduled_at", "error", "error_at")
     # Fields whose change moves the next fire time.
-    SCHEDULE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "enabled"})
+    SCHEDULE_FIELDS = frozenset(
+        {"schedule", "timezone", "calendar", "calendar_policy", "enabled", "jitter"}
+    )
 
     SKIP = "skip"
     DEFER = "defer"
@@ -151,6 +167,13 @@ class Job(models.Model):
         blank=True,
         help_text="Team or person the job belongs to; notification rules route on it.",
     )
+    jitter = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_JITTER)],
+        help_text="Seconds: every instant of the job moves later by a fixed offset "
+        "below this, derived from the job's name (spreads jobs due together). Empty: none.",
+    )
     max_duration = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -175,6 +198,18 @@ class Job(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Pause the job after this many runs in a row failed for good "
         "(after their retries). Empty: never.",
+    )
+    on_success = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        help_text="Names of jobs to run when a run of this job succeeds.",
+    )
+    on_failure = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        help_text="Names of jobs to run when a run of this job fails for good (after its retries).",
     )
     parameters = models.JSONField(
         default=default_labels,
@@ -262,6 +297,22 @@ class Job(models.Model):
             self.overlap = self.SKIP
         self.singleton = self.overlap == self.SKIP
 
+    def chain_problems(self, graph=None):
+        """{field: message} for `on_success` / `on_failure` naming a missing
+        job or closing a cycle; `graph`: the other jobs' chains (default:
+        as stored). Skipped while `defer_chain_check` is set: apply checks
+        a whole file's chains at once, after its jobs."""
+        from scheduler import chain_graph
+
+        if getattr(self, "defer_chain_check", False):
+            return {}
+        if graph is None:
+            others = Job.objects.exclude(pk=self.pk) if self.pk else Job.objects.all()
+            graph = {
+                n: (s or [], f or []) for n, s, f in others.values_list("name", *chain_graph.FIELDS)
+            }
+        return chain_graph.problems(self.name, self.on_success or [], self.on_failure or [], graph)
+
     def overlap_problems(self):
         """{field: message} for an overlap policy that cannot hold."""
         problems = {}
@@ -282,21 +333,29 @@ class Job(models.Model):
         self.error, self.error_at = "", None
         return ["error", "error_at"]
 
+    @property
+    def offset(self):
+        """The job's `jitter` delay: each instant is the schedule's plus it."""
+        return jitter_offset(self.name, self.jitter)
+
     def next_fire_after(self, after, blocked=None):
         """The first fire instant strictly after `after`, calendar applied
-        (`blocked`: see `scheduler.cron.next_fire`)."""
+        (`blocked`: see `scheduler.cron.next_fire`). With `jitter`, the
+        schedule's instant (the one the calendar judges) plus the job's offset."""
         from scheduler.cron import next_fire
 
-        return next_fire(
+        offset = self.offset
+        instant = next_fire(
             self.schedule,
             self.timezone,
             self.calendar_rules(),
-            after,
+            after - offset,
             self.calendar_policy,
             horizon_years=settings.CRONIQ_HORIZON_YEARS,
             blocked=blocked,
             key=self.name,
         )
+        return instant + offset if instant is not None else None
 
     def upcoming(self, after, count, blocked=None):
         """Up to `count` instants this job fires strictly after `after`, calendar applied.
@@ -413,10 +472,12 @@ class Job(models.Model):
         or to the end of the blackout (`defer`).
         """
         instant = self.next_run_at
-        if instant is None or rules is None or rules.is_allowed(instant):
+        offset = self.offset  # the calendar judges the schedule's instant
+        if instant is None or rules is None or rules.is_allowed(instant - offset):
             return instant
         if self.calendar_policy == self.DEFER:
-            return rules.next_allowed(instant)
+            allowed = rules.next_allowed(instant - offset)
+            return allowed + offset if allowed is not None else None
         return self.next_fire_after(instant)
 
     def reschedule(self, now):
@@ -458,7 +519,7 @@ class Job(models.Model):
 
         from scheduler.cron import ScheduleError, never_fires_reason, parse_schedule
 
-        problems = self.overlap_problems()
+        problems = {**self.overlap_problems(), **self.chain_problems()}
         if problems:
             raise ValidationError(problems)
         self.sync_overlap()
@@ -521,6 +582,7 @@ class Execution(models.Model):
     CATCH_UP = "catch_up"
     BACKFILL = "backfill"
     REPLAY = "replay"
+    CHAIN = "chain"
     TRIGGERS = [
         (SCHEDULE, "schedule"),
         (MANUAL, "manual"),
@@ -528,6 +590,7 @@ class Execution(models.Model):
         (CATCH_UP, "catch-up"),
         (BACKFILL, "backfill"),
         (REPLAY, "replay of a dead letter"),
+        (CHAIN, "chain: an upstream job's run settled"),
     ]
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="executions")
@@ -557,6 +620,14 @@ class Execution(models.Model):
     error = models.TextField(blank=True)
     lost_reason = models.CharField(max_length=32, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    upstream = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The run whose end started this one (trigger chain).",
+    )
     log_size = models.PositiveBigIntegerField(default=0)
     log_truncated = models.BooleanField(default=False)
     env = models.JSONField(

@@ -38,7 +38,8 @@ class ScheduleForm:
     calendar_id: int | None = None
     policy: str = Job.SKIP
     job_id: int | None = None
-    name: str = ""  # seeds the schedule's H forms
+    name: str = ""  # seeds the schedule's H forms and the jitter
+    jitter: int | None = None
 
 
 def read_form(params):
@@ -53,6 +54,7 @@ def read_form(params):
         policy=policy,
         job_id=optional_id(params.get("job"), "job"),
         name=params.get("name", "").strip(),
+        jitter=optional_id(params.get("jitter"), "jitter"),
     )
 
 
@@ -93,6 +95,7 @@ def draft(form, stored, calendar):
         timezone=form.timezone,
         calendar=calendar,
         calendar_policy=form.policy,
+        jitter=form.jitter,
         # A pause outlives the save: the job fires again where it ends.
         paused_at=stored.paused_at if stored else None,
         paused_until=stored.paused_until if stored else None,
@@ -116,7 +119,8 @@ def check(form, name):
 def keeps_schedule(stored, form):
     """Whether saving the form leaves next_run_at alone (see JobAdmin.save_model;
     a new name moves the H forms, which hash it)."""
-    renamed = form.name and form.name != stored.name and uses_key(form.schedule)
+    renamed = form.name and form.name != stored.name
+    renamed = renamed and (uses_key(form.schedule) or form.jitter)
     if stored.error or renamed:
         return False
     return (
@@ -124,7 +128,8 @@ def keeps_schedule(stored, form):
         stored.timezone,
         stored.calendar_id,
         stored.calendar_policy,
-    ) == (form.schedule, form.timezone, form.calendar_id, form.policy)
+        stored.jitter,
+    ) == (form.schedule, form.timezone, form.calendar_id, form.policy, form.jitter)
 
 
 def preview(job, now, more=False):

@@ -257,4 +257,4 @@ def test_a_schedule_change_plans_the_fire_times_before_and_after(api):
     [change] = answer.json()["changes"]
     assert change["diff"] == {"schedule": ["@every 5m", "@every 1h"]}
     assert set(change["fires"]) == {"before", "after"}
-    assert len(change["fires"]["before"]) == len(change["fires"]["after"]) == 3
+    assert len(change["fires"]["before"]) == len(change["fires"]["after"]) == 5

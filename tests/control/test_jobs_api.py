@@ -311,3 +311,10 @@ def test_a_patch_of_the_overlap_policy_or_its_singleton_alias_moves_the_other(
 
     assert answer.status_code == 200, answer.content
     assert (answer.json()["overlap"], answer.json()["singleton"]) == (overlap, singleton)
+
+
+def test_a_chain_to_an_unknown_job_is_422_naming_the_field(api):
+    answer = api.post("jobs", {**REPORT, "on_success": ["publish"]})
+    assert answer.status_code == 422
+    assert answer.json()["detail"].startswith("on_success: no job named 'publish'")
+    assert not Job.objects.exists()

@@ -279,3 +279,14 @@ def test_a_concurrency_group_lists_its_running_executions(staff):
     ExecutionFactory(job=job, state=Execution.RUNNING)
     page = staff.get(reverse("admin:scheduler_concurrencygroup_changelist")).content.decode()
     assert re.search(r"field-running[^>]*>1<", page), page[:3000]
+
+
+def test_a_chain_that_closes_a_cycle_is_refused_in_the_form(staff):
+    JobFactory(name="import", on_success=["report"])
+    job = JobFactory(name="report")
+    url = reverse("admin:scheduler_job_change", args=[job.pk])
+    answer = staff.post(url, edit_form(job, on_success="import"))
+    assert answer.status_code == 200
+    assert "the chain forms a cycle: report -&gt; import -&gt; report" in answer.content.decode()
+    job.refresh_from_db()
+    assert job.on_success == []

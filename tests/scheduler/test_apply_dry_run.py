@@ -46,8 +46,10 @@ def test_the_plan_shows_old_and_new_values_and_the_fire_times_they_move(tmp_path
         "    retries: 0 -> 2",
         '    schedule: "0 6 * * *" -> "30 7 * * *"',
         '    timezone: "UTC" -> "Europe/Berlin"',
-        "    next fires before: 2026-12-02 06:00 UTC, 2026-12-03 06:00 UTC, 2026-12-04 06:00 UTC",
-        "    next fires after: 2026-12-02 06:30 UTC, 2026-12-03 06:30 UTC, 2026-12-04 06:30 UTC",
+        "    next fires before: 2026-12-02 06:00 UTC, 2026-12-03 06:00 UTC, 2026-12-04 06:00 UTC, "
+        "2026-12-05 06:00 UTC, 2026-12-06 06:00 UTC",
+        "    next fires after: 2026-12-02 06:30 UTC, 2026-12-03 06:30 UTC, 2026-12-04 06:30 UTC, "
+        "2026-12-05 06:30 UTC, 2026-12-06 06:30 UTC",
         "would apply 1 change(s)",
     ]
     assert Job.objects.get().schedule == "0 6 * * *"
@@ -62,7 +64,8 @@ def test_a_new_calendar_shows_where_the_fires_go(tmp_path):
 
     assert '    calendar: null -> "weekend"' in out
     assert (
-        "    next fires after: 2026-12-05 06:00 UTC, 2026-12-06 06:00 UTC, 2026-12-12 06:00 UTC"
+        "    next fires after: 2026-12-05 06:00 UTC, 2026-12-06 06:00 UTC, 2026-12-12 06:00 UTC, "
+        "2026-12-13 06:00 UTC, 2026-12-19 06:00 UTC"
     ) in out
 
 

@@ -7,7 +7,7 @@
   "use strict";
 
   var script = document.currentScript;
-  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy", "name"];
+  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy", "name", "jitter"];
   var WAIT_MS = 250; // typing pauses this long before we ask
 
   function start() {

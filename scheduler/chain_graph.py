@@ -1,0 +1,52 @@
+"""Chains as a graph of job names: what a job's `on_success` and
+`on_failure` may name. Pure: callers pass the graph ({name: (on_success,
+on_failure)}) of the other jobs as they stand.
+"""
+
+FIELDS = ("on_success", "on_failure")
+
+
+def problems(name, on_success, on_failure, graph):
+    """{field: message} for chains of the job `name` that name a missing
+    job or close a cycle through it, given the other jobs' `graph`."""
+    found = {}
+    edges = {"on_success": on_success, "on_failure": on_failure}
+    for field, names in edges.items():
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            found[field] = "a list of job names"
+    if found:
+        return found
+    graph = {**graph, name: (list(on_success), list(on_failure))}
+    for field, names in edges.items():
+        missing = [n for n in names if n not in graph]
+        if missing:
+            found[field] = f"no job named {missing[0]!r}"
+    if found:
+        return found
+    cycle = find_cycle(graph, name)
+    if cycle:
+        field = "on_success" if cycle[1] in on_success else "on_failure"
+        found[field] = "the chain forms a cycle: " + " -> ".join(cycle)
+    return found
+
+
+def find_cycle(graph, start):
+    """[start, ..., start] when a chain from `start` leads back to it."""
+    path, seen = [start], set()
+
+    def walk(name):
+        success, failure = graph.get(name, ([], []))
+        for nxt in [*success, *failure]:
+            if nxt == start:
+                return [*path, start]
+            if nxt in seen or nxt not in graph:
+                continue
+            seen.add(nxt)
+            path.append(nxt)
+            found = walk(nxt)
+            if found:
+                return found
+            path.pop()
+        return None
+
+    return walk(start)

@@ -1,0 +1,80 @@
+"""Chains: a job's run that settles starts other jobs (DESIGN.md §10).
+
+`on_success` names the jobs to run when a run succeeds; `on_failure` those
+to run when it fails for good (failed, timed out or lost with no retry
+left). Each downstream run is created in the same transaction as the
+settle, with trigger `chain`, the upstream's `scheduled_for` as its logical
+time, `upstream` pointing at the run that started it, and
+CRONIQ_UPSTREAM_EXECUTION_ID in its environment; the downstream job's own
+overlap policy decides whether it runs, waits or is skipped. A cycle is
+refused when a job is saved (admin, apply, API), naming it.
+"""
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+import audit
+from scheduler import notifier, overlap
+from scheduler.models import Execution, Job
+from scheduler.refusals import OperationRefused
+
+UPSTREAM_ENV = "CRONIQ_UPSTREAM_EXECUTION_ID"
+FAILING = (Execution.FAILED, Execution.TIMED_OUT, Execution.LOST)
+
+
+def after_settle(execution, now):
+    """Start the jobs `execution`'s job chains to its final outcome; part of
+    the settle's transaction. Returns the runs created."""
+    job = execution.job
+    if execution.state == Execution.SUCCEEDED:
+        names = job.on_success
+    elif execution.state in FAILING:
+        names = job.on_failure
+    else:
+        return []
+    return [run for name in names or [] if (run := start(name, execution, now)) is not None]
+
+
+def start(name, upstream, now):
+    """One downstream run of the job `name`, or None (gone, or its policy
+    refused it: audited either way)."""
+    job = Job.objects.filter(name=name).first()
+    reason = None
+    if job is None:
+        reason = "no such job"
+    elif not job.enabled:
+        reason = "disabled"
+    if reason is None:
+        highest = Execution.objects.filter(job=job, scheduled_for=upstream.scheduled_for).aggregate(
+            n=Max("attempt")
+        )["n"]
+        run = Execution(
+            job=job,
+            scheduled_for=upstream.scheduled_for,
+            attempt=(highest or 0) + 1,
+            trigger=Execution.CHAIN,
+            run_after=now,
+            created_at=now,
+            upstream=upstream,
+            env={UPSTREAM_ENV: str(upstream.pk)},
+        )
+        try:
+            with transaction.atomic():
+                overlap.enter(job, run, now)
+        except (OperationRefused, IntegrityError) as e:
+            reason = str(e) or "its overlap policy refused it"
+        else:
+            record(upstream, name, now, execution=run.pk)
+            transaction.on_commit(notifier.new_work)
+            return run
+    record(upstream, name, now, skipped=reason)
+    return None
+
+
+def record(upstream, name, now, **data):
+    audit.record(
+        "job.chained",
+        target=upstream,
+        at=now,
+        data={"upstream": upstream.pk, "state": upstream.state, "job": name, **data},
+    )
