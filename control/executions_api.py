@@ -33,7 +33,7 @@ TRIGGERS = [trigger for trigger, _ in Execution.TRIGGERS]
 # The columns an Execution's JSON needs: a page loads no more (no log
 # counters, no lease).
 SHOWN = (
-    "id", "job_id", "scheduled_for", "attempt", "trigger", "state", "runner_id",
+    "id", "job_id", "scheduled_for", "attempt", "trigger", "state", "runner_id", "pinned_to",
     "created_at", "claimed_at", "finished_at", "exit_code", "error",
 )  # fmt: skip
 
@@ -46,6 +46,7 @@ class ExecutionOut(Schema):
     trigger: str
     state: str
     runner: str | None
+    pinned_to: str = ""
     created_at: datetime
     claimed_at: datetime | None
     finished_at: datetime | None
@@ -83,6 +84,7 @@ def as_json(execution, job_name, runner_name):
         "trigger": execution.trigger,
         "state": execution.state,
         "runner": runner_name,
+        "pinned_to": execution.pinned_to,
         "created_at": execution.created_at,
         "claimed_at": execution.claimed_at,
         "finished_at": execution.finished_at,

@@ -29,6 +29,8 @@ class JobOut(Schema):
     max_concurrent: int | None = None
     max_queue: int | None = None
     jitter: int | None = None
+    run_on: str = "one"
+    stagger: int | None = None
     on_success: list[str] = []
     on_failure: list[str] = []
     concurrency_group: str | None = None

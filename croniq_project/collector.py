@@ -46,6 +46,10 @@ COUNTERS = {
         "Occurrences skipped by a job's overlap policy: a full queue, or a waiting "
         "run a newer one replaced.",
     ),
+    "croniq_fanout_unserved_total": (
+        ("job",),
+        "Occurrences of a run_on: all job skipped because no runner with its labels was online.",
+    ),
     "croniq_overlap_replacements_total": (
         ("job",),
         "Runs stopped (running) or cancelled (waiting) by a newer occurrence of an "
@@ -229,6 +233,7 @@ def contract_counters(counters, runners, jobs):
         "croniq_overlap_replacements_total": [
             (label_value(j.name),) for j in jobs if j.overlap == "replace"
         ],
+        "croniq_fanout_unserved_total": [(label_value(j.name),) for j in jobs if j.run_on == "all"],
         "croniq_fencing_rejections_total": [()],
         # Not seeded per job: that would be a series for every job.
         "croniq_job_errors_total": [],
@@ -299,6 +304,7 @@ def reap_reasons():
             lifecycle.RUNNER_SUPERSEDED,
             lifecycle.RUNNER_FORGOTTEN,
             lifecycle.RUNNER_DRAINED,
+            lifecycle.RUNNER_GONE,
         }
     )
 
@@ -479,6 +485,7 @@ class JobRow(NamedTuple):
     name: str
     singleton: bool
     overlap: str
+    run_on: str
     quarantined: bool
     active: bool
     schedule: str
@@ -501,6 +508,7 @@ def job_rows():
         "name",
         "singleton",
         "overlap",
+        "run_on",
         "error",
         "enabled",
         "paused_at",
@@ -514,11 +522,13 @@ def job_rows():
         *counted,
     )
     jobs = []
-    for name, singleton, overlap, error, enabled, paused_at, *rest in rows:
+    for name, singleton, overlap, run_on, error, enabled, paused_at, *rest in rows:
         quarantined = bool(error)
         active = enabled and paused_at is None and not quarantined
         schedule, last, runs = rest[:5], rest[5:7], tuple(count or 0 for count in rest[7:])
-        jobs.append(JobRow(name, singleton, overlap, quarantined, active, *schedule, *last, runs))
+        jobs.append(
+            JobRow(name, singleton, overlap, run_on, quarantined, active, *schedule, *last, runs)
+        )
     return jobs
 
 

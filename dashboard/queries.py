@@ -486,10 +486,13 @@ def log_chunks(execution, after=-1, limit=None):
 
 
 def execution_attempts(execution):
-    """All attempts for the same scheduled instant (retries), oldest first."""
+    """All attempts for the same scheduled instant (retries), oldest first;
+    a run on every runner: this runner's attempts."""
     return list(
         Execution.objects.filter(
-            job_id=execution.job_id, scheduled_for=execution.scheduled_for
+            job_id=execution.job_id,
+            scheduled_for=execution.scheduled_for,
+            pinned_to=execution.pinned_to,
         ).order_by("attempt")
     )
 

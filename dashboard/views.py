@@ -26,8 +26,8 @@ from notifications.models import Notification
 from runners import capacity as capacity_forecast
 from runners import coverage, identity
 from runners.models import Runner
+from scheduler import fanout, groups, operations
 from scheduler import forecast as forecast_core
-from scheduler import groups, operations
 from scheduler.models import Execution, Job
 
 
@@ -161,6 +161,7 @@ def execution_detail(request, pk):
         "live": execution.state in Execution.ACTIVE_STATES,
         "retryable": execution.state in operations.RETRYABLE,
         "waiting": queries.why_waiting(execution, now),
+        "occurrence": fanout.summary(execution),
     }
     return render(request, "dashboard/execution.html", context)
 

@@ -25,6 +25,12 @@ class RunnersConfig(AppConfig):
             Step("flapping", identity.clear_quiet_flapping, every=HOUSEKEEPING_INTERVAL),
         ]
 
+    def runners_for(self, labels):
+        """For `scheduler.fanout`: the runners a run-on-all job runs on now."""
+        from runners import coverage
+
+        return coverage.online_with(labels)
+
     def label_warnings(self, jobs):
         """For `scheduler.label_checks`: the jobs whose labels no runner carries."""
         from runners import coverage

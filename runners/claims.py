@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Greatest
 
 from runners import identity
@@ -52,7 +52,9 @@ def claim(runner, session, capacity, now):
     # runner, touches it and claims in one).
     with transaction.atomic(savepoint=False):
         held = maintenance.load(now).held(now)
-        executions = claimable(runner.labels, capacity, now, held=held, budget=groups.Budget())
+        executions = claimable(
+            runner.labels, capacity, now, held=held, budget=groups.Budget(), names=(runner.name,)
+        )
         if not executions:
             return []
         hand_over([(runner, session, executions)], now)
@@ -105,15 +107,16 @@ def ready_executions(now):
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now, exclude=(), held=None, budget=None):
+def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=()):
     """The oldest ready executions whose job labels are all in `labels` (job
     loaded), leaving out the ids in `exclude` (taken by this transaction),
-    the jobs a maintenance holds (`held`, see `Maintenance.held`) and, with
-    a `budget` (`scheduler.groups.Budget`), what would overrun a
-    concurrency group."""
+    the jobs a maintenance holds (`held`, see `Maintenance.held`), runs
+    pinned to a runner not in `names` (run_on: all) and, with a `budget`
+    (`scheduler.groups.Budget`), what would overrun a concurrency group."""
     if held == maintenance.EVERYTHING:
         return []
     ready = ready_executions(now).select_related("job")
+    ready = ready.filter(Q(pinned_to="") | Q(pinned_to__in=list(names)))
     if exclude:
         ready = ready.exclude(pk__in=list(exclude))
     if budget is None or not budget.exists:
@@ -253,12 +256,14 @@ def hand_out(room, now, held=None, budget=None):
     turn = collections.deque(room)
     left = {waiter: want for waiter, (_, want) in room.items()}
     fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
+    names = {waiter: runner.name for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in candidates(fits, left, now, held, budget):
+    for execution in candidates(fits, left, now, held, budget, names):
         job_labels = frozenset(execution.job.labels or ())
         for _ in range(len(turn)):
             waiter = turn.popleft()
-            if job_labels <= fits[waiter]:
+            pinned = execution.pinned_to
+            if job_labels <= fits[waiter] and pinned in ("", names[waiter]):
                 handed.setdefault(waiter, []).append(execution)
                 left[waiter] -= 1
                 if left[waiter]:
@@ -268,7 +273,7 @@ def hand_out(room, now, held=None, budget=None):
     return handed
 
 
-def candidates(fits, left, now, held=None, budget=None):
+def candidates(fits, left, now, held=None, budget=None, names=None):
     """The ready executions the waiters can run, oldest first: for each
     distinct set of runner labels (in the order of its longest-waiting
     poll), the oldest that fit it, as many as those polls have room for.
@@ -277,12 +282,15 @@ def candidates(fits, left, now, held=None, budget=None):
     old work that only the union fits (labels no single runner carries)
     would fill the claim and hold back newer work a runner can take.
     """
-    room = {}
+    room, pins = {}, {}
     for waiter, labels in fits.items():
         room[labels] = room.get(labels, 0) + left[waiter]
+        pins.setdefault(labels, set()).add((names or {}).get(waiter))
     chosen = {}
     for labels, want in room.items():
-        for execution in claimable(labels, want, now, exclude=chosen, held=held, budget=budget):
+        mine = sorted(name for name in pins[labels] if name)
+        found = claimable(labels, want, now, exclude=chosen, held=held, budget=budget, names=mine)
+        for execution in found:
             chosen[execution.pk] = execution
     return sorted(chosen.values(), key=claim_order)
 

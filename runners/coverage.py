@@ -32,6 +32,14 @@ def carries(runner_labels, labels):
     return set(labels or ()) <= set(runner_labels or ())
 
 
+def online_with(labels):
+    """Names of the runners online now, and not drained, that carry
+    `labels`: those a run-on-all occurrence runs on (`scheduler.fanout`)."""
+    online = Runner.objects.filter(state=Runner.ONLINE, drained=False)
+    rows = online.values_list("name", "labels")
+    return sorted(name for name, own in rows if carries(own, labels))
+
+
 def listed(labels):
     return ", ".join(sorted(labels))
 

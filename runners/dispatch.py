@@ -279,12 +279,15 @@ SUCCEED_HELD = f"""
         SELECT runner.id FROM {Runner._meta.db_table} runner
         JOIN {RunnerToken._meta.db_table} token ON token.id = runner.token_id
         WHERE token.secret_hash = %s AND token.revoked_at IS NULL)
-    RETURNING job_id, (
+    RETURNING job_id, pinned_to, (
         SELECT job.concurrency_group_id FROM {Job._meta.db_table} job
         WHERE job.id = {Execution._meta.db_table}.job_id), (
         SELECT job.on_success FROM {Job._meta.db_table} job
+        WHERE job.id = {Execution._meta.db_table}.job_id), (
+        SELECT job.on_failure FROM {Job._meta.db_table} job
         WHERE job.id = {Execution._meta.db_table}.job_id)
 """
+NO_CHAIN = (None, "", "[]", [])
 
 
 def finished_ok(credential, execution_id, session, lease, error, now):
@@ -309,13 +312,15 @@ def finished_ok(credential, execution_id, session, lease, error, now):
         if settled is None:
             return False
         lifecycle.count_final(Execution.SUCCEEDED)
-        job_id, group, chained = settled
+        job_id, pinned_to, group, on_success, on_failure = settled
         execution = None
         if not outcomes.succeeded_plainly(job_id, now):
             # A streak ends, or a minimum duration to check: the full update.
             execution = Execution.objects.select_related("job").get(pk=execution_id)
             outcomes.settled(execution, now)
-        if chained not in (None, "", "[]", []):  # the jobs it starts on success
+        # The jobs it starts on success; a run on every runner may end its
+        # occurrence as a failure (another runner's run failed).
+        if on_success not in NO_CHAIN or (pinned_to and on_failure not in NO_CHAIN):
             execution = execution or Execution.objects.select_related("job").get(pk=execution_id)
             chains.after_settle(execution, now)
         overlap.promote(job_id, now)  # a queued run's turn (it wakes the polls)

@@ -41,7 +41,26 @@ def update_runner_states(now):
     for runner in Runner.objects.filter(state=Runner.OFFLINE, last_seen_at__lt=forget_before):
         identity.forget(runner, now)
         changed += 1
-    return changed
+    return changed + drop_orphaned_pins(now)
+
+
+def drop_orphaned_pins(now):
+    """Pending runs pinned to a runner (run_on: all) that is offline or
+    forgotten are lost: no other runner may take them, and the runner, when
+    back, has moved on to newer occurrences. A drained runner keeps its
+    pinned runs until it is resumed or goes offline."""
+    present = Runner.objects.exclude(state=Runner.OFFLINE).values("name")
+    orphaned = (
+        Execution.objects.filter(state=Execution.PENDING)
+        .exclude(pinned_to="")
+        .exclude(pinned_to__in=present)
+        .select_related("job")
+    )
+    dropped = 0
+    for execution in orphaned:
+        with transaction.atomic():
+            dropped += lifecycle.drop_pinned(execution, now)
+    return dropped
 
 
 @transaction.atomic

@@ -101,6 +101,8 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "max_concurrent",
                     "max_queue",
                     "concurrency_group",
+                    "run_on",
+                    "stagger",
                     "timeout",
                     "retries",
                     "retry_backoff",

@@ -72,7 +72,7 @@ class JobAdminForm(forms.ModelForm):
         fields = [
             "name", "description", "command", "env", "parameters", "labels", "schedule",
             "timezone", "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
-            "max_concurrent", "max_queue", "concurrency_group",
+            "max_concurrent", "max_queue", "concurrency_group", "run_on", "stagger",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
             "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
         ]  # fmt: skip

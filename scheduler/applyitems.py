@@ -191,6 +191,22 @@ JOB_FIELDS = (
         "out. The calendar judges the schedule's instant; at most a day.",
         None,
     ),
+    Field(
+        "run_on",
+        "one | all",
+        "Run each occurrence on one matching runner, or on every runner online at "
+        "its instant that carries the job's labels (one execution each, with its own "
+        "lease, logs and result; a runner that comes online later does not get it). "
+        "`all` needs overlap allow.",
+        Job.ONE,
+    ),
+    Field(
+        "stagger",
+        "duration",
+        "With run_on all: the runners start this far apart, in the order of their "
+        "names; none: all at once.",
+        None,
+    ),
     Field("timeout", "seconds", "The run is killed after it; none: no limit.", None),
     Field("retries", "whole number", "Retries after a failed run.", 0),
     Field("retry_backoff", "seconds", "Before the first retry; doubles each time.", 30),
@@ -276,7 +292,7 @@ GROUP_FIELDS = (
 )
 GROUP_KEYS = field_names(GROUP_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
-JOB_DURATIONS = ("max_duration", "min_duration", "jitter")
+JOB_DURATIONS = ("max_duration", "min_duration", "jitter", "stagger")
 JOB_DEFAULTS = defaults(JOB_FIELDS)
 # Model field -> YAML path, for the errors of a calendar, a period, a job.
 YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}
@@ -504,6 +520,8 @@ def job_state(job):
         "max_concurrent": job.max_concurrent,
         "max_queue": job.max_queue,
         "jitter": job.jitter,
+        "run_on": job.run_on,
+        "stagger": job.stagger,
         "concurrency_group": job.concurrency_group.name if job.concurrency_group_id else None,
         "timeout": job.timeout,
         "retries": job.retries,

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 
 import audit
-from scheduler import notifier, overlap
+from scheduler import fanout, notifier, overlap
 from scheduler.cron import next_fires
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused
@@ -87,12 +87,19 @@ def backfill(job, start, end, now, actor, dry_run=False):
         # A job with an overlap policy takes its backfill in turns.
         waits = job.overlap != Job.ALLOW
         state = Execution.QUEUED if waits else Execution.PENDING
+        # A run-on-all job's instants run on each runner online now.
+        roster = fanout.runners_for(job.labels) if job.run_on == Job.ALL else None
+        if roster == []:
+            raise OperationRefused(
+                f"{job.name} runs on all matching runners, and none with its labels is online"
+            )
         Execution.objects.bulk_create(
-            Execution(
+            run
+            for t in instants
+            for run in fanout.spread(Execution(
                 job=job, scheduled_for=t, trigger=Execution.BACKFILL, state=state,
                 singleton=job.one_live, run_after=now, created_at=now,
-            )
-            for t in instants
+            ), roster)
         )  # fmt: skip
         audit.record(
             "job.backfilled", target=job, actor=actor, at=now,

@@ -8,13 +8,18 @@ time, `upstream` pointing at the run that started it, and
 CRONIQ_UPSTREAM_EXECUTION_ID in its environment; the downstream job's own
 overlap policy decides whether it runs, waits or is skipped. A cycle is
 refused when a job is saved (admin, apply, API), naming it.
+
+A run-on-all job's occurrence (one run per runner, `scheduler.fanout`)
+chains once, when the last of its runs has ended, to the worst outcome of
+them: `on_success` when every runner succeeded, `on_failure` when one failed
+for good.
 """
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 import audit
-from scheduler import notifier, overlap
+from scheduler import fanout, notifier, overlap
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused
 
@@ -26,13 +31,31 @@ def after_settle(execution, now):
     """Start the jobs `execution`'s job chains to its final outcome; part of
     the settle's transaction. Returns the runs created."""
     job = execution.job
-    if execution.state == Execution.SUCCEEDED:
+    state = execution.state if not execution.pinned_to else occurrence_outcome(execution)
+    if state == Execution.SUCCEEDED:
         names = job.on_success
-    elif execution.state in FAILING:
+    elif state in FAILING:
         names = job.on_failure
     else:
         return []
     return [run for name in names or [] if (run := start(name, execution, now)) is not None]
+
+
+def occurrence_outcome(execution):
+    """The worst outcome of a pinned run's occurrence once all its runs have
+    ended; None while one is still open.
+
+    Runs of one occurrence end in separate transactions (on PostgreSQL, at
+    the same moment on two web processes): each takes the job's row lock
+    first, so the last to end sees the others' outcomes and chains alone.
+    """
+    if not (execution.job.on_success or execution.job.on_failure):
+        return None
+    overlap.lock(execution.job_id)
+    states = [run.state for run in fanout.occurrence_runs(execution)]
+    if any(state in Execution.OPEN_STATES for state in states):
+        return None
+    return fanout.worst(states)
 
 
 def start(name, upstream, now):

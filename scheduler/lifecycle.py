@@ -18,6 +18,9 @@ LEASE_EXPIRED = "lease_expired"
 RUNNER_SUPERSEDED = "runner_superseded"
 RUNNER_FORGOTTEN = "runner_forgotten"
 RUNNER_DRAINED = "runner_drained"
+# A pending run pinned to a runner (run_on: all) whose runner went offline
+# or was forgotten before starting it: nobody else may run it, so no retry.
+RUNNER_GONE = "pinned_runner_gone"
 
 
 def settle(execution, state, now, within=None, retry_after_lease=False, **fields):
@@ -72,8 +75,12 @@ def retry_delay(execution):
     attempts = Execution.objects.filter(
         job_id=execution.job_id, scheduled_for=execution.scheduled_for
     )
+    if execution.pinned_to:
+        attempts = attempts.filter(pinned_to=execution.pinned_to)  # this runner's attempts
     if execution.cancel_requested_at is not None:
         return None  # an operator or a newer occurrence (replace) stopped it
+    if execution.lost_reason == RUNNER_GONE:
+        return None  # pinned to a runner that is not coming back for it
     if execution.state == Execution.LOST:
         # The runner vanished, not the job failing: retry at once, even when
         # the job has no retries, up to CRONIQ_LOST_RETRIES.
@@ -137,6 +144,7 @@ def next_attempt(execution, attempt, run_after, now):
                 run_after=run_after,
                 created_at=now,
                 env=execution.env,  # a triggered run's overrides hold for its retries
+                pinned_to=execution.pinned_to,  # a run on every runner retries on its own
             )
     except IntegrityError:
         return None
@@ -164,6 +172,7 @@ def confirm_kill(execution, now, actor=None):
                 job_id=execution.job_id,
                 scheduled_for=execution.scheduled_for,
                 attempt=execution.attempt + 1,
+                pinned_to=execution.pinned_to,
                 state=Execution.PENDING,
                 run_after__gt=released_at,
             )
@@ -187,6 +196,32 @@ def confirm_kill(execution, now, actor=None):
             },
         )
     return retry
+
+
+def drop_pinned(execution, now):
+    """A pending run pinned to a runner that is gone becomes lost, without a
+    retry; its occurrence may end with it (chains). Part of the caller's
+    transaction; False when it was claimed or ended in the meantime."""
+    updated = Execution.objects.filter(
+        pk=execution.pk, state=Execution.PENDING, pinned_to=execution.pinned_to
+    ).update(
+        state=Execution.LOST,
+        singleton=False,
+        finished_at=now,
+        lost_reason=RUNNER_GONE,
+        error=f"runner {execution.pinned_to} went away before starting it",
+    )
+    if not updated:
+        return False
+    execution.refresh_from_db()
+    audit.record(
+        "execution.reaped",
+        target=execution,
+        at=now,
+        data={"reason": RUNNER_GONE, "runner": execution.pinned_to, "retry": None},
+    )
+    after_final(execution, now)
+    return True
 
 
 def release(executions, reason, now, actor=None):

@@ -89,6 +89,14 @@ class Job(models.Model):
         (QUEUE, "queue: at most max_concurrent at once, the rest wait in order"),
         (REPLACE, "replace: cancel the running one, then start"),
     ]
+    # Where an occurrence runs (DESIGN.md §10): on one matching runner, or
+    # on every matching runner online at its instant.
+    ONE = "one"
+    ALL = "all"
+    RUN_ON = [
+        (ONE, "one matching runner"),
+        (ALL, "every matching runner online at the instant"),
+    ]
     MAINTENANCE_MODES = [
         (SKIP, "skip occurrences inside a maintenance"),
         (DEFER, "run once when the maintenance ends"),
@@ -152,6 +160,21 @@ class Job(models.Model):
         on_delete=models.PROTECT,
         related_name="jobs",
         help_text="A budget of running executions this job shares with others.",
+    )
+    run_on = models.CharField(
+        max_length=3,
+        choices=RUN_ON,
+        default=ONE,
+        db_default=ONE,
+        help_text="Run each occurrence on one matching runner, or on every matching "
+        "runner online at its instant (one execution each).",
+    )
+    stagger = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_JITTER)],
+        help_text="With run on all: seconds between the runners' starts, in the "
+        "order of their names. Empty: all at once.",
     )
     timeout = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds before the run is killed (empty: no limit)."
@@ -324,6 +347,12 @@ class Job(models.Model):
                     problems[name] = "only with overlap: queue"
         if self.max_concurrent is not None and self.max_concurrent < 1:
             problems["max_concurrent"] = "must be at least 1"
+        if self.run_on == self.ALL and (self.singleton or self.overlap != self.ALLOW):
+            # One live run per job cannot be one run per runner.
+            policy = "singleton: true" if self.singleton else f"overlap: {self.overlap}"
+            problems["run_on"] = f"all cannot be combined with {policy} (one run per runner)"
+        if self.stagger is not None and self.run_on != self.ALL:
+            problems["stagger"] = "only with run_on: all"
         return problems
 
     def clear_error(self):
@@ -620,6 +649,13 @@ class Execution(models.Model):
     error = models.TextField(blank=True)
     lost_reason = models.CharField(max_length=32, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    pinned_to = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="A run of a run-on-all job: the name of the one runner that may claim it.",
+    )
     upstream = models.ForeignKey(
         "self",
         null=True,
@@ -644,10 +680,12 @@ class Execution(models.Model):
             ("retry_execution", "Can retry an execution"),
         ]
         constraints = [
-            # Invariant 1, exactly-once triggering: one row per (job, instant, attempt),
-            # however many scheduler loops race.
+            # Invariant 1, exactly-once triggering: one row per (job, instant,
+            # attempt), however many scheduler loops race; a run-on-all job
+            # has one per runner it is pinned to (`pinned_to` is empty
+            # otherwise, so the others have one row).
             models.UniqueConstraint(
-                fields=["job", "scheduled_for", "attempt"], name="execution_once"
+                fields=["job", "scheduled_for", "attempt", "pinned_to"], name="execution_once"
             ),
             # Invariant 2, singleton jobs never overlap: at most one live
             # (pending or running) execution of a singleton job.

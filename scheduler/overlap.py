@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, connection, transaction
 
 import audit
-from scheduler import notifier
+from scheduler import fanout, notifier
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused
 
@@ -174,6 +174,23 @@ def promote(job_id, now):
     return promoted
 
 
+def save_spread(execution):
+    """Save `execution`, or for a run-on-all job one run per matching online
+    runner (`scheduler.fanout`): the first is returned, with all of them
+    in its `occurrence`. OperationRefused when no runner matches."""
+    runs = fanout.spread(execution)
+    if not runs:
+        labels = ", ".join(execution.job.labels or ()) or "none"
+        raise OperationRefused(
+            f"{execution.job.name} runs on all matching runners, and no runner with "
+            f"its labels ({labels}) is online"
+        )
+    for run in runs:
+        run.save()
+    runs[0].occurrence = runs
+    return runs[0]
+
+
 def lock(job_id):
     """Lock the job's row on PostgreSQL (admissions and promotions of one
     job take turns); SQLite's write transactions already do."""
@@ -202,8 +219,7 @@ def enter(job, execution, now):
     or the instant's attempt refuses it."""
     execution.singleton = job.one_live
     if job.overlap == Job.ALLOW:
-        execution.save()
-        return execution
+        return save_spread(execution)
     lock(job.pk)
     verdict = admit(job, execution, occupancy([job]).get(job.pk))
     if verdict.action == SKIPPED:

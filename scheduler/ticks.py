@@ -17,7 +17,7 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle, maintenance, notifier, outcomes, overlap
+from scheduler import fanout, lifecycle, maintenance, notifier, outcomes, overlap
 from scheduler.models import Execution, Job
 
 log = logging.getLogger("croniq.scheduler")
@@ -199,6 +199,7 @@ def fire_jobs(jobs, now, lead, bulk):
     calendars = {}  # one CalendarRules per calendar for the whole batch
     down = load_maintenance(jobs, now)
     waiting = {}  # {job id: what a deferred occurrence coalesces into}
+    rosters = {}  # {labels: runners}: the runners of run-on-all jobs, read once a batch
     for job in jobs:
         # The calendar as it is now: a blackout added after next_run_at was
         # computed is honoured.
@@ -210,12 +211,18 @@ def fire_jobs(jobs, now, lead, bulk):
             window = down.covering(job.labels, instant)
             if window is not None:
                 inside_maintenance(execution, window, occupied, waiting, pending, in_maintenance)
+                if execution in pending:  # deferred to the window's end
+                    pending[-1:] = fanout.spread(execution, roster(job, rosters))
                 continue
             verdict = overlap.admit(job, execution, occupied.get(job.pk))
             if verdict.action == overlap.SKIPPED:
                 skipped.append((execution, verdict))
                 continue
-            pending.append(execution)
+            runs = fanout.spread(execution, roster(job, rosters))
+            if not runs:  # run_on: all, and no runner to run on
+                skipped.append((execution, overlap.Verdict(overlap.SKIPPED, "no_runner")))
+                continue
+            pending.extend(runs)
             for old in verdict.replaces:
                 if old.pk is None:  # an occurrence of this batch: never saved
                     pending.remove(old)
@@ -236,6 +243,17 @@ def fire_jobs(jobs, now, lead, bulk):
         record_maintenance(execution, window, into, now)
     advance_jobs(jobs)
     return len(pending)
+
+
+def roster(job, rosters):
+    """The runners a run-on-all job's occurrences run on (None otherwise),
+    read once per label set for the whole batch."""
+    if job.run_on != Job.ALL:
+        return None
+    key = tuple(sorted(job.labels or ()))
+    if key not in rosters:
+        rosters[key] = fanout.runners_for(key)
+    return rosters[key]
 
 
 def load_maintenance(jobs, now):
@@ -365,6 +383,7 @@ SKIP_REASONS = {
     "singleton": "singleton job still has a live execution {holder}",
     "queue_full": "the job's queue is full (max_queue), behind {holder}",
     "superseded": "replaced by the later occurrence {holder} before it started",
+    "no_runner": "run on all matching runners, and no runner with its labels was online",
 }
 
 
@@ -382,6 +401,8 @@ def record_skip(execution, verdict, now):
     audit.increment("croniq_executions_total", state=Execution.SKIPPED)
     if verdict.reason == "singleton":
         counter = ("croniq_singleton_skips_total", {"job": execution.job.name})
+    elif verdict.reason == "no_runner":
+        counter = ("croniq_fanout_unserved_total", {"job": execution.job.name})
     else:
         counter = ("croniq_overlap_skips_total", {"job": execution.job.name})
     audit.record(
