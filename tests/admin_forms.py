@@ -21,6 +21,7 @@ def job_form(**fields):
         "calendar_policy": "skip",
         "misfire_policy": "run_once",
         "overlap": "allow",
+        "run_on": "one",
         "maintenance": "skip",
         "retries": "0",
         "retry_backoff": "30",

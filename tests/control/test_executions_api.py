@@ -34,7 +34,7 @@ def test_an_execution_as_json(api):
     assert answer.json() == {
         "id": execution.pk, "job": "report", "scheduled_for": "2026-06-01T12:00:00Z",
         "attempt": 1, "trigger": "schedule", "state": "failed", "runner": "rack-1",
-        "created_at": "2026-06-01T12:00:00Z", "claimed_at": "2026-12-01T09:01:00Z",
+        "pinned_to": "", "created_at": "2026-06-01T12:00:00Z", "claimed_at": "2026-12-01T09:01:00Z",
         "finished_at": "2026-12-01T09:02:00Z", "exit_code": 3, "error": "boom",
     }  # fmt: skip
     assert api.get("executions/999999").status_code == 404
