@@ -242,7 +242,9 @@ def missed_executions(now, grace):
     scheduled = Execution.objects.filter(trigger__in=SCHEDULED, attempt=1).exclude(
         Exists(Event.objects.filter(key=missed_key_sql(grace)))
     )
-    started_late = Q(claimed_at__gt=F("scheduled_for") + late)
+    # Late against when it was due to start: a run-on-all job's `stagger`
+    # starts its later runners after the instant on purpose.
+    started_late = Q(claimed_at__gt=F("run_after") + late)
     running = scheduled.filter(started_late, state=Execution.RUNNING)
     finished = scheduled.filter(started_late, finished_at__gte=now - LATE_LOOKBACK)
     found, scan = pending_past_grace(scheduled, now, grace)

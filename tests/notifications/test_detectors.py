@@ -261,6 +261,19 @@ def test_a_late_execution_still_pending_names_the_stalled_scheduler(settings):
     assert event.data["reason"] == "the scheduler was not running at the instant"
 
 
+def test_a_staggered_run_started_at_its_turn_is_not_missed(settings):
+    settings.CRONIQ_MISSED_GRACE = 60.0
+    turn = T0 + seconds(600)  # the third runner of a run_on: all job, stagger 300s
+    execution = running(JobFactory(), turn + seconds(1), runner=RunnerFactory())
+    execution.scheduled_for = execution.created_at = T0
+    execution.run_after = turn
+    execution.save()
+
+    assert detectors.detect_missed(turn + seconds(5)) == 0
+    Execution.objects.filter(pk=execution.pk).update(claimed_at=turn + seconds(61))
+    assert detectors.detect_missed(turn + seconds(65)) == 1
+
+
 def test_a_run_that_queued_past_its_grace_is_missed_once_started(settings):
     settings.CRONIQ_MISSED_GRACE = 60.0
     runner = RunnerFactory()
