@@ -520,7 +520,10 @@ class Job(models.Model):
 
     def withdraw_ahead(self, now):
         """Delete the executions the loop created ahead of their instant
-        (`scheduler.ticks.FIRE_LEAD`) that are not yet due; returns how many."""
+        (`scheduler.ticks.FIRE_LEAD`) that are not yet due; returns how many.
+        Only those whose instant is still ahead: a run whose instant passed
+        and that waits for a later start (a run_on: all job's stagger, a
+        maintenance's end) belongs to an occurrence that has fired."""
         if self.pk is None:
             return 0
         withdrawn, _ = Execution.objects.filter(
@@ -528,6 +531,7 @@ class Job(models.Model):
             state=Execution.PENDING,
             trigger=Execution.SCHEDULE,
             attempt=1,
+            scheduled_for__gt=now,
             run_after__gt=now,
         ).delete()
         return withdrawn

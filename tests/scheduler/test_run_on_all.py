@@ -81,6 +81,17 @@ def test_stagger_spaces_the_runners_in_the_order_of_their_names(fleet):
     assert [e.pinned_to for e in claim(fleet["web-b"], T0 + dt.timedelta(seconds=30))] == ["web-b"]
 
 
+def test_an_edit_after_the_instant_keeps_the_staggered_runs_still_to_start(fleet):
+    job = cleanup(stagger=30)
+    ticks.trigger_due(T0)
+    claim(fleet["web-a"])
+    job.refresh_from_db()
+    job.command = "echo changed"
+    job.reschedule(T0 + dt.timedelta(seconds=10))
+    assert [e.pinned_to for e in runs(job, state=Execution.PENDING)] == ["web-b", "web-c"]
+    assert ticks.trigger_due(T0 + dt.timedelta(seconds=10)) == 0  # nothing fires twice
+
+
 def test_each_runner_claims_its_own_run_and_no_other(fleet):
     job = cleanup()
     ticks.trigger_due(T0)
