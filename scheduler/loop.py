@@ -5,8 +5,8 @@ timeouts from the scheduler, lease reaping and runner states from runners,
 pruning from audit and the scheduler, each on its own cadence.
 
 It sleeps until the earliest due `next_run_at` (capped by the interval) so a
-job fires within milliseconds of its instant (a job that is not a singleton
-`ticks.FIRE_LEAD` before it), and wakes early when a job is saved. A
+job fires `ticks.FIRE_LEAD` before its instant (at the instant, a job with
+an overlap policy whose run is open), and wakes early when a job is saved. A
 database outage is logged and retried with backoff; any other error is
 logged with its traceback and the loop carries on. Only a signal (stop())
 ends it.
@@ -52,6 +52,7 @@ class SchedulerLoop:
         self.last_job_edit = None
         self.steps = steps.collect(self)
         self.last_run = {}  # step name -> when it last ran
+        self.held = ticks.Held()  # jobs the last firing held back to their instant
 
     def stop(self):
         self.stopping.set()
@@ -61,7 +62,7 @@ class SchedulerLoop:
         return [(step.name, step.run) for step in self.steps if self.due(step, now)]
 
     def fire(self, now):
-        return ticks.trigger_due(now, self.fire_lead)
+        return ticks.trigger_due(now, self.fire_lead, self.held)
 
     def due(self, step, now):
         last = self.last_run.get(step.name)
@@ -129,7 +130,7 @@ class SchedulerLoop:
     def sleep_until_due(self):
         """Sleep until the earliest due job, the interval, an edit, or a stop."""
         now = self.clock()
-        earliest = ticks.earliest_due(now, self.fire_lead)
+        earliest = ticks.earliest_due(now, self.fire_lead, self.held)
         seconds = self.interval
         if earliest is not None:
             seconds = min(seconds, max(0.0, (earliest - now).total_seconds()))

@@ -73,6 +73,14 @@ def occupancy(jobs):
     return found
 
 
+def clear_ahead(occupied):
+    """Whether a job with an overlap policy may fire ahead of its instant
+    (`scheduler.ticks.FIRE_LEAD`): none of its runs is open, so nothing the
+    policy weighs can change before the instant but a manual run, which
+    the job's row lock and the singleton index turn away."""
+    return occupied is None or not (occupied.live or occupied.queued)
+
+
 def admit(job, execution, occupied):
     """The verdict on a new execution of `job` (not saved yet), with
     `occupied` (its Occupancy) updated as if the verdict were carried out."""

@@ -29,33 +29,45 @@ QUARANTINE_REASON_CHARS = 2000
 JOB_ERRORS = "croniq_job_errors_total"
 # Occurrences enumerated one by one before a long outage is treated in bulk.
 ENUMERATION_LIMIT = 1000
-# How long before its instant the loop creates the execution of a job that
-# allows overlaps. Nothing runs early (an execution is claimed only from
-# its run_after on), but the row and the runners' wake-up are ready at the
-# instant instead of tens of milliseconds after it. A job with another
-# overlap policy fires at its instant: what its live runs mean for the
-# newcomer (skip, queue, replace) is decided then.
+# How long before its instant the loop creates a job's execution. Nothing
+# runs early (an execution is claimed only from its run_after on), but the
+# row and the runners' wake-up are ready at the instant instead of tens of
+# milliseconds after it. A job with an overlap policy other than allow fires
+# ahead only when none of its runs is open (pending, running or queued), the
+# usual case: nothing can start in between but a manual run, which its row
+# lock and the singleton index turn away. With a run open, what it means
+# for the newcomer (skip, queue, replace) is decided at the instant: the job
+# is held back until then (`Held`).
 FIRE_LEAD = timedelta(milliseconds=200)
 NO_LEAD = timedelta(0)
 
 
-def due_jobs(now, lead=NO_LEAD):
-    """Active jobs due by `now`, and those that allow overlaps due by `now + lead`."""
-    due = Q(next_run_at__lte=now)
-    if lead:
-        due |= Q(next_run_at__lte=now + lead, overlap=Job.ALLOW)
+class Held(set):
+    """Ids of the jobs held back to their instant by the last firing (a run
+    of theirs was open within the lead): not fired ahead again, and the
+    loop wakes for them at the instant, not the lead before it."""
+
+
+def due_jobs(now, lead=NO_LEAD, held=()):
+    """Active jobs due by `now + lead`; those in `held` only by `now`."""
+    due = Q(next_run_at__lte=now + lead)
+    if held:
+        due &= Q(next_run_at__lte=now) | ~Q(pk__in=list(held))
     return Job.objects.filter(due, enabled=True, paused_at__isnull=True)
 
 
-def earliest_due(now, lead=NO_LEAD):
+def earliest_due(now, lead=NO_LEAD, held=()):
     """When the loop must next wake to fire a job: the earliest next_run_at
-    of any active job, `lead` earlier for jobs that allow overlaps."""
+    of any active job, `lead` earlier but for the `held` ones."""
     active = Job.objects.filter(enabled=True, paused_at__isnull=True, next_run_at__isnull=False)
-    # Two MINs that each read the first row of the `job_due` index: one MIN
-    # with FILTER clauses reads every active job (35 ms at 100,000 jobs).
-    plain = active.filter(overlap=Job.ALLOW).aggregate(at=Min("next_run_at"))["at"]
-    guarded = active.exclude(overlap=Job.ALLOW).aggregate(at=Min("next_run_at"))["at"]
-    return min((at for at in (plain and plain - lead, guarded) if at), default=None)
+    if not held:
+        # One MIN that reads the first row of the `job_due` index.
+        at = active.aggregate(at=Min("next_run_at"))["at"]
+        return at and at - lead
+    held = list(held)
+    ahead = active.exclude(pk__in=held).aggregate(at=Min("next_run_at"))["at"]
+    at_instant = active.filter(pk__in=held).aggregate(at=Min("next_run_at"))["at"]
+    return min((at for at in (ahead and ahead - lead, at_instant) if at), default=None)
 
 
 @dataclass
@@ -91,12 +103,15 @@ def due_occurrences(job, now, until=None):
     return result
 
 
-def trigger_due(now, lead=NO_LEAD):
-    """Create the executions of every due job, and of jobs that are not
-    singletons due within `lead`; returns how many were created."""
+def trigger_due(now, lead=NO_LEAD, held=None):
+    """Create the executions of every job due by `now + lead`; returns how
+    many were created. `held` (a Held, cleared first) collects the jobs
+    held back to their instant."""
+    held = Held() if held is None else held
+    held.clear()
     created = 0
     while True:
-        batch_created, claimed = trigger_batch(now, lead)
+        batch_created, claimed = trigger_batch(now, lead, held)
         created += batch_created
         if claimed < TRIGGER_BATCH:
             break
@@ -105,13 +120,19 @@ def trigger_due(now, lead=NO_LEAD):
     return created
 
 
-def trigger_batch(now, lead=NO_LEAD):
+def trigger_batch(now, lead=NO_LEAD, held=None):
     """Claim up to TRIGGER_BATCH due jobs in one transaction and fire them.
     Returns (executions created, jobs claimed)."""
+    held = Held() if held is None else held
     try:
         with transaction.atomic():
-            jobs = lock_due_jobs(now, lead)
-            return fire_jobs(jobs, now, lead, bulk=True), len(jobs)
+            jobs = lock_due_jobs(now, lead, held)
+            holding = set(held)
+            try:
+                return fire_jobs(jobs, now, lead, bulk=True, held=held), len(jobs)
+            except Exception:
+                held.intersection_update(holding)  # rolled back: decided again below
+                raise
     except Exception as e:
         if not job_fault(e):
             raise  # the database itself: the loop backs off
@@ -120,20 +141,20 @@ def trigger_batch(now, lead=NO_LEAD):
         # the others still fire.
         log.info("a batch of due jobs failed to fire (%s); retrying one by one", e)
     created = claimed = 0
-    for job_id in (
-        due_jobs(now, lead).order_by("next_run_at").values_list("pk", flat=True)[:TRIGGER_BATCH]
-    ):
-        created += fire_one(job_id, now, lead)
+    due = due_jobs(now, lead, held).order_by("next_run_at").values_list("pk", flat=True)
+    for job_id in list(due[:TRIGGER_BATCH]):
+        created += fire_one(job_id, now, lead, held)
         claimed += 1
     return created, claimed
 
 
-def fire_one(job_id, now, lead):
+def fire_one(job_id, now, lead, held):
     """Fire one due job in a transaction of its own; a job that cannot be
     fired is quarantined instead of stopping the jobs after it."""
     try:
         with transaction.atomic():
-            return fire_jobs(lock_due_jobs(now, lead, pk=job_id), now, lead, bulk=False)
+            jobs = lock_due_jobs(now, lead, held, pk=job_id)
+            return fire_jobs(jobs, now, lead, bulk=False, held=held)
     except Exception as e:
         if not job_fault(e):
             raise
@@ -179,17 +200,24 @@ def iso(instant):
     return instant.isoformat() if instant else None
 
 
-def lock_due_jobs(now, lead=NO_LEAD, **filters):
+def lock_due_jobs(now, lead=NO_LEAD, held=(), **filters):
     """Due jobs, locked; ones another loop holds are skipped (PostgreSQL).
     SQLite needs no row locks: its IMMEDIATE transactions serialise writers."""
-    jobs = due_jobs(now, lead).filter(**filters).select_related("calendar").order_by("next_run_at")
+    jobs = (
+        due_jobs(now, lead, held)
+        .filter(**filters)
+        .select_related("calendar")
+        .order_by("next_run_at")
+    )
     if connection.features.has_select_for_update_skip_locked:
         jobs = jobs.select_for_update(skip_locked=True, of=("self",))
     return list(jobs[:TRIGGER_BATCH])
 
 
-def fire_jobs(jobs, now, lead, bulk):
-    """Create the due executions of locked jobs and advance each job.
+def fire_jobs(jobs, now, lead, bulk, held=None):
+    """Create the due executions of locked jobs and advance each job; a job
+    whose policy must decide at the instant is left alone, its id added
+    to `held`.
 
     Any error propagates: the caller rolls the batch back and fires its jobs
     one by one, quarantining the one that fails.
@@ -204,7 +232,13 @@ def fire_jobs(jobs, now, lead, bulk):
         # The calendar as it is now: a blackout added after next_run_at was
         # computed is honoured.
         job.next_run_at = job.due_instant(job.calendar_rules(shared=calendars))
-        until = now + lead if job.overlap == Job.ALLOW else now
+        until = now + lead
+        if job.overlap != Job.ALLOW and not overlap.clear_ahead(occupied.get(job.pk)):
+            if job.next_run_at is not None and job.next_run_at > now:
+                if held is not None:
+                    held.add(job.pk)
+                continue  # its open run decides the newcomer's fate at the instant
+            until = now
         occurrences = due_occurrences(job, now, until)
         for instant, trigger in apply_misfire_policy(job, occurrences, now):
             execution = new_execution(job, instant, trigger, now)

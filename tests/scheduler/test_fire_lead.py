@@ -1,5 +1,7 @@
-"""Jobs that are not singletons fire `ticks.FIRE_LEAD` before their instant;
-nothing runs early, and an edit or a pause withdraws what is not yet due."""
+"""Jobs fire `ticks.FIRE_LEAD` before their instant (one with an overlap
+policy only while none of its runs is open: otherwise it is held back to
+the instant, where its policy decides); nothing runs early, and an edit or
+a pause withdraws what is not yet due."""
 
 import datetime as dt
 
@@ -36,11 +38,66 @@ def test_nothing_fires_before_the_lead():
     assert ticks.trigger_due(JUST_BEFORE) == 0  # no lead, no early fire
 
 
-def test_a_singleton_job_fires_only_at_its_instant():
-    """Whether its previous run is still live is decided at the instant."""
-    JobFactory(schedule="@every 1s", next_run_at=T0, singleton=True)
-    assert ticks.trigger_due(JUST_BEFORE, LEAD) == 0
-    assert ticks.trigger_due(T0, LEAD) == 1
+def test_an_idle_singleton_job_fires_ahead_and_the_index_still_allows_one_live_run():
+    job = JobFactory(schedule="@every 1s", next_run_at=T0, singleton=True)
+    assert ticks.trigger_due(JUST_BEFORE, LEAD) == 1
+    prepared = Execution.objects.get(job=job)
+    assert (prepared.scheduled_for, prepared.run_after, prepared.singleton) == (T0, T0, True)
+    # A manual run in between meets the prepared one, as it would a live run.
+    with pytest.raises(operations.OperationRefused):
+        operations.run_now(job, JUST_BEFORE, actor=None)
+
+
+@pytest.mark.parametrize("state", [Execution.RUNNING, Execution.PENDING, Execution.QUEUED])
+@pytest.mark.parametrize("policy", [Job.SKIP, Job.QUEUE, Job.REPLACE])
+def test_a_job_with_an_open_run_is_held_back_to_its_instant(policy, state):
+    """Whether its open run is still live is decided at the instant."""
+    job = JobFactory(schedule="@every 1s", next_run_at=T0, overlap=policy)
+    Execution.objects.create(
+        job=job, scheduled_for=T0 - dt.timedelta(seconds=1), run_after=T0 - dt.timedelta(seconds=1),
+        created_at=T0, state=state, singleton=False,
+    )  # fmt: skip
+    held = ticks.Held()
+    assert ticks.trigger_due(JUST_BEFORE, LEAD, held) == 0
+    assert held == {job.pk}
+    job.refresh_from_db()
+    assert job.next_run_at == T0
+    # The loop wakes for it at the instant, not the lead before.
+    assert ticks.earliest_due(JUST_BEFORE, LEAD, held) == T0
+    assert ticks.earliest_due(JUST_BEFORE, LEAD) == T0 - LEAD
+    # Held back again while it is ahead, then decided at the instant.
+    assert ticks.trigger_due(JUST_BEFORE + dt.timedelta(milliseconds=50), LEAD, held) == 0
+    Execution.objects.filter(job=job).update(state=Execution.SUCCEEDED)
+    ticks.trigger_due(T0, LEAD, held)
+    assert held == set()
+    assert Execution.objects.get(job=job, scheduled_for=T0).state == Execution.PENDING
+
+
+def test_a_held_back_singleton_is_skipped_at_its_instant_when_its_run_still_lives():
+    job = JobFactory(schedule="@every 1s", next_run_at=T0, singleton=True)
+    Execution.objects.create(
+        job=job, scheduled_for=T0 - dt.timedelta(seconds=1), run_after=T0 - dt.timedelta(seconds=1),
+        created_at=T0, state=Execution.RUNNING, singleton=True,
+    )  # fmt: skip
+    held = ticks.Held()
+    assert ticks.trigger_due(JUST_BEFORE, LEAD, held) == 0
+    assert ticks.trigger_due(T0, LEAD, held) == 0
+    assert Execution.objects.get(job=job, scheduled_for=T0).state == Execution.SKIPPED
+
+
+def test_many_held_back_jobs_do_not_stall_the_batches(monkeypatch):
+    monkeypatch.setattr(ticks, "TRIGGER_BATCH", 3)
+    for _ in range(7):
+        job = JobFactory(schedule="@every 1s", next_run_at=T0, singleton=True)
+        Execution.objects.create(
+            job=job, scheduled_for=T0 - dt.timedelta(seconds=1),
+            run_after=T0 - dt.timedelta(seconds=1), created_at=T0, state=Execution.RUNNING,
+            singleton=True,
+        )  # fmt: skip
+    plain = JobFactory(schedule="@every 1s", next_run_at=T0)
+    held = ticks.Held()
+    assert ticks.trigger_due(JUST_BEFORE, LEAD, held) == 1
+    assert len(held) == 7 and Execution.objects.filter(job=plain).count() == 1
 
 
 def test_an_execution_fired_ahead_is_not_claimable_before_its_instant():
@@ -52,12 +109,12 @@ def test_an_execution_fired_ahead_is_not_claimable_before_its_instant():
     assert ready_executions(T0).count() == 1
 
 
-def test_the_loop_wakes_the_lead_before_a_plain_job_and_at_a_singletons_instant():
+def test_the_loop_wakes_the_lead_before_the_earliest_job():
     JobFactory(next_run_at=T0 + dt.timedelta(seconds=5), singleton=True)
-    assert ticks.earliest_due(T0, LEAD) == T0 + dt.timedelta(seconds=5)
-    JobFactory(next_run_at=T0 + dt.timedelta(seconds=5), singleton=False)
     assert ticks.earliest_due(T0, LEAD) == T0 + dt.timedelta(seconds=5) - LEAD
-    assert ticks.earliest_due(T0) == T0 + dt.timedelta(seconds=5)
+    JobFactory(next_run_at=T0 + dt.timedelta(seconds=3), singleton=False)
+    assert ticks.earliest_due(T0, LEAD) == T0 + dt.timedelta(seconds=3) - LEAD
+    assert ticks.earliest_due(T0) == T0 + dt.timedelta(seconds=3)
 
 
 def test_the_scheduler_loop_fires_with_its_lead():
