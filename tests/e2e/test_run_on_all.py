@@ -178,6 +178,12 @@ jobs:
             assert [run[1] for run in group] == [*FLEET, "fleet-d"]
             assert [run[2] for run in group] == [*FLEET, "fleet-d"]
             assert at > first_at
+        # Every run that ended was run by the agent it is pinned to.
+        ran = written(everywhere)
+        for group in every.values():
+            for execution_id, pinned_to, _, state, *_ in group:
+                if state == "succeeded":
+                    assert ran[execution_id][0] == pinned_to
         # Nothing ever ran on the runner without the label.
         for job in ("everywhere", "rolling"):
             for group in runs(db, job).values():
