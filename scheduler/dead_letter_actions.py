@@ -100,6 +100,7 @@ def new_attempt(execution, now):
                 run_after=now,
                 created_at=now,
                 env=execution.env,  # a triggered run's overrides hold for its replay
+                pinned_to=execution.pinned_to,  # run on every runner: replayed on its own
             )
             return overlap.enter(job, new, now)
     except IntegrityError:

@@ -9,7 +9,6 @@ again on that runner alone."""
 from datetime import UTC, datetime
 
 import pytest
-import requests
 
 from tests.agent.world import issue_token, ready
 from tests.e2e.processes import (
@@ -191,86 +190,6 @@ jobs:
         assert "other" not in {name for name, _ in written(everywhere).values()}
     finally:
         for process in processes:  # all at once: each agent takes a moment to drain
-            if process.alive():
-                process.popen.terminate()
-        for process in reversed(processes):
-            process.stop()
-            print(f"--- {process.log_path}\n{process.output()}")
-        drop_database(db)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="a replayed dead letter of a run-on-all job is not pinned: "
-    "dead_letter_actions.new_attempt builds an unpinned Execution and overlap.enter "
-    "spreads it to every matching runner online now (scheduler.fanout.spread), so the "
-    "runners whose run succeeded run the instant again, and replayed_execution names "
-    "the first of them by name rather than the runner that failed",
-)
-def test_replaying_one_runners_dead_letter_runs_it_again_on_that_runner_only(tmp_path):
-    db = migrated_database(tmp_path)
-    processes = []
-    try:
-        # Fails on fleet-b only, without retries: each occurrence leaves
-        # one dead letter, fleet-b's.
-        (tmp_path / "jobs.yaml").write_text("""
-jobs:
-  - name: sync
-    schedule: "@every 5s"
-    command: 'test "$CRONIQ_RUNNER_NAME" != fleet-b'
-    labels: [fleet]
-    run_on: all
-""")  # fmt: skip
-        manage(db, "apply", str(tmp_path / "jobs.yaml"))
-        scopes = ("--scopes", "dead-letters:read", "dead-letters:write")
-        key = manage(db, "create_api_key", "ops", *scopes).stdout.strip()
-        server = Server(db, tmp_path / "web.log", **SETTINGS)
-        processes.append(server)
-        token = issue_token(db)
-        processes.append(start_loop(db, tmp_path / "loop.log", **SETTINGS))
-        ready(server)
-        for name in FLEET[:2]:
-            log = tmp_path / f"{name}.log"
-            args = ("--labels", "fleet", "--poll-wait", "5")
-            processes.append(start_agent(server.url, token, log, *args, CRONIQ_RUNNER_NAME=name))
-
-        def dead_letter():
-            rows = query(
-                db,
-                "SELECT d.id, e.scheduled_for FROM scheduler_deadletter d"
-                " JOIN scheduler_execution e ON e.id = d.execution_id"
-                " WHERE e.pinned_to = 'fleet-b' ORDER BY d.id",
-            )
-            return rows[0] if rows else None
-
-        letter, instant = wait_for(dead_letter, timeout=30, message="fleet-b's dead letter")
-        answer = requests.post(
-            f"{server.url}/api/v1/dead-letters/{letter}/replay",
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=30,
-        )
-        assert answer.status_code == 202, answer.text
-        replays = query(
-            db,
-            "SELECT id, pinned_to FROM scheduler_execution WHERE trigger = 'replay'"
-            " AND scheduled_for = %s ORDER BY pinned_to",
-            (instant,),
-        )
-        assert [pinned for _, pinned in replays] == ["fleet-b"]
-        assert answer.json()["pinned_to"] == "fleet-b"
-
-        def ended():
-            rows = query(
-                db,
-                "SELECT e.state, r.name FROM scheduler_execution e"
-                " JOIN runners_runner r ON r.id = e.runner_id WHERE e.id = %s",
-                (replays[0][0],),
-            )
-            return rows and rows[0][0] not in ("pending", "running") and rows[0]
-
-        assert wait_for(ended, timeout=20, message="the replay") == ("failed", "fleet-b")
-    finally:
-        for process in processes:
             if process.alive():
                 process.popen.terminate()
         for process in reversed(processes):

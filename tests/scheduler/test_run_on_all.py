@@ -11,8 +11,9 @@ from audit.models import AuditEvent, Counter
 from runners import claims, dispatch, identity, loop_steps
 from runners.hub import Waiter
 from runners.models import Runner, RunnerToken
-from scheduler import applyfile, backfill, fanout, lifecycle, operations, ticks
+from scheduler import applyfile, backfill, dead_letter_actions, fanout, lifecycle, operations, ticks
 from scheduler.applyfile import ApplyError
+from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused
 from tests.factories import JobFactory, RunnerFactory
@@ -166,6 +167,19 @@ def test_a_drained_runner_keeps_its_pinned_run_until_it_is_resumed(fleet):
     Runner.objects.filter(name="web-a").update(drained=True, state=Runner.DRAINING)
     assert loop_steps.drop_orphaned_pins(LATER) == 0
     assert runs(job, pinned_to="web-a")[0].state == Execution.PENDING
+
+
+def test_replaying_one_runners_dead_letter_runs_it_again_on_that_runner_only(fleet):
+    job = cleanup()
+    ticks.trigger_due(T0)
+    a, b, c = runs(job)
+    for run in (a, c):
+        success(run)
+    lifecycle.settle(held(b), Execution.FAILED, LATER, exit_code=1)
+    dead_letter = DeadLetter.objects.get(execution=b)
+    replayed = dead_letter_actions.replay(dead_letter, LATER, actor=None)
+    assert (replayed.pinned_to, replayed.attempt) == ("web-b", 2)
+    assert len(runs(job, state=Execution.PENDING)) == 1
 
 
 def success(execution):
