@@ -270,13 +270,13 @@ def fire_jobs(jobs, now, lead, bulk, held=None):
             audit.record("job.exhausted", target=job, at=now, data={"after": now.isoformat()})
     for old, instant in replaced:
         overlap.replace(old, f"for {instant.isoformat()}", now)
-    save_executions(pending, bulk)
+    created = save_executions(pending, bulk)
     for execution, verdict in skipped:
         record_skip(execution, verdict, now)
     for execution, window, into in in_maintenance:
         record_maintenance(execution, window, into, now)
     advance_jobs(jobs)
-    return len(pending)
+    return created
 
 
 def roster(job, rosters):
@@ -365,15 +365,20 @@ def new_execution(job, instant, trigger, now):
 
 
 def save_executions(executions, bulk):
+    """Save them; returns how many this loop created (one by one, another
+    loop may have created some first)."""
     if bulk:
         Execution.objects.bulk_create(executions)
-        return
+        return len(executions)
+    saved = 0
     for execution in executions:
         try:
             with transaction.atomic():
                 execution.save()
+            saved += 1
         except IntegrityError:
             log.info("%s: already created by another scheduler", execution)
+    return saved
 
 
 def apply_misfire_policy(job, occurrences, now):
