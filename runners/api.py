@@ -181,6 +181,15 @@ class PollIn(Schema):
     capacity: Annotated[
         StrictInt | None, Field(ge=0, le=1000, description="How many executions to take.")
     ] = None
+    early: Annotated[
+        bool,
+        Field(
+            strict=True,
+            description="Answer work claimed ahead of its instant at once, each "
+            "assignment's `starts_in` saying when it may start (the runner prepares "
+            "meanwhile). Without it the answer leaves at the instant.",
+        ),
+    ] = False
 
 
 class AssignmentOut(Schema):
@@ -193,6 +202,9 @@ class AssignmentOut(Schema):
     attempt: int
     lease: int
     lease_expires_at: datetime
+    # Seconds after the answer arrives before the run may start: 0 unless
+    # the poll asked `early` and the work's instant is still ahead.
+    starts_in: float = 0.0
 
 
 class PollOut(Schema):
@@ -207,6 +219,10 @@ async def poll(request, runner_id: int, body: PollIn):
         polls.return_unanswered, runner_id, body.session, handed.assignments
     )
     answered = functools.partial(polls.handed_over, handed)
+    if body.early:
+        # The runner waits for each instant itself: the answer leaves now.
+        await polls.answer_not_before(request, None, unanswered, answered)
+        return {"executions": polls.with_starts_in(handed, timezone.now())}
     await polls.answer_not_before(request, handed.not_before, unanswered, answered)
     return {"executions": handed.assignments}
 

@@ -145,6 +145,15 @@ class AnswerHold:
             self.answered(timezone.now())
 
 
+def with_starts_in(handed, now):
+    """`handed`'s assignments for an `early` poll: each with `starts_in`,
+    the seconds from `now` to its instant (its run_after)."""
+    return [
+        {**assignment, "starts_in": max(0.0, (ready_at - now).total_seconds())}
+        for assignment, ready_at in zip(handed.assignments, handed.ready_at, strict=True)
+    ]
+
+
 async def answer_not_before(request, instant, unanswered, answered=None):
     """Make `request`'s answer leave at `instant` (None: at once), not
     earlier; if the caller hangs up before it leaves, run `unanswered()`;

@@ -53,6 +53,8 @@ log = logging.getLogger("croniq.runner")
 
 # After the drain, reports of killed jobs get this long to reach the server.
 REPORT_WINDOW = 15.0
+# The longest wait for an instant an answer may ask (`starts_in`).
+MAX_STARTS_IN = 60.0
 
 
 class Changes:
@@ -251,7 +253,16 @@ class Agent(Registration, LeaseKeeping):
             self.changed.wait(1.0)
             return 0
         path = f"/api/v1/runners/{self.runner_id}/poll"
-        body = {"session": self.session, "wait": self.config.poll_wait, "capacity": free}
+        # `early`: work claimed ahead of its instant arrives at once, with
+        # `starts_in`; the job's supervisor starts meanwhile and runs the
+        # command at the instant (a server that predates it answers at the
+        # instant, starts_in absent).
+        body = {
+            "session": self.session,
+            "wait": self.config.poll_wait,
+            "capacity": free,
+            "early": True,
+        }
         self.polling = True
         try:
             answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)
@@ -328,6 +339,7 @@ class Agent(Registration, LeaseKeeping):
             orphan_grace=self.fence_grace(),
             account=self.config.run_as,
             ledger=self.ledger,
+            start_at=start_at(assignment),
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.
@@ -343,6 +355,20 @@ class Agent(Registration, LeaseKeeping):
             self.jobs.pop(job.id, None)
         self.leases.forget(job.id)
         self.changed.notify()
+
+
+def start_at(assignment):
+    """The time.monotonic() an assignment answered ahead may start at (None:
+    at once). A real clock, whatever the agent's injected one: the job's
+    supervisor reads the same one. A malformed value starts at once; the
+    server claims at most a fraction of a second ahead, so a longer wait is
+    cut to MAX_STARTS_IN."""
+    starts_in = assignment.get("starts_in")
+    if not isinstance(starts_in, (int, float)) or isinstance(starts_in, bool):
+        return None
+    if not starts_in > 0:
+        return None
+    return time.monotonic() + min(starts_in, MAX_STARTS_IN)
 
 
 def configure_logging(level):

@@ -92,8 +92,12 @@ class Job:
         orphan_grace=ORPHAN_GRACE,
         account=None,
         ledger=None,
+        start_at=None,
     ):
         self.assignment = assignment
+        # time.monotonic() before which the job's command must not start
+        # (work answered ahead of its instant); None: at once.
+        self.start_at = start_at
         self.id = assignment["id"]
         self.lease = assignment["lease"]
         self.timeout = assignment.get("timeout") or None
@@ -139,6 +143,8 @@ class Job:
         if self.account is not None:
             groups = ",".join(str(g) for g in self.account.groups)
             args += ["--user", str(self.account.uid), str(self.account.gid), groups]
+        if self.start_at is not None and self.start_at > time.monotonic():
+            args += ["--start-at", f"{self.start_at:.6f}"]
         return [*args, "--", "sh", "-c", self.assignment["command"]]
 
     def start(self):
@@ -163,7 +169,9 @@ class Job:
             os.close(lifeline)
         if self.process is not None and self.ledger is not None:
             self.ledger.add(self.process.pid, self.id)
-        self.started_at = self.clock()
+        # The timeout counts from the command's start: at the instant when
+        # the supervisor waits for it.
+        self.started_at = self.clock() + self.wait_for_instant()
         if self.process is not None:
             log.info(
                 "execution %s started (job %s, attempt %s, pid %s)",
@@ -178,6 +186,10 @@ class Job:
             self._output_closed = True
             self._shipper = None
         self._thread(self._run, "run")
+
+    def wait_for_instant(self):
+        """Seconds until the supervisor starts the command (0: at once)."""
+        return max(0.0, self.start_at - time.monotonic()) if self.start_at is not None else 0.0
 
     def _thread(self, target, role):
         thread = threading.Thread(target=target, name=f"exec-{self.id}-{role}", daemon=True)

@@ -1,6 +1,6 @@
 """The parent of one job: it makes the job die with its agent.
 
-    python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] -- COMMAND...
+    python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] [--start-at T] -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a
@@ -9,6 +9,11 @@ dies (SIGKILL, the OOM killer), the pipe reads end-of-file and the
 supervisor takes the whole group down: SIGTERM, then SIGKILL after GRACE
 seconds. Otherwise it waits for COMMAND and ends as COMMAND ended (the same
 exit code, or the same signal), so the agent reads the job's own status.
+
+With --start-at, COMMAND starts when the monotonic clock (system-wide,
+the agent's too) reaches T, not before: the agent starts the supervisor as
+soon as work arrives ahead of its instant, so Python's start-up is over by
+then. An agent gone or a SIGTERM meanwhile ends it with nothing started.
 
 A pipe rather than PR_SET_PDEATHSIG: the kernel sends that signal when the
 *thread* that forked exits, and the agent starts jobs from threads that end
@@ -24,6 +29,7 @@ standard library.
 
 import os
 import resource
+import select
 import signal
 import sys
 import threading
@@ -31,15 +37,32 @@ import time
 
 
 def parse(argv):
-    """(fd, grace, account or None, command) from the argument list."""
+    """(fd, grace, account or None, start_at or None, command) from the
+    argument list."""
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1 :]
     fd, grace = int(options[0]), float(options[1])
-    account = None
-    if len(options) > 2 and options[2] == "--user":
-        uid, gid, groups = options[3:6]
-        account = (int(uid), int(gid), [int(g) for g in groups.split(",") if g])
-    return fd, grace, account, command
+    account = start_at = None
+    rest = options[2:]
+    while rest:
+        if rest[0] == "--user":
+            uid, gid, groups = rest[1:4]
+            account = (int(uid), int(gid), [int(g) for g in groups.split(",") if g])
+            rest = rest[4:]
+        elif rest[0] == "--start-at":
+            start_at, rest = float(rest[1]), rest[2:]
+        else:
+            raise SystemExit(f"croniq-runner supervisor: unknown option {rest[0]}")
+    return fd, grace, account, start_at, command
+
+
+def wait_for_start(start_at, fd):
+    """Sleep until the monotonic clock reaches `start_at`, watching the
+    agent's pipe: end-of-file (the agent is gone) exits, nothing started."""
+    while (left := start_at - time.monotonic()) > 0:
+        readable, _, _ = select.select([fd], [], [], left)
+        if readable and not os.read(fd, 1):
+            os._exit(1)
 
 
 def executable(name):
@@ -122,7 +145,9 @@ def end_like(status):
 
 
 def main(argv):
-    fd, grace, account, command = parse(argv)
+    fd, grace, account, start_at, command = parse(argv)
+    if start_at is not None:
+        wait_for_start(start_at, fd)
     child = start(command, account, fd)
     # The agent signals the whole group; the job decides how to answer,
     # this process only passes the job's status on.

@@ -1,5 +1,7 @@
 """The runner API in-process: authentication, validation and every 4xx path."""
 
+import datetime as dt
+
 import pytest
 from django.utils import timezone
 
@@ -148,7 +150,38 @@ def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
         "attempt",
         "lease",
         "lease_expires_at",
+        "starts_in",  # 0: the answer left at the instant
     }
+    assert assigned["starts_in"] == 0
+
+
+def test_an_early_poll_gets_work_ahead_of_its_instant_with_starts_in(api_client, registered):
+    instant = timezone.now() + dt.timedelta(seconds=0.08)  # within the hub's claim-ahead
+    execution = pending(now=instant, labels=["linux"])
+    body = {"session": "s1", "wait": 2, "early": True}
+    answer = api_client.post(f"/v1/runners/{registered}/poll", body)
+    arrived = timezone.now()
+    [assigned] = answer.json()["executions"]
+    assert assigned["id"] == execution.pk
+    assert arrived < instant  # the answer did not wait for the instant...
+    # ...and says how long the run must wait for it.
+    assert 0 < assigned["starts_in"] <= 0.08
+    assert arrived + dt.timedelta(seconds=assigned["starts_in"]) >= instant - dt.timedelta(
+        milliseconds=5
+    )
+
+
+def test_a_poll_without_early_is_answered_at_the_instant(api_client, registered):
+    instant = timezone.now() + dt.timedelta(seconds=0.08)
+    pending(now=instant, labels=["linux"])
+    answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "wait": 2})
+    assert timezone.now() >= instant
+    assert answer.json()["executions"][0]["starts_in"] == 0
+
+
+def test_early_must_be_a_boolean(api_client, registered):
+    body = {"session": "s1", "early": "yes"}
+    assert_error(api_client.post(f"/v1/runners/{registered}/poll", body), 422)
 
 
 def test_a_poll_with_nothing_to_do_and_no_wait_answers_an_empty_list(api_client, registered):
