@@ -423,11 +423,15 @@ def label_sets(now):
     """The distinct label sets of the jobs, read once a minute."""
     cached = _label_sets.get("sets")
     if cached is None or not (cached[0] <= now < cached[0] + CACHE_TTL):
-        values = Job.objects.values_list("labels", flat=True).distinct()
+        # order_by(): the jobs' default ordering would make DISTINCT compare
+        # (labels, name), a row per job.
+        values = Job.objects.order_by().values_list("labels", flat=True).distinct()
         _label_sets.clear()
-        _label_sets["sets"] = cached = (now, {frozenset(v or ()): [] for v in values})
+        _label_sets["sets"] = cached = (now, {})
         for value in values:
-            cached[1][frozenset(value or ())].append(value or [])
+            spellings = cached[1].setdefault(frozenset(value or ()), [])
+            if (value or []) not in spellings:
+                spellings.append(value or [])
     return list(cached[1])
 
 

@@ -8,7 +8,7 @@ from notifications import detectors
 from notifications.models import Channel, Event, Rule
 from runners.models import Runner
 from scheduler.loop import SchedulerLoop
-from scheduler.models import Execution
+from scheduler.models import Execution, Job
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -403,6 +403,21 @@ def test_with_no_runner_online_even_unlabelled_work_is_unserved(settings):
     assert events("labels.unserved")[0].data["labels"] == []
     assert detectors.detect_missed(T0 + seconds(400)) == 1
     assert events("job.missed")[0].data["reason"] == "no runner is online"
+
+
+def test_thousands_of_jobs_sharing_a_label_set_make_one_query_term(settings):
+    """The label sets are distinct sets, not one per job: 1,500 jobs on
+    one set once built a query too deep for SQLite."""
+    settings.CRONIQ_UNSERVED_GRACE = 60.0
+    Job.objects.bulk_create(
+        Job(name=f"many-{n}", schedule="@daily", command="true", labels=["gpu", "linux"])
+        for n in range(1500)
+    )
+    ExecutionFactory(job=Job.objects.get(name="many-7"))
+    Job.objects.filter(name="many-8").update(labels=["linux", "gpu"])  # another spelling
+
+    assert detectors.detect_unserved(T0 + seconds(61)) == 1
+    assert len(detectors.label_sets(T0 + seconds(61))) == 1
 
 
 def test_a_long_label_set_still_makes_a_key(settings):
