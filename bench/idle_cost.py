@@ -1,0 +1,219 @@
+"""What an idle Croniq costs: 2,000 jobs, none due for an hour.
+
+A real uvicorn web process, a real scheduler_loop (with its notifier
+process) and one real agent long-polling, on a database holding 2,000 jobs
+whose next instants are an hour or more away. After a warm-up, for
+`--seconds` (default 60): the CPU time of the web process and of the loop
+with its children, as a share of one core, and the queries the loop's
+main thread sent per minute (counted by a wrapper around its database
+connection; on PostgreSQL also the transactions the database committed).
+Target (issue "Fast for every job"): loop + web under 1% of one core.
+
+    .venv/bin/python bench/idle_cost.py            # SQLite
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_idle_bench \
+        .venv/bin/python bench/idle_cost.py        # a fresh database, dropped after
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+JOBS = 2000
+WARM_UP = 10.0
+TARGET_PERCENT = 1.0
+
+# The loop, with every query of its main thread counted; SIGUSR1 writes
+# the count so far to the file named by its first argument.
+COUNTED_LOOP = """
+import signal, sys
+import django
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+count = [0]
+def counted(execute, sql, params, many, context):
+    count[0] += 1
+    return execute(sql, params, many, context)
+def report(*_):
+    with open(sys.argv[1], "w") as out:
+        out.write(str(count[0]))
+connection.execute_wrappers.append(counted)
+signal.signal(signal.SIGUSR1, report)
+call_command("scheduler_loop")
+"""
+
+
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def prepare_database():
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'idle-bench.sqlite3'}"
+    elif url.startswith("postgres"):
+        server, name = url.rsplit("/", 1)
+        url = f"{server}/{name}_{uuid.uuid4().hex[:6]}"
+        import psycopg
+
+        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{url.rsplit("/", 1)[1]}"')
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("SECRET_KEY", "croniq-bench-key")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return url
+
+
+def cpu_seconds(pid):
+    """User + system CPU time the process has used so far (0 once gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid):
+    """Pids of the processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def transactions(url):
+    """Transactions the database has committed or rolled back (PostgreSQL)."""
+    if not url.startswith("postgres"):
+        return None
+    import psycopg
+
+    server, name = url.rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        query = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s"
+        return conn.execute(query, [name]).fetchone()[0]
+
+
+def loop_queries(pid, path):
+    """The loop's query count so far (it writes it on SIGUSR1)."""
+    path.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not path.exists() or not path.read_text():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the loop did not report its query count")
+        time.sleep(0.01)
+    return int(path.read_text())
+
+
+def create_jobs(now):
+    from scheduler.models import Job
+
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    Job.objects.bulk_create(
+        Job(
+            name=f"idle-{n}",
+            schedule=f"{n % 60} * * * *" if n % 2 else "@every 2h",
+            command="true",
+            # An hour or more away, spread over the next hour.
+            next_run_at=hour + dt.timedelta(hours=2, minutes=n % 60),
+        )
+        for n in range(JOBS)
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=60.0)
+    options = parser.parse_args()
+    url = prepare_database()
+    from django.db import connections
+    from django.utils import timezone
+
+    from runners.models import RunnerToken
+    from tests.e2e.processes import Process, Server, drop_database, process_env
+
+    create_jobs(timezone.now())
+    secret = RunnerToken.issue(f"bench-{uuid.uuid4().hex[:8]}")[1]
+    connections.close_all()
+    workdir = Path(tempfile.mkdtemp(prefix="croniq-idle-bench-"))
+    count_file = workdir / "loop-queries.txt"
+    processes = []
+    try:
+        web = Server(url, workdir / "web.log")
+        processes.append(web)
+        web.wait_ready()
+        loop = Process(
+            [sys.executable, "-c", COUNTED_LOOP, str(count_file)],
+            process_env(url, DJANGO_SETTINGS_MODULE="croniq_project.settings"),
+            workdir / "loop.log",
+        )
+        processes.append(loop)
+        agent_env = process_env("sqlite:////nonexistent", XDG_STATE_HOME=workdir / "state")
+        agent = ROOT / ".venv" / "bin" / "croniq-runner"
+        processes.append(
+            Process(
+                [str(agent), "--server", web.url, "--token", secret, "--name", "idle-1"],
+                agent_env,
+                workdir / "agent.log",
+            )
+        )
+        time.sleep(WARM_UP)
+        queries_before = loop_queries(loop.popen.pid, count_file)
+        loop_tree = [loop.popen.pid, *children(loop.popen.pid)]
+        before = {pid: cpu_seconds(pid) for pid in [web.popen.pid, *loop_tree]}
+        xacts_before = transactions(url)
+        started = time.monotonic()
+        time.sleep(options.seconds)
+        elapsed = time.monotonic() - started
+        used = {pid: cpu_seconds(pid) - before[pid] for pid in before}
+        xacts = transactions(url)
+        queries = loop_queries(loop.popen.pid, count_file) - queries_before
+    finally:
+        for process in reversed(processes):
+            process.stop()
+    web_percent = 100 * used[web.popen.pid] / elapsed
+    loop_percent = 100 * sum(used[pid] for pid in loop_tree) / elapsed
+    emit(
+        bench="idle_cost",
+        backend="postgresql" if url.startswith("postgres") else "sqlite",
+        jobs=JOBS,
+        seconds=round(elapsed, 1),
+        web_cpu_percent=round(web_percent, 3),
+        loop_cpu_percent=round(loop_percent, 3),
+        loop_processes=len(loop_tree),
+        total_cpu_percent=round(web_percent + loop_percent, 3),
+        loop_queries_per_minute=round(queries * 60 / elapsed),
+        database_transactions_per_minute=(
+            round((xacts - xacts_before) * 60 / elapsed) if xacts is not None else None
+        ),
+        load_average=os.getloadavg()[0],
+        target_percent=TARGET_PERCENT,
+        met=web_percent + loop_percent < TARGET_PERCENT,
+    )
+    drop_database(url)
+
+
+if __name__ == "__main__":
+    main()
