@@ -12,6 +12,7 @@ logged with its traceback and the loop carries on. Only a signal (stop())
 ends it.
 """
 
+import gc
 import logging
 import threading
 import time
@@ -104,6 +105,12 @@ class SchedulerLoop:
         # of the notifier's deliveries (croniq_project/sqlite). PostgreSQL
         # locks rows, not the database, and ignores it.
         connection.eager_write_lock = True
+        # What is alive now (Django, the apps, their modules) lives as long
+        # as the process: out of the collector's sight, a full collection
+        # during a tick scans only what the loop made since (0.6 ms instead
+        # of 40-50, bench/notifications.py --steps).
+        gc.collect()
+        gc.freeze()
         while not self.stopping.is_set():
             try:
                 self.run_once()
