@@ -119,14 +119,21 @@ SCHEDULER_TICK = "scheduler_tick"
 
 def beat(name, now):
     """Remember that `name` did its periodic work at `now` (one row per name)."""
-    if Heartbeat.objects.filter(name=name).update(at=now):
-        return
+    # A transaction even for one UPDATE: on SQLite the scheduler loop's
+    # connection then takes the write lock as soon as it is free
+    # (croniq_project/sqlite), where a bare statement would sleep in
+    # SQLite's busy handler behind the notifier's writes (up to 0.8 s a
+    # tick in a burst of deliveries).
+    with transaction.atomic():
+        if Heartbeat.objects.filter(name=name).update(at=now):
+            return
     try:
         with transaction.atomic():
             Heartbeat.objects.create(name=name, at=now)
     except IntegrityError:
         # Another process created the row between our update and insert.
-        Heartbeat.objects.filter(name=name).update(at=now)
+        with transaction.atomic():
+            Heartbeat.objects.filter(name=name).update(at=now)
 
 
 def last_beat(name):

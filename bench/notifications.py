@@ -21,6 +21,9 @@ print {"skipped": ...}.
         .venv/bin/python bench/notifications.py             # a fresh database, dropped after
 
 Options: --only latency,burst,storm  --failures N (latency, default 200)
+         --steps (burst: a line per window, before and during the burst, with
+         each step's time, the loop's waits for SQLite's write lock "begin",
+         its commits and garbage collections "gc0".."gc2")
 """
 
 import argparse
@@ -42,6 +45,8 @@ LATENCY_FAILURES = 200
 BURST = 1000
 BURST_ANSWER = 0.010  # seconds the burst's receiver takes to answer
 BURST_JOBS = 5  # jobs @every 1s firing during the burst
+BURST_WARMUP = 3.0  # seconds: the loop's first ticks start the notifier
+BURST_BASELINE = 7.0  # seconds of ticks before the burst (the burst takes about as long)
 STORM_JOBS = 500
 STORM_SECONDS = 40.0  # the failures are spread over this (within one minute)
 STORM_THREADS = 4  # finishes settled at once, as several web threads would
@@ -217,35 +222,108 @@ def latency(url, workdir, failures):
 
 def timed_loop(ticks_path):
     """The scheduler loop (and the notifier it starts), each tick's duration
-    appended to `ticks_path`: run as a child process until SIGTERM."""
+    and CPU time appended to `ticks_path`: run as a child process until
+    SIGTERM. With BENCH_STEPS set (--steps), also each step, each wait for
+    SQLite's write lock (begin), each commit and each garbage collection, in
+    `ticks_path`.steps."""
     import signal
 
     from scheduler.loop import SchedulerLoop
 
     out = open(ticks_path, "a", buffering=1)  # noqa: SIM115 (lives as long as the process)
+    steps_out = None
+    if os.environ.get("BENCH_STEPS"):
+        steps_out = open(f"{ticks_path}.steps", "a", buffering=1)  # noqa: SIM115
+
+    def timed(name, run):
+        def timed_run(*args):
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return run(*args)
+            finally:
+                wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
+                steps_out.write(f"{time.time()} {name} {wall} {cpu}\n")
+
+        return timed_run
 
     class Timed(SchedulerLoop):
+        def units(self, now):
+            found = super().units(now)
+            if steps_out is None:
+                return found
+            return [(name, timed(name, run)) for name, run in found]
+
         def tick(self, now):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return super().tick(now)
             finally:
-                out.write(f"{time.time()} {time.perf_counter() - started}\n")
+                wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
+                out.write(f"{time.time()} {wall} {cpu}\n")
 
+    if steps_out is not None:
+        time_database_calls(timed)
+        time_collections(steps_out)
     loop = Timed(interval=0.2)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: loop.stop())
     loop.run_forever()
 
 
+def time_database_calls(timed):
+    """The loop's commits, and (SQLite) its waits for the write lock."""
+    from django.db import connection
+
+    connection._commit = timed("commit", connection._commit)
+    begin = getattr(connection, "_start_transaction_under_autocommit", None)
+    if begin is not None and connection.vendor == "sqlite":
+        connection._start_transaction_under_autocommit = timed("begin", begin)
+
+
+def time_collections(steps_out):
+    import gc
+
+    started = {}
+
+    def callback(phase, info):
+        if phase == "start":
+            started["at"] = time.perf_counter()
+        elif "at" in started:
+            took = time.perf_counter() - started.pop("at")
+            steps_out.write(f"{time.time()} gc{info['generation']} {took} {took}\n")
+
+    gc.callbacks.append(callback)
+
+
+def step_figures(path, start, end):
+    """{name: figures} of what `timed_loop` logged in `path` within [start, end]."""
+    found = {}
+    for line in path.read_text().splitlines():
+        at, name, wall, cpu = line.split()
+        if start <= float(at) <= end:
+            found.setdefault(name, []).append((float(wall), float(cpu)))
+    figures = {}
+    for name, samples in sorted(found.items()):
+        walls = [wall for wall, _ in samples]
+        figures[name] = {
+            "n": len(samples),
+            "wall_p50_ms": ms(percentile(walls, 50)),
+            "wall_max_ms": ms(max(walls)),
+            "wall_sum_ms": ms(sum(walls)),
+            "cpu_sum_ms": ms(sum(cpu for _, cpu in samples)),
+        }
+    return figures
+
+
 class TimedLoop:
     """`timed_loop` in a process of its own, as scheduler_loop runs."""
 
-    def __init__(self, url, workdir):
+    def __init__(self, url, workdir, steps=False):
         from tests.e2e.processes import Process, process_env, wait_for
 
         self.path = workdir / "ticks.txt"
-        env = process_env(url, **{SECRET_VARIABLE: SECRET})
+        self.steps = workdir / "ticks.txt.steps" if steps else None
+        env = process_env(url, **{SECRET_VARIABLE: SECRET}, **({"BENCH_STEPS": 1} if steps else {}))
         self.process = Process(
             [sys.executable, __file__, "--timed-loop", str(self.path)], env, workdir / "timed.log"
         )
@@ -254,16 +332,17 @@ class TimedLoop:
     def stop(self):
         self.process.stop(timeout=30)
 
-    def between(self, start, end):
+    def between(self, start, end, cpu=False):
+        """The ticks' seconds (or CPU seconds) that ended within [start, end]."""
         found = []
         for line in self.path.read_text().splitlines():
-            at, seconds = map(float, line.split())
+            at, seconds, cpu_seconds = map(float, line.split())
             if start <= at <= end:
-                found.append(seconds)
+                found.append(cpu_seconds if cpu else seconds)
         return found
 
 
-def burst(url, workdir):
+def burst(url, workdir, steps=False):
     from django.db import transaction
     from django.utils import timezone
 
@@ -279,9 +358,12 @@ def burst(url, workdir):
             next_run_at=timezone.now())
         for n in range(BURST_JOBS)
     )  # fmt: skip
-    loop = TimedLoop(url, workdir)
-    time.sleep(3)  # the loop's steady state first: the tick's baseline
-    quiet = loop.between(time.time() - 2.5, time.time())
+    loop = TimedLoop(url, workdir, steps)
+    # The loop's steady state first, the tick's baseline: as long as the
+    # burst lasts, so that it holds housekeeping ticks as the burst does.
+    time.sleep(BURST_WARMUP + BURST_BASELINE)
+    quiet_start, quiet_end = time.time() - BURST_BASELINE, time.time()
+    quiet = loop.between(quiet_start, quiet_end)
     try:
         now = timezone.now()
         rows = []
@@ -321,10 +403,22 @@ def burst(url, workdir):
         ticks_during=len(during),
         tick_p50_ms=ms(percentile(during, 50)),
         tick_p99_ms=ms(tick_p99),
+        tick_max_ms=ms(max(during, default=None)),
+        tick_cpu_p99_ms=ms(percentile(loop.between(committed, done, cpu=True), 99)),
         tick_p99_before_ms=ms(percentile(quiet, 99)),
+        tick_max_before_ms=ms(max(quiet, default=None)),
+        tick_cpu_p99_before_ms=ms(percentile(loop.between(quiet_start, quiet_end, cpu=True), 99)),
+        load_average=round(os.getloadavg()[0], 2),
         target="all within 10 s, tick p99 <= 20 ms",
         met=delivered == BURST and seconds <= 10 and tick_p99 is not None and tick_p99 <= 0.02,
     )
+    if loop.steps is not None:
+        for window, (start, end) in (
+            ("before", (quiet_start, quiet_end)),
+            ("during", (committed, done)),
+        ):
+            emit(bench="notifications", scenario="burst_steps", backend=backend(url),
+                 window=window, steps=step_figures(loop.steps, start, end))  # fmt: skip
 
 
 def paced_failure(started, n, execution):
@@ -394,6 +488,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="latency,burst,storm")
     parser.add_argument("--failures", type=int, default=LATENCY_FAILURES)
+    parser.add_argument(
+        "--steps", action="store_true", help="burst: also where the ticks' time goes, by step"
+    )
     parser.add_argument("--timed-loop", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.timed_loop:
@@ -415,7 +512,7 @@ def main(argv=None):
             if name == "latency":
                 latency(url, workdir, args.failures)
             elif name == "burst":
-                burst(url, workdir)
+                burst(url, workdir, args.steps)
             else:
                 storm(url, workdir)
     finally:

@@ -179,10 +179,14 @@ def open_one(channel, key, now):
 
 def close_incidents(now):
     """Send every incident whose window has ended; returns how many."""
+    due = Notification.objects.filter(
+        name=INCIDENT, state=Notification.GROUPED, next_attempt_at__lte=now
+    ).order_by("next_attempt_at")
+    if not due.exists():
+        # Most runs close nothing: a read, not a write transaction, which on
+        # SQLite would wait for the notifier's writes (a loop step, each second).
+        return 0
     with transaction.atomic():
-        due = Notification.objects.filter(
-            name=INCIDENT, state=Notification.GROUPED, next_attempt_at__lte=now
-        ).order_by("next_attempt_at")
         if connection.vendor == "postgresql":
             due = due.select_for_update(skip_locked=True)
         closed = 0

@@ -12,9 +12,11 @@ logged with its traceback and the loop carries on. Only a signal (stop())
 ends it.
 """
 
+import gc
 import logging
 import threading
 import time
+from datetime import timedelta
 
 from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
@@ -68,8 +70,19 @@ class SchedulerLoop:
         last = self.last_run.get(step.name)
         if step.every and last is not None and (now - last).total_seconds() < step.every:
             return False
-        self.last_run[step.name] = now
+        # Every step runs on the first tick; after it, each housekeeping step
+        # keeps a phase of its own, so they do not all come due on one tick
+        # again (together 50-60 ms of CPU, bench/notifications.py --steps).
+        self.last_run[step.name] = now + self.phase(step) if last is None else now
         return True
+
+    def phase(self, step):
+        """How much later than its `every` a housekeeping step runs the second
+        time: the housekeeping steps spread evenly over their intervals."""
+        housekeeping = [each.name for each in self.steps if each.every]
+        if step.name not in housekeeping:
+            return timedelta(0)
+        return timedelta(seconds=step.every * housekeeping.index(step.name) / len(housekeeping))
 
     def tick(self, now):
         """Run every due step once; returns {step: count} for the steps that
@@ -105,6 +118,12 @@ class SchedulerLoop:
         # of the notifier's deliveries (croniq_project/sqlite). PostgreSQL
         # locks rows, not the database, and ignores it.
         connection.eager_write_lock = True
+        # What is alive now (Django, the apps, their modules) lives as long
+        # as the process: out of the collector's sight, a full collection
+        # during a tick scans only what the loop made since (0.6 ms instead
+        # of 40-50, bench/notifications.py --steps).
+        gc.collect()
+        gc.freeze()
         while not self.stopping.is_set():
             try:
                 self.run_once()

@@ -371,6 +371,21 @@ def test_tries_written_together_keep_each_outcome_and_move_each_series_once(db):
     assert Counter.objects.filter(name=f"{delivery.LATENCY}__bucket").count() == 2
 
 
+def test_a_batch_claim_leases_each_notification_past_the_tries_before_it(db):
+    slow = webhook("http://127.0.0.1:9/", name="slow", timeout=3.0)
+    quick = webhook("http://127.0.0.1:9/", name="quick", timeout=1.0)
+    first = notification(slow, created_at=NOW)
+    second = notification(quick, created_at=NOW + timedelta(microseconds=1))
+
+    claims = delivery.claim(NOW, count=2, owner="loop-a")
+
+    assert [claimed.id for claimed in claims] == [first.pk, second.pk]
+    # Sent one after another: the second may wait for the first's timeout.
+    assert claims[1].until >= later(3.0 + 1.0 + delivery.LEASE_MARGIN)
+    assert delivery.claim(NOW, count=2, owner="loop-b") == []
+    assert delivery.claim(claims[1].until, count=2, owner="loop-b") != []
+
+
 def test_the_recorder_writes_what_has_queued_in_one_batch_and_a_try_alone_at_once(db, hook):
     channel = webhook(hook.url)
     for _ in range(5):

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 from django.db import connections
+from django.test.utils import CaptureQueriesContext
 
 from notifications import incidents, routing
 from notifications.apps import NotificationsConfig
@@ -194,6 +195,14 @@ def test_each_channel_has_its_own_incidents():
     chat_incident = Notification.objects.get(name="incident.grouped", channel=chat)
     assert chat_incident.pool == "db,linux"
     assert [n.channel for n in chat_incident.members.all()] == [chat]
+
+
+def test_with_no_incident_to_close_the_step_only_reads():
+    """No write transaction each second: on SQLite it would wait for the notifier."""
+    with CaptureQueriesContext(connections["default"]) as queries:
+        assert incidents.close_incidents(T0) == 0
+    assert len(queries) == 1
+    assert queries[0]["sql"].lstrip().upper().startswith("SELECT")
 
 
 def test_the_loop_closes_incidents_and_sends_digests():

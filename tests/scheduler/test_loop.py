@@ -115,6 +115,26 @@ def test_each_step_runs_on_its_own_cadence():
     assert [now for name, now in runs if name == "rarely"] == [instants[0], instants[3]]
 
 
+def test_housekeeping_steps_run_together_once_then_spread_over_their_interval():
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [
+        steps.Step("often", lambda now: 1),
+        steps.Step("left", lambda now: 1, every=4.0),
+        steps.Step("right", lambda now: 1, every=4.0),
+    ]
+    instants = [T0 + dt.timedelta(seconds=s) for s in (0, 4, 6, 8, 10)]
+
+    reports = [loop.tick(now) for now in instants]
+
+    assert reports == [
+        {"often": 1, "left": 1, "right": 1},
+        {"often": 1, "left": 1},
+        {"often": 1, "right": 1},
+        {"often": 1, "left": 1},
+        {"often": 1, "right": 1},
+    ]
+
+
 def test_a_failing_step_is_logged_and_the_steps_after_it_still_run(caplog):
     def broken(now):
         raise ValueError("a bug in one step")

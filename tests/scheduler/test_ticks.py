@@ -3,7 +3,9 @@
 import datetime as dt
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, Counter
 from runners import loop_steps
@@ -45,6 +47,15 @@ def test_a_job_not_yet_due_does_not_fire():
     JobFactory(next_run_at=at(5))
     assert ticks.trigger_due(at(4, 59)) == 0
     assert not Execution.objects.exists()
+
+
+def test_a_tick_with_nothing_due_only_reads():
+    """No write transaction: on SQLite it would wait for the one writer."""
+    JobFactory(next_run_at=at(5))
+    with CaptureQueriesContext(connection) as queries:
+        assert ticks.trigger_due(at(4, 59)) == 0
+    assert len(queries) == 1
+    assert queries[0]["sql"].lstrip().upper().startswith("SELECT")
 
 
 def test_paused_and_disabled_jobs_do_not_fire():
