@@ -10,8 +10,11 @@ and its members, or an event not yet routed stays whatever its age.
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 
+import audit
+from notifications import channels, delivery
 from notifications.models import Event, Notification
 
 BATCH_SIZE = 500
@@ -23,6 +26,41 @@ INCIDENT = "incident.grouped"
 OPEN_INCIDENT = Q(name=INCIDENT, state=Notification.GROUPED)
 
 
+def expire_stranded(now):
+    """Give up the pending notifications of a disabled channel once they are
+    older than CRONIQ_NOTIFY_GIVE_UP, as a failing delivery would be: a
+    disabled channel sends nothing, so they would wait for ever, counted
+    in croniq_notifications_pending. Re-enabled sooner, it sends them.
+    Audited and counted; returns how many."""
+    stale = Notification.objects.filter(
+        state=Notification.PENDING,
+        channel__enabled=False,
+        created_at__lt=now - timedelta(seconds=settings.CRONIQ_NOTIFY_GIVE_UP),
+    ).select_related("channel")
+    expired = 0
+    for notification in stale[:BATCH_SIZE]:
+        with transaction.atomic():
+            done = Notification.objects.filter(
+                pk=notification.pk, state=Notification.PENDING, channel__enabled=False
+            ).update(
+                state=Notification.GIVEN_UP,
+                next_attempt_at=None,
+                last_error="its channel is disabled",
+            )
+            if not done:
+                continue
+            result = channels.Result(ok=False, error="its channel is disabled")
+            delivery.give_up(notification, notification.attempts, result, now)
+            audit.increment(
+                delivery.TOTAL,
+                channel=notification.channel.name,
+                event=notification.name,
+                outcome=delivery.GIVEN_UP,
+            )
+            expired += 1
+    return expired
+
+
 def cutoff(now):
     return now - timedelta(days=settings.CRONIQ_NOTIFICATION_RETENTION_DAYS)
 
@@ -30,7 +68,9 @@ def cutoff(now):
 def prune(now, *, batch_size=BATCH_SIZE, max_batches=MAX_BATCHES):
     """Delete finished notifications (their deliveries cascade) and routed
     events with no notification left, older than the retention; returns
-    how many rows of either went."""
+    how many rows of either went, with the notifications of disabled
+    channels given up (`expire_stranded`)."""
+    expired = expire_stranded(now)
     before = cutoff(now)
     finished = (
         Notification.objects.filter(created_at__lt=before)
@@ -44,7 +84,7 @@ def prune(now, *, batch_size=BATCH_SIZE, max_batches=MAX_BATCHES):
     spent = Event.objects.filter(
         at__lt=before, routed_at__isnull=False, notifications__isnull=True
     ).order_by("at")
-    return deleted + delete_in_batches(spent, batch_size, max_batches)
+    return expired + deleted + delete_in_batches(spent, batch_size, max_batches)
 
 
 def delete_in_batches(rows, batch_size, max_batches):

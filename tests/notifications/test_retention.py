@@ -4,6 +4,7 @@ import datetime as dt
 
 import pytest
 
+from audit.models import AuditEvent, Counter
 from notifications import retention
 from notifications.models import Channel, Delivery, Event, Notification
 
@@ -73,3 +74,31 @@ def test_pruning_goes_in_bounded_batches(settings):
         notification(channel, Notification.DELIVERED, OLD)
     assert retention.prune(NOW, batch_size=2, max_batches=2) == 4 + 4
     assert Notification.objects.count() == 3
+
+
+def test_a_disabled_channels_pending_notifications_are_given_up_after_the_give_up_time(settings):
+    settings.CRONIQ_NOTIFY_GIVE_UP = 3600
+    off = Channel.objects.create(name="off", kind="webhook", url="http://x.invalid/", enabled=False)
+    on = Channel.objects.create(name="on", kind="webhook", url="http://y.invalid/")
+    stranded = notification(off, Notification.PENDING, NOW - dt.timedelta(hours=2))
+    young = notification(off, Notification.PENDING, NOW - dt.timedelta(minutes=30))
+    retrying = notification(on, Notification.PENDING, NOW - dt.timedelta(hours=2))
+
+    assert retention.expire_stranded(NOW) == 1
+    stranded.refresh_from_db()
+    assert (stranded.state, stranded.last_error) == (
+        Notification.GIVEN_UP,
+        "its channel is disabled",
+    )
+    # Younger ones wait (the channel may be enabled again); an enabled
+    # channel's delivery gives up by its own tries.
+    assert Notification.objects.get(pk=young.pk).state == Notification.PENDING
+    assert Notification.objects.get(pk=retrying.pk).state == Notification.PENDING
+    event = AuditEvent.objects.get(action="notification.given_up")
+    assert event.data["channel"] == "off"
+    total = Counter.objects.get(name="croniq_notifications_total")
+    assert (total.labels, total.value) == (
+        "channel=off,event=execution.failed,outcome=given_up",
+        1,
+    )
+    assert retention.expire_stranded(NOW) == 0
