@@ -15,6 +15,13 @@ class NotificationsConfig(AppConfig):
         # `channels:` and `notify:` in apply files, applied with the jobs.
         applyfile.add_sections(NotifySections.KEYS, NotifySections)
 
+    def before_executions_deleted(self, ids):
+        """For `scheduler.retention`: events about pruned executions keep
+        their data and lose the link (SET_NULL, which the raw DELETE skips)."""
+        from notifications.models import Event
+
+        Event.objects.filter(execution_id__in=ids).update(execution=None)
+
     def loop_steps(self, loop):
         from notifications import detectors, digests, incidents, notifier_process, retention
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step

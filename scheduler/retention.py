@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from itertools import count
 
+from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
@@ -36,7 +37,7 @@ from django.db.models import Exists, OuterRef
 import audit
 from audit.recording import beat, last_beat
 from scheduler import dead_letters
-from scheduler.models import Execution, LogChunk
+from scheduler.models import Execution, LogChunk, TriggerKey
 from scheduler.prune_pacing import Pacer, TickWatch, default_pacer, loop_pacer
 
 # Between batches a pruner rests as long as the batch took, and on SQLite at
@@ -305,7 +306,7 @@ def execution_batch(now, batch_size, clock=time.monotonic):
         # it would at worst see one earlier attempt fewer.)
         held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
         logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
-        dead_letters.before_executions_deleted(held)
+        let_go_of(held)
         executions = delete_executions(held)
     took = clock() - started
     count_pruned(executions=executions, logs=logs)
@@ -327,12 +328,28 @@ def locked_ids(rows):
     return list(rows.values_list("id", flat=True))
 
 
+def let_go_of(ids):
+    """Clear what points at these executions before the raw DELETE, which
+    runs no cascade (a pointer left dangling makes the database refuse the
+    commit, and every later pass with it): their dead letters and trigger
+    keys go, a chained run forgets its upstream, and an app config with a
+    `before_executions_deleted(ids)` method clears its own rows (the
+    notifications' events)."""
+    dead_letters.before_executions_deleted(ids)
+    TriggerKey.objects.filter(execution_id__in=ids).delete()
+    Execution.objects.filter(upstream_id__in=ids).update(upstream=None)
+    for config in apps.get_app_configs():
+        clear = getattr(config, "before_executions_deleted", None)
+        if clear is not None:
+            clear(ids)
+
+
 def delete_executions(ids):
     """Delete executions whose logs are already gone, in one statement.
 
     QuerySet.delete() would first load every row to look for cascades (ten
     times slower, inside the write lock). The rows that point at Execution
-    (LogChunk, DeadLetter) are cleared above; a new kind must be too, or the
+    are cleared first (`let_go_of`); a new kind must be too, or the
     database's foreign key refuses this delete.
     """
     if not ids:

@@ -559,3 +559,30 @@ def test_an_expired_execution_goes_with_its_dead_letter_and_a_replay_forgets_it(
     assert list(DeadLetter.objects.values_list("pk", flat=True)) == [replayed.pk]
     replayed.refresh_from_db()
     assert (replayed.replayed_execution, replayed.status) == (None, DeadLetter.REPLAYED)
+
+
+def test_executions_others_point_at_are_pruned_and_the_pointers_let_go(transactional_db):
+    """Rows pointing at a pruned execution (a trigger's idempotency key, a
+    chained run's upstream, a notification event) stop pointing at it: the
+    raw DELETE runs no cascade, and a dangling pointer makes the database
+    refuse the commit, every pass, so retention would stall."""
+    from notifications.models import Event
+    from scheduler.models import TriggerKey
+
+    job = JobFactory()
+    upstream = finished(job, 120)
+    keyed = finished(job, 110)
+    TriggerKey.objects.create(job=job, key="deploy-42", execution=keyed, created_at=NOW - 110 * DAY)
+    chained = finished(job, 100)
+    Execution.objects.filter(pk=chained.pk).update(upstream=upstream)
+    downstream = finished(job, 10)
+    Execution.objects.filter(pk=downstream.pk).update(upstream=chained)
+    event = Event.objects.create(name="execution.failed", at=NOW, execution=keyed)
+
+    pruned = retention.prune(NOW)
+
+    assert pruned.executions == 3
+    assert ids(Execution.objects) == {downstream.id}
+    assert Execution.objects.get(pk=downstream.pk).upstream_id is None
+    assert not TriggerKey.objects.exists()
+    assert Event.objects.get(pk=event.pk).execution_id is None
