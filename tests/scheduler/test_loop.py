@@ -1,13 +1,16 @@
 """One iteration of the scheduler loop, at fixed instants."""
 
 import datetime as dt
+import threading
+import time
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from scheduler import steps
 from scheduler.loop import SchedulerLoop
-from scheduler.models import Execution
+from scheduler.models import Execution, Job
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 # run_once() manages its connection, as the loop does: that needs real
@@ -51,6 +54,38 @@ def test_the_loop_sleeps_no_longer_than_until_the_earliest_due_job(monkeypatch):
     loop.sleep_until_due()
 
     assert 0 < waits[0] <= 0.3
+
+
+def test_a_job_saved_by_another_connection_wakes_the_sleeping_loop():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=5.0, clock=lambda: T0)
+    loop.sleep_until_due()  # after a first look at the jobs' edit marker (none: 5 s)
+    loop.interval = 3.0
+
+    def edit():
+        time.sleep(0.3)
+        Job.objects.filter(pk=job.pk).update(updated_at=T0 + dt.timedelta(minutes=1))
+        connections.close_all()
+
+    editor = threading.Thread(target=edit)
+    editor.start()
+    started = time.monotonic()
+    loop.sleep_until_due()
+    editor.join()
+
+    assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's commit counter")
+def test_a_sleeping_loop_on_sqlite_reads_the_edit_marker_only_after_another_commit():
+    JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=0.45, clock=lambda: T0)
+    loop.sleep_until_due()
+
+    with CaptureQueriesContext(connection) as queries:
+        loop.sleep_until_due()  # four looks, nobody else commits
+
+    assert not [q for q in queries if "updated_at" in q["sql"]]
 
 
 def test_stop_ends_run_forever_after_the_current_tick():
