@@ -22,17 +22,16 @@ from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from scheduler import commits, steps, ticks
+from scheduler import job_edits, steps, ticks
 
 log = logging.getLogger("croniq.scheduler")
 
 MAX_OUTAGE_BACKOFF = 30.0
 # Pause after an unexpected error outside any unit, so a bug cannot spin.
 ERROR_PAUSE = 1.0
-# How often a sleeping loop looks for edited jobs. On SQLite it reads the
-# jobs' edit marker (an ORM query) only when another connection committed
-# since its last look (`scheduler.commits`): an idle loop sends about one a
-# second, not ten.
+# How often a sleeping loop looks for edited jobs. It reads the jobs' edit
+# marker (a MAX over the job table) only when a job may have been saved
+# since its last look (`scheduler.job_edits`): at rest, almost never.
 EDIT_CHECK_INTERVAL = 0.1
 
 
@@ -55,7 +54,7 @@ class SchedulerLoop:
         self.stopping = threading.Event()
         self.outage_backoff = 0.0
         self.last_job_edit = None
-        self.commits = commits.of_django(connection) if connection.vendor == "sqlite" else None
+        self.edits = job_edits.watcher(connection)
         self.steps = steps.collect(self)
         self.last_run = {}  # step name -> when it last ran
         self.held = ticks.Held()  # jobs the last firing held back to their instant
@@ -165,8 +164,8 @@ class SchedulerLoop:
                 return
             if self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)):
                 return
-            if self.commits is not None and not self.commits.moved():
-                continue  # nobody else wrote: no job was saved
+            if not self.edits.moved():
+                continue
             edit = ticks.last_job_edit()
             if edit != self.last_job_edit:
                 self.last_job_edit = edit
