@@ -8,9 +8,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Min
 
 import audit
-from runners import coverage, identity
+from runners import claims, coverage, identity
 from runners.models import Runner
 from runners.notify import notify_new_work
 from scheduler import events, lifecycle
@@ -24,6 +25,17 @@ def reap_expired_leases(now):
     if released:
         notify_new_work()
     return len(released)
+
+
+def next_lease_expiry(now):
+    """When the reaper may next find an expired lease (`Step.until`): the
+    earliest lease of a running execution, and at the latest a lease's
+    length from now, since a lease taken later ends no sooner (claims take
+    CRONIQ_LEASE_TTL from their instant; renewals only move leases on)."""
+    running = Execution.objects.filter(state=Execution.RUNNING)
+    earliest = running.aggregate(at=Min("lease_expires_at"))["at"]  # exec_running_lease
+    latest = claims.lease_deadline(now)
+    return latest if earliest is None else min(earliest, latest)
 
 
 def update_runner_states(now):

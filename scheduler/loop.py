@@ -57,6 +57,7 @@ class SchedulerLoop:
         self.edits = job_edits.watcher(connection)
         self.steps = steps.collect(self)
         self.last_run = {}  # step name -> when it last ran
+        self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
 
     def stop(self):
@@ -70,6 +71,9 @@ class SchedulerLoop:
         return ticks.trigger_due(now, self.fire_lead, self.held)
 
     def due(self, step, now):
+        later = self.not_before.get(step.name)
+        if later is not None and now < later:
+            return False
         last = self.last_run.get(step.name)
         if step.every and last is not None and (now - last).total_seconds() < step.every:
             return False
@@ -95,9 +99,13 @@ class SchedulerLoop:
         the steps after it still run.
         """
         done = {}
+        untils = {step.name: step.until for step in self.steps if step.until}
         for name, unit in self.units(now):
+            self.not_before.pop(name, None)
             try:
                 count = unit(now)
+                if name in untils:
+                    self.not_before[name] = untils[name](now)
             except Exception as e:
                 if not ticks.job_fault(e):
                     raise  # an outage: run_forever backs off
@@ -169,4 +177,5 @@ class SchedulerLoop:
             edit = ticks.last_job_edit()
             if edit != self.last_job_edit:
                 self.last_job_edit = edit
+                self.not_before.clear()  # an edit may bring a deadline forward
                 return

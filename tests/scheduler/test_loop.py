@@ -171,6 +171,53 @@ def test_housekeeping_steps_run_together_once_then_spread_over_their_interval():
     ]
 
 
+def test_a_step_that_knows_its_next_deadline_is_skipped_until_then_or_a_job_edit():
+    runs = []
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [
+        steps.Step(
+            "paced",
+            lambda now: runs.append(now) or 1,
+            until=lambda now: now + dt.timedelta(seconds=3),
+        )
+    ]
+
+    for seconds in (0, 1, 2, 3, 4):
+        loop.tick(T0 + dt.timedelta(seconds=seconds))
+    loop.not_before.clear()  # what a job edit seen while sleeping does
+    loop.tick(T0 + dt.timedelta(seconds=5))
+
+    assert runs == [T0 + dt.timedelta(seconds=s) for s in (0, 3, 5)]
+
+
+def test_with_nothing_running_the_reaper_and_timeouts_wait_a_lease_and_a_grace(settings):
+    settings.CRONIQ_LEASE_TTL = 30
+    settings.CRONIQ_TIMEOUT_GRACE = 20
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.tick(T0)
+
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=30)
+    assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=20)
+
+
+def test_a_running_execution_brings_the_reaper_and_timeouts_forward(settings):
+    settings.CRONIQ_TIMEOUT_GRACE = 20
+    ExecutionFactory(
+        job=JobFactory(next_run_at=None, timeout=5),
+        state=Execution.RUNNING,
+        runner=RunnerFactory(),
+        lease=1,
+        claimed_at=T0 - dt.timedelta(seconds=10),  # past its timeout, within the grace
+        lease_expires_at=T0 + dt.timedelta(seconds=12),
+    )
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.tick(T0)
+
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=12)
+    assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=15)
+    assert loop.tick(T0 + dt.timedelta(seconds=12, milliseconds=1)) == {"reaped": 1}
+
+
 def test_a_failing_step_is_logged_and_the_steps_after_it_still_run(caplog):
     def broken(now):
         raise ValueError("a bug in one step")
