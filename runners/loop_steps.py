@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Min
 
 import audit
-from runners import claims, coverage, identity
+from runners import coverage, identity
 from runners.models import Runner
 from runners.notify import notify_new_work
 from scheduler import events, lifecycle
@@ -27,14 +27,20 @@ def reap_expired_leases(now):
     return len(released)
 
 
+# The reaper looks at least this often, whatever it knows of the leases.
+REAP_AT_LEAST_EVERY = 5.0
+
+
 def next_lease_expiry(now):
     """When the reaper may next find an expired lease (`Step.until`): the
     earliest lease of a running execution, and at the latest a lease's
     length from now, since a lease taken later ends no sooner (claims take
-    CRONIQ_LEASE_TTL from their instant; renewals only move leases on)."""
+    CRONIQ_LEASE_TTL from their instant; renewals only move leases on).
+    Capped at REAP_AT_LEAST_EVERY: a web process started with shorter
+    leases than the loop's setting is late by no more than that."""
     running = Execution.objects.filter(state=Execution.RUNNING)
     earliest = running.aggregate(at=Min("lease_expires_at"))["at"]  # exec_running_lease
-    latest = claims.lease_deadline(now)
+    latest = now + timedelta(seconds=min(settings.CRONIQ_LEASE_TTL, REAP_AT_LEAST_EVERY))
     return latest if earliest is None else min(earliest, latest)
 
 

@@ -190,13 +190,13 @@ def test_a_step_that_knows_its_next_deadline_is_skipped_until_then_or_a_job_edit
     assert runs == [T0 + dt.timedelta(seconds=s) for s in (0, 3, 5)]
 
 
-def test_with_nothing_running_the_reaper_and_timeouts_wait_a_lease_and_a_grace(settings):
+def test_with_nothing_running_the_reaper_and_timeouts_wait_five_seconds_and_a_grace(settings):
     settings.CRONIQ_LEASE_TTL = 30
     settings.CRONIQ_TIMEOUT_GRACE = 20
     loop = SchedulerLoop(clock=lambda: T0)
     loop.tick(T0)
 
-    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=30)
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=5)  # REAP_AT_LEAST_EVERY
     assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=20)
 
 
@@ -213,7 +213,11 @@ def test_a_running_execution_brings_the_reaper_and_timeouts_forward(settings):
     loop = SchedulerLoop(clock=lambda: T0)
     loop.tick(T0)
 
-    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=12)
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=5)
+    loop.tick(T0 + dt.timedelta(seconds=5))
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=10)
+    loop.tick(T0 + dt.timedelta(seconds=10))
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=12)  # the lease
     assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=15)
     assert loop.tick(T0 + dt.timedelta(seconds=12, milliseconds=1)) == {"reaped": 1}
 
