@@ -7,8 +7,9 @@ import time
 import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from scheduler import steps
+from scheduler import operations, steps
 from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution, Job
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
@@ -220,6 +221,43 @@ def test_a_running_execution_brings_the_reaper_and_timeouts_forward(settings):
     assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=12)  # the lease
     assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=15)
     assert loop.tick(T0 + dt.timedelta(seconds=12, milliseconds=1)) == {"reaped": 1}
+
+
+def test_pauses_ended_waits_for_the_earliest_pause_end_and_resumes_at_it():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.tick(T0)
+    assert loop.not_before["pauses_ended"] == T0 + dt.timedelta(seconds=5)
+
+    operations.pause(Job.objects.filter(pk=job.pk), T0, "op", until=T0 + dt.timedelta(seconds=2))
+    loop.not_before.clear()  # what the pause, a job edit, does to a sleeping loop
+    loop.tick(T0 + dt.timedelta(seconds=1))
+    assert loop.not_before["pauses_ended"] == T0 + dt.timedelta(seconds=2)
+
+    assert loop.tick(T0 + dt.timedelta(seconds=2)) == {"pauses_ended": 1}
+
+
+def test_a_pause_with_an_end_wakes_the_sleeping_loop():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=5.0, clock=lambda: T0)
+    loop.sleep_until_due()
+    loop.not_before["pauses_ended"] = T0 + dt.timedelta(seconds=5)
+    loop.interval = 3.0
+
+    def pause():
+        time.sleep(0.3)
+        until = timezone.now() + dt.timedelta(seconds=2)
+        operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), "op", until=until)
+        connections.close_all()
+
+    pausing = threading.Thread(target=pause)
+    pausing.start()
+    started = time.monotonic()
+    loop.sleep_until_due()
+    pausing.join()
+
+    assert time.monotonic() - started < 1.5
+    assert "pauses_ended" not in loop.not_before
 
 
 def test_a_failing_step_is_logged_and_the_steps_after_it_still_run(caplog):
