@@ -289,7 +289,7 @@ class Hub:
         It is read in a database thread only after a commit of another
         connection, seen on the event loop by one of its own (a thread hop
         and an ORM query every WATCH_INTERVAL cost an idle web process
-        about 2% of a core)."""
+        about 3% of a core, bench/idle_cost.py)."""
         seen = None
         watcher = commits.own_connection(connection.settings_dict["NAME"])
         while True:
