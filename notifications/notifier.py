@@ -12,7 +12,8 @@ go on. The round does not wait for the lanes.
 Between rounds it sleeps until the next retry is due, a wake-up or a short
 poll: `wakeup.local` wakes it in the same process; on PostgreSQL a LISTEN
 connection wakes it when another process commits an event; on SQLite, where
-other processes cannot signal, it polls every 50 ms (indexed queries). A
+other processes cannot signal, a commit of any other connection wakes it,
+looked for every 50 ms (`scheduler.commits`, a counter, not a query). A
 database outage is logged and retried with backoff; nothing ends the thread
 but a stop.
 """
@@ -29,13 +30,17 @@ from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from notifications import delivery, routing, wakeup
+from scheduler import commits
 
 log = logging.getLogger("croniq.notifications")
 
-# Seconds between rounds when nothing wakes the notifier. On PostgreSQL
-# NOTIFY wakes it; the poll only covers a lost LISTEN connection.
-POLL_SQLITE = 0.05
-POLL_POSTGRES = 1.0
+# Seconds between rounds when nothing wakes the notifier: NOTIFY on
+# PostgreSQL, another connection's commit on SQLite wake it; the poll covers
+# a lost LISTEN connection and what only time brings (a dead notifier's
+# claims running out).
+POLL = 1.0
+# SQLite: how often the notifier looks for other connections' commits.
+COMMIT_CHECK = 0.05
 # A stop is noticed within this, whatever the notifier waits for.
 STOP_CHECK = 0.25
 MAX_OUTAGE_BACKOFF = 30.0
@@ -92,7 +97,8 @@ class Notifier:
         self.recorder = None
         self.thread = None
         self.listener = None
-        self.poll = POLL_POSTGRES if on_postgres() else POLL_SQLITE
+        self.poll = POLL
+        self.commits = None if on_postgres() else commits.of_django(connection)
 
     # -- life ------------------------------------------------------------------
 
@@ -138,11 +144,15 @@ class Notifier:
             log.info("notifier stopped")
 
     def sleep(self, seconds):
-        """Until `seconds` pass, a wake-up or a stop."""
+        """Until `seconds` pass, a wake-up, another connection's commit
+        (SQLite) or a stop."""
         deadline = time.monotonic() + seconds
+        check = STOP_CHECK if self.commits is None else COMMIT_CHECK
         while not self.is_set():
             left = deadline - time.monotonic()
-            if left <= 0 or wakeup.local.wait(min(left, STOP_CHECK)):
+            if left <= 0 or wakeup.local.wait(min(left, check)):
+                return
+            if self.commits is not None and self.commits.moved():
                 return
 
     # -- rounds ----------------------------------------------------------------

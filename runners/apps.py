@@ -20,7 +20,7 @@ class RunnersConfig(AppConfig):
         from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
-            Step("reaped", loop_steps.reap_expired_leases),
+            Step("reaped", loop_steps.reap_expired_leases, until=loop_steps.next_lease_expiry),
             Step("runners", loop_steps.update_runner_states, every=HOUSEKEEPING_INTERVAL),
             Step("flapping", identity.clear_quiet_flapping, every=HOUSEKEEPING_INTERVAL),
         ]

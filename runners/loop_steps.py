@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Min
 
 import audit
 from runners import coverage, identity
@@ -24,6 +25,23 @@ def reap_expired_leases(now):
     if released:
         notify_new_work()
     return len(released)
+
+
+# The reaper looks at least this often, whatever it knows of the leases.
+REAP_AT_LEAST_EVERY = 5.0
+
+
+def next_lease_expiry(now):
+    """When the reaper may next find an expired lease (`Step.until`): the
+    earliest lease of a running execution, and at the latest a lease's
+    length from now, since a lease taken later ends no sooner (claims take
+    CRONIQ_LEASE_TTL from their instant; renewals only move leases on).
+    Capped at REAP_AT_LEAST_EVERY: a web process started with shorter
+    leases than the loop's setting is late by no more than that."""
+    running = Execution.objects.filter(state=Execution.RUNNING)
+    earliest = running.aggregate(at=Min("lease_expires_at"))["at"]  # exec_running_lease
+    latest = now + timedelta(seconds=min(settings.CRONIQ_LEASE_TTL, REAP_AT_LEAST_EVERY))
+    return latest if earliest is None else min(earliest, latest)
 
 
 def update_runner_states(now):

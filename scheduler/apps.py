@@ -17,8 +17,8 @@ class SchedulerConfig(AppConfig):
 
         return [
             Step("fired", loop.fire),
-            Step("timed_out", ticks.expire_timeouts),
-            Step("pauses_ended", operations.resume_ended_pauses),
+            Step("timed_out", ticks.expire_timeouts, until=ticks.next_timeout),
+            Step("pauses_ended", operations.resume_ended_pauses, until=operations.next_pause_end),
             Step("pruned", retention.prune_step, every=HOUSEKEEPING_INTERVAL),
             Step("promoted", overlap.promote_waiting, every=HOUSEKEEPING_INTERVAL),
         ]

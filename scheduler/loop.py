@@ -22,14 +22,16 @@ from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from scheduler import steps, ticks
+from scheduler import job_edits, steps, ticks
 
 log = logging.getLogger("croniq.scheduler")
 
 MAX_OUTAGE_BACKOFF = 30.0
 # Pause after an unexpected error outside any unit, so a bug cannot spin.
 ERROR_PAUSE = 1.0
-# How often a sleeping loop looks for edited jobs (an indexed MAX query).
+# How often a sleeping loop looks for edited jobs. It reads the jobs' edit
+# marker (a MAX over the job table) only when a job may have been saved
+# since its last look (`scheduler.job_edits`): at rest, almost never.
 EDIT_CHECK_INTERVAL = 0.1
 
 
@@ -52,8 +54,10 @@ class SchedulerLoop:
         self.stopping = threading.Event()
         self.outage_backoff = 0.0
         self.last_job_edit = None
+        self.edits = job_edits.watcher(connection)
         self.steps = steps.collect(self)
         self.last_run = {}  # step name -> when it last ran
+        self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
 
     def stop(self):
@@ -67,6 +71,9 @@ class SchedulerLoop:
         return ticks.trigger_due(now, self.fire_lead, self.held)
 
     def due(self, step, now):
+        later = self.not_before.get(step.name)
+        if later is not None and now < later:
+            return False
         last = self.last_run.get(step.name)
         if step.every and last is not None and (now - last).total_seconds() < step.every:
             return False
@@ -92,9 +99,13 @@ class SchedulerLoop:
         the steps after it still run.
         """
         done = {}
+        untils = {step.name: step.until for step in self.steps if step.until}
         for name, unit in self.units(now):
+            self.not_before.pop(name, None)
             try:
                 count = unit(now)
+                if name in untils:
+                    self.not_before[name] = untils[name](now)
             except Exception as e:
                 if not ticks.job_fault(e):
                     raise  # an outage: run_forever backs off
@@ -161,7 +172,10 @@ class SchedulerLoop:
                 return
             if self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)):
                 return
+            if not self.edits.moved():
+                continue
             edit = ticks.last_job_edit()
             if edit != self.last_job_edit:
                 self.last_job_edit = edit
+                self.not_before.clear()  # an edit may bring a deadline forward
                 return

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from calendars.models import managed_by_field, managed_source_field
 from calendars.validators import validate_timezone
+from scheduler import job_edits
 
 # Models kept in modules of their own; imported here so Django registers
 # them with the app's models (and `scheduler.models.LogChunk` works).
@@ -293,6 +294,7 @@ class Job(models.Model):
     def save(self, *args, **kwargs):
         self.sync_overlap()
         super().save(*args, **kwargs)
+        job_edits.saved()  # a sleeping loop looks whether it is due sooner
 
     @property
     def is_active(self):

@@ -1,11 +1,13 @@
 """Operator actions on jobs and executions (admin, dashboard, management
 API). Each is audited."""
 
+from datetime import timedelta
+
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Min, Q
 
 import audit
-from scheduler import lifecycle, notifier, outcomes, overlap
+from scheduler import job_edits, lifecycle, notifier, outcomes, overlap
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused  # noqa: F401 - callers catch it from here
 
@@ -57,6 +59,7 @@ def pause(jobs, now, actor, reason="", until=None):
         data = {"reason": reason} if reason else {}
         if until is not None:
             data["until"] = until.isoformat()
+            job_edits.saved()  # the loop's pauses_ended step learns of its end
         audit.record("job.paused", target=job, actor=actor, at=now, data=data)
         paused += 1
     return paused
@@ -83,6 +86,20 @@ def resume(jobs, now, actor):
         audit.record("job.resumed", target=job, actor=actor, at=now, data=data)
         resumed += 1
     return resumed
+
+
+# The pauses_ended step looks at least this often, whatever it knows.
+PAUSES_CHECKED_AT_LEAST_EVERY = 5.0
+
+
+def next_pause_end(now):
+    """When resume_ended_pauses may next find an ended pause (`Step.until`):
+    the earliest `paused_until` (the job_pause_ends index), at the latest
+    PAUSES_CHECKED_AT_LEAST_EVERY from now. A pause taken meanwhile is a
+    job edit, after which the loop runs the step at its next tick."""
+    earliest = Job.objects.filter(paused_until__isnull=False).aggregate(at=Min("paused_until"))
+    latest = now + timedelta(seconds=PAUSES_CHECKED_AT_LEAST_EVERY)
+    return latest if earliest["at"] is None else min(earliest["at"], latest)
 
 
 def resume_ended_pauses(now):

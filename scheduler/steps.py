@@ -27,12 +27,16 @@ class Step(typing.NamedTuple):
 
     `name` is its key in the tick's report. `every` is the shortest time
     between two runs, in seconds: 0 runs it on every tick (work whose delay
-    users see), a few seconds suits housekeeping.
+    users see), a few seconds suits housekeeping. `until`, if given, is
+    asked after each run, `until(now)`: the instant before which the step
+    cannot have work (a deadline it knows of), or None; the loop skips it
+    until then, and runs it again at the next tick after a job is saved.
     """
 
     name: str
     run: Callable
     every: float = 0.0
+    until: Callable | None = None
 
 
 def collect(loop):

@@ -505,6 +505,18 @@ def expire_timeouts(now):
     return expired
 
 
+def next_timeout(now):
+    """When expire_timeouts may next find an overdue execution (`Step.until`):
+    the earliest deadline of a running execution with a timeout, and at the
+    latest the grace from now (a run that starts later is claimed at its
+    start, and its deadline is its timeout and the grace after that)."""
+    grace = timedelta(seconds=settings.CRONIQ_TIMEOUT_GRACE)
+    running = Execution.objects.filter(
+        state=Execution.RUNNING, job__timeout__isnull=False, claimed_at__isnull=False
+    ).values_list("claimed_at", "job__timeout")
+    return min([now + grace, *(at + timedelta(seconds=t) + grace for at, t in running)])
+
+
 @transaction.atomic
 def time_out(execution, now):
     """Settle one overdue execution; the change and its audit event commit together."""

@@ -7,6 +7,7 @@ import time
 import pytest
 from django.db import OperationalError
 from django.db.utils import ConnectionHandler
+from django.test.utils import CaptureQueriesContext
 
 from croniq_project.database import database_from_url
 
@@ -68,3 +69,16 @@ def test_an_eager_connection_still_gives_up_after_its_busy_timeout(file_connecti
         cursor.execute("PRAGMA busy_timeout")
         assert cursor.fetchone()[0] == 200
     holder.cursor().execute("ROLLBACK")
+
+
+def test_an_eager_transaction_start_is_one_statement(file_connections):
+    _, eager = file_connections
+    eager.eager_write_lock = True
+    eager._start_transaction_under_autocommit()
+    eager.cursor().execute("COMMIT")
+
+    with CaptureQueriesContext(eager) as queries:
+        eager._start_transaction_under_autocommit()
+    eager.cursor().execute("COMMIT")
+
+    assert [q["sql"] for q in queries] == ["BEGIN IMMEDIATE"]

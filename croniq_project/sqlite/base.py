@@ -24,6 +24,8 @@ EAGER_RETRY = 0.0005  # seconds between two tries for the write lock
 
 class DatabaseWrapper(base.DatabaseWrapper):
     eager_write_lock = False
+    # (raw connection, its busy timeout): read once per connection.
+    _patience = (None, None)
 
     def _start_transaction_under_autocommit(self):
         if not self.eager_write_lock:
@@ -32,7 +34,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
         begin = f"BEGIN {self.transaction_mode or 'IMMEDIATE'}"
         deadline = time.monotonic() + patience / 1000
         cursor = self.cursor()
-        cursor.execute("PRAGMA busy_timeout = 0")  # a taken lock answers at once
+        # The busy handler is switched off and back on through the raw
+        # connection: settings of the connection, a few microseconds each,
+        # where Django's cursor made them two more statements a transaction.
+        raw = self.connection
+        raw.execute("PRAGMA busy_timeout = 0")  # a taken lock answers at once
         try:
             while True:
                 try:
@@ -43,10 +49,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
                         raise
                 time.sleep(EAGER_RETRY)
         finally:
-            cursor.execute(f"PRAGMA busy_timeout = {patience}")
+            raw.execute(f"PRAGMA busy_timeout = {patience}")
 
     def busy_timeout(self):
-        """The connection's busy timeout (ms), as its settings set it."""
-        with self.cursor() as cursor:
-            cursor.execute("PRAGMA busy_timeout")
-            return cursor.fetchone()[0]
+        """The connection's busy timeout (ms), as its settings set it (read
+        on its first eager transaction)."""
+        self.ensure_connection()
+        raw, patience = self._patience
+        if raw is not self.connection:
+            patience = self.connection.execute("PRAGMA busy_timeout").fetchone()[0]
+            self._patience = (self.connection, patience)
+        return patience

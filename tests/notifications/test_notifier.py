@@ -17,9 +17,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, connections
 from django.utils import timezone
 
+import audit
 from notifications import notifier, wakeup
 from notifications.models import Delivery, Notification
 from scheduler.loop import SchedulerLoop
@@ -78,6 +79,28 @@ def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup
     assert wait_for(lambda: state_of(row) == Notification.DELIVERED)
     running.stop()
     assert not running.alive()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's commit counter")
+def test_on_sqlite_an_idle_notifier_sleeps_until_another_connection_commits(transactional_db):
+    idle = notifier.Notifier(before=[])
+    idle.commits.moved()
+    wakeup.local.clear()  # as each round starts (earlier tests may have set it)
+    started = time.monotonic()
+    idle.sleep(0.3)
+    assert time.monotonic() - started >= 0.3  # nothing committed: no early round
+
+    def commit():
+        time.sleep(0.1)
+        audit.mark_tick(timezone.now())
+        connections.close_all()
+
+    writer = threading.Thread(target=commit)
+    writer.start()
+    started = time.monotonic()
+    idle.sleep(notifier.POLL)
+    writer.join()
+    assert time.monotonic() - started < 0.6
 
 
 def test_each_round_routes_first(postgres_only, hook):

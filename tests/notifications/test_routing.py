@@ -5,6 +5,7 @@ import threading
 
 import pytest
 from django.db import connections
+from django.test.utils import CaptureQueriesContext
 
 from notifications import routing, wakeup
 from notifications.models import Event, Notification
@@ -71,6 +72,17 @@ def test_routing_twice_routes_nothing_twice_and_takes_the_oldest_first(channel):
     assert routing.route_pending(T0) == 0
     assert Notification.objects.count() == 5
     assert not Event.objects.filter(routed_at__isnull=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_round_with_no_unrouted_event_is_one_read_and_no_transaction(channel):
+    make_rule("failures", ["execution.failed"], [channel])
+    routing.route_pending(T0)
+
+    with CaptureQueriesContext(connections["default"]) as queries:
+        assert routing.route_pending(T0) == 0
+
+    assert len(queries) == 1  # no BEGIN (SQLite's write lock), no routers' turn
 
 
 @pytest.mark.django_db

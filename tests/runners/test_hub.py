@@ -304,3 +304,35 @@ def test_work_made_inside_a_transaction_wakes_the_hub_only_at_its_commit(transac
         loop.run_until_complete(asyncio.sleep(0.05))
         assert not current.scan_requested.is_set()  # the poll would find nothing yet
     loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's commit counter")
+def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_commits(
+    transactional_db, loop, runners
+):
+    from runners.db_threads import run_db
+
+    current = local_hub_with_a_waiter(loop)
+    reads = []
+
+    def counting(execute, sql, params, many, context):
+        if "MAX" in sql.upper() and "scheduler_execution" in sql:
+            reads.append(sql)
+        return execute(sql, params, many, context)
+
+    def wrap(on):
+        wrappers = connection.execute_wrappers  # the database thread's connection
+        wrappers.append(counting) if on else wrappers.remove(counting)
+
+    loop.run_until_complete(run_db(wrap, True))
+    watch = loop.create_task(current.watch())
+    try:
+        loop.run_until_complete(asyncio.sleep(0.3))  # a dozen looks, nobody commits
+        assert len(reads) == 1 and not current.scan_requested.is_set()
+        pending(now=NOW, labels=["linux"])  # committed by the test's connection
+        loop.run_until_complete(asyncio.sleep(0.1))
+        assert len(reads) == 2 and current.scan_requested.is_set()
+    finally:
+        watch.cancel()
+        loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
+        loop.run_until_complete(run_db(wrap, False))

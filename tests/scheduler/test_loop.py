@@ -1,13 +1,17 @@
 """One iteration of the scheduler loop, at fixed instants."""
 
 import datetime as dt
+import threading
+import time
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from scheduler import steps
+from scheduler import operations, steps
 from scheduler.loop import SchedulerLoop
-from scheduler.models import Execution
+from scheduler.models import Execution, Job
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 # run_once() manages its connection, as the loop does: that needs real
@@ -51,6 +55,39 @@ def test_the_loop_sleeps_no_longer_than_until_the_earliest_due_job(monkeypatch):
     loop.sleep_until_due()
 
     assert 0 < waits[0] <= 0.3
+
+
+def test_a_job_saved_by_another_connection_wakes_the_sleeping_loop():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=5.0, clock=lambda: T0)
+    loop.sleep_until_due()  # after a first look at the jobs' edit marker (none: 5 s)
+    loop.interval = 3.0
+
+    def edit():
+        time.sleep(0.3)
+        edited = Job.objects.get(pk=job.pk)
+        edited.command = "echo edited"
+        edited.save()
+        connections.close_all()
+
+    editor = threading.Thread(target=edit)
+    editor.start()
+    started = time.monotonic()
+    loop.sleep_until_due()
+    editor.join()
+
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_sleeping_loop_reads_the_edit_marker_only_when_a_job_may_have_been_saved():
+    JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=0.45, clock=lambda: T0)
+    loop.sleep_until_due()
+
+    with CaptureQueriesContext(connection) as queries:
+        loop.sleep_until_due()  # four looks; nobody else commits (SQLite), no NOTIFY
+
+    assert not [q for q in queries if "updated_at" in q["sql"]]
 
 
 def test_stop_ends_run_forever_after_the_current_tick():
@@ -133,6 +170,94 @@ def test_housekeeping_steps_run_together_once_then_spread_over_their_interval():
         {"often": 1, "left": 1},
         {"often": 1, "right": 1},
     ]
+
+
+def test_a_step_that_knows_its_next_deadline_is_skipped_until_then_or_a_job_edit():
+    runs = []
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [
+        steps.Step(
+            "paced",
+            lambda now: runs.append(now) or 1,
+            until=lambda now: now + dt.timedelta(seconds=3),
+        )
+    ]
+
+    for seconds in (0, 1, 2, 3, 4):
+        loop.tick(T0 + dt.timedelta(seconds=seconds))
+    loop.not_before.clear()  # what a job edit seen while sleeping does
+    loop.tick(T0 + dt.timedelta(seconds=5))
+
+    assert runs == [T0 + dt.timedelta(seconds=s) for s in (0, 3, 5)]
+
+
+def test_with_nothing_running_the_reaper_and_timeouts_wait_five_seconds_and_a_grace(settings):
+    settings.CRONIQ_LEASE_TTL = 30
+    settings.CRONIQ_TIMEOUT_GRACE = 20
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.tick(T0)
+
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=5)  # REAP_AT_LEAST_EVERY
+    assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=20)
+
+
+def test_a_running_execution_brings_the_reaper_and_timeouts_forward(settings):
+    settings.CRONIQ_TIMEOUT_GRACE = 20
+    ExecutionFactory(
+        job=JobFactory(next_run_at=None, timeout=5),
+        state=Execution.RUNNING,
+        runner=RunnerFactory(),
+        lease=1,
+        claimed_at=T0 - dt.timedelta(seconds=10),  # past its timeout, within the grace
+        lease_expires_at=T0 + dt.timedelta(seconds=12),
+    )
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.tick(T0)
+
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=5)
+    loop.tick(T0 + dt.timedelta(seconds=5))
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=10)
+    loop.tick(T0 + dt.timedelta(seconds=10))
+    assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=12)  # the lease
+    assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=15)
+    assert loop.tick(T0 + dt.timedelta(seconds=12, milliseconds=1)) == {"reaped": 1}
+
+
+def test_pauses_ended_waits_for_the_earliest_pause_end_and_resumes_at_it():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.tick(T0)
+    assert loop.not_before["pauses_ended"] == T0 + dt.timedelta(seconds=5)
+
+    operations.pause(Job.objects.filter(pk=job.pk), T0, "op", until=T0 + dt.timedelta(seconds=2))
+    loop.not_before.clear()  # what the pause, a job edit, does to a sleeping loop
+    loop.tick(T0 + dt.timedelta(seconds=1))
+    assert loop.not_before["pauses_ended"] == T0 + dt.timedelta(seconds=2)
+
+    assert loop.tick(T0 + dt.timedelta(seconds=2)) == {"pauses_ended": 1}
+
+
+def test_a_pause_with_an_end_wakes_the_sleeping_loop():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=5.0, clock=lambda: T0)
+    loop.sleep_until_due()
+    loop.not_before["pauses_ended"] = T0 + dt.timedelta(seconds=5)
+    loop.interval = 3.0
+
+    def pause():
+        time.sleep(0.3)
+        until = timezone.now() + dt.timedelta(seconds=2)
+        operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), "op", until=until)
+        connections.close_all()
+
+    pausing = threading.Thread(target=pause)
+    pausing.start()
+    started = time.monotonic()
+    loop.sleep_until_due()
+    pausing.join()
+
+    assert time.monotonic() - started < 1.5
+    assert "pauses_ended" not in loop.not_before
 
 
 def test_a_failing_step_is_logged_and_the_steps_after_it_still_run(caplog):

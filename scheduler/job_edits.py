@@ -1,0 +1,65 @@
+"""How a sleeping scheduler loop learns that a job was saved.
+
+The loop sleeps until its earliest due job, at most its interval; a job
+saved meanwhile may be due sooner. The loop then reads the jobs' edit marker
+(`ticks.last_job_edit`, a MAX over the job table) and ticks if it moved.
+It looks every EDIT_CHECK_INTERVAL (scheduler.loop), but reads the marker
+only when something may have changed (`watcher(connection).moved()`):
+
+- SQLite: another connection committed (`scheduler.commits`);
+- PostgreSQL: a NOTIFY on CHANNEL reached the loop's connection, which
+  listens; `Job.save` sends one at its commit (`saved`).
+
+A hint lost (a new connection, a writer that does not notify) costs at most
+one interval: each tick reads the earliest due job anew.
+"""
+
+from django.db import connection, transaction
+
+from scheduler import commits
+
+CHANNEL = "croniq_jobs"
+
+
+def saved():
+    """A job was saved on the default connection: on PostgreSQL, NOTIFY the
+    sleeping loops at the commit (once per transaction, however many jobs)."""
+    if connection.vendor != "postgresql":
+        return
+    if not connection.in_atomic_block:
+        notify()
+    elif not any(entry[1] is notify for entry in connection.run_on_commit):
+        transaction.on_commit(notify)
+
+
+def notify():
+    with connection.cursor() as cursor:
+        cursor.execute(f"NOTIFY {CHANNEL}")
+
+
+class Listening:
+    """PostgreSQL: `moved()` is true when a NOTIFY on CHANNEL came since
+    the last call, and on a new connection (it listens from then on)."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.listening = None
+
+    def moved(self):
+        self.connection.ensure_connection()
+        raw = self.connection.connection
+        if raw is not self.listening:
+            with self.connection.cursor() as cursor:
+                cursor.execute(f"LISTEN {CHANNEL}")
+            self.listening = raw
+            return True
+        # What came during the ticks' queries waits in psycopg's backlog;
+        # a timeout of 0 reads what the socket holds, no round trip.
+        return any(True for _ in raw.notifies(timeout=0))
+
+
+def watcher(connection):
+    """What tells the loop, on `connection`, that a job may have been saved."""
+    if connection.vendor == "postgresql":
+        return Listening(connection)
+    return commits.of_django(connection)
