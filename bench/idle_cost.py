@@ -16,7 +16,6 @@ Target (issue "Fast for every job"): loop + web under 1% of one core.
 
 import argparse
 import datetime as dt
-import json
 import os
 import signal
 import sys
@@ -27,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# The dispatch bench's database set-up and helpers (bench/ is on sys.path).
+from dispatch import cpu_seconds, emit, prepare_database  # noqa: E402
 
 JOBS = 2000
 WARM_UP = 10.0
@@ -51,42 +53,6 @@ connection.execute_wrappers.append(counted)
 signal.signal(signal.SIGUSR1, report)
 call_command("scheduler_loop")
 """
-
-
-def emit(**fields):
-    print(json.dumps(fields), flush=True)
-
-
-def prepare_database():
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'idle-bench.sqlite3'}"
-    elif url.startswith("postgres"):
-        server, name = url.rsplit("/", 1)
-        url = f"{server}/{name}_{uuid.uuid4().hex[:6]}"
-        import psycopg
-
-        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{url.rsplit("/", 1)[1]}"')
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("SECRET_KEY", "croniq-bench-key")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return url
-
-
-def cpu_seconds(pid):
-    """User + system CPU time the process has used so far (0 once gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children(pid):

@@ -15,7 +15,6 @@ Options: --seconds N (default 40; the first 5 s are left out as warm-up).
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -27,41 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# The dispatch bench's database set-up and helpers (bench/ is on sys.path).
+from dispatch import emit, percentile, prepare_database  # noqa: E402
+
 WARM_UP = 5.0
 TARGET_P99_MS = 25
-
-
-def emit(**fields):
-    print(json.dumps(fields), flush=True)
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))
-    return ordered[index]
-
-
-def prepare_database():
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'singleton-bench.sqlite3'}"
-    elif url.startswith("postgres"):
-        server, name = url.rsplit("/", 1)
-        url = f"{server}/{name}_{uuid.uuid4().hex[:6]}"
-        import psycopg
-
-        with psycopg.connect(server + "/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{url.rsplit("/", 1)[1]}"')
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("SECRET_KEY", "croniq-bench-key")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return url
 
 
 def start_agent(server_url, token, name, workdir):
