@@ -156,19 +156,22 @@ def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
 
 
 def test_an_early_poll_gets_work_ahead_of_its_instant_with_starts_in(api_client, registered):
-    instant = timezone.now() + dt.timedelta(seconds=0.08)  # within the hub's claim-ahead
+    instant = timezone.now() + dt.timedelta(seconds=0.14)  # within the hub's claim-ahead
     execution = pending(now=instant, labels=["linux"])
     body = {"session": "s1", "wait": 2, "early": True}
     answer = api_client.post(f"/v1/runners/{registered}/poll", body)
     arrived = timezone.now()
     [assigned] = answer.json()["executions"]
     assert assigned["id"] == execution.pk
-    assert arrived < instant  # the answer did not wait for the instant...
-    # ...and says how long the run must wait for it.
-    assert 0 < assigned["starts_in"] <= 0.08
+    # The answer did not wait for the instant (unless the machine was too
+    # slow to answer before it), and says how long the run must wait.
+    assert arrived < instant or assigned["starts_in"] == 0
+    assert 0 <= assigned["starts_in"] <= 0.14
     assert arrived + dt.timedelta(seconds=assigned["starts_in"]) >= instant - dt.timedelta(
         milliseconds=5
     )
+    if arrived < instant - dt.timedelta(milliseconds=20):
+        assert assigned["starts_in"] > 0
 
 
 def test_a_poll_without_early_is_answered_at_the_instant(api_client, registered):
