@@ -347,6 +347,8 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
             return execution.state
         raise StaleLease(execution, token, session, lease, "finish", now)
     state = outcome(execution, exit_code, timed_out)
+    if state != Execution.SUCCEEDED and lease_lapsed(execution, now):
+        return reap_late(execution, now)
     result = lifecycle.settle(execution, state, now, exit_code=exit_code, error=error)
     if result is False:
         execution.refresh_from_db()
@@ -354,6 +356,26 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
     if result is not None or execution.job.concurrency_group_id is not None:
         notify_new_work()  # a retry, or room in a concurrency group
     return state
+
+
+def lease_lapsed(execution, now):
+    return execution.lease_expires_at is not None and execution.lease_expires_at < now
+
+
+def reap_late(execution, now):
+    """A failure reported under a lease that has run out is settled as the
+    reaper would have settled it: lost, and retried. The runner kills a job
+    whose lease it could not renew and reports that kill only after the
+    lease must have run out, counting on the reaper to have settled the run
+    first; with no loop reaping at that moment (dead, restarting, or behind)
+    the kill would otherwise pass for the job's own failure and the
+    scheduled instant would never run. A success under a lapsed lease is
+    still accepted: nothing else has run the instant yet."""
+    lapsed = Execution.objects.filter(pk=execution.pk, lease_expires_at__lt=now)
+    if lifecycle.release(lapsed, lifecycle.LEASE_EXPIRED, now):
+        notify_new_work()
+    execution.refresh_from_db()
+    return execution.state
 
 
 def confirms_kill(execution, token, session, lease):

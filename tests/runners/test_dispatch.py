@@ -440,6 +440,44 @@ def test_a_finish_after_a_takeover_is_refused_and_changes_nothing(token, secret,
     assert AuditEvent.objects.filter(action="execution.fencing_rejected").count() == 1
 
 
+FENCED = "killed by the runner: its lease could not be renewed (server unreachable)"
+
+
+def lapse(held):
+    """The lease ran out before LATER, and no loop has reaped the run yet."""
+    Execution.objects.filter(pk=held.pk).update(lease_expires_at=LATER - dt.timedelta(seconds=1))
+    held.refresh_from_db()
+
+
+def test_a_kill_reported_after_the_lease_ran_out_is_settled_lost_and_retried(secret, held):
+    # The runner fenced the job and reported the kill once the lease had
+    # run out, but no loop was reaping then: the report settles it as the
+    # reaper would have, so the scheduled instant still runs.
+    lapse(held)
+    assert finish(secret, held, 143, FENCED) == Execution.LOST
+    held.refresh_from_db()
+    assert held.state == Execution.LOST
+    assert held.lost_reason == "lease_expired"
+    retry = Execution.objects.get(job=held.job, attempt=held.attempt + 1)
+    assert retry.state == Execution.PENDING
+    assert retry.scheduled_for == held.scheduled_for
+    event = AuditEvent.objects.get(action="execution.reaped")
+    assert event.data["reason"] == "lease_expired"
+    assert event.data["retry"] == retry.pk
+
+
+def test_a_success_reported_after_the_lease_ran_out_is_accepted(secret, held):
+    # Nothing else has run the instant: the reaper has not released it.
+    lapse(held)
+    assert finish(secret, held, 0) == Execution.SUCCEEDED
+    assert Execution.objects.filter(job=held.job).count() == 1
+
+
+def test_a_failure_within_the_lease_is_a_failure(secret, held):
+    assert finish(secret, held, 143, FENCED) == Execution.FAILED
+    assert not AuditEvent.objects.filter(action="execution.reaped").exists()
+
+
 def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(secret, runner):
     job = JobFactory(retries=2, retry_backoff=10)
     execution = pending(job=job)
