@@ -1,6 +1,17 @@
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def quick_password_hashing():
+    """Users are created and logged in with a one-iteration PBKDF2
+    (tests/hashers.py): the stock 1,000,000 iterations cost a third of a
+    second of CPU each time, in hundreds of tests."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def empty_cache():
     """Each test starts with an empty cache (the dashboard keeps its
