@@ -185,16 +185,16 @@ def race(step):
 def test_racing_routers_create_each_notification_once(postgres_only):
     channels = [make_channel("a"), make_channel("b")]
     make_rule("failures", ["execution.failed", "job.failing"], channels)
-    jobs = [JobFactory(name=f"race-{i}", labels=[f"pool-{i}"]) for i in range(150)]
+    jobs = [JobFactory(name=f"race-{i}", labels=[f"pool-{i}"]) for i in range(60)]
     for job in jobs:
         failure(job=job)
         failure("job.failing", job=job, data={"streak": 1})
 
-    routed = race(lambda: routing.route_pending(T0, limit=20))
+    routed = race(lambda: routing.route_pending(T0, limit=8))
 
-    assert sum(routed) == 300
+    assert sum(routed) == 120
     pairs = list(Notification.objects.values_list("event_id", "channel_id"))
-    assert len(pairs) == len(set(pairs)) == 600
+    assert len(pairs) == len(set(pairs)) == 240
     assert not Event.objects.filter(routed_at__isnull=True).exists()
 
 
@@ -202,16 +202,16 @@ def test_racing_routers_in_a_storm_still_send_threshold_plus_one(postgres_only, 
     settings.CRONIQ_INCIDENT_THRESHOLD = 3
     channels = [make_channel("a"), make_channel("b")]
     make_rule("failures", ["execution.given_up"], channels)
-    for job in JobFactory.create_batch(200, labels=["linux", "db"]):
+    for job in JobFactory.create_batch(80, labels=["linux", "db"]):
         failure("execution.given_up", job=job)
 
-    race(lambda: routing.route_pending(T0, limit=10))
+    race(lambda: routing.route_pending(T0, limit=5))
 
     for channel in channels:
         sent = Notification.objects.filter(channel=channel, state__in=["pending", "grouped"])
         assert sent.filter(state="pending").count() == 3
         incident = sent.get(name="incident.grouped")
-        assert incident.members.count() == 197
+        assert incident.members.count() == 77
 
 
 @pytest.mark.django_db
