@@ -20,6 +20,7 @@ from ninja.errors import HttpError
 
 from control import auth, examples, scopes
 from scheduler.applyfile import ApplyError, apply, parse, plan, source_name
+from scheduler.label_checks import document_label_warnings
 
 router = Router(tags=["apply"])
 
@@ -51,6 +52,9 @@ class ChangeOut(Schema):
 class ApplyOut(Schema):
     changes: list[ChangeOut]
     applied: bool
+    # Jobs whose labels no runner carries, as `manage.py apply` warns: the
+    # document is applied anyway (the runner may not be started yet).
+    warnings: list[str] = []
 
 
 def document_of(request):
@@ -77,8 +81,9 @@ def apply_document(
 ):
     key = request.auth
     try:
+        document = document_of(request)
         changes = apply(
-            document_of(request),
+            document,
             now=timezone.now(),
             prune=prune,
             dry_run=dry_run,
@@ -88,4 +93,5 @@ def apply_document(
         )
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None
-    return {"changes": plan(changes), "applied": not dry_run}
+    warnings = document_label_warnings(document)
+    return {"changes": plan(changes), "applied": not dry_run, "warnings": warnings}

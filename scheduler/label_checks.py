@@ -3,8 +3,9 @@
 The scheduler imports nothing from the apps above it, so an app config with
 a `label_warnings(jobs)` method ([(name, labels)] -> ["job x: ..."])
 contributes them, as `loop_steps` contributes loop steps. `manage.py apply`
-prints them and the job admin shows them after a save: a warning, never a
-refusal (the runner may simply not be started yet).
+prints them, `POST /api/v1/apply` answers them and the job admin shows them
+after a save: a warning, never a refusal (the runner may simply not be
+started yet).
 """
 
 from django.apps import apps
@@ -19,6 +20,13 @@ def label_warnings(jobs):
         if check is not None and jobs:
             found += check(jobs)
     return found
+
+
+def document_label_warnings(document):
+    """The label warnings of an apply document's jobs (an applied one: its
+    jobs are well formed)."""
+    jobs = document.get("jobs") or []
+    return label_warnings((item["name"], item.get("labels") or []) for item in jobs)
 
 
 class WarnsOfUnservedLabels:

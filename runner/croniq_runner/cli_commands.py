@@ -202,6 +202,9 @@ def apply_file(api, args, out, err):
         content_type=syntax,
         params={k: v for k, v in params.items() if v is not None},
     )
+    # On stderr, as `manage.py apply` prints them: stdout stays the plan.
+    for warning in answer.get("warnings") or []:
+        err.write(f"warning: {warning}\n")
     return show(args, out, answer, cli_tables.plan)
 
 

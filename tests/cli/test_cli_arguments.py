@@ -165,6 +165,19 @@ def test_apply_sends_the_file_as_it_is(api, croniq, tmp_path):
     assert asked.query == {"dry_run": "true", "prune": "true", "source": "croniq"}
 
 
+def test_apply_prints_the_servers_label_warnings_on_stderr(api, croniq, tmp_path):
+    path = tmp_path / "croniq.yaml"
+    path.write_text("jobs: []\n")
+    warning = "job train: no runner has carried gpu; its runs wait until one registers"
+    api.answer(200, {"changes": [], "applied": True, "warnings": [warning]})
+
+    code, out, err = croniq("apply", str(path))
+
+    assert code == 0
+    assert "warning" not in out
+    assert err == f"warning: {warning}\n"
+
+
 def test_apply_of_a_file_it_cannot_read_exits_2(api, croniq, tmp_path):
     code, _, err = croniq("apply", str(tmp_path / "missing.yaml"))
 

@@ -13,7 +13,7 @@ from audit.models import AuditEvent
 from calendars.models import Calendar
 from scheduler.models import Job
 from tests.control.keyed_client import KeyedClient
-from tests.factories import JobFactory
+from tests.factories import JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,7 @@ def test_a_document_is_applied_audited_and_marked_as_apply_managed(api):
     assert Calendar.objects.get().managed_by == "apply"
     event = AuditEvent.objects.get(action="job.created", data__name="report")
     assert (event.actor_kind, event.actor_name) == (AuditEvent.API_KEY, "deploy")
-    assert api.post("apply", DOCUMENT).json() == {"changes": [], "applied": True}
+    assert api.post("apply", DOCUMENT).json() == {"changes": [], "applied": True, "warnings": []}
 
 
 def test_a_dry_run_answers_the_plan_and_writes_nothing(api):
@@ -186,7 +186,7 @@ def test_a_yaml_body_is_read_as_manage_py_apply_reads_the_file(api, tmp_path):
     period = Calendar.objects.get(name="workdays").periods.get()
     assert period.label == "Christmas freeze"
     assert Job.objects.get().calendar.name == "workdays"
-    assert post_yaml(api, YAML_FILE).json() == {"changes": [], "applied": True}
+    assert post_yaml(api, YAML_FILE).json() == {"changes": [], "applied": True, "warnings": []}
 
 
 @pytest.mark.parametrize(
@@ -258,3 +258,20 @@ def test_a_schedule_change_plans_the_fire_times_before_and_after(api):
     assert change["diff"] == {"schedule": ["@every 5m", "@every 1h"]}
     assert set(change["fires"]) == {"before", "after"}
     assert len(change["fires"]["before"]) == len(change["fires"]["after"]) == 5
+
+
+def test_jobs_whose_labels_no_runner_carries_are_applied_with_a_warning(api):
+    RunnerFactory(name="build-1", labels=["linux"])
+    document = {
+        "jobs": [
+            {"name": "train", "schedule": "@daily", "command": "true", "labels": ["gpu"]},
+            {"name": "build", "schedule": "@daily", "command": "true", "labels": ["linux"]},
+        ]
+    }
+
+    body = api.post("apply", document).json()
+
+    assert body["applied"] is True
+    assert len(body["warnings"]) == 1
+    assert body["warnings"][0].startswith("job train: ")
+    assert set(Job.objects.values_list("name", flat=True)) == {"train", "build"}

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from scheduler.applyfile import ApplyError, apply, load, plan, source_name
-from scheduler.label_checks import label_warnings
+from scheduler.label_checks import document_label_warnings
 
 
 class Command(BaseCommand):
@@ -73,6 +73,5 @@ class Command(BaseCommand):
     def warn_about_labels(self, document):
         """Jobs whose labels no runner carries: a warning on stderr (stdout
         stays the plan, --json stays parseable); the file is applied anyway."""
-        jobs = [(item["name"], item.get("labels") or []) for item in document.get("jobs") or []]
-        for warning in label_warnings(jobs):
+        for warning in document_label_warnings(document):
             self.stderr.write(self.style.WARNING(f"warning: {warning}"))
