@@ -15,7 +15,7 @@ from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
 from runners.api import Text
 from runners.db_threads import run_db
-from scheduler import backfill, triggers
+from scheduler import backfill, fanout, triggers
 from scheduler.refusals import OperationRefused
 
 router = Router(tags=["jobs"])
@@ -32,6 +32,9 @@ class TriggerIn(Schema):
 class TriggerOut(Schema):
     execution_id: int
     deduplicated: bool
+    # The runs of the triggered occurrence: execution_id alone, or for a
+    # `run_on: all` job the latest run on each runner, by runner name.
+    execution_ids: list[int]
 
 
 class BackfillIn(Schema):
@@ -60,20 +63,24 @@ async def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] 
     body = body or TriggerIn()
     actor = auth.actor(request.auth)
     try:
-        done = await run_db(trigger_step, name, timezone.now(), actor, body)
+        done, runs = await run_db(trigger_step, name, timezone.now(), actor, body)
     except OperationRefused as refusal:
         return refusals.response(refusal)
-    return Status(202, {"execution_id": done.execution.pk, "deduplicated": done.deduplicated})
+    answer = {"execution_id": done.execution.pk, "deduplicated": done.deduplicated}
+    return Status(202, {**answer, "execution_ids": runs})
 
 
 def trigger_step(name, now, actor, body):
+    """(Triggered, the ids of every run of its occurrence)."""
     # The job is read and locked in one query (a round trip fewer than
     # reading it, then locking it).
     with transaction.atomic():
         job = jobs.locked(name)
-        return triggers.trigger_locked(
+        done = triggers.trigger_locked(
             job, now, actor, body.idempotency_key, body.env, body.scheduled_for
         )
+    runs = [run.pk for run in fanout.occurrence_runs(done.execution)] or [done.execution.pk]
+    return done, runs
 
 
 @router.post(

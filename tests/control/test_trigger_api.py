@@ -14,7 +14,7 @@ from runners.claims import assignment
 from scheduler import lifecycle, notifier
 from scheduler.models import Execution, TriggerKey
 from tests.control.conftest import Management, management_as
-from tests.factories import ExecutionFactory, JobFactory
+from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 
@@ -38,13 +38,30 @@ def test_a_trigger_runs_the_job_now_audited_and_wakes_the_runners(
 
     assert answer.status_code == 202
     execution = Execution.objects.get()
-    assert answer.json() == {"execution_id": execution.pk, "deduplicated": False}
+    assert answer.json() == {
+        "execution_id": execution.pk,
+        "deduplicated": False,
+        "execution_ids": [execution.pk],
+    }
     assert (execution.job, execution.trigger, execution.state) == (job, "manual", "pending")
     assert execution.scheduled_for == execution.run_after == NOW
     assert notifier.new_work in callbacks
     event = AuditEvent.objects.get(action="job.run_now")
     assert event.actor_kind == "api_key" and event.actor_name.startswith("key-jobs:trigger")
     assert event.data["execution"] == execution.pk
+
+
+def test_a_trigger_of_a_job_run_on_every_runner_answers_each_run(api):
+    for name in ("web-b", "web-a"):
+        RunnerFactory(name=name, labels=["linux"], last_seen_at=NOW)
+    JobFactory(name="rotate-logs", labels=["linux"], run_on="all")
+
+    answer = trigger(api, "rotate-logs").json()
+
+    runs = Execution.objects.order_by("pinned_to")
+    assert [run.pinned_to for run in runs] == ["web-a", "web-b"]
+    assert answer["execution_ids"] == [run.pk for run in runs]
+    assert answer["execution_id"] in answer["execution_ids"]
 
 
 def test_a_trigger_needs_no_body(api):
@@ -58,7 +75,7 @@ def test_the_same_key_answers_the_first_execution_and_creates_nothing(api):
     again = trigger(api, "report", {"idempotency_key": "deploy-42"})
 
     assert again.status_code == 202
-    assert again.json() == {"execution_id": first.json()["execution_id"], "deduplicated": True}
+    assert again.json() == {**first.json(), "deduplicated": True}
     assert Execution.objects.count() == 1
     assert AuditEvent.objects.filter(action="job.run_now").count() == 1
 
