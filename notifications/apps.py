@@ -33,8 +33,18 @@ class NotificationsConfig(AppConfig):
             Step("incidents_closed", incidents.close_incidents, every=1.0),
             # Events no state change causes, found by looking every few seconds.
             Step("slow", detectors.detect_slow, every=HOUSEKEEPING_INTERVAL),
-            Step("missed", detectors.detect_missed, every=HOUSEKEEPING_INTERVAL),
-            Step("unserved", detectors.detect_unserved, every=HOUSEKEEPING_INTERVAL),
+            Step(
+                "missed",
+                detectors.detect_missed,
+                every=HOUSEKEEPING_INTERVAL,
+                until=detectors.next_missed_check,
+            ),
+            Step(
+                "unserved",
+                detectors.detect_unserved,
+                every=HOUSEKEEPING_INTERVAL,
+                until=detectors.next_unserved_check,
+            ),
             Step("digests", digests.send_digests, every=30.0),
             Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
         ]

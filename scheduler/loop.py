@@ -18,6 +18,7 @@ import threading
 import time
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
@@ -33,6 +34,16 @@ ERROR_PAUSE = 1.0
 # marker (a MAX over the job table) only when a job may have been saved
 # since its last look (`scheduler.job_edits`): at rest, almost never.
 EDIT_CHECK_INTERVAL = 0.1
+# How often an idle loop writes its heartbeat (`ticks.mark_tick`): every
+# write wakes the processes that wait for commits (on SQLite, the notifier
+# and each web process read what changed), so at rest once in a while, not
+# every tick. A sixth of CRONIQ_STALL_GRACE at most, so the web processes'
+# stall watch never takes a live loop for a dead one.
+HEARTBEAT_AT_LEAST_EVERY = 5.0
+
+
+def heartbeat_every():
+    return min(HEARTBEAT_AT_LEAST_EVERY, settings.CRONIQ_STALL_GRACE / 6)
 
 
 def drop_broken_connection():
@@ -59,6 +70,7 @@ class SchedulerLoop:
         self.last_run = {}  # step name -> when it last ran
         self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
+        self.last_beat = None  # when the last tick wrote the heartbeat
 
     def stop(self):
         self.stopping.set()
@@ -113,8 +125,15 @@ class SchedulerLoop:
                 continue
             if count:
                 done[name] = count
-        ticks.mark_tick(now)
+        if done or self.heartbeat_due(now):
+            ticks.mark_tick(now)
+            self.last_beat = now
         return done
+
+    def heartbeat_due(self, now):
+        if self.last_beat is None or now < self.last_beat:
+            return True
+        return (now - self.last_beat).total_seconds() >= heartbeat_every()
 
     def run_once(self):
         drop_broken_connection()

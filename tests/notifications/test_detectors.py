@@ -462,3 +462,32 @@ def test_the_detectors_are_loop_steps():
         ("missed", detectors.detect_missed, 5.0),
         ("unserved", detectors.detect_unserved, 5.0),
     ]
+
+
+@pytest.mark.django_db
+def test_the_grace_checks_look_a_tenth_of_the_shortest_grace_apart(settings):
+    settings.CRONIQ_MISSED_GRACE = 300
+    settings.CRONIQ_UNSERVED_GRACE = 120
+    # The default graces: every 30 s at most, 12 s for 120 s.
+    assert detectors.next_missed_check(T0) == T0 + dt.timedelta(seconds=30)
+    assert detectors.next_unserved_check(T0) == T0 + dt.timedelta(seconds=12)
+    # A rule with a short grace brings its check closer, down to 5 s.
+    rule("tight", "job.missed", grace=60)
+    assert detectors.next_missed_check(T0) == T0 + dt.timedelta(seconds=6)
+    rule("tighter", "job.missed", grace=10)
+    assert detectors.next_missed_check(T0) == T0 + dt.timedelta(seconds=5)
+    assert detectors.next_unserved_check(T0) == T0 + dt.timedelta(seconds=12)
+
+
+def test_the_loop_runs_the_missed_check_again_only_at_its_next_look(db, settings):
+    settings.CRONIQ_MISSED_GRACE = 300
+    loop = SchedulerLoop()
+    ran = []
+    loop.steps = [
+        step._replace(run=lambda now: ran.append(now) or 0)
+        for step in loop.steps
+        if step.name == "missed"
+    ]
+    for second in (0, 5, 10, 29, 30, 35):
+        loop.tick(T0 + dt.timedelta(seconds=second))
+    assert [(at - T0).total_seconds() for at in ran] == [0, 30]

@@ -9,6 +9,8 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+import audit
+from scheduler import loop as loop_module
 from scheduler import operations, steps
 from scheduler.loop import SchedulerLoop
 from scheduler.models import Execution, Job
@@ -44,6 +46,37 @@ def test_one_tick_fires_due_jobs_and_reaps_expired_leases():
 def test_a_tick_with_nothing_to_do_reports_nothing():
     JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
     assert SchedulerLoop(clock=lambda: T0).run_once() == {}
+
+
+def test_an_idle_loop_writes_its_heartbeat_every_few_seconds_not_every_tick(settings):
+    settings.CRONIQ_STALL_GRACE = 60
+    JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop()
+    seconds = dt.timedelta(seconds=1)
+
+    loop.tick(T0)
+    assert audit.last_tick() == T0
+    for n in range(1, 5):
+        loop.tick(T0 + n * seconds)
+    assert audit.last_tick() == T0  # nothing written: nothing woken
+    loop.tick(T0 + 5 * seconds)
+    assert audit.last_tick() == T0 + 5 * seconds
+
+
+def test_a_tick_that_did_work_writes_its_heartbeat():
+    loop = SchedulerLoop()
+    loop.tick(T0)
+    JobFactory(next_run_at=T0 + dt.timedelta(seconds=1))
+
+    assert loop.tick(T0 + dt.timedelta(seconds=1)) == {"fired": 1}
+    assert audit.last_tick() == T0 + dt.timedelta(seconds=1)
+
+
+def test_the_heartbeat_keeps_well_inside_a_short_stall_grace(settings):
+    settings.CRONIQ_STALL_GRACE = 3
+    assert loop_module.heartbeat_every() == 0.5
+    settings.CRONIQ_STALL_GRACE = 600
+    assert loop_module.heartbeat_every() == loop_module.HEARTBEAT_AT_LEAST_EVERY
 
 
 def test_the_loop_sleeps_no_longer_than_until_the_earliest_due_job(monkeypatch):
