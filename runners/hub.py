@@ -40,6 +40,13 @@ from scheduler.models import Execution
 # SQLite: how often the web process looks for other connections' commits
 # while polls wait (the highest execution id is read only after one).
 WATCH_INTERVAL = 0.025
+# ...and this often once nothing was committed for QUIET_AFTER seconds: at
+# rest, a quarter of the wake-ups. Work the loop creates is committed
+# `scheduler.ticks.FIRE_LEAD` (200 ms) ahead of its instant, so a first
+# commit seen up to 100 ms late is still claimed ahead and handed over at
+# the instant; only work due at once (a retry) may wait that much longer.
+QUIET_WATCH_INTERVAL = 0.1
+QUIET_AFTER = 2.0
 # Both backends: a full look at pending work this often while polls wait, in
 # case a hint was lost (listener reconnecting, a writer that did not notify).
 SAFETY_SCAN_INTERVAL = 1.0
@@ -112,6 +119,12 @@ def serve(waiters, now, until=None):
     """
     until = now if until is None else until
     return serve_waiters(waiters, now, until), next_ready_at(until)
+
+
+def watch_interval(since_last_commit):
+    """SQLite: how long the hub's watch sleeps, `since_last_commit` seconds
+    after it last saw another connection commit."""
+    return QUIET_WATCH_INTERVAL if since_last_commit >= QUIET_AFTER else WATCH_INTERVAL
 
 
 class Hub:
@@ -294,8 +307,10 @@ class Hub:
         about 3% of a core, bench/idle_cost.py)."""
         seen = None
         watcher = commits.own_connection(connection.settings_dict["NAME"])
+        last_moved = time.monotonic()
         while True:
             if (self.waiters or seen is None) and watcher.moved():
+                last_moved = time.monotonic()
                 try:
                     top = await run_db(highest_execution_id)
                 except Exception as e:  # noqa: BLE001 - logged; the next round retries
@@ -306,7 +321,7 @@ class Hub:
                 if seen is not None and top != seen:
                     self.signal()
                 seen = top
-            await asyncio.sleep(WATCH_INTERVAL)
+            await asyncio.sleep(watch_interval(time.monotonic() - last_moved))
 
     async def listen(self):
         """PostgreSQL: one LISTEN connection for this process, reconnecting on loss."""

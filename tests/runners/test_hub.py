@@ -8,10 +8,12 @@ from django.db import connection
 
 from audit.models import Counter
 from croniq_project.collector import unmatched_pending
+from runners import hub as hub_module
 from runners import identity, refusals
 from runners.db_threads import steps_in_caller_thread
 from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
 from runners.models import Runner
+from scheduler import ticks
 from scheduler.models import Execution
 from tests.factories import RunnerFactory
 from tests.runners.conftest import NOW, pending
@@ -336,3 +338,12 @@ def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_comm
         watch.cancel()
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
         loop.run_until_complete(run_db(wrap, False))
+
+
+def test_the_sqlite_watch_slows_down_once_nothing_was_committed_for_a_while():
+    assert hub_module.watch_interval(0.0) == hub_module.WATCH_INTERVAL
+    assert hub_module.watch_interval(hub_module.QUIET_AFTER - 0.01) == hub_module.WATCH_INTERVAL
+    assert hub_module.watch_interval(hub_module.QUIET_AFTER) == hub_module.QUIET_WATCH_INTERVAL
+    # Seen up to the quiet interval late, work the loop fires ahead is still
+    # seen (and claimed) before its instant.
+    assert ticks.FIRE_LEAD.total_seconds() > hub_module.QUIET_WATCH_INTERVAL
