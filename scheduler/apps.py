@@ -19,6 +19,11 @@ class SchedulerConfig(AppConfig):
             Step("fired", loop.fire),
             Step("timed_out", ticks.expire_timeouts, until=ticks.next_timeout),
             Step("pauses_ended", operations.resume_ended_pauses, until=operations.next_pause_end),
-            Step("pruned", retention.prune_step, every=HOUSEKEEPING_INTERVAL),
+            Step(
+                "pruned",
+                retention.prune_step,
+                every=HOUSEKEEPING_INTERVAL,
+                until=retention.next_prune,
+            ),
             Step("promoted", overlap.promote_waiting, every=HOUSEKEEPING_INTERVAL),
         ]

@@ -401,6 +401,24 @@ def test_the_loop_prunes_a_bounded_share_per_housekeeping_pass(monkeypatch):
     assert not ids(Execution.objects) & {e.id for e in old}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_after_a_pass_that_found_nothing_the_loop_prunes_again_a_minute_later(monkeypatch):
+    monkeypatch.setattr(prune_pacing, "_loop_pacer", prune_pacing.Pacer.fixed(3))
+    job = JobFactory(next_run_at=None)
+    finished(job, 1, chunks=0)  # nothing past its retention
+    loop = SchedulerLoop(clock=lambda: NOW)
+    loop.steps = [step for step in loop.steps if step.name == "pruned"]
+
+    assert loop.tick(NOW) == {}
+    old = finished(job, 100, chunks=0)  # expired now, as if by the clock
+    assert loop.tick(NOW + timedelta(seconds=6)) == {}  # not looked at yet
+    assert loop.tick(NOW + timedelta(seconds=59)) == {}
+    assert loop.tick(NOW + timedelta(seconds=60)) == {"pruned": 1}
+    assert not Execution.objects.filter(id=old.id).exists()
+    # A pass that pruned: the next comes at the step's own cadence.
+    assert retention.next_prune(NOW + timedelta(seconds=60)) is None
+
+
 def test_the_loop_leaves_the_backlog_to_a_running_prune_command(db):
     from audit.recording import beat
 
