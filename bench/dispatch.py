@@ -22,6 +22,7 @@ Options: --only steady,burst,throughput,group_throughput,idle  --seconds N (stea
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import statistics
@@ -112,6 +113,7 @@ def start_webs(url, workdir, count):
     from tests.e2e.processes import Server
 
     servers = [Server(url, workdir / f"web-{n}.log") for n in range(count)]
+    atexit.register(stop_webs, servers)  # a scenario that fails leaves none running
     return [server.wait_ready() for server in servers]
 
 
@@ -134,7 +136,9 @@ def by_process(webs, urls):
 def start_loop(url, workdir):
     from tests.e2e.processes import start_loop as start
 
-    return start(url, workdir / "loop.log")
+    loop = start(url, workdir / "loop.log")
+    atexit.register(loop.stop)
+    return loop
 
 
 def new_token():
