@@ -298,7 +298,12 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
                     runner.room.wait(0.5)
                 free = runner.capacity - runner.held
             body = {"session": runner.session, "wait": 5, "capacity": free}
-            found, arrived = client.post_timed(f"/api/v1/runners/{runner.runner_id}/poll", body)
+            try:
+                found, arrived = client.post_timed(f"/api/v1/runners/{runner.runner_id}/poll", body)
+            except OSError:
+                if stop.is_set():
+                    return  # a busy machine: the web stopped while this poll waited
+                raise
             found = found["executions"]
             parsed = time.time()
             with runner.room:
