@@ -270,23 +270,37 @@ def finish(credential, execution_id, session, lease, exit_code, error, timed_out
 
 # The success finish, hand-written: compiling the equivalent ORM update (a
 # filter across the runner to its token) cost more CPU than all the rest of
-# the call. Same conditions as `lifecycle.settle` plus the caller's token.
-SUCCEED_HELD = f"""
-    UPDATE {Execution._meta.db_table}
-    SET state = %s, finished_at = %s, exit_code = 0, error = %s
-    WHERE id = %s AND lease = %s AND session = %s AND state = %s
-      AND runner_id IN (
+# the call. Same conditions as `lifecycle.settle` plus the caller's token;
+# it returns the job's columns the rest of the finish needs.
+EXECUTIONS, JOBS = Execution._meta.db_table, Job._meta.db_table
+HELD_UNDER_TOKEN = f"""runner_id IN (
         SELECT runner.id FROM {Runner._meta.db_table} runner
         JOIN {RunnerToken._meta.db_table} token ON token.id = runner.token_id
-        WHERE token.secret_hash = %s AND token.revoked_at IS NULL)
-    RETURNING job_id, pinned_to, (
-        SELECT job.concurrency_group_id FROM {Job._meta.db_table} job
-        WHERE job.id = {Execution._meta.db_table}.job_id), (
-        SELECT job.on_success FROM {Job._meta.db_table} job
-        WHERE job.id = {Execution._meta.db_table}.job_id), (
-        SELECT job.on_failure FROM {Job._meta.db_table} job
-        WHERE job.id = {Execution._meta.db_table}.job_id)
-"""
+        WHERE token.secret_hash = %s AND token.revoked_at IS NULL)"""
+SUCCEED_HELD = {
+    # The job's row is joined once.
+    "postgresql": f"""
+        UPDATE {EXECUTIONS} execution
+        SET state = %s, finished_at = %s, exit_code = 0, error = %s
+        FROM {JOBS} job
+        WHERE execution.id = %s AND execution.lease = %s AND execution.session = %s
+          AND execution.state = %s AND execution.{HELD_UNDER_TOKEN}
+          AND job.id = execution.job_id
+        RETURNING execution.job_id, execution.pinned_to,
+            job.concurrency_group_id, job.on_success, job.on_failure
+    """,
+    # SQLite's RETURNING cannot name a joined table: a subquery per column
+    # (in-process lookups on the job's primary key).
+    "sqlite": f"""
+        UPDATE {EXECUTIONS}
+        SET state = %s, finished_at = %s, exit_code = 0, error = %s
+        WHERE id = %s AND lease = %s AND session = %s AND state = %s AND {HELD_UNDER_TOKEN}
+        RETURNING job_id, pinned_to,
+            (SELECT job.concurrency_group_id FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id),
+            (SELECT job.on_success FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id),
+            (SELECT job.on_failure FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id)
+    """,
+}
 NO_CHAIN = (None, "", "[]", [])
 
 
@@ -307,7 +321,7 @@ def finished_ok(credential, execution_id, session, lease, error, now):
     ]
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(SUCCEED_HELD, params)
+            cursor.execute(SUCCEED_HELD[connection.vendor], params)
             settled = cursor.fetchone()
         if settled is None:
             return False

@@ -147,11 +147,23 @@ def replace(old, by, now):
     return bool(done)
 
 
+# Every run that ends asks this, and nearly always nothing is queued:
+# hand-written, as the ORM's exists() spent about 0.3 ms of CPU compiling a
+# query that itself costs under 0.1 ms (a sixth of a runner's success finish).
+HAS_QUEUED = f"SELECT 1 FROM {Execution._meta.db_table} WHERE job_id = %s AND state = %s LIMIT 1"
+
+
+def has_queued(job_id):
+    with connection.cursor() as cursor:
+        cursor.execute(HAS_QUEUED, [job_id, Execution.QUEUED])
+        return cursor.fetchone() is not None
+
+
 def promote(job_id, now):
     """Make the oldest queued executions of a job pending while it has room
     under its policy (one at a time for a singleton-guarded job); returns
     how many. Part of the caller's transaction."""
-    if not Execution.objects.filter(job_id=job_id, state=Execution.QUEUED).exists():
+    if not has_queued(job_id):
         return 0
     job = Job.objects.filter(pk=job_id).only("overlap", "max_concurrent").first()
     if job is None:
