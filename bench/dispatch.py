@@ -158,7 +158,7 @@ def insert_pending(count, job_prefix, group=None):
 
 
 class Runner:
-    def __init__(self, url, secret, capacity):
+    def __init__(self, url, secret, capacity, labels=()):
         self.url = url
         self.secret = secret
         self.http = self.new_http()
@@ -167,6 +167,8 @@ class Runner:
         self.held = 0
         self.room = threading.Condition()
         body = {"name": f"bench-{self.session[:10]}", "session": self.session}
+        if labels:
+            body["labels"] = list(labels)
         answer = self.http.post(url + "/api/v1/runners/register", json=body, timeout=10)
         answer.raise_for_status()
         self.runner_id = answer.json()["runner_id"]
