@@ -388,7 +388,11 @@ class LeanClient:
         import select
 
         self.connection.request("POST", path, json.dumps(body), self.headers)
-        select.select([self.connection.sock], [], [])
+        # poll, not select: a process with many runners has sockets past
+        # select's limit of 1,024 descriptors.
+        readable = select.poll()
+        readable.register(self.connection.sock, select.POLLIN)
+        readable.poll()
         arrived = time.time()
         answer = self.connection.getresponse()
         data = answer.read()

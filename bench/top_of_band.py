@@ -164,6 +164,7 @@ def create_jobs(count, start, calendars, rng):
     from scheduler.models import Job
 
     shared_rules = {}
+    first_instants = {}
     kinds = defaultdict(int)
     jobs = []
     for n in range(count):
@@ -182,9 +183,15 @@ def create_jobs(count, start, calendars, rng):
         every = parse_schedule(schedule, job.name).every
         after = start - timedelta(microseconds=1)
         if every:
-            interval = every.total_seconds()
-            after += timedelta(seconds=n % int(interval)) - every
-        job.next_run_at = job.next_fire_after(after)
+            after += timedelta(seconds=n % int(every.total_seconds())) - every
+            job.next_run_at = job.next_fire_after(after)
+        else:
+            # Jobs of one cron text and calendar share their instant (but
+            # for "H", which hashes the job's name).
+            key = (schedule, job.calendar_id, job.calendar_policy)
+            if "H" in schedule or key not in first_instants:
+                first_instants[key] = job.next_fire_after(after)
+            job.next_run_at = first_instants[key]
         kinds[kind] += 1
         kinds["on_calendar"] += on_calendar
         jobs.append(job)
@@ -204,6 +211,7 @@ class Band:
         self.stop = threading.Event()
         self.arrivals = {}  # execution id -> (scheduled epoch, arrived epoch)
         self.errors = defaultdict(int)
+        self.first_errors = {}
         self.due = []  # heap of (finish at, sequence, runner, assignment)
         self.due_lock = threading.Condition()
         self.sequence = 0
@@ -217,6 +225,7 @@ class Band:
                 capacity=rng.choice([1, 2, 2, 4]),
                 labels=weighted(RUNNER_LABELS, rng),
             )
+            runner.http.close()  # registered: its polls go over a LeanClient
             self.runners.append(runner)
         self.rng = rng
 
@@ -240,11 +249,17 @@ class Band:
                 free = runner.capacity - runner.held
             body = {"session": runner.session, "wait": POLL_WAIT, "capacity": free, "early": True}
             try:
-                answer, arrived = client.post_timed(path, body)
+                try:
+                    answer, arrived = client.post_timed(path, body)
+                except (OSError, http.client.HTTPException):
+                    # The server closes a keep-alive connection idle for 5 s
+                    # (a runner busy at its capacity): again on a new one.
+                    client = LeanClient(runner.url, self.secret)
+                    answer, arrived = client.post_timed(path, body)
             except Exception as error:  # noqa: BLE001 (counted; the web stops at the end)
                 if self.stop.is_set():
                     return
-                self.errors[f"poll {type(error).__name__}"] += 1
+                self.failed("poll", error)
                 time.sleep(1)
                 client = LeanClient(runner.url, self.secret)
                 continue
@@ -286,10 +301,16 @@ class Band:
                 self.client(runner.url, new=True).post(path, body)
             self.finished += 1
         except Exception as error:  # noqa: BLE001 (counted; the web stops at the end)
-            self.errors[f"finish {type(error).__name__}"] += 1
+            self.failed("finish", error)
         with runner.room:
             runner.held -= 1
             runner.room.notify()
+
+    def failed(self, call, error):
+        """Count an error; the first of each kind is kept whole."""
+        kind = f"{call} {type(error).__name__}"
+        self.errors[kind] += 1
+        self.first_errors.setdefault(kind, str(error)[:300])
 
     def client(self, url, new=False):
         """This finishing thread's connection to `url`."""
@@ -589,6 +610,7 @@ def report(options, figures):
         still_pending_at_end=figures["undelivered"],
         finished_by_runners=band.finished,
         runner_errors=dict(band.errors),
+        first_errors=band.first_errors,
         setup_seconds=round(figures["setup_seconds"], 1),
         jobs_inserted_late_s=round(figures["late_start"], 2),
         load_average_mean_max=[
