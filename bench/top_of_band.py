@@ -32,6 +32,7 @@ Options: --minutes N  --jobs N  --runners N  --warm-up SECONDS
 """
 
 import argparse
+import contextlib
 import heapq
 import http.client
 import io
@@ -45,6 +46,7 @@ import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -357,8 +359,9 @@ def socket_inodes(pid):
     return inodes
 
 
-def local_ports():
-    """{socket inode: local port} of every TCP socket on the machine."""
+def client_ports(server_port):
+    """{socket inode: local port} of the machine's TCP sockets connected to
+    `server_port` (one local port may serve sockets to other servers too)."""
     ports = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -367,7 +370,8 @@ def local_ports():
             continue
         for line in lines:
             fields = line.split()
-            ports[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
+            if int(fields[2].rsplit(":", 1)[1], 16) == server_port:
+                ports[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
     return ports
 
 
@@ -380,6 +384,7 @@ class Sampler:
         import psycopg
 
         server, self.database = url.rsplit("/", 1)
+        self.server_port = urlsplit(server).port or 5432
         self.admin = psycopg.connect(server + "/postgres", autocommit=True)
         self.processes = processes  # {name: pid}; a loop's children are its own
         self.rss = defaultdict(float)
@@ -391,6 +396,7 @@ class Sampler:
 
     def start(self):
         self.started = time.monotonic()
+        self.cpu_before = self.process_cpu()
         self.sample()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -404,7 +410,24 @@ class Sampler:
         self.thread.join()
         self.sample()
         self.seconds = time.monotonic() - self.started
+        self.cpu_used = {
+            name: used - self.cpu_before.get(name, 0.0) for name, used in self.process_cpu().items()
+        }
         self.admin.close()
+
+    def process_cpu(self):
+        """{name: CPU seconds} of each process with its children (a loop's
+        notifier), so far."""
+        used = defaultdict(float)
+        for name in self.processes:
+            for member in self.members(name):
+                with contextlib.suppress(OSError):  # ended meanwhile
+                    used[name] += cpu_seconds(member)
+        return used
+
+    def cpu_percent(self):
+        """{name: percent of one core} over the run."""
+        return {name: round(100 * used / self.seconds, 1) for name, used in self.cpu_used.items()}
 
     def sample(self):
         rows = self.admin.execute(
@@ -449,7 +472,7 @@ class Sampler:
                     inode_owner[inode] = name
         return {
             port: inode_owner[inode]
-            for inode, port in local_ports().items()
+            for inode, port in client_ports(self.server_port).items()
             if inode in inode_owner
         }
 
@@ -593,6 +616,8 @@ def report(options, figures):
         name="postgres_cpu",
         backend_cpu_percent_of_one_core=sampler.postgres_cpu_percent(),
         backends_seen=len(sampler.backend_cpu),
+        # The other processes, for comparison (percent of one core).
+        processes_cpu_percent=sampler.cpu_percent(),
         met=None,
     )
     emit(
