@@ -81,9 +81,10 @@ RUN_SECONDS = (0.05, 2.0)
 TARGET_FIRING_P99_MS = 50
 TARGET_DISPATCH_P99_MS = 100
 TARGET_WEB_RSS_MB = 300
-# A web process keeps 8 call threads, 2 dispatch threads and a listener
-# connected (runners/db_threads.py): a constant, whatever the runners.
-TARGET_CONNECTIONS_PER_PROCESS = 12
+# A web process keeps 11 database threads and a listener connected
+# (runners/db_threads.py, docs/scaling.md), a loop up to 3 with its
+# notifier: a constant, whatever the number of runners.
+TARGET_CONNECTIONS_PER_PROCESS = 16
 
 CALENDARS = """
 calendars:
