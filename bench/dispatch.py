@@ -185,7 +185,7 @@ def insert_pending(count, job_prefix, group=None):
 
 
 class Runner:
-    def __init__(self, url, secret, capacity):
+    def __init__(self, url, secret, capacity, labels=()):
         self.url = url
         self.secret = secret
         self.http = self.new_http()
@@ -194,6 +194,8 @@ class Runner:
         self.held = 0
         self.room = threading.Condition()
         body = {"name": f"bench-{self.session[:10]}", "session": self.session}
+        if labels:
+            body["labels"] = list(labels)
         answer = self.http.post(url + "/api/v1/runners/register", json=body, timeout=10)
         answer.raise_for_status()
         self.runner_id = answer.json()["runner_id"]
@@ -455,7 +457,11 @@ class LeanClient:
         import select
 
         self.connection.request("POST", path, json.dumps(body), self.headers)
-        select.select([self.connection.sock], [], [])
+        # poll, not select: a process with many runners has sockets past
+        # select's limit of 1,024 descriptors.
+        readable = select.poll()
+        readable.register(self.connection.sock, select.POLLIN)
+        readable.poll()
         arrived = time.time()
         answer = self.connection.getresponse()
         data = answer.read()

@@ -48,6 +48,11 @@ def claim(runner, session, capacity, now):
     """
     if capacity <= 0 or runner.is_drained:
         return []
+    if not ready_executions(now).exists():
+        # Most polls find nothing (the hub claimed the instant's work ahead
+        # for the waiting ones): one read instead of the maintenance, group
+        # and claim queries.
+        return []
     # Part of the caller's transaction when there is one (a poll reads its
     # runner, touches it and claims in one).
     with transaction.atomic(savepoint=False):

@@ -26,6 +26,12 @@ DB_THREADS = {"postgresql": 8, "sqlite": 1}
 # logs and heartbeats (all jobs of an instant finish at about the same
 # time). SQLite keeps its one thread for everything.
 DISPATCH_THREADS = {"postgresql": 2}
+# PostgreSQL: the hub's claims for its waiting polls have a thread of their
+# own too. When an instant's work is answered, its runners all poll again at
+# once, and each poll's first step (a claim of its own) queues in the
+# dispatch threads: the hub's claim for the next instant must not wait
+# behind hundreds of them (bench/top_of_band.py, 500 runners).
+HUB_THREADS = {"postgresql": 1}
 # A connection idle this long is checked before use (the database may have
 # restarted meanwhile).
 IDLE_CHECK_AFTER = 5.0
@@ -35,15 +41,16 @@ _executor_lock = threading.Lock()
 _executors = {}  # pool name -> pool
 _lane_pools = {}  # lane -> its pool (dispatch may share the calls pool)
 _local = threading.local()
-CALLS, DISPATCH = "calls", "dispatch"
+CALLS, DISPATCH, HUB = "calls", "dispatch", "hub"
 
 
 def pool_for(lane):
-    """(pool name, threads) for a lane: dispatch shares the calls pool where
-    it has no threads of its own."""
+    """(pool name, threads) for a lane: dispatch and the hub share the calls
+    pool where they have no threads of their own."""
     vendor = connection.vendor
-    if lane == DISPATCH and vendor in DISPATCH_THREADS:
-        return DISPATCH, DISPATCH_THREADS[vendor]
+    own = {DISPATCH: DISPATCH_THREADS, HUB: HUB_THREADS}.get(lane, {})
+    if vendor in own:
+        return lane, own[vendor]
     return CALLS, DB_THREADS.get(vendor, 4)
 
 
@@ -88,6 +95,11 @@ async def run_db(fn, *args, **kwargs):
 async def run_dispatch(fn, *args, **kwargs):
     """`run_db` for claims: in the dispatch threads where there are some."""
     return await _run_in(DISPATCH, fn, args, kwargs)
+
+
+async def run_hub(fn, *args, **kwargs):
+    """`run_db` for the hub's claims: in its own thread where there is one."""
+    return await _run_in(HUB, fn, args, kwargs)
 
 
 async def _run_in(lane, fn, args, kwargs):

@@ -325,7 +325,6 @@ def finished_ok(credential, execution_id, session, lease, error, now):
             settled = cursor.fetchone()
         if settled is None:
             return False
-        lifecycle.count_final(Execution.SUCCEEDED)
         job_id, pinned_to, group, on_success, on_failure = settled
         execution = None
         if not outcomes.succeeded_plainly(job_id, now):
@@ -340,6 +339,9 @@ def finished_ok(credential, execution_id, session, lease, error, now):
         overlap.promote(job_id, now)  # a queued run's turn (it wakes the polls)
         if group is not None:
             notify_new_work()  # room in the group: waiting polls may take its work
+        # Last: the counter's row stays locked until the commit, and another
+        # process's thread on the same shard waits for it meanwhile.
+        lifecycle.count_final(Execution.SUCCEEDED)
     return True
 
 

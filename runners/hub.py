@@ -29,7 +29,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from runners.claims import Handed, serve_waiters
-from runners.db_threads import run_db, run_dispatch
+from runners.db_threads import run_db, run_hub
 from runners.identity import come_back
 from runners.latency import record_latency
 from runners.models import Runner
@@ -255,7 +255,7 @@ class Hub:
         now = timezone.now()
         until = now + timedelta(seconds=CLAIM_AHEAD)
         try:
-            served, upcoming = await run_dispatch(serve, waiters, now, until)
+            served, upcoming = await run_hub(serve, waiters, now, until)
         finally:
             for waiter in waiters:
                 waiter.serving = False
