@@ -65,11 +65,25 @@ def state_of(row):
     return row.state
 
 
+def notifier_listens():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query = %s",
+            [f"LISTEN {wakeup.CHANNEL}"],
+        )
+        return cursor.fetchone()[0] > 0
+
+
 def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup(
     postgres_only, hook
 ):
     running = start()
-    time.sleep(0.3)  # idle: only a wake-up can explain a fast delivery
+    # Its LISTEN connection is up (on a busy machine that can take longer
+    # than the idle pause below), then idle: only a wake-up can explain a
+    # fast delivery.
+    wait_for(notifier_listens)
+    time.sleep(0.3)
     row = notification(webhook(hook.url), at=timezone.now())
     poked = time.time()
     wakeup.poke()  # NOTIFY on this connection: the notifier's LISTEN hears it

@@ -274,7 +274,8 @@ def test_a_run_its_runner_reports_failed_lands_with_the_log_it_sent():
     execution.refresh_from_db()
     dispatch.append_log(token, execution.pk, "s1", execution.lease, 0, "disk full\n", T0)
     credential = identity.Credential(secret)
-    dispatch.finish(credential, execution.pk, "s1", execution.lease, 4, "", False, LATER)
+    within_the_lease = T0 + dt.timedelta(seconds=10)
+    dispatch.finish(credential, execution.pk, "s1", execution.lease, 4, "", False, within_the_lease)
 
     dead_letter = DeadLetter.objects.get(execution=execution)
     assert (dead_letter.reason, dead_letter.detail, dead_letter.log_tail) == (
