@@ -196,6 +196,10 @@ def read_ledger(path):
                     runs[pk].starts += 1
                 else:
                     runs[pk] = Run(pk, job, int(attempt), agent, float(at))
+            elif parts[0] == "end" and len(parts) == 2 and int(parts[1]) in runs:
+                # The job's process group was signalled while `date` printed
+                # the end: the trap's "killed" line follows. Not an end.
+                continue
             elif parts[0] in ("end", "killed") and len(parts) == 3:
                 run = runs.get(int(parts[1]))
                 if run is None:

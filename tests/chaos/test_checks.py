@@ -285,3 +285,18 @@ def test_more_runs_of_a_queue_job_than_its_max_concurrent_are_reported():
     facts.runs[13].start = facts.runs[11].start + 0.2  # a third while both still run
     [violation] = only(facts, "queue")
     assert "3 runs" in violation and "max_concurrent 2" in violation
+
+
+def test_an_end_torn_by_the_kill_is_no_end_but_garbage_is_malformed(tmp_path):
+    ledger = tmp_path / "ledger"
+    ledger.write_text(
+        "start 7 solo 1 agent-1 100.5\n"
+        "end 7\n"  # `date` died with the job's process group
+        "killed 7 101.25\n"
+        "start 8 solo 1 agent-1\n"
+        "end 9 102.0\n"
+    )
+    runs, malformed = checks.read_ledger(ledger)
+    assert (runs[7].end, runs[7].killed) == (None, 101.25)
+    assert 8 not in runs
+    assert malformed == 2
