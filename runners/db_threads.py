@@ -119,3 +119,21 @@ def steps_in_caller_thread():
         yield
     finally:
         _caller_thread = False
+
+
+def close_connections(timeout=5.0):
+    """Close the database connection of every database thread (the test
+    suite, before it drops its database). Each thread closes its own: one
+    task per thread, held at a barrier until all have come."""
+    with _executor_lock:
+        pools = list(_executors.values())
+    for pool in pools:
+        barrier = threading.Barrier(pool._max_workers)
+
+        def close(barrier=barrier):
+            connection.close()
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout)
+
+        for future in [pool.submit(close) for _ in range(pool._max_workers)]:
+            future.result()

@@ -136,6 +136,9 @@ class Hub:
         self.tasks = []
         self.spawned = set()  # strong references: the loop keeps only weak ones
         self.timer = None
+        # A scan found no poll waiting, so it did not look when the next
+        # work becomes ready: the next poll to wait asks for a scan.
+        self.timer_unknown = False
         self.last_touch = 0.0
         self.latencies = []  # seconds, not yet written (see `observe_latencies`)
         self.flush_due = False
@@ -146,6 +149,12 @@ class Hub:
         self.start()
         waiter = Waiter(self.loop, runner_id, token, session, capacity)
         self.waiters[waiter] = None
+        if self.timer_unknown:
+            # The loop's NOTIFY of new work may have come while no poll
+            # waited here: without this scan, work due in a moment would
+            # wait for the safety net (up to a second), or for another web
+            # process's polls.
+            self.signal()
         return waiter
 
     def remove(self, waiter):
@@ -248,7 +257,9 @@ class Hub:
     async def scan(self):
         waiters = [w for w in self.waiters if not w.future.done() and not w.leaving]
         if not waiters:
+            self.timer_unknown = True
             return
+        self.timer_unknown = False
         for waiter in waiters:
             waiter.serving = True
             waiter.step_done.clear()

@@ -12,6 +12,17 @@ def quick_password_hashing():
         yield
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, which drops the test database at the end: first the
+    runner calls' database threads close their connections (PostgreSQL
+    refuses to drop a database in use)."""
+    yield
+    from runners import db_threads
+
+    db_threads.close_connections()
+
+
 @pytest.fixture(autouse=True)
 def empty_cache():
     """Each test starts with an empty cache (the dashboard keeps its

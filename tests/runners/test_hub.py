@@ -214,6 +214,31 @@ def test_the_hub_rescans_claim_ahead_of_the_next_pending_executions_instant(loop
     assert hub.scan_requested.is_set()
 
 
+def test_a_poll_waiting_after_a_scan_found_none_asks_for_a_scan(loop):
+    # The loop's NOTIFY came while no poll waited here: the scan looked at
+    # nothing, so no timer claims the new work ahead of its instant.
+    hub = Hub(loop)
+    hub.start = lambda: None  # no background tasks: this test drives the scans
+    loop.run_until_complete(hub.scan())
+    assert not hub.scan_requested.is_set()
+    hub.add(1, "token", "s1", 1)
+    assert hub.scan_requested.is_set()
+
+
+def test_a_poll_joining_a_hub_that_knows_its_next_scan_adds_none(loop, monkeypatch):
+    async def nothing_ready(serve, waiters, now, until):
+        return [], None  # the step's answer: nothing served, nothing upcoming
+
+    monkeypatch.setattr(hub_module, "run_hub", nothing_ready)
+    hub = Hub(loop)
+    hub.start = lambda: None
+    hub.add(1, "token", "s1", 1)
+    loop.run_until_complete(hub.scan())
+    hub.scan_requested.clear()
+    hub.add(2, "token", "s2", 1)
+    assert not hub.scan_requested.is_set()
+
+
 def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert_num_queries):
     pending(now=NOW + dt.timedelta(seconds=4), labels=["linux"])
     with django_assert_num_queries(2):  # anything ready? when is the next?
