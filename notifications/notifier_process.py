@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 
 from django.conf import settings
@@ -28,6 +29,12 @@ log = logging.getLogger("croniq.notifications")
 
 PR_SET_PDEATHSIG = 1
 PARENT_CHECK = 0.5
+# The child switches threads this often (Python's default: 5 ms). On SQLite
+# the thread writing delivery records holds the write lock across its
+# statements, taking the interpreter lock back from the delivery threads
+# after each: at 5 ms a switch, the loop's tick waited up to 150 ms for
+# that lock during a burst (bench/notifications.py --only burst --steps).
+SWITCH_INTERVAL = 0.0005
 STOP_TIMEOUT = 10.0
 
 
@@ -63,6 +70,7 @@ def run(parent_pid, database):
     die_with_parent()
     if os.getppid() != parent_pid:
         return  # the parent died before the kernel was told
+    sys.setswitchinterval(SWITCH_INTERVAL)
     import django
     from django.conf import settings
 

@@ -10,10 +10,18 @@ an overlap policy whose run is open), and wakes early when a job is saved. A
 database outage is logged and retried with backoff; any other error is
 logged with its traceback and the loop carries on. Only a signal (stop())
 ends it.
+
+`run_forever` ticks the steps that run on every tick (firing, timeouts,
+reaping: what users wait for) on its own thread, and the housekeeping steps
+(those with an `every`) on a thread of their own, so a tick never waits for
+a detector or a retention pass (a missed-job check alone costs 10 to 25 ms,
+bench/notifications.py --only burst --steps). `run_once` and `tick` run
+them all.
 """
 
 import gc
 import logging
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -42,6 +50,16 @@ EDIT_CHECK_INTERVAL = 0.1
 HEARTBEAT_AT_LEAST_EVERY = 5.0
 
 
+# The loop's process switches threads this often (Python's default: 5 ms).
+# A tick waiting for the interpreter lock behind a housekeeping step would
+# otherwise wait up to 5 ms after each of its queries.
+SWITCH_INTERVAL = 0.0005
+# How long the housekeeping thread sleeps at most: a job edit that brings a
+# step's deadline forward (`Step.until`) is seen within this.
+HOUSEKEEPING_NAP = 1.0
+HOUSEKEEPING_JOIN_TIMEOUT = 30.0
+
+
 def heartbeat_every():
     return min(HEARTBEAT_AT_LEAST_EVERY, settings.CRONIQ_STALL_GRACE / 6)
 
@@ -57,6 +75,16 @@ def drop_broken_connection():
         connection.errors_occurred = False
 
 
+def settle_the_collector():
+    """What is alive now (Django, the apps, their modules; after the first
+    housekeeping pass, the query caches of every step too) lives as long as
+    the process: out of the collector's sight, a full collection during a
+    tick scans only what the loop made since (0.6 ms instead of 40-50,
+    bench/notifications.py --steps)."""
+    gc.collect()
+    gc.freeze()
+
+
 class SchedulerLoop:
     def __init__(self, interval=1.0, clock=timezone.now, fire_lead=ticks.FIRE_LEAD):
         self.interval = interval
@@ -67,6 +95,9 @@ class SchedulerLoop:
         self.last_job_edit = None
         self.edits = job_edits.watcher(connection)
         self.steps = steps.collect(self)
+        # Set by `run_forever`: the housekeeping steps run on their own thread.
+        self.housekeeping_apart = False
+        self.housekeeping_death = None  # a BaseException that ended its thread
         self.last_run = {}  # step name -> when it last ran
         self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
@@ -75,9 +106,23 @@ class SchedulerLoop:
     def stop(self):
         self.stopping.set()
 
-    def units(self, now):
-        """[(name, run)] of the steps due at `now`; each is marked as run."""
-        return [(step.name, step.run) for step in self.steps if self.due(step, now)]
+    @property
+    def tick_steps(self):
+        """What `tick` runs: every step, or only those that run on every tick
+        while the housekeeping thread runs the others."""
+        if self.housekeeping_apart:
+            return [step for step in self.steps if not step.every]
+        return self.steps
+
+    @property
+    def housekeeping(self):
+        return [step for step in self.steps if step.every]
+
+    def units(self, now, steps=None):
+        """[(name, run)] of the steps (default: the tick's) due at `now`;
+        each is marked as run."""
+        steps = self.tick_steps if steps is None else steps
+        return [(step.name, step.run) for step in steps if self.due(step, now)]
 
     def fire(self, now):
         return ticks.trigger_due(now, self.fire_lead, self.held)
@@ -104,15 +149,22 @@ class SchedulerLoop:
         return timedelta(seconds=step.every * housekeeping.index(step.name) / len(housekeeping))
 
     def tick(self, now):
-        """Run every due step once; returns {step: count} for the steps that
-        did work.
+        """Run every due step of the tick once; returns {step: count} for the
+        steps that did work.
 
         A step that fails with anything but a database outage is logged and
         the steps after it still run.
         """
+        done = self.run_units(now, self.units(now))
+        if done or self.heartbeat_due(now):
+            ticks.mark_tick(now)
+            self.last_beat = now
+        return done
+
+    def run_units(self, now, units):
         done = {}
         untils = {step.name: step.until for step in self.steps if step.until}
-        for name, unit in self.units(now):
+        for name, unit in units:
             self.not_before.pop(name, None)
             try:
                 count = unit(now)
@@ -125,9 +177,6 @@ class SchedulerLoop:
                 continue
             if count:
                 done[name] = count
-        if done or self.heartbeat_due(now):
-            ticks.mark_tick(now)
-            self.last_beat = now
         return done
 
     def heartbeat_due(self, now):
@@ -148,15 +197,16 @@ class SchedulerLoop:
         # of the notifier's deliveries (croniq_project/sqlite). PostgreSQL
         # locks rows, not the database, and ignores it.
         connection.eager_write_lock = True
-        # What is alive now (Django, the apps, their modules) lives as long
-        # as the process: out of the collector's sight, a full collection
-        # during a tick scans only what the loop made since (0.6 ms instead
-        # of 40-50, bench/notifications.py --steps).
-        gc.collect()
-        gc.freeze()
+        settle_the_collector()
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        housekeeper = None
         while not self.stopping.is_set():
             try:
                 self.run_once()
+                if housekeeper is None and self.housekeeping:
+                    # The first tick ran every step; from now on the
+                    # housekeeping steps run on their own thread.
+                    housekeeper = self.start_housekeeping()
                 if self.outage_backoff:
                     log.info("database is back: scheduler loop resumed")
                 self.outage_backoff = 0.0
@@ -174,7 +224,64 @@ class SchedulerLoop:
                 # A bug, not an outage: say where, and keep scheduling.
                 log.exception("scheduler loop error; carrying on in %.1fs", ERROR_PAUSE)
                 self.stopping.wait(ERROR_PAUSE)
+        if housekeeper is not None:
+            housekeeper.join(HOUSEKEEPING_JOIN_TIMEOUT)
+        if self.housekeeping_death is not None:
+            raise self.housekeeping_death  # the loop dies with it (scheduler.serve)
         log.info("scheduler loop stopped")
+
+    def start_housekeeping(self):
+        self.housekeeping_apart = True
+        thread = threading.Thread(
+            target=self.housekeep_forever, name="croniq-housekeeping", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def housekeep_forever(self):
+        """The housekeeping steps, on their own thread (and connection) until
+        the loop stops; an outage or a bug here is handled as in the tick."""
+        backoff = 0.0
+        first_pass = True
+        try:
+            while not self.stopping.is_set():
+                try:
+                    drop_broken_connection()
+                    now = self.clock()
+                    done = self.run_units(now, self.units(now, self.housekeeping))
+                    if first_pass:
+                        first_pass = False
+                        settle_the_collector()
+                    if done:
+                        log.info("housekeeping: %s", " ".join(f"{k}={v}" for k, v in done.items()))
+                    backoff = 0.0
+                    self.stopping.wait(self.housekeeping_due_in(self.clock()))
+                except (OperationalError, InterfaceError, DatabaseError) as e:
+                    backoff = min(MAX_OUTAGE_BACKOFF, max(0.5, backoff * 2))
+                    log.warning("housekeeping: database unavailable (%s)", type(e).__name__)
+                    close_old_connections()
+                    self.stopping.wait(backoff)
+                except Exception:
+                    log.exception("housekeeping error; carrying on in %.1fs", ERROR_PAUSE)
+                    self.stopping.wait(ERROR_PAUSE)
+        except BaseException as death:  # what would end the loop ends it
+            self.housekeeping_death = death
+            self.stop()
+        finally:
+            connection.close()
+
+    def housekeeping_due_in(self, now):
+        """Seconds until the next housekeeping step is due (at most
+        HOUSEKEEPING_NAP)."""
+        seconds = HOUSEKEEPING_NAP
+        for step in self.housekeeping:
+            last = self.last_run.get(step.name)
+            due = now if last is None else last + timedelta(seconds=step.every)
+            later = self.not_before.get(step.name)
+            if later is not None and later > due:
+                due = later
+            seconds = min(seconds, (due - now).total_seconds())
+        return max(0.0, seconds)
 
     def sleep_until_due(self):
         """Sleep until the earliest due job, the interval, an edit, or a stop."""

@@ -360,3 +360,93 @@ def test_a_connection_found_broken_is_replaced_at_the_next_tick():
         loop.run_once()
     assert loop.run_once() == {}
     assert connection.connection is not broken
+
+
+def test_run_forever_keeps_ticking_while_a_housekeeping_step_is_stuck():
+    # Housekeeping runs on a thread of its own: a slow detector or retention
+    # pass never delays the steps users wait for (firing, reaping).
+    release = threading.Event()
+    threads = {"often": set(), "stuck": set()}
+    loop = SchedulerLoop(interval=0.01)
+
+    def often(now):
+        threads["often"].add(threading.get_ident())
+        if release.is_set():
+            loop.stop()
+        return 0
+
+    def stuck(now):
+        # The first tick runs every step; the housekeeping thread the next.
+        if calls.append(now) or len(calls) > 1:
+            threads["stuck"].add(threading.get_ident())
+            release.wait(10)
+        return 0
+
+    calls = []
+
+    loop.steps = [steps.Step("often", often), steps.Step("stuck", stuck, every=0.01)]
+    ticks = []
+    original = loop.tick
+    loop.tick = lambda now: ticks.append(now) or original(now)
+    runner = threading.Thread(target=loop.run_forever)
+    runner.start()
+    deadline = time.monotonic() + 10
+    while len(ticks) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ticks_while_stuck = len(ticks)
+    release.set()
+    runner.join(10)
+
+    assert ticks_while_stuck >= 20  # "stuck" has not returned meanwhile
+    assert threads["stuck"] and threads["often"].isdisjoint(threads["stuck"])
+    assert not runner.is_alive()
+
+
+def test_the_housekeeping_thread_sleeps_until_its_next_step_is_due():
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [
+        steps.Step("every_tick", lambda now: 0),
+        steps.Step("often", lambda now: 0, every=5.0),
+        steps.Step(
+            "paced", lambda now: 0, every=2.0, until=lambda now: now + dt.timedelta(minutes=1)
+        ),
+    ]
+    assert loop.housekeeping_due_in(T0) == 0.0  # never run: due now
+
+    loop.last_run = {"often": T0, "paced": T0}
+    loop.not_before = {"paced": T0 + dt.timedelta(seconds=30)}
+    assert loop.housekeeping_due_in(T0 + dt.timedelta(seconds=4.7)) == pytest.approx(0.3)
+    # Whatever is due later, a nap ends within a second (a job edit may
+    # bring a deadline forward).
+    loop.last_run["often"] = T0 + dt.timedelta(seconds=4)
+    assert loop.housekeeping_due_in(T0 + dt.timedelta(seconds=4)) == loop_module.HOUSEKEEPING_NAP
+
+
+class HousekeepingKilled(BaseException):
+    """Escapes the loop's own error handling, which catches Exception."""
+
+
+def test_a_housekeeping_thread_that_dies_ends_the_loop_with_its_error():
+    loop = SchedulerLoop(interval=0.01)
+    calls = []
+
+    def dies_second_time(now):
+        calls.append(now)
+        if len(calls) > 1:  # on the housekeeping thread
+            raise HousekeepingKilled
+        return 0
+
+    loop.steps = [steps.Step("dies", dies_second_time, every=0.01)]
+    finished = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            loop.run_forever()
+        except BaseException as e:  # noqa: BLE001 - what the test looks at
+            errors.append(e)
+        finished.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert finished.wait(10)
+    assert len(errors) == 1 and isinstance(errors[0], HousekeepingKilled)
