@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # The dispatch bench's database set-up and helpers (bench/ is on sys.path).
-from dispatch import cpu_seconds, emit, prepare_database  # noqa: E402
+from dispatch import children, cpu_seconds, emit, prepare_database  # noqa: E402
 
 JOBS = 2000
 WARM_UP = 10.0
@@ -56,20 +56,6 @@ connection_created.connect(count_on)
 signal.signal(signal.SIGUSR1, report)
 call_command("scheduler_loop")
 """
-
-
-def children(pid):
-    """Pids of the processes whose parent is `pid`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def transactions(url):

@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 from dispatch import (  # noqa: E402
     LeanClient,
     Runner,
+    children,
     cpu_seconds,
     drop_database,
     emit,
@@ -329,20 +330,6 @@ class Band:
 
 
 # -- sampling the processes and the database -------------------------------
-
-
-def children(pid):
-    """Pids of the processes whose parent is `pid`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def socket_inodes(pid):

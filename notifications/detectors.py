@@ -458,16 +458,20 @@ def grace_check_every(graces):
     return min(GRACE_CHECK_MAX, max(GRACE_CHECK_MIN, min(graces) / 10))
 
 
-def next_missed_check(now):
-    """`Step.until` of detect_missed: reported at most a tenth of its grace late."""
-    graces = thresholds("job.missed", "grace", settings.CRONIQ_MISSED_GRACE)
-    return now + timedelta(seconds=grace_check_every(graces))
+def next_check(event, setting):
+    """The `Step.until` of the detector of `event`, whose default grace is
+    the setting named `setting`: what it finds is reported at most a tenth
+    of its grace late."""
+
+    def until(now):
+        graces = thresholds(event, "grace", getattr(settings, setting))
+        return now + timedelta(seconds=grace_check_every(graces))
+
+    return until
 
 
-def next_unserved_check(now):
-    """`Step.until` of detect_unserved."""
-    graces = thresholds("labels.unserved", "grace", settings.CRONIQ_UNSERVED_GRACE)
-    return now + timedelta(seconds=grace_check_every(graces))
+next_missed_check = next_check("job.missed", "CRONIQ_MISSED_GRACE")
+next_unserved_check = next_check("labels.unserved", "CRONIQ_UNSERVED_GRACE")
 
 
 def thresholds(event, field, default):

@@ -1,4 +1,5 @@
 import asyncio
+import threading
 import time
 
 import pytest
@@ -43,3 +44,44 @@ def test_every_database_thread_closes_its_connection():
     while backends_of_this_database() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert backends_of_this_database() == 0
+
+
+LANES = {
+    "calls": (db_threads.run_db, db_threads.DB_THREADS),
+    "dispatch": (db_threads.run_dispatch, db_threads.DISPATCH_THREADS),
+    "hub": (db_threads.run_hub, db_threads.HUB_THREADS),
+}
+
+
+@pytest.mark.skipif(
+    "connection.vendor != 'postgresql'", reason="SQLite runs every step in its one thread"
+)
+@pytest.mark.parametrize(
+    "busy, claim",
+    [
+        # A burst of finishes, logs and heartbeats takes every calls thread.
+        ("calls", "dispatch"),
+        # Runners polling again all at once: their first steps take every
+        # dispatch thread, and the hub claims for its waiting polls.
+        ("dispatch", "hub"),
+    ],
+)
+def test_claims_do_not_queue_behind_a_busy_lane(transactional_db, busy, claim):
+    release = threading.Event()
+    occupy, threads = LANES[busy]
+
+    async def scenario():
+        taken = [
+            asyncio.ensure_future(occupy(release.wait, 10)) for _ in range(threads["postgresql"])
+        ]
+        await asyncio.sleep(0.2)  # every thread of the busy lane is taken
+        try:
+            return await asyncio.wait_for(LANES[claim][0](lambda: "claimed"), timeout=5)
+        finally:
+            release.set()
+            await asyncio.gather(*taken)
+
+    try:
+        assert asyncio.run(scenario()) == "claimed"
+    finally:
+        release.set()

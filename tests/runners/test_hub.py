@@ -246,61 +246,6 @@ def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert
     assert (served, upcoming) == ([], NOW + dt.timedelta(seconds=4))
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="SQLite runs every step in its one thread"
-)
-def test_claims_do_not_queue_behind_busy_database_threads(transactional_db):
-    """A burst of finishes occupying every calls thread does not hold up a claim."""
-    from runners import db_threads
-
-    release = threading.Event()
-
-    async def scenario():
-        busy = [
-            asyncio.ensure_future(db_threads.run_db(release.wait, 10))
-            for _ in range(db_threads.DB_THREADS["postgresql"])
-        ]
-        await asyncio.sleep(0.2)  # every calls thread is taken
-        try:
-            return await asyncio.wait_for(db_threads.run_dispatch(lambda: "claimed"), timeout=5)
-        finally:
-            release.set()
-            await asyncio.gather(*busy)
-
-    try:
-        assert asyncio.run(scenario()) == "claimed"
-    finally:
-        release.set()
-
-
-@pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="SQLite runs every step in its one thread"
-)
-def test_the_hubs_claims_do_not_queue_behind_the_polls_first_steps(transactional_db):
-    """Runners polling again all at once (their first steps occupying every
-    dispatch thread) do not hold up the hub's claim for its waiting polls."""
-    from runners import db_threads
-
-    release = threading.Event()
-
-    async def scenario():
-        busy = [
-            asyncio.ensure_future(db_threads.run_dispatch(release.wait, 10))
-            for _ in range(db_threads.DISPATCH_THREADS["postgresql"])
-        ]
-        await asyncio.sleep(0.2)  # every dispatch thread is taken
-        try:
-            return await asyncio.wait_for(db_threads.run_hub(lambda: "claimed"), timeout=5)
-        finally:
-            release.set()
-            await asyncio.gather(*busy)
-
-    try:
-        assert asyncio.run(scenario()) == "claimed"
-    finally:
-        release.set()
-
-
 def test_latency_samples_are_written_together_shortly_after_their_answers_leave(db, loop):
     hub = Hub(loop)
     hub.observe_latencies([0.3])
