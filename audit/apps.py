@@ -1,8 +1,10 @@
 from django.apps import AppConfig
 
 # Audit retention needs no sub-second precision (as the scheduler's
-# housekeeping, `scheduler.steps.HOUSEKEEPING_INTERVAL`).
+# housekeeping, `scheduler.steps.HOUSEKEEPING_INTERVAL`); after a pass that
+# found nothing, the next comes a minute later (`IDLE_PRUNE_EVERY`).
 PRUNE_EVERY = 5.0
+IDLE_PRUNE_EVERY = 60.0
 
 
 class AuditConfig(AppConfig):
@@ -11,7 +13,8 @@ class AuditConfig(AppConfig):
 
     def loop_steps(self, loop):
         """Pruning old events, a step of `scheduler_loop`: a plain
-        (name, run, every) tuple, as audit sits below the scheduler."""
+        (name, run, every, until, idle_every) tuple, as audit sits below
+        the scheduler."""
         import audit
 
-        return [("audit_pruned", audit.prune, PRUNE_EVERY)]
+        return [("audit_pruned", audit.prune, PRUNE_EVERY, None, IDLE_PRUNE_EVERY)]

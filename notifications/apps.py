@@ -24,13 +24,15 @@ class NotificationsConfig(AppConfig):
 
     def loop_steps(self, loop):
         from notifications import detectors, digests, incidents, notifier_process, retention
-        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
 
         return [
             # Routing and delivery run in the notifier's own process: its
             # step only starts it with the loop's first tick.
             notifier_process.loop_step(loop),
-            Step("incidents_closed", incidents.close_incidents, every=1.0),
+            Step(
+                "incidents_closed", incidents.close_incidents, every=1.0, until=incidents.next_close
+            ),
             # Events no state change causes, found by looking every few seconds.
             Step("slow", detectors.detect_slow, every=HOUSEKEEPING_INTERVAL),
             Step(
@@ -46,5 +48,10 @@ class NotificationsConfig(AppConfig):
                 until=detectors.next_unserved_check,
             ),
             Step("digests", digests.send_digests, every=30.0),
-            Step("notifications_pruned", retention.prune, every=HOUSEKEEPING_INTERVAL),
+            Step(
+                "notifications_pruned",
+                retention.prune,
+                every=HOUSEKEEPING_INTERVAL,
+                idle_every=IDLE_PRUNE_EVERY,
+            ),
         ]

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Min, Q
 from django.db.utils import InterfaceError, OperationalError
 
 import audit
@@ -85,13 +85,15 @@ def due(now):
 
 
 def next_due_at(now):
-    """When the earliest pending notification comes due after `now`, or None."""
-    return (
-        Notification.objects.filter(state=Notification.PENDING, next_attempt_at__gt=now)
-        .order_by("next_attempt_at")
-        .values_list("next_attempt_at", flat=True)
-        .first()
+    """When the earliest pending notification comes due after `now`, or
+    None: its next attempt, or the end of a claim on it (a notifier that
+    died holding it: then anyone may take it)."""
+    pending = Notification.objects.filter(state=Notification.PENDING)
+    found = pending.aggregate(
+        attempt=Min("next_attempt_at", filter=Q(next_attempt_at__gt=now)),
+        claim=Min("claimed_until", filter=Q(claimed_until__gt=now)),
     )
+    return min((at for at in found.values() if at is not None), default=None)
 
 
 def lease_seconds(timeout):

@@ -30,7 +30,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 
 from notifications import messages, wakeup
 from notifications.models import Notification
@@ -47,6 +47,8 @@ FAILURES = (
 ALONE = (Notification.PENDING, Notification.DELIVERED, Notification.GIVEN_UP)
 # Lines of an incident's "details" before "... and N more jobs".
 MAX_DETAILS = 50
+# The loop looks for incidents to close at least this often (`next_close`).
+CLOSE_CHECK_AT_LEAST_EVERY = 5.0
 
 
 def window():
@@ -175,6 +177,18 @@ def open_one(channel, key, now):
     )
     incident.save()
     return incident
+
+
+def next_close(now):
+    """`Step.until` of close_incidents: the earliest end of an open
+    incident's window, at the latest CLOSE_CHECK_AT_LEAST_EVERY from now (an
+    incident opened meanwhile closes a window from its opening, no sooner,
+    when the window is at least that long)."""
+    latest = now + min(window(), timedelta(seconds=CLOSE_CHECK_AT_LEAST_EVERY))
+    earliest = Notification.objects.filter(name=INCIDENT, state=Notification.GROUPED).aggregate(
+        at=Min("next_attempt_at")
+    )["at"]
+    return latest if earliest is None else min(earliest, latest)
 
 
 def close_incidents(now):

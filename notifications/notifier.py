@@ -35,10 +35,12 @@ from scheduler import commits
 log = logging.getLogger("croniq.notifications")
 
 # Seconds between rounds when nothing wakes the notifier: NOTIFY on
-# PostgreSQL, another connection's commit on SQLite wake it; the poll covers
-# a lost LISTEN connection and what only time brings (a dead notifier's
-# claims running out).
-POLL = 1.0
+# PostgreSQL, another connection's commit on SQLite wake it, and it sleeps
+# no longer than until the next retry or the end of a claim (a dead
+# notifier's: `delivery.next_due_at`). The poll covers a hint lost (a
+# writer that does not notify); at 1 s its rounds were a third of an idle
+# notifier's CPU (bench/idle_cost.py).
+POLL = 5.0
 # SQLite: how often the notifier looks for other connections' commits.
 COMMIT_CHECK = 0.05
 # A stop is noticed within this, whatever the notifier waits for.

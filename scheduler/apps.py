@@ -13,7 +13,7 @@ class SchedulerConfig(AppConfig):
 
     def loop_steps(self, loop):
         from scheduler import operations, overlap, retention, ticks
-        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+        from scheduler.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
 
         return [
             Step("fired", loop.fire),
@@ -23,7 +23,7 @@ class SchedulerConfig(AppConfig):
                 "pruned",
                 retention.prune_step,
                 every=HOUSEKEEPING_INTERVAL,
-                until=retention.next_prune,
+                idle_every=IDLE_PRUNE_EVERY,
             ),
             Step("promoted", overlap.promote_waiting, every=HOUSEKEEPING_INTERVAL),
         ]

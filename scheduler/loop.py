@@ -102,6 +102,9 @@ class SchedulerLoop:
         self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
         self.last_beat = None  # when the last tick wrote the heartbeat
+        # (earliest due instant or None,) as the last tick's fire step read
+        # it, if nothing since may have moved it; None: to be read.
+        self.earliest_due = None
 
     def stop(self):
         self.stopping.set()
@@ -125,6 +128,14 @@ class SchedulerLoop:
         return [(step.name, step.run) for step in steps if self.due(step, now)]
 
     def fire(self, now):
+        """The fire step. Most ticks fire nothing: then the one read that
+        tells so (the earliest due job) is also what the sleep after the
+        tick waits for, read once, not twice."""
+        earliest = ticks.earliest_due(now, self.fire_lead, self.held)
+        if earliest is None or earliest > now:
+            self.earliest_due = (earliest,)
+            return 0
+        self.earliest_due = None
         return ticks.trigger_due(now, self.fire_lead, self.held)
 
     def due(self, step, now):
@@ -163,13 +174,16 @@ class SchedulerLoop:
 
     def run_units(self, now, units):
         done = {}
-        untils = {step.name: step.until for step in self.steps if step.until}
+        by_name = {step.name: step for step in self.steps}
         for name, unit in units:
             self.not_before.pop(name, None)
+            step = by_name.get(name)
             try:
                 count = unit(now)
-                if name in untils:
-                    self.not_before[name] = untils[name](now)
+                if step is not None and step.until:
+                    self.not_before[name] = step.until(now)
+                if step is not None and step.idle_every and not count:
+                    self.rest(name, now + timedelta(seconds=step.idle_every))
             except Exception as e:
                 if not ticks.job_fault(e):
                     raise  # an outage: run_forever backs off
@@ -179,6 +193,11 @@ class SchedulerLoop:
                 done[name] = count
         return done
 
+    def rest(self, name, until):
+        """Skip step `name` until `until` (or its own `until`, if later)."""
+        later = self.not_before.get(name)
+        self.not_before[name] = until if later is None else max(later, until)
+
     def heartbeat_due(self, now):
         if self.last_beat is None or now < self.last_beat:
             return True
@@ -186,7 +205,10 @@ class SchedulerLoop:
 
     def run_once(self):
         drop_broken_connection()
+        self.earliest_due = None
         done = self.tick(self.clock())
+        if done:
+            self.earliest_due = None  # a step may have moved a job's next instant
         if done:
             log.info("tick: %s", " ".join(f"{k}={v}" for k, v in done.items()))
         return done
@@ -286,7 +308,10 @@ class SchedulerLoop:
     def sleep_until_due(self):
         """Sleep until the earliest due job, the interval, an edit, or a stop."""
         now = self.clock()
-        earliest = ticks.earliest_due(now, self.fire_lead, self.held)
+        if self.earliest_due is not None:
+            (earliest,), self.earliest_due = self.earliest_due, None
+        else:
+            earliest = ticks.earliest_due(now, self.fire_lead, self.held)
         seconds = self.interval
         if earliest is not None:
             seconds = min(seconds, max(0.0, (earliest - now).total_seconds()))

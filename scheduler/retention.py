@@ -248,35 +248,18 @@ def pruner_active(now):
     return at is not None and abs((now - at).total_seconds()) < PRUNER_ACTIVE
 
 
-# After a pass of the loop's that found nothing to prune, the next one comes
-# this much later (`next_prune`): retention is counted in days, and a pass
-# that finds nothing still costs a few queries (at rest, half of the loop's
-# housekeeping CPU when it ran every 5 s). A pass that pruned is followed
-# at the step's own cadence, so a backlog drains as before.
-IDLE_PRUNE_EVERY = timedelta(seconds=60)
-_last_pass = {"pruned": 0}
-
-
 def prune_step(now, pacer=None, clock=time.monotonic):
     """The loop's bounded share of pruning; returns how many rows went.
     Nothing while `manage.py prune` is at work: it drains the backlog."""
     if pruner_active(now):
         return 0
-    pruned = prune(
+    return prune(
         now,
         pacer=pacer or loop_pacer(),
         max_batches=LOOP_MAX_BATCHES,
         budget=LOOP_BUDGET,
         clock=clock,
     ).total
-    _last_pass["pruned"] = pruned
-    return pruned
-
-
-def next_prune(now):
-    """`Step.until` of prune_step: a minute on after a pass that found
-    nothing; None (the step's cadence) after one that pruned."""
-    return None if _last_pass["pruned"] else now + IDLE_PRUNE_EVERY
 
 
 def would_prune(now):

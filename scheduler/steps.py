@@ -9,7 +9,8 @@ Each app that has periodic work declares it on its AppConfig:
 (DESIGN.md §1). The scheduler imports nothing from the apps above it: they
 hand it their steps (and learn about new work through `scheduler.notifier`).
 Apps below the scheduler (audit) cannot import `Step`: a plain
-`(name, run, every)` tuple is taken as one.
+`(name, run, every, until, idle_every)` tuple (or its first fields) is
+taken as one.
 """
 
 import typing
@@ -20,6 +21,9 @@ from django.apps import apps
 # How often housekeeping steps run (runner states, retention): they need no
 # sub-second precision.
 HOUSEKEEPING_INTERVAL = 5.0
+# How long a retention pass that found nothing is followed by none (at rest,
+# retention every 5 s was half of the loop's housekeeping CPU).
+IDLE_PRUNE_EVERY = 60.0
 
 
 class Step(typing.NamedTuple):
@@ -31,12 +35,16 @@ class Step(typing.NamedTuple):
     asked after each run, `until(now)`: the instant before which the step
     cannot have work (a deadline it knows of), or None; the loop skips it
     until then, and runs it again at the next tick after a job is saved.
+    `idle_every`, if given, is the shortest time between a run that did
+    nothing and the next (retention: a pass that found nothing still costs
+    a few queries, and what it looks for is counted in days).
     """
 
     name: str
     run: Callable
     every: float = 0.0
     until: Callable | None = None
+    idle_every: float | None = None
 
 
 def collect(loop):

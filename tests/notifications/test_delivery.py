@@ -425,3 +425,15 @@ def test_due_work_is_spread_over_the_free_lanes(db, waiting, workers, plan):
         notification(channel)
     lanes, batch = delivery.lane_plan(NOW, workers)
     assert (lanes if plan == 0 else (lanes, batch)) == plan
+
+
+def test_a_claim_running_out_is_when_its_notification_comes_due_again(db, hook):
+    # A notifier that died holding it: the others look again when its claim
+    # ends, not at their next poll.
+    channel = webhook(hook.url)
+    notification(channel, next_attempt_at=later(30))
+    held = notification(channel, next_attempt_at=NOW)
+    Notification.objects.filter(pk=held.pk).update(claimed_until=later(8), claimed_by="dead:1/x")
+
+    assert delivery.next_due_at(NOW) == later(8)
+    assert delivery.next_due_at(later(8)) == later(30)

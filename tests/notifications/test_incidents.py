@@ -81,6 +81,8 @@ def test_an_incident_is_sent_when_its_window_closes(rule, channel, runner, setti
 
     assert incidents.close_incidents(opened + 299 * SECOND) == 0
     closes = opened + 300 * SECOND
+    # The loop looks again at the window's end (every 5 s at most).
+    assert incidents.next_close(opened + 299 * SECOND) == closes
     assert incidents.close_incidents(closes) == 1
     incident.refresh_from_db()
     assert (incident.state, incident.next_attempt_at) == ("pending", closes)
@@ -276,3 +278,9 @@ def test_no_failure_joins_an_incident_already_sent(postgres_only, settings):
     assert (
         Notification.objects.filter(state="grouped").exclude(name="incident.grouped").count() == 297
     )
+
+
+def test_with_no_incident_open_the_loop_looks_every_five_seconds_or_a_shorter_window(db, settings):
+    assert incidents.next_close(T0) == T0 + 5 * SECOND
+    settings.CRONIQ_INCIDENT_WINDOW = 2
+    assert incidents.next_close(T0) == T0 + 2 * SECOND

@@ -450,3 +450,47 @@ def test_a_housekeeping_thread_that_dies_ends_the_loop_with_its_error():
     threading.Thread(target=run, daemon=True).start()
     assert finished.wait(10)
     assert len(errors) == 1 and isinstance(errors[0], HousekeepingKilled)
+
+
+def test_a_step_that_did_nothing_rests_for_its_idle_every():
+    found = [0, 3, 0, 0]
+    runs = []
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [
+        steps.Step(
+            "retention", lambda now: runs.append(now) or found.pop(0), every=5.0, idle_every=60.0
+        )
+    ]
+
+    for seconds in (0, 5, 59, 60, 65, 70, 124, 125):
+        loop.tick(T0 + dt.timedelta(seconds=seconds))
+
+    # Nothing at 0: rests until 60. Work at 60: its cadence, 65. Nothing at 65: 125.
+    assert runs == [T0 + dt.timedelta(seconds=s) for s in (0, 60, 65, 125)]
+
+
+def test_every_retention_step_rests_after_a_pass_that_found_nothing():
+    idle = {step.name: step.idle_every for step in SchedulerLoop().steps if step.idle_every}
+    assert idle == {
+        "audit_pruned": steps.IDLE_PRUNE_EVERY,
+        "pruned": steps.IDLE_PRUNE_EVERY,
+        "notifications_pruned": steps.IDLE_PRUNE_EVERY,
+    }
+
+
+def test_a_tick_that_fires_nothing_and_the_sleep_after_it_read_the_jobs_once(monkeypatch):
+    JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [step for step in loop.steps if step.name == "fired"]
+    waits = []
+    monkeypatch.setattr(loop.stopping, "wait", lambda seconds: waits.append(seconds) or True)
+
+    with CaptureQueriesContext(connection) as queries:
+        loop.run_once()
+        loop.sleep_until_due()
+
+    reads = [q["sql"] for q in queries if 'FROM "scheduler_job"' in q["sql"]]
+    # One read of the earliest due job (and the edit marker the sleep reads).
+    assert len([sql for sql in reads if "next_run_at" in sql]) == 1
+    assert not [sql for sql in reads if sql.startswith('SELECT 1 AS "a"')]
+    assert waits  # it slept (at most the interval: the job is an hour away)

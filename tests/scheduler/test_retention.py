@@ -415,8 +415,9 @@ def test_after_a_pass_that_found_nothing_the_loop_prunes_again_a_minute_later(mo
     assert loop.tick(NOW + timedelta(seconds=59)) == {}
     assert loop.tick(NOW + timedelta(seconds=60)) == {"pruned": 1}
     assert not Execution.objects.filter(id=old.id).exists()
-    # A pass that pruned: the next comes at the step's own cadence.
-    assert retention.next_prune(NOW + timedelta(seconds=60)) is None
+    # A pass that pruned: the next comes at the step's own cadence (5 s).
+    finished(job, 100, chunks=0)
+    assert loop.tick(NOW + timedelta(seconds=65)) == {"pruned": 1}
 
 
 def test_the_loop_leaves_the_backlog_to_a_running_prune_command(db):
