@@ -14,13 +14,42 @@ def quick_password_hashing():
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):
-    """pytest-django's, which drops the test database at the end: first the
-    runner calls' database threads close their connections (PostgreSQL
-    refuses to drop a database in use)."""
+    """pytest-django's, which drops the test database at the end; PostgreSQL
+    refuses to drop a database in use. First the runner calls' database
+    threads close their connections, and the sessions of the processes the
+    last tests stopped end (a backend outlives its client by a moment)."""
     yield
     from runners import db_threads
 
     db_threads.close_connections()
+    end_other_sessions()
+
+
+def end_other_sessions(patience=10.0):
+    """PostgreSQL: wait up to `patience` seconds for the other sessions on
+    the test database to end, then end those left (a process a test
+    started and lost). Nothing on SQLite."""
+    import time
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    others = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + patience
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(others)
+            left = [pid for (pid,) in cursor.fetchall()]
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({others}) AS other")
+                return
+            time.sleep(0.05)
 
 
 @pytest.fixture(autouse=True)

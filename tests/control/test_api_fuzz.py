@@ -33,7 +33,7 @@ pytestmark = pytest.mark.django_db
 # Per operation and key: the whole file stays well under a minute. Half in
 # the PostgreSQL pass (see tests/e2e/test_api_fuzz.py).
 SHARE = 2 if os.environ.get("CRONIQ_TEST_DATABASE_URL", "").startswith("postgres") else 1
-EXAMPLES = 12 // SHARE
+EXAMPLES = 8 // SHARE
 READ_SCOPES = [scope for scope in scopes.ALL if scope.endswith(":read")]
 
 

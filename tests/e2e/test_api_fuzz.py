@@ -37,8 +37,8 @@ pytestmark = pytest.mark.e2e
 # operation with values PostgreSQL stores differently (NUL, offsets, sizes);
 # the SQLite pass runs all of them. CI's two passes then end together.
 SHARE = 2 if os.environ.get("CRONIQ_TEST_DATABASE_URL", "").startswith("postgres") else 1
-EXAMPLES_VALID_TOKEN = 40 // SHARE
-EXAMPLES_BAD_TOKEN = 20 // SHARE
+EXAMPLES_VALID_TOKEN = 30 // SHARE
+EXAMPLES_BAD_TOKEN = 16 // SHARE
 # Refusals that are audited on purpose (and counted on /metrics).
 AUDITED_REFUSALS = ("execution.fencing_rejected", "runner.binding_refused")
 REFUSAL_COUNTERS = ("croniq_fencing_rejections_total", "croniq_runner_binding_refusals_total")

@@ -40,7 +40,7 @@ def test_schemathesis_finds_no_server_error(server, e2e_database, tmp_path):
             "--header",
             f"Authorization: Bearer {secret}",
             "--max-time",
-            "40",
+            "25",
             "--request-timeout",
             "70",
             "--workers",
