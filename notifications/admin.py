@@ -43,7 +43,10 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
     fieldsets = [
         (None, {"fields": ["name", "kind", "enabled"]}),
         ("Email", {"fields": ["to"]}),
-        ("Webhook and chat", {"fields": ["url", "secret", "headers", "format", "timeout"]}),
+        (
+            "Webhook and chat",
+            {"fields": ["url", "secret", "headers", "format", "timeout", "username"]},
+        ),
         ("Managed", {"fields": ["managed_by"]}),
     ]
 

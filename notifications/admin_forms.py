@@ -14,9 +14,9 @@ from scheduler.events import NAMES
 # The settings of each kind the channel form sends to `channels.validate`;
 # `timeout` and `format` always hold a value, so they count only where they apply.
 KIND_FIELDS = {
-    Channel.EMAIL: ("to", "url", "secret", "headers"),
-    Channel.WEBHOOK: ("to", "url", "secret", "headers", "timeout"),
-    Channel.SLACK: ("to", "url", "secret", "headers", "format", "timeout"),
+    Channel.EMAIL: ("to", "url", "secret", "headers", "username"),
+    Channel.WEBHOOK: ("to", "url", "secret", "headers", "timeout", "username"),
+    Channel.SLACK: ("to", "url", "secret", "headers", "format", "timeout", "username"),
 }
 
 
@@ -39,7 +39,10 @@ class ChannelForm(forms.ModelForm):
 
     class Meta:
         model = Channel
-        fields = ["name", "kind", "enabled", "to", "url", "secret", "headers", "format", "timeout"]
+        fields = [
+            "name", "kind", "enabled", "to", "url", "secret", "headers", "format", "timeout",
+            "username",
+        ]  # fmt: skip
         help_texts = {
             "name": "How rules and the apply file name this channel, e.g. ops-mail.",
             "kind": "Email, a signed JSON webhook, or a chat webhook (Slack and the like).",
@@ -49,6 +52,7 @@ class ChannelForm(forms.ModelForm):
             "${CRONIQ_HOOK_SECRET} or file:/run/secrets/hook; never the secret itself.",
             "format": "Chat channels: the JSON the receiving chat speaks.",
             "timeout": "Webhook and chat channels: seconds before a try gives up (at most 60).",
+            "username": "Chat channels (not Teams): the name messages are posted as, e.g. Croniq.",
             "enabled": "A disabled channel receives nothing.",
         }
 

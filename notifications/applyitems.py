@@ -68,6 +68,12 @@ CHANNEL_FIELDS = (
         f"webhook, slack: a delivery try gives up after it (at most {channels.MAX_TIMEOUT:g}).",
         channels.DEFAULT_TIMEOUT,
     ),
+    Field(
+        "username",
+        "text",
+        "slack (not format teams): the name messages are posted as, at most 80 characters.",
+        "",
+    ),
     Field("enabled", "true | false", "A disabled channel sends nothing.", True),
 )
 # What a channel says besides its config (which `channels.validate` checks).
@@ -201,6 +207,7 @@ def channel_values(where, item):
         "secret": config.get("secret") or "",
         "headers": dict(config.get("headers") or {}),
         "timeout": float(config.get("timeout", channels.DEFAULT_TIMEOUT)),
+        "username": config.get("username") or "",
         "enabled": enabled,
     }
 

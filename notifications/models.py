@@ -87,6 +87,11 @@ class Channel(models.Model):
         default=empty_dict, blank=True, help_text="Extra HTTP headers; values may use ${ENV_NAME}."
     )
     timeout = models.FloatField(default=5.0, help_text="Seconds before a delivery try gives up.")
+    username = models.CharField(
+        max_length=80,
+        blank=True,
+        help_text="Chat channels: the name messages are posted as (not Teams).",
+    )
     enabled = models.BooleanField(default=True)
     # Set when `apply` created it: the file owns it.
     managed_by = models.CharField(max_length=200, blank=True)
@@ -111,6 +116,8 @@ class Channel(models.Model):
                 config["headers"] = dict(self.headers)
         else:
             config["format"] = self.format or "slack"
+            if self.username:
+                config["username"] = self.username
         return config
 
 

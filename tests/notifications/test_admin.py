@@ -100,6 +100,7 @@ def channel_form(**fields):
         "headers": "",
         "format": "slack",
         "timeout": "5",
+        "username": "",
         **fields,
     }
 
@@ -224,6 +225,13 @@ def test_an_email_channel_takes_comma_separated_addresses(root):
     assert 'value="ops@example.com, oncall@example.com"' in page
 
 
+def test_a_chat_channel_posts_as_the_username_set_in_the_admin(root):
+    data = channel_form(name="team-chat", kind="slack", username="Croniq")
+    answer = root.post(reverse("admin:notifications_channel_add"), data)
+    assert answer.status_code == 302, errors(answer)
+    assert Channel.objects.get(name="team-chat").config()["username"] == "Croniq"
+
+
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
@@ -236,6 +244,12 @@ def test_an_email_channel_takes_comma_separated_addresses(root):
         ({"headers": "Croniq-Event: x"}, "headers", "set by Croniq"),
         ({"timeout": "600"}, "timeout", "at most 60"),
         ({"kind": "email", "to": "ops@example.com"}, "url", "unknown setting of a email channel"),
+        ({"username": "Croniq"}, "username", "unknown setting of a webhook channel"),
+        (
+            {"kind": "slack", "format": "teams", "username": "Croniq"},
+            "username",
+            "Teams webhooks take no username",
+        ),
     ],
 )
 def test_a_bad_channel_is_refused_with_the_apply_files_words(

@@ -376,3 +376,18 @@ def test_the_sections_are_read_only_when_an_app_adds_them(tmp_path, monkeypatch)
 
     with pytest.raises(ApplyError, match="unknown top-level key"):
         applyfile.load(path)
+
+
+def test_a_chat_channels_username_is_kept_and_posted_as(tmp_path):
+    document = copy.deepcopy(DOCUMENT)
+    document["channels"][2]["username"] = "Croniq"
+    run_apply(write(tmp_path, document))
+
+    chat = Channel.objects.get(name="team-chat")
+    assert chat.username == "Croniq"
+    assert chat.config()["username"] == "Croniq"  # what delivery sends with
+    assert "nothing to change" in run_apply(write(tmp_path, document))
+
+    del document["channels"][2]["username"]
+    run_apply(write(tmp_path, document))
+    assert "username" not in Channel.objects.get(name="team-chat").config()
