@@ -13,7 +13,7 @@ def quick_password_hashing():
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup):
+def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's, which drops the test database at the end; PostgreSQL
     refuses to drop a database in use. First the runner calls' database
     threads close their connections, and the sessions of the processes the
@@ -22,7 +22,8 @@ def django_db_setup(django_db_setup):
     from runners import db_threads
 
     db_threads.close_connections()
-    end_other_sessions()
+    with django_db_blocker.unblock():
+        end_other_sessions()
 
 
 def end_other_sessions(patience=10.0):
