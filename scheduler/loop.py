@@ -138,13 +138,20 @@ class SchedulerLoop:
         self.earliest_due = None
         return ticks.trigger_due(now, self.fire_lead, self.held)
 
-    def due(self, step, now):
+    def due_at(self, step):
+        """When `step` comes due next: None when it is due now."""
+        last = self.last_run.get(step.name)
+        at = last + timedelta(seconds=step.every) if step.every and last is not None else None
         later = self.not_before.get(step.name)
-        if later is not None and now < later:
+        if later is not None and (at is None or later > at):
+            at = later
+        return at
+
+    def due(self, step, now):
+        at = self.due_at(step)
+        if at is not None and now < at:
             return False
         last = self.last_run.get(step.name)
-        if step.every and last is not None and (now - last).total_seconds() < step.every:
-            return False
         # Every step runs on the first tick; after it, each housekeeping step
         # keeps a phase of its own, so they do not all come due on one tick
         # again (together 50-60 ms of CPU, bench/notifications.py --steps).
@@ -209,7 +216,6 @@ class SchedulerLoop:
         done = self.tick(self.clock())
         if done:
             self.earliest_due = None  # a step may have moved a job's next instant
-        if done:
             log.info("tick: %s", " ".join(f"{k}={v}" for k, v in done.items()))
         return done
 
@@ -297,12 +303,8 @@ class SchedulerLoop:
         HOUSEKEEPING_NAP)."""
         seconds = HOUSEKEEPING_NAP
         for step in self.housekeeping:
-            last = self.last_run.get(step.name)
-            due = now if last is None else last + timedelta(seconds=step.every)
-            later = self.not_before.get(step.name)
-            if later is not None and later > due:
-                due = later
-            seconds = min(seconds, (due - now).total_seconds())
+            at = self.due_at(step)
+            seconds = min(seconds, 0.0 if at is None else (at - now).total_seconds())
         return max(0.0, seconds)
 
     def sleep_until_due(self):
