@@ -136,7 +136,7 @@ class SchedulerLoop:
             self.earliest_due = (earliest,)
             return 0
         self.earliest_due = None
-        return ticks.trigger_due(now, self.fire_lead, self.held)
+        return ticks.fire_due(now, self.fire_lead, self.held)
 
     def due_at(self, step):
         """When `step` comes due next: None when it is due now."""

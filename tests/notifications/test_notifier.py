@@ -21,7 +21,7 @@ from django.db import OperationalError, connection, connections
 from django.utils import timezone
 
 import audit
-from notifications import notifier, wakeup
+from notifications import notifier, notifier_process, wakeup
 from notifications.models import Delivery, Notification
 from scheduler.loop import SchedulerLoop
 from tests.notifications.factories import SECRET_VARIABLE, notification, webhook
@@ -198,6 +198,9 @@ def test_the_loop_starts_the_notifier_in_its_own_process_and_stops_it(
     wait_for(lambda: state_of(row) == Notification.DELIVERED, timeout=30)
     # No notifier thread in the loop's process: the tick shares nothing with delivery.
     assert not [t for t in threading.enumerate() if t.name == "croniq-notifier"]
+    # On PostgreSQL it yields the CPU to the loop's tick.
+    niceness = os.getpriority(os.PRIO_PROCESS, children[0].pid)
+    assert niceness == min(19, os.getpriority(os.PRIO_PROCESS, 0) + notifier_process.NICENESS)
 
     loop.tick(timezone.now() + timedelta(seconds=6))  # still running: not started twice
     again = [p for p in multiprocessing.active_children() if p.name == "croniq-notifier"]
