@@ -113,6 +113,12 @@ def trigger_due(now, lead=NO_LEAD, held=None):
         # SQLite would wait for the database's one writer (the notifier's
         # deliveries in a burst). The held jobs stay held: still ahead.
         return 0
+    return fire_due(now, lead, held)
+
+
+def fire_due(now, lead, held):
+    """trigger_due for a caller that has just read that a job is due (the
+    loop's fire step: its read of the earliest due job tells)."""
     held.clear()
     created = 0
     while True:

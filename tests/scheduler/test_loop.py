@@ -494,3 +494,20 @@ def test_a_tick_that_fires_nothing_and_the_sleep_after_it_read_the_jobs_once(mon
     assert len([sql for sql in reads if "next_run_at" in sql]) == 1
     assert not [sql for sql in reads if sql.startswith('SELECT 1 AS "a"')]
     assert waits  # it slept (at most the interval: the job is an hour away)
+
+
+def test_a_tick_that_fires_reads_the_due_jobs_no_more_than_it_must():
+    job = JobFactory(schedule="* * * * *", next_run_at=T0)
+    loop = SchedulerLoop(clock=lambda: T0)
+    loop.steps = [step for step in loop.steps if step.name == "fired"]
+
+    with CaptureQueriesContext(connection) as queries:
+        assert loop.run_once() == {"fired": 1}
+
+    assert job.executions.get().scheduled_for == T0
+    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT")]
+    reads = [sql for sql in reads if 'FROM "scheduler_job"' in sql]
+    # The earliest due job, then the due jobs locked: no probe between (a
+    # round trip on every firing tick, issue 16's tick during a burst).
+    assert len(reads) == 2
+    assert not [sql for sql in reads if sql.startswith('SELECT 1 AS "a"')]
