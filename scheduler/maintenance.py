@@ -128,10 +128,27 @@ def check_window(start, end):
 def load(now, since=None):
     """The maintenance as stored, with the windows not ended by `since`
     (default `now`: an occurrence due earlier may still be judged)."""
-    switch_on = MaintenanceSwitch.objects.filter(pk=MaintenanceSwitch.PK, on=True).exists()
-    rows = MaintenanceWindow.objects.filter(end__gt=since or now)
+    since = since or now
+    switch_on, any_windows = stored_flags(since)
+    # Every firing reads this, and mostly there is nothing: one read then.
+    rows = MaintenanceWindow.objects.filter(end__gt=since) if any_windows else ()
     windows = tuple(as_window(row) for row in rows)
     return Maintenance(switch_on=switch_on, windows=windows)
+
+
+def stored_flags(since):
+    """(whether the switch is on, whether a window ends after `since`), in one read."""
+    q = connection.ops.quote_name
+    switch, windows = MaintenanceSwitch._meta.db_table, MaintenanceWindow._meta.db_table
+    sql = (
+        f"SELECT EXISTS (SELECT 1 FROM {q(switch)} WHERE {q('id')} = %s AND {q('on')} = %s),"
+        f" EXISTS (SELECT 1 FROM {q(windows)} WHERE {q('end')} > %s)"
+    )
+    with connection.cursor() as cursor:
+        instant = connection.ops.adapt_datetimefield_value(since)
+        cursor.execute(sql, [MaintenanceSwitch.PK, True, instant])
+        switch_on, any_windows = cursor.fetchone()
+    return bool(switch_on), bool(any_windows)
 
 
 def as_window(row):

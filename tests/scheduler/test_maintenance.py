@@ -191,6 +191,21 @@ def test_a_deferred_singleton_with_a_live_run_coalesces_into_it():
 # Changes are audited; a bad window changes nothing
 
 
+def test_the_maintenance_a_firing_reads_is_one_read_while_there_is_none(django_assert_num_queries):
+    with django_assert_num_queries(1):
+        nothing = maintenance.load(T0)
+    assert not nothing.switch_on and nothing.windows == ()
+
+    ended = window(start=at(-60), end=at(-30))
+    gpu = window(labels=["gpu"])
+    maintenance.set_switch(True, T0, ROOT)
+    found = maintenance.load(T0)
+    assert found.switch_on
+    assert [w.id for w in found.windows] == [gpu.pk]  # the ended one is left out
+    assert found.windows[0].labels == frozenset({"gpu"}) and found.windows[0].end == END
+    assert [w.id for w in maintenance.load(T0, since=at(-45)).windows] == [ended.pk, gpu.pk]
+
+
 def test_switching_and_window_changes_are_audited():
     assert maintenance.set_switch(True, T0, ROOT, reason="db upgrade")
     assert not maintenance.set_switch(True, T0, ROOT, reason="db upgrade")  # no change
