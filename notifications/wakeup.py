@@ -8,6 +8,7 @@ notifier's short poll finds the event.
 """
 
 import logging
+import select
 import threading
 import time
 
@@ -51,7 +52,10 @@ def listen(stopped, wake=local.set):
                 wake()
                 pause = 0.5
                 while not stopped():
-                    for _ in conn.notifies(timeout=LISTEN_SLICE, stop_after=1):
+                    # select, not notifies(timeout=): psycopg's own wait
+                    # wakes every 100 ms to check for signals.
+                    readable, _, _ = select.select([conn.fileno()], [], [], LISTEN_SLICE)
+                    if readable and any(True for _ in conn.notifies(timeout=0)):
                         wake()
         except Exception as error:  # noqa: BLE001 - any failure: reconnect after a pause
             if stopped():
