@@ -3,16 +3,20 @@
 The loop sleeps until its earliest due job, at most its interval; a job
 saved meanwhile may be due sooner. The loop then reads the jobs' edit marker
 (`ticks.last_job_edit`, a MAX over the job table) and ticks if it moved.
-It looks every EDIT_CHECK_INTERVAL (scheduler.loop), but reads the marker
-only when something may have changed (`watcher(connection).moved()`):
+It reads the marker only when something may have changed
+(`watcher(connection).moved()`):
 
-- SQLite: another connection committed (`scheduler.commits`);
+- SQLite: another connection committed (`scheduler.commits`); it looks
+  every EDIT_CHECK_INTERVAL (scheduler.loop);
 - PostgreSQL: a NOTIFY on CHANNEL reached the loop's connection, which
-  listens; `Job.save` sends one at its commit (`saved`).
+  listens; `Job.save` sends one at its commit (`saved`). The loop's process
+  blocks on the connection's socket until one comes (`Listening.wait`).
 
 A hint lost (a new connection, a writer that does not notify) costs at most
 one interval: each tick reads the earliest due job anew.
 """
+
+import select
 
 from django.db import connection, transaction
 
@@ -54,8 +58,20 @@ class Listening:
             self.listening = raw
             return True
         # What came during the ticks' queries waits in psycopg's backlog;
-        # a timeout of 0 reads what the socket holds, no round trip.
-        return any(True for _ in raw.notifies(timeout=0))
+        # a timeout of 0 reads what the socket holds, no round trip. A lost
+        # connection raises Django's error, which the loop waits out.
+        with self.connection.wrap_database_errors:
+            return any(True for _ in raw.notifies(timeout=0))
+
+    def wait(self, seconds, interrupt):
+        """Block until a NOTIFY may have come (True), or until `seconds`
+        passed or the file descriptor `interrupt` is readable (False).
+        Nothing runs while nothing happens: no look every few milliseconds."""
+        if self.moved():
+            return True
+        socket = self.connection.connection.fileno()
+        readable, _, _ = select.select([socket, interrupt], [], [], max(0.0, seconds))
+        return socket in readable and self.moved()
 
 
 def watcher(connection):

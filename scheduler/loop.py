@@ -19,8 +19,10 @@ bench/notifications.py --only burst --steps). `run_once` and `tick` run
 them all.
 """
 
+import contextlib
 import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -105,9 +107,15 @@ class SchedulerLoop:
         # (earliest due instant or None,) as the last tick's fire step read
         # it, if nothing since may have moved it; None: to be read.
         self.earliest_due = None
+        # run_forever's pipe (read, write): stop() writes to it, so a sleep
+        # blocked on the database's socket (PostgreSQL) ends at once.
+        self.waker = None
 
     def stop(self):
         self.stopping.set()
+        if self.waker is not None:
+            with contextlib.suppress(OSError):  # closed: the loop has ended
+                os.write(self.waker[1], b"!")  # ends a wait on the database's socket
 
     @property
     def tick_steps(self):
@@ -227,6 +235,16 @@ class SchedulerLoop:
         connection.eager_write_lock = True
         settle_the_collector()
         sys.setswitchinterval(SWITCH_INTERVAL)
+        self.waker = os.pipe()
+        try:
+            self.loop_forever()
+        finally:
+            read, write = self.waker
+            self.waker = None
+            os.close(read)
+            os.close(write)
+
+    def loop_forever(self):
         housekeeper = None
         while not self.stopping.is_set():
             try:
@@ -323,9 +341,10 @@ class SchedulerLoop:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            if self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)):
-                return
-            if not self.edits.moved():
+            if self.waker is not None and hasattr(self.edits, "wait"):  # PostgreSQL
+                if not self.edits.wait(left, self.waker[0]):
+                    continue
+            elif self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)) or not self.edits.moved():
                 continue
             edit = ticks.last_job_edit()
             if edit != self.last_job_edit:

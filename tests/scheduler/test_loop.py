@@ -1,6 +1,7 @@
 """One iteration of the scheduler loop, at fixed instants."""
 
 import datetime as dt
+import os
 import threading
 import time
 
@@ -121,6 +122,49 @@ def test_a_sleeping_loop_reads_the_edit_marker_only_when_a_job_may_have_been_sav
         loop.sleep_until_due()  # four looks; nobody else commits (SQLite), no NOTIFY
 
     assert not [q for q in queries if "updated_at" in q["sql"]]
+
+
+def test_on_postgresql_a_sleeping_loop_blocks_until_a_job_is_saved_or_it_is_stopped():
+    if connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY: on SQLite the loop looks for commits every 100 ms")
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=1.0, clock=lambda: T0)
+    loop.waker = os.pipe()  # as run_forever sets it
+    looks = []
+    moved = loop.edits.moved
+    loop.edits.moved = lambda: looks.append(1) or moved()
+
+    def later(action):
+        def run():
+            time.sleep(0.3)
+            action()
+            connections.close_all()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def save():
+        edited = Job.objects.get(pk=job.pk)
+        edited.command = "echo edited"
+        edited.save()
+
+    try:
+        started = time.monotonic()
+        loop.sleep_until_due()  # nothing happens: the interval
+        assert 0.9 <= time.monotonic() - started < 1.5
+        assert len(looks) <= 2  # its first look (it starts listening), not one every 100 ms
+
+        loop.interval = 10.0
+        for action in (save, loop.stop):
+            thread = later(action)
+            started = time.monotonic()
+            loop.sleep_until_due()
+            thread.join()
+            assert time.monotonic() - started < 1.5, action
+    finally:
+        for end in loop.waker:
+            os.close(end)
 
 
 def test_stop_ends_run_forever_after_the_current_tick():
