@@ -286,6 +286,12 @@ def test_listen_hears_a_notify_from_another_connection(postgres_only):
     listener.start()
     try:
         wait_for(lambda: woken)  # connected: one wake for what it may have missed
+        # At rest it wakes once a LISTEN_SLICE to ask whether to stop, and
+        # no more (psycopg's notifies(timeout=) wakes every 100 ms).
+        switches = f"/proc/self/task/{listener.native_id}/status"
+        before = context_switches(switches)
+        time.sleep(1.0)
+        assert context_switches(switches) - before <= 1.0 / wakeup.LISTEN_SLICE + 2
         with psycopg.Connection.connect(**listen_params(), autocommit=True) as other:
             sent = time.monotonic()
             other.execute(f"NOTIFY {wakeup.CHANNEL}")
@@ -295,6 +301,15 @@ def test_listen_hears_a_notify_from_another_connection(postgres_only):
         listener.join(5)
     assert woken[1] - sent < 0.2
     assert not listener.is_alive()
+
+
+def context_switches(status_path):
+    """The voluntary context switches of a thread (Linux): its wake-ups."""
+    with open(status_path) as status:
+        for line in status:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no voluntary_ctxt_switches in {status_path}")
 
 
 def test_the_recorder_writes_again_after_a_database_error(postgres_only, hook, monkeypatch):
