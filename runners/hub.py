@@ -40,8 +40,10 @@ from scheduler.models import Execution
 # SQLite: how often the web process looks for other connections' commits
 # while polls wait (the highest execution id is read only after one).
 WATCH_INTERVAL = 0.025
-# ...and this often once nothing was committed for QUIET_AFTER seconds: at
-# rest, a quarter of the wake-ups. Work the loop creates is committed
+# ...and this often once no new execution was committed for QUIET_AFTER
+# seconds: at rest, a quarter of the wake-ups. Other commits (the loop's
+# heartbeat, a finish) do not count: at rest they came every few seconds
+# and kept the watch at its quick pace most of the time. Work the loop creates is committed
 # `scheduler.ticks.FIRE_LEAD` (200 ms) ahead of its instant, so a first
 # commit seen up to 100 ms late is still claimed ahead and handed over at
 # the instant; only work due at once (a retry) may wait that much longer.
@@ -121,10 +123,10 @@ def serve(waiters, now, until=None):
     return serve_waiters(waiters, now, until), next_ready_at(until)
 
 
-def watch_interval(since_last_commit):
-    """SQLite: how long the hub's watch sleeps, `since_last_commit` seconds
-    after it last saw another connection commit."""
-    return QUIET_WATCH_INTERVAL if since_last_commit >= QUIET_AFTER else WATCH_INTERVAL
+def watch_interval(since_new_work):
+    """SQLite: how long the hub's watch sleeps, `since_new_work` seconds
+    after it last saw a new execution committed."""
+    return QUIET_WATCH_INTERVAL if since_new_work >= QUIET_AFTER else WATCH_INTERVAL
 
 
 class Hub:
@@ -318,10 +320,9 @@ class Hub:
         about 3% of a core, bench/idle_cost.py)."""
         seen = None
         watcher = commits.own_connection(connection.settings_dict["NAME"])
-        last_moved = time.monotonic()
+        last_new_work = time.monotonic()
         while True:
             if (self.waiters or seen is None) and watcher.moved():
-                last_moved = time.monotonic()
                 try:
                     top = await run_db(highest_execution_id)
                 except Exception as e:  # noqa: BLE001 - logged; the next round retries
@@ -330,9 +331,10 @@ class Hub:
                     await asyncio.sleep(0.5)
                     continue
                 if seen is not None and top != seen:
+                    last_new_work = time.monotonic()
                     self.signal()
                 seen = top
-            await asyncio.sleep(watch_interval(time.monotonic() - last_moved))
+            await asyncio.sleep(watch_interval(time.monotonic() - last_new_work))
 
     async def listen(self):
         """PostgreSQL: one LISTEN connection for this process, reconnecting on loss."""

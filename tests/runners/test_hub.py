@@ -1,6 +1,7 @@
 import asyncio
 import datetime as dt
 import threading
+import time
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -336,6 +337,44 @@ def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_comm
         watch.cancel()
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
         loop.run_until_complete(run_db(wrap, False))
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's commit counter")
+def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
+    transactional_db, loop, runners, monkeypatch
+):
+    from scheduler import commits
+
+    monkeypatch.setattr(hub_module, "QUIET_AFTER", 0.2)
+    looks = []
+    own_connection = commits.own_connection
+
+    def counted(name):
+        watcher = own_connection(name)
+        moved = watcher.moved
+        watcher.moved = lambda: looks.append(time.monotonic()) or moved()
+        return watcher
+
+    monkeypatch.setattr(commits, "own_connection", counted)
+    current = local_hub_with_a_waiter(loop)
+    watch = loop.create_task(current.watch())
+
+    def looks_within(seconds):
+        start = time.monotonic()
+        loop.run_until_complete(asyncio.sleep(seconds))
+        return len([at for at in looks if at >= start])
+
+    try:
+        loop.run_until_complete(asyncio.sleep(0.4))  # quiet: every 100 ms
+        Runner.objects.update(last_seen_at=NOW)  # a commit, but no new execution
+        # At 25 ms it would look 20 times.
+        assert looks_within(0.5) <= 0.5 / hub_module.QUIET_WATCH_INTERVAL + 2
+        pending(now=NOW, labels=["linux"])
+        loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
+        assert looks_within(0.15) >= 3  # new work: every 25 ms again
+    finally:
+        watch.cancel()
+        loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
 
 
 def test_the_sqlite_watch_slows_down_once_nothing_was_committed_for_a_while():
