@@ -271,6 +271,7 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
     # Like the agent: runs finish on their own threads while the runner polls
     # again for its free slots.
     finisher = ThreadPoolExecutor(STEADY_RUNNERS * 2)
+    failed_finishes = []
     sessions = threading.local()
 
     def finisher_client(url):
@@ -285,10 +286,16 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
         def finish():
             body = {"session": runner.session, "lease": assignment["lease"], "exit_code": 0}
             path = f"/api/v1/executions/{assignment['id']}/finish"
-            finisher_client(runner.url).post(path, body)
-            with runner.room:
-                runner.held -= 1
-                runner.room.notify()
+            try:
+                finisher_client(runner.url).post(path, body)
+            except Exception as error:  # noqa: BLE001 - counted in the figures
+                failed_finishes.append(f"{path}: {error!r}")
+            finally:
+                # Its slot is free either way: a slot kept by a failed
+                # finish would starve the runner for the rest of the run.
+                with runner.room:
+                    runner.held -= 1
+                    runner.room.notify()
 
         finisher.submit(finish)
 
@@ -348,6 +355,7 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
         created_ms=[ms(percentile(created, 50)), ms(percentile(created, 99))],
         claimed_ms=[ms(percentile(claimed, 50)), ms(percentile(claimed, 99))],
         delivered_by_process=by_process(webs, served_by),
+        failed_finishes=len(failed_finishes),
     )
 
 
@@ -454,6 +462,23 @@ class LeanClient:
         """(answer, when its first bytes could be read): the arrival instant
         is taken before parsing, which in this one load-generating process
         queues behind the other runners' threads for the interpreter."""
+        import http.client
+
+        try:
+            answer, arrived = self.send(path, body)
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            # The server closed this keep-alive connection while it was idle
+            # (uvicorn does after 5 s): the request never reached it, so it
+            # goes again on a new one. A finisher thread's connection to one
+            # of several web processes idles that long.
+            self.connection.close()
+            answer, arrived = self.send(path, body)
+        data = answer.read()
+        if answer.status != 200:
+            raise RuntimeError(f"{path}: {answer.status} {data[:200]!r}")
+        return json.loads(data), arrived
+
+    def send(self, path, body):
         import select
 
         self.connection.request("POST", path, json.dumps(body), self.headers)
@@ -463,11 +488,7 @@ class LeanClient:
         readable.register(self.connection.sock, select.POLLIN)
         readable.poll()
         arrived = time.time()
-        answer = self.connection.getresponse()
-        data = answer.read()
-        if answer.status != 200:
-            raise RuntimeError(f"{path}: {answer.status} {data[:200]!r}")
-        return json.loads(data), arrived
+        return self.connection.getresponse(), arrived
 
 
 def throughput(url, workdir):
