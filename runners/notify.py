@@ -5,28 +5,27 @@ process's hub LISTENs on `CHANNEL` (`runners.hub`). The scheduler reaches it
 through `scheduler.notifier`, where `RunnersConfig.ready` registers it.
 """
 
-from django.db import transaction
-
 CHANNEL = "croniq_work"
 
 
 def notify_new_work(using="default"):
     """Tell every web process that pending executions were committed.
 
-    Call it after the commit (inside `transaction.atomic()` it waits for the
-    commit). One call covers any number of new executions: NOTIFY serialises
-    commits, so it is a coalesced hint, not one per execution. On SQLite it
-    does nothing: each web process watches the execution table itself.
+    Call it after the commit, or inside the transaction that creates them
+    (PostgreSQL sends it when that commits). One call covers any number of
+    new executions: NOTIFY serialises commits, so it is a coalesced hint,
+    not one per execution. On SQLite it does nothing: each web process
+    watches the execution table itself.
     """
     from django.db import connections
 
     conn = connections[using]
     if conn.vendor != "postgresql":
         return
-    if conn.in_atomic_block:
-        transaction.on_commit(lambda: _notify(conn), using=using)
-    else:
-        _notify(conn)
+    # Inside a transaction PostgreSQL holds the NOTIFY until the commit, and
+    # drops it on a rollback (of a savepoint too): the hint goes with the
+    # transaction's own round trips, not one more after them.
+    _notify(conn)
 
 
 def _notify(conn):

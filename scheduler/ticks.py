@@ -126,8 +126,6 @@ def fire_due(now, lead, held):
         created += batch_created
         if claimed < TRIGGER_BATCH:
             break
-    if created:
-        notify_runners()
     return created
 
 
@@ -287,6 +285,10 @@ def fire_jobs(jobs, now, lead, bulk, held=None):
     for execution, window, into in in_maintenance:
         record_maintenance(execution, window, into, now)
     advance_jobs(jobs)
+    if created:
+        # In the transaction: the hint leaves with its commit (PostgreSQL's
+        # NOTIFY; this process's hubs, after it), one round trip fewer.
+        notify_runners()
     return created
 
 
