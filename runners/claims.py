@@ -112,12 +112,14 @@ def ready_executions(now):
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=()):
+def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(), others=()):
     """The oldest ready executions whose job labels are all in `labels` (job
     loaded), leaving out the ids in `exclude` (taken by this transaction),
     the jobs a maintenance holds (`held`, see `Maintenance.held`), runs
     pinned to a runner not in `names` (run_on: all) and, with a `budget`
-    (`scheduler.groups.Budget`), what would overrun a concurrency group."""
+    (`scheduler.groups.Budget`), what would overrun a concurrency group.
+    With `others` (the label sets of other waiting runners), the work none
+    of them fits comes first, then the rest, each oldest first."""
     if held == maintenance.EVERYTHING:
         return []
     ready = ready_executions(now).select_related("job")
@@ -125,7 +127,7 @@ def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(
     if exclude:
         ready = ready.exclude(pk__in=list(exclude))
     if budget is None or not budget.exists:
-        return choose(ready, labels, capacity, held)
+        return choose(ready, labels, capacity, held, others)
     chosen = []
     while len(chosen) < capacity:
         # Full groups are left out of the query, so work behind them (outside
@@ -133,7 +135,11 @@ def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(
         # What `take` turns away filled its group: the next round leaves it out.
         rest = ready.exclude(job__concurrency_group__in=budget.full())
         found = choose(
-            rest.exclude(pk__in=[e.pk for e in chosen]), labels, capacity - len(chosen), held
+            rest.exclude(pk__in=[e.pk for e in chosen]),
+            labels,
+            capacity - len(chosen),
+            held,
+            others,
         )
         kept = budget.take(found)
         chosen += kept
@@ -142,24 +148,39 @@ def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(
     return sorted(chosen, key=claim_order)
 
 
-def choose(ready, labels, capacity, held):
-    """Up to `capacity` of `ready` that `labels` fit and no maintenance holds."""
+def choose(ready, labels, capacity, held, others=()):
+    """Up to `capacity` of `ready` that `labels` fit and no maintenance holds;
+    what none of `others` fits first."""
     if connection.vendor == "postgresql":
         chosen = ready.filter(job__labels__contained_by=list(labels))
         if held:
             # jsonb ?| on an array: does it hold any of these strings?
             chosen = chosen.exclude(job__labels__has_any_keys=sorted(held))
+        if others:
+            elsewhere = Q()
+            for other in others:
+                elsewhere |= Q(job__labels__contained_by=list(other))
+            shared = Case(When(elsewhere, then=Value(1)), default=Value(0))
+            chosen = chosen.alias(shared=shared).order_by("shared", *CLAIM_ORDER)
         chosen = chosen.select_for_update(skip_locked=True, of=("self",))
         return list(chosen[:capacity])
     # SQLite has no JSON containment; the IMMEDIATE transaction holds the
     # write lock, so filtering in Python here cannot race another claim.
     mine = set(labels)
-    ids = []
+    others = [set(other) for other in others]
+    ids, shared = [], []
     for pk, job_labels in ready.values_list("id", "job__labels").iterator(chunk_size=500):
-        if set(job_labels or ()) <= mine and not maintenance.is_held(held, job_labels):
-            ids.append(pk)
-            if len(ids) == capacity:
-                break
+        needs = set(job_labels or ())
+        if not needs <= mine or maintenance.is_held(held, job_labels):
+            continue
+        if any(needs <= other for other in others):
+            if len(shared) < capacity:
+                shared.append(pk)
+            continue
+        ids.append(pk)
+        if len(ids) == capacity:
+            break
+    ids += shared[: capacity - len(ids)]
     return list(ready.filter(pk__in=ids)) if ids else []
 
 
@@ -257,13 +278,20 @@ def hand_out(room, now, held=None, budget=None):
     served polls again at once with its free slots. (Filling the first ones
     left the runners served long ago waiting with the one slot they had free
     then, too few for the next instant.)
+
+    Work that fewer of the waiting slots fit is dealt first
+    (`scarcest_first`): otherwise work any runner takes filled the slots of
+    the few runners with a rarer label, and the work only they take waited
+    for one of their runs to end (bench/top_of_band.py: `eu` work claimed
+    up to a second after its instant at a burst).
     """
     turn = collections.deque(room)
     left = {waiter: want for waiter, (_, want) in room.items()}
     fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
     names = {waiter: runner.name for waiter, (runner, _) in room.items()}
     handed = {}
-    for execution in candidates(fits, left, now, held, budget, names):
+    found = candidates(fits, left, now, held, budget, names)
+    for execution in scarcest_first(found, fits, left, names):
         job_labels = frozenset(execution.job.labels or ())
         for _ in range(len(turn)):
             waiter = turn.popleft()
@@ -275,7 +303,28 @@ def hand_out(room, now, held=None, budget=None):
                     turn.append(waiter)
                 break
             turn.append(waiter)
-    return handed
+    return {waiter: sorted(got, key=claim_order) for waiter, got in handed.items()}
+
+
+def scarcest_first(executions, fits, left, names):
+    """`executions` by how many of the waiting slots fit them (fewest first),
+    oldest first among equals."""
+    slots = {}  # {(job labels, pinned runner): waiting slots that fit}
+
+    def fitting_slots(execution):
+        key = (frozenset(execution.job.labels or ()), execution.pinned_to)
+        if key not in slots:
+            labels, pinned = key
+            slots[key] = sum(
+                left[waiter]
+                for waiter, carried in fits.items()
+                if labels <= carried and pinned in ("", names[waiter])
+            )
+        return slots[key]
+
+    return sorted(
+        executions, key=lambda execution: (fitting_slots(execution), claim_order(execution))
+    )
 
 
 def candidates(fits, left, now, held=None, budget=None, names=None):
@@ -285,7 +334,10 @@ def candidates(fits, left, now, held=None, budget=None, names=None):
 
     Each set claims with its own labels, not with the union of all of them:
     old work that only the union fits (labels no single runner carries)
-    would fill the claim and hold back newer work a runner can take.
+    would fill the claim and hold back newer work a runner can take. And
+    each takes the work no other waiting set fits before the work others
+    fit too, whatever their age: older work any runner takes would fill
+    its room and leave the work only it takes for a later poll.
     """
     room, pins = {}, {}
     for waiter, labels in fits.items():
@@ -294,7 +346,10 @@ def candidates(fits, left, now, held=None, budget=None, names=None):
     chosen = {}
     for labels, want in room.items():
         mine = sorted(name for name in pins[labels] if name)
-        found = claimable(labels, want, now, exclude=chosen, held=held, budget=budget, names=mine)
+        others = [other for other in room if other != labels]
+        found = claimable(
+            labels, want, now, chosen, held=held, budget=budget, names=mine, others=others
+        )
         for execution in found:
             chosen[execution.pk] = execution
     return sorted(chosen.values(), key=claim_order)

@@ -135,6 +135,38 @@ def test_each_set_of_runner_labels_gets_its_own_oldest_work(db, loop, token):
     assert got == {poll_b: [b_work[0].pk], poll_a: [a_work.pk]}
 
 
+def test_work_only_a_rarer_label_fits_is_dealt_before_work_anyone_fits(db, loop, token):
+    """Runner `eu` carries {linux, eu}, runner `plain` {linux}, one slot
+    each, and `eu` has waited longest. The older execution fits both, the
+    newer one only `eu`: dealt oldest first, the older took eu's slot and
+    the newer waited for an eu run to end."""
+    eu = RunnerFactory(token=token, name="eu", labels=["linux", "eu"], session="s-eu", capacity=1)
+    plain = RunnerFactory(token=token, name="plain", labels=["linux"], session="s-p", capacity=1)
+    anyone = pending(now=NOW - dt.timedelta(seconds=2), labels=["linux"])
+    only_eu = pending(now=NOW - dt.timedelta(seconds=1), labels=["eu"])
+    poll_eu, poll_plain = waiter(loop, eu), waiter(loop, plain)
+
+    served, _ = serve([poll_eu, poll_plain], NOW)
+
+    got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
+    assert got == {poll_eu: [only_eu.pk], poll_plain: [anyone.pk]}
+
+
+def test_work_one_runner_gets_in_a_step_is_listed_oldest_first(db, loop, token):
+    """The rarer work is dealt first, but each answer lists its work oldest
+    first, as the runner runs it."""
+    many = RunnerFactory(token=token, name="many", labels=["a", "b"], session="s-m", capacity=3)
+    other = RunnerFactory(token=token, name="other", labels=["c"], session="s-o", capacity=1)
+    older = [pending(now=NOW - dt.timedelta(seconds=s), labels=[]) for s in (3, 2)]
+    only_many = pending(now=NOW - dt.timedelta(seconds=1), labels=["a", "b"])
+    poll_many, poll_other = waiter(loop, many), waiter(loop, other)
+
+    served, _ = serve([poll_many, poll_other], NOW)
+
+    got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
+    assert got == {poll_many: [older[1].pk, only_many.pk], poll_other: [older[0].pk]}
+
+
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
     windows_job = pending(now=NOW, labels=["windows"])
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
