@@ -33,7 +33,7 @@ from django.db import close_old_connections, connection
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from scheduler import job_edits, steps, ticks
+from scheduler import job_edits, steps, ticks, vacuum
 
 log = logging.getLogger("croniq.scheduler")
 
@@ -252,6 +252,7 @@ class SchedulerLoop:
                 if housekeeper is None and self.housekeeping:
                     # The first tick ran every step; from now on the
                     # housekeeping steps run on their own thread.
+                    vacuum.warn_if_autovacuum_off()
                     housekeeper = self.start_housekeeping()
                 if self.outage_backoff:
                     log.info("database is back: scheduler loop resumed")
