@@ -49,7 +49,9 @@ TRIGGER = {
 
 BACKFILL = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "dry_run": True}
 
-PAUSE = {"reason": "upstream outage", "until": "2026-12-03T06:00:00Z"}
+# `until` must be in the future when the example is sent (the suite sends
+# it): years ahead, so the example never turns into a refused call.
+PAUSE = {"reason": "upstream outage", "until": "2036-01-05T06:00:00Z"}
 
 REPLAY = {"force": False}
 
