@@ -151,6 +151,10 @@ def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(
 def choose(ready, labels, capacity, held, others=()):
     """Up to `capacity` of `ready` that `labels` fit and no maintenance holds;
     what none of `others` fits first."""
+    mine = set(labels)
+    others = [set(other) for other in others]
+    if any(mine <= other for other in others):
+        others = []  # a wider set fits all this one does: nothing comes first
     if connection.vendor == "postgresql":
         chosen = ready.filter(job__labels__contained_by=list(labels))
         if held:
@@ -159,15 +163,13 @@ def choose(ready, labels, capacity, held, others=()):
         if others:
             elsewhere = Q()
             for other in others:
-                elsewhere |= Q(job__labels__contained_by=list(other))
+                elsewhere |= Q(job__labels__contained_by=sorted(other))
             shared = Case(When(elsewhere, then=Value(1)), default=Value(0))
             chosen = chosen.alias(shared=shared).order_by("shared", *CLAIM_ORDER)
         chosen = chosen.select_for_update(skip_locked=True, of=("self",))
         return list(chosen[:capacity])
     # SQLite has no JSON containment; the IMMEDIATE transaction holds the
     # write lock, so filtering in Python here cannot race another claim.
-    mine = set(labels)
-    others = [set(other) for other in others]
     ids, shared = [], []
     for pk, job_labels in ready.values_list("id", "job__labels").iterator(chunk_size=500):
         needs = set(job_labels or ())

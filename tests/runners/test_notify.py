@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit import mark_tick
+from runners.hub import listen_params
 from runners.notify import CHANNEL, notify_new_work
 from scheduler import ticks
 from tests.factories import JobFactory
@@ -23,10 +24,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def listener():
     """A connection of its own, listening on the new-work channel."""
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    with psycopg.connect(**params, autocommit=True) as conn:
+    with psycopg.connect(**listen_params(), autocommit=True) as conn:
         conn.execute(f"LISTEN {CHANNEL}")
         yield conn
 
