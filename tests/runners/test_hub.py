@@ -321,8 +321,12 @@ def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
         finally:
             connection.close()
 
-    threading.Thread(target=commit_elsewhere).start()
+    elsewhere = threading.Thread(target=commit_elsewhere)
+    elsewhere.start()
     loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
+    # The hub wakes before the thread's NOTIFY: wait for it, or it queries
+    # after this test ended (database access is blocked there).
+    elsewhere.join(timeout=5)
     assert wake_local_hubs in notifier._listeners
 
 
