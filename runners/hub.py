@@ -52,6 +52,12 @@ QUIET_AFTER = 2.0
 # Both backends: a full look at pending work this often while polls wait, in
 # case a hint was lost (listener reconnecting, a writer that did not notify).
 SAFETY_SCAN_INTERVAL = 1.0
+# PostgreSQL, while this process's LISTEN connection is up: every writer of
+# new work sends a NOTIFY (`runners.notify`), which reaches a connected
+# listener, and the listener scans when it (re)connects. The full look is
+# then a guard, not the path work takes, and once a second it was a third of
+# an idle web process's CPU (bench/idle_cost.py).
+LISTENING_SAFETY_SCAN_INTERVAL = 5.0
 # How long before an instant the hub claims the work that becomes ready
 # then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
 # transaction is done before the instant, and the polls answer at it (an
@@ -142,6 +148,7 @@ class Hub:
         # work becomes ready: the next poll to wait asks for a scan.
         self.timer_unknown = False
         self.last_touch = 0.0
+        self.listening = False  # PostgreSQL: the LISTEN connection is up
         self.latencies = []  # seconds, not yet written (see `observe_latencies`)
         self.flush_due = False
 
@@ -296,10 +303,16 @@ class Hub:
             delay = (upcoming - now).total_seconds() - CLAIM_AHEAD
             self.timer = self.loop.call_later(max(0.0, delay), self.signal)
 
+    def safety_interval(self):
+        """How long the safety net sleeps between full looks (and between
+        looks whether the waiting runners are due a touch)."""
+        interval = LISTENING_SAFETY_SCAN_INTERVAL if self.listening else SAFETY_SCAN_INTERVAL
+        return min(interval, settings.CRONIQ_HEARTBEAT_INTERVAL)
+
     async def safety_net(self):
         heartbeat = settings.CRONIQ_HEARTBEAT_INTERVAL
         while True:
-            await asyncio.sleep(SAFETY_SCAN_INTERVAL)
+            await asyncio.sleep(self.safety_interval())
             if not self.waiters:
                 continue
             self.signal()
@@ -345,15 +358,47 @@ class Hub:
                 params = listen_params()
                 async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening = True
                     # Anything committed while we were not listening.
                     self.signal()
-                    async for _ in conn.notifies():
-                        self.signal()
+                    await self.hear(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - any failure: reconnect after a pause
                 log.warning("croniq hub: LISTEN connection lost: %s", e)
+                self.listening = False
                 await asyncio.sleep(1.0)
+
+    async def hear(self, conn):
+        """Signal on each NOTIFY that reaches `conn`, until it is lost.
+
+        The event loop wakes only when the socket has something to read.
+        (psycopg's `notifies()` looks every 100 ms, so that Ctrl-C can
+        interrupt it: 10 wake-ups a second of an idle web process.)
+        """
+        import psycopg
+
+        pgconn = conn.pgconn
+        lost = self.loop.create_future()
+
+        def readable():
+            try:
+                pgconn.consume_input()
+            except psycopg.OperationalError as e:
+                if not lost.done():
+                    lost.set_exception(e)
+                return
+            heard = False
+            while pgconn.notifies() is not None:
+                heard = True
+            if heard:
+                self.signal()
+
+        self.loop.add_reader(pgconn.socket, readable)
+        try:
+            await lost
+        finally:
+            self.loop.remove_reader(pgconn.socket)
 
 
 def listen_params():

@@ -272,6 +272,13 @@ def test_a_poll_joining_a_hub_that_knows_its_next_scan_adds_none(loop, monkeypat
     assert not hub.scan_requested.is_set()
 
 
+def test_the_safety_net_looks_at_least_as_often_as_waiting_runners_need_touching(loop, settings):
+    settings.CRONIQ_HEARTBEAT_INTERVAL = 2
+    hub = Hub(loop)
+    hub.listening = True  # PostgreSQL, its LISTEN connection up: a full look every 5 s
+    assert hub.safety_interval() == 2
+
+
 def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert_num_queries):
     pending(now=NOW + dt.timedelta(seconds=4), labels=["linux"])
     with django_assert_num_queries(2):  # anything ready? when is the next?

@@ -1,6 +1,7 @@
 """The new-work hint on PostgreSQL rides in the transaction that makes the
 work: sent at its commit, dropped by its rollback, no round trip after it."""
 
+import asyncio
 import datetime as dt
 
 import psycopg
@@ -9,7 +10,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit import mark_tick
-from runners.hub import listen_params
+from runners.hub import LISTENING_SAFETY_SCAN_INTERVAL, SAFETY_SCAN_INTERVAL, Hub, listen_params
 from runners.notify import CHANNEL, notify_new_work
 from scheduler import ticks
 from tests.factories import JobFactory
@@ -72,3 +73,45 @@ def test_the_loops_heartbeat_is_one_statement():
         mark_tick(T0 + dt.timedelta(seconds=1))
 
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["UPDATE"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listening_hub_looks_for_lost_hints_less_often_and_again_each_second_once_it_is_cut_off(
+    settings,
+):
+    settings.CRONIQ_HEARTBEAT_INTERVAL = 10
+    loop = asyncio.new_event_loop()
+    hub = Hub(loop)
+    assert hub.safety_interval() == SAFETY_SCAN_INTERVAL  # not listening yet
+    listening = loop.create_task(hub.listen())
+
+    async def until(condition):
+        for _ in range(200):
+            if condition():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the hub's listener did not get there")
+
+    try:
+        loop.run_until_complete(until(lambda: hub.listening))
+        assert hub.safety_interval() == LISTENING_SAFETY_SCAN_INTERVAL > SAFETY_SCAN_INTERVAL
+        # A hint committed elsewhere reaches it.
+        hub.scan_requested.clear()
+        with psycopg.connect(**listen_params(), autocommit=True) as other:
+            other.execute(f"NOTIFY {CHANNEL}")
+        loop.run_until_complete(until(hub.scan_requested.is_set))
+        # The database ends the hub's LISTEN session: hints may be lost
+        # until it is back, so the safety net looks every second again.
+        with psycopg.connect(**listen_params(), autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query LIKE 'LISTEN %%' AND pid <> pg_backend_pid()"
+                " AND datname = current_database()"
+            )
+        loop.run_until_complete(until(lambda: not hub.listening))
+        assert hub.safety_interval() == SAFETY_SCAN_INTERVAL
+        loop.run_until_complete(until(lambda: hub.listening))  # it reconnects
+    finally:
+        listening.cancel()
+        loop.run_until_complete(asyncio.gather(listening, return_exceptions=True))
+        loop.close()
