@@ -6,7 +6,10 @@ pruning from audit and the scheduler, each on its own cadence.
 
 It sleeps until the earliest due `next_run_at` (capped by the interval) so a
 job fires `ticks.FIRE_LEAD` before its instant (at the instant, a job with
-an overlap policy whose run is open), and wakes early when a job is saved. A
+an overlap policy whose run is open), and wakes early when a job is saved.
+It reads that earliest instant again only when it may have moved: a job
+saved (`scheduler.job_edits`), a tick that did something, and at the
+latest every EARLIEST_REREAD_EVERY; at rest a tick sends no query at all. A
 database outage is logged and retried with backoff; any other error is
 logged with its traceback and the loop carries on. Only a signal (stop())
 ends it.
@@ -50,6 +53,12 @@ EDIT_CHECK_INTERVAL = 0.1
 # every tick. A sixth of CRONIQ_STALL_GRACE at most, so the web processes'
 # stall watch never takes a live loop for a dead one.
 HEARTBEAT_AT_LEAST_EVERY = 5.0
+# How long the loop trusts its read of the earliest due job while no job
+# was saved and no tick did anything. Every writer of a job's next instant
+# wakes the loop (`Job.save`, `scheduler.job_edits`) or is the loop itself;
+# this bounds what a writer that does not costs. Once a second, that read
+# was most of an idle loop's queries (bench/idle_cost.py).
+EARLIEST_REREAD_EVERY = 30.0
 
 
 # The loop's process switches threads this often (Python's default: 5 ms).
@@ -72,9 +81,11 @@ def drop_broken_connection():
     found broken (the database restarted) is closed here, so this tick
     connects anew; run_forever closes it too when the error ends a tick."""
     if connection.connection is not None and connection.errors_occurred:
+        connection.errors_occurred = False
         if not connection.is_usable():
             connection.close()
-        connection.errors_occurred = False
+            return True
+    return False
 
 
 def settle_the_collector():
@@ -104,9 +115,13 @@ class SchedulerLoop:
         self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
         self.last_beat = None  # when the last tick wrote the heartbeat
-        # (earliest due instant or None,) as the last tick's fire step read
-        # it, if nothing since may have moved it; None: to be read.
+        # (earliest due instant or None,) as the fire step last read it, if
+        # nothing since may have moved it; None: to be read.
         self.earliest_due = None
+        self.earliest_read_at = 0.0  # time.monotonic() of that read
+        # A sleep since that read watched for job edits and saw none, so the
+        # next tick may trust it (a bare `tick` reads anew).
+        self.watched = False
         # run_forever's pipe (read, write): stop() writes to it, so a sleep
         # blocked on the database's socket (PostgreSQL) ends at once.
         self.waker = None
@@ -136,15 +151,40 @@ class SchedulerLoop:
         return [(step.name, step.run) for step in steps if self.due(step, now)]
 
     def fire(self, now):
-        """The fire step. Most ticks fire nothing: then the one read that
-        tells so (the earliest due job) is also what the sleep after the
-        tick waits for, read once, not twice."""
-        earliest = ticks.earliest_due(now, self.fire_lead, self.held)
+        """The fire step. Most ticks fire nothing: they know so from the
+        earliest due job as last read (`earliest`), which is also what the
+        sleep after the tick waits for."""
+        if not self.watched:
+            self.earliest_due = None  # no sleep watched for job edits since the read
+        self.watched = False
+        earliest = self.earliest(now)
         if earliest is None or earliest > now:
-            self.earliest_due = (earliest,)
             return 0
-        self.earliest_due = None
+        self.earliest_due = None  # the firing moves it, and what is held
         return ticks.fire_due(now, self.fire_lead, self.held)
+
+    def earliest(self, now):
+        """The earliest instant the fire step has work, read anew only when
+        it may have moved (see the module's docstring)."""
+        fresh = time.monotonic() - self.earliest_read_at < EARLIEST_REREAD_EVERY
+        if self.earliest_due is None or not fresh:
+            self.earliest_due = (ticks.earliest_due(now, self.fire_lead, self.held),)
+            self.earliest_read_at = time.monotonic()
+        return self.earliest_due[0]
+
+    @property
+    def blocks_on_notifies(self):
+        """PostgreSQL, under run_forever: the sleep blocks on the connection's
+        socket, and a NOTIFY is a job saved. Otherwise it looks for other
+        connections' commits and compares the jobs' edit marker."""
+        return self.waker is not None and hasattr(self.edits, "wait")
+
+    def job_saved(self):
+        """A job was saved: its next instant may be sooner than the one
+        known, and a step's deadline may have come forward."""
+        self.earliest_due = None
+        self.watched = False
+        self.not_before.clear()
 
     def due_at(self, step):
         """When `step` comes due next: None when it is due now."""
@@ -219,8 +259,8 @@ class SchedulerLoop:
         return (now - self.last_beat).total_seconds() >= heartbeat_every()
 
     def run_once(self):
-        drop_broken_connection()
-        self.earliest_due = None
+        if drop_broken_connection():
+            self.earliest_due = None  # what it missed meanwhile
         done = self.tick(self.clock())
         if done:
             self.earliest_due = None  # a step may have moved a job's next instant
@@ -329,26 +369,33 @@ class SchedulerLoop:
     def sleep_until_due(self):
         """Sleep until the earliest due job, the interval, an edit, or a stop."""
         now = self.clock()
-        if self.earliest_due is not None:
-            (earliest,), self.earliest_due = self.earliest_due, None
-        else:
-            earliest = ticks.earliest_due(now, self.fire_lead, self.held)
+        earliest = self.earliest(now)
         seconds = self.interval
         if earliest is not None:
             seconds = min(seconds, max(0.0, (earliest - now).total_seconds()))
         deadline = time.monotonic() + seconds
-        self.last_job_edit = self.last_job_edit or ticks.last_job_edit()
+        # SQLite's first look at the jobs' edit marker: an edit made since
+        # the earliest due job was read is already in it, so the next tick
+        # reads that anew.
+        first_look = self.last_job_edit is None and not self.blocks_on_notifies
+        if first_look:
+            self.last_job_edit = ticks.last_job_edit()
         while not self.stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
+                self.watched = not first_look
                 return
-            if self.waker is not None and hasattr(self.edits, "wait"):  # PostgreSQL
-                if not self.edits.wait(left, self.waker[0]):
-                    continue
-            elif self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)) or not self.edits.moved():
+            if self.blocks_on_notifies:
+                # Only a job's save (or a new connection) notifies: no need
+                # to read the edit marker to know one happened.
+                if self.edits.wait(left, self.waker[0]):
+                    self.job_saved()
+                    return
+                continue
+            if self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)) or not self.edits.moved():
                 continue
             edit = ticks.last_job_edit()
             if edit != self.last_job_edit:
                 self.last_job_edit = edit
-                self.not_before.clear()  # an edit may bring a deadline forward
+                self.job_saved()
                 return

@@ -127,6 +127,9 @@ def resume_ended_pauses(now):
                 paused_at=None, paused_until=None, pause_reason="", updated_at=now, **fields
             )
             if done:
+                # Another loop may be resting on an earliest due job read
+                # while this one was paused (`scheduler.loop`).
+                job_edits.saved()
                 next_run = fields["next_run_at"]
                 audit.record(
                     "job.resumed", target=job, at=now,

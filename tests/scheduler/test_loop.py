@@ -150,10 +150,16 @@ def test_on_postgresql_a_sleeping_loop_blocks_until_a_job_is_saved_or_it_is_stop
         edited.save()
 
     try:
+        # Its first look starts listening: what was saved before is unknown,
+        # so it ends the sleep and the next tick reads the jobs anew.
+        loop.sleep_until_due()
+        assert not loop.watched
+        looks.clear()
         started = time.monotonic()
         loop.sleep_until_due()  # nothing happens: the interval
         assert 0.9 <= time.monotonic() - started < 1.5
-        assert len(looks) <= 2  # its first look (it starts listening), not one every 100 ms
+        assert loop.watched
+        assert len(looks) <= 2  # not one look every 100 ms
 
         loop.interval = 10.0
         for action in (save, loop.stop):
@@ -538,6 +544,49 @@ def test_a_tick_that_fires_nothing_and_the_sleep_after_it_read_the_jobs_once(mon
     assert len([sql for sql in reads if "next_run_at" in sql]) == 1
     assert not [sql for sql in reads if sql.startswith('SELECT 1 AS "a"')]
     assert waits  # it slept (at most the interval: the job is an hour away)
+
+
+def test_a_resting_loop_reads_the_earliest_due_job_once_not_on_every_tick(monkeypatch):
+    JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=0.01, clock=lambda: T0)
+    loop.steps = [step for step in loop.steps if step.name == "fired"]
+
+    def earliest_reads(ticks):
+        with CaptureQueriesContext(connection) as queries:
+            for _ in range(ticks):
+                loop.run_once()
+                loop.sleep_until_due()  # nobody else commits (SQLite), no NOTIFY
+        return len([q for q in queries if 'MIN("scheduler_job"."next_run_at")' in q["sql"]])
+
+    assert earliest_reads(5) == 2  # the first, and once after the edit marker's first look
+    assert earliest_reads(5) == 0
+    # Once in a while it reads anyway: a writer that did not wake it.
+    monkeypatch.setattr(loop_module, "EARLIEST_REREAD_EVERY", 0.0)
+    assert earliest_reads(3) >= 3
+
+
+def test_a_job_saved_while_the_loop_rests_is_fired_at_its_instant():
+    job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
+    loop = SchedulerLoop(interval=0.05, clock=lambda: T0)
+    for _ in range(2):
+        loop.run_once()
+        loop.sleep_until_due()
+    assert loop.watched  # the next tick would trust what it read
+
+    def edit():
+        edited = Job.objects.get(pk=job.pk)
+        edited.next_run_at = T0
+        edited.save()
+        connections.close_all()
+
+    editor = threading.Thread(target=edit)
+    editor.start()
+    editor.join()
+    loop.interval = 5.0
+    started = time.monotonic()
+    loop.sleep_until_due()
+    assert time.monotonic() - started < 1.5
+    assert loop.run_once() == {"fired": 1}
 
 
 def test_a_tick_that_fires_reads_the_due_jobs_no_more_than_it_must():
