@@ -21,7 +21,12 @@ class RunnersConfig(AppConfig):
 
         return [
             Step("reaped", loop_steps.reap_expired_leases, until=loop_steps.next_lease_expiry),
-            Step("runners", loop_steps.update_runner_states, every=HOUSEKEEPING_INTERVAL),
+            Step(
+                "runners",
+                loop_steps.update_runner_states,
+                every=HOUSEKEEPING_INTERVAL,
+                until=loop_steps.next_runner_change,
+            ),
             Step("flapping", identity.clear_quiet_flapping, every=HOUSEKEEPING_INTERVAL),
         ]
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min
+from django.db.models import Min, Q
 
 import audit
 from runners import coverage, identity
@@ -60,6 +60,28 @@ def update_runner_states(now):
         identity.forget(runner, now)
         changed += 1
     return changed + drop_orphaned_pins(now)
+
+
+def next_runner_change(now):
+    """When update_runner_states may next have work (`Step.until`): the
+    earliest instant a runner now online or draining goes silent, or one
+    offline is forgotten. A runner seen later goes silent no sooner than
+    `offline_after` from now. (A pin orphaned otherwise, its runner deleted
+    by hand, is dropped by then too.) At rest, the step ran every 5 s, three
+    queries a time (bench/idle_cost.py)."""
+    live = Q(state__in=[Runner.ONLINE, Runner.DRAINING])
+    seen = Runner.objects.aggregate(
+        live=Min("last_seen_at", filter=live),
+        gone=Min("last_seen_at", filter=Q(state=Runner.OFFLINE)),
+    )
+    offline_after = coverage.offline_after()
+    retention = timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
+    at = now + offline_after
+    if seen["live"] is not None:
+        at = min(at, seen["live"] + offline_after)
+    if seen["gone"] is not None:
+        at = min(at, seen["gone"] + retention)
+    return at
 
 
 def drop_orphaned_pins(now):

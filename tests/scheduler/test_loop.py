@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import audit
+from runners.models import Runner
 from scheduler import loop as loop_module
 from scheduler import operations, steps
 from scheduler.loop import SchedulerLoop
@@ -304,6 +305,26 @@ def test_a_running_execution_brings_the_reaper_and_timeouts_forward(settings):
     assert loop.not_before["reaped"] == T0 + dt.timedelta(seconds=12)  # the lease
     assert loop.not_before["timed_out"] == T0 + dt.timedelta(seconds=15)
     assert loop.tick(T0 + dt.timedelta(seconds=12, milliseconds=1)) == {"reaped": 1}
+
+
+def test_the_runner_states_step_rests_until_a_runner_can_have_gone_silent(settings):
+    settings.CRONIQ_HEARTBEAT_INTERVAL = 10  # offline after 30 s of silence
+    settings.CRONIQ_RUNNER_RETENTION = 3600
+    quiet = RunnerFactory(name="quiet", last_seen_at=T0 - dt.timedelta(seconds=20))
+    RunnerFactory(name="gone", state="offline", last_seen_at=T0 - dt.timedelta(seconds=3590))
+    loop = SchedulerLoop(clock=lambda: T0)
+    runners = [step for step in loop.steps if step.name == "runners"]
+
+    def run(at):
+        return loop.run_units(at, loop.units(at, runners))
+
+    run(T0)
+    assert loop.not_before["runners"] == T0 + dt.timedelta(seconds=10)  # "quiet" goes silent
+    assert loop.units(T0 + dt.timedelta(seconds=9.9), runners) == []  # its `every` alone: due
+    assert run(T0 + dt.timedelta(seconds=10, milliseconds=1)) == {"runners": 2}
+    assert loop.not_before["runners"] == T0 + dt.timedelta(seconds=40, milliseconds=1)
+    assert not Runner.objects.filter(name="gone").exists()  # forgotten at its retention
+    assert Runner.objects.get(pk=quiet.pk).state == "offline"
 
 
 def test_pauses_ended_waits_for_the_earliest_pause_end_and_resumes_at_it():
