@@ -19,6 +19,7 @@ but a stop.
 """
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -41,10 +42,11 @@ log = logging.getLogger("croniq.notifications")
 # writer that does not notify); at 1 s its rounds were a third of an idle
 # notifier's CPU (bench/idle_cost.py).
 POLL = 5.0
+# ...and this while the LISTEN connection is up (PostgreSQL): every writer of
+# events pokes it (`wakeup.poke_after_commit`), and it wakes on connecting.
+LISTENING_POLL = 30.0
 # SQLite: how often the notifier looks for other connections' commits.
 COMMIT_CHECK = 0.05
-# A stop is noticed within this, whatever the notifier waits for.
-STOP_CHECK = 0.25
 MAX_OUTAGE_BACKOFF = 30.0
 ERROR_PAUSE = 1.0
 # A lane claims without limit: it ends when nothing is due.
@@ -100,6 +102,8 @@ class Notifier:
         self.thread = None
         self.listener = None
         self.poll = POLL
+        self.listening = False  # PostgreSQL: its LISTEN connection is up
+        self.interrupt = None  # PostgreSQL: a pipe stop() writes to, ending the LISTEN wait
         self.commits = None if on_postgres() else commits.of_django(connection)
 
     # -- life ------------------------------------------------------------------
@@ -109,6 +113,7 @@ class Notifier:
         self.recorder = delivery.Recorder(written=wakeup.local.set).start()
         self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
         if on_postgres():
+            self.interrupt = os.pipe()
             self.listener = threading.Thread(
                 target=self.listen, name="croniq-notifier-listen", daemon=True
             )
@@ -128,9 +133,15 @@ class Notifier:
         """Stop claiming; the tries under way end (each within its timeout)."""
         self.stopping.set()
         wakeup.local.set()
+        if self.interrupt is not None:
+            os.write(self.interrupt[1], b"!")
         for thread in (self.thread, self.listener):
             if thread is not None:
                 thread.join(timeout)
+        if self.interrupt is not None and not (self.listener and self.listener.is_alive()):
+            for end in self.interrupt:
+                os.close(end)
+            self.interrupt = None
         _running.discard(self)
 
     def run(self):
@@ -149,10 +160,12 @@ class Notifier:
         """Until `seconds` pass, a wake-up, another connection's commit
         (SQLite) or a stop."""
         deadline = time.monotonic() + seconds
-        check = STOP_CHECK if self.commits is None else COMMIT_CHECK
+        # stop() sets wakeup.local: on PostgreSQL nothing needs a look
+        # between wake-ups (SQLite looks for other connections' commits).
+        check = None if self.commits is None else COMMIT_CHECK
         while not self.is_set():
             left = deadline - time.monotonic()
-            if left <= 0 or wakeup.local.wait(min(left, check)):
+            if left <= 0 or wakeup.local.wait(left if check is None else min(left, check)):
                 return
             if self.commits is not None and self.commits.moved():
                 return
@@ -231,13 +244,17 @@ class Notifier:
         wakeup.local.set()
 
     def wait_after(self, now):
+        poll = LISTENING_POLL if self.listening else self.poll
         upcoming = delivery.next_due_at(now)
         if upcoming is None:
-            return self.poll
-        return min(self.poll, max(0.0, (upcoming - now).total_seconds()))
+            return poll
+        return min(poll, max(0.0, (upcoming - now).total_seconds()))
 
     def listen(self):
-        wakeup.listen(self.is_set)
+        wakeup.listen(self.is_set, interrupt=self.interrupt[0], connected=self.heard_from)
+
+    def heard_from(self, up):
+        self.listening = up
 
 
 def stop_all(timeout=30.0):

@@ -36,28 +36,39 @@ def poke():
             cursor.execute(f"NOTIFY {CHANNEL}")
 
 
-def listen(stopped, wake=local.set):
+def listen(stopped, wake=local.set, interrupt=None, connected=None):
     """PostgreSQL: LISTEN on CHANNEL and call `wake()` at each NOTIFY, and
     after each (re)connect (what committed while nobody listened), until
-    `stopped()`. A lost connection is reopened after a pause that doubles."""
+    `stopped()`. A lost connection is reopened after a pause that doubles.
+
+    With `interrupt`, a file descriptor that becomes readable when it is to
+    stop, it blocks until the socket or that has something; without, it
+    asks `stopped()` every LISTEN_SLICE. `connected(up)` hears when the
+    connection is up and when it is lost."""
     import psycopg
 
     from runners.hub import listen_params
 
+    told = connected or (lambda up: None)
     pause = 0.5
     while not stopped():
         try:
             with psycopg.Connection.connect(**listen_params(), autocommit=True) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
+                told(True)
                 wake()
                 pause = 0.5
+                socket = conn.fileno()
+                watched = [socket] if interrupt is None else [socket, interrupt]
+                slice_ = LISTEN_SLICE if interrupt is None else None
                 while not stopped():
                     # select, not notifies(timeout=): psycopg's own wait
                     # wakes every 100 ms to check for signals.
-                    readable, _, _ = select.select([conn.fileno()], [], [], LISTEN_SLICE)
-                    if readable and any(True for _ in conn.notifies(timeout=0)):
+                    readable, _, _ = select.select(watched, [], [], slice_)
+                    if socket in readable and any(True for _ in conn.notifies(timeout=0)):
                         wake()
         except Exception as error:  # noqa: BLE001 - any failure: reconnect after a pause
+            told(False)
             if stopped():
                 return
             log.warning("notifier: LISTEN connection lost (%s); retrying in %.1fs", error, pause)
@@ -65,3 +76,4 @@ def listen(stopped, wake=local.set):
             while not stopped() and time.monotonic() < deadline:
                 time.sleep(min(LISTEN_SLICE, deadline - time.monotonic()))
             pause = min(MAX_RECONNECT_PAUSE, pause * 2)
+        told(False)

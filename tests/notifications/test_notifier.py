@@ -303,6 +303,29 @@ def test_listen_hears_a_notify_from_another_connection(postgres_only):
     assert not listener.is_alive()
 
 
+def test_a_running_notifier_rests_between_hints_and_stops_at_once(postgres_only):
+    running = start()
+    try:
+        wait_for(lambda: running.listening)  # its LISTEN connection is up
+        # Nothing needs a look between wake-ups: the listener blocks on its
+        # socket and the stop pipe, the rounds on the wake-up event, and the
+        # safety round comes every LISTENING_POLL.
+        assert running.wait_after(timezone.now()) == notifier.LISTENING_POLL
+        threads = [running.listener, running.thread]
+        paths = [f"/proc/self/task/{thread.native_id}/status" for thread in threads]
+        time.sleep(0.5)  # the first round, and the wake-up of the listener's first LISTEN
+        before = [context_switches(path) for path in paths]
+        time.sleep(1.0)
+        woke = [context_switches(path) - was for path, was in zip(paths, before, strict=True)]
+        assert max(woke) <= 1, woke  # a look every 250 ms was 4 each
+    finally:
+        started = time.monotonic()
+        running.stop()
+    assert time.monotonic() - started < 1.0
+    assert not running.listener.is_alive() and not running.thread.is_alive()
+    assert not running.listening
+
+
 def context_switches(status_path):
     """The voluntary context switches of a thread (Linux): its wake-ups."""
     with open(status_path) as status:
