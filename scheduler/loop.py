@@ -65,9 +65,9 @@ EARLIEST_REREAD_EVERY = 30.0
 # A tick waiting for the interpreter lock behind a housekeeping step would
 # otherwise wait up to 5 ms after each of its queries.
 SWITCH_INTERVAL = 0.0005
-# How long the housekeeping thread sleeps at most: a job edit that brings a
-# step's deadline forward (`Step.until`) is seen within this.
-HOUSEKEEPING_NAP = 1.0
+# How long the housekeeping thread sleeps at most. A job edit, which may
+# bring a step's deadline forward (`Step.until`), wakes it at once.
+HOUSEKEEPING_NAP = 60.0
 HOUSEKEEPING_JOIN_TIMEOUT = 30.0
 
 
@@ -104,6 +104,8 @@ class SchedulerLoop:
         self.clock = clock
         self.fire_lead = fire_lead
         self.stopping = threading.Event()
+        # Set by a job edit and by stop(): the housekeeping thread looks again.
+        self.housekeeping_wake = threading.Event()
         self.outage_backoff = 0.0
         self.last_job_edit = None
         self.edits = job_edits.watcher(connection)
@@ -128,6 +130,7 @@ class SchedulerLoop:
 
     def stop(self):
         self.stopping.set()
+        self.housekeeping_wake.set()
         if self.waker is not None:
             with contextlib.suppress(OSError):  # closed: the loop has ended
                 os.write(self.waker[1], b"!")  # ends a wait on the database's socket
@@ -185,6 +188,7 @@ class SchedulerLoop:
         self.earliest_due = None
         self.watched = False
         self.not_before.clear()
+        self.housekeeping_wake.set()
 
     def due_at(self, step):
         """When `step` comes due next: None when it is due now."""
@@ -342,7 +346,8 @@ class SchedulerLoop:
                     if done:
                         log.info("housekeeping: %s", " ".join(f"{k}={v}" for k, v in done.items()))
                     backoff = 0.0
-                    self.stopping.wait(self.housekeeping_due_in(self.clock()))
+                    self.housekeeping_wake.wait(self.housekeeping_due_in(self.clock()))
+                    self.housekeeping_wake.clear()
                 except (OperationalError, InterfaceError, DatabaseError) as e:
                     backoff = min(MAX_OUTAGE_BACKOFF, max(0.5, backoff * 2))
                     log.warning("housekeeping: database unavailable (%s)", type(e).__name__)

@@ -88,8 +88,10 @@ def resume(jobs, now, actor):
     return resumed
 
 
-# The pauses_ended step looks at least this often, whatever it knows.
-PAUSES_CHECKED_AT_LEAST_EVERY = 5.0
+# The pauses_ended step looks at least this often, whatever it knows. A
+# pause with an end wakes the loop (`job_edits.saved`), so this only bounds
+# what a writer that does not costs, as the loop's EARLIEST_REREAD_EVERY.
+PAUSES_CHECKED_AT_LEAST_EVERY = 30.0
 
 
 def next_pause_end(now):

@@ -331,7 +331,8 @@ def test_pauses_ended_waits_for_the_earliest_pause_end_and_resumes_at_it():
     job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
     loop = SchedulerLoop(clock=lambda: T0)
     loop.tick(T0)
-    assert loop.not_before["pauses_ended"] == T0 + dt.timedelta(seconds=5)
+    at_least_every = dt.timedelta(seconds=operations.PAUSES_CHECKED_AT_LEAST_EVERY)
+    assert loop.not_before["pauses_ended"] == T0 + at_least_every
 
     operations.pause(Job.objects.filter(pk=job.pk), T0, "op", until=T0 + dt.timedelta(seconds=2))
     loop.not_before.clear()  # what the pause, a job edit, does to a sleeping loop
@@ -487,10 +488,32 @@ def test_the_housekeeping_thread_sleeps_until_its_next_step_is_due():
     loop.last_run = {"often": T0, "paced": T0}
     loop.not_before = {"paced": T0 + dt.timedelta(seconds=30)}
     assert loop.housekeeping_due_in(T0 + dt.timedelta(seconds=4.7)) == pytest.approx(0.3)
-    # Whatever is due later, a nap ends within a second (a job edit may
-    # bring a deadline forward).
     loop.last_run["often"] = T0 + dt.timedelta(seconds=4)
-    assert loop.housekeeping_due_in(T0 + dt.timedelta(seconds=4)) == loop_module.HOUSEKEEPING_NAP
+    assert loop.housekeeping_due_in(T0 + dt.timedelta(seconds=4)) == pytest.approx(5.0)
+
+
+def test_a_job_edit_wakes_the_napping_housekeeping_thread(monkeypatch):
+    loop = SchedulerLoop(clock=timezone.now)
+    runs = []
+    loop.steps = [steps.Step("paced", lambda now: runs.append(now) and 0, every=30.0)]
+    loop.housekeeping_apart = True
+    thread = loop.start_housekeeping()
+    try:
+        deadline = time.monotonic() + 5
+        while not runs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(runs) == 1  # its first run; the next is 30 s away
+        loop.not_before["paced"] = timezone.now() + dt.timedelta(hours=1)
+        loop.last_run["paced"] = timezone.now() - dt.timedelta(seconds=60)  # due but for `until`
+        loop.job_saved()  # the edit clears what `until` said, and wakes the thread
+        deadline = time.monotonic() + 2
+        while len(runs) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(runs) == 2
+    finally:
+        loop.stop()
+        thread.join(5)
+    assert not thread.is_alive()  # stop() wakes it too
 
 
 class HousekeepingKilled(BaseException):
