@@ -521,7 +521,7 @@ class Applier:
         )
         for job in jobs.select_related("calendar").distinct():
             job.reschedule(self.now)
-            job.save(update_fields=["next_run_at"])
+            job.save(update_fields=["next_run_at", "updated_at"])
             if job.pk in self.fire_changes:
                 self.fire_changes[job.pk].fires["after"] = self.fires_of(job)
 

@@ -28,4 +28,4 @@ def reschedule_jobs_of(calendar, **kwargs):
     now = timezone.now()
     for job in jobs_on_calendars([calendar.pk]).select_related("calendar"):
         job.reschedule(now)
-        job.save(update_fields=["next_run_at"])
+        job.save(update_fields=["next_run_at", "updated_at"])

@@ -422,3 +422,22 @@ def test_bad_parameters_are_refused_naming_the_field(tmp_path, parameters, messa
         call_command("apply", write(tmp_path, document), stderr=err, stdout=err)
     assert message in err.getvalue()
     assert not Job.objects.exists()
+
+
+def test_a_calendar_changed_by_apply_moves_the_jobs_edit_marker(tmp_path):
+    # A resting loop on SQLite learns of job edits from this marker (a MAX
+    # over updated_at); the jobs rescheduled for their calendar are edits.
+    from scheduler import ticks
+
+    document = {
+        "calendars": [{"name": "weekdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],
+        "jobs": [
+            {"name": "daily", "schedule": "0 9 * * *", "command": "true", "calendar": "weekdays"}
+        ],
+    }
+    run_apply(write(tmp_path, document))
+    Job.objects.update(updated_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    before = ticks.last_job_edit()
+    document["calendars"][0]["weekdays"] = ["mon"]
+    run_apply(write(tmp_path, document))
+    assert ticks.last_job_edit() != before

@@ -1,13 +1,17 @@
 """Jobs follow their calendars: a calendar saved in the admin moves the next
 fire time of the jobs on it, and on calendars based on it."""
 
+import datetime as dt
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
 from calendars.changes import calendar_changed
 from calendars.models import Calendar
+from scheduler import ticks
 from scheduler.calendar_changes import jobs_on_calendars
+from scheduler.models import Job
 from tests import admin_forms
 from tests.factories import CalendarFactory, JobFactory
 
@@ -58,3 +62,19 @@ def test_the_scheduler_listens_for_calendar_changes():
     job.refresh_from_db()
     assert job.next_run_at.weekday() == WEDNESDAY
     assert list(jobs_on_calendars([ops.pk])) == [job]
+
+
+def test_a_calendar_change_moves_the_jobs_edit_marker_a_resting_loop_compares():
+    # On SQLite a sleeping loop learns of a job edit from this marker (a MAX
+    # over updated_at): a recomputed next instant that left it alone would
+    # wait for the loop's next read of the earliest due job (up to 30 s).
+    ops = CalendarFactory(weekdays=["mon"])
+    job_on(ops)
+    Job.objects.update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    before = ticks.last_job_edit()
+    Calendar.objects.filter(pk=ops.pk).update(weekdays=["wed"])
+    ops.refresh_from_db()
+
+    calendar_changed.send(sender=Calendar, calendar=ops)
+
+    assert ticks.last_job_edit() != before
