@@ -277,17 +277,28 @@ class Cluster:
         first instant (so the checks know every instant the run must have)."""
         path = jobs_file(self.dir / "jobs.yaml", self.ledger, enabled=False)
         manage(self.db, "apply", str(path))
-        first = (datetime.now(UTC) + timedelta(seconds=start_in)).replace(microsecond=0)
-        self.execute("UPDATE scheduler_job SET enabled = %s, next_run_at = %s", (True, first))
+        now = datetime.now(UTC)
+        first = (now + timedelta(seconds=start_in)).replace(microsecond=0)
+        self.edit_jobs("SET enabled = %s, next_run_at = %s", (True, first), now)
         names = [name for name, _, _ in JOBS] + [name for name, _, _ in QUEUE_JOBS]
         self.first_instants = dict.fromkeys(names, first)
 
     def disable_jobs(self):
         """Stop the schedule (no new instants); what is due already still runs."""
-        self.execute("UPDATE scheduler_job SET enabled = %s", (False,))
+        self.edit_jobs("SET enabled = %s", (False,), datetime.now(UTC))
 
-    def execute(self, sql, params):
-        """One committed write from outside the processes under test."""
+    def edit_jobs(self, assignments, params, now):
+        """Write every job as an operator's tool would, telling the loops as
+        `Job.save` does: updated_at moves (the edit marker a loop on SQLite
+        compares) and, on PostgreSQL, a NOTIFY on the jobs' channel."""
+        from scheduler.job_edits import CHANNEL
+
+        sql = f"UPDATE scheduler_job {assignments}, updated_at = %s"
+        self.execute(sql, (*params, now), notify=CHANNEL)
+
+    def execute(self, sql, params, notify=None):
+        """One committed write from outside the processes under test; on
+        PostgreSQL a NOTIFY on `notify` is sent at its commit."""
         if self.db.startswith("sqlite"):
             import sqlite3
 
@@ -307,6 +318,8 @@ class Cluster:
 
         with psycopg.connect(self.db.replace("postgres://", "postgresql://")) as conn:
             conn.execute(sql, params)
+            if notify:
+                conn.execute(f"NOTIFY {notify}")
 
     def active_executions(self):
         return query(
