@@ -67,6 +67,7 @@ def listen(stopped, wake=local.set, interrupt=None, connected=None):
                     readable, _, _ = select.select(watched, [], [], slice_)
                     if socket in readable and any(True for _ in conn.notifies(timeout=0)):
                         wake()
+                told(False)  # stopped
         except Exception as error:  # noqa: BLE001 - any failure: reconnect after a pause
             told(False)
             if stopped():
@@ -76,4 +77,3 @@ def listen(stopped, wake=local.set, interrupt=None, connected=None):
             while not stopped() and time.monotonic() < deadline:
                 time.sleep(min(LISTEN_SLICE, deadline - time.monotonic()))
             pause = min(MAX_RECONNECT_PAUSE, pause * 2)
-        told(False)
