@@ -99,6 +99,7 @@ class Agent(Registration, LeaseKeeping):
         self.exited = threading.Event()
         self.changed = Changes()  # a job ended, or stop: wake waiters
         self.beat_now = threading.Event()
+        self.watch_now = threading.Event()  # a job arrived, or exit: wake the watchdog
         self.fatal = None
 
     # -- lifecycle --------------------------------------------------------
@@ -200,6 +201,7 @@ class Agent(Registration, LeaseKeeping):
             )
         self.giving_up.set()
         self.exited.set()
+        self.watch_now.set()
         if self.ledger is not None and not any(job.running for job in self.held()):
             self.ledger.close()  # nothing left for the next start to end
         if self.polling:
@@ -349,6 +351,7 @@ class Agent(Registration, LeaseKeeping):
             self.taken += 1
         job.start()
         self.beat_now.set()
+        self.watch_now.set()
 
     def job_done(self, job):
         with self.jobs_lock:

@@ -13,6 +13,10 @@ from croniq_runner.timing import Backoff
 log = logging.getLogger("croniq.runner")
 
 WATCHDOG_TICK = 0.1
+# With no job held there is nothing to fence or time out: the watchdog sleeps
+# until a job arrives or the agent exits (`watch_now`), looking this often
+# regardless. An idle agent then wakes once in 5 s, not 10 times a second.
+WATCHDOG_REST = 5.0
 # A fenced job is reported this long after its lease must have expired on the
 # server, so the reaper has settled it lost (and retried it) first.
 REAP_SLACK = 3.0
@@ -83,7 +87,14 @@ class LeaseKeeping:
     # -- watchdog ---------------------------------------------------------
 
     def watchdog_loop(self):
-        while not self.exited.wait(WATCHDOG_TICK):
+        while not self.exited.is_set():
+            self.watch_now.clear()
+            if self.held():
+                self.exited.wait(WATCHDOG_TICK)
+            else:
+                self.watch_now.wait(WATCHDOG_REST)
+            if self.exited.is_set():
+                return
             try:
                 self.watch(self.clock())
             except Exception:

@@ -296,3 +296,38 @@ def test_an_unusable_default_state_dir_only_warns(clock, tmp_path, caplog):
     agent.open_ledger()
     assert agent.ledger is None
     assert "a restart after a kill cannot end what it left (set --state-dir)" in caplog.text
+
+
+class AcceptedJob(FakeJob):
+    """Stands for croniq_runner.job.Job in `Agent.accept`: starts nothing."""
+
+    def __init__(self, assignment, **_):
+        super().__init__(assignment["id"], assignment["lease"])
+
+    def start(self):
+        pass
+
+
+def test_an_idle_watchdog_sleeps_until_a_job_arrives_then_watches_it(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr("croniq_runner.agent.Job", AcceptedJob)
+    agent = make_agent(time.monotonic)
+    watched = []
+    agent.watch = watched.append
+    watchdog = threading.Thread(target=agent.watchdog_loop, daemon=True)
+    watchdog.start()
+    time.sleep(0.5)
+    assert watched == []  # with nothing held it looked 10 times a second
+
+    agent.accept({"id": 7, "lease": 1, "command": "true"}, time.monotonic())
+    deadline = time.monotonic() + 2
+    while len(watched) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(watched) >= 3  # a held job is watched every tick
+
+    agent.job_done(agent.jobs[7])
+    agent.shut_down()
+    watchdog.join(2)
+    assert not watchdog.is_alive()
