@@ -307,6 +307,10 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
                     runner.room.wait(0.5)
                 free = runner.capacity - runner.held
             body = {"session": runner.session, "wait": 5, "capacity": free}
+            # `slots`, as the agent sends: a run that ends while the poll
+            # waits frees a slot the server may fill.
+            if os.environ.get("BENCH_POLL_SLOTS", "1") == "1":
+                body["slots"] = runner.capacity
             try:
                 found, arrived = client.post_timed(f"/api/v1/runners/{runner.runner_id}/poll", body)
             except OSError:

@@ -261,6 +261,7 @@ class Band:
                     runner.room.wait(0.5)
                 free = runner.capacity - runner.held
             body = {"session": runner.session, "wait": POLL_WAIT, "capacity": free, "early": True}
+            body["slots"] = runner.capacity  # as the agent polls
             try:
                 try:
                     answer, arrived = client.post_timed(path, body)

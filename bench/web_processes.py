@@ -24,7 +24,8 @@ On SQLite (DATABASE_URL unset) it prints one line saying why it does not
 run, and exits 0: the web processes' wake-ups are PostgreSQL's NOTIFY.
 
 Options: --only steady,burst,throughput  --processes 1,2,4  --seconds N
-(steady duration, default 20).
+(steady duration, default 20). The steady runners poll with `slots`, as the
+agent does; BENCH_POLL_SLOTS=0 polls without it, as an older agent.
 """
 
 import argparse

@@ -181,6 +181,17 @@ class PollIn(Schema):
     capacity: Annotated[
         StrictInt | None, Field(ge=0, le=1000, description="How many executions to take.")
     ] = None
+    slots: Annotated[
+        StrictInt | None,
+        Field(
+            ge=1,
+            le=1000,
+            description="The runner's slots in all. While the poll waits, a slot that "
+            "frees (a run of this runner finishes) is offered too: it takes up to "
+            "`slots` less its runs still open on the server, and never less than "
+            "`capacity`. Without it the poll takes `capacity`, whatever ends meanwhile.",
+        ),
+    ] = None
     early: Annotated[
         bool,
         Field(
@@ -214,7 +225,9 @@ class PollOut(Schema):
 @runners_router.post("/{runner_id}/poll", response={200: PollOut, **ERRORS})
 async def poll(request, runner_id: int, body: PollIn):
     """Claim work, waiting up to `wait` seconds for some (long-poll)."""
-    handed = await polls.long_poll(request.auth, runner_id, body.session, body.wait, body.capacity)
+    handed = await polls.long_poll(
+        request.auth, runner_id, body.session, body.wait, body.capacity, body.slots
+    )
     unanswered = functools.partial(
         polls.return_unanswered, runner_id, body.session, handed.assignments
     )

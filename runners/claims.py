@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, Count, F, Q, Value, When
 from django.db.models.functions import Greatest
 
 from runners import identity
@@ -256,6 +256,7 @@ def runners_with_room(waiters):
     """({waiter: (runner, how many it takes)}, [(waiter, refusal)]): the waiters
     still entitled to work, and the refused ones (superseded, forgotten)."""
     runners = Runner.objects.in_bulk({w.runner_id for w in waiters})
+    still_open = open_runs([w.runner_id for w in waiters if refills(w)])
     room, refused = {}, []
     for waiter in waiters:
         try:
@@ -266,9 +267,41 @@ def runners_with_room(waiters):
             refused.append((waiter, refusal))
             continue
         want = wanted(runner, waiter.capacity)
+        if refills(waiter):
+            want = max(want, waiter.slots - still_open.get(runner.pk, 0))
         if not runner.is_drained and want > 0:
             room[waiter] = (runner, want)
     return room, refused
+
+
+def refills(waiter):
+    """Whether a waiting poll takes the slots its runner's runs free while
+    it waits: it said how many slots its runner has (`slots`), and more
+    than it asked for (`capacity`) when it was sent.
+
+    A poll's `capacity` is its runner's free slots when it was sent; a run
+    that ends while the poll waits frees one more. Without this that slot
+    waited for the poll's answer and the next poll: with the work of an
+    instant filling the runners' waiting polls exactly, a run claimed a
+    moment late went to a poll sent after the instant
+    (bench/web_processes.py, two and four web processes).
+    """
+    return waiter.slots is not None and waiter.slots > (waiter.capacity or 0)
+
+
+def open_runs(runner_ids):
+    """{runner id: executions the server counts as running on it}. A run
+    whose finish is on its way still counts: a runner is never offered more
+    than the slots it has free, only sometimes fewer."""
+    if not runner_ids:
+        return {}
+    rows = (
+        Execution.objects.filter(runner_id__in=runner_ids, state=Execution.RUNNING)
+        .values("runner_id")
+        .annotate(count=Count("id"))
+        .values_list("runner_id", "count")
+    )
+    return dict(rows)
 
 
 def hand_out(room, now, held=None, budget=None):

@@ -102,15 +102,16 @@ def touch_runners(runner_ids, now):
 class Waiter:
     """One poll waiting for work its runner can run.
 
-    `token`, `session` and `capacity` (as the poll asked, or None) are what
-    `runners.claims.serve_waiters` needs to claim for it.
+    `token`, `session`, `capacity` and `slots` (as the poll asked, or None)
+    are what `runners.claims.serve_waiters` needs to claim for it.
     """
 
-    def __init__(self, loop, runner_id, token, session, capacity):
+    def __init__(self, loop, runner_id, token, session, capacity, slots=None):
         self.runner_id = runner_id
         self.token = token
         self.session = session
         self.capacity = capacity
+        self.slots = slots
         self.future = loop.create_future()
         # True while a database step that may claim for it is running.
         self.serving = False
@@ -154,9 +155,9 @@ class Hub:
 
     # waiting
 
-    def add(self, runner_id, token, session, capacity):
+    def add(self, runner_id, token, session, capacity, slots=None):
         self.start()
-        waiter = Waiter(self.loop, runner_id, token, session, capacity)
+        waiter = Waiter(self.loop, runner_id, token, session, capacity, slots)
         self.waiters[waiter] = None
         if self.timer_unknown:
             # The loop's NOTIFY of new work may have come while no poll

@@ -24,11 +24,13 @@ from runners.latency import latencies
 log = logging.getLogger(__name__)
 
 
-async def long_poll(credential, runner_id, session, wait, capacity=None):
+async def long_poll(credential, runner_id, session, wait, capacity=None, slots=None):
     """Claim work for the runner, waiting up to `wait` seconds for some.
 
     Returns a `Handed`: its assignments, and when work was claimed ahead of
-    its instant, the instant the answer must not leave before.
+    its instant, the instant the answer must not leave before. With `slots`
+    (the runner's slots in all), the slots its runs free while the poll
+    waits are offered too (`claims.runners_with_room`).
 
     While it waits it holds no database connection and no thread: database
     steps run in the hub's database threads, the wait is an asyncio event.
@@ -42,7 +44,7 @@ async def long_poll(credential, runner_id, session, wait, capacity=None):
         # A drained runner (or a poll with no room) gets nothing, however long it asks.
         await asyncio.sleep(wait)
     else:
-        handed = await wait_and_claim(token, runner, session, capacity, deadline)
+        handed = await wait_and_claim(token, runner, session, capacity, slots, deadline)
         if handed.assignments:
             return handed
     await run_db(check_in, token, runner_id, session, timezone.now())
@@ -72,11 +74,11 @@ def hand_back_first_step(runner_id, session, step):
             hub().spawn(return_unanswered(runner_id, session, found.assignments))
 
 
-async def wait_and_claim(token, runner, session, capacity, deadline):
+async def wait_and_claim(token, runner, session, capacity, slots, deadline):
     """Wait in the hub until it claims work for us, or until `deadline`."""
     loop = asyncio.get_running_loop()
     current = hub()
-    waiter = current.add(runner.pk, token, session, capacity)
+    waiter = current.add(runner.pk, token, session, capacity, slots)
     # Work committed between our claim and joining the hub: look once more.
     current.signal()
     unanswered = functools.partial(return_unanswered, runner.pk, session)

@@ -265,6 +265,10 @@ class Agent(Registration, LeaseKeeping):
             "capacity": free,
             "early": True,
         }
+        if not self.config.once:
+            # A run that ends while this poll waits frees a slot the server
+            # may fill at once (a server that predates `slots` ignores it).
+            body["slots"] = self.config.capacity
         self.polling = True
         try:
             answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)

@@ -331,3 +331,32 @@ def test_an_idle_watchdog_sleeps_until_a_job_arrives_then_watches_it(monkeypatch
     agent.shut_down()
     watchdog.join(2)
     assert not watchdog.is_alive()
+
+
+class RecordingServer:
+    def __init__(self):
+        self.bodies = []
+
+    def post(self, path, body, timeout):
+        self.bodies.append(body)
+        return {"executions": []}
+
+
+def test_a_poll_says_the_runners_slots_besides_those_free_when_it_leaves(clock):
+    agent = make_agent(clock, FakeJob(1))
+    agent.config = Config(server="http://croniq.test", token="t", name="n", capacity=3)
+    agent.client = RecordingServer()
+    agent.poll_once(Backoff())
+    [body] = agent.client.bodies
+    assert (body["capacity"], body["slots"]) == (2, 3)
+
+
+def test_a_once_poll_asks_for_one_execution_and_no_more(clock, monkeypatch):
+    agent = make_agent(clock)
+    agent.config = Config(server="http://croniq.test", token="t", name="n", capacity=3, once=True)
+    agent.client = RecordingServer()
+    monkeypatch.setattr(agent, "run_once_then_stop", lambda: None)
+    agent.poll_once(Backoff())
+    [body] = agent.client.bodies
+    assert body["capacity"] == 1
+    assert "slots" not in body

@@ -105,6 +105,9 @@ def test_a_body_that_is_not_a_json_object_is_422(api_client, raw):
         {"session": "s1", "wait": "10"},
         {"session": "s1", "capacity": -1},
         {"session": "s1", "capacity": 10_000},
+        {"session": "s1", "slots": 0},
+        {"session": "s1", "slots": 10_000},
+        {"session": "s1", "slots": "4"},
         {"wait": 1},
     ],
 )
@@ -180,6 +183,20 @@ def test_a_poll_without_early_is_answered_at_the_instant(api_client, registered)
     answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "wait": 2})
     assert timezone.now() >= instant
     assert answer.json()["executions"][0]["starts_in"] == 0
+
+
+@pytest.mark.parametrize(("slots", "gets"), [(None, 1), (3, 3)])
+def test_a_waiting_poll_that_says_its_slots_takes_those_its_runs_freed(
+    api_client, registered, slots, gets
+):
+    # It polled with one slot free of three; both of its runs have ended since.
+    instant = timezone.now() + dt.timedelta(seconds=0.1)
+    work = [pending(now=instant, labels=["linux"]) for _ in range(4)]
+    body = {"session": "s1", "wait": 2, "capacity": 1, "early": True}
+    if slots is not None:
+        body["slots"] = slots
+    answer = api_client.post(f"/v1/runners/{registered}/poll", body)
+    assert [a["id"] for a in answer.json()["executions"]] == [e.pk for e in work[:gets]]
 
 
 def test_early_must_be_a_boolean(api_client, registered):

@@ -6,6 +6,7 @@ import time
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import Counter
 from croniq_project.collector import unmatched_pending
@@ -42,8 +43,8 @@ def runners(token):
     return made
 
 
-def waiter(loop, runner, capacity=None, session=None):
-    return Waiter(loop, runner.pk, runner.token, session or runner.session, capacity)
+def waiter(loop, runner, capacity=None, session=None, slots=None):
+    return Waiter(loop, runner.pk, runner.token, session or runner.session, capacity, slots)
 
 
 def held_by(runner):
@@ -165,6 +166,72 @@ def test_work_one_runner_gets_in_a_step_is_listed_oldest_first(db, loop, token):
 
     got = {w: [x["id"] for x in handed.assignments] for w, handed in served}
     assert got == {poll_many: [older[1].pk, only_many.pk], poll_other: [older[0].pk]}
+
+
+def running_on(runner, count):
+    """`count` runs the server counts as open on `runner`."""
+    return [
+        Execution.objects.filter(pk=pending(now=NOW - dt.timedelta(minutes=1)).pk).update(
+            state=Execution.RUNNING, runner=runner, session=runner.session
+        )
+        for _ in range(count)
+    ]
+
+
+def ids_served(served):
+    return {w: [a["id"] for a in handed.assignments] for w, handed in served}
+
+
+@pytest.mark.parametrize(
+    ("still_open", "gets"),
+    [
+        (0, 3),  # both runs it had when it polled ended while it waited
+        (1, 2),  # one ended
+        (2, 1),  # none ended, or their finishes are on their way: its capacity
+    ],
+)
+def test_a_poll_that_says_its_slots_takes_the_slots_its_runs_freed_while_it_waited(
+    db, loop, runners, still_open, gets
+):
+    # The poll left with 2 runs going on a 3-slot runner: capacity 1.
+    gpu = runners["gpu"]
+    running_on(gpu, still_open)
+    work = [pending(now=NOW - dt.timedelta(seconds=s), labels=["gpu"]) for s in (4, 3, 2, 1)]
+    poll = waiter(loop, gpu, capacity=1, slots=3)
+    served, _ = serve([poll], NOW)
+    assert ids_served(served) == {poll: [e.pk for e in work[:gets]]}
+
+
+def test_a_poll_without_slots_takes_its_capacity_whatever_ended(db, loop, runners):
+    work = [pending(now=NOW - dt.timedelta(seconds=s), labels=["gpu"]) for s in (3, 2, 1)]
+    poll = waiter(loop, runners["gpu"], capacity=1)
+    served, _ = serve([poll], NOW)
+    assert ids_served(served) == {poll: [work[0].pk]}
+
+
+def test_a_poll_never_takes_less_than_its_capacity_for_runs_still_open(db, loop, runners):
+    # A finish the runner sent before it polled, not yet committed.
+    gpu = runners["gpu"]
+    running_on(gpu, 3)
+    work = [pending(now=NOW - dt.timedelta(seconds=s), labels=["gpu"]) for s in (3, 2, 1)]
+    poll = waiter(loop, gpu, capacity=2, slots=3)
+    served, _ = serve([poll], NOW)
+    assert ids_served(served) == {poll: [work[0].pk, work[1].pk]}
+
+
+def test_the_open_runs_of_refilling_polls_are_one_query_for_them_all(db, loop, runners):
+    names = ("linux", "gpu", "windows")
+
+    def queries(polls):
+        pending(labels=["linux"])
+        with CaptureQueriesContext(connection) as captured:
+            [(_, handed)] = serve(polls, NOW)[0]
+        assert len(handed.assignments) == 1
+        return len(captured)
+
+    plain = queries([waiter(loop, runners[n], capacity=1) for n in names])
+    refilling = queries([waiter(loop, runners[n], capacity=1, slots=3) for n in names])
+    assert refilling == plain + 1
 
 
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
