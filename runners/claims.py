@@ -76,22 +76,26 @@ def hand_over(claims, now):
     on the objects read instead of reading them again.
     """
     deadline = lease_deadline(now)
-    if len(claims) == 1:
-        [(runner, session, _)] = claims
-        runner_id, session_of = runner.pk, session
+    if len(claims) > 1 and connection.vendor == "postgresql":
+        mark_claimed_from_values(claims, now, deadline)
     else:
-        runner_id = Case(*(when_among(e, Value(r.pk)) for r, _, e in claims))
-        session_of = Case(*(when_among(e, Value(s)) for _, s, e in claims))
-    Execution.objects.filter(pk__in=[e.pk for _, _, claimed in claims for e in claimed]).update(
-        state=Execution.RUNNING,
-        runner_id=runner_id,
-        session=session_of,
-        lease=F("lease") + 1,
-        lease_expires_at=deadline,
-        # A claim made ahead of the instant (`runners.hub.CLAIM_AHEAD`) reaches
-        # the runner at the instant: that is when it started.
-        claimed_at=Greatest(Value(now), F("run_after")),
-    )
+        if len(claims) == 1:
+            [(runner, session, _)] = claims
+            runner_id, session_of = runner.pk, session
+        else:
+            runner_id = Case(*(when_among(e, Value(r.pk)) for r, _, e in claims))
+            session_of = Case(*(when_among(e, Value(s)) for _, s, e in claims))
+        ids = [e.pk for _, _, claimed in claims for e in claimed]
+        Execution.objects.filter(pk__in=ids).update(
+            state=Execution.RUNNING,
+            runner_id=runner_id,
+            session=session_of,
+            lease=F("lease") + 1,
+            lease_expires_at=deadline,
+            # A claim made ahead of the instant (`runners.hub.CLAIM_AHEAD`)
+            # reaches the runner at the instant: that is when it started.
+            claimed_at=Greatest(Value(now), F("run_after")),
+        )
     for runner, session, executions in claims:
         for execution in executions:
             execution.state = Execution.RUNNING
@@ -100,6 +104,36 @@ def hand_over(claims, now):
             execution.lease += 1
             execution.lease_expires_at = deadline
             execution.claimed_at = max(now, execution.run_after)
+
+
+def mark_claimed_from_values(claims, now, deadline):
+    """hand_over's UPDATE on PostgreSQL for several runners: each row's
+    runner and session joined from a VALUES list.
+
+    The ORM's form, a CASE with one WHEN per runner for each of the two
+    columns, took 45 ms of Python to build for a burst of 280 executions
+    dealt to 250 polls: half of the hub's step, which every poll of the
+    burst waits for (bench/top_of_band.py). SQLite keeps it: it has no
+    round trips to save, and a small install's bursts are small.
+    """
+    table = connection.ops.quote_name(Execution._meta.db_table)
+    rows = [
+        (execution.pk, runner.pk, session)
+        for runner, session, executions in claims
+        for execution in executions
+    ]
+    values = ", ".join(["(%s::bigint, %s::bigint, %s::text)"] * len(rows))
+    sql = (
+        f"UPDATE {table} SET state = %s, runner_id = v.runner, session = v.runner_session, "
+        f"lease = {table}.lease + 1, lease_expires_at = %s, "
+        # Claimed ahead of the instant: it reached the runner at the instant.
+        f"claimed_at = GREATEST(%s, {table}.run_after) "
+        f"FROM (VALUES {values}) AS v(claimed, runner, runner_session) "
+        f"WHERE {table}.id = v.claimed"
+    )
+    params = [Execution.RUNNING, deadline, now] + [value for row in rows for value in row]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def when_among(executions, value):

@@ -234,6 +234,33 @@ def test_the_open_runs_of_refilling_polls_are_one_query_for_them_all(db, loop, r
     assert refilling == plain + 1
 
 
+def test_a_step_serving_several_runners_writes_each_claim_as_its_answer_says(
+    db, loop, runners, settings
+):
+    settings.CRONIQ_LEASE_TTL = 30
+    ready = pending(now=NOW - dt.timedelta(seconds=5), labels=["linux"])
+    ahead = pending(now=NOW + dt.timedelta(milliseconds=100), labels=["gpu"])
+    windows = pending(now=NOW - dt.timedelta(seconds=1), labels=["windows"])
+    polls = {name: waiter(loop, runners[name]) for name in ("linux", "gpu", "windows")}
+    served, _ = serve(list(polls.values()), NOW, until=NOW + dt.timedelta(seconds=CLAIM_AHEAD))
+    answers = {w: handed.assignments for w, handed in served}
+    for name, execution in (("linux", ready), ("gpu", ahead), ("windows", windows)):
+        [assigned] = answers[polls[name]]
+        execution.refresh_from_db()
+        assert assigned["id"] == execution.pk
+        assert (execution.state, execution.runner, execution.session) == (
+            Execution.RUNNING,
+            runners[name],
+            runners[name].session,
+        )
+        assert execution.lease == assigned["lease"] == 1
+        assert execution.lease_expires_at == assigned["lease_expires_at"]
+        assert execution.lease_expires_at == NOW + dt.timedelta(seconds=30)
+        # Claimed ahead of its instant: it reaches the runner at the instant.
+        assert execution.claimed_at == max(NOW, execution.run_after)
+    assert ahead.claimed_at == ahead.run_after > NOW
+
+
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
     windows_job = pending(now=NOW, labels=["windows"])
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
