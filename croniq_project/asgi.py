@@ -10,12 +10,21 @@ def get_application():
     import django
 
     django.setup(set_prefix=False)
+    from django.urls import get_resolver
+
     from croniq_project.asgi_handler import CroniqASGIHandler
     from notifications import stall_watch
+    from scheduler.long_lived import settle_the_collector
 
     # The web processes outlive a dead scheduler loop: they report its stall.
     stall_watch.start()
-    return CroniqASGIHandler()
+    handler = CroniqASGIHandler()
+    # The URL patterns (and the API's schemas they import) load on the first
+    # request otherwise; with them loaded, what is alive now lives as long
+    # as the process.
+    get_resolver().url_patterns  # noqa: B018
+    settle_the_collector()
+    return handler
 
 
 application = web_application(get_application)

@@ -23,7 +23,6 @@ them all.
 """
 
 import contextlib
-import gc
 import logging
 import os
 import sys
@@ -37,6 +36,7 @@ from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from scheduler import job_edits, steps, ticks, vacuum
+from scheduler.long_lived import settle_the_collector
 
 log = logging.getLogger("croniq.scheduler")
 
@@ -88,16 +88,6 @@ def drop_broken_connection():
             connection.close()
             return True
     return False
-
-
-def settle_the_collector():
-    """What is alive now (Django, the apps, their modules; after the first
-    housekeeping pass, the query caches of every step too) lives as long as
-    the process: out of the collector's sight, a full collection during a
-    tick scans only what the loop made since (0.6 ms instead of 40-50,
-    bench/notifications.py --steps)."""
-    gc.collect()
-    gc.freeze()
 
 
 class SchedulerLoop:

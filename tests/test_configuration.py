@@ -44,6 +44,21 @@ def test_the_web_server_starts_with_a_secret_key(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_a_started_web_application_keeps_its_start_up_objects_from_the_collector(tmp_path):
+    # Full collections in a web process then scan only what came after
+    # start-up, not Django, the apps and the URL patterns (scheduler/long_lived.py).
+    script = (
+        "import gc, sys, croniq_project.asgi; "
+        "from django.urls import get_resolver; "
+        "print(gc.get_freeze_count(), 'croniq_project.urls' in sys.modules)"
+    )
+    result = run_check("-c", script, DEBUG="0", SECRET_KEY="x" * 50)
+    assert result.returncode == 0, result.stderr
+    frozen, urls_loaded = result.stdout.split()
+    assert urls_loaded == "True"
+    assert int(frozen) > 100_000
+
+
 def test_management_commands_need_no_secret_key(tmp_path):
     result = run_check(
         "manage.py", "help", "--commands", DEBUG="0", DATABASE_URL=f"sqlite:///{tmp_path}/c.db"
