@@ -24,6 +24,26 @@ from scheduler import groups, maintenance
 from scheduler.models import Execution
 
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
+# What a claim reads of an execution and its job: the assignment, the
+# dealing (labels, pins, groups) and the claim's own writes. The rest of
+# a job (about 45 columns) cost 7 of the 15 ms of Python a burst of 280
+# executions took to read.
+CLAIMED_FIELDS = (
+    "id",
+    "scheduled_for",
+    "attempt",
+    "run_after",
+    "pinned_to",
+    "env",
+    "lease",
+    "job",
+    "job__name",
+    "job__command",
+    "job__env",
+    "job__timeout",
+    "job__labels",
+    "job__concurrency_group",
+)
 
 
 class Handed(typing.NamedTuple):
@@ -156,7 +176,7 @@ def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(
     of them fits comes first, then the rest, each oldest first."""
     if held == maintenance.EVERYTHING:
         return []
-    ready = ready_executions(now).select_related("job")
+    ready = ready_executions(now).select_related("job").only(*CLAIMED_FIELDS)
     ready = ready.filter(Q(pinned_to="") | Q(pinned_to__in=list(names)))
     if exclude:
         ready = ready.exclude(pk__in=list(exclude))

@@ -261,6 +261,27 @@ def test_a_step_serving_several_runners_writes_each_claim_as_its_answer_says(
     assert ahead.claimed_at == ahead.run_after > NOW
 
 
+@pytest.mark.parametrize("labels", [["linux"], ["gpu"]])
+def test_a_steps_queries_do_not_grow_with_the_work_it_hands_out(db, loop, token, labels):
+    # A claim reads only some of a job's columns: reading another (one
+    # query per execution) would show here.
+    made = [
+        RunnerFactory(token=token, name=f"r{n}", labels=["linux", "gpu"], session=f"s{n}")
+        for n in range(4)
+    ]
+
+    def queries(work):
+        for _ in range(work):
+            pending(now=NOW - dt.timedelta(seconds=1), labels=labels)
+        polls = [waiter(loop, runner, capacity=3) for runner in made]
+        with CaptureQueriesContext(connection) as captured:
+            served, _ = serve(polls, NOW)
+        assert sum(len(handed.assignments) for _, handed in served) == work
+        return len(captured)
+
+    assert queries(2) == queries(12)
+
+
 def test_work_that_fits_nobody_waiting_is_left_pending(db, loop, runners):
     windows_job = pending(now=NOW, labels=["windows"])
     served, _ = serve([waiter(loop, runners["linux"])], NOW)
