@@ -635,6 +635,32 @@ def run(url, options, workdir):
     )
 
 
+def instant_figures(band, late=0.1):
+    """Where the late runs were: the instants with a run that reached its
+    runner more than `late` seconds after it, the largest instants, and
+    the fleet's slots. An instant with more runs than the fleet has slots
+    (the top of the hour, with its hourly jobs) waits for runs to end,
+    whatever the scheduler does, and the instants after it queue behind."""
+    instants = {}
+    for instant, arrived in list(band.arrivals.values()):
+        instants.setdefault(round(instant), []).append(arrived - instant)
+    late_instants = {
+        at: (len(delays), sum(d > late for d in delays), max(delays))
+        for at, delays in instants.items()
+        if max(delays) > late
+    }
+    return dict(
+        fleet_slots=sum(runner.capacity for runner in band.runners),
+        largest_instants=sorted((len(d) for d in instants.values()), reverse=True)[:5],
+        instants=len(instants),
+        # [UTC time, runs, runs late, latest ms] for each instant with a late run.
+        late_instants=[
+            [datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S"), runs, late_runs, ms(worst)]
+            for at, (runs, late_runs, worst) in sorted(late_instants.items())
+        ],
+    )
+
+
 def report(options, figures):
     sampler, band = figures["sampler"], figures["band"]
     fired, dispatch = figures["fired"], figures["dispatch"]
@@ -669,6 +695,7 @@ def report(options, figures):
         # which p50 and p99 fall. Far below the runners' figures: the time
         # went in this process, or between.
         answered_p50_p99_ms_at_most=figures["answered"],
+        **instant_figures(band),
         target=f"p99<={TARGET_DISPATCH_P99_MS}ms",
         met=dispatch_p99 is not None and dispatch_p99 * 1000 <= TARGET_DISPATCH_P99_MS,
     )
