@@ -127,17 +127,16 @@ def main():
         processes.append(loop)
         agent_env = process_env("sqlite:////nonexistent", XDG_STATE_HOME=workdir / "state")
         agent = ROOT / ".venv" / "bin" / "croniq-runner"
-        processes.append(
-            Process(
-                [str(agent), "--server", web.url, "--token", secret, "--name", "idle-1"],
-                agent_env,
-                workdir / "agent.log",
-            )
+        runner = Process(
+            [str(agent), "--server", web.url, "--token", secret, "--name", "idle-1"],
+            agent_env,
+            workdir / "agent.log",
         )
+        processes.append(runner)
         time.sleep(WARM_UP)
         queries_before = loop_queries(loop.popen.pid, count_file)
         loop_tree = [loop.popen.pid, *children(loop.popen.pid)]
-        before = {pid: cpu_seconds(pid) for pid in [web.popen.pid, *loop_tree]}
+        before = {pid: cpu_seconds(pid) for pid in [web.popen.pid, *loop_tree, runner.popen.pid]}
         xacts_before = transactions(url)
         started = time.monotonic()
         time.sleep(options.seconds)
@@ -159,6 +158,8 @@ def main():
         loop_cpu_percent=round(loop_percent, 3),
         loop_processes=len(loop_tree),
         total_cpu_percent=round(web_percent + loop_percent, 3),
+        # On the runner's machine, not the server's: not in the target.
+        agent_cpu_percent=round(100 * used[runner.popen.pid] / elapsed, 3),
         loop_queries_per_minute=round(queries * 60 / elapsed),
         database_transactions_per_minute=(
             round((xacts - xacts_before) * 60 / elapsed) if xacts is not None else None
