@@ -40,8 +40,9 @@ async def long_poll(credential, runner_id, session, wait, capacity=None, slots=N
         return found
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    if runner.is_drained or wanted(runner, capacity) == 0:
-        # A drained runner (or a poll with no room) gets nothing, however long it asks.
+    if runner.is_drained or (wanted(runner, capacity) == 0 and not slots):
+        # A drained runner (or a poll with no room, and none that its runs
+        # may free) gets nothing, however long it asks.
         await asyncio.sleep(wait)
     else:
         handed = await wait_and_claim(token, runner, session, capacity, slots, deadline)

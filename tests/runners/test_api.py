@@ -199,6 +199,23 @@ def test_a_waiting_poll_that_says_its_slots_takes_those_its_runs_freed(
     assert [a["id"] for a in answer.json()["executions"]] == [e.pk for e in work[:gets]]
 
 
+def test_a_poll_with_no_slot_free_yet_waits_for_one_its_runs_free(api_client, registered):
+    # Its runner's runs all ended while the poll was on its way.
+    instant = timezone.now() + dt.timedelta(seconds=0.1)
+    work = [pending(now=instant, labels=["linux"]) for _ in range(3)]
+    body = {"session": "s1", "wait": 2, "capacity": 0, "slots": 2, "early": True}
+    answer = api_client.post(f"/v1/runners/{registered}/poll", body)
+    assert [a["id"] for a in answer.json()["executions"]] == [e.pk for e in work[:2]]
+
+
+def test_a_poll_with_no_room_and_no_slots_gets_nothing_however_long_it_waits(
+    api_client, registered
+):
+    pending(now=timezone.now(), labels=["linux"])
+    body = {"session": "s1", "wait": 0.3, "capacity": 0}
+    assert api_client.post(f"/v1/runners/{registered}/poll", body).json() == {"executions": []}
+
+
 def test_early_must_be_a_boolean(api_client, registered):
     body = {"session": "s1", "early": "yes"}
     assert_error(api_client.post(f"/v1/runners/{registered}/poll", body), 422)
