@@ -618,12 +618,18 @@ def run(url, options, workdir):
     }
     dispatch = list(arrivals.values())
     _, claimed = stages(arrivals)
+    window_arrivals = [
+        (instant, arrived)
+        for instant, arrived in list(band.arrivals.values())
+        if window_start <= instant < window_end
+    ]
     return dict(
         kinds=kinds,
         setup_seconds=setup_seconds,
         late_start=late_start,
         fired=fired,
         dispatch=dispatch,
+        window_arrivals=window_arrivals,
         claimed=claimed,
         answered=[bucket_percentile(histogram_before, histogram_after, q) for q in (50, 99)],
         band=band,
@@ -635,14 +641,14 @@ def run(url, options, workdir):
     )
 
 
-def instant_figures(band, late=0.1):
+def instant_figures(band, arrivals, late=0.1):
     """Where the late runs were: the instants with a run that reached its
     runner more than `late` seconds after it, the largest instants, and
     the fleet's slots. An instant with more runs than the fleet has slots
     (the top of the hour, with its hourly jobs) waits for runs to end,
     whatever the scheduler does, and the instants after it queue behind."""
     instants = {}
-    for instant, arrived in list(band.arrivals.values()):
+    for instant, arrived in arrivals:
         instants.setdefault(round(instant), []).append(arrived - instant)
     late_instants = {
         at: (len(delays), sum(d > late for d in delays), max(delays))
@@ -695,7 +701,7 @@ def report(options, figures):
         # which p50 and p99 fall. Far below the runners' figures: the time
         # went in this process, or between.
         answered_p50_p99_ms_at_most=figures["answered"],
-        **instant_figures(band),
+        **instant_figures(band, figures["window_arrivals"]),
         target=f"p99<={TARGET_DISPATCH_P99_MS}ms",
         met=dispatch_p99 is not None and dispatch_p99 * 1000 <= TARGET_DISPATCH_P99_MS,
     )
