@@ -169,13 +169,12 @@ def test_work_one_runner_gets_in_a_step_is_listed_oldest_first(db, loop, token):
 
 
 def running_on(runner, count):
-    """`count` runs the server counts as open on `runner`."""
-    return [
-        Execution.objects.filter(pk=pending(now=NOW - dt.timedelta(minutes=1)).pk).update(
+    """Make `count` runs the server counts as open on `runner`."""
+    for _ in range(count):
+        execution = pending(now=NOW - dt.timedelta(minutes=1))
+        Execution.objects.filter(pk=execution.pk).update(
             state=Execution.RUNNING, runner=runner, session=runner.session
         )
-        for _ in range(count)
-    ]
 
 
 def ids_served(served):
