@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Max, Min
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from runners.claims import Handed, serve_waiters
@@ -64,6 +64,17 @@ LISTENING_SAFETY_SCAN_INTERVAL = 5.0
 # `early` poll at once: its agent starts the job's supervisor meanwhile,
 # which needs 25 to 80 ms, so 100 ms left too little in one run of ten).
 CLAIM_AHEAD = 0.15
+# An instant of more than LARGE_INSTANT runs is claimed earlier, by
+# CLAIM_AHEAD_PER_RUN for each run past it and at most MAX_CLAIM_AHEAD: a
+# web process answers its polls one after the other, and at the top of an
+# hour (2,000 runs, bench/top_of_band.py) the last answers left seconds
+# after the claim. The loop fires such an instant earlier in proportion
+# (`scheduler.ticks.fire_lead_for`), with a margin to create the rows.
+LARGE_INSTANT = 100
+CLAIM_AHEAD_PER_RUN = 0.001
+MAX_CLAIM_AHEAD = 3.0
+# The event loop's timers may wake a fraction of a millisecond early.
+TIMER_SLACK = 0.002
 # Dispatch latency is sampled on the event loop as each answer leaves, and
 # the samples of this long are written to the database in one transaction
 # (not one per answer, which would queue behind claims on SQLite's one
@@ -83,6 +94,32 @@ def next_ready_at(now):
     """When the earliest pending execution not yet ready becomes ready (or None)."""
     upcoming = Execution.objects.filter(state=Execution.PENDING, run_after__gt=now)
     return upcoming.aggregate(at=Min("run_after"))["at"]
+
+
+def claim_ahead(runs):
+    """How many seconds before an instant of `runs` pending runs the hub claims them."""
+    if runs <= LARGE_INSTANT:
+        return CLAIM_AHEAD
+    return min(CLAIM_AHEAD + (runs - LARGE_INSTANT) * CLAIM_AHEAD_PER_RUN, MAX_CLAIM_AHEAD)
+
+
+def upcoming_work(until):
+    """[(instant, runs)] of the pending work not ready by `until`: the
+    earliest instant (runs None: not counted), and the instants within
+    MAX_CLAIM_AHEAD of `until` with more than LARGE_INSTANT runs. Those
+    are counted only when the earliest is that near: at rest, one query."""
+    at = next_ready_at(until)
+    if at is None:
+        return []
+    horizon = until + timedelta(seconds=MAX_CLAIM_AHEAD)
+    if at > horizon:
+        return [(at, None)]
+    pending = Execution.objects.filter(
+        state=Execution.PENDING, run_after__gt=until, run_after__lte=horizon
+    )
+    shared = pending.values("run_after").order_by().annotate(runs=Count("pk"))
+    large = shared.filter(runs__gt=LARGE_INSTANT).values_list("run_after", "runs")
+    return [(at, None), *large]
 
 
 def highest_execution_id():
@@ -124,10 +161,10 @@ def serve(waiters, now, until=None):
     """One database step: claim the work ready by `until` (default `now`)
     for the waiters it fits.
 
-    Returns ([(waiter, Handed or refusal)], the earliest run_after after `until`).
+    Returns ([(waiter, Handed or refusal)], `upcoming_work(until)`).
     """
     until = now if until is None else until
-    return serve_waiters(waiters, now, until), next_ready_at(until)
+    return serve_waiters(waiters, now, until), upcoming_work(until)
 
 
 def watch_interval(since_new_work):
@@ -145,6 +182,12 @@ class Hub:
         self.tasks = []
         self.spawned = set()  # strong references: the loop keeps only weak ones
         self.timer = None
+        # The latest instant a scan claimed ahead for, early for its size
+        # (`claim_ahead`): later scans claim up to it too, for the polls that
+        # come back with room while its runs are still pending.
+        self.claiming_to = None
+        # What the last scan read of the work to come (`upcoming_work`).
+        self.upcoming = []
         # A scan found no poll waiting, so it did not look when the next
         # work becomes ready: the next poll to wait asks for a scan.
         self.timer_unknown = False
@@ -274,7 +317,7 @@ class Hub:
             waiter.serving = True
             waiter.step_done.clear()
         now = timezone.now()
-        until = now + timedelta(seconds=CLAIM_AHEAD)
+        until = self.claim_until(now)
         try:
             served, upcoming = await run_hub(serve, waiters, now, until)
         finally:
@@ -294,14 +337,32 @@ class Hub:
             self.signal()
         self.wake_at(upcoming, timezone.now())
 
+    def claim_until(self, now):
+        """Up to which instant a scan at `now` claims: CLAIM_AHEAD from now,
+        or a large instant whose earlier claim has begun."""
+        until = now + timedelta(seconds=CLAIM_AHEAD)
+        for instant, runs in self.upcoming:
+            begins = instant - timedelta(seconds=claim_ahead(runs or 0) + TIMER_SLACK)
+            if runs is not None and begins <= now:
+                until = max(until, instant)
+        if self.claiming_to is not None and self.claiming_to > now:
+            until = max(until, self.claiming_to)
+        self.claiming_to = until if until > now + timedelta(seconds=CLAIM_AHEAD) else None
+        return until
+
     def wake_at(self, upcoming, now):
-        """Scan again CLAIM_AHEAD before the earliest not-yet-ready execution
-        becomes ready."""
+        """Scan again when the claim of the work to come begins:
+        CLAIM_AHEAD before the earliest not-yet-ready execution becomes ready,
+        earlier for a large instant (`claim_ahead`). `upcoming` is
+        `upcoming_work`'s answer."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if upcoming is not None:
-            delay = (upcoming - now).total_seconds() - CLAIM_AHEAD
+        self.upcoming = upcoming
+        if upcoming:
+            delay = min(
+                (at - now).total_seconds() - claim_ahead(runs or 0) for at, runs in upcoming
+            )
             self.timer = self.loop.call_later(max(0.0, delay), self.signal)
 
     def safety_interval(self):

@@ -109,8 +109,8 @@ class SchedulerLoop:
         self.not_before = {}  # step name -> before then it has no work (Step.until)
         self.held = ticks.Held()  # jobs the last firing held back to their instant
         self.last_beat = None  # when the last tick wrote the heartbeat
-        # (earliest due instant or None,) as the fire step last read it, if
-        # nothing since may have moved it; None: to be read.
+        # The coming firings (ticks.Firing) as the fire step last read them,
+        # if nothing since may have moved them; None: to be read.
         self.earliest_due = None
         self.earliest_read_at = 0.0  # time.monotonic() of that read
         # A sleep since that read watched for job edits and saw none, so the
@@ -155,17 +155,18 @@ class SchedulerLoop:
         earliest = self.earliest(now)
         if earliest is None or earliest > now:
             return 0
+        ahead = self.earliest_due.ahead(now)
         self.earliest_due = None  # the firing moves it, and what is held
-        return ticks.fire_due(now, self.fire_lead, self.held)
+        return ticks.fire_due(now, self.fire_lead, self.held, ahead)
 
     def earliest(self, now):
         """The earliest instant the fire step has work, read anew only when
         it may have moved (see the module's docstring)."""
         fresh = time.monotonic() - self.earliest_read_at < EARLIEST_REREAD_EVERY
         if self.earliest_due is None or not fresh:
-            self.earliest_due = (ticks.earliest_due(now, self.fire_lead, self.held),)
+            self.earliest_due = ticks.next_firing(now, self.fire_lead, self.held)
             self.earliest_read_at = time.monotonic()
-        return self.earliest_due[0]
+        return self.earliest_due.at
 
     @property
     def blocks_on_notifies(self):

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
-from django.db.models import Min, Q
+from django.db.models import Count, Min, Q
 
 import audit
 from scheduler import fanout, lifecycle, maintenance, notifier, outcomes, overlap
@@ -40,6 +40,15 @@ ENUMERATION_LIMIT = 1000
 # is held back until then (`Held`).
 FIRE_LEAD = timedelta(milliseconds=200)
 NO_LEAD = timedelta(0)
+# An instant shared by more jobs than LARGE_INSTANT fires earlier still, by
+# LEAD_PER_JOB for each job past it and at most MAX_FIRE_LEAD ahead: the web
+# processes claim its runs and hand them out ahead in proportion
+# (`runners.hub.claim_ahead`), and several hundred answers take longer than
+# FIRE_LEAD leaves. The margin over the claim's lead leaves the loops time to
+# create the rows (bench/top_of_band.py: 2,000 at the top of an hour).
+LARGE_INSTANT = 100
+LEAD_PER_JOB = timedelta(microseconds=1500)
+MAX_FIRE_LEAD = timedelta(seconds=4)
 
 
 class Held(set):
@@ -48,9 +57,20 @@ class Held(set):
     loop wakes for them at the instant, not the lead before it."""
 
 
-def due_jobs(now, lead=NO_LEAD, held=()):
-    """Active jobs due by `now + lead`; those in `held` only by `now`."""
+def fire_lead_for(jobs, lead=FIRE_LEAD):
+    """How long before an instant shared by `jobs` jobs they fire (`lead`
+    for most; none for a caller that fires at the instant)."""
+    if not lead or jobs <= LARGE_INSTANT:
+        return lead
+    return max(lead, min(lead + (jobs - LARGE_INSTANT) * LEAD_PER_JOB, MAX_FIRE_LEAD))
+
+
+def due_jobs(now, lead=NO_LEAD, held=(), ahead=()):
+    """Active jobs due by `now + lead`, or whose next instant is one of
+    `ahead` (large instants fired earlier); those in `held` only by `now`."""
     due = Q(next_run_at__lte=now + lead)
+    if ahead:
+        due |= Q(next_run_at__in=sorted(ahead))
     if held:
         due &= Q(next_run_at__lte=now) | ~Q(pk__in=list(held))
     return Job.objects.filter(due, enabled=True, paused_at__isnull=True)
@@ -68,6 +88,47 @@ def earliest_due(now, lead=NO_LEAD, held=()):
     ahead = active.exclude(pk__in=held).aggregate(at=Min("next_run_at"))["at"]
     at_instant = active.filter(pk__in=held).aggregate(at=Min("next_run_at"))["at"]
     return min((at for at in (ahead and ahead - lead, at_instant) if at), default=None)
+
+
+@dataclass(frozen=True)
+class Firing:
+    """What the loop read of the coming firings: when it must wake (`at`,
+    None: no active job) and the large instants within MAX_FIRE_LEAD, each
+    with its own lead (`fire_lead_for`)."""
+
+    at: object = None
+    large: tuple = ()  # ((instant, lead), ...)
+
+    def ahead(self, now):
+        """The large instants whose lead has begun at `now`."""
+        return frozenset(instant for instant, lead in self.large if instant - lead <= now)
+
+
+def next_firing(now, lead=NO_LEAD, held=()):
+    """earliest_due, brought forward for a large instant within MAX_FIRE_LEAD.
+    The instants are counted only when the earliest due job is that near: at
+    rest this is the one query it was."""
+    at = earliest_due(now, lead, held)
+    if at is None or not lead or at > now + MAX_FIRE_LEAD:
+        return Firing(at)
+    large = tuple(large_instants(now, lead, held))
+    return Firing(min([at] + [instant - ahead for instant, ahead in large]), large)
+
+
+def large_instants(now, lead, held=()):
+    """[(instant, its lead)] of the instants within MAX_FIRE_LEAD shared by
+    more than LARGE_INSTANT active jobs (the held ones not counted)."""
+    jobs = Job.objects.filter(
+        enabled=True,
+        paused_at__isnull=True,
+        next_run_at__gt=now,
+        next_run_at__lte=now + MAX_FIRE_LEAD,
+    )
+    if held:
+        jobs = jobs.exclude(pk__in=list(held))
+    shared = jobs.values("next_run_at").order_by().annotate(jobs=Count("pk"))
+    shared = shared.filter(jobs__gt=LARGE_INSTANT).values_list("next_run_at", "jobs")
+    return [(instant, fire_lead_for(count, lead)) for instant, count in shared]
 
 
 @dataclass
@@ -116,29 +177,30 @@ def trigger_due(now, lead=NO_LEAD, held=None):
     return fire_due(now, lead, held)
 
 
-def fire_due(now, lead, held):
+def fire_due(now, lead, held, ahead=()):
     """trigger_due for a caller that has just read that a job is due (the
-    loop's fire step: its read of the earliest due job tells)."""
+    loop's fire step: its read of the earliest due job tells); the jobs of
+    the `ahead` instants (`Firing.ahead`) fire too."""
     held.clear()
     created = 0
     while True:
-        batch_created, claimed = trigger_batch(now, lead, held)
+        batch_created, claimed = trigger_batch(now, lead, held, ahead)
         created += batch_created
         if claimed < TRIGGER_BATCH:
             break
     return created
 
 
-def trigger_batch(now, lead=NO_LEAD, held=None):
+def trigger_batch(now, lead=NO_LEAD, held=None, ahead=()):
     """Claim up to TRIGGER_BATCH due jobs in one transaction and fire them.
     Returns (executions created, jobs claimed)."""
     held = Held() if held is None else held
     try:
         with transaction.atomic():
-            jobs = lock_due_jobs(now, lead, held)
+            jobs = lock_due_jobs(now, lead, held, ahead)
             holding = set(held)
             try:
-                return fire_jobs(jobs, now, lead, bulk=True, held=held), len(jobs)
+                return fire_jobs(jobs, now, lead, bulk=True, held=held, ahead=ahead), len(jobs)
             except Exception:
                 held.intersection_update(holding)  # rolled back: decided again below
                 raise
@@ -150,20 +212,20 @@ def trigger_batch(now, lead=NO_LEAD, held=None):
         # the others still fire.
         log.info("a batch of due jobs failed to fire (%s); retrying one by one", e)
     created = claimed = 0
-    due = due_jobs(now, lead, held).order_by("next_run_at").values_list("pk", flat=True)
+    due = due_jobs(now, lead, held, ahead).order_by("next_run_at").values_list("pk", flat=True)
     for job_id in list(due[:TRIGGER_BATCH]):
-        created += fire_one(job_id, now, lead, held)
+        created += fire_one(job_id, now, lead, held, ahead)
         claimed += 1
     return created, claimed
 
 
-def fire_one(job_id, now, lead, held):
+def fire_one(job_id, now, lead, held, ahead=()):
     """Fire one due job in a transaction of its own; a job that cannot be
     fired is quarantined instead of stopping the jobs after it."""
     try:
         with transaction.atomic():
-            jobs = lock_due_jobs(now, lead, held, pk=job_id)
-            return fire_jobs(jobs, now, lead, bulk=False, held=held)
+            jobs = lock_due_jobs(now, lead, held, ahead, pk=job_id)
+            return fire_jobs(jobs, now, lead, bulk=False, held=held, ahead=ahead)
     except Exception as e:
         if not job_fault(e):
             raise
@@ -209,11 +271,11 @@ def iso(instant):
     return instant.isoformat() if instant else None
 
 
-def lock_due_jobs(now, lead=NO_LEAD, held=(), **filters):
+def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), **filters):
     """Due jobs, locked; ones another loop holds are skipped (PostgreSQL).
     SQLite needs no row locks: its IMMEDIATE transactions serialise writers."""
     jobs = (
-        due_jobs(now, lead, held)
+        due_jobs(now, lead, held, ahead)
         .filter(**filters)
         .select_related("calendar")
         .order_by("next_run_at")
@@ -223,7 +285,7 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), **filters):
     return list(jobs[:TRIGGER_BATCH])
 
 
-def fire_jobs(jobs, now, lead, bulk, held=None):
+def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
     """Create the due executions of locked jobs and advance each job; a job
     whose policy must decide at the instant is left alone, its id added
     to `held`.
@@ -242,6 +304,8 @@ def fire_jobs(jobs, now, lead, bulk, held=None):
         # computed is honoured.
         job.next_run_at = job.due_instant(job.calendar_rules(shared=calendars))
         until = now + lead
+        if job.next_run_at in ahead:
+            until = max(until, job.next_run_at)  # fired ahead: that instant alone
         if job.overlap != Job.ALLOW and not overlap.clear_ahead(occupied.get(job.pk)):
             if job.next_run_at is not None and job.next_run_at > now:
                 if held is not None:

@@ -66,7 +66,7 @@ def test_ready_work_goes_to_a_waiting_poll_it_fits(db, loop, runners):
     assert held_by(runners["gpu"]) == {gpu_job.pk}
     sessions = dict(Execution.objects.values_list("pk", "session"))
     assert sessions == {linux_job.pk: "s-linux", gpu_job.pk: "s-gpu"}
-    assert upcoming is None
+    assert upcoming == []
 
 
 def test_work_is_dealt_round_the_polls_oldest_first_each_up_to_its_capacity(db, loop, runners):
@@ -327,7 +327,7 @@ def test_serving_reports_when_the_next_pending_execution_becomes_ready(db, loop,
     pending(now=NOW + dt.timedelta(seconds=4), labels=["linux"])
     served, upcoming = serve([waiter(loop, runners["linux"])], NOW)
     assert served == []
-    assert upcoming == NOW + dt.timedelta(seconds=4)
+    assert upcoming == [(NOW + dt.timedelta(seconds=4), None)]
 
 
 def test_work_ready_within_the_claim_ahead_is_claimed_and_answered_at_its_instant(
@@ -342,7 +342,7 @@ def test_work_ready_within_the_claim_ahead_is_claimed_and_answered_at_its_instan
     assert held_by(runners["gpu"]) == {soon.pk}
     soon.refresh_from_db()
     assert soon.claimed_at == soon.run_after  # it starts at its instant
-    assert upcoming == later.run_after
+    assert upcoming == [(later.run_after, None)]
 
 
 def test_work_already_ready_is_answered_at_once(db, loop, runners):
@@ -354,7 +354,7 @@ def test_work_already_ready_is_answered_at_once(db, loop, runners):
 
 def test_the_hub_rescans_claim_ahead_of_the_next_pending_executions_instant(loop):
     hub = Hub(loop)
-    hub.wake_at(NOW + dt.timedelta(seconds=CLAIM_AHEAD + 0.2), NOW)
+    hub.wake_at([(NOW + dt.timedelta(seconds=CLAIM_AHEAD + 0.2), None)], NOW)
     loop.run_until_complete(asyncio.sleep(0.1))
     assert not hub.scan_requested.is_set()
     loop.run_until_complete(asyncio.sleep(0.2))
@@ -374,7 +374,7 @@ def test_a_poll_waiting_after_a_scan_found_none_asks_for_a_scan(loop):
 
 def test_a_poll_joining_a_hub_that_knows_its_next_scan_adds_none(loop, monkeypatch):
     async def nothing_ready(serve, waiters, now, until):
-        return [], None  # the step's answer: nothing served, nothing upcoming
+        return [], []  # the step's answer: nothing served, nothing upcoming
 
     monkeypatch.setattr(hub_module, "run_hub", nothing_ready)
     hub = Hub(loop)
@@ -397,7 +397,7 @@ def test_a_scan_with_nothing_ready_is_two_reads(db, loop, runners, django_assert
     pending(now=NOW + dt.timedelta(seconds=4), labels=["linux"])
     with django_assert_num_queries(2):  # anything ready? when is the next?
         served, upcoming = serve([waiter(loop, runners["linux"])], NOW)
-    assert (served, upcoming) == ([], NOW + dt.timedelta(seconds=4))
+    assert (served, upcoming) == ([], [(NOW + dt.timedelta(seconds=4), None)])
 
 
 def test_latency_samples_are_written_together_shortly_after_their_answers_leave(db, loop):
@@ -541,3 +541,57 @@ def test_the_sqlite_watch_slows_down_once_nothing_was_committed_for_a_while():
     # Seen up to the quiet interval late, work the loop fires ahead is still
     # seen (and claimed) before its instant.
     assert ticks.FIRE_LEAD.total_seconds() > hub_module.QUIET_WATCH_INTERVAL
+
+
+# -- large instants are claimed earlier --------------------------------------
+
+
+@pytest.fixture
+def large(monkeypatch):
+    """Instants of more than 2 runs are large; each run past 2 adds 0.5 s."""
+    monkeypatch.setattr(hub_module, "LARGE_INSTANT", 2)
+    monkeypatch.setattr(hub_module, "CLAIM_AHEAD_PER_RUN", 0.5)
+
+
+def test_the_claim_ahead_grows_with_the_instant_up_to_its_bound():
+    assert hub_module.claim_ahead(1) == CLAIM_AHEAD
+    assert hub_module.claim_ahead(hub_module.LARGE_INSTANT) == CLAIM_AHEAD
+    assert hub_module.claim_ahead(hub_module.LARGE_INSTANT + 500) == pytest.approx(
+        CLAIM_AHEAD + 500 * hub_module.CLAIM_AHEAD_PER_RUN
+    )
+    assert hub_module.claim_ahead(1_000_000) == hub_module.MAX_CLAIM_AHEAD
+
+
+def test_the_work_to_come_names_the_large_instants_with_their_runs(db, loop, runners, large):
+    pending(now=NOW + dt.timedelta(seconds=1), labels=["linux"])
+    for _ in range(3):
+        pending(now=NOW + dt.timedelta(seconds=2), labels=["linux"])
+    pending(now=NOW + dt.timedelta(seconds=2.5), labels=["linux"])
+    assert hub_module.upcoming_work(NOW) == [
+        (NOW + dt.timedelta(seconds=1), None),
+        (NOW + dt.timedelta(seconds=2), 3),
+    ]
+
+
+def test_the_hub_wakes_early_for_a_large_instant_and_claims_up_to_it(db, loop, runners, large):
+    small = pending(now=NOW + dt.timedelta(seconds=1), labels=["linux"])
+    crowd = [pending(now=NOW + dt.timedelta(seconds=2), labels=["linux"]) for _ in range(3)]
+    hub = Hub(loop)
+    hub.wake_at(hub_module.upcoming_work(NOW), NOW)
+    # 3 runs: 0.65 s ahead, at NOW + 1.35 s, after the small instant's NOW + 0.85 s.
+    assert hub.timer.when() - loop.time() == pytest.approx(0.85, abs=0.05)
+    assert hub.claim_until(NOW) == NOW + dt.timedelta(seconds=CLAIM_AHEAD)
+
+    begun = NOW + dt.timedelta(seconds=1.35)
+    until = hub.claim_until(begun)
+    assert until == NOW + dt.timedelta(seconds=2)
+    served, upcoming = serve([waiter(loop, runners["gpu"], capacity=2, slots=2)], begun, until)
+    [(_, handed)] = served
+    assert [a["id"] for a in handed.assignments] == [small.pk, crowd[0].pk]
+    assert handed.ready_at[1] == NOW + dt.timedelta(seconds=2)  # its `starts_in`: 0.65 s
+    hub.wake_at(upcoming, begun)
+    # A poll that comes back before the instant still claims up to it...
+    assert hub.claim_until(begun + dt.timedelta(seconds=0.3)) == NOW + dt.timedelta(seconds=2)
+    # ...and after it, the usual claim ahead again.
+    after = NOW + dt.timedelta(seconds=2.1)
+    assert hub.claim_until(after) == after + dt.timedelta(seconds=CLAIM_AHEAD)

@@ -1,0 +1,119 @@
+"""An instant shared by many jobs fires earlier than FIRE_LEAD, in
+proportion to its size (`ticks.fire_lead_for`), so its runs can be claimed
+and handed out ahead (`runners.hub.claim_ahead`). Only that instant's jobs
+fire early, each for that instant alone."""
+
+import datetime as dt
+
+import pytest
+
+from scheduler import ticks
+from scheduler.loop import SchedulerLoop
+from scheduler.models import Execution, Job
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+LEAD = ticks.FIRE_LEAD
+MS = dt.timedelta(milliseconds=1)
+
+
+@pytest.fixture
+def large(monkeypatch):
+    """Instants of more than 3 jobs are large; each job past 3 adds 100 ms."""
+    monkeypatch.setattr(ticks, "LARGE_INSTANT", 3)
+    monkeypatch.setattr(ticks, "LEAD_PER_JOB", 100 * MS)
+    return 3
+
+
+def jobs_at(instant, count, schedule="@every 1s"):
+    return [JobFactory(schedule=schedule, next_run_at=instant) for _ in range(count)]
+
+
+def test_the_lead_grows_with_the_instant_up_to_its_bound():
+    assert ticks.fire_lead_for(1) == LEAD
+    assert ticks.fire_lead_for(ticks.LARGE_INSTANT) == LEAD
+    assert ticks.fire_lead_for(ticks.LARGE_INSTANT + 100) == LEAD + 100 * ticks.LEAD_PER_JOB
+    assert ticks.fire_lead_for(1_000_000) == ticks.MAX_FIRE_LEAD
+    # A caller that fires at the instant fires every instant there.
+    assert ticks.fire_lead_for(1_000_000, ticks.NO_LEAD) == ticks.NO_LEAD
+
+
+def test_the_loop_wakes_earlier_for_a_large_instant(large):
+    jobs_at(T0 + dt.timedelta(seconds=3), large)  # not large: 3 jobs
+    firing = ticks.next_firing(T0, LEAD)
+    assert firing.at == T0 + dt.timedelta(seconds=3) - LEAD
+    assert firing.large == ()
+
+    jobs_at(T0 + dt.timedelta(seconds=3), 2)  # now 5: 2 past the bound
+    firing = ticks.next_firing(T0, LEAD)
+    assert firing.at == T0 + dt.timedelta(seconds=3) - LEAD - 200 * MS
+    assert firing.ahead(firing.at - MS) == frozenset()
+    assert firing.ahead(firing.at) == {T0 + dt.timedelta(seconds=3)}
+
+
+def test_a_large_instant_behind_a_small_one_is_seen(large):
+    """The earliest job is not the large instant: it still brings the wake forward."""
+    jobs_at(T0 + dt.timedelta(seconds=1), 1)
+    jobs_at(T0 + dt.timedelta(seconds=2), large + 10)  # lead 1.2 s: from T0 + 0.8 s
+    firing = ticks.next_firing(T0, LEAD)
+    assert firing.at == T0 + dt.timedelta(seconds=2) - LEAD - 1000 * MS
+
+
+def test_instants_beyond_the_bound_are_not_counted(large, django_assert_num_queries):
+    jobs_at(T0 + ticks.MAX_FIRE_LEAD + dt.timedelta(seconds=1), large + 10)
+    with django_assert_num_queries(1):  # at rest, one query as before
+        firing = ticks.next_firing(T0, LEAD)
+    assert firing.large == ()
+
+
+def test_held_jobs_are_not_counted(large):
+    jobs = jobs_at(T0 + dt.timedelta(seconds=2), large + 1)
+    held = ticks.Held({jobs[0].pk})
+    assert ticks.next_firing(T0, LEAD, held).large == ()
+
+
+def test_only_the_large_instants_jobs_fire_early_each_for_that_instant(large):
+    instant = T0 + dt.timedelta(seconds=2)
+    early = jobs_at(instant, large + 2)  # lead 400 ms
+    small = jobs_at(instant - 100 * MS, 1)  # due from instant - 300 ms
+    firing = ticks.next_firing(T0, LEAD)
+    now = firing.at
+    assert now == instant - 400 * MS
+
+    created = ticks.fire_due(now, LEAD, ticks.Held(), firing.ahead(now))
+
+    assert created == len(early)
+    fired = Execution.objects.filter(job__in=early)
+    # "@every 1s": one occurrence each, the large instant's, not those after it.
+    assert sorted(fired.values_list("scheduled_for", flat=True)) == [instant] * len(early)
+    assert set(fired.values_list("run_after", flat=True)) == {instant}
+    assert not Execution.objects.filter(job__in=small).exists()
+    for job in Job.objects.filter(pk__in=[j.pk for j in early]):
+        assert job.next_run_at == instant + dt.timedelta(seconds=1)
+
+
+def test_a_job_with_an_open_run_in_a_large_instant_is_held_to_its_instant(large):
+    instant = T0 + dt.timedelta(seconds=2)
+    jobs_at(instant, large + 2)
+    busy = JobFactory(schedule="@every 1s", next_run_at=instant, overlap=Job.SKIP)
+    Execution.objects.create(
+        job=busy, scheduled_for=T0, run_after=T0, created_at=T0, state=Execution.RUNNING,
+        singleton=False,
+    )  # fmt: skip
+    firing = ticks.next_firing(T0, LEAD)
+    held = ticks.Held()
+    ticks.fire_due(firing.at, LEAD, held, firing.ahead(firing.at))
+    assert held == {busy.pk}
+    assert not Execution.objects.filter(job=busy, scheduled_for=instant).exists()
+
+
+def test_the_scheduler_loop_fires_a_large_instant_early(large):
+    instant = T0 + dt.timedelta(seconds=2)
+    jobs_at(instant, large + 2)
+    loop = SchedulerLoop(clock=lambda: T0)
+    assert loop.earliest(T0) == instant - 400 * MS
+    assert loop.tick(instant - 500 * MS).get("fired") is None
+    loop.earliest_due = None  # read anew, as after a tick that did something
+    assert loop.tick(instant - 400 * MS).get("fired") == large + 2
