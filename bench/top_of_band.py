@@ -4,10 +4,11 @@ Croniq's whole shape at the top of its band (issue "Fast for every job"),
 on PostgreSQL: two real uvicorn web processes and two real scheduler_loop
 processes on one database holding 10,000 jobs (70% hourly or daily, 25%
 every few minutes, 5% every few seconds; a quarter on calendars, one of
-which blocks the present), and 500 simulated runners with mixed labels in
-this one process: a thread each, long-polling (`early`, as the agent does)
-one of the two web processes over a keep-alive connection, and finishing
-each run (exit 0) a short random time after its instant.
+which blocks the present), and 500 simulated runners with mixed labels and
+2 to 8 slots (more in all than the busiest instant has runs) in this one
+process: a thread each, long-polling (`early`, as the agent does) one of
+the two web processes over a keep-alive connection, and finishing each run
+(exit 0) a short random time after its instant.
 
 After a warm-up, for `--minutes` (default 10), it prints JSON lines:
 
@@ -30,7 +31,7 @@ per process, database connections a small constant per process.
         .venv/bin/python bench/top_of_band.py --minutes 2   # a fresh database, dropped after
 
 On SQLite it prints one line saying it needs PostgreSQL and exits 0.
-Options: --minutes N  --jobs N  --runners N  --warm-up SECONDS
+Options: --minutes N  --jobs N  --runners N  --warm-up SECONDS  --capacities 2,4,6,8
 """
 
 import argparse
@@ -71,6 +72,11 @@ from dispatch import (  # noqa: E402
 
 JOBS = 10_000
 RUNNERS = 500
+# Each runner's slots, drawn from these: 2,500 in all for 500 runners, more
+# than the busiest instant (the top of an hour: about 2,100 runs). With
+# 1, 2, 2 or 4 (1,170 slots) that instant's runs waited seconds for slots to
+# free, which no dispatch path can shorten (`--capacities 1,2,2,4`).
+CAPACITIES = (2, 4, 6, 8)
 WEBS = 2
 LOOPS = 2
 WARM_UP = 30.0
@@ -219,7 +225,7 @@ class Band:
     """The simulated runners: one thread each, long-polling; runs finish on
     a few shared threads when their random time is up."""
 
-    def __init__(self, web_urls, secret, count, rng):
+    def __init__(self, web_urls, secret, count, rng, capacities=CAPACITIES):
         self.secret = secret
         self.stop = threading.Event()
         self.arrivals = {}  # execution id -> (scheduled epoch, arrived epoch)
@@ -235,7 +241,7 @@ class Band:
             runner = Runner(
                 web_urls[n % len(web_urls)],
                 secret,
-                capacity=rng.choice([1, 2, 2, 4]),
+                capacity=rng.choice(capacities),
                 labels=weighted(RUNNER_LABELS, rng),
             )
             runner.http.close()  # registered: its polls go over a LeanClient
@@ -583,7 +589,7 @@ def run(url, options, workdir):
             loop = start_loop(url, workdir / f"loop-{n}.log")
             started.append(loop)
             processes[f"loop-{n}"] = loop.popen.pid
-        band = Band([w.url for w in webs], secret, options.runners, rng)
+        band = Band([w.url for w in webs], secret, options.runners, rng, options.capacities)
         processes["bench (runners)"] = os.getpid()
         band.start()
         vacuum.start()
@@ -618,9 +624,10 @@ def run(url, options, workdir):
     }
     dispatch = list(arrivals.values())
     _, claimed = stages(arrivals)
+    steps = execution_steps(arrivals)
     window_arrivals = [
-        (instant, arrived)
-        for instant, arrived in list(band.arrivals.values())
+        (instant, arrived, *steps.get(pk, (None, None)))
+        for pk, (instant, arrived) in list(band.arrivals.items())
         if window_start <= instant < window_end
     ]
     return dict(
@@ -641,15 +648,34 @@ def run(url, options, workdir):
     )
 
 
+def execution_steps(arrivals):
+    """{execution id: (created, claimed)}, seconds after its instant (as
+    `stages`, per execution)."""
+    from django.conf import settings
+
+    from scheduler.models import Execution
+
+    ttl = timedelta(seconds=settings.CRONIQ_LEASE_TTL)
+    rows = Execution.objects.filter(pk__in=list(arrivals)).values_list(
+        "pk", "scheduled_for", "created_at", "lease_expires_at"
+    )
+    return {
+        pk: ((created - instant).total_seconds(), (lease - ttl - instant).total_seconds())
+        for pk, instant, created, lease in rows
+    }
+
+
 def instant_figures(band, arrivals, late=0.1):
     """Where the late runs were: the instants with a run that reached its
     runner more than `late` seconds after it, the largest instants, and
     the fleet's slots. An instant with more runs than the fleet has slots
     (the top of the hour, with its hourly jobs) waits for runs to end,
-    whatever the scheduler does, and the instants after it queue behind."""
-    instants = {}
-    for instant, arrived in arrivals:
+    whatever the scheduler does, and the instants after it queue behind.
+    `arrivals`: (instant, arrived, created, claimed) of each run."""
+    instants, steps = {}, {}
+    for instant, arrived, created, claimed in arrivals:
         instants.setdefault(round(instant), []).append(arrived - instant)
+        steps.setdefault(round(instant), []).append((created, claimed))
     late_instants = {
         at: (len(delays), sum(d > late for d in delays), max(delays))
         for at, delays in instants.items()
@@ -659,9 +685,17 @@ def instant_figures(band, arrivals, late=0.1):
         fleet_slots=sum(runner.capacity for runner in band.runners),
         largest_instants=sorted((len(d) for d in instants.values()), reverse=True)[:5],
         instants=len(instants),
-        # [UTC time, runs, runs late, latest ms] for each instant with a late run.
+        # [UTC time, runs, runs late, latest ms, last created ms, last
+        # claimed ms] for each instant with a late run.
         late_instants=[
-            [datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S"), runs, late_runs, ms(worst)]
+            [
+                datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S"),
+                runs,
+                late_runs,
+                ms(worst),
+                ms(max((c for c, _ in steps[at] if c is not None), default=None)),
+                ms(max((c for _, c in steps[at] if c is not None), default=None)),
+            ]
             for at, (runs, late_runs, worst) in sorted(late_instants.items())
         ],
     )
@@ -773,6 +807,12 @@ def main():
     parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--runners", type=int, default=RUNNERS)
     parser.add_argument("--warm-up", type=float, default=WARM_UP)
+    parser.add_argument(
+        "--capacities",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=CAPACITIES,
+        help="each runner's slots, drawn from these (default 2,4,6,8)",
+    )
     options = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         emit(
