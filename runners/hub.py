@@ -73,6 +73,12 @@ CLAIM_AHEAD = 0.15
 LARGE_INSTANT = 100
 CLAIM_AHEAD_PER_RUN = 0.001
 MAX_CLAIM_AHEAD = 3.0
+# The waiting polls one step serves at most, longest-waiting first; the
+# others are served by the steps that follow at once. A step for 250 polls
+# at the top of an hour claimed a thousand runs in one go, and an instant
+# due meanwhile waited for it (a second, bench/top_of_band.py); between
+# smaller steps the answers leave and the earlier instant goes first.
+STEP_POLLS = 100
 # The event loop's timers may wake a fraction of a millisecond early.
 TIMER_SLACK = 0.002
 # Dispatch latency is sampled on the event loop as each answer leaves, and
@@ -186,6 +192,9 @@ class Hub:
         # (`claim_ahead`): later scans claim up to it too, for the polls that
         # come back with room while its runs are still pending.
         self.claiming_to = None
+        # Where the next scan's waiters start (STEP_POLLS): 0 but while a
+        # scan goes through more waiters than one step serves.
+        self.next_slice = 0
         # What the last scan read of the work to come (`upcoming_work`).
         self.upcoming = []
         # A scan found no poll waiting, so it did not look when the next
@@ -309,6 +318,9 @@ class Hub:
 
     async def scan(self):
         waiters = [w for w in self.waiters if not w.future.done() and not w.leaving]
+        start = self.next_slice if self.next_slice < len(waiters) else 0
+        self.next_slice = start + STEP_POLLS if start + STEP_POLLS < len(waiters) else 0
+        waiters = waiters[start : start + STEP_POLLS]
         if not waiters:
             self.timer_unknown = True
             return
@@ -331,9 +343,10 @@ class Hub:
                 waiter.future.set_exception(outcome)
             else:
                 waiter.future.set_result(outcome)
-        if served:
+        if served or self.next_slice:
             # Work that came in during the step, or that fit none of the
-            # waiters served (while others wait on): look once more.
+            # waiters served (while others wait on), or waiters past this
+            # step's STEP_POLLS: look once more.
             self.signal()
         self.wake_at(upcoming, timezone.now())
 

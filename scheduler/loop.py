@@ -157,7 +157,7 @@ class SchedulerLoop:
             return 0
         ahead = self.earliest_due.ahead(now)
         self.earliest_due = None  # the firing moves it, and what is held
-        return ticks.fire_due(now, self.fire_lead, self.held, ahead)
+        return ticks.fire_due(now, self.fire_lead, self.held, ahead, self.clock)
 
     def earliest(self, now):
         """The earliest instant the fire step has work, read anew only when

@@ -595,3 +595,26 @@ def test_the_hub_wakes_early_for_a_large_instant_and_claims_up_to_it(db, loop, r
     # ...and after it, the usual claim ahead again.
     after = NOW + dt.timedelta(seconds=2.1)
     assert hub.claim_until(after) == after + dt.timedelta(seconds=CLAIM_AHEAD)
+
+
+def test_a_scan_serves_its_waiters_a_step_at_a_time_and_goes_through_them_all(loop, monkeypatch):
+    """STEP_POLLS waiters a step, longest-waiting first: the steps after it
+    serve the others even when the first served nothing."""
+    monkeypatch.setattr(hub_module, "STEP_POLLS", 2)
+    steps = []
+
+    async def record(serve, waiters, now, until):
+        steps.append([w.runner_id for w in waiters])
+        return [], []  # nothing fits any of them
+
+    monkeypatch.setattr(hub_module, "run_hub", record)
+    hub = Hub(loop)
+    hub.start = lambda: None
+    for n in range(1, 6):
+        hub.add(n, "token", f"s{n}", 1)
+    for _ in range(3):
+        hub.scan_requested.clear()
+        loop.run_until_complete(hub.scan())
+        more = hub.scan_requested.is_set()
+    assert steps == [[1, 2], [3, 4], [5]]
+    assert not more  # a whole pass served nothing: no scan follows

@@ -117,3 +117,29 @@ def test_the_scheduler_loop_fires_a_large_instant_early(large):
     assert loop.tick(instant - 500 * MS).get("fired") is None
     loop.earliest_due = None  # read anew, as after a tick that did something
     assert loop.tick(instant - 400 * MS).get("fired") == large + 2
+
+
+def test_an_instant_that_comes_due_while_a_large_one_fires_goes_next(large, monkeypatch):
+    monkeypatch.setattr(ticks, "TRIGGER_BATCH", 2)
+    instant = T0 + dt.timedelta(seconds=2)
+    crowd = jobs_at(instant, large + 3)  # lead 500 ms: from instant - 0.5 s
+    soon = jobs_at(instant - 200 * MS, 1)  # due from instant - 0.4 s
+    firing = ticks.next_firing(T0, LEAD)
+    start = firing.at
+    times = iter([start + 150 * MS, start + 160 * MS, start + 170 * MS])
+
+    ticks.fire_due(start, LEAD, ticks.Held(), firing.ahead(start), clock=lambda: next(times))
+
+    created = dict(Execution.objects.values_list("job_id", "created_at"))
+    assert created[soon[0].pk] == start + 150 * MS  # the second batch, before the crowd's rest
+    crowd_times = sorted(created[job.pk] for job in crowd)
+    assert crowd_times[:2] == [start, start]
+    assert crowd_times[-1] > start + 150 * MS
+
+
+def test_a_clock_behind_the_tick_does_not_take_the_batches_back(large, monkeypatch):
+    monkeypatch.setattr(ticks, "TRIGGER_BATCH", 2)
+    now = T0 + dt.timedelta(seconds=2)
+    jobs_at(now, 5)
+    ticks.fire_due(now, LEAD, ticks.Held(), clock=lambda: T0)
+    assert set(Execution.objects.values_list("created_at", flat=True)) == {now}
