@@ -129,18 +129,24 @@ def locked_health(job_id):
 # streak to end and no minimum duration to check needs only its count and
 # last success moved (its row created on its first run). Anything else
 # takes `settled`.
-SUCCESS_PLAIN = f"""
-    INSERT INTO {JobHealth._meta.db_table} AS health (
+# `jobs` names the jobs succeeded (aliased `job`); its parameters follow
+# the two below.
+PLAIN_SUCCESS = """
+    INSERT INTO {health} AS health (
         job_id, succeeded, last_success_at, last_state, failure_streak,
         failed, timed_out, lost, cancelled, skipped)
-    SELECT id, 1, %s, %s, 0, 0, 0, 0, 0, 0
-    FROM {Job._meta.db_table} WHERE id = %s AND min_duration IS NULL
+    SELECT job.id, 1, %s, %s, 0, 0, 0, 0, 0, 0
+    FROM {jobs} AND job.min_duration IS NULL
     ON CONFLICT (job_id) DO UPDATE
     SET succeeded = health.succeeded + 1,
         last_success_at = excluded.last_success_at,
         last_state = excluded.last_state
     WHERE health.failure_streak = 0
 """
+HEALTH = JobHealth._meta.db_table
+SUCCESS_PLAIN = PLAIN_SUCCESS.format(
+    health=HEALTH, jobs=f"{Job._meta.db_table} job WHERE job.id = %s"
+)
 
 
 def succeeded_plainly(job_id, now):

@@ -4,7 +4,8 @@ transaction, and each job's health follows its runs."""
 import datetime as dt
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from notifications.models import Event
 from runners import claims, dispatch, identity
@@ -113,6 +114,42 @@ def test_a_plain_success_writes_no_event(runner, issued):
     finish(issued[1], run(runner, job), 0)
     assert names() == []
     assert JobHealth.objects.get(job=job).succeeded == 1
+
+
+def test_a_plain_success_is_two_statements_on_postgresql(runner, issued):
+    """The settling write, the health update and the look for queued runs
+    are one statement on PostgreSQL (then the counter); SQLite sends them
+    one by one."""
+    job = JobFactory()
+    finish(issued[1], run(runner, job), 0)  # creates the health row
+    execution = run(runner, job, at=NOW + dt.timedelta(minutes=1))
+    with CaptureQueriesContext(connection) as queries:
+        assert finish(issued[1], execution, 0) == Execution.SUCCEEDED
+    statements = [q["sql"] for q in queries if "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == (2 if connection.vendor == "postgresql" else 4)
+    health = JobHealth.objects.get(job=job)
+    assert (health.succeeded, health.last_state) == (2, Execution.SUCCEEDED)
+    assert health.last_success_at == execution.claimed_at + dt.timedelta(seconds=5)
+
+
+def test_a_success_after_failures_takes_the_full_path_in_the_same_finish(runner, issued):
+    job = JobFactory()
+    finish(issued[1], run(runner, job), 3)
+    execution = run(runner, job, at=NOW + dt.timedelta(minutes=1))
+    assert finish(issued[1], execution, 0) == Execution.SUCCEEDED
+    assert names()[-1] == "job.recovered"
+    assert JobHealth.objects.get(job=job).failure_streak == 0
+
+
+def test_a_success_promotes_the_jobs_queued_run(runner, issued):
+    job = JobFactory(overlap="queue")
+    execution = run(runner, job)
+    queued = ExecutionFactory(
+        job=job, scheduled_for=NOW + dt.timedelta(minutes=1), state=Execution.QUEUED
+    )
+    assert finish(issued[1], execution, 0) == Execution.SUCCEEDED
+    queued.refresh_from_db()
+    assert queued.state == Execution.PENDING
 
 
 def test_a_timeout_and_a_reap_are_reported_and_counted(runner, issued):
