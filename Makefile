@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CRONIQ_PORT ?= 8000
 
-.PHONY: install run test lint test-sqlite test-postgres test-docker docker-engine bench chaos clean
+.PHONY: install run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,12 @@ lint: install
 # sockets, so the two runs share the machine well and take about as long as
 # the longer one. -O prints each run's output whole when it ends. The Docker
 # base image is built beside them (it mostly downloads); image builds and
-# containers come after them, so they do not slow the suites' timing-sensitive
-# tests.
+# containers come after the PostgreSQL run, the shorter one, while the
+# SQLite run finishes (its last minutes are tests without a database).
 test: lint
-	@$(MAKE) --no-print-directory -j3 -O test-sqlite test-postgres docker-engine
+	@$(MAKE) --no-print-directory -j3 -O test-sqlite postgres-then-docker
+
+postgres-then-docker: test-postgres docker-engine
 	@$(MAKE) --no-print-directory test-docker
 
 test-sqlite: install
