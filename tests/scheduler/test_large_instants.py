@@ -68,12 +68,6 @@ def test_instants_beyond_the_bound_are_not_counted(large, django_assert_num_quer
     assert firing.large == ()
 
 
-def test_held_jobs_are_not_counted(large):
-    jobs = jobs_at(T0 + dt.timedelta(seconds=2), large + 1)
-    held = ticks.Held({jobs[0].pk})
-    assert ticks.next_firing(T0, LEAD, held).large == ()
-
-
 def test_only_the_large_instants_jobs_fire_early_each_for_that_instant(large):
     instant = T0 + dt.timedelta(seconds=2)
     early = jobs_at(instant, large + 2)  # lead 400 ms
