@@ -71,8 +71,8 @@ CLAIM_AHEAD = 0.15
 # after the claim. The loop fires such an instant earlier in proportion
 # (`scheduler.ticks.fire_lead_for`), with a margin to create the rows.
 LARGE_INSTANT = 100
-CLAIM_AHEAD_PER_RUN = 0.001
-MAX_CLAIM_AHEAD = 3.0
+CLAIM_AHEAD_PER_RUN = 0.0015
+MAX_CLAIM_AHEAD = 4.0
 # The waiting polls one step serves at most, longest-waiting first; the
 # others are served by the steps that follow at once. A step for 250 polls
 # at the top of an hour claimed a thousand runs in one go, and an instant

@@ -47,8 +47,8 @@ NO_LEAD = timedelta(0)
 # FIRE_LEAD leaves. The margin over the claim's lead leaves the loops time to
 # create the rows (bench/top_of_band.py: 2,000 at the top of an hour).
 LARGE_INSTANT = 100
-LEAD_PER_JOB = timedelta(microseconds=1500)
-MAX_FIRE_LEAD = timedelta(seconds=4)
+LEAD_PER_JOB = timedelta(microseconds=2000)
+MAX_FIRE_LEAD = timedelta(seconds=5)
 
 
 class Held(set):
