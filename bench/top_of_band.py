@@ -35,6 +35,7 @@ Options: --minutes N  --jobs N  --runners N  --warm-up SECONDS  --capacities 2,4
 """
 
 import argparse
+import collections
 import contextlib
 import heapq
 import http.client
@@ -626,7 +627,7 @@ def run(url, options, workdir):
     _, claimed = stages(arrivals)
     steps = execution_steps(arrivals)
     window_arrivals = [
-        (instant, arrived, *steps.get(pk, (None, None)))
+        (instant, arrived, *steps.get(pk, (None, None, None)))
         for pk, (instant, arrived) in list(band.arrivals.items())
         if window_start <= instant < window_end
     ]
@@ -649,19 +650,23 @@ def run(url, options, workdir):
 
 
 def execution_steps(arrivals):
-    """{execution id: (created, claimed)}, seconds after its instant (as
-    `stages`, per execution)."""
+    """{execution id: (created, claimed, the job's schedule and labels)},
+    seconds after its instant (as `stages`, per execution)."""
     from django.conf import settings
 
     from scheduler.models import Execution
 
     ttl = timedelta(seconds=settings.CRONIQ_LEASE_TTL)
     rows = Execution.objects.filter(pk__in=list(arrivals)).values_list(
-        "pk", "scheduled_for", "created_at", "lease_expires_at"
+        "pk", "scheduled_for", "created_at", "lease_expires_at", "job__schedule", "job__labels"
     )
     return {
-        pk: ((created - instant).total_seconds(), (lease - ttl - instant).total_seconds())
-        for pk, instant, created, lease in rows
+        pk: (
+            (created - instant).total_seconds(),
+            (lease - ttl - instant).total_seconds(),
+            f"{schedule} {','.join(labels or []) or '-'}",
+        )
+        for pk, instant, created, lease, schedule, labels in rows
     }
 
 
@@ -671,11 +676,13 @@ def instant_figures(band, arrivals, late=0.1):
     the fleet's slots. An instant with more runs than the fleet has slots
     (the top of the hour, with its hourly jobs) waits for runs to end,
     whatever the scheduler does, and the instants after it queue behind.
-    `arrivals`: (instant, arrived, created, claimed) of each run."""
-    instants, steps = {}, {}
-    for instant, arrived, created, claimed in arrivals:
+    `arrivals`: (instant, arrived, created, claimed, job) of each run."""
+    instants, steps, late_jobs = {}, {}, defaultdict(collections.Counter)
+    for instant, arrived, created, claimed, job in arrivals:
         instants.setdefault(round(instant), []).append(arrived - instant)
         steps.setdefault(round(instant), []).append((created, claimed))
+        if arrived - instant > late:
+            late_jobs[round(instant)][job] += 1
     late_instants = {
         at: (len(delays), sum(d > late for d in delays), max(delays))
         for at, delays in instants.items()
@@ -686,7 +693,8 @@ def instant_figures(band, arrivals, late=0.1):
         largest_instants=sorted((len(d) for d in instants.values()), reverse=True)[:5],
         instants=len(instants),
         # [UTC time, runs, runs late, latest ms, last created ms, last
-        # claimed ms] for each instant with a late run.
+        # claimed ms, the late runs' commonest jobs (schedule and labels)]
+        # for each instant with a late run.
         late_instants=[
             [
                 datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S"),
@@ -695,6 +703,7 @@ def instant_figures(band, arrivals, late=0.1):
                 ms(worst),
                 ms(max((c for c, _ in steps[at] if c is not None), default=None)),
                 ms(max((c for _, c in steps[at] if c is not None), default=None)),
+                late_jobs[at].most_common(3),
             ]
             for at, (runs, late_runs, worst) in sorted(late_instants.items())
         ],
