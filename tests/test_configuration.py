@@ -59,6 +59,15 @@ def test_a_started_web_application_keeps_its_start_up_objects_from_the_collector
     assert int(frozen) > 100_000
 
 
+def test_a_started_web_application_switches_threads_often():
+    # The hub's step, the answers and the finishes take turns on the
+    # interpreter: Python's 5 ms default slowed each query's return.
+    script = "import sys, croniq_project.asgi; print(sys.getswitchinterval())"
+    result = run_check("-c", script, DEBUG="0", SECRET_KEY="x" * 50)
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) == 0.0005
+
+
 def test_management_commands_need_no_secret_key(tmp_path):
     result = run_check(
         "manage.py", "help", "--commands", DEBUG="0", DATABASE_URL=f"sqlite:///{tmp_path}/c.db"
