@@ -163,7 +163,8 @@ class SchedulerLoop:
         """The earliest instant the fire step has work, read anew only when
         it may have moved (see the module's docstring)."""
         fresh = time.monotonic() - self.earliest_read_at < EARLIEST_REREAD_EVERY
-        if self.earliest_due is None or not fresh:
+        recheck = self.earliest_due and self.earliest_due.recheck
+        if self.earliest_due is None or not fresh or (recheck and now >= recheck):
             self.earliest_due = ticks.next_firing(now, self.fire_lead, self.held)
             self.earliest_read_at = time.monotonic()
         return self.earliest_due.at
@@ -369,8 +370,9 @@ class SchedulerLoop:
         now = self.clock()
         earliest = self.earliest(now)
         seconds = self.interval
-        if earliest is not None:
-            seconds = min(seconds, max(0.0, (earliest - now).total_seconds()))
+        for at in (earliest, self.earliest_due.recheck):
+            if at is not None:
+                seconds = min(seconds, max(0.0, (at - now).total_seconds()))
         deadline = time.monotonic() + seconds
         # SQLite's first look at the jobs' edit marker: an edit made since
         # the earliest due job was read is already in it, so the next tick

@@ -49,6 +49,12 @@ NO_LEAD = timedelta(0)
 LARGE_INSTANT = 100
 LEAD_PER_JOB = timedelta(microseconds=2000)
 MAX_FIRE_LEAD = timedelta(seconds=5)
+# The loop counts the jobs of the instants this far ahead, and looks again
+# this often while its earliest job is that near (a quiet loop otherwise
+# trusts its read for EARLIEST_REREAD_EVERY): a large instant's lead never
+# begins before the next look.
+LARGE_LOOK_EVERY = timedelta(seconds=5)
+LOOKAHEAD = MAX_FIRE_LEAD + LARGE_LOOK_EVERY
 
 
 class Held(set):
@@ -93,11 +99,13 @@ def earliest_due(now, lead=NO_LEAD, held=()):
 @dataclass(frozen=True)
 class Firing:
     """What the loop read of the coming firings: when it must wake (`at`,
-    None: no active job) and the large instants within MAX_FIRE_LEAD, each
-    with its own lead (`fire_lead_for`)."""
+    None: no active job), the large instants within LOOKAHEAD, each with
+    its own lead (`fire_lead_for`), and when to read them again
+    (`recheck`: a large instant may come within reach before `at`)."""
 
     at: object = None
     large: tuple = ()  # ((instant, lead), ...)
+    recheck: object = None
 
     def ahead(self, now):
         """The large instants whose lead has begun at `now`."""
@@ -105,14 +113,17 @@ class Firing:
 
 
 def next_firing(now, lead=NO_LEAD, held=()):
-    """earliest_due, brought forward for a large instant within MAX_FIRE_LEAD.
+    """earliest_due, brought forward for a large instant within LOOKAHEAD.
     The instants are counted only when the earliest due job is that near: at
     rest this is the one query it was."""
     at = earliest_due(now, lead, held)
-    if at is None or not lead or at > now + MAX_FIRE_LEAD:
+    if at is None or not lead:
         return Firing(at)
+    if at > now + LOOKAHEAD:
+        return Firing(at, recheck=at - LOOKAHEAD)
     large = tuple(large_instants(now, lead))
-    return Firing(min([at] + [instant - ahead for instant, ahead in large]), large)
+    wake = min([at] + [instant - ahead for instant, ahead in large])
+    return Firing(wake, large, recheck=now + LARGE_LOOK_EVERY)
 
 
 # Hand-written: compiling the ORM's grouped count cost three times its
@@ -127,10 +138,10 @@ SHARED_INSTANTS = f"""
 
 
 def large_instants(now, lead):
-    """[(instant, its lead)] of the instants within MAX_FIRE_LEAD shared by
+    """[(instant, its lead)] of the instants within LOOKAHEAD shared by
     more than LARGE_INSTANT active jobs."""
     adapt = connection.ops.adapt_datetimefield_value
-    params = [True, adapt(now), adapt(now + MAX_FIRE_LEAD), LARGE_INSTANT]
+    params = [True, adapt(now), adapt(now + LOOKAHEAD), LARGE_INSTANT]
     with connection.cursor() as cursor:
         cursor.execute(SHARED_INSTANTS, params)
         rows = cursor.fetchall()

@@ -62,7 +62,7 @@ def test_a_large_instant_behind_a_small_one_is_seen(large):
 
 
 def test_instants_beyond_the_bound_are_not_counted(large, django_assert_num_queries):
-    jobs_at(T0 + ticks.MAX_FIRE_LEAD + dt.timedelta(seconds=1), large + 10)
+    jobs_at(T0 + ticks.LOOKAHEAD + dt.timedelta(seconds=1), large + 10)
     with django_assert_num_queries(1):  # at rest, one query as before
         firing = ticks.next_firing(T0, LEAD)
     assert firing.large == ()
@@ -137,3 +137,28 @@ def test_a_clock_behind_the_tick_does_not_take_the_batches_back(large, monkeypat
     jobs_at(now, 5)
     ticks.fire_due(now, LEAD, ticks.Held(), clock=lambda: T0)
     assert set(Execution.objects.values_list("created_at", flat=True)) == {now}
+
+
+def test_a_quiet_loop_looks_again_when_a_large_instant_comes_within_reach(large):
+    """Nothing else fires to make it read again: its read of an instant
+    30 s away is looked at again once that instant is LOOKAHEAD away."""
+    instant = T0 + dt.timedelta(seconds=30)
+    jobs_at(instant, large + 2)  # lead 400 ms
+    loop = SchedulerLoop(clock=lambda: T0)
+    assert loop.earliest(T0) == instant - LEAD  # too far to count
+    assert loop.earliest_due.recheck == instant - LEAD - ticks.LOOKAHEAD
+    assert loop.earliest(loop.earliest_due.recheck - MS) == instant - LEAD  # trusted until then
+    assert loop.earliest(instant - ticks.LOOKAHEAD) == instant - 400 * MS
+
+
+def test_a_loop_near_its_jobs_looks_again_every_few_seconds(large):
+    """A large instant just past LOOKAHEAD is counted at the next look,
+    before its lead begins."""
+    jobs_at(T0 + dt.timedelta(seconds=1), 1)
+    far = T0 + ticks.LOOKAHEAD + dt.timedelta(seconds=1)
+    jobs_at(far, large + 2)
+    firing = ticks.next_firing(T0, LEAD)
+    assert firing.large == ()
+    assert firing.recheck == T0 + ticks.LARGE_LOOK_EVERY
+    assert firing.recheck < far - ticks.fire_lead_for(large + 2)
+    assert ticks.next_firing(firing.recheck, LEAD).large == ((far, 400 * MS),)
