@@ -12,8 +12,9 @@ go on. The round does not wait for the lanes.
 Between rounds it sleeps until the next retry is due, a wake-up or a short
 poll: `wakeup.local` wakes it in the same process; on PostgreSQL a LISTEN
 connection wakes it when another process commits an event; on SQLite, where
-other processes cannot signal, a commit of any other connection wakes it,
-looked for every 50 ms (`scheduler.commits`, a counter, not a query). A
+other processes cannot signal, a commit of any other connection wakes it
+(`scheduler.commits`: a thread blocks until the database's log is written,
+on Linux; elsewhere the notifier looks every 50 ms, at a counter). A
 database outage is logged and retried with backoff; nothing ends the thread
 but a stop.
 """
@@ -43,9 +44,13 @@ log = logging.getLogger("croniq.notifications")
 # notifier's CPU (bench/idle_cost.py).
 POLL = 5.0
 # ...and this while the LISTEN connection is up (PostgreSQL): every writer of
-# events pokes it (`wakeup.poke_after_commit`), and it wakes on connecting.
+# events pokes it (`wakeup.poke_after_commit`), and it wakes on connecting;
+# or while its thread watches the SQLite database's writes, which sees
+# every commit.
 LISTENING_POLL = 30.0
-# SQLite: how often the notifier looks for other connections' commits.
+# SQLite: how often the notifier looks for other connections' commits, and
+# at most how often they wake it when a thread watches for them: in a burst
+# each delivery commits, and a round for each would cost more than it finds.
 COMMIT_CHECK = 0.05
 MAX_OUTAGE_BACKOFF = 30.0
 ERROR_PAUSE = 1.0
@@ -102,9 +107,11 @@ class Notifier:
         self.thread = None
         self.listener = None
         self.poll = POLL
-        self.listening = False  # PostgreSQL: its LISTEN connection is up
-        self.interrupt = None  # PostgreSQL: a pipe stop() writes to, ending the LISTEN wait
-        self.commits = None if on_postgres() else commits.of_django(connection)
+        # Its LISTEN connection is up (PostgreSQL), or its thread watches
+        # the SQLite database's writes.
+        self.listening = False
+        self.interrupt = None  # a pipe stop() writes to, ending the listener's wait
+        self.commits = None if on_postgres() else commits.of_django(connection, watch=False)
 
     # -- life ------------------------------------------------------------------
 
@@ -116,6 +123,15 @@ class Notifier:
             self.interrupt = os.pipe()
             self.listener = threading.Thread(
                 target=self.listen, name="croniq-notifier-listen", daemon=True
+            )
+            self.listener.start()
+        elif (watcher := commits.own_connection(connection.settings_dict["NAME"])).blocks:
+            self.interrupt = os.pipe()
+            self.listener = threading.Thread(
+                target=self.watch_commits,
+                args=(watcher,),
+                name="croniq-notifier-commits",
+                daemon=True,
             )
             self.listener.start()
         self.thread.start()
@@ -160,14 +176,15 @@ class Notifier:
         """Until `seconds` pass, a wake-up, another connection's commit
         (SQLite) or a stop."""
         deadline = time.monotonic() + seconds
-        # stop() sets wakeup.local: on PostgreSQL nothing needs a look
-        # between wake-ups (SQLite looks for other connections' commits).
-        check = None if self.commits is None else COMMIT_CHECK
+        # stop() sets wakeup.local: on PostgreSQL, or with a thread that
+        # watches for commits, nothing needs a look between wake-ups.
+        polls = self.commits is not None and self.listener is None
+        check = COMMIT_CHECK if polls else None
         while not self.is_set():
             left = deadline - time.monotonic()
             if left <= 0 or wakeup.local.wait(left if check is None else min(left, check)):
                 return
-            if self.commits is not None and self.commits.moved():
+            if polls and self.commits.moved():
                 return
 
     # -- rounds ----------------------------------------------------------------
@@ -252,6 +269,20 @@ class Notifier:
 
     def listen(self):
         wakeup.listen(self.is_set, interrupt=self.interrupt[0], connected=self.heard_from)
+
+    def watch_commits(self, watcher):
+        """SQLite: wake the rounds when another connection commits (the
+        watcher's own raw connection never commits: the lanes' commits
+        count)."""
+        self.listening = True
+        try:
+            while not self.is_set():
+                if watcher.wait(LISTENING_POLL, self.interrupt[0]):
+                    wakeup.local.set()
+                    self.stopping.wait(COMMIT_CHECK)
+        finally:
+            self.listening = False
+            watcher.close()
 
     def heard_from(self, up):
         self.listening = up

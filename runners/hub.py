@@ -38,12 +38,14 @@ from scheduler import commits
 from scheduler.models import Execution
 
 # SQLite: how often the web process looks for other connections' commits
-# while polls wait (the highest execution id is read only after one).
+# while polls wait (the highest execution id is read only after one); where
+# it can block until the database is written (Linux), at most this often.
 WATCH_INTERVAL = 0.025
-# ...and this often once no new execution was committed for QUIET_AFTER
-# seconds: at rest, a quarter of the wake-ups. Other commits (the loop's
-# heartbeat, a finish) do not count: at rest they came every few seconds
-# and kept the watch at its quick pace most of the time. Work the loop creates is committed
+# ...and, where it cannot block, this often once no new execution was
+# committed for QUIET_AFTER seconds: at rest, a quarter of the wake-ups.
+# Other commits (the loop's heartbeat, a finish) do not count: at rest they
+# came every few seconds and kept the watch at its quick pace most of the
+# time. Work the loop creates is committed
 # `scheduler.ticks.FIRE_LEAD` (200 ms) ahead of its instant, so a first
 # commit seen up to 100 ms late is still claimed ahead and handed over at
 # the instant; only work due at once (a retry) may wait that much longer.
@@ -405,24 +407,58 @@ class Hub:
         It is read in a database thread only after a commit of another
         connection, seen on the event loop by one of its own (a thread hop
         and an ORM query every WATCH_INTERVAL cost an idle web process
-        about 3% of a core, bench/idle_cost.py)."""
+        about 3% of a core, bench/idle_cost.py). Where the database's
+        writes can be watched (`commits.FileWrites`), the watch sleeps until
+        one, and looks at most every WATCH_INTERVAL; elsewhere it looks
+        every WATCH_INTERVAL, or QUIET_WATCH_INTERVAL at rest."""
         seen = None
         watcher = commits.own_connection(connection.settings_dict["NAME"])
+        written = self.written(watcher)
         last_new_work = time.monotonic()
-        while True:
-            if (self.waiters or seen is None) and watcher.moved():
-                try:
-                    top = await run_db(highest_execution_id)
-                except Exception as e:  # noqa: BLE001 - logged; the next round retries
-                    log.warning("croniq hub: cannot watch executions: %s", e)
-                    watcher.seen = None  # look again next round, commit or not
-                    await asyncio.sleep(0.5)
+        try:
+            while True:
+                if (self.waiters or seen is None) and watcher.moved():
+                    try:
+                        top = await run_db(highest_execution_id)
+                    except Exception as e:  # noqa: BLE001 - logged; the next round retries
+                        log.warning("croniq hub: cannot watch executions: %s", e)
+                        watcher.seen = None  # look again next round, commit or not
+                        await asyncio.sleep(0.5)
+                        continue
+                    if seen is not None and top != seen:
+                        last_new_work = time.monotonic()
+                        self.signal()
+                    seen = top
+                if written is None:
+                    await asyncio.sleep(watch_interval(time.monotonic() - last_new_work))
                     continue
-                if seen is not None and top != seen:
-                    last_new_work = time.monotonic()
-                    self.signal()
-                seen = top
-            await asyncio.sleep(watch_interval(time.monotonic() - last_new_work))
+                await asyncio.sleep(WATCH_INTERVAL)
+                # A commit becomes visible a moment after its log is written:
+                # look in turn for commits.SETTLE after the last write.
+                if time.monotonic() - written.at > commits.SETTLE:
+                    await written.wait()
+                written.clear()
+        finally:
+            if written is not None:
+                self.loop.remove_reader(watcher.writes.fileno())
+            watcher.close()
+
+    def written(self, watcher):
+        """An asyncio.Event set when the database is written (cleared by
+        the watch; `at`: the last write's time.monotonic()), or None where
+        the writes cannot be watched."""
+        if not watcher.blocks:
+            return None
+        written = asyncio.Event()
+        written.at = 0.0
+
+        def read():
+            if watcher.writes.clear():
+                written.at = time.monotonic()
+                written.set()
+
+        self.loop.add_reader(watcher.writes.fileno(), read)
+        return written
 
     async def listen(self):
         """PostgreSQL: one LISTEN connection for this process, reconnecting on loss."""

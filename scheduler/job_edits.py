@@ -6,7 +6,8 @@ saved meanwhile may be due sooner. The loop then reads the jobs' edit marker
 It reads the marker only when something may have changed
 (`watcher(connection).moved()`):
 
-- SQLite: another connection committed (`scheduler.commits`); it looks
+- SQLite: another connection committed (`scheduler.commits`); the loop
+  blocks until the database's log is written (Linux), elsewhere it looks
   every EDIT_CHECK_INTERVAL (scheduler.loop);
 - PostgreSQL: a NOTIFY on CHANNEL reached the loop's connection, which
   listens; `Job.save` sends one at its commit (`saved`). The loop's process
@@ -44,6 +45,10 @@ def notify():
 class Listening:
     """PostgreSQL: `moved()` is true when a NOTIFY on CHANNEL came since
     the last call, and on a new connection (it listens from then on)."""
+
+    blocks = True  # `wait` blocks on the connection's socket
+    # A NOTIFY is a job saved: no need to read the jobs' edit marker.
+    reads_marker = False
 
     def __init__(self, connection):
         self.connection = connection

@@ -43,9 +43,11 @@ log = logging.getLogger("croniq.scheduler")
 MAX_OUTAGE_BACKOFF = 30.0
 # Pause after an unexpected error outside any unit, so a bug cannot spin.
 ERROR_PAUSE = 1.0
-# How often a sleeping loop looks for edited jobs. It reads the jobs' edit
-# marker (a MAX over the job table) only when a job may have been saved
-# since its last look (`scheduler.job_edits`): at rest, almost never.
+# How often a sleeping loop looks for edited jobs where it cannot block
+# until one may have been saved (SQLite off Linux, or a bare `tick`). It
+# reads the jobs' edit marker (a MAX over the job table) only when a job may
+# have been saved since its last look (`scheduler.job_edits`): at rest,
+# almost never.
 EDIT_CHECK_INTERVAL = 0.1
 # How often an idle loop writes its heartbeat (`ticks.mark_tick`): every
 # write wakes the processes that wait for commits (on SQLite, the notifier
@@ -170,11 +172,12 @@ class SchedulerLoop:
         return self.earliest_due.at
 
     @property
-    def blocks_on_notifies(self):
-        """PostgreSQL, under run_forever: the sleep blocks on the connection's
-        socket, and a NOTIFY is a job saved. Otherwise it looks for other
-        connections' commits and compares the jobs' edit marker."""
-        return self.waker is not None and hasattr(self.edits, "wait")
+    def blocks_on_edits(self):
+        """Under run_forever, where it can: the sleep blocks until a NOTIFY
+        (PostgreSQL: a job saved) or another connection's commit (SQLite on
+        Linux: the edit marker tells whether it saved a job). Otherwise it
+        looks for commits every EDIT_CHECK_INTERVAL."""
+        return self.waker is not None and self.edits.blocks
 
     def job_saved(self):
         """A job was saved: its next instant may be sooner than the one
@@ -377,7 +380,7 @@ class SchedulerLoop:
         # SQLite's first look at the jobs' edit marker: an edit made since
         # the earliest due job was read is already in it, so the next tick
         # reads that anew.
-        first_look = self.last_job_edit is None and not self.blocks_on_notifies
+        first_look = self.last_job_edit is None and self.edits.reads_marker
         if first_look:
             self.last_job_edit = ticks.last_job_edit()
         while not self.stopping.is_set():
@@ -385,17 +388,22 @@ class SchedulerLoop:
             if left <= 0:
                 self.watched = not first_look
                 return
-            if self.blocks_on_notifies:
-                # Only a job's save (or a new connection) notifies: no need
-                # to read the edit marker to know one happened.
-                if self.edits.wait(left, self.waker[0]):
-                    self.job_saved()
+            if self.blocks_on_edits:
+                if self.edits.wait(left, self.waker[0]) and self.job_edited():
                     return
                 continue
             if self.stopping.wait(min(left, EDIT_CHECK_INTERVAL)) or not self.edits.moved():
                 continue
-            edit = ticks.last_job_edit()
-            if edit != self.last_job_edit:
-                self.last_job_edit = edit
-                self.job_saved()
+            if self.job_edited():
                 return
+
+    def job_edited(self):
+        """After a NOTIFY or another connection's commit: whether a job was
+        saved (then the loop reads the jobs anew)."""
+        if self.edits.reads_marker:
+            edit = ticks.last_job_edit()
+            if edit == self.last_job_edit:
+                return False
+            self.last_job_edit = edit
+        self.job_saved()
+        return True

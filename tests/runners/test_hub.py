@@ -535,6 +535,47 @@ def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's file writes")
+def test_on_sqlite_the_watch_sleeps_until_the_database_is_written(
+    transactional_db, loop, runners, monkeypatch, tmp_path
+):
+    import sqlite3
+
+    from scheduler import commits
+
+    # The test database is in memory: the watch watches a file of its own,
+    # which the test writes to as another process would commit.
+    path = tmp_path / "watched.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE t (x)")
+    looks = []
+    own_connection = commits.own_connection
+
+    def watched(name):
+        watcher = own_connection(str(path))
+        moved = watcher.moved
+        watcher.moved = lambda: looks.append(time.monotonic()) or moved()
+        return watcher
+
+    monkeypatch.setattr(commits, "own_connection", watched)
+    current = local_hub_with_a_waiter(loop)
+    watch = loop.create_task(current.watch())
+    try:
+        loop.run_until_complete(asyncio.sleep(0.3))
+        start = time.monotonic()
+        loop.run_until_complete(asyncio.sleep(0.5))
+        # Nothing written: no look (every 100 ms at rest, it would look 5 times).
+        assert not [at for at in looks if at >= start]
+        pending(now=NOW, labels=["linux"])
+        writer.execute("INSERT INTO t VALUES (1)")
+        loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
+    finally:
+        watch.cancel()
+        loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
+        writer.close()
+
+
 def test_the_sqlite_watch_slows_down_once_nothing_was_committed_for_a_while():
     assert hub_module.watch_interval(0.0) == hub_module.WATCH_INTERVAL
     assert hub_module.watch_interval(hub_module.QUIET_AFTER - 0.01) == hub_module.WATCH_INTERVAL

@@ -1,6 +1,9 @@
 """scheduler.commits: whether another SQLite connection committed since the last look."""
 
+import os
 import sqlite3
+import threading
+import time
 
 import pytest
 
@@ -10,16 +13,26 @@ from scheduler import commits
 @pytest.fixture
 def database(tmp_path):
     path = tmp_path / "commits.sqlite3"
-    writer = sqlite3.connect(path, isolation_level=None)
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.execute("CREATE TABLE t (x)")
     yield path, writer
     writer.close()
 
 
-def test_it_moves_on_the_first_look_then_only_after_another_connection_commits(database):
+@pytest.fixture
+def closing():
+    """Closes the watchers a test makes (their inotify descriptors)."""
+    made = []
+    yield made.append
+    for watcher in made:
+        watcher.close()
+
+
+def test_it_moves_on_the_first_look_then_only_after_another_connection_commits(database, closing):
     path, writer = database
     watcher = commits.own_connection(str(path))
+    closing(watcher)
 
     assert watcher.moved()
     assert not watcher.moved()
@@ -49,3 +62,86 @@ def test_a_new_connection_or_an_error_counts_as_moved(database):
     assert watcher.moved()
     opened[-1].close()
     assert watcher.moved()  # cannot tell: the caller looks
+
+
+# -- blocking until the database is written (Linux) --------------------------
+
+
+def later(action, seconds=0.2):
+    thread = threading.Timer(seconds, action)
+    thread.start()
+    return thread
+
+
+def test_a_watcher_blocks_until_another_connection_commits(database, closing):
+    path, writer = database
+    watcher = commits.own_connection(str(path))
+    closing(watcher)
+    assert watcher.blocks
+    assert watcher.wait(5.0)  # the first look: moved
+
+    thread = later(lambda: writer.execute("INSERT INTO t VALUES (1)"))
+    started = time.monotonic()
+    assert watcher.wait(5.0)
+    thread.join()
+
+    assert 0.15 <= time.monotonic() - started < 1.0
+    assert not watcher.moved()  # that commit was seen
+
+
+def test_its_wait_ends_at_its_timeout_or_interrupt_when_nobody_commits(database, closing):
+    path, _ = database
+    watcher = commits.own_connection(str(path))
+    closing(watcher)
+    watcher.moved()
+
+    started = time.monotonic()
+    assert not watcher.wait(0.3)
+    assert 0.25 <= time.monotonic() - started < 1.0
+
+    read, write = os.pipe()
+    try:
+        thread = later(lambda: os.write(write, b"!"))
+        started = time.monotonic()
+        assert not watcher.wait(5.0, read)
+        thread.join()
+        assert time.monotonic() - started < 1.0
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_its_own_commits_wake_it_but_do_not_count(database, closing):
+    path, _ = database
+    own = sqlite3.connect(path, isolation_level=None)
+    watcher = commits.Commits(lambda: own, commits.file_writes(str(path)))
+    closing(watcher)
+    watcher.moved()
+
+    own.execute("INSERT INTO t VALUES (1)")
+
+    assert not watcher.wait(0.5)  # woken by the write; not another's commit
+    own.close()
+
+
+def test_it_sees_commits_after_the_log_was_deleted_and_made_anew(database, closing):
+    path, writer = database
+    writer.close()  # the last connection: SQLite deletes the log
+    assert not os.path.exists(f"{path}-wal")
+    watcher = commits.own_connection(str(path))
+    closing(watcher)
+    watcher.moved()
+    another = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    thread = later(lambda: another.execute("INSERT INTO t VALUES (1)"))
+    assert watcher.wait(5.0)
+    thread.join()
+    another.close()
+
+
+@pytest.mark.parametrize(
+    "name", [":memory:", "file:memorydb_default?mode=memory&cache=shared", "/nonexistent/x.db"]
+)
+def test_a_database_without_a_file_is_looked_at_in_turn(name):
+    assert commits.file_writes(name) is None
+    assert not commits.own_connection(name).blocks

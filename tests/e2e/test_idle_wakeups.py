@@ -1,0 +1,76 @@
+"""An idle install on SQLite sleeps between commits (real processes).
+
+On Linux the loop and its notifier block until the database's log is
+written (`scheduler.commits.FileWrites`) instead of looking every 100 and
+50 ms. What they cost at rest is mostly how often they wake: each wake-up
+of a thread is a voluntary context switch, counted by the kernel.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import on_postgres, start_loop, wait_for
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's"),
+]
+
+SECONDS = 4.0
+
+
+def children(pid):
+    """Pids of the processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and int(stat[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def wakes(pid, thread=None):
+    """Voluntary context switches of a process's threads (or of one)."""
+    threads = [thread] if thread is not None else list(Path(f"/proc/{pid}/task").iterdir())
+    total = 0
+    for task in threads:
+        status = (Path(f"/proc/{pid}/task") / str(task)).joinpath("status").read_text()
+        total += int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+    return total
+
+
+def notifier_of(loop_pid):
+    """The loop's notifier process (multiprocessing, spawned)."""
+    for child in children(loop_pid):
+        command = Path(f"/proc/{child}/cmdline").read_bytes()
+        if b"spawn_main" in command:  # multiprocessing.spawn; not its resource tracker
+            return child
+    return None
+
+
+def test_an_idle_loop_and_its_notifier_on_sqlite_wake_only_when_someone_commits(
+    e2e_database, tmp_path
+):
+    if on_postgres():
+        pytest.skip("PostgreSQL's waiters block on their sockets (LISTEN)")
+    loop = start_loop(e2e_database, tmp_path / "loop.log", CRONIQ_NOTIFIER="1")
+    try:
+        wait_for(lambda: notifier_of(loop.popen.pid), message="the notifier process")
+        notifier = notifier_of(loop.popen.pid)
+        time.sleep(3.0)  # started, first ticks and housekeeping done
+        before = wakes(loop.popen.pid, loop.popen.pid), wakes(notifier)
+        time.sleep(SECONDS)
+        after = wakes(loop.popen.pid, loop.popen.pid), wakes(notifier)
+    finally:
+        assert loop.stop() == 0, loop.output()
+    main_thread, notifier_process = ((b - a) / SECONDS for a, b in zip(before, after, strict=True))
+    # Looking for commits every 100 ms, the loop's main thread woke 10.5
+    # times a second (2.75 now: its ticks); the notifier's process, looking
+    # every 50 ms, 22 (3 now).
+    assert main_thread < 7 and notifier_process < 10, (main_thread, notifier_process)
