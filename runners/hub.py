@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Min
 from django.utils import timezone
 
 from runners.claims import Handed, serve_waiters
@@ -58,7 +58,9 @@ SAFETY_SCAN_INTERVAL = 1.0
 # new work sends a NOTIFY (`runners.notify`), which reaches a connected
 # listener, and the listener scans when it (re)connects. The full look is
 # then a guard, not the path work takes, and once a second it was a third of
-# an idle web process's CPU (bench/idle_cost.py).
+# an idle web process's CPU (bench/idle_cost.py). SQLite, while the watch
+# blocks until the database is written: it sees every commit, and new or
+# re-pended work in the work signature it reads then (`work_signature`).
 LISTENING_SAFETY_SCAN_INTERVAL = 5.0
 # How long before an instant the hub claims the work that becomes ready
 # then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
@@ -130,8 +132,32 @@ def upcoming_work(until):
     return [(at, None), *large]
 
 
-def highest_execution_id():
-    return Execution.objects.aggregate(top=Max("id"))["top"] or 0
+# What the SQLite watch reads after another connection's commit: the
+# highest execution id (new work), and the pending executions' count and
+# sum of ids (work made ready again: a lease reaped, a queued run promoted,
+# a runner's runs released). The pending rows are read from their partial
+# index (exec_pending_order), not the table.
+WORK_SIGNATURE = """
+SELECT (SELECT MAX(id) FROM scheduler_execution), COUNT(*), COALESCE(SUM(id), 0)
+FROM scheduler_execution WHERE state = 'pending'
+"""
+
+
+def work_signature():
+    """(highest execution id, pending count, sum of the pending ids)."""
+    with connection.cursor() as cursor:
+        cursor.execute(WORK_SIGNATURE)
+        top, count, total = cursor.fetchone()
+    return top or 0, count, total
+
+
+def more_work(before, after):
+    """Whether the work signature `after` may hold work that `before` did
+    not: a new execution, more pending, or other pending ones. Fewer
+    pending (claimed, cancelled) is no news for waiting polls."""
+    top, count, ids = after
+    was_top, was_count, was_ids = before
+    return top != was_top or count > was_count or (count == was_count and ids != was_ids)
 
 
 def touch_runners(runner_ids, now):
@@ -203,7 +229,9 @@ class Hub:
         # work becomes ready: the next poll to wait asks for a scan.
         self.timer_unknown = False
         self.last_touch = 0.0
-        self.listening = False  # PostgreSQL: the LISTEN connection is up
+        # PostgreSQL: the LISTEN connection is up; SQLite: the watch blocks
+        # until the database is written, and so sees every commit.
+        self.listening = False
         self.latencies = []  # seconds, not yet written (see `observe_latencies`)
         self.flush_due = False
 
@@ -414,47 +442,51 @@ class Hub:
         seen = None
         watcher = commits.own_connection(connection.settings_dict["NAME"])
         written = self.written(watcher)
+        # It sees every commit: the full look is a guard, as with LISTEN.
+        self.listening = written is not None
         last_new_work = time.monotonic()
         try:
             while True:
-                if (self.waiters or seen is None) and watcher.moved():
+                after_write = written is not None and written.is_set()
+                if after_write:
+                    written.clear()  # before the look: a write after it sets it again
+                looked = bool(self.waiters or seen is None)
+                if looked and watcher.moved():
+                    after_write = False  # its commit was seen
                     try:
-                        top = await run_db(highest_execution_id)
+                        work = await run_db(work_signature)
                     except Exception as e:  # noqa: BLE001 - logged; the next round retries
                         log.warning("croniq hub: cannot watch executions: %s", e)
                         watcher.seen = None  # look again next round, commit or not
                         await asyncio.sleep(0.5)
                         continue
-                    if seen is not None and top != seen:
+                    if seen is not None and more_work(seen, work):
                         last_new_work = time.monotonic()
                         self.signal()
-                    seen = top
+                    seen = work
                 if written is None:
                     await asyncio.sleep(watch_interval(time.monotonic() - last_new_work))
                     continue
                 await asyncio.sleep(WATCH_INTERVAL)
                 # A commit becomes visible a moment after its log is written:
-                # look in turn for commits.SETTLE after the last write.
-                if time.monotonic() - written.at > commits.SETTLE:
+                # a look right after a write that saw none looks once more.
+                if not (after_write and looked):
                     await written.wait()
-                written.clear()
         finally:
+            self.listening = False
             if written is not None:
                 self.loop.remove_reader(watcher.writes.fileno())
             watcher.close()
 
     def written(self, watcher):
         """An asyncio.Event set when the database is written (cleared by
-        the watch; `at`: the last write's time.monotonic()), or None where
-        the writes cannot be watched."""
+        the watch), or None where the writes cannot be watched."""
         if not watcher.blocks:
             return None
         written = asyncio.Event()
-        written.at = 0.0
 
         def read():
             if watcher.writes.clear():
-                written.at = time.monotonic()
                 written.set()
 
         self.loop.add_reader(watcher.writes.fileno(), read)

@@ -54,6 +54,9 @@ class Listening:
         self.connection = connection
         self.listening = None
 
+    def forget_writes(self):
+        """Nothing to forget: its own commits send no NOTIFY to it."""
+
     def moved(self):
         self.connection.ensure_connection()
         raw = self.connection.connection

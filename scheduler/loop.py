@@ -383,12 +383,17 @@ class SchedulerLoop:
         first_look = self.last_job_edit is None and self.edits.reads_marker
         if first_look:
             self.last_job_edit = ticks.last_job_edit()
+        first_block = True
         while not self.stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 self.watched = not first_look
                 return
             if self.blocks_on_edits:
+                if first_block:
+                    # The tick's own commits (SQLite) would each wake it.
+                    self.edits.forget_writes()
+                    first_block = False
                 if self.edits.wait(left, self.waker[0]) and self.job_edited():
                     return
                 continue

@@ -570,10 +570,46 @@ def test_on_sqlite_the_watch_sleeps_until_the_database_is_written(
         pending(now=NOW, labels=["linux"])
         writer.execute("INSERT INTO t VALUES (1)")
         loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
+        assert current.listening  # it sees every commit: the full look is a guard
     finally:
         watch.cancel()
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
         writer.close()
+
+
+def test_the_work_signature_tells_new_or_re_pended_work_from_work_taken(db):
+    first = pending(now=NOW, labels=["linux"])
+    before = hub_module.work_signature()
+    Execution.objects.filter(pk=first.pk).update(state=Execution.RUNNING)  # claimed
+    claimed = hub_module.work_signature()
+    assert not hub_module.more_work(before, claimed)
+
+    Execution.objects.filter(pk=first.pk).update(state=Execution.PENDING)  # reaped: no new id
+    released = hub_module.work_signature()
+    assert released[0] == claimed[0]
+    assert hub_module.more_work(claimed, released)
+
+    second = pending(now=NOW, labels=["linux"])
+    Execution.objects.filter(pk=first.pk).update(state=Execution.RUNNING)
+    # One claimed and one new between two looks: the new id says it.
+    assert hub_module.more_work(released, hub_module.work_signature())
+    second_pending = hub_module.work_signature()
+    Execution.objects.filter(pk=second.pk).update(state=Execution.RUNNING)
+    Execution.objects.filter(pk=first.pk).update(state=Execution.PENDING)
+    # As many pending as before, but another one: one was claimed and one
+    # made ready again between two looks.
+    assert hub_module.more_work(second_pending, hub_module.work_signature())
+
+
+def test_a_hub_whose_watch_sees_every_commit_looks_in_full_every_5_seconds(settings):
+    settings.CRONIQ_HEARTBEAT_INTERVAL = 30
+    current = Hub(asyncio.new_event_loop())
+    try:
+        assert current.safety_interval() == hub_module.SAFETY_SCAN_INTERVAL
+        current.listening = True  # LISTEN up, or SQLite's watch blocking on writes
+        assert current.safety_interval() == hub_module.LISTENING_SAFETY_SCAN_INTERVAL
+    finally:
+        current.loop.close()
 
 
 def test_the_sqlite_watch_slows_down_once_nothing_was_committed_for_a_while():
