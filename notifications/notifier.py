@@ -176,9 +176,9 @@ class Notifier:
         """Until `seconds` pass, a wake-up, another connection's commit
         (SQLite) or a stop."""
         deadline = time.monotonic() + seconds
-        # stop() sets wakeup.local: on PostgreSQL, or with a thread that
-        # watches for commits, nothing needs a look between wake-ups.
-        polls = self.commits is not None and self.listener is None
+        # stop() sets wakeup.local: on PostgreSQL, or while a thread watches
+        # for commits, nothing needs a look between wake-ups.
+        polls = self.commits is not None and not self.listening
         check = COMMIT_CHECK if polls else None
         while not self.is_set():
             left = deadline - time.monotonic()
@@ -280,6 +280,9 @@ class Notifier:
                 if watcher.wait(LISTENING_POLL, self.interrupt[0]):
                     wakeup.local.set()
                     self.stopping.wait(COMMIT_CHECK)
+        except Exception:
+            # The rounds look for commits themselves again (`sleep`).
+            log.exception("notifier: cannot watch the database's writes; looking in turn")
         finally:
             self.listening = False
             watcher.close()

@@ -117,6 +117,52 @@ def test_on_sqlite_an_idle_notifier_sleeps_until_another_connection_commits(tran
     assert time.monotonic() - started < 0.6
 
 
+def test_on_sqlite_a_thread_wakes_the_rounds_when_the_database_is_written(tmp_path):
+    import sqlite3
+
+    from scheduler import commits
+
+    path = tmp_path / "watched.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE t (x)")
+    watcher = commits.own_connection(str(path))
+    assert watcher.blocks
+    idle = notifier.Notifier(before=[])
+    idle.interrupt = os.pipe()
+    thread = threading.Thread(target=idle.watch_commits, args=(watcher,))
+    thread.start()
+    try:
+        wait_for(lambda: idle.listening)
+        time.sleep(0.2)  # its first look (moved) has woken the rounds
+        wakeup.local.clear()
+        assert not wakeup.local.wait(0.3)  # nothing written: nothing wakes them
+        writer.execute("INSERT INTO t VALUES (1)")
+        assert wakeup.local.wait(1.0)
+    finally:
+        idle.stopping.set()
+        os.write(idle.interrupt[1], b"!")
+        thread.join(5)
+        writer.close()
+        for end in idle.interrupt:
+            os.close(end)
+    assert not thread.is_alive()
+    assert not idle.listening  # the rounds look for commits themselves again
+
+
+def test_on_sqlite_the_rounds_look_for_commits_while_no_thread_watches(monkeypatch):
+    idle = notifier.Notifier(before=[])
+    looks = []
+    idle.commits = type("Commits", (), {"moved": lambda self: looks.append(1) or False})()
+    idle.listening = True  # a thread watches: no looks
+    wakeup.local.clear()  # as each round starts (earlier tests may have set it)
+    idle.sleep(0.2)
+    assert not looks
+    idle.listening = False  # it died, or never started
+    idle.sleep(0.2)
+    assert len(looks) >= 2
+
+
 def test_each_round_routes_first(postgres_only, hook):
     channel = webhook(hook.url)
     routed = []
