@@ -1,10 +1,6 @@
 import os
-import sys
 
 from croniq_project.startup import web_application
-
-# How often the web process switches threads (Python's default: 5 ms).
-SWITCH_INTERVAL = 0.0005
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
 
@@ -18,7 +14,7 @@ def get_application():
 
     from croniq_project.asgi_handler import CroniqASGIHandler
     from notifications import stall_watch
-    from scheduler.long_lived import settle_the_collector
+    from scheduler.long_lived import settle_the_collector, switch_threads_often
 
     # The web processes outlive a dead scheduler loop: they report its stall.
     stall_watch.start()
@@ -31,7 +27,7 @@ def get_application():
     # The hub's claim, the polls' answers and the finishes take turns on
     # the interpreter: each query's return waited up to Python's default
     # 5 ms for a busy thread to let go, a dozen times in a hub step.
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    switch_threads_often()
     return handler
 
 

@@ -17,24 +17,18 @@ import logging
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 
 from django.conf import settings
 from django.db import connection
 
+from scheduler.long_lived import switch_threads_often
 from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
 
 log = logging.getLogger("croniq.notifications")
 
 PR_SET_PDEATHSIG = 1
 PARENT_CHECK = 0.5
-# The child switches threads this often (Python's default: 5 ms). On SQLite
-# the thread writing delivery records holds the write lock across its
-# statements, taking the interpreter lock back from the delivery threads
-# after each: at 5 ms a switch, the loop's tick waited up to 150 ms for
-# that lock during a burst (bench/notifications.py --only burst --steps).
-SWITCH_INTERVAL = 0.0005
 # On PostgreSQL the child runs this much nicer than the loop, so that on a
 # busy machine the tick gets the CPU first: during a burst of 1,000
 # deliveries it took a core, and the tick's wall time was two to three
@@ -77,7 +71,12 @@ def run(parent_pid, database):
     die_with_parent()
     if os.getppid() != parent_pid:
         return  # the parent died before the kernel was told
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    # Switching threads every 0.5 ms: on SQLite the thread writing delivery
+    # records holds the write lock across its statements, taking the
+    # interpreter lock back from the delivery threads after each; at
+    # Python's 5 ms a switch, the loop's tick waited up to 150 ms for that
+    # lock during a burst (bench/notifications.py --only burst --steps).
+    switch_threads_often()
     import django
     from django.conf import settings
 

@@ -25,7 +25,6 @@ them all.
 import contextlib
 import logging
 import os
-import sys
 import threading
 import time
 from datetime import timedelta
@@ -36,7 +35,7 @@ from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
 from scheduler import job_edits, steps, ticks, vacuum
-from scheduler.long_lived import settle_the_collector
+from scheduler.long_lived import settle_the_collector, switch_threads_often
 
 log = logging.getLogger("croniq.scheduler")
 
@@ -65,10 +64,6 @@ HEARTBEAT_AT_LEAST_EVERY = 5.0
 EARLIEST_REREAD_EVERY = 30.0
 
 
-# The loop's process switches threads this often (Python's default: 5 ms).
-# A tick waiting for the interpreter lock behind a housekeeping step would
-# otherwise wait up to 5 ms after each of its queries.
-SWITCH_INTERVAL = 0.0005
 # How long the housekeeping thread sleeps at most. A job edit, which may
 # bring a step's deadline forward (`Step.until`), wakes it at once.
 HOUSEKEEPING_NAP = 60.0
@@ -275,7 +270,10 @@ class SchedulerLoop:
         # locks rows, not the database, and ignores it.
         connection.eager_write_lock = True
         settle_the_collector()
-        sys.setswitchinterval(SWITCH_INTERVAL)
+        # Switching threads every 0.5 ms (`long_lived.SWITCH_INTERVAL`): a
+        # tick waiting for the interpreter lock behind a housekeeping step
+        # would otherwise wait up to 5 ms after each of its queries.
+        switch_threads_often()
         self.waker = os.pipe()
         try:
             self.loop_forever()
