@@ -337,8 +337,8 @@ def finished_ok(credential, execution_id, session, lease, error, now):
     with transaction.atomic():
         with connection.cursor() as cursor:
             if connection.vendor == "postgresql":
-                plain = [params[1], Execution.SUCCEEDED, Execution.QUEUED]
-                cursor.execute(SUCCEED_HELD_PLAINLY, params + plain)
+                health = [params[1], Execution.SUCCEEDED, Execution.QUEUED]
+                cursor.execute(SUCCEED_HELD_PLAINLY, params + health)
                 settled = cursor.fetchone()
             else:
                 cursor.execute(SUCCEED_HELD[connection.vendor], params)
@@ -360,7 +360,8 @@ def finished_ok(credential, execution_id, session, lease, error, now):
             execution = execution or Execution.objects.select_related("job").get(pk=execution_id)
             chains.after_settle(execution, now)
         if queued:
-            overlap.promote(job_id, now)  # a queued run's turn (it wakes the polls)
+            # A queued run's turn (it wakes the polls).
+            overlap.promote(job_id, now, known_queued=True)
         if group is not None:
             notify_new_work()  # room in the group: waiting polls may take its work
         # Last: the counter's row stays locked until the commit, and another

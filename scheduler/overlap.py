@@ -159,11 +159,12 @@ def has_queued(job_id):
         return cursor.fetchone() is not None
 
 
-def promote(job_id, now):
+def promote(job_id, now, known_queued=False):
     """Make the oldest queued executions of a job pending while it has room
     under its policy (one at a time for a singleton-guarded job); returns
-    how many. Part of the caller's transaction."""
-    if not has_queued(job_id):
+    how many. Part of the caller's transaction. `known_queued`: the caller
+    has just read, in this transaction, that the job has queued ones."""
+    if not known_queued and not has_queued(job_id):
         return 0
     job = Job.objects.filter(pk=job_id).only("overlap", "max_concurrent").first()
     if job is None:

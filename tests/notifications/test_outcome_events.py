@@ -147,9 +147,13 @@ def test_a_success_promotes_the_jobs_queued_run(runner, issued):
     queued = ExecutionFactory(
         job=job, scheduled_for=NOW + dt.timedelta(minutes=1), state=Execution.QUEUED
     )
-    assert finish(issued[1], execution, 0) == Execution.SUCCEEDED
+    with CaptureQueriesContext(connection) as queries:
+        assert finish(issued[1], execution, 0) == Execution.SUCCEEDED
     queued.refresh_from_db()
     assert queued.state == Execution.PENDING
+    # The finish's own look for queued runs is not made again by the promotion.
+    looks = [q for q in queries if q["sql"].startswith("SELECT 1 FROM")]
+    assert len(looks) == (0 if connection.vendor == "postgresql" else 1)
 
 
 def test_a_timeout_and_a_reap_are_reported_and_counted(runner, issued):
