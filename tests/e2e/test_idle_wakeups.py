@@ -17,6 +17,7 @@ from tests.e2e.processes import on_postgres, start_loop, wait_for
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's"),
+    pytest.mark.skipif(on_postgres(), reason="PostgreSQL's waiters block on their sockets"),
 ]
 
 SECONDS = 4.0
@@ -57,8 +58,6 @@ def notifier_of(loop_pid):
 def test_an_idle_loop_and_its_notifier_on_sqlite_wake_only_when_someone_commits(
     e2e_database, tmp_path
 ):
-    if on_postgres():
-        pytest.skip("PostgreSQL's waiters block on their sockets (LISTEN)")
     loop = start_loop(e2e_database, tmp_path / "loop.log", CRONIQ_NOTIFIER="1")
     try:
         wait_for(lambda: notifier_of(loop.popen.pid), message="the notifier process")
