@@ -44,9 +44,7 @@ log = logging.getLogger("croniq.notifications")
 # notifier's CPU (bench/idle_cost.py).
 POLL = 5.0
 # ...and this while the LISTEN connection is up (PostgreSQL): every writer of
-# events pokes it (`wakeup.poke_after_commit`), and it wakes on connecting;
-# or while its thread watches the SQLite database's writes, which sees
-# every commit.
+# events pokes it (`wakeup.poke_after_commit`), and it wakes on connecting.
 LISTENING_POLL = 30.0
 # SQLite: how often the notifier looks for other connections' commits, and
 # at most how often they wake it when a thread watches for them: in a burst
@@ -107,9 +105,11 @@ class Notifier:
         self.thread = None
         self.listener = None
         self.poll = POLL
-        # Its LISTEN connection is up (PostgreSQL), or its thread watches
-        # the SQLite database's writes.
-        self.listening = False
+        self.listening = False  # PostgreSQL: its LISTEN connection is up
+        # SQLite: its thread watches the database's writes, so the rounds
+        # need not look for commits; they still poll every POLL, for a
+        # commit the thread did not see (`commits.SETTLE_PAUSES`).
+        self.watching = False
         self.interrupt = None  # a pipe stop() writes to, ending the listener's wait
         self.commits = None if on_postgres() else commits.of_django(connection, watch=False)
 
@@ -178,7 +178,7 @@ class Notifier:
         deadline = time.monotonic() + seconds
         # stop() sets wakeup.local: on PostgreSQL, or while a thread watches
         # for commits, nothing needs a look between wake-ups.
-        polls = self.commits is not None and not self.listening
+        polls = self.commits is not None and not self.watching
         check = COMMIT_CHECK if polls else None
         while not self.is_set():
             left = deadline - time.monotonic()
@@ -274,7 +274,7 @@ class Notifier:
         """SQLite: wake the rounds when another connection commits (the
         watcher's own raw connection never commits: the lanes' commits
         count)."""
-        self.listening = True
+        self.watching = True
         try:
             while not self.is_set():
                 if watcher.wait(LISTENING_POLL, self.interrupt[0]):
@@ -284,7 +284,7 @@ class Notifier:
             # The rounds look for commits themselves again (`sleep`).
             log.exception("notifier: cannot watch the database's writes; looking in turn")
         finally:
-            self.listening = False
+            self.watching = False
             watcher.close()
 
     def heard_from(self, up):

@@ -18,6 +18,7 @@ database, and a burst for a hundred polls is one transaction, not a hundred.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -445,14 +446,18 @@ class Hub:
         # It sees every commit: the full look is a guard, as with LISTEN.
         self.listening = written is not None
         last_new_work = time.monotonic()
+        # After a write whose commit was not seen yet: look again after each
+        # of these (`commits.SETTLE_PAUSES`).
+        pauses = iter(())
         try:
             while True:
-                after_write = written is not None and written.is_set()
-                if after_write:
+                if written is not None and written.is_set():
                     written.clear()  # before the look: a write after it sets it again
-                looked = bool(self.waiters or seen is None)
-                if looked and watcher.moved():
-                    after_write = False  # its commit was seen
+                    pauses = iter(commits.SETTLE_PAUSES)
+                if not (self.waiters or seen is None):
+                    pauses = iter(())  # nobody waits: a new poll scans for itself
+                elif watcher.moved():
+                    pauses = iter(())  # its commit was seen
                     try:
                         work = await run_db(work_signature)
                     except Exception as e:  # noqa: BLE001 - logged; the next round retries
@@ -468,10 +473,13 @@ class Hub:
                     await asyncio.sleep(watch_interval(time.monotonic() - last_new_work))
                     continue
                 await asyncio.sleep(WATCH_INTERVAL)
-                # A commit becomes visible a moment after its log is written:
-                # a look right after a write that saw none looks once more.
-                if not (after_write and looked):
+                # A commit becomes visible a moment after its log is written.
+                pause = next(pauses, None)
+                if pause is None:
                     await written.wait()
+                elif not written.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(written.wait(), pause)
         finally:
             self.listening = False
             if written is not None:

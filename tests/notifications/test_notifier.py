@@ -133,7 +133,7 @@ def test_on_sqlite_a_thread_wakes_the_rounds_when_the_database_is_written(tmp_pa
     thread = threading.Thread(target=idle.watch_commits, args=(watcher,))
     thread.start()
     try:
-        wait_for(lambda: idle.listening)
+        wait_for(lambda: idle.watching)
         time.sleep(0.2)  # its first look (moved) has woken the rounds
         wakeup.local.clear()
         assert not wakeup.local.wait(0.3)  # nothing written: nothing wakes them
@@ -147,18 +147,18 @@ def test_on_sqlite_a_thread_wakes_the_rounds_when_the_database_is_written(tmp_pa
         for end in idle.interrupt:
             os.close(end)
     assert not thread.is_alive()
-    assert not idle.listening  # the rounds look for commits themselves again
+    assert not idle.watching  # the rounds look for commits themselves again
 
 
 def test_on_sqlite_the_rounds_look_for_commits_while_no_thread_watches(monkeypatch):
     idle = notifier.Notifier(before=[])
     looks = []
     idle.commits = type("Commits", (), {"moved": lambda self: looks.append(1) or False})()
-    idle.listening = True  # a thread watches: no looks
+    idle.watching = True  # a thread watches: no looks
     wakeup.local.clear()  # as each round starts (earlier tests may have set it)
     idle.sleep(0.2)
     assert not looks
-    idle.listening = False  # it died, or never started
+    idle.watching = False  # it died, or never started
     idle.sleep(0.2)
     assert len(looks) >= 2
 

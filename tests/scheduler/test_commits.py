@@ -145,3 +145,33 @@ def test_it_sees_commits_after_the_log_was_deleted_and_made_anew(database, closi
 def test_a_database_without_a_file_is_looked_at_in_turn(name):
     assert commits.file_writes(name) is None
     assert not commits.own_connection(name).blocks
+
+
+def test_a_commit_that_becomes_visible_a_while_after_its_write_is_seen(tmp_path, closing):
+    """A writer descheduled between its log write and the log's index
+    update (a busy machine) makes its commit visible late: the waiter
+    looks again for seconds, not only for the next few milliseconds."""
+    path = tmp_path / "late.sqlite3"
+    path.touch()
+    visible_at = []
+
+    class Raw:  # the commit counter moves 0.3 s after the write
+        def execute(self, sql):
+            moved = bool(visible_at) and time.monotonic() >= visible_at[0]
+            return type("Row", (), {"fetchone": lambda self: (2 if moved else 1,)})()
+
+    raw = Raw()
+    watcher = commits.Commits(lambda: raw, commits.file_writes(str(path)))
+    closing(watcher)
+    watcher.moved()
+
+    def write():
+        visible_at.append(time.monotonic() + 0.3)
+        with open(f"{path}-wal", "ab") as log:
+            log.write(b"frame")
+
+    thread = later(write, 0.1)
+    started = time.monotonic()
+    assert watcher.wait(5.0)
+    thread.join()
+    assert time.monotonic() - started < 2.0
