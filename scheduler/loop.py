@@ -114,15 +114,19 @@ class SchedulerLoop:
         # next tick may trust it (a bare `tick` reads anew).
         self.watched = False
         # run_forever's pipe (read, write): stop() writes to it, so a sleep
-        # blocked on the database's socket (PostgreSQL) ends at once.
+        # blocked on the database's socket (PostgreSQL) ends at once. Its lock:
+        # stop() comes from another thread and must not write to a pipe that
+        # run_forever is closing (its descriptor may be reused at once).
         self.waker = None
+        self.waker_lock = threading.Lock()
 
     def stop(self):
         self.stopping.set()
         self.housekeeping_wake.set()
-        if self.waker is not None:
-            with contextlib.suppress(OSError):  # closed: the loop has ended
-                os.write(self.waker[1], b"!")  # ends a wait on the database's socket
+        with self.waker_lock:
+            if self.waker is not None:
+                with contextlib.suppress(OSError):  # a stop never raises
+                    os.write(self.waker[1], b"!")  # ends a wait on the database's socket
 
     @property
     def tick_steps(self):
@@ -278,8 +282,9 @@ class SchedulerLoop:
         try:
             self.loop_forever()
         finally:
-            read, write = self.waker
-            self.waker = None
+            with self.waker_lock:
+                read, write = self.waker
+                self.waker = None
             os.close(read)
             os.close(write)
 

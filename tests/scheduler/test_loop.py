@@ -1,8 +1,10 @@
 """One iteration of the scheduler loop, at fixed instants."""
 
 import datetime as dt
+import inspect
 import os
 import re
+import sys
 import threading
 import time
 
@@ -188,6 +190,51 @@ def test_stop_ends_run_forever_after_the_current_tick():
     loop.run_once = run_once
     loop.run_forever()
     assert ticks == [1]
+
+
+def test_a_stop_that_comes_while_run_forever_closes_its_pipe_does_not_fail():
+    """A signal's stop() from another thread, paused between seeing the wake
+    pipe and writing to it while run_forever ends and closes that pipe."""
+    loop = SchedulerLoop(interval=0.01, clock=lambda: T0)
+    loop.run_once = loop.stopping.set  # one tick that asks to stop
+    loop.sleep_until_due = lambda: None
+    source, first = inspect.getsourcelines(SchedulerLoop.stop)
+    write_line = first + next(i for i, text in enumerate(source) if "os.write(" in text)
+    ended = threading.Event()
+    paused = threading.Event()
+
+    def pause_before_the_write(frame, event, arg):
+        stop_code = SchedulerLoop.stop.__code__
+        if event == "line" and frame.f_code is stop_code and frame.f_lineno == write_line:
+            paused.set()
+            ended.wait(1)  # run_forever may close the pipe meanwhile
+        return pause_before_the_write
+
+    errors = []
+
+    def stop():
+        sys.settrace(lambda frame, event, arg: pause_before_the_write)
+        try:
+            loop.stop()
+        except Exception as error:  # noqa: BLE001 - the failure under test
+            errors.append(error)
+        finally:
+            sys.settrace(None)
+
+    original = loop.loop_forever
+    stopper = threading.Thread(target=stop)
+
+    def loop_forever():
+        original()
+        stopper.start()
+        assert paused.wait(5)
+
+    loop.loop_forever = loop_forever
+    loop.run_forever()
+    ended.set()
+    stopper.join(5)
+    assert errors == []
+    assert loop.waker is None
 
 
 # The steps the apps contribute
