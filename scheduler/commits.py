@@ -80,10 +80,10 @@ class Commits:
         readable (False). Only when `blocks`."""
         deadline = time.monotonic() + seconds
         waited = [self.writes] if interrupt is None else [self.writes, interrupt]
-        pauses = ()
+        pauses = iter(())
         while not self.moved():
             left = max(0.0, deadline - time.monotonic())
-            pause = next(pauses, None) if pauses else None
+            pause = next(pauses, None)
             readable, _, _ = select.select(
                 waited, [], [], left if pause is None else min(left, pause)
             )
@@ -126,6 +126,7 @@ class FileWrites:
 
         directory, name = os.path.split(os.path.abspath(path))
         self.names = {name, f"{name}-wal"}
+        self.overflow = flags.Q_OVERFLOW
         self.inotify = INotify(nonblocking=True)
         try:
             self.inotify.add_watch(directory, flags.MODIFY)
@@ -139,13 +140,11 @@ class FileWrites:
     def clear(self):
         """Read the events that came; whether one was the database's (or
         events were lost: the kernel's queue overflowed)."""
-        from inotify_simple import flags
-
         try:
             events = self.inotify.read(timeout=0)
         except BlockingIOError:
             return False
-        return any(e.name in self.names or e.mask & flags.Q_OVERFLOW for e in events)
+        return any(e.name in self.names or e.mask & self.overflow for e in events)
 
     def close(self):
         self.inotify.close()

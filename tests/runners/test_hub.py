@@ -497,23 +497,31 @@ def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_comm
         loop.run_until_complete(run_db(wrap, False))
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's commit counter")
-def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
-    transactional_db, loop, runners, monkeypatch
-):
+def count_looks(monkeypatch, path=None):
+    """The instants the hub's SQLite watch looks for commits (of the
+    database at `path`, if given, instead of the test database)."""
     from scheduler import commits
 
-    monkeypatch.setattr(hub_module, "QUIET_AFTER", 0.2)
     looks = []
     own_connection = commits.own_connection
 
     def counted(name):
-        watcher = own_connection(name)
+        watcher = own_connection(name if path is None else str(path))
         moved = watcher.moved
         watcher.moved = lambda: looks.append(time.monotonic()) or moved()
         return watcher
 
     monkeypatch.setattr(commits, "own_connection", counted)
+    return looks
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's commit counter")
+def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
+    transactional_db, loop, runners, monkeypatch
+):
+
+    monkeypatch.setattr(hub_module, "QUIET_AFTER", 0.2)
+    looks = count_looks(monkeypatch)
     current = local_hub_with_a_waiter(loop)
     watch = loop.create_task(current.watch())
 
@@ -541,24 +549,13 @@ def test_on_sqlite_the_watch_sleeps_until_the_database_is_written(
 ):
     import sqlite3
 
-    from scheduler import commits
-
     # The test database is in memory: the watch watches a file of its own,
     # which the test writes to as another process would commit.
     path = tmp_path / "watched.sqlite3"
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.execute("CREATE TABLE t (x)")
-    looks = []
-    own_connection = commits.own_connection
-
-    def watched(name):
-        watcher = own_connection(str(path))
-        moved = watcher.moved
-        watcher.moved = lambda: looks.append(time.monotonic()) or moved()
-        return watcher
-
-    monkeypatch.setattr(commits, "own_connection", watched)
+    looks = count_looks(monkeypatch, path)
     current = local_hub_with_a_waiter(loop)
     watch = loop.create_task(current.watch())
     try:
