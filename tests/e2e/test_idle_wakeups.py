@@ -49,7 +49,10 @@ def wakes(pid, thread=None):
 def notifier_of(loop_pid):
     """The loop's notifier process (multiprocessing, spawned)."""
     for child in children(loop_pid):
-        command = Path(f"/proc/{child}/cmdline").read_bytes()
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue  # it has ended since the listing
         if b"spawn_main" in command:  # multiprocessing.spawn; not its resource tracker
             return child
     return None
@@ -67,7 +70,8 @@ def test_an_idle_loop_and_its_notifier_on_sqlite_wake_only_when_someone_commits(
         time.sleep(SECONDS)
         after = wakes(loop.popen.pid, loop.popen.pid), wakes(notifier)
     finally:
-        assert loop.stop() == 0, loop.output()
+        code = loop.stop()  # a failure above is not hidden by a stop during start-up
+    assert code == 0, loop.output()
     main_thread, notifier_process = ((b - a) / SECONDS for a, b in zip(before, after, strict=True))
     # Looking for commits every 100 ms, the loop's main thread woke 10.5
     # times a second (2.75 now: its ticks); the notifier's process, looking
