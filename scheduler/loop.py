@@ -117,8 +117,10 @@ class SchedulerLoop:
         # blocked on the database's socket (PostgreSQL) ends at once. Its lock:
         # stop() comes from another thread and must not write to a pipe that
         # run_forever is closing (its descriptor may be reused at once).
+        # Reentrant: under scheduler_loop, stop() is a signal handler of the
+        # thread that may hold it.
         self.waker = None
-        self.waker_lock = threading.Lock()
+        self.waker_lock = threading.RLock()
 
     def stop(self):
         self.stopping.set()

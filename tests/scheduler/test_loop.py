@@ -237,6 +237,28 @@ def test_a_stop_that_comes_while_run_forever_closes_its_pipe_does_not_fail():
     assert loop.waker is None
 
 
+def test_a_stop_signal_in_the_thread_closing_the_pipe_does_not_hang_it():
+    """Under scheduler_loop, stop() is the signal handler of the thread that
+    runs run_forever: it may come while that thread holds the pipe's lock."""
+    loop = SchedulerLoop(interval=0.01, clock=lambda: T0)
+    loop.waker = os.pipe()
+    stopped = threading.Event()
+
+    def interrupted_while_holding_the_lock():
+        with loop.waker_lock:
+            loop.stop()  # as a handler would run, between two lines here
+            stopped.set()
+
+    thread = threading.Thread(target=interrupted_while_holding_the_lock, daemon=True)
+    thread.start()
+    try:
+        assert stopped.wait(5)
+        assert os.read(loop.waker[0], 1) == b"!"
+    finally:
+        for end in loop.waker:
+            os.close(end)
+
+
 # The steps the apps contribute
 
 
