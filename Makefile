@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CRONIQ_PORT ?= 8000
 
-.PHONY: install run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
+.PHONY: install bytecode run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,15 @@ $(STAMP): $(BIN)/python pyproject.toml runner/pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Croniq's own modules compiled ahead. Where PYTHONDONTWRITEBYTECODE is set
+# (CI machines, many images) no process writes them, and every process the
+# suite starts (servers, loops, agents, manage.py) compiled some 130 modules
+# from source: 0.24 s of the 1.05 s of CPU a start costs. Only what changed
+# since the last run is compiled again.
+bytecode: install
+	@$(BIN)/python -m compileall -q -j 0 croniq_project calendars scheduler runners \
+		notifications control audit dashboard runner/croniq_runner tests bench manage.py > /dev/null
 
 run: install
 	DEBUG=1 $(BIN)/python manage.py migrate --no-input
@@ -42,11 +51,11 @@ test: lint
 postgres-then-docker: test-postgres docker-engine
 	@$(MAKE) --no-print-directory test-docker
 
-test-sqlite: install
+test-sqlite: bytecode
 	@echo "=== test suite on SQLite"
 	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PYTEST_ARGS)
 
-test-postgres: install
+test-postgres: bytecode
 	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
 		echo "=== test suite on PostgreSQL"; \
 		CRONIQ_TEST_DATABASE_URL="$$CRONIQ_TEST_POSTGRES_URL" $(BIN)/python -m pytest -m "not docker" $(PYTEST_ARGS); \
@@ -63,7 +72,7 @@ docker-engine:
 	@echo "=== Docker engine and base image"
 	@deploy/docker-base.sh || [ -z "$$CI" ] || exit 1
 
-test-docker: install docker-engine
+test-docker: bytecode docker-engine
 	@echo "=== Docker images and compose"
 	env -u DATABASE_URL $(BIN)/python -m pytest -m docker tests/docker $(PYTEST_ARGS)
 
