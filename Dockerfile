@@ -22,8 +22,11 @@ COPY templates ./templates
 COPY deploy ./deploy
 ENV STATIC_ROOT=/app/staticfiles
 # uid 1000 as in the runner image: both mount the runner token's volume.
+# The processes import Croniq from /app, which uid 1000 cannot write:
+# its bytecode is compiled here, or every start would compile it anew.
 RUN pip install --no-deps . \
     && SECRET_KEY=build python manage.py collectstatic --no-input \
+    && python -m compileall -q croniq_project calendars scheduler runners audit notifications control dashboard manage.py \
     && useradd --uid 1000 --create-home croniq \
     && mkdir -p /data /run/croniq && chown croniq /data /run/croniq
 USER croniq
