@@ -308,7 +308,8 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), pk=None):
     needs no row locks: its IMMEDIATE transactions serialise writers.
 
     Written in SQL: on every firing tick the ORM's compiling of this query
-    was a fifth of the firing's CPU (bench/notifications.py --steps)."""
+    was a fifth of the firing's CPU (docs/performance.md). It must pick
+    what `due_jobs` picks (tests/scheduler/test_ticks.py)."""
     adapt = connection.ops.adapt_datetimefield_value
     where = ["enabled = %s", "paused_at IS NULL"]
     params = [True]

@@ -43,6 +43,36 @@ def test_a_due_job_fires_once_and_advances_to_its_next_instant():
     assert job.last_scheduled_at == at(0)
 
 
+def test_the_locking_query_finds_the_due_jobs_as_due_jobs_says_earliest_first():
+    """lock_due_jobs is SQL written by hand; due_jobs says the same in the
+    ORM. Both must pick the same jobs."""
+    second = dt.timedelta(seconds=1)
+    lead = dt.timedelta(milliseconds=200)
+    large_instant = T0 + 3 * second  # fired ahead (`Firing.ahead`)
+    calendar = CalendarFactory()
+    due = JobFactory(next_run_at=T0 - second, calendar=calendar)
+    within_lead = JobFactory(next_run_at=T0 + lead / 2)
+    held_within_lead = JobFactory(next_run_at=T0 + lead / 2)
+    held_and_due = JobFactory(next_run_at=T0 - 2 * second)
+    ahead = JobFactory(next_run_at=large_instant)
+    JobFactory(next_run_at=T0 + 3600 * second)
+    JobFactory(next_run_at=T0 - second, enabled=False)
+    JobFactory(next_run_at=T0 - second, paused_at=T0 - 3600 * second)
+    JobFactory(next_run_at=None)  # quarantined
+    held = {held_within_lead.pk, held_and_due.pk}
+
+    jobs = ticks.lock_due_jobs(T0, lead, held, {large_instant})
+
+    assert [job.pk for job in jobs] == [held_and_due.pk, due.pk, within_lead.pk, ahead.pk]
+    orm = ticks.due_jobs(T0, lead, held, {large_instant})
+    assert {job.pk for job in jobs} == set(orm.values_list("pk", flat=True))
+    with CaptureQueriesContext(connection) as queries:
+        assert jobs[1].calendar == calendar  # read with the jobs
+    assert len(queries) == 0
+    assert ticks.lock_due_jobs(T0, lead, held, pk=within_lead.pk) == [within_lead]
+    assert ticks.lock_due_jobs(T0, lead, held, pk=held_within_lead.pk) == []
+
+
 def test_a_job_not_yet_due_does_not_fire():
     JobFactory(next_run_at=at(5))
     assert ticks.trigger_due(at(4, 59)) == 0
