@@ -26,7 +26,7 @@ ENV STATIC_ROOT=/app/staticfiles
 # its bytecode is compiled here, or every start would compile it anew.
 RUN pip install --no-deps . \
     && SECRET_KEY=build python manage.py collectstatic --no-input \
-    && python -m compileall -q croniq_project calendars scheduler runners audit notifications control dashboard manage.py \
+    && python -m compileall -q . \
     && useradd --uid 1000 --create-home croniq \
     && mkdir -p /data /run/croniq && chown croniq /data /run/croniq
 USER croniq

@@ -312,15 +312,14 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), pk=None):
     what `due_jobs` picks (tests/scheduler/test_ticks.py)."""
     adapt = connection.ops.adapt_datetimefield_value
     where = ["enabled = %s", "paused_at IS NULL"]
-    params = [True]
+    params = [True, adapt(now + lead)]
     due = "next_run_at <= %s"
-    params.append(adapt(now + lead))
     if ahead:
-        due = f"({due} OR next_run_at IN ({', '.join(['%s'] * len(ahead))}))"
+        due = f"({due} OR next_run_at IN ({placeholders(ahead)}))"
         params.extend(adapt(instant) for instant in sorted(ahead))
     where.append(due)
     if held:
-        where.append(f"(next_run_at <= %s OR id NOT IN ({', '.join(['%s'] * len(held))}))")
+        where.append(f"(next_run_at <= %s OR id NOT IN ({placeholders(held)}))")
         params.append(adapt(now))
         params.extend(sorted(held))
     if pk is not None:
@@ -332,6 +331,10 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), pk=None):
     jobs = list(Job.objects.raw(sql, params))
     prefetch_related_objects(jobs, "calendar")  # one query, if any has a calendar
     return jobs
+
+
+def placeholders(values):
+    return ", ".join(["%s"] * len(values))
 
 
 # Every column of the job, whatever fields it gains.

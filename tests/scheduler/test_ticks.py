@@ -69,7 +69,9 @@ def test_the_locking_query_finds_the_due_jobs_as_due_jobs_says_earliest_first():
     with CaptureQueriesContext(connection) as queries:
         assert jobs[1].calendar == calendar  # read with the jobs
     assert len(queries) == 0
-    assert ticks.lock_due_jobs(T0, lead, held, pk=within_lead.pk) == [within_lead]
+    with CaptureQueriesContext(connection) as queries:
+        assert ticks.lock_due_jobs(T0, lead, held, pk=within_lead.pk) == [within_lead]
+    assert len(queries) == 1  # no calendar, no query for one
     assert ticks.lock_due_jobs(T0, lead, held, pk=held_within_lead.pk) == []
 
 
