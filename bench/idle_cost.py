@@ -10,6 +10,7 @@ connection; on PostgreSQL also the transactions the database committed).
 Target (issue "Fast for every job"): loop + web under 1% of one core.
 
     .venv/bin/python bench/idle_cost.py            # SQLite
+    .venv/bin/python bench/idle_cost.py --layout serve   # one `serve` process
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_idle_bench \
         .venv/bin/python bench/idle_cost.py        # a fresh database, dropped after
 """
@@ -34,9 +35,10 @@ JOBS = 2000
 WARM_UP = 10.0
 TARGET_PERCENT = 1.0
 
-# The loop, with every query of its threads counted; SIGUSR1 writes
-# the count so far to the file named by its first argument.
-COUNTED_LOOP = """
+# A management command (the rest of the arguments: `scheduler_loop`, or
+# `serve`), with every query of its threads counted; SIGUSR1 writes the
+# count so far to the file named by its first argument.
+COUNTED_COMMAND = """
 import signal, sys
 import django
 django.setup()
@@ -54,7 +56,7 @@ def count_on(sender, connection, **_):
         connection.execute_wrappers.append(counted)
 connection_created.connect(count_on)
 signal.signal(signal.SIGUSR1, report)
-call_command("scheduler_loop")
+call_command(*sys.argv[2:])
 """
 
 
@@ -101,6 +103,12 @@ def create_jobs(now):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--layout",
+        choices=["split", "serve"],
+        default="split",
+        help="uvicorn and scheduler_loop apart, or one `serve` process (SQLite's).",
+    )
     options = parser.parse_args()
     url = prepare_database()
     from django.db import connections
@@ -109,6 +117,13 @@ def main():
     from runners.models import RunnerToken
     from tests.e2e.processes import Process, Server, drop_database, process_env
 
+    class CountedServe(Server):
+        """`manage.py serve`, its queries counted: web and loop in one process."""
+
+        def command(self):
+            counted = [sys.executable, "-c", COUNTED_COMMAND, str(count_file)]
+            return [*counted, "serve", "--port", str(self.port)]
+
     create_jobs(timezone.now())
     secret = RunnerToken.issue(f"bench-{uuid.uuid4().hex[:8]}")[1]
     connections.close_all()
@@ -116,15 +131,20 @@ def main():
     count_file = workdir / "loop-queries.txt"
     processes = []
     try:
-        web = Server(url, workdir / "web.log")
-        processes.append(web)
-        web.wait_ready()
-        loop = Process(
-            [sys.executable, "-c", COUNTED_LOOP, str(count_file)],
-            process_env(url, DJANGO_SETTINGS_MODULE="croniq_project.settings"),
-            workdir / "loop.log",
-        )
-        processes.append(loop)
+        if options.layout == "serve":
+            web = loop = CountedServe(url, workdir / "serve.log")
+            processes.append(web)
+            web.wait_ready()
+        else:
+            web = Server(url, workdir / "web.log")
+            processes.append(web)
+            web.wait_ready()
+            loop = Process(
+                [sys.executable, "-c", COUNTED_COMMAND, str(count_file), "scheduler_loop"],
+                process_env(url, DJANGO_SETTINGS_MODULE="croniq_project.settings"),
+                workdir / "loop.log",
+            )
+            processes.append(loop)
         agent_env = process_env("sqlite:////nonexistent", XDG_STATE_HOME=workdir / "state")
         agent = ROOT / ".venv" / "bin" / "croniq-runner"
         runner = Process(
@@ -136,7 +156,8 @@ def main():
         time.sleep(WARM_UP)
         queries_before = loop_queries(loop.popen.pid, count_file)
         loop_tree = [loop.popen.pid, *children(loop.popen.pid)]
-        before = {pid: cpu_seconds(pid) for pid in [web.popen.pid, *loop_tree, runner.popen.pid]}
+        watched = {web.popen.pid, *loop_tree, runner.popen.pid}
+        before = {pid: cpu_seconds(pid) for pid in watched}
         xacts_before = transactions(url)
         started = time.monotonic()
         time.sleep(options.seconds)
@@ -147,11 +168,13 @@ def main():
     finally:
         for process in reversed(processes):
             process.stop()
-    web_percent = 100 * used[web.popen.pid] / elapsed
+    # One `serve` process counts as the loop's (with its notifier's).
+    web_percent = 0.0 if web is loop else 100 * used[web.popen.pid] / elapsed
     loop_percent = 100 * sum(used[pid] for pid in loop_tree) / elapsed
     emit(
         bench="idle_cost",
         backend="postgresql" if url.startswith("postgres") else "sqlite",
+        layout=options.layout,
         jobs=JOBS,
         seconds=round(elapsed, 1),
         web_cpu_percent=round(web_percent, 3),

@@ -61,3 +61,32 @@ def test_a_stop_before_the_web_server_serves_ends_both_with_exit_code_0():
 
     assert process.run() == 0
     assert not process.thread.is_alive()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_server_looks_once_a_second_at_rest_and_a_stop_from_another_thread_wakes_it():
+    server = web_server("127.0.0.1", free_port())
+    looks = []
+    on_tick = server.on_tick
+
+    async def counted(counter):
+        looks.append(time.monotonic())
+        return await on_tick(counter)
+
+    server.on_tick = counted
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, message="the web server")
+        time.sleep(2.5)
+        at_rest = len(looks)
+        # Just after a look: uvicorn's own loop would sleep a second now.
+        wait_for(lambda: len(looks) > at_rest, message="a look")
+    finally:
+        stopped = time.monotonic()
+        server.should_exit = True
+        thread.join(10)
+
+    assert 2 <= at_rest <= 5  # uvicorn's own loop: about 25 in 2.5 s
+    assert not thread.is_alive()
+    assert looks[-1] - stopped < 0.3  # not at the end of its second's sleep
