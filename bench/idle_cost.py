@@ -131,14 +131,12 @@ def main():
     count_file = workdir / "loop-queries.txt"
     processes = []
     try:
-        if options.layout == "serve":
-            web = loop = CountedServe(url, workdir / "serve.log")
-            processes.append(web)
-            web.wait_ready()
-        else:
-            web = Server(url, workdir / "web.log")
-            processes.append(web)
-            web.wait_ready()
+        serve = options.layout == "serve"
+        web = (CountedServe if serve else Server)(url, workdir / f"{options.layout}.log")
+        processes.append(web)
+        web.wait_ready()
+        loop = web
+        if not serve:
             loop = Process(
                 [sys.executable, "-c", COUNTED_COMMAND, str(count_file), "scheduler_loop"],
                 process_env(url, DJANGO_SETTINGS_MODULE="croniq_project.settings"),

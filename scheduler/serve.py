@@ -89,9 +89,9 @@ class RestingServer(uvicorn.Server):
         should_exit = await self.on_tick(counter)
         while not should_exit:
             counter = (counter + 10) % 864000  # `on_tick` counts 100 ms ticks
-            if not self.should_exit:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stop_requested.wait(), WEB_TICK)
+            # A stop sets the event (`should_exit`): the wait ends at once.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_requested.wait(), WEB_TICK)
             should_exit = await self.on_tick(counter)
 
 

