@@ -483,12 +483,28 @@ def pending_of(job):
 
 def advance_jobs(jobs):
     """Save the jobs' new instants: one UPDATE per distinct pair, since jobs
-    due together mostly move together (cheaper than a CASE per row)."""
+    due together mostly move together (cheaper than a CASE per row).
+
+    Written in SQL, as `lock_due_jobs`: the ORM compiled each UPDATE anew,
+    0.2 ms of CPU apiece, and jobs with phases of their own (`@every` jobs
+    created apart) make one UPDATE each."""
+    adapt = connection.ops.adapt_datetimefield_value
     groups = defaultdict(list)
     for job in jobs:
         groups[(job.last_scheduled_at, job.next_run_at)].append(job.pk)
-    for (last, upcoming), ids in groups.items():
-        Job.objects.filter(pk__in=ids).update(last_scheduled_at=last, next_run_at=upcoming)
+    with connection.cursor() as cursor:
+        for (last, upcoming), ids in groups.items():
+            cursor.execute(
+                f"{ADVANCE_JOBS} ({placeholders(ids)})", [adapt(last), adapt(upcoming), *ids]
+            )
+
+
+ADVANCE_JOBS = 'UPDATE "{}" SET "{}" = %s, "{}" = %s WHERE "{}" IN'.format(
+    Job._meta.db_table,
+    Job._meta.get_field("last_scheduled_at").column,
+    Job._meta.get_field("next_run_at").column,
+    Job._meta.pk.column,
+)
 
 
 def new_execution(job, instant, trigger, now):

@@ -75,6 +75,30 @@ def test_the_locking_query_finds_the_due_jobs_as_due_jobs_says_earliest_first():
     assert ticks.lock_due_jobs(T0, lead, held, pk=held_within_lead.pk) == []
 
 
+def test_jobs_with_phases_of_their_own_each_advance_to_their_own_instant():
+    """advance_jobs is SQL written by hand: each job gets its own pair of
+    instants (to the microsecond, or none left), one UPDATE per pair."""
+    phases = [dt.timedelta(microseconds=137 * n) for n in range(3)]
+    jobs = [JobFactory(schedule="@every 1s", next_run_at=T0 + phase) for phase in phases]
+    bystander = JobFactory(schedule="@every 1s", next_run_at=T0)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert ticks.trigger_due(at(0, 0.5)) == 3 + 1
+    updates = [q for q in queries if q["sql"].lstrip().upper().startswith("UPDATE")]
+    # The bystander shares the first job's instants: three pairs.
+    assert len(updates) == 3
+    for job, phase in zip(jobs, phases, strict=True):
+        job.refresh_from_db()
+        assert (job.last_scheduled_at, job.next_run_at) == (T0 + phase, at(0, 1) + phase)
+
+    jobs[0].next_run_at, jobs[0].last_scheduled_at = None, at(9)  # none left
+    ticks.advance_jobs(jobs[:1])
+    jobs[0].refresh_from_db()
+    assert (jobs[0].last_scheduled_at, jobs[0].next_run_at) == (at(9), None)
+    bystander.refresh_from_db()
+    assert (bystander.last_scheduled_at, bystander.next_run_at) == (T0, at(0, 1))
+
+
 def test_a_job_not_yet_due_does_not_fire():
     JobFactory(next_run_at=at(5))
     assert ticks.trigger_due(at(4, 59)) == 0
