@@ -11,6 +11,7 @@ bad config or an unset secret raises ValueError, for the caller to record.
 import hashlib
 import hmac
 import json
+import os
 import re
 import smtplib
 import time
@@ -507,13 +508,51 @@ def send(kind, config, message, now, timeout=None):
     return _post(url, body, headers, timeout, hidden=_secret_values(config))
 
 
+# requests reads the whole environment on every call: for proxy variables
+# (twice) and NO_PROXY, a CA bundle, a .netrc; in a burst, 0.4 ms of a
+# delivery's 3 ms of CPU (more, the more variables a container sets). The
+# variables that matter to an http(s) URL are looked up here instead, and
+# with a proxy or a .netrc to honour, requests reads the environment as
+# ever.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+CA_BUNDLE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+NETRC_FILES = ("~/.netrc", "~/_netrc")
+
+
+def _session():
+    """A requests Session for one delivery: one that does not read the
+    environment when nothing in it concerns the request, else requests'
+    own. Fresh each time, as `requests.post` makes one: no cookie of one
+    receiver's reaches the next delivery."""
+    session = requests.Session()
+    if not _environment_matters():
+        session.trust_env = False
+        session.verify = next(
+            (os.environ[name] for name in CA_BUNDLE_VARIABLES if os.environ.get(name)), True
+        )
+    return session
+
+
+def _environment_matters():
+    """A proxy variable or a .netrc that requests would honour is set."""
+    for name in PROXY_VARIABLES:
+        if os.environ.get(name) or os.environ.get(name.upper()):
+            return True
+    if os.environ.get("NETRC"):
+        return True
+    return any(os.path.exists(os.path.expanduser(path)) for path in NETRC_FILES)
+
+
 def _post(url, body, headers, timeout, hidden):
     started = time.perf_counter()
     try:
         # Redirects are not followed: a POST turned into a GET loses its body.
-        with requests.post(
-            url, data=body, headers=headers, timeout=timeout, stream=True, allow_redirects=False
-        ) as response:
+        with (
+            _session() as session,
+            session.post(
+                url, data=body, headers=headers, timeout=timeout, stream=True, allow_redirects=False
+            ) as response,
+        ):
             status = response.status_code
             snippet = "" if 200 <= status < 300 else _snippet(response)
     except Exception as error:  # a failed delivery is a result, whatever broke

@@ -1,5 +1,6 @@
 """Signed webhooks reach a real HTTP receiver, which checks them as DESIGN.md §9 says."""
 
+import base64
 import json
 import time
 from datetime import timedelta
@@ -209,3 +210,64 @@ def test_a_message_without_its_required_keys_is_refused(receiver):
     with pytest.raises(ValueError, match="^message: missing summary, url$"):
         channels.send("webhook", {"url": receiver.url}, {"id": "1", "event": "x"}, now=NOW)
     assert receiver.received == []
+
+
+# -- the environment requests honours ----------------------------------------
+
+
+@pytest.fixture
+def plain_environment(monkeypatch, tmp_path):
+    """No proxy variable, no CA bundle, no .netrc: `channels` skips
+    requests' reading of the environment. Each test adds one."""
+    for name in channels.PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name in (*channels.CA_BUNDLE_VARIABLES, "NETRC", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_a_proxy_in_the_environment_carries_the_delivery(
+    receiver, message, plain_environment, monkeypatch
+):
+    config = {"url": "http://receiver.invalid/hook"}
+    assert channels.send("webhook", config, message, now=NOW).error == (
+        "cannot resolve the host name"
+    )
+    monkeypatch.setenv("HTTP_PROXY", receiver.url.removesuffix("/hook"))
+
+    assert channels.send("webhook", config, message, now=NOW).ok
+    [(path, _, body)] = receiver.received
+    assert path == "http://receiver.invalid/hook"  # the proxy's form of a request
+    assert json.loads(body) == message
+
+    monkeypatch.setenv("NO_PROXY", "receiver.invalid")
+    assert channels.send("webhook", config, message, now=NOW).error == (
+        "cannot resolve the host name"
+    )
+    assert len(receiver.received) == 1
+
+
+def test_a_netrc_of_the_receivers_host_authenticates_the_delivery(
+    receiver, message, plain_environment
+):
+    netrc = plain_environment / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login croniq password n3trc-pass\n")
+    netrc.chmod(0o600)
+
+    assert channels.send("webhook", {"url": receiver.url}, message, now=NOW).ok
+    [(_, headers, _)] = receiver.received
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"croniq:n3trc-pass").decode()
+
+
+def test_a_ca_bundle_in_the_environment_is_the_one_https_uses(
+    closed_port, message, plain_environment, monkeypatch
+):
+    # Nothing listens: the bundle is looked for before connecting.
+    config = {"url": f"https://127.0.0.1:{closed_port}/hook"}
+    assert channels.send("webhook", config, message, now=NOW).error == "connection refused"
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(plain_environment / "no-such-bundle.pem"))
+
+    result = channels.send("webhook", config, message, now=NOW)
+    assert not result.ok and result.error == "request failed: OSError"
