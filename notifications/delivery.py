@@ -120,18 +120,40 @@ def claim(now, count=1, owner=None):
 
 
 def write_claims(notifications, token, now):
-    """Claim `notifications` to be sent one after another: each lease
-    covers the tries before it."""
-    claims = []
+    """Claim `notifications` (PostgreSQL, locked by the caller) to be sent
+    one after another: each lease covers the tries before it.
+
+    One UPDATE written in SQL: an ORM update per notification was a fifth
+    of a delivery's CPU in a burst (bench/notifications.py). The conditions
+    of a claim are checked again, though the caller's lock upholds them."""
+    leases = []
     until = now + timedelta(seconds=LEASE_MARGIN)
-    unclaimed = Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
     for notification in notifications:
-        lease = until + timedelta(seconds=notification.channel.timeout)
-        claimable = Notification.objects.filter(unclaimed, pk=notification.pk, state="pending")
-        if claimable.update(claimed_until=lease, claimed_by=token):
-            claims.append(Claim(notification.pk, token, lease, notification))
-            until = lease
-    return claims
+        until += timedelta(seconds=notification.channel.timeout)
+        leases.append(until)
+    if not notifications:
+        return []
+    rows = ", ".join(["(%s::uuid, %s::timestamptz)"] * len(notifications))
+    pairs = zip((notification.pk for notification in notifications), leases, strict=True)
+    params = [value for pair in pairs for value in pair]
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM_LEASES.format(rows=rows), [token, *params, Notification.PENDING, now])
+        claimed = {pk for (pk,) in cursor.fetchall()}
+    return [
+        Claim(notification.pk, token, lease, notification)
+        for notification, lease in zip(notifications, leases, strict=True)
+        if notification.pk in claimed
+    ]
+
+
+CLAIM_LEASES = f"""
+    UPDATE {Notification._meta.db_table} notification
+    SET claimed_until = lease.until, claimed_by = %s
+    FROM (VALUES {{rows}}) AS lease (id, until)
+    WHERE notification.id = lease.id AND notification.state = %s
+      AND (notification.claimed_until IS NULL OR notification.claimed_until <= %s)
+    RETURNING notification.id
+"""
 
 
 def claim_in_one_statement(now, count, token):
