@@ -123,8 +123,8 @@ def write_claims(notifications, token, now):
     """Claim `notifications` (PostgreSQL, locked by the caller) to be sent
     one after another: each lease covers the tries before it.
 
-    One UPDATE written in SQL: an ORM update per notification was a fifth
-    of a delivery's CPU in a burst (bench/notifications.py). The conditions
+    One UPDATE written in SQL: an ORM update per notification was about a
+    sixth of a delivery lane's CPU (cProfile, 400 deliveries). The conditions
     of a claim are checked again, though the caller's lock upholds them."""
     leases = []
     until = now + timedelta(seconds=LEASE_MARGIN)
