@@ -8,12 +8,21 @@ constraints on Execution are the backstop (DESIGN.md §2).
 """
 
 import logging
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    connection,
+    connections,
+    transaction,
+)
 from django.db.models import Min, Q, prefetch_related_objects
 
 import audit
@@ -328,12 +337,38 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), pk=None):
     sql = f"{JOB_SELECT} WHERE {' AND '.join(where)} ORDER BY next_run_at LIMIT {TRIGGER_BATCH}"
     if connection.features.has_select_for_update_skip_locked:
         sql += " FOR UPDATE SKIP LOCKED"
-    jobs = list(Job.objects.raw(sql, params))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        jobs = read_jobs(cursor.fetchall())
     if any(job.calendar_id is not None for job in jobs):
         # One query. Without a calendar to read, the ORM would still build
         # one it does not send (0.18 ms of CPU for five jobs, every firing).
         prefetch_related_objects(jobs, "calendar")
     return jobs
+
+
+def read_jobs(rows):
+    """Jobs from rows of JOB_SELECT's columns, each value converted as the
+    ORM converts it. `Job.objects.raw` did this, but matched the columns to
+    the fields anew on every query: 60% of the locking query's CPU
+    (cProfile)."""
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    reading = JOB_READERS.get(wrapper)
+    if reading is None:
+        compiler = connection.ops.compiler("SQLCompiler")(
+            Job.objects.none().query, connection, DEFAULT_DB_ALIAS
+        )
+        columns = [field.get_col(Job._meta.db_table) for field in Job._meta.concrete_fields]
+        reading = JOB_READERS[wrapper] = (compiler, compiler.get_converters(columns))
+    compiler, converters = reading
+    if converters:
+        rows = compiler.apply_converters(rows, converters)
+    return [Job.from_db(DEFAULT_DB_ALIAS, JOB_FIELD_NAMES, list(values)) for values in rows]
+
+
+# {database connection: (its compiler, the converters of the job's columns)}
+JOB_READERS = weakref.WeakKeyDictionary()
+JOB_FIELD_NAMES = [field.attname for field in Job._meta.concrete_fields]
 
 
 def placeholders(values):

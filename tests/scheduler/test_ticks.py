@@ -75,6 +75,27 @@ def test_the_locking_query_finds_the_due_jobs_as_due_jobs_says_earliest_first():
     assert ticks.lock_due_jobs(T0, lead, held, pk=held_within_lead.pk) == []
 
 
+def test_a_locked_job_holds_every_field_as_the_orm_reads_it():
+    """lock_due_jobs reads its rows itself: each value converted as the
+    ORM's (JSON, instants, booleans, the calendar's id)."""
+    job = JobFactory(
+        next_run_at=T0 - dt.timedelta(seconds=1),
+        labels=["linux", "db"],
+        env={"REPORT": "daily", "N": 3},
+        calendar=CalendarFactory(),
+        last_scheduled_at=T0 - dt.timedelta(minutes=5),
+        singleton=True,
+    )
+
+    [locked] = ticks.lock_due_jobs(T0)
+
+    read = Job.objects.get(pk=job.pk)
+    for field in Job._meta.concrete_fields:
+        assert getattr(locked, field.attname) == getattr(read, field.attname), field.name
+    assert (locked._state.adding, locked._state.db) == (False, "default")
+    assert isinstance(locked.next_run_at, dt.datetime) and locked.next_run_at.tzinfo is not None
+
+
 def test_jobs_with_phases_of_their_own_each_advance_to_their_own_instant():
     """advance_jobs is SQL written by hand: each job gets its own pair of
     instants (to the microsecond, or none left), one UPDATE per pair."""
