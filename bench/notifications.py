@@ -41,6 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dispatch import children, cpu_seconds  # noqa: E402 (bench/ is on sys.path)
+
 LATENCY_FAILURES = 200
 BURST = 1000
 BURST_ANSWER = 0.010  # seconds the burst's receiver takes to answer
@@ -332,6 +334,10 @@ class TimedLoop:
     def stop(self):
         self.process.stop(timeout=30)
 
+    def notifier_cpu(self):
+        """CPU seconds the loop's child process (the notifier's) has used."""
+        return sum(cpu_seconds(pid) for pid in children(self.process.popen.pid))
+
     def between(self, start, end, cpu=False):
         """The seconds (or CPU seconds) of the ticks that ran within [start,
         end]. A tick that began before `start` is left out: during the
@@ -378,6 +384,7 @@ def burst(url, workdir, steps=False):
             row.message = {"id": str(row.pk), "event": "execution.failed",
                            "summary": f"burst #{n}", "url": "http://croniq.test/"}  # fmt: skip
             rows.append(row)
+        notifier_cpu = loop.notifier_cpu()
         with transaction.atomic():
             Notification.objects.bulk_create(rows)
             wakeup.poke_after_commit()
@@ -387,6 +394,7 @@ def burst(url, workdir, steps=False):
         while pending.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         done = time.time()
+        notifier_cpu = loop.notifier_cpu() - notifier_cpu
     finally:
         loop.stop()
         hook.close()
@@ -404,6 +412,9 @@ def burst(url, workdir, steps=False):
         requests=len(hook.received),
         seconds=round(seconds, 3),
         per_second=round(delivered / seconds, 1) if seconds else None,
+        # The notifier's CPU for each notification: what the burst asks of
+        # the machine, whatever else it is doing.
+        notifier_cpu_ms_each=round(notifier_cpu / BURST * 1000, 2),
         ticks_during=len(during),
         tick_p50_ms=ms(percentile(during, 50)),
         tick_p99_ms=ms(tick_p99),
