@@ -230,8 +230,12 @@ def timed_loop(ticks_path):
     `ticks_path`.steps."""
     import signal
 
+    from notifications.notifier_process import die_with_parent
     from scheduler.loop import SchedulerLoop
 
+    # A bench stopped by a signal must not leave this loop (and its
+    # notifier) running on, loading the machine under the next runs.
+    die_with_parent()
     out = open(ticks_path, "a", buffering=1)  # noqa: SIM115 (lives as long as the process)
     steps_out = None
     if os.environ.get("BENCH_STEPS"):
