@@ -311,10 +311,41 @@ def write_try(tried):
     else:
         outcome = FAILED
         fields["next_attempt_at"] = now + timedelta(seconds=backoff(notification.attempts + 1))
-    held = Notification.objects.filter(
-        pk=notification.pk, state=Notification.PENDING, claimed_by=tried.claimed.token
-    ).update(**fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            WRITE_TRY,
+            [
+                *(prepared(name, fields.get(name)) for name in WRITTEN_BY_A_TRY),
+                prepared("id", notification.pk),
+                Notification.PENDING,
+                tried.claimed.token,
+            ],
+        )
+        held = cursor.rowcount
     return outcome if held else None
+
+
+def prepared(name, value):
+    """`value` for the notification's column `name`, as the ORM writes it."""
+    return Notification._meta.get_field(name).get_db_prep_save(value, connection)
+
+
+# What a try writes, in SQL written once: the ORM's UPDATE, compiled for
+# every try, was about a tenth of the notifier's CPU in a burst (py-spy).
+# A column a try leaves alone (the state when it failed, delivered_at
+# unless delivered) keeps its value.
+WRITTEN_BY_A_TRY = (
+    "attempts", "claimed_until", "claimed_by", "last_status", "last_error", "state",
+    "delivered_at", "next_attempt_at",
+)  # fmt: skip
+KEPT_UNLESS_GIVEN = ("state", "delivered_at")
+WRITE_TRY = "UPDATE {} SET {} WHERE id = %s AND state = %s AND claimed_by = %s".format(
+    Notification._meta.db_table,
+    ", ".join(
+        f"{name} = COALESCE(%s, {name})" if name in KEPT_UNLESS_GIVEN else f"{name} = %s"
+        for name in WRITTEN_BY_A_TRY
+    ),
+)
 
 
 def given_up(notification, now):
