@@ -126,13 +126,13 @@ def write_claims(notifications, token, now):
     One UPDATE written in SQL: an ORM update per notification was about a
     sixth of a delivery lane's CPU (cProfile, 400 deliveries). The conditions
     of a claim are checked again, though the caller's lock upholds them."""
+    if not notifications:
+        return []
     leases = []
     until = now + timedelta(seconds=LEASE_MARGIN)
     for notification in notifications:
         until += timedelta(seconds=notification.channel.timeout)
         leases.append(until)
-    if not notifications:
-        return []
     rows = ", ".join(["(%s::uuid, %s::timestamptz)"] * len(notifications))
     pairs = zip((notification.pk for notification in notifications), leases, strict=True)
     params = [value for pair in pairs for value in pair]

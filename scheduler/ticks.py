@@ -352,11 +352,11 @@ def read_jobs(rows):
     ORM converts it. `Job.objects.raw` did this, but matched the columns to
     the fields anew on every query: 60% of the locking query's CPU
     (cProfile)."""
-    wrapper = connections[DEFAULT_DB_ALIAS]
+    wrapper = connections[DEFAULT_DB_ALIAS]  # this thread's connection
     reading = JOB_READERS.get(wrapper)
     if reading is None:
-        compiler = connection.ops.compiler("SQLCompiler")(
-            Job.objects.none().query, connection, DEFAULT_DB_ALIAS
+        compiler = wrapper.ops.compiler("SQLCompiler")(
+            Job.objects.none().query, wrapper, DEFAULT_DB_ALIAS
         )
         columns = [field.get_col(Job._meta.db_table) for field in Job._meta.concrete_fields]
         reading = JOB_READERS[wrapper] = (compiler, compiler.get_converters(columns))
