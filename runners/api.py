@@ -27,6 +27,9 @@ from runners import dispatch, identity, polls
 from runners.db_threads import run_db
 
 INT32_MAX = 2**31 - 1
+# Calls added to the protocol that an agent checks for before using them
+# (older servers answer them 404): the batch finish.
+FEATURES = ["finish-many"]
 
 
 def no_nul_or_surrogates(value):
@@ -143,6 +146,10 @@ class RegisterOut(Schema):
     takeover: bool
     heartbeat_interval: float
     lease_ttl: float
+    features: list[str] = Field(
+        description="Additions to the protocol this server answers; an agent "
+        "uses one only when it is listed."
+    )
 
 
 @runners_router.post("/register", response={200: RegisterOut, **ERRORS})
@@ -164,6 +171,7 @@ async def register(request, body: RegisterIn):
         "takeover": takeover,
         "heartbeat_interval": settings.CRONIQ_HEARTBEAT_INTERVAL,
         "lease_ttl": settings.CRONIQ_LEASE_TTL,
+        "features": FEATURES,
     }
 
 
@@ -332,16 +340,19 @@ async def logs(request, execution_id: int, body: LogIn):
     return {"ok": True}
 
 
-class FinishIn(Schema):
+class Outcome(Schema):
+    exit_code: Annotated[StrictInt | None, Field(ge=-INT32_MAX - 1, le=INT32_MAX)] = None
+    error: StrictStr | None = ""
+    timed_out: StrictBool = False
+
+
+class FinishIn(Outcome):
     model_config = example(
         {"session": SESSION_EXAMPLE, "lease": 1, "exit_code": 0, "error": "", "timed_out": False}
     )
 
     session: Session
     lease: Lease
-    exit_code: Annotated[StrictInt | None, Field(ge=-INT32_MAX - 1, le=INT32_MAX)] = None
-    error: StrictStr | None = ""
-    timed_out: StrictBool = False
 
 
 class FinishOut(Schema):
@@ -363,3 +374,55 @@ async def finish(request, execution_id: int, body: FinishIn):
         timezone.now(),
     )
     return {"state": state}
+
+
+# -- finish, several at once ----------------------------------------------
+
+
+class ReportIn(Outcome):
+    id: ExecutionId
+    lease: Lease
+
+
+class FinishManyIn(Schema):
+    model_config = example(
+        {
+            "session": SESSION_EXAMPLE,
+            "executions": [
+                {"id": 4711, "lease": 1, "exit_code": 0},
+                {"id": 4712, "lease": 3, "exit_code": 2, "error": "terminated by SIGTERM"},
+            ],
+        }
+    )
+
+    session: Session
+    executions: Annotated[list[ReportIn], Field(min_length=1, max_length=1000)]
+
+
+class ReportOut(Schema):
+    id: int
+    status: int = Field(
+        description="What `POST /executions/{id}/finish` would have answered: 200, "
+        "or the refusal's 404 or 409 (413 and 422 refuse the whole call)."
+    )
+    state: str | None = Field(None, description="The final state, when 200.")
+    detail: str | None = Field(None, description="Why it was refused, when not 200.")
+
+
+class FinishManyOut(Schema):
+    executions: list[ReportOut]
+
+
+@runners_router.post("/{runner_id}/finish", response={200: FinishManyOut, **ERRORS})
+async def finish_many(request, runner_id: int, body: FinishManyIn):
+    """Report the outcomes of several executions in one call, each answered
+    on its own as its own `finish` would be (an addition to the protocol;
+    the registration's `features` lists `finish-many`)."""
+    reports = [
+        (item.id, item.lease, item.exit_code, item.error, item.timed_out)
+        for item in body.executions
+    ]
+    answers = await run_db(
+        dispatch.finish_many, request.auth, runner_id, body.session, reports, timezone.now()
+    )
+    return {"executions": answers}

@@ -21,7 +21,7 @@ from runners import identity
 from runners.claims import lease_deadline
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
-from runners.refusals import Conflict, NotFound, TooLarge
+from runners.refusals import Conflict, NotFound, Refused, TooLarge
 from scheduler import chains, lifecycle, outcomes, overlap
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, Job, LogChunk
 
@@ -266,6 +266,29 @@ def finish(credential, execution_id, session, lease, exit_code, error, timed_out
         return Execution.SUCCEEDED
     token = identity.require_token(credential, now)
     return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
+
+
+def finish_many(credential, runner_id, session, reports, now):
+    """The batch finish of runner `runner_id`: each report settled as
+    `finish` settles it, in its own transaction, and answered on its own.
+    A refusal of one report (404, 409) is that report's status and detail;
+    only the caller's own (401, 403, 404 for the runner) refuses the call.
+
+    `reports` are (execution id, lease, exit code, error, timed out);
+    returns one answer per report, in order.
+    """
+    identity.token_of_runner(credential, runner_id, now)
+    answers = []
+    for execution_id, lease, exit_code, error, timed_out in reports:
+        try:
+            state = finish(
+                credential, execution_id, session, lease, exit_code, error, timed_out, now
+            )
+        except Refused as refusal:
+            answers.append({"id": execution_id, "status": refusal.status, "detail": refusal.detail})
+        else:
+            answers.append({"id": execution_id, "status": 200, "state": state})
+    return answers
 
 
 # The success finish, hand-written: compiling the equivalent ORM update (a

@@ -259,14 +259,29 @@ def caller(credential, runner_id, session, now):
     return token, check_caller(runner, token, runner_id, session)
 
 
+def token_of_runner(credential, runner_id, now):
+    """The caller's token, for a call about runner `runner_id` whatever its
+    session: 401, 404 or 403 as `caller` answers them. A superseded session
+    is left to each execution's own checks (a report under its old lease
+    is still answered)."""
+    token = require_token(credential, now)
+    runner = Runner.objects.filter(pk=runner_id).first() if is_db_id(runner_id) else None
+    check_owner(runner, token, runner_id)
+    return token
+
+
 def check_caller(runner, token, runner_id, session):
+    check_owner(runner, token, runner_id)
+    if runner.token_id is None or runner.session != session:
+        raise Conflict(f"session superseded: runner {runner.name!r} registered again")
+    return runner
+
+
+def check_owner(runner, token, runner_id):
     if runner is None:
         raise NotFound(f"unknown runner {runner_id}")
     if runner.token_id is not None and runner.token_id != token.pk:
         raise Forbidden(f"runner {runner.name!r} is bound to another token")
-    if runner.token_id is None or runner.session != session:
-        raise Conflict(f"session superseded: runner {runner.name!r} registered again")
-    return runner
 
 
 def touch(runner, now):

@@ -59,7 +59,9 @@ def test_register_answers_the_contract_and_keeps_the_runner_id_per_name(server, 
     answer = first.register(version="1.0", hostname="build-1.example")
     assert answer.status_code == 200
     body = answer.json()
-    assert set(body) == {"runner_id", "session", "takeover", "heartbeat_interval", "lease_ttl"}
+    contract = {"runner_id", "session", "takeover", "heartbeat_interval", "lease_ttl"}
+    assert set(body) == contract | {"features"}  # the contract's, and the additions'
+    assert body["features"] == ["finish-many"]
     assert body["session"] == first.session
     assert body["takeover"] is False
     assert body["heartbeat_interval"] == 10.0

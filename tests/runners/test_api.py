@@ -5,6 +5,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from audit.models import AuditEvent
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution, LogChunk
 from tests.runners.conftest import pending
@@ -38,6 +39,7 @@ def test_register_answers_the_contract(api_client, settings):
         "takeover": False,
         "heartbeat_interval": 7.0,
         "lease_ttl": 21.0,
+        "features": ["finish-many"],
     }
 
 
@@ -347,3 +349,101 @@ def test_a_superseded_session_cannot_hand_back(api_client, registered, held):
 )
 def test_an_invalid_hand_back_is_422(api_client, registered, body):
     assert_error(api_client.post(f"/v1/runners/{registered}/hand-back", body), 422)
+
+
+# -- finish, several at once ------------------------------------------------
+
+
+@pytest.fixture
+def two_held(api_client, registered):
+    for _ in range(2):
+        pending(now=timezone.now(), labels=["linux"])
+    answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "capacity": 2})
+    return answer.json()["executions"]
+
+
+def test_finish_many_answers_each_report_as_its_own_finish_would(api_client, registered, two_held):
+    first, second = two_held
+    body = {
+        "session": "s1",
+        "executions": [
+            {"id": first["id"], "lease": first["lease"], "exit_code": 0},
+            {"id": second["id"], "lease": second["lease"], "exit_code": 3, "error": "disk full"},
+            {"id": second["id"], "lease": second["lease"] + 1, "exit_code": 3},
+            {"id": 424242, "lease": 1, "exit_code": 0},
+        ],
+    }
+    answer = api_client.post(f"/v1/runners/{registered}/finish", body)
+    assert answer.status_code == 200, answer.content
+    reports = answer.json()["executions"]
+    assert [(r["id"], r["status"], r["state"]) for r in reports] == [
+        (first["id"], 200, "succeeded"),
+        (second["id"], 200, "failed"),
+        (second["id"], 409, None),
+        (424242, 404, None),
+    ]
+    assert "not held under lease" in reports[2]["detail"]
+    assert reports[0]["detail"] is None
+    succeeded, failed = (Execution.objects.get(pk=e["id"]) for e in two_held)
+    assert (succeeded.state, succeeded.exit_code) == (Execution.SUCCEEDED, 0)
+    assert (failed.state, failed.exit_code, failed.error) == (Execution.FAILED, 3, "disk full")
+    # The stale report was refused and audited as a single finish's would be.
+    assert AuditEvent.objects.filter(action="execution.fencing_rejected").count() == 1
+
+    again = api_client.post(
+        f"/v1/runners/{registered}/finish", {**body, "executions": body["executions"][:2]}
+    )
+    assert [r["state"] for r in again.json()["executions"]] == ["succeeded", "failed"]
+
+
+def test_finish_many_under_a_superseded_session_is_answered_per_execution(
+    api_client, registered, two_held
+):
+    first, _ = two_held
+    report = {"id": first["id"], "lease": first["lease"], "exit_code": 0}
+    api_client.post(f"/v1/executions/{first['id']}/finish", {"session": "s1", **report})
+    api_client.post(REGISTER, {"name": "r1", "labels": ["linux"], "session": "s2"})
+    answer = api_client.post(
+        f"/v1/runners/{registered}/finish", {"session": "s1", "executions": [report]}
+    )
+    # A retried report of a finish the server took before the takeover is
+    # still answered its state, as the single finish answers it.
+    assert answer.json()["executions"][0]["state"] == "succeeded"
+
+
+def test_finish_many_refuses_the_call_for_the_caller_and_changes_nothing(
+    api_client, registered, two_held
+):
+    first, _ = two_held
+    report = {"id": first["id"], "lease": first["lease"], "exit_code": 0}
+    body = {"session": "s1", "executions": [report]}
+    assert_error(api_client.post(f"/v1/runners/{registered}/finish", body, secret="crq_x"), 401)
+    assert_error(api_client.post("/v1/runners/424242/finish", body), 404)
+    other = RunnerToken.issue("other")[1]
+    api_client.post(REGISTER, {"name": "r2", "session": "t1"}, secret=other)
+    r2 = Runner.objects.get(name="r2").pk
+    assert_error(api_client.post(f"/v1/runners/{r2}/finish", body), 403)
+    assert Execution.objects.get(pk=first["id"]).state == Execution.RUNNING
+
+
+@pytest.mark.parametrize(
+    "executions",
+    [
+        [],
+        [{"id": 1, "lease": 1, "exit_code": "0"}],
+        [{"id": 1, "exit_code": 0}],
+        [{"id": 1, "lease": 1, "exit_code": 0, "timed_out": "yes"}],
+        [{"id": 1, "lease": 1, "exit_code": 0}] * 1001,
+        "all",
+    ],
+)
+def test_an_invalid_finish_many_is_422_and_changes_nothing(
+    api_client, registered, two_held, executions
+):
+    first, _ = two_held
+    valid = {"id": first["id"], "lease": first["lease"], "exit_code": 0}
+    if isinstance(executions, list) and executions and len(executions) < 1001:
+        executions = [valid, *executions]
+    body = {"session": "s1", "executions": executions}
+    assert_error(api_client.post(f"/v1/runners/{registered}/finish", body), 422)
+    assert Execution.objects.get(pk=first["id"]).state == Execution.RUNNING
