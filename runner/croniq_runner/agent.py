@@ -11,7 +11,8 @@ with Python. Threads:
   can hand it to another runner. Its lease is never renewed again, and its
   end is reported only once the server must have reaped it, so the server
   settles it lost and retries it (the server then answers 409, as expected);
-- each execution has a reader, a log shipper and a thread that reports its end.
+- each execution has a reader, a log shipper and a thread that reports its end,
+  through the reports thread, which sends the reports that queue together.
 
 This module holds the Agent's lifecycle (start, drain, shutdown), the poller
 and main(); registration.py its session with the server, leases.py the
@@ -47,6 +48,7 @@ from croniq_runner.job import Job
 from croniq_runner.leases import LeaseKeeping
 from croniq_runner.ledger import Ledger
 from croniq_runner.registration import REFRESH_INTERVAL, Registration
+from croniq_runner.reports import Reports
 from croniq_runner.timing import Backoff, LeaseBook, wait_for_stop
 
 log = logging.getLogger("croniq.runner")
@@ -101,6 +103,7 @@ class Agent(Registration, LeaseKeeping):
         self.beat_now = threading.Event()
         self.watch_now = threading.Event()  # a job arrived, or exit: wake the watchdog
         self.fatal = None
+        self.reports = Reports(self.client, self.session, self.giving_up, self.unauthorized)
 
     # -- lifecycle --------------------------------------------------------
 
@@ -114,6 +117,7 @@ class Agent(Registration, LeaseKeeping):
         if self.runner_id is None:  # stopped before the server answered
             return EXIT_OK
         self.leases = LeaseBook(self.lease_ttl, clock=self.clock)
+        self.reports.start()
         for target, name in (
             (self.heartbeat_loop, "heartbeat"),
             (self.watchdog_loop, "watchdog"),
@@ -346,6 +350,7 @@ class Agent(Registration, LeaseKeeping):
             account=self.config.run_as,
             ledger=self.ledger,
             start_at=start_at(assignment),
+            reports=self.reports,
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.

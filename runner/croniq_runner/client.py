@@ -65,17 +65,21 @@ def classify(response):
             return response.json()
         except ValueError:
             raise Transient(f"HTTP {status} with a body that is not JSON", status) from None
-    detail = _detail(response)
+    raise refusal(status, _detail(response))
+
+
+def refusal(status, detail):
+    """The ServerError for an answer of `status` (not 2xx) saying `detail`."""
     message = f"HTTP {status}: {detail}" if detail else f"HTTP {status}"
     if status in (401, 403):
-        raise Unauthorized(message, status)
+        return Unauthorized(message, status)
     if status == 409:
-        raise Conflict(message, status)
+        return Conflict(message, status)
     if status == 404:
-        raise NotFound(message, status)
+        return NotFound(message, status)
     if status in (408, 425, 429) or status >= 500:
-        raise Transient(message, status)
-    raise Rejected(message, status)
+        return Transient(message, status)
+    return Rejected(message, status)
 
 
 class Link:

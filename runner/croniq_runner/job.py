@@ -93,6 +93,7 @@ class Job:
         account=None,
         ledger=None,
         start_at=None,
+        reports=None,
     ):
         self.assignment = assignment
         # time.monotonic() before which the job's command must not start
@@ -111,6 +112,7 @@ class Job:
         self.orphan_grace = orphan_grace
         self.account = account  # agent_config.Account to run as, or None
         self.ledger = ledger  # agent_ledger.Ledger of this agent, or None
+        self.reports = reports  # reports.Reports sending finishes together, or None
         self._lifeline = None  # the agent's end of the supervisor's pipe
 
         self.process = None
@@ -392,7 +394,7 @@ class Job:
         if not self._wait_for_lapse():
             return
         try:
-            answer = self._retry(f"/api/v1/executions/{self.id}/finish", body, FINISH_TIMEOUT)
+            answer = self._report(body)
         except (Conflict, NotFound) as error:
             log.warning(
                 "execution %s: server refused the report (%s): its lease was already taken "
@@ -409,3 +411,13 @@ class Job:
         if answer is not None:
             self.state = answer.get("state")
             log.info("execution %s reported: %s", self.id, self.state)
+
+    def _report(self, body):
+        """The server's answer to the finish report `body` (None: given up)."""
+
+        def alone():
+            return self._retry(f"/api/v1/executions/{self.id}/finish", body, FINISH_TIMEOUT)
+
+        if self.reports is None:
+            return alone()
+        return self.reports.finish(self.id, body, alone)

@@ -62,6 +62,7 @@ class Registration:
 
     def registered(self, answer):
         self.runner_id = answer["runner_id"]
+        self.reports.serve(self.runner_id, answer.get("features"))
         self.lease_ttl = float(answer.get("lease_ttl") or 30)
         self.heartbeat_interval = self.pace(float(answer.get("heartbeat_interval") or 10))
         log.info(
@@ -112,6 +113,7 @@ class Registration:
         self.outages_seen = outages
         self.refresh_at = self.clock() + REFRESH_INTERVAL
         self.runner_id = answer["runner_id"]
+        self.reports.serve(self.runner_id, answer.get("features"))
         if answer.get("lease_ttl"):
             self.shorten_leases(float(answer["lease_ttl"]))
         interval = answer.get("heartbeat_interval")

@@ -5,6 +5,7 @@ own labels and runner names, so no test's agent can take another's work.
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -30,6 +31,7 @@ from tests.e2e.processes import (
     start_agent,
     wait_for,
 )
+from tests.e2e.tcp_proxy import TcpProxy
 from tests.runner_venv import bare_env, run, runner_venv
 
 pytestmark = pytest.mark.e2e
@@ -151,6 +153,49 @@ def test_exit_codes_and_signals_are_reported(world, agents):
         f"{job}-killed": ("failed", None, "terminated by SIGKILL"),
     }
     assert agent.alive()
+
+
+def test_runs_that_end_while_a_report_is_on_its_way_are_reported_together(world, agents, tmp_path):
+    """The reports of runs that end while the server cannot be reached queue
+    behind the call on its way, and reach it together, each with its own
+    outcome."""
+    job = agents.label
+    specs = [dict(job=f"{job}-{n}", command="sleep 1", labels=[job]) for n in range(11)]
+    specs.append(dict(job=f"{job}-fails", command="sleep 1; exit 5", labels=[job]))
+    proxy = TcpProxy(world.server.port)
+    agent = start_agent(
+        proxy.url,
+        world.token,
+        tmp_path / "agent.log",
+        *("--name", job, "--labels", job, "--capacity", "12", "--log-level", "debug"),
+    )
+    try:
+        add_executions(world.db, *specs)
+        names = [spec["job"] for spec in specs]
+        wait_for(
+            lambda: [run["state"] for run in executions(world.db, *names)] == ["running"] * 12,
+            message="all twelve running",
+        )
+        proxy.cut()
+        wait_for(lambda: agent.output().count(" ended: exit code ") == 12, message="all ended")
+        proxy.heal()
+        reported(agent, 12)
+
+        outcomes = {
+            run["job"]: (run["state"], run["exit_code"]) for run in executions(world.db, *names)
+        }
+        assert outcomes == {
+            **{name: ("succeeded", 0) for name in names[:-1]},
+            f"{job}-fails": ("failed", 5),
+        }
+        calls = re.findall(r"reported (\d+) run\(s\) in one call", agent.output())
+        # The call on its way when the cable was pulled (retried), then all
+        # the others in one.
+        assert sum(int(n) for n in calls) == 12
+        assert len(calls) <= 2, calls
+    finally:
+        agent.stop()
+        proxy.close()
 
 
 def test_a_job_past_its_timeout_is_killed_with_its_children(world, agents, tmp_path):
