@@ -17,9 +17,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
 import audit
-from runners import identity
+from runners import identity, settle_many
 from runners.claims import lease_deadline
-from runners.models import Runner, RunnerToken
+from runners.models import RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, NotFound, Refused, TooLarge
 from scheduler import chains, lifecycle, outcomes, overlap
@@ -270,7 +270,9 @@ def finish(credential, execution_id, session, lease, exit_code, error, timed_out
 
 def finish_many(credential, runner_id, session, reports, now):
     """The batch finish of runner `runner_id`: each report settled as
-    `finish` settles it, in its own transaction, and answered on its own.
+    `finish` settles it and answered on its own. The successes the caller
+    holds are settled together, in one transaction (`settle_many`); every
+    other report in its own, by `finish`.
     A refusal of one report (404, 409) is that report's status and detail;
     only the caller's own (401, 403, 404 for the runner) refuses the call.
 
@@ -278,8 +280,19 @@ def finish_many(credential, runner_id, session, reports, now):
     returns one answer per report, in order.
     """
     identity.token_of_runner(credential, runner_id, now)
+    successes = [
+        (execution_id, lease, clean_text(error or "")[:MAX_ERROR_CHARS])
+        for execution_id, lease, exit_code, error, timed_out in reports
+        if exit_code == 0 and not timed_out
+    ]
+    # The successes held under their leases, together; the rest one by one.
+    settled = settle_many.settle_successes(credential, session, successes, now)
     answers = []
     for execution_id, lease, exit_code, error, timed_out in reports:
+        if execution_id in settled:
+            settled.discard(execution_id)  # a report repeated in the call is answered as a retry
+            answers.append({"id": execution_id, "status": 200, "state": Execution.SUCCEEDED})
+            continue
         try:
             state = finish(
                 credential, execution_id, session, lease, exit_code, error, timed_out, now
@@ -296,10 +309,6 @@ def finish_many(credential, runner_id, session, reports, now):
 # the call. Same conditions as `lifecycle.settle` plus the caller's token;
 # it returns the job's columns the rest of the finish needs.
 EXECUTIONS, JOBS = Execution._meta.db_table, Job._meta.db_table
-HELD_UNDER_TOKEN = f"""runner_id IN (
-        SELECT runner.id FROM {Runner._meta.db_table} runner
-        JOIN {RunnerToken._meta.db_table} token ON token.id = runner.token_id
-        WHERE token.secret_hash = %s AND token.revoked_at IS NULL)"""
 SUCCEED_HELD = {
     # The job's row is joined once.
     "postgresql": f"""
@@ -307,22 +316,14 @@ SUCCEED_HELD = {
         SET state = %s, finished_at = %s, exit_code = 0, error = %s
         FROM {JOBS} job
         WHERE execution.id = %s AND execution.lease = %s AND execution.session = %s
-          AND execution.state = %s AND execution.{HELD_UNDER_TOKEN}
+          AND execution.state = %s AND execution.{settle_many.HELD_UNDER_TOKEN}
           AND job.id = execution.job_id
         RETURNING execution.job_id, execution.pinned_to,
             job.concurrency_group_id, job.on_success, job.on_failure
     """,
-    # SQLite's RETURNING cannot name a joined table: a subquery per column
-    # (in-process lookups on the job's primary key).
-    "sqlite": f"""
-        UPDATE {EXECUTIONS}
-        SET state = %s, finished_at = %s, exit_code = 0, error = %s
-        WHERE id = %s AND lease = %s AND session = %s AND state = %s AND {HELD_UNDER_TOKEN}
-        RETURNING job_id, pinned_to,
-            (SELECT job.concurrency_group_id FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id),
-            (SELECT job.on_success FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id),
-            (SELECT job.on_failure FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id)
-    """,
+    # The batch finish's statement for one report; its first column, the
+    # execution's id, is dropped.
+    "sqlite": settle_many.SUCCEED_ONE,
 }
 # PostgreSQL: the success, its plain health update (`outcomes.PLAIN_SUCCESS`)
 # and whether the job has queued runs, in one round trip instead of three.
@@ -339,7 +340,7 @@ SUCCEED_HELD_PLAINLY = f"""
         WHERE queued.job_id = settled.job_id AND queued.state = %s)
     FROM settled
 """
-NO_CHAIN = (None, "", "[]", [])
+NO_CHAIN = settle_many.NO_CHAIN
 
 
 def finished_ok(credential, execution_id, session, lease, error, now):
@@ -367,6 +368,7 @@ def finished_ok(credential, execution_id, session, lease, error, now):
                 cursor.execute(SUCCEED_HELD[connection.vendor], params)
                 settled = cursor.fetchone()
                 if settled is not None:
+                    settled = settled[1:]
                     job_id = settled[0]
                     settled += (outcomes.succeeded_plainly(job_id, now), overlap.has_queued(job_id))
         if settled is None:

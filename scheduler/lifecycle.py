@@ -66,8 +66,8 @@ def after_final(execution, now, not_before=None):
     return retry
 
 
-def count_final(state):
-    audit.increment("croniq_executions_total", state=state)
+def count_final(state, amount=1):
+    audit.increment("croniq_executions_total", amount, state=state)
 
 
 def retry_delay(execution):
