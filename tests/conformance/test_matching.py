@@ -203,7 +203,7 @@ def test_case_names_are_unique_across_files(tmp_path):
 # -- the shipped case files ---------------------------------------------------
 
 GIVEN = {"token", "second_token", "label", "unique"}
-STEP_KEYS = {"step", "request", "expect", "capture", "operator"}
+STEP_KEYS = {"step", "request", "expect", "capture", "operator", "skip_unless"}
 REQUEST_KEYS = {"method", "path", "headers", "json", "raw"}
 EXPECT_KEYS = {"status", "shape", "equals", "contains", "length", "min_seconds", "max_seconds"}
 
@@ -227,7 +227,7 @@ def test_every_shipped_case_is_well_formed(case):
         assert set(step) <= STEP_KEYS, step
         assert step["step"], step
         assert ("request" in step) != ("operator" in step), step
-        used = {key: value for key, value in step.items() if key != "capture"}
+        used = {key: value for key, value in step.items() if key not in ("capture", "skip_unless")}
         assert placeholder_roots(used) <= known, step
         if "operator" in step:
             assert "operator" in case["requires"]
@@ -239,6 +239,9 @@ def test_every_shipped_case_is_well_formed(case):
         for shape in shapes_in(step["expect"]):
             shape_errors(None, shape)  # raises on an unknown type name
         known |= set(step.get("capture", {}))
+        if "skip_unless" in step:
+            assert set(step["skip_unless"]) <= EXPECT_KEYS | {"reason"}
+            assert placeholder_roots(step["skip_unless"]) <= known, step
     if "second_token" in placeholder_roots(case):
         assert "second_token" in case["requires"]
 

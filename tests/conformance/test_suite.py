@@ -136,3 +136,32 @@ def test_the_suite_fails_when_an_answer_lacks_a_required_key(world):
     [case] = json.loads(run.stdout)["cases"]
     assert (case["outcome"], case["step"]) == ("fail", 3)
     assert "body: missing key 'cancel'" in case["reason"]
+
+
+def as_an_older_server(method, path, status, body):
+    """A server from before the additions: no `features`, and a 404 for the
+    batch finish."""
+    if path.endswith("/register") and status == 200:
+        answer = json.loads(body)
+        del answer["features"]
+        return status, json.dumps(answer).encode()
+    if "/runners/" in path and path.endswith("/finish"):
+        return 404, b'{"detail": "Not Found"}'
+    return status, body
+
+
+def test_cases_of_an_addition_are_skipped_on_a_server_without_it(world):
+    names = [case["name"] for case in load_cases() if case["name"].startswith("finish-many")]
+    proxy = RewritingProxy(world["server"].port, as_an_older_server)
+    try:
+        args = ["--json"] + [arg for name in names for arg in ("--case", name)]
+        run = conformance(world, proxy.url, *args)
+    finally:
+        proxy.close()
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout)
+    assert [(c["name"], c["outcome"]) for c in report["cases"]] == [(n, "skip") for n in names]
+    assert report["cases"][0]["reason"] == (
+        "the server does not list finish-many in its registration's features"
+    )
+    assert len(names) == 2

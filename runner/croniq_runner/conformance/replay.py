@@ -69,6 +69,10 @@ class StepFailed(Exception):
         return f'step {self.number} "{self.title}": ' + "; ".join(self.problems)
 
 
+class SkipCase(Exception):
+    """The server lacks an addition to the protocol the case is about."""
+
+
 def load_cases(folder=None):
     """Every case of every `cases/*.json` file, in file then listing order."""
     folder = folder or resources.files("croniq_runner.conformance") / "cases"
@@ -110,6 +114,8 @@ def run_case(case, config, http=None):
             run_step(number, step, values, config, http)
     except StepFailed as failed:
         return Result(name, "fail", str(failed), failed.number, time.monotonic() - started)
+    except SkipCase as skipped:
+        return Result(name, "skip", str(skipped), seconds=time.monotonic() - started)
     return Result(name, "pass", seconds=time.monotonic() - started)
 
 
@@ -155,6 +161,10 @@ def exchange(step, values, config, http):
         return [*problems, f"answer {answer.status_code} {shown}"]
     for name, path in step.get("capture", {}).items():
         values[name] = lookup(body, path)
+    unless = step.get("skip_unless")
+    if unless and expectation_errors(unless, answer.status_code, body, elapsed, values):
+        # An addition the server does not answer (an older server): skipped.
+        raise SkipCase(unless.get("reason") or f"the server lacks {brief(unless)}")
     return []
 
 
