@@ -8,7 +8,9 @@ which blocks the present), and 500 simulated runners with mixed labels and
 2 to 8 slots (more in all than the busiest instant has runs) in this one
 process: a thread each, long-polling (`early`, as the agent does) one of
 the two web processes over a keep-alive connection, and finishing each run
-(exit 0) a short random time after its instant.
+(exit 0) a short random time after its instant, reported as the agent
+reports: one call at a time per runner, the runs that ended while one was
+on its way together in the next.
 
 After a warm-up, for `--minutes` (default 10), it prints JSON lines:
 
@@ -246,6 +248,7 @@ class Band:
                 labels=weighted(RUNNER_LABELS, rng),
             )
             runner.http.close()  # registered: its polls go over a LeanClient
+            runner.outbox, runner.reporting = [], False  # its runs' ends, as the agent's
             self.runners.append(runner)
         self.rng = rng
 
@@ -308,11 +311,28 @@ class Band:
                     self.due_lock.wait(min(0.5, max(0.001, wait)))
                 else:
                     return
-            self.finish(runner, assignment)
+            with runner.room:
+                runner.outbox.append(assignment)
+                if runner.reporting:
+                    continue  # goes with the runner's next report
+                runner.reporting = True
+            self.report(runner)
 
-    def finish(self, runner, assignment):
-        body = {"session": runner.session, "lease": assignment["lease"], "exit_code": 0}
-        path = f"/api/v1/executions/{assignment['id']}/finish"
+    def report(self, runner):
+        """As the agent reports: one call at a time per runner, the runs that
+        ended while one was on its way together in the next."""
+        while True:
+            with runner.room:
+                ended, runner.outbox = runner.outbox, []
+                if not ended:
+                    runner.reporting = False
+                    return
+            self.finish(runner, ended)
+
+    def finish(self, runner, ended):
+        reports = [{"id": a["id"], "lease": a["lease"], "exit_code": 0} for a in ended]
+        body = {"session": runner.session, "executions": reports}
+        path = f"/api/v1/runners/{runner.runner_id}/finish"
         try:
             try:
                 self.client(runner.url).post(path, body)
@@ -320,11 +340,11 @@ class Band:
                 # The server closes a keep-alive connection idle for 5 s:
                 # again on a new one, as requests' pool would.
                 self.client(runner.url, new=True).post(path, body)
-            self.finished += 1
+            self.finished += len(ended)
         except Exception as error:  # noqa: BLE001 (counted; the web stops at the end)
             self.failed("finish", error)
         with runner.room:
-            runner.held -= 1
+            runner.held -= len(ended)
             runner.room.notify()
 
     def failed(self, call, error):
