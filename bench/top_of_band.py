@@ -10,7 +10,7 @@ process: a thread each, long-polling (`early`, as the agent does) one of
 the two web processes over a keep-alive connection, and finishing each run
 (exit 0) a short random time after its instant, reported as the agent
 reports: one call at a time per runner, the runs that ended while one was
-on its way together in the next.
+on its way together in the next, a lone run's as the single finish.
 
 After a warm-up, for `--minutes` (default 10), it prints JSON lines:
 
@@ -333,6 +333,9 @@ class Band:
         reports = [{"id": a["id"], "lease": a["lease"], "exit_code": 0} for a in ended]
         body = {"session": runner.session, "executions": reports}
         path = f"/api/v1/runners/{runner.runner_id}/finish"
+        if len(ended) == 1:  # a lone report: the single finish, as the agent sends it
+            body = {"session": runner.session, "lease": ended[0]["lease"], "exit_code": 0}
+            path = f"/api/v1/executions/{ended[0]['id']}/finish"
         try:
             try:
                 self.client(runner.url).post(path, body)

@@ -1,11 +1,13 @@
 """The agent's finish reports, sent together when they queue up.
 
-A run's outcome leaves for the server as soon as the run ends. While one
-call is on its way, the reports of runs that end meanwhile queue, and go
-together in the next call (`POST /api/v1/runners/{id}/finish`): nothing
-waits for a timer, and runs that end together cost one request, not one
-each. A server that does not list `finish-many` in its registration answer
-(an older one) gets each report on its own, as before.
+A run's outcome leaves for the server as soon as the run ends, one call at
+a time. While one call is on its way, the reports of runs that end
+meanwhile queue, and go together in the next call (`POST
+/api/v1/runners/{id}/finish`); a lone report goes as the single finish.
+Nothing waits for a timer, and runs that end together cost one request,
+not one each. A server that does not list `finish-many` in its
+registration answer (an older one) gets each report on its own, from its
+job's thread, as before.
 
 Standard library and requests only.
 """
@@ -114,6 +116,9 @@ class Reports:
             for report in batch:
                 report.settle(alone=True)
             return
+        if len(batch) == 1:
+            self._send_alone(batch[0])
+            return
         body = {"session": self.session, "executions": [report.item() for report in batch]}
         answer = self._post(f"/api/v1/runners/{self.runner_id}/finish", body)
         if answer is None:
@@ -142,6 +147,18 @@ class Reports:
                 continue
             self._answer(report, entries.pop(0))
 
+    def _send_alone(self, report):
+        """A lone report goes as the single finish, from this thread: the
+        server settles one run for less that way, and the reports that
+        queue meanwhile still wait for it and go together."""
+        answer = self._post(f"/api/v1/executions/{report.execution_id}/finish", report.body)
+        if isinstance(answer, ServerError):
+            report.settle(error=answer)
+            return
+        if answer is not None:
+            log.debug("reported 1 run(s) in one call")
+        report.settle(answer=answer)
+
     def _answer(self, report, entry):
         status = entry.get("status")
         if status == 200:
@@ -167,9 +184,7 @@ class Reports:
                 return self.client.post(path, body, timeout=TIMEOUT)
             except Transient:
                 if self.giving_up.wait(backoff.next_delay()):
-                    log.error(
-                        "giving up on reporting %d run(s) to the server", len(body["executions"])
-                    )
+                    log.error("giving up on reporting to the server")
                     return None
             except Unauthorized as error:
                 self.on_unauthorized(error)
