@@ -39,7 +39,7 @@ RESULTS_MD = BENCH / "results.md"
 # Scripts that never touch a database: one run covers both backends.
 NO_DATABASE = {"next_fire"}
 # Fields that name a figure rather than measure it.
-NAME_FIELDS = ("bench", "name", "scenario", "page", "step", "case", "backend")
+NAME_FIELDS = ("bench", "name", "scenario", "page", "step", "case", "backend", "finish")
 VERDICT_FIELDS = ("met", "target", "target_ms", "unit")
 
 
