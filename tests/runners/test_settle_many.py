@@ -172,7 +172,7 @@ def test_batches_over_the_same_jobs_in_opposite_orders_never_deadlock():
     token, secret = RunnerToken.issue("t")
     runners = [RunnerFactory(token=token, session=f"s{n}", capacity=100) for n in range(2)]
     jobs = [JobFactory() for _ in range(40)]
-    for round_ in range(8):
+    for round_ in range(6):
         at = NOW + dt.timedelta(minutes=round_)
         # The second runner's runs are created, and listed, in reverse job order.
         held = [
@@ -180,8 +180,8 @@ def test_batches_over_the_same_jobs_in_opposite_orders_never_deadlock():
             for n, r in enumerate(runners)
         ]
         assert settle_at_once(secret, runners, held, at) == []
-    assert Execution.objects.filter(state=Execution.SUCCEEDED).count() == 2 * 40 * 8
-    assert {h.succeeded for h in JobHealth.objects.all()} == {16}
+    assert Execution.objects.filter(state=Execution.SUCCEEDED).count() == 2 * 40 * 6
+    assert {h.succeeded for h in JobHealth.objects.all()} == {12}
 
 
 def settle_at_once(secret, runners, batches, now):
