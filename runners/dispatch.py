@@ -22,8 +22,8 @@ from runners.claims import lease_deadline
 from runners.models import RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, NotFound, Refused, TooLarge
-from scheduler import chains, lifecycle, outcomes, overlap
-from scheduler.models import LOG_TRUNCATED_MARKER, Execution, Job, LogChunk
+from scheduler import lifecycle, outcomes, overlap
+from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 
 log = logging.getLogger(__name__)
 
@@ -257,12 +257,10 @@ def finish(credential, execution_id, session, lease, exit_code, error, timed_out
     success that write did not match, takes the full path, which tells the
     caller exactly why (401, 404, 409) or answers a retried finish.
     """
-    error = clean_text(error or "")[:MAX_ERROR_CHARS]
-    if (
-        exit_code == 0
-        and not timed_out
-        and finished_ok(credential, execution_id, session, lease, error, now)
-    ):
+    error = clean_error(error)
+    secret_hash = RunnerToken.hash_of(credential.secret)
+    succeeded = exit_code == 0 and not timed_out
+    if succeeded and finished_ok(secret_hash, execution_id, session, lease, error, now):
         return Execution.SUCCEEDED
     token = identity.require_token(credential, now)
     return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
@@ -272,21 +270,26 @@ def finish_many(credential, runner_id, session, reports, now):
     """The batch finish of runner `runner_id`: each report settled as
     `finish` settles it and answered on its own. The successes the caller
     holds are settled together, in one transaction (`settle_many`); every
-    other report in its own, by `finish`.
+    other report in its own, by the full finish.
     A refusal of one report (404, 409) is that report's status and detail;
     only the caller's own (401, 403, 404 for the runner) refuses the call.
 
     `reports` are (execution id, lease, exit code, error, timed out);
     returns one answer per report, in order.
     """
-    identity.token_of_runner(credential, runner_id, now)
+    token = identity.token_of_runner(credential, runner_id, now)
+    reports = [
+        (execution_id, lease, exit_code, clean_error(error), timed_out)
+        for execution_id, lease, exit_code, error, timed_out in reports
+    ]
     successes = [
-        (execution_id, lease, clean_text(error or "")[:MAX_ERROR_CHARS])
+        (execution_id, lease, error)
         for execution_id, lease, exit_code, error, timed_out in reports
         if exit_code == 0 and not timed_out
     ]
-    # The successes held under their leases, together; the rest one by one.
-    settled = settle_many.settle_successes(credential, session, successes, now)
+    # The successes held under their leases, together; the rest one by one
+    # (a success left out is a retry or not held: the full path answers why).
+    settled = settle_many.settle_successes(token.secret_hash, session, successes, now)
     answers = []
     for execution_id, lease, exit_code, error, timed_out in reports:
         if execution_id in settled:
@@ -294,8 +297,8 @@ def finish_many(credential, runner_id, session, reports, now):
             answers.append({"id": execution_id, "status": 200, "state": Execution.SUCCEEDED})
             continue
         try:
-            state = finish(
-                credential, execution_id, session, lease, exit_code, error, timed_out, now
+            state = finish_held(
+                token, execution_id, session, lease, exit_code, error, timed_out, now
             )
         except Refused as refusal:
             answers.append({"id": execution_id, "status": refusal.status, "detail": refusal.detail})
@@ -304,11 +307,15 @@ def finish_many(credential, runner_id, session, reports, now):
     return answers
 
 
+def clean_error(error):
+    return clean_text(error or "")[:MAX_ERROR_CHARS]
+
+
 # The success finish, hand-written: compiling the equivalent ORM update (a
 # filter across the runner to its token) cost more CPU than all the rest of
 # the call. Same conditions as `lifecycle.settle` plus the caller's token;
 # it returns the job's columns the rest of the finish needs.
-EXECUTIONS, JOBS = Execution._meta.db_table, Job._meta.db_table
+EXECUTIONS, JOBS = settle_many.EXECUTIONS, settle_many.JOBS
 SUCCEED_HELD = {
     # The job's row is joined once.
     "postgresql": f"""
@@ -340,12 +347,11 @@ SUCCEED_HELD_PLAINLY = f"""
         WHERE queued.job_id = settled.job_id AND queued.state = %s)
     FROM settled
 """
-NO_CHAIN = settle_many.NO_CHAIN
 
 
-def finished_ok(credential, execution_id, session, lease, error, now):
-    """Settle a success in one write, if the caller holds the execution."""
-    secret_hash = RunnerToken.hash_of(credential.secret)
+def finished_ok(secret_hash, execution_id, session, lease, error, now):
+    """Settle a success in one write, if the caller (the token `secret_hash`)
+    holds the execution."""
     if secret_hash is None or not identity.is_db_id(execution_id):
         return False
     params = [
@@ -373,25 +379,14 @@ def finished_ok(credential, execution_id, session, lease, error, now):
                     settled += (outcomes.succeeded_plainly(job_id, now), overlap.has_queued(job_id))
         if settled is None:
             return False
-        job_id, pinned_to, group, on_success, on_failure, plain, queued = settled
-        execution = None
-        if not plain:
-            # A streak ends, or a minimum duration to check: the full update.
-            execution = Execution.objects.select_related("job").get(pk=execution_id)
-            outcomes.settled(execution, now)
-        # The jobs it starts on success; a run on every runner may end its
-        # occurrence as a failure (another runner's run failed).
-        if on_success not in NO_CHAIN or (pinned_to and on_failure not in NO_CHAIN):
-            execution = execution or Execution.objects.select_related("job").get(pk=execution_id)
-            chains.after_settle(execution, now)
-        if queued:
-            # A queued run's turn (it wakes the polls).
-            overlap.promote(job_id, now, known_queued=True)
-        if group is not None:
-            notify_new_work()  # room in the group: waiting polls may take its work
-        # Last: the counter's row stays locked until the commit, and another
-        # process's thread on the same shard waits for it meanwhile.
-        lifecycle.count_final(Execution.SUCCEEDED)
+        *columns, plain, queued = settled
+        row = settle_many.Settled(execution_id, *columns)
+        settle_many.follow_up(
+            [row],
+            plain={row.job_id} if plain else set(),
+            queued=[row.job_id] if queued else [],
+            now=now,
+        )
     return True
 
 

@@ -79,11 +79,10 @@ NO_CHAIN = (None, "", "[]", [])
 Settled = collections.namedtuple("Settled", "id job_id pinned_to group on_success on_failure")
 
 
-def settle_successes(credential, session, reports, now):
+def settle_successes(secret_hash, session, reports, now):
     """Settle the successes `reports` ((execution id, lease, error)) that the
-    caller holds under those leases; returns the ids settled. A report it
-    leaves out changed nothing."""
-    secret_hash = RunnerToken.hash_of(credential.secret)
+    caller (the token `secret_hash`) holds under those leases; returns the
+    ids settled. A report it leaves out changed nothing."""
     unique = {}
     for execution_id, lease, error in reports:
         if identity.is_db_id(execution_id):
@@ -93,7 +92,8 @@ def settle_successes(credential, session, reports, now):
     with transaction.atomic():
         settled = succeed_held(secret_hash, session, list(unique.values()), now)
         if settled:
-            after_successes(settled, now)
+            runs = collections.Counter(row.job_id for row in settled)
+            follow_up(settled, plain_successes(runs, now), queued_jobs(runs), now)
     return {row.id for row in settled}
 
 
@@ -116,26 +116,28 @@ def succeed_held(secret_hash, session, reports, now):
     return sorted((Settled(*row) for row in found), key=lambda row: (row.job_id, row.id))
 
 
-def after_successes(settled, now):
-    """What the single finish does after a success, for all of `settled`,
-    in the same transaction: health, the jobs they start, queued runs'
-    turn, the count."""
-    runs = collections.Counter(row.job_id for row in settled)
-    plain = plain_successes(runs, now)
+def follow_up(settled, plain, queued, now):
+    """What follows the successes `settled`, in their transaction: the full
+    health update of the jobs not in `plain` (those whose plain update was
+    taken), the jobs they start, the turn of the `queued` jobs' runs, the
+    count. The single finish and the batch share it."""
     for row in settled:
         execution = None
         if row.job_id not in plain:
             # A streak ends, or a minimum duration to check: the full update.
             execution = Execution.objects.select_related("job").get(pk=row.id)
             outcomes.settled(execution, now)
+        # The jobs it starts on success; a run on every runner may end its
+        # occurrence as a failure (another runner's run failed).
         if row.on_success not in NO_CHAIN or (row.pinned_to and row.on_failure not in NO_CHAIN):
             execution = execution or Execution.objects.select_related("job").get(pk=row.id)
             chains.after_settle(execution, now)
-    for job_id in queued_jobs(runs):
+    for job_id in queued:
         overlap.promote(job_id, now, known_queued=True)  # wakes the polls
     if any(row.group is not None for row in settled):
         notify_new_work()  # room in a group: waiting polls may take its work
-    # Last: the counter's row stays locked until the commit.
+    # Last: the counter's row stays locked until the commit, and another
+    # process's thread on the same shard waits for it meanwhile.
     lifecycle.count_final(Execution.SUCCEEDED, amount=len(settled))
 
 
