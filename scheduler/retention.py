@@ -337,7 +337,16 @@ def let_go_of(ids):
     notifications' events)."""
     dead_letters.before_executions_deleted(ids)
     TriggerKey.objects.filter(execution_id__in=ids).delete()
-    Execution.objects.filter(upstream_id__in=ids).update(upstream=None)
+    # Found first, then updated by id: with statistics that say nearly
+    # every run has the same upstream (none), SQLite planned the UPDATE
+    # filtered on `upstream_id` as a scan of the whole table, once a batch
+    # (three quarters of `manage.py prune`'s time at 1,000,000 runs), where
+    # the SELECT reads the index.
+    chained = list(
+        Execution.objects.filter(upstream_id__in=ids).order_by().values_list("pk", flat=True)
+    )
+    if chained:
+        Execution.objects.filter(pk__in=chained).update(upstream=None)
     for config in apps.get_app_configs():
         clear = getattr(config, "before_executions_deleted", None)
         if clear is not None:

@@ -8,6 +8,7 @@ import pytest
 import time_machine
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, Counter
 from scheduler import prune_pacing, retention, ticks
@@ -605,3 +606,36 @@ def test_executions_others_point_at_are_pruned_and_the_pointers_let_go(transacti
     assert Execution.objects.get(pk=downstream.pk).upstream_id is None
     assert not TriggerKey.objects.exists()
     assert Event.objects.get(pk=event.pk).execution_id is None
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's planner, after ANALYZE")
+def test_letting_go_of_pruned_runs_reads_the_executions_through_their_indexes(db):
+    """Few runs are chained, so SQLite's statistics say nearly every run has
+    the same upstream (none): an UPDATE filtered on it was planned as a scan
+    of the whole table, once a batch (three quarters of `manage.py prune`'s
+    time at 1,000,000 runs)."""
+    job = JobFactory()
+    runs = [finished(job, 100 + n, chunks=0) for n in range(50)]
+    with connection.cursor() as cursor:
+        # The statistics of a large table (1,000,000 runs, none chained), as
+        # `ANALYZE` or `PRAGMA optimize` record them, then loaded.
+        cursor.execute("ANALYZE")
+        cursor.execute(
+            "UPDATE sqlite_stat1 SET stat = '1000000 ' || (CASE WHEN idx LIKE %s"
+            " THEN '1000000' ELSE '1' END) WHERE tbl = %s",
+            ["%upstream%", Execution._meta.db_table],
+        )
+        cursor.execute("ANALYZE sqlite_master")
+    with CaptureQueriesContext(connection) as captured:
+        retention.let_go_of([run.pk for run in runs[:10]])
+    table = Execution._meta.db_table
+    plans = []
+    with connection.cursor() as cursor:
+        for query in captured.captured_queries:
+            if f'"{table}"' in query["sql"]:
+                cursor.execute("EXPLAIN QUERY PLAN " + query["sql"])
+                plans += [row[-1] for row in cursor.fetchall()]
+        cursor.execute("DELETE FROM sqlite_stat1")  # the other tests plan without them
+        cursor.execute("ANALYZE sqlite_master")
+    assert plans  # the upstream pointers were looked for
+    assert not [plan for plan in plans if plan.startswith(f"SCAN {table}")]
