@@ -258,10 +258,10 @@ def finish(credential, execution_id, session, lease, exit_code, error, timed_out
     caller exactly why (401, 404, 409) or answers a retried finish.
     """
     error = clean_error(error)
-    secret_hash = RunnerToken.hash_of(credential.secret)
-    succeeded = exit_code == 0 and not timed_out
-    if succeeded and finished_ok(secret_hash, execution_id, session, lease, error, now):
-        return Execution.SUCCEEDED
+    if exit_code == 0 and not timed_out:
+        secret_hash = RunnerToken.hash_of(credential.secret)
+        if finished_ok(secret_hash, execution_id, session, lease, error, now):
+            return Execution.SUCCEEDED
     token = identity.require_token(credential, now)
     return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
 
