@@ -19,8 +19,9 @@ class NotificationsConfig(AppConfig):
         """For `scheduler.retention`: events about pruned executions keep
         their data and lose the link (SET_NULL, which the raw DELETE skips)."""
         from notifications.models import Event
+        from scheduler import rows_by_id
 
-        Event.objects.filter(execution_id__in=ids).update(execution=None)
+        rows_by_id.clear_where(Event, "execution", ids)
 
     def loop_steps(self, loop):
         from notifications import detectors, digests, incidents, notifier_process, retention

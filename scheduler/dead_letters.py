@@ -16,6 +16,7 @@ execution (execution retention).
 from django.db import models
 from django.db.models import Q
 
+from scheduler import rows_by_id
 from scheduler.log_chunks import LogChunk
 
 # The log tail kept: the last lines, at most this many, of at most this many bytes.
@@ -141,5 +142,5 @@ def before_executions_deleted(ids):
     cascade: their dead letters go first, and a replay pointing at one of
     them forgets it (the dead letter stays replayed). Returns how many
     dead letters went."""
-    DeadLetter.objects.filter(replayed_execution_id__in=ids).update(replayed_execution=None)
-    return DeadLetter.objects.filter(execution_id__in=ids).delete()[0]
+    rows_by_id.clear_where(DeadLetter, "replayed_execution", ids)
+    return rows_by_id.delete_where(DeadLetter, "execution", ids)

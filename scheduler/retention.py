@@ -36,7 +36,7 @@ from django.db.models import Exists, OuterRef
 
 import audit
 from audit.recording import beat, last_beat
-from scheduler import dead_letters
+from scheduler import dead_letters, rows_by_id
 from scheduler.models import Execution, LogChunk, TriggerKey
 from scheduler.prune_pacing import Pacer, TickWatch, default_pacer, loop_pacer
 
@@ -281,8 +281,8 @@ def log_batch(now, batch_size, clock=time.monotonic):
         return Pruned(), 0, 0.0
     started = clock()
     with transaction.atomic():
-        held = locked_ids(LogChunk.objects.filter(id__in=ids))
-        logs = LogChunk.objects.filter(id__in=held).delete()[0]
+        held = rows_by_id.ids_where(LogChunk, "id", ids, lock=True)
+        logs = rows_by_id.delete_where(LogChunk, "id", held)
     took = clock() - started
     count_pruned(logs=logs)
     return Pruned(logs=logs), len(ids), took
@@ -304,10 +304,14 @@ def execution_batch(now, batch_size, clock=time.monotonic):
         # exemptions were judged as the candidates were read: only a retry
         # of a long-finished run created in between could change them, and
         # it would at worst see one earlier attempt fewer.)
-        held = locked_ids(Execution.objects.filter(id__in=ids, state__in=Execution.FINAL_STATES))
-        logs = LogChunk.objects.filter(execution_id__in=held).delete()[0]
+        held = rows_by_id.ids_where(Execution, "id", ids, states=Execution.FINAL_STATES, lock=True)
+        logs = rows_by_id.delete_where(LogChunk, "execution", held)
         let_go_of(held)
-        executions = delete_executions(held)
+        # QuerySet.delete() would load every row to look for cascades (ten
+        # times slower, inside the write lock). What points at executions
+        # went in let_go_of: a new kind must go there too, or the
+        # database's foreign key refuses this delete.
+        executions = rows_by_id.delete_where(Execution, "id", held)
     took = clock() - started
     count_pruned(executions=executions, logs=logs)
     return Pruned(executions=executions, logs=logs), len(found), took
@@ -319,54 +323,26 @@ def candidate_ids(rows, batch_size):
     return list(rows.values_list("id", flat=True)[:batch_size])
 
 
-def locked_ids(rows):
-    """The ids of `rows`, locked; rows another pruner holds are skipped
-    (PostgreSQL). SQLite's IMMEDIATE transactions serialise writers."""
-    rows = rows.order_by()  # LogChunk's default order would join (and lock) executions
-    if connection.features.has_select_for_update_skip_locked:
-        rows = rows.select_for_update(skip_locked=True)
-    return list(rows.values_list("id", flat=True))
-
-
 def let_go_of(ids):
-    """Clear what points at these executions before the raw DELETE, which
+    """Clear what points at these executions before their DELETE, which
     runs no cascade (a pointer left dangling makes the database refuse the
     commit, and every later pass with it): their dead letters and trigger
     keys go, a chained run forgets its upstream, and an app config with a
     `before_executions_deleted(ids)` method clears its own rows (the
     notifications' events)."""
     dead_letters.before_executions_deleted(ids)
-    TriggerKey.objects.filter(execution_id__in=ids).delete()
+    rows_by_id.delete_where(TriggerKey, "execution", ids)
     # Found first, then updated by id: with statistics that say nearly
     # every run has the same upstream (none), SQLite planned the UPDATE
     # filtered on `upstream_id` as a scan of the whole table, once a batch
     # (three quarters of `manage.py prune`'s time at 1,000,000 runs), where
     # the SELECT reads the index.
-    chained = list(
-        Execution.objects.filter(upstream_id__in=ids).order_by().values_list("pk", flat=True)
-    )
-    if chained:
-        Execution.objects.filter(pk__in=chained).update(upstream=None)
+    chained = rows_by_id.ids_where(Execution, "upstream", ids)
+    rows_by_id.clear_where(Execution, "upstream", chained, by="id")
     for config in apps.get_app_configs():
         clear = getattr(config, "before_executions_deleted", None)
         if clear is not None:
             clear(ids)
-
-
-def delete_executions(ids):
-    """Delete executions whose logs are already gone, in one statement.
-
-    QuerySet.delete() would first load every row to look for cascades (ten
-    times slower, inside the write lock). The rows that point at Execution
-    are cleared first (`let_go_of`); a new kind must be too, or the
-    database's foreign key refuses this delete.
-    """
-    if not ids:
-        return 0
-    table = connection.ops.quote_name(Execution._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
-        return cursor.rowcount
 
 
 def count_pruned(**kinds):

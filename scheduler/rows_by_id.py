@@ -1,0 +1,71 @@
+"""Statements over a batch of rows named by their ids, in plain SQL.
+
+Retention deletes executions in batches of up to a couple of thousand, in
+one transaction that on SQLite holds the database's write lock, and clears
+what points at them first (several tables). The ORM prepares an `IN` of a
+thousand ids in about 3 ms a statement (each id is checked against its
+field, then compiled), more than most of those statements take to run: at
+1,000 runs a batch, half the transaction (bench/prune.py). These write the
+same statements directly. The ids are the callers' own integers, passed as
+parameters.
+"""
+
+from django.db import connection
+
+
+def ids_where(model, field, ids, *, states=None, lock=False):
+    """Ids of `model` rows whose `field` is one of `ids` (and, with `states`,
+    whose state is one of them); with `lock`, locked, skipping rows another
+    transaction holds where the database can (PostgreSQL)."""
+    if not ids:
+        return []
+    sql, params = where_in(model, field, ids)
+    sql = f"SELECT {quote(model._meta.pk.column)} FROM {table(model)} WHERE {sql}"
+    if states:
+        sql += f" AND {quote(model._meta.get_field('state').column)} IN ({marks(states)})"
+        params += list(states)
+    if lock and connection.features.has_select_for_update_skip_locked:
+        sql += " FOR UPDATE SKIP LOCKED"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def delete_where(model, field, ids):
+    """Delete the `model` rows whose `field` is one of `ids`; returns how many.
+    No cascade runs: nothing may point at `model`'s rows."""
+    if not ids:
+        return 0
+    sql, params = where_in(model, field, ids)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table(model)} WHERE {sql}", params)
+        return cursor.rowcount
+
+
+def clear_where(model, field, ids, *, by=None):
+    """Set `field` to NULL where it (or the field `by`) is one of `ids`;
+    returns how many rows."""
+    if not ids:
+        return 0
+    sql, params = where_in(model, by or field, ids)
+    column = quote(model._meta.get_field(field).column)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table(model)} SET {column} = NULL WHERE {sql}", params)
+        return cursor.rowcount
+
+
+def where_in(model, field, ids):
+    column = quote(model._meta.get_field(field).column)
+    return f"{column} IN ({marks(ids)})", list(ids)
+
+
+def marks(values):
+    return ", ".join(["%s"] * len(values))
+
+
+def table(model):
+    return quote(model._meta.db_table)
+
+
+def quote(name):
+    return connection.ops.quote_name(name)
