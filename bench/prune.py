@@ -11,11 +11,20 @@ on PostgreSQL): JOBS jobs, each with expired runs (finished 91 to ~140 days
 ago, one log chunk each) and one recent run, plus TICKING `@every 1s` jobs
 that the loop fires all along (each tick writes).
 
-A thread runs the loop's tick (`SchedulerLoop.tick`, its housekeeping and
-its own bounded prune step included) at each due instant as the loop does
-(once a second: the ticking jobs are due every second); `manage.py prune` runs in
-another process. Prints the tick times while the prune ran (p50, p99, max;
-target p99 <= 50 ms) and the prune's duration and rate, as JSON lines.
+The loop runs as `scheduler_loop` runs it (`SchedulerLoop.run_forever`):
+one thread ticks at each due instant (once a second: the ticking jobs are
+due every second), firing and reaping; another runs the housekeeping steps
+(detectors, the loop's own bounded prune step, ...) when they are due.
+`manage.py prune` runs in another process. Prints the tick times while the
+prune ran (p50, p99, max; target p99 <= 50 ms), the housekeeping passes'
+times, and the prune's duration and rate, as JSON lines.
+
+    --housekeeping-in-tick   every step in the tick, on one thread: how the
+                             loop ran before its housekeeping moved to a
+                             thread of its own (figures up to 2026-12-01)
+
+The ticking jobs have no runner: their runs stay pending, so the job.missed
+detector reports them all along (at most its batch a pass).
 """
 
 import argparse
@@ -52,6 +61,7 @@ def emit(**fields):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executions", type=int, default=1_000_000)
+    parser.add_argument("--housekeeping-in-tick", action="store_true")
     args = parser.parse_args(argv)
     backend, cleanup = setup_database()
     if backend == "sqlite":  # a temporary file of a few hundred MB: remove it
@@ -69,12 +79,12 @@ def main(argv=None):
 
     call_command("migrate", verbosity=0)
     try:
-        bench_prune(backend, args.executions)
+        bench_prune(backend, args.executions, apart=not args.housekeeping_in_tick)
     finally:
         cleanup()
 
 
-def bench_prune(backend, executions):
+def bench_prune(backend, executions, apart=True):
     from django.db import connections
 
     from scheduler.models import LogChunk
@@ -84,7 +94,7 @@ def bench_prune(backend, executions):
     emit(bench="prune", step="seed", backend=backend, executions=executions, seconds=seconds)
     connections.close_all()
 
-    ticker = Ticker()
+    ticker = Ticker(apart)
     ticker.start()
     time.sleep(BASELINE_SECONDS)  # ticks before the prune: the baseline
     baseline = ticker.take()
@@ -99,6 +109,7 @@ def bench_prune(backend, executions):
     )
     took = time.perf_counter() - started
     housekeeping, cpu = list(ticker.housekeeping), list(ticker.cpu)
+    passes, slowest_pass = list(ticker.passes), ticker.slowest_pass
     slowest = ticker.slowest
     unit_p99 = {
         name: round(percentile(times, 0.99), 1) for name, times in ticker.unit_times.items()
@@ -113,6 +124,7 @@ def bench_prune(backend, executions):
         bench="prune",
         step="prune_while_ticking",
         backend=backend,
+        loop="tick and housekeeping on their own threads" if apart else "one thread",
         executions=executions - left,
         by_command=by_command,
         log_chunks_left=LogChunk.objects.filter(execution__job__name__startswith="old-").count(),
@@ -125,9 +137,13 @@ def bench_prune(backend, executions):
         # The tick thread's own CPU time: on a loaded machine the wall time
         # above is mostly waiting for a core.
         tick_cpu_p99_ms=round(percentile(cpu, 0.99), 2),
-        # Ticks that ran the loop's housekeeping, its own prune step included.
+        # Ticks that ran the loop's own prune step (one thread only).
         housekeeping_tick_max_ms=round(max(housekeeping, default=0), 2),
         slowest_tick_units_ms=slowest[1],
+        # The housekeeping thread's passes (none on one thread).
+        housekeeping_passes=len(passes),
+        housekeeping_pass_p99_ms=round(percentile(passes, 0.99), 2) if passes else None,
+        slowest_pass_units_ms=slowest_pass[1],
         # Each unit's own p99 over the ticks that ran it.
         unit_p99_ms=unit_p99,
         baseline_tick_p50_ms=round(statistics.median(baseline), 2),
@@ -153,30 +169,45 @@ def percentile(samples, q):
 
 
 class Ticker(threading.Thread):
-    """The scheduler loop's tick once a second; collects each tick's duration."""
+    """The scheduler loop as `run_forever` runs it: this thread ticks once a
+    second (at the earliest due instant), a Housekeeper thread runs the
+    housekeeping steps; or, with `apart` False, every step in the tick.
+    Collects each tick's duration, and each unit's."""
 
-    def __init__(self):
+    def __init__(self, apart=True):
         super().__init__(daemon=True)
+        self.apart = apart
         self.samples = []
         self.cpu = []  # this thread's CPU time per tick (SQLite's work included)
         self.housekeeping = []
         self.slowest = (0.0, {})  # (ms, {unit: ms}) of the slowest tick
+        self.passes = []  # the housekeeping thread's passes, ms
+        self.slowest_pass = (0.0, {})
         self.unit_times = {}  # {unit: [ms, ...]}
         self.errors = 0
         self.stopping = threading.Event()
         self.lock = threading.Lock()
+        self.timings = threading.local()  # {unit: ms} of the thread's current run
 
     def run(self):
         from django.db import connection
         from django.utils import timezone
 
+        from scheduler.long_lived import switch_threads_often
         from scheduler.loop import SchedulerLoop
 
         loop = SchedulerLoop()
         units = loop.units
-        loop.units = lambda now: [(name, self.timed(name, unit)) for name, unit in units(now)]
+        loop.units = lambda now, steps=None: [
+            (name, self.timed(name, unit)) for name, unit in units(now, steps)
+        ]
+        # As run_forever: the tick takes SQLite's write lock ahead of other
+        # writers, and threads switch every 0.5 ms.
+        connection.eager_write_lock = True
+        switch_threads_often()
+        housekeeper = None
         while not self.stopping.is_set():
-            self.units = {}
+            self.timings.units = {}
             started = time.perf_counter()
             cpu = time.thread_time()
             before = loop.last_run.get("pruned")
@@ -190,14 +221,48 @@ class Ticker(threading.Thread):
                 self.cpu.append((time.thread_time() - cpu) * 1000)
                 if loop.last_run.get("pruned") != before:  # this tick pruned too
                     self.housekeeping.append(took * 1000)
-                for name, ms in self.units.items():
-                    self.unit_times.setdefault(name, []).append(ms)
+                self.record_units()
                 if took * 1000 > self.slowest[0]:
-                    self.slowest = (round(took * 1000, 1), self.units)
+                    self.slowest = (round(took * 1000, 1), self.timings.units)
+            if housekeeper is None and self.apart:
+                # As run_forever: the first tick ran every step; from now on
+                # the housekeeping steps run on a thread of their own.
+                loop.housekeeping_apart = True
+                housekeeper = threading.Thread(target=self.housekeep, args=(loop,), daemon=True)
+                housekeeper.start()
             # As the loop does: the next tick at the earliest due instant,
             # a second after this one's start at the latest.
             self.stopping.wait(self.until_next(loop, started + 1.0))
+        if housekeeper is not None:
+            housekeeper.join()
         connection.close()
+
+    def housekeep(self, loop):
+        """SchedulerLoop.housekeep_forever, each pass timed."""
+        from django.db import connection
+        from django.utils import timezone
+
+        while not self.stopping.is_set():
+            self.timings.units = {}
+            now = timezone.now()
+            started = time.perf_counter()
+            try:
+                loop.run_units(now, loop.units(now, loop.housekeeping))
+            except Exception:
+                self.errors += 1
+            took = time.perf_counter() - started
+            if self.timings.units:  # a pass that ran a step
+                with self.lock:
+                    self.passes.append(took * 1000)
+                    self.record_units()
+                    if took * 1000 > self.slowest_pass[0]:
+                        self.slowest_pass = (round(took * 1000, 1), self.timings.units)
+            self.stopping.wait(loop.housekeeping_due_in(timezone.now()))
+        connection.close()
+
+    def record_units(self):
+        for name, ms in self.timings.units.items():
+            self.unit_times.setdefault(name, []).append(ms)
 
     def until_next(self, loop, latest):
         from django.utils import timezone
@@ -217,7 +282,7 @@ class Ticker(threading.Thread):
             try:
                 return unit(now)
             finally:
-                self.units[name] = round((time.perf_counter() - started) * 1000, 1)
+                self.timings.units[name] = round((time.perf_counter() - started) * 1000, 1)
 
         return run
 
@@ -226,6 +291,7 @@ class Ticker(threading.Thread):
             samples, self.samples = self.samples, []
             self.housekeeping, self.cpu = [], []
             self.slowest = (0.0, {})
+            self.passes, self.slowest_pass = [], (0.0, {})
             self.unit_times = {}
         return samples
 
