@@ -628,7 +628,12 @@ class Execution(models.Model):
         (CHAIN, "chain: an upstream job's run settled"),
     ]
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="executions")
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.CASCADE,
+        related_name="executions",
+        db_index=False,  # the indexes led by job_id serve its lookups (exec_job_history)
+    )
     scheduled_for = models.DateTimeField(help_text="The instant this run belongs to (UTC).")
     attempt = models.PositiveIntegerField(default=1)
     trigger = models.CharField(max_length=10, choices=TRIGGERS, default=SCHEDULE)
@@ -642,6 +647,7 @@ class Execution(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="executions",
+        db_index=False,  # exec_runner_state (runner, state) serves its lookups
     )
     session = models.CharField(max_length=64, blank=True, help_text="Runner session holding it.")
     lease = models.PositiveBigIntegerField(
@@ -668,6 +674,7 @@ class Execution(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # the partial index exec_upstream serves its lookups
         help_text="The run whose end started this one (trigger chain).",
     )
     log_size = models.PositiveBigIntegerField(default=0)
@@ -751,6 +758,14 @@ class Execution(models.Model):
                 fields=["job", "state", "finished_at"],
                 condition=models.Q(state__in=["succeeded", "failed", "timed_out", "lost"]),
                 name="exec_job_state_finished",
+            ),
+            # A pruned run's chained runs (scheduler.retention) and the
+            # database's foreign key check when a run is deleted. Partial:
+            # nearly every run has no upstream, and those need no entry.
+            models.Index(
+                fields=["upstream"],
+                condition=models.Q(upstream__isnull=False),
+                name="exec_upstream",
             ),
         ]
 
