@@ -462,6 +462,33 @@ def test_on_sqlite_the_command_checkpoints_the_wal_itself_between_batches():
     assert len(checkpoints) == (3 if connection.vendor == "sqlite" else 0)
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="only SQLite's pruner checkpoints")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("checkpoint", "rests"), [(0.03, [0.019] * 3), (0.06, [])])
+def test_the_commands_checkpoint_counts_towards_its_rest(monkeypatch, checkpoint, rests):
+    """A PASSIVE checkpoint takes no write lock: the time it takes is part of
+    the rest after a batch (50 ms on SQLite), not added to it."""
+    job = JobFactory()
+    for day in range(3):
+        finished(job, 100 + day, chunks=0)
+    finished(job, 1, chunks=0)
+    clock = Clock(step=0.001)
+
+    def slow_checkpoint():
+        clock.now += checkpoint
+
+    monkeypatch.setattr(retention, "wal_checkpoint", slow_checkpoint)
+
+    pruned = retention.prune(
+        NOW, batch_size=1, announce=lambda: NOW, clock=clock, sleep=clock.sleep
+    )
+
+    # Each batch took 3 ms by the clock and rests 50 ms; reading the clock
+    # around the checkpoint costs 2 ms more.
+    assert pruned.executions == 3
+    assert clock.slept == pytest.approx(rests)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_pruner_skips_rows_another_one_holds_instead_of_waiting():
     if not connection.features.has_select_for_update_skip_locked:
