@@ -170,8 +170,8 @@ def percentile(samples, q):
 
 class Ticker(threading.Thread):
     """The scheduler loop as `run_forever` runs it: this thread ticks once a
-    second (at the earliest due instant), a Housekeeper thread runs the
-    housekeeping steps; or, with `apart` False, every step in the tick.
+    second (at the earliest due instant), another runs the housekeeping
+    steps (`housekeep`); or, with `apart` False, every step in the tick.
     Collects each tick's duration, and each unit's."""
 
     def __init__(self, apart=True):
