@@ -57,6 +57,9 @@ log = logging.getLogger("croniq.runner")
 REPORT_WINDOW = 15.0
 # The longest wait for an instant an answer may ask (`starts_in`).
 MAX_STARTS_IN = 60.0
+# After a drain that let runs end, how long the long-poll still in flight
+# gets to bring back what the server claimed for the slots they freed.
+POLL_LANDING = 2.0
 
 
 class Changes:
@@ -92,6 +95,8 @@ class Agent(Registration, LeaseKeeping):
         self.jobs_lock = threading.Lock()
         self.taken = 0  # executions accepted since start (for --once)
         self.polling = False  # a long-poll is in flight
+        self.poll_done = threading.Event()  # set when no poll is in flight or handled
+        self.poll_done.set()
         self.last_beat_sent = None  # monotonic; answered or not
         self.outages_seen = 0
         self.refresh_at = clock() + REFRESH_INTERVAL
@@ -203,6 +208,8 @@ class Agent(Registration, LeaseKeeping):
                 "leaving %d fenced execution(s) unreported: the server reaps and retries them",
                 len(lapsing),
             )
+        if running and self.fatal is None:
+            self.let_poll_land()
         self.giving_up.set()
         self.exited.set()
         self.watch_now.set()
@@ -216,6 +223,14 @@ class Agent(Registration, LeaseKeeping):
             return self.fatal.code
         log.info("stopped")
         return EXIT_OK
+
+    def let_poll_land(self):
+        """A run that ends frees a slot, and the server fills it for the
+        long-poll in flight (`slots`) as soon as the run's report lands: the
+        answer is on its way as the drain ends. Exiting now would drop it
+        unread, and its work would wait out its lease. Give the poll a moment
+        to come back: what it brings is handed back (`accept`)."""
+        self.poll_done.wait(POLL_LANDING)
 
     def wait_for_jobs(self, deadline, interrupt=None):
         while self.busy():
@@ -244,11 +259,14 @@ class Agent(Registration, LeaseKeeping):
     def poll_loop(self):
         backoff = Backoff()
         while not self.stopping.is_set():
+            self.poll_done.clear()
             try:
                 pause = self.poll_once(backoff)
             except Exception:
                 log.exception("unexpected error while polling; retrying")
                 pause = backoff.next_delay()
+            finally:
+                self.poll_done.set()  # and what it brought is started or handed back
             if pause:
                 self.stopping.wait(pause)
 

@@ -18,6 +18,7 @@ import croniq_runner
 from tests.agent.world import (
     add_execution,
     add_executions,
+    django,
     executions,
     issue_token,
     ready,
@@ -293,6 +294,38 @@ def test_work_that_reaches_a_draining_agent_is_handed_back_unstarted(world, agen
     assert exit_code(agent, timeout=20) == 0
     [first] = executions(world.db, job)
     assert first["state"] == "succeeded"  # the drain still let the running job finish
+
+
+def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(world, agents):
+    """The run a draining agent waits for ends, and its end promotes the
+    job's queued run, which the server claims at once for the agent's long
+    poll still in flight (the slot the run freed). The agent exits right
+    after that run's report: the answer must still be read and its work
+    handed back, not left running on a runner that is gone."""
+    job = agents.label
+    first = add_execution(
+        world.db, job, "echo busy; sleep 2", labels=[job], overlap="queue", max_concurrent=1
+    )
+    agent = agents("--capacity", "2", "--drain-timeout", "30")
+    wait_for(lambda: "started" in agent.output(), message="the first run to start")
+    queued = django(
+        world.db,
+        f"""
+        job = Job.objects.get(name={job!r})
+        out(Execution.objects.create(
+            job=job, scheduled_for=now, state="queued", run_after=now, created_at=now
+        ).pk)
+        """,
+    )
+    time.sleep(0.5)  # the poll for the free slot waits on the server now
+    agent.popen.send_signal(signal.SIGTERM)
+    assert exit_code(agent, timeout=20) == 0
+
+    runs = {run["id"]: run for run in executions(world.db, job)}
+    assert runs[first]["state"] == "succeeded"
+    late = runs[queued]
+    assert (late["state"], late["attempt"], late["claimed_at"]) == ("pending", 1, None)
+    assert f"execution(s) [{queued}] arrived while stopping; handed back" in agent.output()
 
 
 def test_an_idle_agent_stops_at_once_without_waiting_out_its_long_poll(agents):
