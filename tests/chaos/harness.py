@@ -322,10 +322,33 @@ class Cluster:
                 conn.execute(f"NOTIFY {notify}")
 
     def active_executions(self):
+        """Runs not yet settled: queued (a queue job's backlog), pending or running."""
         return query(
             self.db,
-            "SELECT id, state FROM scheduler_execution WHERE state IN ('pending', 'running')",
+            "SELECT id, state FROM scheduler_execution"
+            " WHERE state IN ('queued', 'pending', 'running')",
         )
+
+    def settle(self, stall=60.0, cap=900.0, interval=0.5):
+        """Wait until no run is left unsettled, as long as runs keep settling.
+
+        With the jobs disabled, a queue job's backlog drains at its own pace
+        (`queue-pair`: two runs of 3 s at a time, against one due every 2 s,
+        so ten minutes of faults can leave minutes of it). A run that
+        stays put for `stall` seconds ends the wait, and the checks report
+        it. Returns whether everything settled."""
+        started = last_change = time.monotonic()
+        seen = None
+        while time.monotonic() - started < cap:
+            active = {(pk, state) for pk, state in self.active_executions()}
+            if not active:
+                return True
+            if active != seen:
+                seen, last_change = active, time.monotonic()
+            elif time.monotonic() - last_change > stall:
+                return False
+            time.sleep(interval)
+        return False
 
     def metrics(self):
         return [requests.get(web.url + "/metrics", timeout=20).text for web in self.webs]
