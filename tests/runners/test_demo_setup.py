@@ -42,3 +42,20 @@ def test_it_ends_with_where_to_log_in(db, tmp_path):
     last = out.getvalue().splitlines()[-1]
     assert "http://127.0.0.1:8123/admin/" in last
     assert "'admin'" in last and "'croniq-demo'" in last
+
+
+def test_notification_links_point_at_the_port_the_demo_answers_on(db, tmp_path, monkeypatch):
+    monkeypatch.delenv("CRONIQ_PUBLIC_URL", raising=False)
+    path = tmp_path / "demo.env"
+    url = "http://127.0.0.1:8123/"
+    call_command("demo_setup", env_file=str(path), url=url, stdout=io.StringIO())
+    assert env_of(path)["CRONIQ_PUBLIC_URL"] == "http://127.0.0.1:8123"
+
+
+def test_a_public_url_already_set_is_kept(db, tmp_path, monkeypatch):
+    monkeypatch.setenv("CRONIQ_PUBLIC_URL", "https://croniq.example.com")
+    path = tmp_path / "demo.env"
+    call_command(
+        "demo_setup", env_file=str(path), url="http://127.0.0.1:8123/", stdout=io.StringIO()
+    )
+    assert env_of(path)["CRONIQ_PUBLIC_URL"] == "https://croniq.example.com"

@@ -1,5 +1,6 @@
 """Prepare a local demo: an admin user, the demo jobs and a runner token."""
 
+import os
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -23,7 +24,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--env-file", required=True, help="Where to write CRONIQ_TOKEN=... and EMAIL_BACKEND"
+            "--env-file",
+            required=True,
+            help="Where to write the demo's environment (runner token, public URL, email)",
         )
         parser.add_argument(
             "--url", default="http://127.0.0.1:8000/", help="Where the demo will answer."
@@ -33,7 +36,7 @@ class Command(BaseCommand):
         self.ensure_admin()
         if "apply" in get_commands():
             call_command("apply", str(DEMO_FILE))
-        self.write_token(Path(env_file))
+        self.write_env(Path(env_file), public_url=public_url_of(url))
         # Last, so it is the line above the processes' output.
         admin = url.rstrip("/") + "/admin/"
         self.stdout.write(
@@ -50,11 +53,18 @@ class Command(BaseCommand):
             user.save()
         self.stdout.write(f"Demo admin (demo only): user {DEMO_USER!r}, password {DEMO_PASSWORD!r}")
 
-    def write_token(self, path):
+    def write_env(self, path, public_url):
         RunnerToken.objects.filter(name="demo").delete()
         _, secret = RunnerToken.issue("demo")
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [f"CRONIQ_TOKEN={secret}", *(f"{k}={v}" for k, v in DEMO_ENV.items())]
+        env = {"CRONIQ_TOKEN": secret, "CRONIQ_PUBLIC_URL": public_url, **DEMO_ENV}
+        lines = [f"{k}={v}" for k, v in env.items()]
         path.write_text("\n".join(lines) + "\n")
         path.chmod(0o600)
         self.stdout.write(f"Runner token 'demo' written to {path}")
+
+
+def public_url_of(url):
+    """Where notification links point: the demo's own address (its port may
+    not be 8000), unless CRONIQ_PUBLIC_URL is already set."""
+    return os.environ.get("CRONIQ_PUBLIC_URL") or url.rstrip("/")
