@@ -41,11 +41,14 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WEB_TICK = 1.0
 
 
-def web_server(host, port):
+def web_server(host, port, access_log=False):
     config = uvicorn.Config(
         ASGI_APPLICATION,
         host=host,
         port=port,
+        # Off unless asked: every runner's long-poll is a line, and the lines
+        # that matter at start (where to log in) scrolled away in seconds.
+        access_log=access_log,
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         # Django's LOGGING formats uvicorn's lines too: one process, one format.
         log_config=None,

@@ -90,3 +90,15 @@ def test_the_web_server_looks_once_a_second_at_rest_and_a_stop_from_another_thre
     assert 2 <= at_rest <= 5  # uvicorn's own loop: about 25 in 2.5 s
     assert not thread.is_alive()
     assert looks[-1] - stopped < 0.3  # not at the end of its second's sleep
+
+
+def test_the_access_log_is_off_unless_asked():
+    """Runners' long-polls are most requests: logged, they scroll the start's
+    "where to log in" lines away in seconds."""
+    from scheduler.management.commands.serve import Command
+
+    parser = Command().create_parser("croniq-admin", "serve")
+    assert parser.parse_args([]).access_log is False
+    assert parser.parse_args(["--access-log"]).access_log is True
+    assert web_server("127.0.0.1", free_port()).config.access_log is False
+    assert web_server("127.0.0.1", free_port(), access_log=True).config.access_log is True

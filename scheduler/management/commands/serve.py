@@ -23,9 +23,15 @@ class Command(BaseCommand):
             default=settings.CRONIQ_TICK_INTERVAL,
             help="Longest sleep between ticks, in seconds (default CRONIQ_TICK_INTERVAL).",
         )
+        parser.add_argument(
+            "--access-log",
+            action="store_true",
+            help="Log every HTTP request (off by default: runners' long-polls are most of them).",
+        )
 
-    def handle(self, *args, host, port, interval, **options):
-        process = OneProcess(web_server(host, port), SchedulerLoop(interval=interval))
+    def handle(self, *args, host, port, interval, access_log, **options):
+        server = web_server(host, port, access_log=access_log)
+        process = OneProcess(server, SchedulerLoop(interval=interval))
         code = process.run()
         if code:
             raise SystemExit(code)
