@@ -3,19 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 CRONIQ_PORT ?= 8000
 
-.PHONY: install bytecode run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
+.PHONY: install install-run bytecode run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The server and the runner package (runner/): `make run` starts both.
-$(STAMP): $(BIN)/python pyproject.toml runner/pyproject.toml
+# What running needs: the server, the runner package (runner/) and honcho,
+# which `make run` starts both with.
+$(RUN_STAMP): $(BIN)/python pyproject.toml runner/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[demo]' -e ./runner
+	touch $(RUN_STAMP)
+
+# And what developing needs: the test suite's and the linter's packages.
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m pip install --quiet -e ./runner
 	touch $(STAMP)
+
+install-run: $(RUN_STAMP)
 
 install: $(STAMP)
 
@@ -27,7 +35,7 @@ install: $(STAMP)
 bytecode: install
 	@$(BIN)/python -m compileall -q -j 0 -x '/\.(venv|git)/' . > /dev/null
 
-run: install
+run: install-run
 	DEBUG=1 $(BIN)/python manage.py migrate --no-input
 	DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) $(BIN)/python manage.py demo_setup --env-file .croniq/demo.env \
 		--url http://127.0.0.1:$(CRONIQ_PORT)/

@@ -109,6 +109,16 @@ def test_the_procfile_starts_serve_and_a_runner():
     assert lines["runner"].split()[0] in console_scripts()
 
 
+def test_the_demo_runner_runs_several_jobs_at_once():
+    """One slot would queue the demo's jobs behind each other."""
+    from croniq_runner.config import parse_args
+
+    runner = (ROOT / "Procfile").read_text().split("runner:", 1)[1].splitlines()[0]
+    argv = [word.replace("$CRONIQ_PORT", "8000") for word in runner.split()[1:]]
+    config = parse_args(argv, environ={"CRONIQ_TOKEN": "demo-token"})
+    assert config.capacity == 4
+
+
 def copied_sources(dockerfile):
     """The build-context paths (or patterns) each COPY of `dockerfile` reads."""
     for line in (ROOT / dockerfile).read_text().splitlines():
@@ -206,3 +216,12 @@ def test_the_server_image_copies_every_package_the_distribution_installs():
     packages = {pattern.rstrip("*") for pattern in include}
     copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "Dockerfile").read_text(), re.M))
     assert packages <= copied, f"Dockerfile does not copy {sorted(packages - copied)}"
+
+
+def test_make_run_installs_what_running_needs_not_the_dev_extras():
+    commands = subprocess.run(
+        ["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    installs = [line for line in commands.splitlines() if "pip install" in line]
+    assert any("-e ./runner" in line and "[demo]" in line for line in installs)
+    assert not any("[dev]" in line for line in installs)
