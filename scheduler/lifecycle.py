@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 
 import audit
 from scheduler import chains, dead_letters, outcomes, overlap
-from scheduler.models import Execution
+from scheduler.models import MAX_RETRY_DELAY, Execution
 
 LEASE_EXPIRED = "lease_expired"
 RUNNER_SUPERSEDED = "runner_superseded"
@@ -91,8 +91,17 @@ def retry_delay(execution):
         job = execution.job  # loaded only when its retry policy matters
         if failures > job.retries:
             return None
-        return timedelta(seconds=job.retry_backoff * 2 ** (failures - 1))
+        return backoff(job.retry_backoff, failures)
     return None
+
+
+def backoff(first, failures):
+    """The wait before the retry after `failures` failures: `first` seconds,
+    doubled for each failure after the first, at most MAX_RETRY_DELAY. The
+    cap holds for rows stored before the job's bounds existed too: an
+    uncapped wait overflowed, and the run's finish could not settle it."""
+    doublings = min(failures - 1, MAX_RETRY_DELAY.bit_length())  # past this, the cap anyway
+    return timedelta(seconds=min(first * 2**doublings, MAX_RETRY_DELAY))
 
 
 def create_retry(execution, now, not_before=None):

@@ -26,6 +26,13 @@ def default_labels():
 
 # The longest `jitter`: a day.
 MAX_JITTER = 86400
+# Bounds of a job's retry policy. Each retry waits twice as long as the one
+# before it, at most MAX_RETRY_DELAY (see `scheduler.lifecycle.retry_delay`):
+# a hundred retries already span months, and a first wait over a day is a
+# schedule, not a backoff.
+MAX_RETRIES = 100
+MAX_RETRY_BACKOFF = 86400
+MAX_RETRY_DELAY = 86400
 
 
 def jitter_offset(name, jitter):
@@ -180,9 +187,23 @@ class Job(models.Model):
     timeout = models.PositiveIntegerField(
         null=True, blank=True, help_text="Seconds before the run is killed (empty: no limit)."
     )
-    retries = models.PositiveIntegerField(default=0, help_text="Retries after a failed run.")
+    retries = models.PositiveIntegerField(
+        default=0,
+        validators=[
+            MaxValueValidator(MAX_RETRIES, f"at most {MAX_RETRIES} retries (got %(show_value)s)")
+        ],
+        help_text=f"Retries after a failed run (at most {MAX_RETRIES}).",
+    )
     retry_backoff = models.PositiveIntegerField(
-        default=30, help_text="Seconds before the first retry; doubles each time."
+        default=30,
+        validators=[
+            MaxValueValidator(
+                MAX_RETRY_BACKOFF,
+                f"at most {MAX_RETRY_BACKOFF} seconds, a day (got %(show_value)s)",
+            )
+        ],
+        help_text="Seconds before the first retry; doubles each time, "
+        f"each wait at most {MAX_RETRY_DELAY} seconds (a day).",
     )
     misfire_policy = models.CharField(max_length=10, choices=MISFIRE_POLICIES, default=RUN_ONCE)
     enabled = models.BooleanField(default=True)
