@@ -122,6 +122,12 @@ def check_window(start, end):
         raise ValueError(f"end: {end.isoformat()} is not after start {start.isoformat()}")
 
 
+def check_not_ended(end, now):
+    """ValueError naming the field when a window ended by `now`."""
+    if end <= now:
+        raise ValueError(f"end: {end.isoformat()} is already past; a window must end after now")
+
+
 # Reading the stored rows
 
 
@@ -237,10 +243,13 @@ def replace_windows(wanted, now, actor):
     """Make the windows not yet ended at `now` exactly `wanted`
     ([{start, end, labels, reason}]): equal ones stay, others are deleted
     or created, each audited. Ended windows are history and stay. All are
-    checked first: ValueError naming the item and field, nothing changed."""
+    checked first: ValueError naming the item and field, nothing changed.
+    A window already ended at `now` is refused: it could never be among the
+    windows compared, so each identical call would store it again."""
     for index, item in enumerate(wanted):
         try:
             check_window(item.get("start"), item.get("end"))
+            check_not_ended(item["end"], now)
         except ValueError as e:
             raise ValueError(f"windows[{index}].{e}") from None
     keys = [window_key(item) for item in wanted]

@@ -104,3 +104,27 @@ def test_the_example_is_taken(admin):
     answer = admin.put("maintenance", examples.MAINTENANCE)
     assert answer.status_code == 200, answer.content
     assert len(answer.json()["windows"]) == 1
+
+
+def test_a_window_already_ended_is_refused_naming_the_field_and_changes_nothing(admin):
+    """Only windows not yet ended are compared with the stored ones: an
+    ended one was stored again by each identical PUT."""
+    ended = {**WINDOW, "start": "2026-06-01T09:00:00Z", "end": "2026-06-01T12:00:00Z"}
+    for _ in range(3):
+        answer = admin.put("maintenance", {"windows": [WINDOW, ended]})
+        assert answer.status_code == 422, answer.content
+        assert answer.json()["detail"] == (
+            "windows[1].end: 2026-06-01T12:00:00+00:00 is already past; a window must end after now"
+        )
+    assert not MaintenanceWindow.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_window_already_started_is_taken_once(admin):
+    started = {**WINDOW, "start": "2026-06-01T11:00:00Z"}
+    for _ in range(3):
+        answer = admin.put("maintenance", {"windows": [started]})
+        assert answer.status_code == 200, answer.content
+        assert answer.json()["windows"][0]["active"] is True
+    assert MaintenanceWindow.objects.count() == 1
+    assert AuditEvent.objects.filter(action__startswith="maintenance.").count() == 1
