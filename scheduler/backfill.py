@@ -11,6 +11,11 @@ claims; whenever the job has room, its oldest queued ones become pending
 (`scheduler.overlap.promote`): at once here, when a run of the job ends
 (`scheduler.lifecycle`, `operations.cancel`), and from a loop step as the
 safety net.
+
+A backfill that would leave the job more pending executions than
+CRONIQ_TRIGGER_QUEUE_LIMIT is refused, as a trigger is: 429 with
+Retry-After when the pending ones already there are in the way, 422 naming
+`end` when the range alone holds more runs than the limit.
 """
 
 import typing
@@ -24,6 +29,7 @@ from scheduler import fanout, notifier, overlap
 from scheduler.cron import next_fires
 from scheduler.models import Execution, Job
 from scheduler.refusals import OperationRefused
+from scheduler.triggers import QUEUE_FULL_RETRY_AFTER, QueueFull
 
 TINY = timedelta(microseconds=1)
 
@@ -34,6 +40,20 @@ class BackfillRefused(OperationRefused):
     def __init__(self, field, message):
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class BackfillQueueFull(QueueFull):
+    """The job's pending executions and this backfill's together pass
+    CRONIQ_TRIGGER_QUEUE_LIMIT (429 with Retry-After): runners must take
+    some first."""
+
+    def __init__(self, job, pending, adding, limit):
+        OperationRefused.__init__(
+            self,
+            f"{job.name} has {pending} pending executions; {adding} more would pass "
+            f"the limit of {limit} (CRONIQ_TRIGGER_QUEUE_LIMIT); try again later",
+        )
+        self.retry_after = QUEUE_FULL_RETRY_AFTER
 
 
 class Backfill(typing.NamedTuple):
@@ -67,6 +87,22 @@ def check_range(start, end, now):
         raise BackfillRefused("end", "must not be in the future (the schedule fires those)")
 
 
+def check_queue(job, adding):
+    """Refuse `adding` new pending executions of `job` past
+    CRONIQ_TRIGGER_QUEUE_LIMIT; the caller holds the job's row lock, so
+    triggers and other backfills of the job wait for this one."""
+    limit = settings.CRONIQ_TRIGGER_QUEUE_LIMIT
+    if adding > limit:
+        raise BackfillRefused(
+            "end",
+            f"the range makes {adding} runs, more than the {limit} pending executions a job "
+            "may have (CRONIQ_TRIGGER_QUEUE_LIMIT); backfill a shorter range",
+        )
+    pending = Execution.objects.filter(job=job, state=Execution.PENDING)[:limit].count()
+    if pending + adding > limit:
+        raise BackfillQueueFull(job, pending, adding, limit)
+
+
 def backfill(job, start, end, now, actor, dry_run=False):
     """Create an execution (trigger `backfill`) for each instant in
     [start, end) that has none yet. Audited unless `dry_run`."""
@@ -93,6 +129,9 @@ def backfill(job, start, end, now, actor, dry_run=False):
             raise OperationRefused(
                 f"{job.name} runs on all matching runners, and none with its labels is online"
             )
+        if not waits:  # queued runs become pending only as the overlap policy lets them
+            runs_per_instant = len(roster) if roster else 1
+            check_queue(job, len(instants) * runs_per_instant)
         Execution.objects.bulk_create(
             run
             for t in instants
