@@ -414,6 +414,11 @@ class WithinWindow:
     def next_allowed(self, t, horizon=None):
         return self.rules.next_allowed(t, horizon=self.until) if t <= self.until else None
 
+    def day_allowed(self, day):
+        """`@business_day` counts the calendar's allowed days (scheduler.cron):
+        a whole day is judged by the calendar alone, the window does not cut it."""
+        return self.rules.day_allowed(day)
+
 
 def schedule_fires(schedule, tz, calendar, policy, until, anchor=None, key=None):
     """`JobLoad.fires` for a job: `scheduler.cron.next_fire`, the loop's own
