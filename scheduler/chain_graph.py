@@ -1,9 +1,33 @@
 """Chains as a graph of job names: what a job's `on_success` and
-`on_failure` may name. Pure: callers pass the graph ({name: (on_success,
-on_failure)}) of the other jobs as they stand.
+`on_failure` may name. Pure, but for `lock`: callers pass the graph
+({name: (on_success, on_failure)}) of the other jobs as they stand.
+
+Two writers each checking one new edge against the graph as stored could
+each pass and together store a cycle (a -> b on one web process, b -> a on
+another). So every writer of chain edges checks them under `lock`, inside
+the transaction that writes them, and the later writer sees the earlier
+one's edges.
 """
 
+from django.db import connection
+
 FIELDS = ("on_success", "on_failure")
+
+# The key of the transaction-level advisory lock chain writers take turns on
+# (PostgreSQL). Per transaction, not per session: it holds behind PgBouncer
+# in transaction mode, and ends with the commit that stores the edges.
+GRAPH_LOCK = 0x63686E73  # "chns"
+
+
+def lock():
+    """Take the chain graph's lock until the current transaction ends: the
+    graph read after it includes every edge committed before, and no other
+    writer checks edges until this transaction has committed its own.
+    SQLite needs none: its transactions take the write lock at BEGIN
+    (IMMEDIATE), so any write transaction already holds the graph."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [GRAPH_LOCK])
 
 
 def problems(name, on_success, on_failure, graph):

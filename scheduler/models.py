@@ -346,13 +346,16 @@ class Job(models.Model):
     def chain_problems(self, graph=None):
         """{field: message} for `on_success` / `on_failure` naming a missing
         job or closing a cycle; `graph`: the other jobs' chains (default:
-        as stored). Skipped while `defer_chain_check` is set: apply checks
-        a whole file's chains at once, after its jobs."""
+        as stored, read under the chain graph's lock: call it inside the
+        transaction that saves the job). Skipped while `defer_chain_check`
+        is set: apply checks a whole file's chains at once, after its jobs."""
         from scheduler import chain_graph
 
         if getattr(self, "defer_chain_check", False):
             return {}
         if graph is None:
+            if self.on_success or self.on_failure:  # a job chaining to none closes no cycle
+                chain_graph.lock()
             others = Job.objects.exclude(pk=self.pk) if self.pk else Job.objects.all()
             graph = {
                 n: (s or [], f or []) for n, s, f in others.values_list("name", *chain_graph.FIELDS)
