@@ -46,7 +46,7 @@ from croniq_runner.config import (
 from croniq_runner.exits import EXIT_OK, EXIT_SUPERSEDED, EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
 from croniq_runner.job import Job
 from croniq_runner.leases import LeaseKeeping
-from croniq_runner.ledger import Ledger
+from croniq_runner.ledger import Ledger, UnsafeStateDir
 from croniq_runner.registration import REFRESH_INTERVAL, Registration
 from croniq_runner.reports import Reports
 from croniq_runner.timing import Backoff, LeaseBook, wait_for_stop
@@ -138,6 +138,9 @@ class Agent(Registration, LeaseKeeping):
         ledger = Ledger(self.config.state_dir)
         try:
             ended = ledger.open()
+        except UnsafeStateDir as error:
+            # Given or the default: either way someone else could plant work there.
+            raise Fatal(EXIT_USAGE, str(error)) from None
         except OSError as error:
             message = f"cannot keep the ledger of jobs in {self.config.state_dir}: {error}"
             if self.config.state_dir_given:

@@ -85,7 +85,8 @@ def build_parser():
     add(
         "--state-dir",
         metavar="DIR",
-        help="where the agent keeps the ledger of its jobs' process groups (default: "
+        help="where the agent keeps the ledger of its jobs' process groups, a directory "
+        "of the agent's user that no one else may write to (default: "
         "$XDG_STATE_HOME/croniq-runner/NAME or ~/.local/state/croniq-runner/NAME) "
         "[CRONIQ_STATE_DIR]",
     )

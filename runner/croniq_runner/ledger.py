@@ -12,19 +12,66 @@ A line is `<process group id> <leader start time> <execution id>`; the first
 line names the boot. A group id is only killed when its leader still is
 the process that was recorded (same start time), or when the leader is
 gone: while a group has members its id cannot be given to a new process.
+
+The directory is trusted only when it is the agent's own: owned by the
+agent's user and writable by no one else; otherwise the agent refuses to
+start (UnsafeStateDir). Whoever else could write to it could plant a ledger
+naming any process group, for the agent (root, with --run-as) to kill, or a
+symbolic link where the agent writes its own. Inside it, every file is
+reached through the directory opened once and checked (no path is looked up
+twice), a ledger that is a symbolic link or not the agent's user's is ignored,
+and the agent's own is created new, never opened through a link.
 """
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import signal
+import stat
 import threading
 import time
 
 log = logging.getLogger("croniq.runner")
 
 LEFTOVER_WAIT = 5.0
+# Never through a symbolic link, never a FIFO that blocks the open.
+READ_LEDGER = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+NEW_LEDGER = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafeStateDir(Exception):
+    """The state directory is not the agent's alone; the agent exits 2."""
+
+
+def open_state_dir(directory):
+    """A descriptor of `directory` (created for this user alone if missing),
+    once it is checked to be this user's and writable by no one else."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        refuse_unless_own(directory, os.fstat(fd))
+    except UnsafeStateDir:
+        os.close(fd)
+        raise
+    return fd
+
+
+def refuse_unless_own(directory, info):
+    me = os.geteuid()
+    if info.st_uid != me:
+        raise UnsafeStateDir(
+            f"refusing the state directory {directory}: it is owned by uid {info.st_uid}, "
+            f"not by this agent's uid {me}"
+        )
+    # Sticky or not: a writable directory lets another user add a ledger.
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeStateDir(
+            f"refusing the state directory {directory}: its mode "
+            f"{stat.S_IMODE(info.st_mode):#o} lets its group or others write to it "
+            f"(chmod go-w {directory})"
+        )
 
 
 def boot_id():
@@ -68,29 +115,59 @@ def group_members(pgid):
 class Ledger:
     def __init__(self, directory):
         self.directory = directory
-        self.path = os.path.join(directory, f"jobs-{os.getpid()}.ledger")
+        self.name = f"jobs-{os.getpid()}.ledger"
+        self.path = os.path.join(directory, self.name)
         self.entries = {}  # pgid -> (start time, execution id)
+        self.dir_fd = None  # the state directory, checked once and held
         self.handle = None
         self.lock = threading.Lock()  # jobs start and end on their own threads
 
     def open(self):
         """End what dead incarnations left running, then start this agent's
-        ledger. Returns the process groups ended."""
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        ended = []
-        for name in sorted(os.listdir(self.directory)):
-            if name.endswith(".ledger") and name != os.path.basename(self.path):
-                ended += self.end_leftovers(os.path.join(self.directory, name))
-        self.handle = open(self.path, "w")  # noqa: SIM115 (held for the agent's life)
-        fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        ledger. Returns the process groups ended. UnsafeStateDir when the
+        directory is not this user's alone."""
+        self.dir_fd = open_state_dir(self.directory)
+        try:
+            ended = []
+            # This agent's own name too: a dead agent may have had the same pid.
+            for name in sorted(os.listdir(self.dir_fd)):
+                if name.endswith(".ledger"):
+                    ended += self.end_leftovers(name)
+            fd = os.open(self.name, NEW_LEDGER, 0o600, dir_fd=self.dir_fd)
+            self.handle = os.fdopen(fd, "w")
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            self.close()
+            raise
         self.write()
         return ended
 
-    def end_leftovers(self, path):
-        """Kill the groups of the ledger at `path` if no live agent holds it."""
+    def open_leftover(self, name):
+        """The ledger `name` opened for reading, or None when it must not be
+        trusted (a symbolic link, not a plain file, not this user's)."""
+        path = os.path.join(self.directory, name)
         try:
-            handle = open(path)  # noqa: SIM115 (closed below)
-        except OSError:
+            fd = os.open(name, READ_LEDGER, dir_fd=self.dir_fd)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                log.warning("ignoring %s: a symbolic link, not a ledger of this runner", path)
+            return None
+        info = os.fstat(fd)
+        why = None
+        if not stat.S_ISREG(info.st_mode):
+            why = "not a plain file"
+        elif info.st_uid != os.geteuid():
+            why = f"owned by uid {info.st_uid}, not this agent's uid {os.geteuid()}"
+        if why is not None:
+            os.close(fd)
+            log.warning("ignoring %s: %s", path, why)
+            return None
+        return os.fdopen(fd)
+
+    def end_leftovers(self, name):
+        """Kill the groups of the ledger `name` if no live agent holds it."""
+        handle = self.open_leftover(name)
+        if handle is None:
             return []
         with handle:
             try:
@@ -110,7 +187,7 @@ class Ledger:
                             execution_id,
                         )
                         ended.append(int(pgid))
-            os.unlink(path)
+            os.unlink(name, dir_fd=self.dir_fd)
         return ended
 
     def end_group(self, pgid, started):
@@ -159,6 +236,9 @@ class Ledger:
         with self.lock:
             if self.handle is not None:
                 with contextlib.suppress(OSError):
-                    os.unlink(self.path)
+                    os.unlink(self.name, dir_fd=self.dir_fd)
                 self.handle.close()
                 self.handle = None
+            if self.dir_fd is not None:
+                os.close(self.dir_fd)
+                self.dir_fd = None
