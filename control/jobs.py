@@ -5,6 +5,12 @@ A job in the API has the fields of the apply file, checked by the very code
 and refuse the same things, plus the state operators see: paused (and
 until when, and why), the next run, and who manages it (control.ownership).
 Every write is audited with the key as actor.
+
+The values of secret-looking env variables (audit.changes.is_secret_env)
+are shown masked to every key, as the dashboard and the audit trail show
+them. A write that sends a masked value back keeps the value stored under
+that name, so a read-modify-write never replaces a secret with its mask; a
+masked value with nothing stored under its name is refused.
 """
 
 import json
@@ -16,7 +22,7 @@ from django.db.models.functions import Cast
 from ninja.errors import HttpError
 
 import audit
-from audit.changes import masked_diff
+from audit.changes import MASK, is_secret_env, masked_diff, masked_env
 from calendars.models import ManagedBy
 from control import ownership, paging
 from scheduler import operations
@@ -30,6 +36,7 @@ MAX_NEXT = 100
 def fields(job):
     """The job as the API shows it."""
     state = job_state(job)
+    state["env"] = masked_env(state["env"])
     return {
         "name": job.name,
         **state,
@@ -84,6 +91,24 @@ def carrying(jobs, label):
     return jobs.annotate(labels_text=text).filter(labels_text__contains=json.dumps(label))
 
 
+def kept_secrets(env, stored):
+    """`env` as sent, each masked secret replaced by the value `stored` holds
+    under its name; 422 naming the variable when there is none."""
+    if not isinstance(env, dict):
+        return env  # apply's checks name the problem
+    kept = dict(env)
+    for name, value in env.items():
+        if value != MASK or not is_secret_env(name):
+            continue
+        if name not in stored:
+            raise HttpError(
+                422,
+                f"env.{name}: {MASK} is how the API shows a secret; send the real value",
+            )
+        kept[name] = stored[name]
+    return kept
+
+
 def write(item, *, now, actor):
     try:
         return apply_item("job", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
@@ -93,6 +118,8 @@ def write(item, *, now, actor):
 
 def create(item, *, now, actor):
     """201: a new job, managed by the API; 409 when the name is taken."""
+    if "env" in item:
+        item = {**item, "env": kept_secrets(item["env"], {})}
     name = item.get("name")
     taken = HttpError(409, f"a job named {name!r} already exists")
     if isinstance(name, str) and Job.objects.filter(name=name).exists():
@@ -118,6 +145,8 @@ def update(name, patch, *, now, actor):
         current.pop("managed_by")
         current.pop("managed_source")
         current.update(overlap_of(current, patch))
+        if "env" in patch:
+            patch["env"] = kept_secrets(patch["env"], current["env"])
         write({"name": name, **current, **patch}, now=now, actor=actor)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)
