@@ -40,6 +40,7 @@ from scheduler.applyitems import (
     parameter_names,
     period_values,
     periods_of,
+    quoted,
     seconds,
     string_list,
     string_mapping,
@@ -50,6 +51,12 @@ from scheduler.cron import ScheduleError
 from scheduler.models import ConcurrencyGroup, Job
 
 BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
+# The largest document read, in characters (a file: in bytes), as a file
+# or over HTTP (the API's body limit, Django's DATA_UPLOAD_MAX_MEMORY_SIZE,
+# is the same 2.5 MB): a bound on the work and memory one apply takes.
+MAX_DOCUMENT_CHARS = 2_621_440
+# The safe loader, in C when PyYAML was built with libyaml.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # How many fire times the plan shows before and after a schedule change.
 PLANNED_FIRES = 5
 # Job fields whose change moves its fire times (enabled does not: it stops them).
@@ -149,13 +156,16 @@ def source_name(text, where="source"):
     if not isinstance(text, str) or not text.strip():
         raise ApplyError(f"{where}: required: a name for the file, e.g. its stem")
     if len(text) > limit or not text.isprintable():
-        raise ApplyError(f"{where}: at most {limit} printable characters, got {text!r}")
+        raise ApplyError(f"{where}: at most {limit} printable characters, got {quoted(text)}")
     return text
 
 
 def load(path):
     """The document in FILE (YAML or JSON), or ApplyError with a clear message."""
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_DOCUMENT_CHARS:  # not read at all: a bound on memory too
+            raise ApplyError(f"{path}: too large: {size:,} bytes, at most {MAX_DOCUMENT_CHARS:,}")
         text = Path(path).read_text()
     except OSError as e:
         raise ApplyError(f"{path}: cannot read: {e.strerror}") from None
@@ -165,13 +175,38 @@ def load(path):
 def parse(text, syntax, where=""):
     """The document in `text` ("YAML" or "JSON" `syntax`), checked as `load`
     checks a file's (the API's YAML body is read here too), or ApplyError."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise ApplyError(
+            f"{where}document too large: {len(text):,} characters, at most {MAX_DOCUMENT_CHARS:,}"
+        )
     try:
-        document = json.loads(text) if syntax == "JSON" else yaml.safe_load(text)
+        document = json.loads(text) if syntax == "JSON" else yaml_document(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         raise ApplyError(f"{where}not valid {syntax}: {e}") from None
     except RecursionError:
         raise ApplyError(f"{where}not valid {syntax}: nested too deeply") from None
     return check_document(document, where=where)
+
+
+def yaml_document(text):
+    """The YAML document in `text`, read without anchors and aliases: an
+    alias is expanded by the loader, so a few hundred bytes of nested
+    aliases ("billion laughs") become gigabytes. The events are scanned
+    first (at the C parser's speed when libyaml is there), so a document
+    holding one is refused before anything is built from it."""
+    for event in yaml.parse(text, Loader=YAML_LOADER):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            mark = event.start_mark
+            kind = "an alias" if isinstance(event, yaml.AliasEvent) else "an anchor"
+            raise AliasRefused(
+                f"{kind} at line {mark.line + 1}, column {mark.column + 1}: anchors and "
+                "aliases (&name, *name) are not accepted, write the value out"
+            )
+    return yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 (a safe loader)
+
+
+class AliasRefused(yaml.YAMLError):
+    pass
 
 
 def check_document(document, where=""):
@@ -426,14 +461,14 @@ class Applier:
             group = ConcurrencyGroup.objects.filter(name=group_name).first()
             if group is None:
                 raise ApplyError(
-                    f"{where}.concurrency_group: no concurrency group named {group_name!r}"
+                    f"{where}.concurrency_group: no concurrency group named {quoted(group_name)}"
                 )
         calendar_name = values.pop("calendar")
         calendar = None
         if calendar_name is not None:
             calendar = Calendar.objects.filter(name=calendar_name).first()
             if calendar is None:
-                raise ApplyError(f"{where}.calendar: no calendar named {calendar_name!r}")
+                raise ApplyError(f"{where}.calendar: no calendar named {quoted(calendar_name)}")
         job = Job.objects.filter(name=item["name"]).first()
         before = job_state(job) if job else None
         job = job or Job(name=item["name"])
@@ -556,7 +591,7 @@ class Applier:
                 continue
             name = item["name"]
             if name in seen:
-                self.errors.append(f"{where}.name: {name!r} is listed twice")
+                self.errors.append(f"{where}.name: {quoted(name)} is listed twice")
                 continue
             seen.add(name)
             good.append((where, item))

@@ -298,9 +298,25 @@ JOB_DEFAULTS = defaults(JOB_FIELDS)
 YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}
 
 
+# Values quoted in errors are cut to this many characters, and each error to
+# MAX_ERROR_CHARS: an answer stays small whatever the document holds.
+QUOTED_CHARS = 80
+MAX_ERROR_CHARS = 500
+
+
+def quoted(value, limit=QUOTED_CHARS):
+    """repr(value), cut to `limit` characters with an ellipsis."""
+    return shortened(repr(value), limit)
+
+
+def shortened(text, limit):
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class ApplyError(Exception):
     def __init__(self, errors):
-        self.errors = errors if isinstance(errors, list) else [errors]
+        errors = errors if isinstance(errors, list) else [errors]
+        self.errors = [shortened(e, MAX_ERROR_CHARS) for e in errors]
         super().__init__("; ".join(self.errors))
 
 
@@ -328,7 +344,7 @@ def parameter_names(where, value):
 def whole_number(where, value, least):
     """A whole number of at least `least`; ApplyError naming `where` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ApplyError(f"{where}: expected a whole number, got {value!r}")
+        raise ApplyError(f"{where}: expected a whole number, got {quoted(value)}")
     if value < least:
         raise ApplyError(f"{where}: must be at least {least}, got {value}")
     return value
@@ -345,14 +361,14 @@ def seconds(where, value, least=0):
             match = EVERY_RE.match(text)
             if not match:
                 raise ApplyError(
-                    f"{where}: {value!r} is not a duration: seconds (900) or "
+                    f"{where}: {quoted(value)} is not a duration: seconds (900) or "
                     'a text like "30s", "15m", "1h30m", "2d"'
                 )
             days, hours, minutes, secs = (int(g or 0) for g in match.groups())
             value = ((days * 24 + hours) * 60 + minutes) * 60 + secs
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApplyError(
-            f'{where}: expected whole seconds (900) or a duration like "15m", got {value!r}'
+            f'{where}: expected whole seconds (900) or a duration like "15m", got {quoted(value)}'
         )
     if value < least:
         raise ApplyError(f"{where}: must be at least {least} second(s), got {value}")
@@ -390,7 +406,7 @@ def parse_time(where, value):
     try:
         return dt.time.fromisoformat(str(value))
     except ValueError:
-        raise ApplyError(f'{where}: {value!r} is not a time like "06:00"') from None
+        raise ApplyError(f'{where}: {quoted(value)} is not a time like "06:00"') from None
 
 
 def calendar_values(where, item):
@@ -409,7 +425,7 @@ def calendar_values(where, item):
     if base:
         base_calendar = Calendar.objects.filter(name=base).first()
         if base_calendar is None:
-            raise ApplyError(f"{where}.base: no calendar named {base!r}")
+            raise ApplyError(f"{where}.base: no calendar named {quoted(base)}")
     return {
         "description": item.get("description") or "",
         "timezone": item.get("timezone") or "UTC",
@@ -449,9 +465,11 @@ def parse_moment(where, value):
         try:
             moment = dt.datetime.fromisoformat(text)
         except ValueError:
-            raise ApplyError(f"{where}: {value!r} is not a date or an ISO 8601 datetime") from None
+            raise ApplyError(
+                f"{where}: {quoted(value)} is not a date or an ISO 8601 datetime"
+            ) from None
     if moment.tzinfo is None:
-        raise ApplyError(f"{where}: datetime {value!r} needs an offset, e.g. +01:00 or Z")
+        raise ApplyError(f"{where}: datetime {quoted(value)} needs an offset, e.g. +01:00 or Z")
     return moment
 
 
