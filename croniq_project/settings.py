@@ -179,6 +179,8 @@ CRONIQ_PUBLIC_URL = (env("CRONIQ_PUBLIC_URL") or "http://localhost:8000").rstrip
 CRONIQ_NOTIFY_GIVE_UP = envfloat("CRONIQ_NOTIFY_GIVE_UP", 24 * 3600.0, minimum=1)
 # Deliveries run at once, in the notifier's own threads.
 CRONIQ_NOTIFY_WORKERS = envint("CRONIQ_NOTIFY_WORKERS", 8, minimum=1)
+# Channels' `file:` references read only files under this directory.
+CRONIQ_SECRETS_DIR = env("CRONIQ_SECRETS_DIR") or "/run/secrets"
 # Many failures on one runner pool or runner within this window become one
 # incident.grouped notification once more than CRONIQ_INCIDENT_THRESHOLD.
 CRONIQ_INCIDENT_WINDOW = envfloat("CRONIQ_INCIDENT_WINDOW", 300.0, minimum=1)

@@ -4,15 +4,30 @@ A channel names its secrets and never holds them: `${ENV_NAME}` reads the
 environment, `file:/absolute/path` reads a file (a Docker or Kubernetes
 secret), stripped. They are resolved at delivery time only, so the database,
 the apply file and the audit trail carry the reference, never the value.
+
+Whoever writes a channel chooses where it sends what it reads, so a
+reference reaches only what was put there for channels: environment
+variables named `CRONIQ_SECRET_*` (never `SECRET_KEY` or `DATABASE_URL`),
+and files under CRONIQ_SECRETS_DIR (default /run/secrets; never /proc). The
+same check runs when a channel is saved and when it delivers, so a channel
+stored before these limits existed sends nothing it may no longer read.
 """
 
 import os
 import re
 from pathlib import Path
 
+from django.conf import settings
+
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 FILE_PREFIX = "file:"
-NOT_A_REFERENCE = "not a secret reference: write ${ENV_NAME} or file:/path, never the secret itself"
+ENV_PREFIX = "CRONIQ_SECRET_"
+# Kernel file systems: never a secret, however the secrets directory is set.
+NEVER_READ = ("/proc", "/sys", "/dev")
+NOT_A_REFERENCE = (
+    "not a secret reference: write ${CRONIQ_SECRET_NAME} or file:/run/secrets/name, "
+    "never the secret itself"
+)
 
 
 def is_reference(text):
@@ -44,8 +59,8 @@ def expand(text):
     """`text` with every `${NAME}` inside it replaced by its value.
 
     For URLs and header values that hold a secret among other text
-    ("Bearer ${TOKEN}", "https://hooks.example.com/${HOOK_PATH}"). A whole
-    `file:/path` is read too: a Slack webhook URL is itself a secret.
+    ("Bearer ${CRONIQ_SECRET_TOKEN}"). A whole `file:/path` is read too: a
+    Slack webhook URL is itself a secret.
     """
     if text.startswith(FILE_PREFIX):
         return _from_file(text.removeprefix(FILE_PREFIX))
@@ -57,7 +72,26 @@ def names_in(text):
     return ENV_REFERENCE.findall(text)
 
 
+def forbidden(text):
+    """Why `text` (a URL, header value or secret) refers to something a
+    channel may not read, or None: the limits alone, whether or not the
+    variable is set or the file exists here (the notifier's process may
+    differ)."""
+    if text.startswith(FILE_PREFIX):
+        try:
+            _allowed_path(text.removeprefix(FILE_PREFIX))
+        except ValueError as error:
+            return str(error)
+        return None
+    for name in names_in(text):
+        if not name.startswith(ENV_PREFIX):
+            return _not_a_secret_variable(name)
+    return None
+
+
 def _from_environment(name):
+    if not name.startswith(ENV_PREFIX):
+        raise ValueError(_not_a_secret_variable(name))
     value = os.environ.get(name)
     if value is None:
         raise ValueError(f"${{{name}}} is not set in the environment")
@@ -66,11 +100,44 @@ def _from_environment(name):
     return value
 
 
-def _from_file(path):
+def _not_a_secret_variable(name):
+    suggested = ENV_PREFIX + name.upper().removeprefix("CRONIQ_")
+    return (
+        f"${{{name}}}: a channel reads only environment variables named {ENV_PREFIX}*, "
+        f"e.g. ${{{suggested}}} (or a file under {secrets_dir()})"
+    )
+
+
+def secrets_dir():
+    """CRONIQ_SECRETS_DIR as written (what messages name)."""
+    return settings.CRONIQ_SECRETS_DIR
+
+
+def _allowed_path(path):
+    """The real path of `path` (symlinks and `..` resolved); ValueError
+    unless it lies inside the secrets directory and outside /proc."""
     if not Path(path).is_absolute():
-        raise ValueError(f"file:{path}: the path must be absolute (file:/run/secrets/name)")
+        raise ValueError(f"file:{path}: the path must be absolute (file:{secrets_dir()}/name)")
+    root = os.path.realpath(secrets_dir())
+    real = os.path.realpath(path)
+    inside = real != root and os.path.commonpath([real, root]) == root
+    never = any(real == top or real.startswith(top + "/") for top in NEVER_READ)
+    if not inside or never:
+        raise ValueError(
+            f"file:{path}: a channel reads only files under {secrets_dir()} "
+            "(CRONIQ_SECRETS_DIR), symlinks resolved"
+        )
+    return real
+
+
+def _from_file(path):
+    real = _allowed_path(path)
     try:
-        value = Path(path).read_text().strip()
+        # The checked path, opened without following a link swapped in for
+        # its last part since the check.
+        descriptor = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+        with open(descriptor, encoding="utf-8") as file:
+            value = file.read().strip()
     except OSError as error:
         raise ValueError(f"file:{path}: cannot read it: {error.strerror or error}") from None
     except UnicodeDecodeError:

@@ -7,7 +7,7 @@ from audit.recording import labels_key
 from notifications.models import Channel, Notification
 
 NOW = datetime(2026, 3, 2, 3, 0, 12, tzinfo=UTC)
-SECRET_VARIABLE = "CRONIQ_TEST_HOOK_SECRET"
+SECRET_VARIABLE = "CRONIQ_SECRET_TEST_HOOK"
 
 
 def webhook(url, name="ops-hook", timeout=2.0, secret=f"${{{SECRET_VARIABLE}}}", **fields):

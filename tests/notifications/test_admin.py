@@ -175,9 +175,9 @@ def test_the_notification_list_filters_by_state_and_channel(root, rows):
 
 
 def test_a_webhook_channel_is_added_from_plain_text_and_audited_masked(root, monkeypatch):
-    monkeypatch.setenv("CRONIQ_HOOK_SECRET", "the-real-secret")
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", "the-real-secret")
     data = channel_form(
-        secret="${CRONIQ_HOOK_SECRET}",
+        secret="${CRONIQ_SECRET_HOOK}",
         headers="Authorization: Bearer abc-123\nX-Team: ops",
     )
 
@@ -186,7 +186,7 @@ def test_a_webhook_channel_is_added_from_plain_text_and_audited_masked(root, mon
     assert answer.status_code == 302, errors(answer)
     channel = Channel.objects.get(name="new-hook")
     assert channel.headers == {"Authorization": "Bearer abc-123", "X-Team": "ops"}
-    assert channel.secret == "${CRONIQ_HOOK_SECRET}" and channel.managed_by == ""
+    assert channel.secret == "${CRONIQ_SECRET_HOOK}" and channel.managed_by == ""
     event = AuditEvent.objects.get(action="channel.created")
     assert event.actor_name == "root"
     assert event.data["headers"][1] == {"Authorization": "********", "X-Team": "********"}
@@ -195,15 +195,15 @@ def test_a_webhook_channel_is_added_from_plain_text_and_audited_masked(root, mon
 
 
 def test_changing_only_the_secret_reference_is_audited_masked(root, monkeypatch):
-    monkeypatch.setenv("CRONIQ_HOOK_SECRET", "old-value")
-    monkeypatch.setenv("CRONIQ_NEW_SECRET", "new-value")
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", "old-value")
+    monkeypatch.setenv("CRONIQ_SECRET_NEW", "new-value")
     channel = Channel.objects.create(
         name="hook",
         kind="webhook",
         url="https://hooks.example.com/x",
-        secret="${CRONIQ_HOOK_SECRET}",
+        secret="${CRONIQ_SECRET_HOOK}",
     )
-    data = channel_form(name="hook", url=channel.url, secret="${CRONIQ_NEW_SECRET}")
+    data = channel_form(name="hook", url=channel.url, secret="${CRONIQ_SECRET_NEW}")
 
     answer = root.post(reverse("admin:notifications_channel_change", args=[channel.pk]), data)
 
@@ -239,7 +239,7 @@ def test_a_chat_channel_posts_as_the_username_set_in_the_admin(root):
         ({"kind": "email", "url": "", "to": ""}, "to", "required"),
         ({"url": "ftp://hooks.example.com/x"}, "url", "not an http(s) URL"),
         ({"secret": "hunter2"}, "secret", "not a secret reference"),
-        ({"secret": "${CRONIQ_UNSET_SECRET}"}, "secret", "${CRONIQ_UNSET_SECRET} is not set"),
+        ({"secret": "${CRONIQ_SECRET_UNSET}"}, "secret", "${CRONIQ_SECRET_UNSET} is not set"),
         ({"headers": "no colon here"}, "headers", 'line 1: write "Name: value"'),
         ({"headers": "Croniq-Event: x"}, "headers", "set by Croniq"),
         ({"timeout": "600"}, "timeout", "at most 60"),
@@ -255,7 +255,7 @@ def test_a_chat_channel_posts_as_the_username_set_in_the_admin(root):
 def test_a_bad_channel_is_refused_with_the_apply_files_words(
     root, monkeypatch, fields, field, message
 ):
-    monkeypatch.delenv("CRONIQ_UNSET_SECRET", raising=False)
+    monkeypatch.delenv("CRONIQ_SECRET_UNSET", raising=False)
 
     answer = root.post(reverse("admin:notifications_channel_add"), channel_form(**fields))
 
@@ -495,13 +495,13 @@ class TestSendingATestNotification:
         assert len(receiver.received) == 1
 
     def test_an_unset_secret_is_reported_not_raised(self, root, receiver, monkeypatch):
-        monkeypatch.delenv("CRONIQ_GONE_SECRET", raising=False)
+        monkeypatch.delenv("CRONIQ_SECRET_GONE", raising=False)
         channel = Channel.objects.create(
-            name="hook", kind="webhook", url=receiver.url, secret="${CRONIQ_GONE_SECRET}"
+            name="hook", kind="webhook", url=receiver.url, secret="${CRONIQ_SECRET_GONE}"
         )
 
         answer = root.post(reverse("admin:notifications_channel_test", args=[channel.pk]))
 
         assert answer.status_code == 302
         assert receiver.received == []
-        assert any("CRONIQ_GONE_SECRET" in m for m in shown_messages(answer))
+        assert any("CRONIQ_SECRET_GONE" in m for m in shown_messages(answer))

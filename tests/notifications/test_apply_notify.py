@@ -19,7 +19,7 @@ from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db
 
-SLACK_URL = "https://hooks.slack.com/services/T000/B000/XXXXSECRETPATH"
+CRONIQ_SECRET_SLACK_URL = "https://hooks.slack.com/services/T000/B000/XXXXSECRETPATH"
 DOCUMENT = {
     "calendars": [{"name": "workdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],
     "channels": [
@@ -28,10 +28,10 @@ DOCUMENT = {
             "name": "ops-hook",
             "kind": "webhook",
             "url": "https://hooks.example.com/croniq",
-            "secret": "${CRONIQ_HOOK_SECRET}",
+            "secret": "${CRONIQ_SECRET_HOOK}",
             "headers": {"Authorization": "Bearer literal-token-123"},
         },
-        {"name": "team-chat", "kind": "slack", "url": SLACK_URL, "format": "slack"},
+        {"name": "team-chat", "kind": "slack", "url": CRONIQ_SECRET_SLACK_URL, "format": "slack"},
     ],
     "notify": [
         {
@@ -67,8 +67,8 @@ DOCUMENT = {
 
 @pytest.fixture(autouse=True)
 def hook_secret(monkeypatch):
-    monkeypatch.setenv("CRONIQ_HOOK_SECRET", "the-real-hook-secret")
-    monkeypatch.delenv("CRONIQ_UNSET_SECRET", raising=False)
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", "the-real-hook-secret")
+    monkeypatch.delenv("CRONIQ_SECRET_UNSET", raising=False)
 
 
 def write(tmp_path, document, name="croniq.yaml"):
@@ -113,7 +113,7 @@ def test_apply_creates_channels_rules_and_the_jobs_notification_fields(tmp_path)
     assert hook.config() == {
         "url": "https://hooks.example.com/croniq",
         "timeout": 5.0,
-        "secret": "${CRONIQ_HOOK_SECRET}",  # the reference, never the value
+        "secret": "${CRONIQ_SECRET_HOOK}",  # the reference, never the value
         "headers": {"Authorization": "Bearer literal-token-123"},
     }
     assert hook.managed_by == "croniq"
@@ -167,12 +167,12 @@ def test_a_change_is_planned_applied_and_audited(tmp_path):
 def test_secrets_header_values_and_chat_urls_never_reach_the_audit_trail(tmp_path):
     run_apply(write(tmp_path, DOCUMENT))
     changed = copy.deepcopy(DOCUMENT)
-    changed["channels"][1]["secret"] = "${CRONIQ_OTHER_SECRET}"
+    changed["channels"][1]["secret"] = "${CRONIQ_SECRET_OTHER}"
     changed["channels"][1]["headers"] = {"Authorization": "Bearer new-token-456"}
-    changed["channels"][2]["url"] = SLACK_URL + "2"
+    changed["channels"][2]["url"] = CRONIQ_SECRET_SLACK_URL + "2"
 
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("CRONIQ_OTHER_SECRET", "x" * 20)
+        env.setenv("CRONIQ_SECRET_OTHER", "x" * 20)
         out = run_apply(write(tmp_path, changed), "--json")
 
     rows = {row["name"]: row["diff"] for row in json.loads(out)}
@@ -186,7 +186,7 @@ def test_secrets_header_values_and_chat_urls_never_reach_the_audit_trail(tmp_pat
     trail = json.dumps(list(AuditEvent.objects.values("data")))
     for secret in ("the-real-hook-secret", "literal-token-123", "new-token-456", "XXXXSECRET"):
         assert secret not in trail
-    assert "CRONIQ_HOOK_SECRET" not in trail  # even the reference is masked
+    assert "CRONIQ_SECRET_HOOK" not in trail  # even the reference is masked
 
 
 def test_dry_run_plans_and_changes_nothing(tmp_path):
@@ -282,8 +282,8 @@ BAD_INPUT = {
         "channels[0].url: unknown setting of a email channel",
     ),
     "unset secret": (
-        bad("channels.1.secret", "${CRONIQ_UNSET_SECRET}"),
-        "channels[1].secret: ${CRONIQ_UNSET_SECRET} is not set",
+        bad("channels.1.secret", "${CRONIQ_SECRET_UNSET}"),
+        "channels[1].secret: ${CRONIQ_SECRET_UNSET} is not set",
     ),
     "literal secret": (
         bad("channels.1.secret", "hunter2"),

@@ -5,11 +5,11 @@ from notifications import channels
 
 @pytest.fixture(autouse=True)
 def environment(monkeypatch):
-    monkeypatch.setenv("CRONIQ_HOOK_SECRET", "s3cr3t")
-    monkeypatch.setenv("HOOK_TOKEN", "T0K3N")
-    monkeypatch.setenv("SLACK_URL", "https://hooks.slack.com/services/T/B/X")
-    monkeypatch.setenv("NOT_A_URL", "ftp://files.example.com")
-    monkeypatch.delenv("UNSET_SECRET", raising=False)
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", "s3cr3t")
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK_TOKEN", "T0K3N")
+    monkeypatch.setenv("CRONIQ_SECRET_SLACK_URL", "https://hooks.slack.com/services/T/B/X")
+    monkeypatch.setenv("CRONIQ_SECRET_NOT_A_URL", "ftp://files.example.com")
+    monkeypatch.delenv("CRONIQ_SECRET_NOT_SET", raising=False)
 
 
 @pytest.mark.parametrize(
@@ -20,14 +20,19 @@ def environment(monkeypatch):
         (
             "webhook",
             {
-                "url": "http://alert-router:9000/in?token=${HOOK_TOKEN}",
-                "secret": "${CRONIQ_HOOK_SECRET}",
-                "headers": {"Authorization": "Bearer ${HOOK_TOKEN}", "X-Team": "a"},
+                "url": "http://alert-router:9000/in?token=${CRONIQ_SECRET_HOOK_TOKEN}",
+                "secret": "${CRONIQ_SECRET_HOOK}",
+                "headers": {"Authorization": "Bearer ${CRONIQ_SECRET_HOOK_TOKEN}", "X-Team": "a"},
                 "timeout": 2.5,
             },
         ),
-        ("webhook", {"url": "https://${HOOK_TOKEN}.example.com:${HOOK_TOKEN}/x"}),
-        ("slack", {"url": "${SLACK_URL}"}),
+        (
+            "webhook",
+            {
+                "url": "https://${CRONIQ_SECRET_HOOK_TOKEN}.example.com:${CRONIQ_SECRET_HOOK_TOKEN}/x"
+            },
+        ),
+        ("slack", {"url": "${CRONIQ_SECRET_SLACK_URL}"}),
         ("slack", {"url": "https://hooks.slack.com/services/T/B/X", "format": "slack"}),
         ("slack", {"url": "https://discord.com/api/webhooks/1/x", "format": "discord"}),
         ("slack", {"url": "https://example.logic.azure.com/wf", "format": "teams", "timeout": 60}),
@@ -57,20 +62,30 @@ def test_a_good_config_has_no_problems(kind, config):
         ("webhook", {"url": "https://h.example/a b"}, "url", "url: spaces or control"),
         ("webhook", {"url": "https://h.example:99999/"}, "url", "url: not a valid URL"),
         ("webhook", {"url": "https://[::1/"}, "url", "url: not a valid URL"),
-        ("webhook", {"url": "ftp://${HOOK_TOKEN}/x"}, "url", "url: not an http(s) URL: 'ftp://${"),
         (
             "webhook",
-            {"url": "https://h.example/${UNSET_SECRET}"},
+            {"url": "ftp://${CRONIQ_SECRET_HOOK_TOKEN}/x"},
             "url",
-            "url: ${UNSET_SECRET} is not set in the environment",
+            "url: not an http(s) URL: 'ftp://${",
         ),
-        ("slack", {"url": "${NOT_A_URL}"}, "url", "url: ${NOT_A_URL} does not hold an http(s) URL"),
+        (
+            "webhook",
+            {"url": "https://h.example/${CRONIQ_SECRET_NOT_SET}"},
+            "url",
+            "url: ${CRONIQ_SECRET_NOT_SET} is not set in the environment",
+        ),
+        (
+            "slack",
+            {"url": "${CRONIQ_SECRET_NOT_A_URL}"},
+            "url",
+            "url: ${CRONIQ_SECRET_NOT_A_URL} does not hold an http(s) URL",
+        ),
         ("webhook", {"url": "https://h.example", "secret": "hunter2"}, "secret", "secret: not a"),
         (
             "webhook",
-            {"url": "https://h.example", "secret": "${UNSET_SECRET}"},
+            {"url": "https://h.example", "secret": "${CRONIQ_SECRET_NOT_SET}"},
             "secret",
-            "secret: ${UNSET_SECRET} is not set in the environment",
+            "secret: ${CRONIQ_SECRET_NOT_SET} is not set in the environment",
         ),
         ("webhook", {"url": "https://h.example", "secret": 42}, "secret", "secret: a reference"),
         (
@@ -111,9 +126,12 @@ def test_a_good_config_has_no_problems(kind, config):
         ),
         (
             "webhook",
-            {"url": "https://h.example", "headers": {"Authorization": "Bearer ${UNSET_SECRET}"}},
+            {
+                "url": "https://h.example",
+                "headers": {"Authorization": "Bearer ${CRONIQ_SECRET_NOT_SET}"},
+            },
             "headers",
-            "headers: Authorization: ${UNSET_SECRET} is not set in the environment",
+            "headers: Authorization: ${CRONIQ_SECRET_NOT_SET} is not set in the environment",
         ),
         (
             "webhook",
@@ -187,8 +205,8 @@ def test_a_literal_secret_is_never_echoed():
 
 
 def test_a_url_held_in_a_secret_is_never_echoed(monkeypatch):
-    monkeypatch.setenv("BAD_HOOK", "gopher://secret-token@h.example")
-    problems = channels.validate("slack", {"url": "${BAD_HOOK}"})
+    monkeypatch.setenv("CRONIQ_SECRET_BAD_HOOK", "gopher://secret-token@h.example")
+    problems = channels.validate("slack", {"url": "${CRONIQ_SECRET_BAD_HOOK}"})
     assert "secret-token" not in problems["url"]
 
 

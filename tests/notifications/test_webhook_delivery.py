@@ -16,13 +16,13 @@ SECRET = "whsec-0123456789"
 
 @pytest.fixture(autouse=True)
 def environment(monkeypatch):
-    monkeypatch.setenv("CRONIQ_HOOK_SECRET", SECRET)
-    monkeypatch.setenv("HOOK_TOKEN", "T0K3N-abcdef")
-    monkeypatch.delenv("UNSET_SECRET", raising=False)
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", SECRET)
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK_TOKEN", "T0K3N-abcdef")
+    monkeypatch.delenv("CRONIQ_SECRET_NOT_SET", raising=False)
 
 
 def signed(receiver, **config):
-    return {"url": receiver.url, "secret": "${CRONIQ_HOOK_SECRET}", **config}
+    return {"url": receiver.url, "secret": "${CRONIQ_SECRET_HOOK}", **config}
 
 
 def test_a_signed_delivery_reaches_the_receiver_and_verifies(receiver, message):
@@ -55,7 +55,7 @@ def test_a_tampered_body_is_refused_by_the_receiver(receiver, message):
     assert (replayed.status_code, replayed.text) == (401, "bad signature")
     unsigned = channels.send("webhook", {"url": receiver.url}, message, now=NOW)
     assert (unsigned.ok, unsigned.error) == (False, "HTTP 401: bad signature")
-    wrong = {"url": receiver.url, "secret": "${HOOK_TOKEN}"}
+    wrong = {"url": receiver.url, "secret": "${CRONIQ_SECRET_HOOK_TOKEN}"}
     assert channels.send("webhook", wrong, message, now=NOW).status_code == 401
     stale = channels.send("webhook", signed(receiver), message, now=NOW - timedelta(minutes=10))
     assert stale.status_code == 401
@@ -121,15 +121,17 @@ def test_without_a_secret_there_is_no_signature(receiver, message):
 def test_references_in_the_url_and_headers_are_expanded_at_delivery(receiver, message):
     config = signed(
         receiver,
-        url=receiver.url + "?token=${HOOK_TOKEN}",
-        headers={"Authorization": "Bearer ${HOOK_TOKEN}", "X-Team": "team-a"},
+        url=receiver.url + "?token=${CRONIQ_SECRET_HOOK_TOKEN}",
+        headers={"Authorization": "Bearer ${CRONIQ_SECRET_HOOK_TOKEN}", "X-Team": "team-a"},
     )
     assert channels.send("webhook", config, message, now=NOW).ok
     [(path, headers, _)] = receiver.received
     assert path == "/hook?token=T0K3N-abcdef"
     assert headers["Authorization"] == "Bearer T0K3N-abcdef"
     assert headers["X-Team"] == "team-a"
-    assert config["headers"]["Authorization"] == "Bearer ${HOOK_TOKEN}"  # never stored resolved
+    assert (
+        config["headers"]["Authorization"] == "Bearer ${CRONIQ_SECRET_HOOK_TOKEN}"
+    )  # never stored resolved
 
 
 @pytest.mark.parametrize("status", [201, 202, 204])
@@ -177,7 +179,7 @@ def test_the_callers_timeout_wins_over_the_channels(receiver, message):
 
 
 def test_a_refused_connection_is_a_result(closed_port, message):
-    config = {"url": f"http://127.0.0.1:{closed_port}/hook", "secret": "${CRONIQ_HOOK_SECRET}"}
+    config = {"url": f"http://127.0.0.1:{closed_port}/hook", "secret": "${CRONIQ_SECRET_HOOK}"}
     result = channels.send("webhook", config, message, now=NOW)
     assert result == channels.Result(False, None, "connection refused", result.latency)
     assert result.latency < 1
@@ -186,19 +188,20 @@ def test_a_refused_connection_is_a_result(closed_port, message):
 def test_secrets_stay_out_of_the_error_text(receiver, message):
     receiver.status = 403
     receiver.reply = b"bad token T0K3N-abcdef"
-    config = signed(receiver, headers={"Authorization": "Bearer ${HOOK_TOKEN}"})
+    config = signed(receiver, headers={"Authorization": "Bearer ${CRONIQ_SECRET_HOOK_TOKEN}"})
     result = channels.send("webhook", config, message, now=NOW)
     assert result.error == "HTTP 403: bad token [secret]"
 
 
 def test_an_unset_secret_raises_and_sends_nothing(receiver, message):
-    config = {"url": receiver.url, "secret": "${UNSET_SECRET}"}
-    with pytest.raises(ValueError, match=r"^secret: \$\{UNSET_SECRET\} is not set"):
+    config = {"url": receiver.url, "secret": "${CRONIQ_SECRET_NOT_SET}"}
+    with pytest.raises(ValueError, match=r"^secret: \$\{CRONIQ_SECRET_NOT_SET\} is not set"):
         channels.send("webhook", config, message, now=NOW)
     assert receiver.received == []
 
 
-def test_a_secret_read_from_a_file_signs(receiver, message, tmp_path):
+def test_a_secret_read_from_a_file_signs(receiver, message, tmp_path, settings):
+    settings.CRONIQ_SECRETS_DIR = str(tmp_path)
     (tmp_path / "hook-secret").write_text("from-a-file\n")
     config = {"url": receiver.url, "secret": f"file:{tmp_path / 'hook-secret'}"}
     assert channels.send("webhook", config, message, now=NOW).ok
