@@ -13,9 +13,16 @@ A run-on-all job's occurrence (one run per runner, `scheduler.fanout`)
 chains once, when the last of its runs has ended, to the worst outcome of
 them: `on_success` when every runner succeeded, `on_failure` when one failed
 for good.
+
+A chained run deeper than MAX_CHAIN_DEPTH links below the run that began
+its chain is not created (audited and logged): saves refuse cycles, but a
+cycle written past them (into the database by hand, or stored before the
+check took its lock) would otherwise chain for ever.
 """
 
-from django.db import IntegrityError, transaction
+import logging
+
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 
 import audit
@@ -25,6 +32,10 @@ from scheduler.refusals import OperationRefused
 
 UPSTREAM_ENV = "CRONIQ_UPSTREAM_EXECUTION_ID"
 FAILING = (Execution.FAILED, Execution.TIMED_OUT, Execution.LOST)
+# Chains a person writes are a few links long; a hundred means a cycle.
+MAX_CHAIN_DEPTH = 100
+
+logger = logging.getLogger(__name__)
 
 
 def after_settle(execution, now):
@@ -38,7 +49,28 @@ def after_settle(execution, now):
         names = job.on_failure
     else:
         return []
-    return [run for name in names or [] if (run := start(name, execution, now)) is not None]
+    if not names:
+        return []
+    depth = chain_depth(execution, MAX_CHAIN_DEPTH) + 1  # of the runs it would start
+    return [run for name in names if (run := start(name, execution, now, depth)) is not None]
+
+
+def chain_depth(execution, limit):
+    """How many upstream links lead to `execution` (0: nothing chained it),
+    counted up to `limit`: one query walking `upstream` by primary key."""
+    table = connection.ops.quote_name(Execution._meta.db_table)
+    upstream = connection.ops.quote_name(Execution._meta.get_field("upstream").column)
+    sql = (
+        f"WITH RECURSIVE up (id, depth) AS ("
+        f" SELECT {upstream}, 1 FROM {table} WHERE id = %s AND {upstream} IS NOT NULL"
+        f" UNION ALL"
+        f" SELECT e.{upstream}, up.depth + 1 FROM {table} e JOIN up ON e.id = up.id"
+        f" WHERE e.{upstream} IS NOT NULL AND up.depth < %s"
+        f") SELECT COALESCE(MAX(depth), 0) FROM up"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [execution.pk, limit])
+        return cursor.fetchone()[0]
 
 
 def occurrence_outcome(execution):
@@ -58,15 +90,19 @@ def occurrence_outcome(execution):
     return fanout.worst(states)
 
 
-def start(name, upstream, now):
-    """One downstream run of the job `name`, or None (gone, or its policy
-    refused it: audited either way)."""
+def start(name, upstream, now, depth=1):
+    """One downstream run of the job `name`, `depth` links below the run
+    that began its chain, or None (gone, its policy refused it, or the chain
+    too deep: audited either way)."""
     job = Job.objects.filter(name=name).first()
     reason = None
     if job is None:
         reason = "no such job"
     elif not job.enabled:
         reason = "disabled"
+    elif depth > MAX_CHAIN_DEPTH:
+        reason = f"the chain is more than {MAX_CHAIN_DEPTH} runs deep (a cycle of chains?)"
+        logger.warning("%s not chained after execution %s: %s", name, upstream.pk, reason)
     if reason is None:
         highest = Execution.objects.filter(job=job, scheduled_for=upstream.scheduled_for).aggregate(
             n=Max("attempt")
