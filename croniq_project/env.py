@@ -4,6 +4,7 @@ A malformed value stops start-up with one line naming the variable, instead
 of a default silently taking its place.
 """
 
+import ipaddress
 import math
 import os
 
@@ -74,6 +75,20 @@ def envlist(name, default):
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def envnetworks(name):
+    """Comma-separated networks ("10.0.0.0/8, fd00::/8", or one address)
+    as ipaddress networks; empty when unset."""
+    networks = []
+    for item in envlist(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: expected networks such as 10.0.0.0/8, got {item!r}"
+            ) from None
+    return networks
 
 
 def envproxyheader(name):

@@ -10,6 +10,7 @@ from croniq_project.env import (
     envfloat,
     envint,
     envlist,
+    envnetworks,
     envproxyheader,
 )
 from croniq_project.middleware_list import InstalledMiddleware
@@ -179,6 +180,10 @@ CRONIQ_PUBLIC_URL = (env("CRONIQ_PUBLIC_URL") or "http://localhost:8000").rstrip
 CRONIQ_NOTIFY_GIVE_UP = envfloat("CRONIQ_NOTIFY_GIVE_UP", 24 * 3600.0, minimum=1)
 # Deliveries run at once, in the notifier's own threads.
 CRONIQ_NOTIFY_WORKERS = envint("CRONIQ_NOTIFY_WORKERS", 8, minimum=1)
+# Webhook and chat channels never connect to private, loopback or link-local
+# addresses (checked on the address connected to), except in these networks:
+# internal receivers, e.g. "10.20.0.0/16, fd00::/8".
+CRONIQ_NOTIFY_ALLOW_NETS = envnetworks("CRONIQ_NOTIFY_ALLOW_NETS")
 # Channels' `file:` references read only files under this directory.
 CRONIQ_SECRETS_DIR = env("CRONIQ_SECRETS_DIR") or "/run/secrets"
 # Many failures on one runner pool or runner within this window become one

@@ -28,7 +28,7 @@ from django.core.mail import EmailMessage, get_connection
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import validate_email
 
-from notifications import secrets
+from notifications import egress, secrets
 
 KINDS = ("email", "webhook", "slack")
 # `slack` is also what Mattermost and Rocket.Chat accept.
@@ -49,7 +49,7 @@ DISCORD_LIMIT = 2000  # characters of `content`
 USERNAME_LIMIT = 80  # Discord's limit; Slack and Mattermost take as much
 MAX_DETAILS = 50  # detail lines shown; an incident of 500 jobs names the first ones
 SUBJECT_LIMIT = 120
-ERROR_BODY_LIMIT = 200
+ERROR_BODY_LIMIT = 200  # of an SMTP server's reply (the server is Croniq's own setting)
 NO_SECRET_BELOW = 4  # shorter values are not scrubbed from error texts: too common
 TEAMS_CARD = "application/vnd.microsoft.card.adaptive"
 
@@ -138,7 +138,8 @@ def _check_url(url):
         return str(error)
     if whole and _url_shape(expanded, shown=url):
         return f"{url} does not hold an http(s) URL"  # never echo its value
-    return None
+    # An address written out is refused now; a host name when it resolves.
+    return egress.literal_refusal(urlsplit(expanded).hostname or "")
 
 
 def _url_shape(url, shown):
@@ -524,7 +525,7 @@ def _session():
     environment when nothing in it concerns the request, else requests'
     own. Fresh each time, as `requests.post` makes one: no cookie of one
     receiver's reaches the next delivery."""
-    session = requests.Session()
+    session = egress.guard(requests.Session())
     if not _environment_matters():
         session.trust_env = False
         session.verify = next(
@@ -544,42 +545,44 @@ def _environment_matters():
 
 
 def _post(url, body, headers, timeout, hidden):
+    """One POST, over by `timeout` seconds however slowly the receiver
+    answers. Only the status is kept of an answer: its body would show
+    whoever reads the delivery log what the receiver said."""
     started = time.perf_counter()
     try:
         # Redirects are not followed: a POST turned into a GET loses its body.
         with (
+            egress.Deadline(timeout) as deadline,
             _session() as session,
             session.post(
                 url, data=body, headers=headers, timeout=timeout, stream=True, allow_redirects=False
             ) as response,
         ):
             status = response.status_code
-            snippet = "" if 200 <= status < 300 else _snippet(response)
     except Exception as error:  # a failed delivery is a result, whatever broke
-        return Result(False, None, _hide(_describe(error, timeout), hidden), _since(started))
+        described = _timed_out(timeout) if deadline.passed else _describe(error, timeout)
+        return Result(False, None, _hide(described, hidden), _since(started))
     if 200 <= status < 300:
         return Result(True, status, "", _since(started))
-    error = f"HTTP {status}: {snippet}" if snippet else f"HTTP {status}"
+    error = f"HTTP {status}"
     if 300 <= status < 400:
         error = f"HTTP {status}: a redirect, not followed (set the final URL)"
-    return Result(False, status, _hide(error, hidden), _since(started))
+    return Result(False, status, error, _since(started))
 
 
-def _snippet(response):
-    try:
-        raw = response.raw.read(ERROR_BODY_LIMIT * 4, decode_content=True)
-    except Exception:  # the status says enough
-        return ""
-    text = " ".join(raw.decode(response.encoding or "utf-8", errors="replace").split())
-    return text[:ERROR_BODY_LIMIT]
+def _timed_out(timeout):
+    return f"timed out after {float(timeout)}s"
 
 
 def _describe(error, timeout):
     """A short text for the delivery log. Never the exception's own text: it
     names the URL, which may hold a secret."""
     if isinstance(error, requests.Timeout | urllib3.exceptions.TimeoutError | TimeoutError):
-        return f"timed out after {float(timeout)}s"
+        return _timed_out(timeout)
     causes = list(_causes(error))
+    refused = [cause for cause in causes if isinstance(cause, egress.ForbiddenAddress)]
+    if refused:
+        return str(refused[0])  # written by egress: no URL, no address
     if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
         return "connection refused"
     if any(isinstance(cause, urllib3.exceptions.NameResolutionError) for cause in causes):

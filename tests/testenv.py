@@ -12,3 +12,7 @@ os.environ.setdefault("CRONIQ_STALL_WATCH", "0")
 # Loops started by the suite deliver no notifications (a notifier process
 # per loop is CPU the timing tests need); the notification tests turn it on.
 os.environ.setdefault("CRONIQ_NOTIFIER", "0")
+# Channels refuse loopback receivers unless allowed; the suite's receivers
+# listen on 127.0.0.1 (in its own processes too). Tests of the refusal set
+# the allow-list empty.
+os.environ.setdefault("CRONIQ_NOTIFY_ALLOW_NETS", "127.0.0.0/8")

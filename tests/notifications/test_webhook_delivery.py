@@ -54,7 +54,7 @@ def test_a_tampered_body_is_refused_by_the_receiver(receiver, message):
     replayed = requests.post(receiver.url, data=tampered, headers=headers, timeout=5)
     assert (replayed.status_code, replayed.text) == (401, "bad signature")
     unsigned = channels.send("webhook", {"url": receiver.url}, message, now=NOW)
-    assert (unsigned.ok, unsigned.error) == (False, "HTTP 401: bad signature")
+    assert (unsigned.ok, unsigned.error) == (False, "HTTP 401")
     wrong = {"url": receiver.url, "secret": "${CRONIQ_SECRET_HOOK_TOKEN}"}
     assert channels.send("webhook", wrong, message, now=NOW).status_code == 401
     stale = channels.send("webhook", signed(receiver), message, now=NOW - timedelta(minutes=10))
@@ -141,14 +141,14 @@ def test_any_2xx_is_delivered(receiver, message, status):
     assert result.ok and result.status_code == status
 
 
-def test_a_receiver_answering_500_is_not_delivered(receiver, message):
+def test_a_receiver_answering_500_is_not_delivered_and_its_answer_is_not_kept(receiver, message):
+    # The answer could be an internal service's page: those who read the
+    # delivery log see the status only.
     receiver.status = 500
     receiver.reply = b"Internal error:   database\n down " + b"x" * 1000
     result = channels.send("webhook", signed(receiver), message, now=NOW)
     assert not result.ok
-    assert result.status_code == 500
-    assert result.error.startswith("HTTP 500: Internal error: database down xxx")
-    assert len(result.error) == len("HTTP 500: ") + 200
+    assert (result.status_code, result.error) == (500, "HTTP 500")
     assert len(receiver.received) == 1
 
 
@@ -190,7 +190,7 @@ def test_secrets_stay_out_of_the_error_text(receiver, message):
     receiver.reply = b"bad token T0K3N-abcdef"
     config = signed(receiver, headers={"Authorization": "Bearer ${CRONIQ_SECRET_HOOK_TOKEN}"})
     result = channels.send("webhook", config, message, now=NOW)
-    assert result.error == "HTTP 403: bad token [secret]"
+    assert result.error == "HTTP 403"
 
 
 def test_an_unset_secret_raises_and_sends_nothing(receiver, message):
