@@ -37,21 +37,29 @@ def beyond(parent, wanted_scopes, expires_at):
 
 
 def mint(parent, name, wanted_scopes, expires_at, now, actor):
-    """A new key (key, secret) made by the key `parent`; KeyRefused when it
-    would reach further than `parent`, or the name is taken."""
+    """A new key (key, secret) made by the key `parent`, which it records;
+    KeyRefused when it would reach further than `parent`, the name is
+    taken, or `parent` was revoked meanwhile."""
     wanted = scopes.parse(wanted_scopes)
     why = beyond(parent, wanted, expires_at)
     if why:
         raise KeyRefused(403, why)
     if expires_at is not None and expires_at <= now:
         raise KeyRefused(422, "body.expires_at: must be in the future")
-    return issue(name, wanted, expires_at, now, actor, created_by=f"key {parent.name}")
+    with transaction.atomic():
+        # The parent's row locked until the child is stored: a revocation
+        # running now either comes first (refused here) or finds the child.
+        if not ApiKey.objects.select_for_update().filter(pk=parent.pk).usable(now).exists():
+            raise KeyRefused(401, "this key was revoked")
+        return issue(name, wanted, expires_at, now, actor, f"key {parent.name}", parent=parent)
 
 
-def issue(name, key_scopes, expires_at, now, actor, created_by):
+def issue(name, key_scopes, expires_at, now, actor, created_by, parent=None):
     try:
         with transaction.atomic():
-            key, secret = ApiKey.issue(name, key_scopes, expires_at, created_by=created_by)
+            key, secret = ApiKey.issue(
+                name, key_scopes, expires_at, created_by=created_by, parent=parent
+            )
             audit.record(
                 "apikey.created",
                 target=key,
@@ -65,13 +73,36 @@ def issue(name, key_scopes, expires_at, now, actor, created_by):
 
 
 def revoke(key, now, actor=None):
-    """Revoke `key`: its calls get 401 from now on. False if it was already."""
+    """Revoke `key` and every key minted from it, its children's children
+    included, in one transaction, each audited: their calls get 401 from
+    now on. Returns how many were revoked (0: all were already)."""
+    revoked = 0
     with transaction.atomic():
-        if not ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now):
-            return False
-        key.revoked_at = now
-        audit.record("apikey.revoked", target=key, actor=actor, at=now)
-    return True
+        for each in with_descendants(key):
+            if not ApiKey.objects.filter(pk=each.pk, revoked_at__isnull=True).update(
+                revoked_at=now
+            ):
+                continue
+            each.revoked_at = now
+            if each.pk == key.pk:
+                key.revoked_at = now
+            # A descendant's event names the key whose revocation took it along.
+            data = {} if each.pk == key.pk else {"revoked_with": key.name}
+            audit.record("apikey.revoked", target=each, actor=actor, at=now, data=data)
+            revoked += 1
+    return revoked
+
+
+def with_descendants(key):
+    """[key, its children, their children, ...], each generation's rows
+    locked before its children are read: a key minting a child now either
+    stores it first (and it is found here) or waits and is refused."""
+    found, generation = [], [key.pk]
+    while generation:
+        rows = list(ApiKey.objects.select_for_update().filter(pk__in=generation).order_by("pk"))
+        found.extend(rows)
+        generation = list(ApiKey.objects.filter(parent__in=generation).values_list("pk", flat=True))
+    return found
 
 
 def iso(instant):

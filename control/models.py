@@ -44,6 +44,19 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The key that minted this one over the API: revoking it revokes this
+    # one too (control.keys.revoke). None for keys made in the admin, and
+    # for keys minted before parents were recorded. PROTECT: keys are never
+    # deleted, and deleting a parent would free its children from the cascade.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="children",
+        editable=False,
+        help_text="The key that minted this one; revoking it revokes this one too.",
+    )
 
     objects = ApiKeyQuerySet.as_manager()
 
@@ -55,9 +68,9 @@ class ApiKey(models.Model):
         return self.name
 
     @classmethod
-    def issue(cls, name, key_scopes, expires_at=None, created_by=""):
-        """Create a key; returns (key, secret). The secret is not stored.
-        ValueError for unknown scopes."""
+    def issue(cls, name, key_scopes, expires_at=None, created_by="", parent=None):
+        """Create a key (minted by the key `parent`, if any); returns (key,
+        secret). The secret is not stored. ValueError for unknown scopes."""
         secret = new_secret()
         key = cls.objects.create(
             name=name,
@@ -65,6 +78,7 @@ class ApiKey(models.Model):
             scopes=scopes.parse(key_scopes),
             expires_at=expires_at,
             created_by=created_by,
+            parent=parent,
         )
         return key, secret
 
