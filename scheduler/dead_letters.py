@@ -9,8 +9,10 @@ A row of its own, not fields of Execution: the executions table is the hot
 path of every claim and heartbeat and stays narrow; a dead letter has a life
 of its own (open, then replayed or discarded) with its own index over the
 open ones; and the log tail is copied once, when the attempt gives up, so
-the list reads no log chunks and outlives log retention. It goes with its
-execution (execution retention).
+the list reads no log chunks and outlives log retention. An open dead
+letter keeps its execution from execution retention until an operator
+replays or discards it; then it goes with its execution, at the execution's
+retention age (`scheduler.retention`).
 """
 
 from django.db import models

@@ -10,7 +10,10 @@ Never deleted, whatever their age:
 - every attempt of each job's latest finished instant: the admin's "last
   result" and the dashboard read it however long ago the job last ran;
 - the attempts of an instant that still has a live attempt: the retry policy
-  counts them (`lifecycle.retry_delay`).
+  counts them (`lifecycle.retry_delay`);
+- an execution with an open dead letter: it stays, and its dead letter with
+  it, until an operator replays or discards it (then both go at the
+  execution's retention age, counted from its `finished_at` as ever).
 Nothing else reads old executions: the trigger path decides what fires from
 `Job.next_run_at` / `last_scheduled_at` alone, so deleting old rows can never
 make an old instant fire again, and the singleton index only covers live rows.
@@ -37,6 +40,7 @@ from django.db.models import Exists, OuterRef
 import audit
 from audit.recording import beat, last_beat
 from scheduler import dead_letters, rows_by_id
+from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution, LogChunk, TriggerKey
 from scheduler.prune_pacing import Pacer, TickWatch, default_pacer, loop_pacer
 
@@ -83,16 +87,28 @@ def log_cutoff(now):
 
 def expired_executions(now):
     """Finished executions past their retention, except each job's latest
-    finished instant. (The attempts of an instant with a live attempt are
-    set aside per batch: see `live_instants`.)"""
+    finished instant and those with an open dead letter. (The attempts of an
+    instant with a live attempt are set aside per batch: see `live_instants`.)
+
+    Open dead letters are left out in the query, not per batch: they stay
+    open as long as nobody acts, and a batch of only kept rows would stop
+    the pruner short of every row past them."""
     later_finished = Execution.objects.filter(
         job_id=OuterRef("job_id"),
         scheduled_for__gt=OuterRef("scheduled_for"),
         state__in=Execution.FINAL_STATES,
     )
-    return Execution.objects.filter(
-        state__in=Execution.FINAL_STATES, finished_at__lt=execution_cutoff(now)
-    ).filter(Exists(later_finished))
+    # One lookup in the dead letters' unique index on their execution per candidate.
+    open_dead_letter = DeadLetter.objects.filter(
+        dead_letters.with_status(DeadLetter.OPEN), execution_id=OuterRef("pk")
+    )
+    return (
+        Execution.objects.filter(
+            state__in=Execution.FINAL_STATES, finished_at__lt=execution_cutoff(now)
+        )
+        .filter(Exists(later_finished))
+        .exclude(Exists(open_dead_letter))
+    )
 
 
 def live_instants(until):

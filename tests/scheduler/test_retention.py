@@ -589,7 +589,7 @@ def test_a_retention_below_one_day_stops_start_up_naming_the_variable(tmp_path):
     assert "CRONIQ_LOG_RETENTION_DAYS" in result.stderr
 
 
-def test_an_expired_execution_goes_with_its_dead_letter_and_a_replay_forgets_it(db):
+def test_an_expired_execution_goes_with_its_closed_dead_letter_and_a_replay_forgets_it(db):
     from scheduler.dead_letters import DeadLetter
 
     job = JobFactory()
@@ -599,7 +599,9 @@ def test_an_expired_execution_goes_with_its_dead_letter_and_a_replay_forgets_it(
     replayed = DeadLetter.objects.create(
         execution=kept, reason="failed", landed_at=NOW, replayed_at=NOW, replayed_execution=replay
     )
-    DeadLetter.objects.create(execution=gave_up, reason="failed", landed_at=NOW)
+    DeadLetter.objects.create(
+        execution=gave_up, reason="failed", landed_at=NOW - 100 * DAY, discarded_at=NOW
+    )
 
     assert retention.prune(NOW).executions == 2
 
