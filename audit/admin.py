@@ -1,9 +1,12 @@
 import json
 
 from django.contrib import admin
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.utils.html import format_html
 
-from audit.admin_mixins import CheapPaginator, ReadOnlyModelAdmin
+from audit.admin_mixins import CheapPaginator, FilterLookupsOnly, ReadOnlyModelAdmin
 from audit.models import AuditEvent, Counter, Heartbeat
 
 
@@ -70,3 +73,21 @@ class CounterAdmin(ReadOnlyModelAdmin):
 @admin.register(Heartbeat)
 class HeartbeatAdmin(ReadOnlyModelAdmin):
     list_display = ["name", "at"]
+
+
+# Django's own user and group pages, held to the same lookups as Croniq's: a
+# user who may view users would otherwise match password hashes with
+# ?password__startswith=. (django.contrib.auth registers them first: it comes
+# before audit in INSTALLED_APPS.)
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class UserAdmin(FilterLookupsOnly, auth_admin.UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class GroupAdmin(FilterLookupsOnly, auth_admin.GroupAdmin):
+    pass

@@ -1,22 +1,82 @@
 """Admin building blocks shared by every app's admin.
 
-`AuditedModelAdmin` writes an AuditEvent for every add, change and delete
-made in the admin (invariant 4: operator actions are audited), with the
-user as actor and a field diff as data. `CheapPaginator` keeps changelists
-of big tables from counting every row.
+`FilterLookupsOnly` keeps the query string of a changelist to the lookups of
+its sidebar filters, so a user who may only view a model cannot match its
+hidden values a character at a time. `AuditedModelAdmin` writes an
+AuditEvent for every add, change and delete made in the admin (invariant 4:
+operator actions are audited), with the user as actor and a field diff as
+data. `CheapPaginator` keeps changelists of big tables from counting every
+row.
 """
 
 from django.contrib import admin
+from django.contrib.admin import widgets
+from django.contrib.admin.utils import get_fields_from_path
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import transaction
+from django.db import models, transaction
+from django.http import HttpRequest
 from django.utils.functional import cached_property
 
 import audit
 from audit.changes import diff, snapshot
 
+# The query string parameters Django's own field filters write: `path` (all
+# values), `path__exact` (choices, booleans), `path__isnull`, `path__isempty`
+# (empty or not), `path__gte` and `path__lt` (dates); a relation's
+# `path__<target>__exact` is added by `field_filter_lookups`.
+FIELD_FILTER_SUFFIXES = ("", "__exact", "__isnull", "__isempty", "__gte", "__lt")
+DATE_HIERARCHY_PARTS = ("year", "month", "day")
 
-class AuditedModelAdmin(admin.ModelAdmin):
+
+class FilterLookupsOnly:
+    """A ModelAdmin mixin: the changelist filters only on what its sidebar
+    offers (`list_filter`, `date_hierarchy`) and on what a raw-id popup of a
+    `limit_choices_to` relation asks for.
+
+    Django allows a lookup on any field of the model itself, so a user who may
+    only view channels asks `?url__startswith=https://hooks.slack.com/a` and
+    reads a masked webhook URL one character at a time (the same for a job's
+    `?env__DB_PASSWORD__startswith=` or a token's hash). Any other lookup is
+    refused with Django's usual answer to one: a 400, nothing filtered.
+    """
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        return lookup in self.filter_lookups(request) or (lookup, value) in self.popup_lookups()
+
+    def filter_lookups(self, request: HttpRequest | None) -> set[str]:
+        """The query string parameters this admin's filters write."""
+        lookups = set()
+        if self.date_hierarchy:
+            lookups |= {f"{self.date_hierarchy}__{part}" for part in DATE_HIERARCHY_PARTS}
+        for item in self.get_list_filter(request):
+            if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
+                lookups.add(item.parameter_name)
+            else:
+                path = item[0] if isinstance(item, (list, tuple)) else item
+                lookups |= field_filter_lookups(self.model, path)
+        return lookups
+
+    def popup_lookups(self) -> set[tuple[str, str]]:
+        """(lookup, value) pairs the raw-id popup of a ForeignKey to this model
+        declared with `limit_choices_to` puts in its URL (as Django allows)."""
+        pairs = set()
+        for limit in self.model._meta.related_fkey_lookups:
+            limit = limit() if callable(limit) else limit
+            pairs |= set(widgets.url_params_from_lookup_dict(limit).items())
+        return pairs
+
+
+def field_filter_lookups(model: type[models.Model], path: str) -> set[str]:
+    """What Django's field filter on `path` may write in the query string."""
+    lookups = {path + suffix for suffix in FIELD_FILTER_SUFFIXES}
+    field = get_fields_from_path(model, path)[-1]
+    if field.is_relation:
+        lookups.add(f"{path}__{field.target_field.name}__exact")
+    return lookups
+
+
+class AuditedModelAdmin(FilterLookupsOnly, admin.ModelAdmin):
     """A ModelAdmin whose adds, changes and deletes are audited.
 
     Actions are named `<model name>.created|changed|deleted` (e.g.
@@ -108,7 +168,7 @@ class CheapPaginator(Paginator):
         return self.object_list[: self.count_limit].count()
 
 
-class ReadOnlyModelAdmin(admin.ModelAdmin):
+class ReadOnlyModelAdmin(FilterLookupsOnly, admin.ModelAdmin):
     """Viewable by whoever may view the model; nobody adds, changes or deletes."""
 
     actions = None

@@ -37,7 +37,9 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
     form = ChannelForm
     list_display = ["name", "kind", "target", "enabled", "managed_by"]
     list_filter = ["kind", "enabled"]
-    search_fields = ["name", "url"]
+    # Never the url: a chat webhook's URL is its secret, and a search that
+    # matches it tells a viewer its characters one by one.
+    search_fields = ["name"]
     readonly_fields = ["managed_by"]
     actions = ["send_test"]
     fieldsets = [

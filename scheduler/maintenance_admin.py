@@ -8,12 +8,13 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
 
+from audit.admin_mixins import FilterLookupsOnly
 from scheduler import maintenance
 from scheduler.models import MaintenanceSwitch, MaintenanceWindow
 
 
 @admin.register(MaintenanceSwitch)
-class MaintenanceSwitchAdmin(admin.ModelAdmin):
+class MaintenanceSwitchAdmin(FilterLookupsOnly, admin.ModelAdmin):
     fields = ["on", "reason", "changed_at"]
     readonly_fields = ["changed_at"]
 
@@ -35,7 +36,7 @@ class MaintenanceSwitchAdmin(admin.ModelAdmin):
 
 
 @admin.register(MaintenanceWindow)
-class MaintenanceWindowAdmin(admin.ModelAdmin):
+class MaintenanceWindowAdmin(FilterLookupsOnly, admin.ModelAdmin):
     list_display = ["start", "end", "labels", "reason", "created_at"]
     fields = ["start", "end", "labels", "reason"]
 
