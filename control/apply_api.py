@@ -1,6 +1,12 @@
 """`POST /api/v1/apply`: an apply document over HTTP, planned and applied by
 the code behind `manage.py apply` (scheduler.applyfile), all or nothing and
-audited; it needs both jobs:write and calendars:write (DESIGN.md §8).
+audited; it needs both jobs:write and calendars:write (DESIGN.md §8), and
+notifications:write as well when the document has a `channels:` or
+`notify:` section or its prune would delete a channel or rule: a channel
+sends what it reads to the URL it names, so writing one is not a jobs
+writer's business. A dry run needs the same (its checks tell whether a
+secret is set). `manage.py apply` runs as the server's operator and needs
+no scope.
 
 The body is JSON, or YAML when its Content-Type says so
 (`application/yaml`): the file an operator keeps, sent as it is (the
@@ -19,6 +25,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from control import auth, examples, scopes
+from notifications.applyitems import writes_notifications
 from scheduler.applyfile import ApplyError, apply, parse, plan, source_name
 from scheduler.label_checks import document_label_warnings
 
@@ -82,6 +89,9 @@ def apply_document(
     key = request.auth
     try:
         document = document_of(request)
+        managed_source = source_name(source)
+        if writes_notifications(document, prune, f"api:{key.name}", managed_source):
+            auth.require(key, scopes.NOTIFICATIONS_WRITE)
         changes = apply(
             document,
             now=timezone.now(),
@@ -89,7 +99,7 @@ def apply_document(
             dry_run=dry_run,
             actor=auth.actor(key),
             source=f"api:{key.name}",
-            managed_source=source_name(source),
+            managed_source=managed_source,
         )
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None

@@ -79,6 +79,14 @@ def any_key():
     return ApiKeyAuth()
 
 
+def require(key, scope):
+    """For a call whose scope depends on what it is asked (apply with
+    channels): 403 `needs scope ...`, as the bearer check answers, unless
+    `key` holds `scope`. Call it before the view changes anything."""
+    if not key.allows(scope):
+        raise HttpError(403, f"needs scope {scope}")
+
+
 def note_use(key, now):
     if key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

@@ -13,6 +13,8 @@ RUNNERS_WRITE = "runners:write"
 DEAD_LETTERS_READ = "dead-letters:read"
 DEAD_LETTERS_WRITE = "dead-letters:write"
 AUDIT_READ = "audit:read"
+# Channels and rules: a channel sends what it reads to the URL it names.
+NOTIFICATIONS_WRITE = "notifications:write"
 ADMIN = "admin"
 
 ALL = (
@@ -28,6 +30,7 @@ ALL = (
     DEAD_LETTERS_READ,
     DEAD_LETTERS_WRITE,
     AUDIT_READ,
+    NOTIFICATIONS_WRITE,
     ADMIN,
 )
 

@@ -253,6 +253,24 @@ def masked_channel_diff(diff):
     return {name: [mask(name, side) for side in sides] for name, sides in masked_diff(diff).items()}
 
 
+# -- what apply must know and say about the sections ----------------------------
+
+
+def writes_notifications(document, prune, source, managed_source):
+    """Whether applying `document` may write channels or rules: it has a
+    `channels:` or `notify:` section, or `prune` would delete channels or
+    rules this file made (the stamps `NotifySections` prunes by)."""
+    if any(key in document for key in NotifySections.KEYS):
+        return True
+    if not prune:
+        return False
+    stamps = {managed_source or source or "apply", source} - {"", None}
+    return (
+        Channel.objects.filter(managed_by__in=stamps).exists()
+        or Rule.objects.filter(managed_by__in=stamps).exists()
+    )
+
+
 # -- rules ----------------------------------------------------------------------
 
 

@@ -1,0 +1,98 @@
+"""`POST /api/v1/apply` with channels and rules: they need notifications:write
+(a channel sends what it reads to the URL it names), for the sections, a dry
+run and a prune that would delete them; what apply answers of them masks
+credentials, and warns of secrets the notifier reads from its own
+environment."""
+
+from io import StringIO
+
+import pytest
+import yaml
+from django.core.management import call_command
+
+from audit.models import AuditEvent
+from calendars.models import Calendar
+from notifications.models import Channel, Rule
+from scheduler.models import Job
+from tests.control.keyed_client import KeyedClient
+
+pytestmark = pytest.mark.django_db
+
+JOBS = [{"name": "report", "schedule": "30 2 * * *", "command": "true"}]
+CHANNELS = [{"name": "ops-hook", "kind": "webhook", "url": "https://hooks.example.com/croniq"}]
+RULES = [{"name": "failures", "events": ["job.failing"], "channels": ["ops-hook"]}]
+WITH_CHANNELS = {"jobs": JOBS, "channels": CHANNELS, "notify": RULES}
+JOBS_AND_CALENDARS = ["jobs:write", "calendars:write"]
+
+
+def snapshot():
+    tables = (Job, Calendar, Channel, Rule, AuditEvent)
+    return [list(model.objects.order_by("pk").values()) for model in tables]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        WITH_CHANNELS,
+        {"jobs": JOBS, "channels": CHANNELS},
+        {"jobs": JOBS, "notify": []},
+        {"channels": [{**CHANNELS[0], "headers": {"X-Key": "${SECRET_KEY}"}}]},
+    ],
+    ids=["both", "channels", "empty-notify", "hostile-header"],
+)
+@pytest.mark.parametrize("dry_run", ["false", "true"])
+def test_channels_and_rules_need_notifications_write(client, document, dry_run):
+    api = KeyedClient(client, JOBS_AND_CALENDARS)
+    before = snapshot()
+
+    answer = api.post("apply", document, dry_run=dry_run)
+
+    assert (answer.status_code, answer.json()) == (
+        403,
+        {"detail": "needs scope notifications:write"},
+    )
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("key_scopes", [[*JOBS_AND_CALENDARS, "notifications:write"], ["admin"]])
+def test_a_key_with_notifications_write_or_admin_applies_them(client, key_scopes):
+    answer = KeyedClient(client, key_scopes).post("apply", WITH_CHANNELS)
+
+    assert answer.status_code == 200, answer.content
+    assert Channel.objects.get().managed_by == "api"
+    assert Rule.objects.get().channels.get().name == "ops-hook"
+
+
+def test_a_document_without_them_needs_no_notifications_scope(client):
+    answer = KeyedClient(client, JOBS_AND_CALENDARS).post("apply", {"jobs": JOBS}, prune="true")
+    assert answer.status_code == 200, answer.content
+
+
+def test_a_prune_that_would_delete_channels_or_rules_needs_notifications_write(client):
+    writer = KeyedClient(client, [*JOBS_AND_CALENDARS, "notifications:write"], name="ops")
+    assert writer.post("apply", WITH_CHANNELS, source="croniq").status_code == 200
+    jobs_only = KeyedClient(client, JOBS_AND_CALENDARS, name="deploy")
+    before = snapshot()
+
+    pruning = jobs_only.post("apply", {"jobs": JOBS}, prune="true", source="croniq")
+
+    assert (pruning.status_code, pruning.json()) == (
+        403,
+        {"detail": "needs scope notifications:write"},
+    )
+    assert snapshot() == before
+    # Another file's name prunes none of them: no scope needed.
+    other = jobs_only.post("apply", {"jobs": JOBS}, prune="true", source="elsewhere")
+    assert other.status_code == 200
+    assert Channel.objects.exists() and Rule.objects.exists()
+    # The writer may prune them.
+    assert writer.post("apply", {"jobs": JOBS}, prune="true", source="croniq").status_code == 200
+    assert not Channel.objects.exists() and not Rule.objects.exists()
+
+
+def test_the_command_line_needs_no_scope(tmp_path):
+    # manage.py apply runs as the server's operator.
+    path = tmp_path / "croniq.yaml"
+    path.write_text(yaml.safe_dump(WITH_CHANNELS))
+    call_command("apply", str(path), stdout=StringIO(), stderr=StringIO())
+    assert Channel.objects.filter(name="ops-hook").exists()
