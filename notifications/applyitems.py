@@ -19,6 +19,7 @@ are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
 """
 
 import copy
+from urllib.parse import urlsplit, urlunsplit
 
 from django.core.exceptions import ValidationError
 
@@ -223,16 +224,24 @@ def channel_state(channel):
 
 
 def masked_url(url):
-    """A URL as the audit trail may show it. Chat webhook URLs carry their
-    token in the path, so a literal URL shows only its scheme and host; one
-    written with ${ENV} references shows as written (the secret is elsewhere)."""
-    if not isinstance(url, str) or not url or secrets.names_in(url):
+    """A URL as the audit trail and apply's answer may show it. Credentials
+    (`user:pass@`) never show. Chat webhook URLs carry their token in the
+    path, and others in the query, so a literal URL shows only its scheme
+    and host; one written with ${CRONIQ_SECRET_*} references shows as
+    written (the secret is elsewhere), but for its credentials."""
+    if not isinstance(url, str) or not url or url.startswith(secrets.FILE_PREFIX):
         return url
-    if url.startswith(secrets.FILE_PREFIX):
-        return url
-    scheme, _, rest = url.partition("://")
-    host, sep, path = rest.partition("/")
-    return f"{scheme}://{host}/{MASK}" if sep and path else url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK  # not a URL at all: nothing of it is safe to show
+    host = parts.netloc.rpartition("@")[2]
+    if "@" in parts.netloc:
+        host = f"{MASK}@{host}"
+    if secrets.names_in(url):
+        return urlunsplit(parts._replace(netloc=host))
+    rest = parts.path not in ("", "/") or parts.query or parts.fragment
+    return f"{parts.scheme}://{host}/{MASK}" if rest else f"{parts.scheme}://{host}{parts.path}"
 
 
 def masked_channel_diff(diff):

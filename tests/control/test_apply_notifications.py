@@ -4,6 +4,7 @@ run and a prune that would delete them; what apply answers of them masks
 credentials, and warns of secrets the notifier reads from its own
 environment."""
 
+import copy
 from io import StringIO
 
 import pytest
@@ -96,3 +97,53 @@ def test_the_command_line_needs_no_scope(tmp_path):
     path.write_text(yaml.safe_dump(WITH_CHANNELS))
     call_command("apply", str(path), stdout=StringIO(), stderr=StringIO())
     assert Channel.objects.filter(name="ops-hook").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:hunter2@hooks.example.com", "https://********@hooks.example.com"),
+        (
+            "https://user:hunter2@hooks.example.com/in",
+            "https://********@hooks.example.com/********",
+        ),
+        ("https://hooks.example.com?token=hunter2", "https://hooks.example.com/********"),
+        ("https://hooks.example.com/?token=hunter2", "https://hooks.example.com/********"),
+        ("https://hooks.example.com#hunter2", "https://hooks.example.com/********"),
+        ("https://hooks.example.com/services/hunter2", "https://hooks.example.com/********"),
+        ("https://hooks.example.com", "https://hooks.example.com"),
+        ("https://hooks.example.com/", "https://hooks.example.com/"),
+        (
+            "https://bot:hunter2@hooks.example.com/${CRONIQ_SECRET_HOOK_PATH}",
+            "https://********@hooks.example.com/${CRONIQ_SECRET_HOOK_PATH}",
+        ),
+    ],
+)
+def test_url_credentials_and_queries_never_show_in_the_answer_or_the_trail(
+    client, monkeypatch, url, shown
+):
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK_PATH", "croniq")
+    api = KeyedClient(client, ["admin"])
+    document = {"channels": [{**CHANNELS[0], "url": url}]}
+
+    answer = api.post("apply", document)
+
+    assert answer.status_code == 200, answer.content
+    [change] = answer.json()["changes"]
+    assert change["diff"]["url"] == [None, shown]
+    trail = str(list(AuditEvent.objects.values("data")))
+    assert "hunter2" not in answer.content.decode() and "hunter2" not in trail
+    assert Channel.objects.get().url == url  # stored as written
+
+
+def test_a_changed_credential_still_shows_as_a_change(client):
+    api = KeyedClient(client, ["admin"])
+    first = {"channels": [{**CHANNELS[0], "url": "https://a:one@hooks.example.com"}]}
+    second = copy.deepcopy(first)
+    second["channels"][0]["url"] = "https://a:two@hooks.example.com"
+    api.post("apply", first)
+
+    [change] = api.post("apply", second).json()["changes"]
+
+    assert change["action"] == "update"
+    assert change["diff"]["url"] == ["https://********@hooks.example.com"] * 2
