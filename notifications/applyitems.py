@@ -280,6 +280,35 @@ def writes_notifications(document, prune, source, managed_source):
     )
 
 
+def environment_warnings(document):
+    """A warning for each `${CRONIQ_SECRET_*}` reference of the document's
+    channels: apply checked it in its own environment, but the notifier
+    reads it from its own, which may lack it. (A `file:` reference is read
+    alike by every process of the machine or container.)"""
+    warnings = []
+    for number, item in enumerate(document.get("channels") or []):
+        if not isinstance(item, dict):
+            continue
+        for where, text in _reference_texts(item):
+            for name in dict.fromkeys(secrets.names_in(text)):
+                warnings.append(
+                    f"channels[{number}].{where}: ${{{name}}} is read by the notifier (the "
+                    "scheduler_loop or serve process) from its own environment when it "
+                    "delivers; if that process does not have it, deliveries fail "
+                    f"(a file under {secrets.secrets_dir()} is read alike by every process)"
+                )
+    return warnings
+
+
+def _reference_texts(item):
+    """(field, text) of a channel item's settings that may hold references."""
+    texts = [("url", item.get("url")), ("secret", item.get("secret"))]
+    headers = item.get("headers")
+    if isinstance(headers, dict):
+        texts += [(f"headers.{name}", value) for name, value in headers.items()]
+    return [(where, text) for where, text in texts if isinstance(text, str)]
+
+
 # -- rules ----------------------------------------------------------------------
 
 

@@ -15,6 +15,13 @@ class NotificationsConfig(AppConfig):
         # `channels:` and `notify:` in apply files, applied with the jobs.
         applyfile.add_sections(NotifySections.KEYS, NotifySections)
 
+    def apply_warnings(self, document):
+        """For `manage.py apply` and the API: channel secrets read from the
+        environment of another process (scheduler.label_checks)."""
+        from notifications.applyitems import environment_warnings
+
+        return environment_warnings(document)
+
     def before_executions_deleted(self, ids):
         """For `scheduler.retention`: events about pruned executions keep
         their data and lose the link (SET_NULL, which the raw DELETE skips)."""

@@ -23,10 +23,16 @@ def label_warnings(jobs):
 
 
 def document_label_warnings(document):
-    """The label warnings of an apply document's jobs (an applied one: its
-    jobs are well formed)."""
+    """The warnings of an applied apply document (its items are well
+    formed): its jobs' labels, then what the apps say of their own
+    sections (an app config's `apply_warnings(document)`)."""
     jobs = document.get("jobs") or []
-    return label_warnings((item["name"], item.get("labels") or []) for item in jobs)
+    found = label_warnings((item["name"], item.get("labels") or []) for item in jobs)
+    for config in apps.get_app_configs():
+        check = getattr(config, "apply_warnings", None)
+        if check is not None:
+            found += check(document)
+    return found
 
 
 class WarnsOfUnservedLabels:

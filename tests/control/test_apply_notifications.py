@@ -147,3 +147,80 @@ def test_a_changed_credential_still_shows_as_a_change(client):
 
     assert change["action"] == "update"
     assert change["diff"]["url"] == ["https://********@hooks.example.com"] * 2
+
+
+# -- secrets the notifier reads from its own environment ---------------------------
+
+
+def test_an_environment_reference_is_applied_with_a_warning(client, monkeypatch):
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", "s3cret-value")
+    monkeypatch.setenv("CRONIQ_SECRET_TOKEN", "t0ken-value")
+    hook = {
+        **CHANNELS[0],
+        "secret": "${CRONIQ_SECRET_HOOK}",
+        "headers": {"Authorization": "Bearer ${CRONIQ_SECRET_TOKEN}"},
+    }
+    api = KeyedClient(client, ["admin"])
+
+    answer = api.post("apply", {"channels": [hook]})
+
+    assert answer.status_code == 200, answer.content
+    warnings = answer.json()["warnings"]
+    assert [warning.split(":")[0] for warning in warnings] == [
+        "channels[0].secret",
+        "channels[0].headers.Authorization",
+    ]
+    assert "${CRONIQ_SECRET_HOOK} is read by the notifier" in warnings[0]
+    assert "scheduler_loop or serve" in warnings[0] and "/run/secrets" in warnings[0]
+    assert "s3cret-value" not in answer.content.decode()
+
+
+def test_a_file_reference_is_applied_without_a_warning(client, tmp_path, settings):
+    settings.CRONIQ_SECRETS_DIR = str(tmp_path)
+    (tmp_path / "hook").write_text("s3cret-value\n")
+    hook = {**CHANNELS[0], "secret": f"file:{tmp_path}/hook"}
+
+    answer = KeyedClient(client, ["admin"]).post("apply", {"channels": [hook]})
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["warnings"] == []
+
+
+def test_manage_py_apply_prints_the_warning_on_stderr(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRONIQ_SECRET_HOOK", "s3cret-value")
+    path = tmp_path / "croniq.yaml"
+    path.write_text(
+        yaml.safe_dump({"channels": [{**CHANNELS[0], "secret": "${CRONIQ_SECRET_HOOK}"}]})
+    )
+    out, err = StringIO(), StringIO()
+
+    call_command("apply", str(path), stdout=out, stderr=err)
+
+    assert "warning: channels[0].secret: ${CRONIQ_SECRET_HOOK} is read by the notifier" in (
+        err.getvalue()
+    )
+    assert "warning" not in out.getvalue()
+
+
+def test_a_reference_to_a_server_secret_is_422_naming_the_field(client, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "the-server-key")
+    hostile = {**CHANNELS[0], "headers": {"X-Key": "${SECRET_KEY}"}}
+    api = KeyedClient(client, ["admin"])
+    before = snapshot()
+
+    answer = api.post("apply", {"channels": [hostile]})
+
+    assert answer.status_code == 422
+    detail = answer.json()["detail"]
+    assert detail.startswith("channels[0].headers: X-Key: ${SECRET_KEY}: a channel reads only")
+    assert "the-server-key" not in detail
+    assert snapshot() == before
+
+
+def test_a_file_outside_the_secrets_dir_is_422_naming_the_field(client):
+    hostile = {**CHANNELS[0], "url": "file:/proc/self/environ"}
+    answer = KeyedClient(client, ["admin"]).post("apply", {"channels": [hostile]})
+    assert answer.status_code == 422
+    assert answer.json()["detail"].startswith(
+        "channels[0].url: file:/proc/self/environ: a channel reads only files under /run/secrets"
+    )
