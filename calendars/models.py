@@ -3,7 +3,7 @@ from django.db import models
 
 from calendars.periods import Period
 from calendars.rules import CalendarRules, RulesError, holiday_problem
-from calendars.validators import validate_timezone
+from calendars.validators import validate_stored_text, validate_timezone
 
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
@@ -123,6 +123,7 @@ class Calendar(models.Model):
         )
 
     def clean(self):
+        validate_stored_text(self)  # before the checks that read the fields
         errors = {}
         for field, problem in (
             ("weekdays", self._weekdays_problem()),
@@ -239,6 +240,7 @@ class CalendarPeriod(models.Model):
         return Period(self.start_at, self.end_at, self.label)
 
     def clean(self):
+        validate_stored_text(self)
         dates = (self.start_date, self.end_date)
         instants = (self.start_at, self.end_at)
         if any(v is not None for v in dates) and any(v is not None for v in instants):

@@ -24,6 +24,7 @@ from ninja.errors import HttpError
 import audit
 from audit.changes import MASK, is_secret_env, masked_diff, masked_env
 from calendars.models import ManagedBy
+from calendars.validators import text_problem, text_problems
 from control import ownership, paging
 from scheduler import operations
 from scheduler.applyfile import apply_item
@@ -109,6 +110,14 @@ def kept_secrets(env, stored):
     return kept
 
 
+def refuse_unstorable_text(item):
+    """422 naming the first field whose text the database cannot store."""
+    problems = text_problems(item)
+    if problems:
+        where, problem = problems[0]
+        raise HttpError(422, f"{where}: {problem}")
+
+
 def write(item, *, now, actor):
     try:
         return apply_item("job", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
@@ -118,6 +127,7 @@ def write(item, *, now, actor):
 
 def create(item, *, now, actor):
     """201: a new job, managed by the API; 409 when the name is taken."""
+    refuse_unstorable_text(item)  # before the name is looked up
     if "env" in item:
         item = {**item, "env": kept_secrets(item["env"], {})}
     name = item.get("name")
@@ -177,6 +187,8 @@ def pause(name, *, reason, until, now, actor):
         until = until.astimezone(UTC)  # PostgreSQL refuses offsets past 15:59
     if len(reason) > Job._meta.get_field("pause_reason").max_length:
         raise HttpError(422, "reason: at most 200 characters")
+    if text_problem(reason):
+        raise HttpError(422, f"reason: {text_problem(reason)}")
     job = get(name)
     operations.pause(Job.objects.filter(pk=job.pk), now, actor, reason=reason, until=until)
     return get(name)

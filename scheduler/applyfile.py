@@ -24,6 +24,7 @@ import audit
 from audit.changes import masked_diff
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import RulesError
+from calendars.validators import text_problems
 from scheduler.applyitems import (
     CALENDAR_KEYS,
     GROUP_KEYS,
@@ -315,6 +316,11 @@ def item_problem(where, item, allowed):
     name = item.get("name")
     if not isinstance(name, str) or not name:
         return f"{where}.name: required"
+    # Before any lookup by name: PostgreSQL refuses NUL even in a query.
+    problems = text_problems(item)
+    if problems:
+        path, problem = problems[0]
+        return f"{where}.{path}: {problem}"
     return None
 
 

@@ -10,6 +10,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from calendars.models import managed_by_field, managed_source_field
+from calendars.validators import validate_stored_text
 
 
 class ConcurrencyGroup(models.Model):
@@ -34,3 +35,6 @@ class ConcurrencyGroup(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        validate_stored_text(self)

@@ -8,7 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from calendars.models import managed_by_field, managed_source_field
-from calendars.validators import validate_timezone
+from calendars.validators import validate_stored_text, validate_timezone
 from scheduler import job_edits
 
 # Models kept in modules of their own; imported here so Django registers
@@ -578,6 +578,8 @@ class Job(models.Model):
 
         from scheduler.cron import ScheduleError, never_fires_reason, parse_schedule
 
+        # Text first: the checks below look names up and parse the schedule.
+        validate_stored_text(self)
         problems = {**self.overlap_problems(), **self.chain_problems()}
         if problems:
             raise ValidationError(problems)
