@@ -1,6 +1,7 @@
 """Every operator action, through the admin and the dashboard, for every kind
 of user: allowed, or refused with 403 and nothing changed in the database."""
 
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
+from django.contrib.messages import get_messages
 from django.db import connection
 from django.urls import reverse
 
@@ -437,3 +439,63 @@ def test_anonymous_action_posts_go_to_the_login_and_change_nothing(client, world
     assert answer.status_code == 302
     assert answer["Location"].startswith("/admin/login/")
     assert snapshot() == before
+
+
+# -- channels cannot read the server's secrets, whoever writes them ------------
+
+HOSTILE_CHANNELS = {
+    "environ-file": {"url": "file:/proc/self/environ"},
+    "server-secret-header": {
+        "url": "https://hooks.example.com/in",
+        "headers": "X-Key: ${SECRET_KEY}",
+    },
+    "database-url-signing": {"url": "https://hooks.example.com/in", "secret": "${DATABASE_URL}"},
+}
+
+
+@pytest.mark.parametrize("role", ["admin", "superuser"])
+@pytest.mark.parametrize("fields", HOSTILE_CHANNELS.values(), ids=list(HOSTILE_CHANNELS))
+def test_no_one_saves_a_channel_reading_the_server_s_secrets(client, world, user_for, role, fields):
+    client.force_login(user_for(role))
+    form = {"name": "exfil", "kind": "webhook", "enabled": "on", "format": "slack", "timeout": "5"}
+    before = snapshot()
+
+    answer = client.post(reverse("admin:notifications_channel_add"), {**form, **fields})
+
+    assert answer.status_code == 200  # the form again, with the error
+    assert "a channel reads only" in answer.content.decode()
+    assert snapshot() == before
+
+
+@pytest.fixture
+def receiver():
+    from tests.notifications.conftest import Receiver
+
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+@pytest.mark.parametrize("reference", ["${SECRET_KEY}", "file:/proc/self/environ"])
+def test_a_channel_stored_before_the_limits_sends_nothing_when_an_admin_tests_it(
+    client, world, user_for, receiver, reference, monkeypatch
+):
+    # Rows written before the limits existed skip the form's checks.
+    monkeypatch.setenv("SECRET_KEY", "the-server-key")
+    stored = Channel.objects.create(
+        name="old-hook", kind="webhook", url=receiver.url, headers={"X-Key": reference}
+    )
+    client.force_login(user_for("admin"))
+
+    answer = client.post(reverse("admin:notifications_channel_test", args=[stored.pk]))
+
+    assert answer.status_code == 302
+    shown = " ".join(str(message) for message in get_messages(answer.wsgi_request))
+    assert "test notification failed: configuration: headers: X-Key: " in shown
+    assert "a channel reads only" in shown
+    assert receiver.received == []
+    assert "the-server-key" not in str(list(AuditEvent.objects.values("data")))
