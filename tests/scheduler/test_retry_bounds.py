@@ -23,6 +23,9 @@ pytestmark = pytest.mark.django_db
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 A_DAY = dt.timedelta(seconds=MAX_RETRY_DELAY)
+# Over the bounds, and the most PostgreSQL's integer columns hold (SQLite
+# took 10**12): a row stored before the bounds existed.
+STORED = 2**31 - 1
 JOB = {"name": "sync", "schedule": "0 * * * *", "command": "sync.sh"}
 
 
@@ -54,17 +57,19 @@ def test_the_wait_before_a_retry_is_at_most_a_day():
 
 def test_a_backoff_stored_over_the_bound_waits_a_day():
     job = JobFactory(retries=3)
-    Job.objects.filter(pk=job.pk).update(retry_backoff=10**12)  # stored before the bound
+    Job.objects.filter(pk=job.pk).update(retry_backoff=STORED)
     job.refresh_from_db()
     assert lifecycle.retry_delay(failed_attempts(job, 1)) == A_DAY
 
 
 def test_finishing_a_run_of_a_job_stored_over_the_bounds_settles_it():
     """Through the runner API: the finish answers 200, the run leaves
-    `running` (its slot is free) and its retry waits a day."""
+    `running` (its slot is free) and its retry waits a day. Its instant
+    failed 20 times before: the uncapped wait overflowed."""
     job = JobFactory(labels=["linux"], retries=1)
-    Job.objects.filter(pk=job.pk).update(retries=10**6, retry_backoff=10**12)
-    ExecutionFactory(job=job, scheduled_for=NOW)
+    Job.objects.filter(pk=job.pk).update(retries=STORED, retry_backoff=STORED)
+    failed_attempts(job, 20)
+    ExecutionFactory(job=job, scheduled_for=NOW, attempt=21)
     _, secret = RunnerToken.issue("t")
     runner_api = Api(secret)
     runner = runner_api.post(
@@ -77,7 +82,7 @@ def test_finishing_a_run_of_a_job_stored_over_the_bounds_settles_it():
 
     assert answer.status_code == 200, answer.content
     assert Execution.objects.get(pk=held["id"]).state == Execution.FAILED
-    retry = Execution.objects.get(job=job, attempt=2)
+    retry = Execution.objects.get(job=job, attempt=22)
     assert (retry.state, retry.run_after) == (Execution.PENDING, NOW + A_DAY)
 
 
