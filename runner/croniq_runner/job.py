@@ -1,6 +1,7 @@
 """One execution on the agent: a `sh -c` child in its own process group under
-a supervisor that ends the group if the agent dies (supervisor.py),
-its output shipped to the server in batches, its outcome reported with `finish`.
+a supervisor that ends the group if the agent dies (supervisor.py), and on
+Linux every process below it too, one that left the group included; its
+output shipped to the server in batches, its outcome reported with `finish`.
 
 Standard library and requests only.
 """
@@ -17,12 +18,14 @@ import time
 
 from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.logs import LogBatcher
+from croniq_runner.supervisor import kill_all, terminate
 from croniq_runner.timing import Backoff
 
 log = logging.getLogger("croniq.runner")
 
-# After the shell exits, what it left in its process group gets this long to
-# close the output pipe after SIGTERM before SIGKILL.
+# After the supervisor exits, what is left in the job's process group gets
+# this long to close the output pipe after SIGTERM before SIGKILL. On Linux
+# the supervisor has ended all the shell left already (supervisor.py).
 LEFTOVER_GRACE = 2.0
 LOGS_TIMEOUT = 10.0
 FINISH_TIMEOUT = 10.0
@@ -258,10 +261,20 @@ class Job:
                 self._signal(signal.SIGKILL)
 
     def _signal(self, signum):
+        """SIGTERM or SIGKILL the job: its process group and, on Linux, each
+        process below its supervisor that left the group (`setsid`, forked
+        twice): while the supervisor lives they stay below it (a subreaper,
+        supervisor.py). SIGKILL reaches them first and the group, the
+        supervisor with it, last, so none is orphaned beyond reach meanwhile."""
         # Only called while the group leader is not reaped, so the group id
         # cannot have been reused by an unrelated process.
+        supervisor = self.process.pid
+        if signum == signal.SIGTERM:
+            terminate(supervisor, supervisor)
+            return
+        kill_all(supervisor)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signum)
+            os.killpg(supervisor, signal.SIGKILL)
 
     # -- output -----------------------------------------------------------
 

@@ -19,6 +19,18 @@ A pipe rather than PR_SET_PDEATHSIG: the kernel sends that signal when the
 *thread* that forked exits, and the agent starts jobs from threads that end
 before the agent does; nor would it reach the shell's own children.
 
+Every process the job starts ends with it, also one that left the group
+(`setsid`, a daemon forked twice). On Linux the supervisor is a child
+subreaper (PR_SET_CHILD_SUBREAPER): an orphan below it is re-parented to it,
+not to init, so while it lives every such process stays below it, where
+/proc shows it (`descendants`). It reaps those orphans as they end. When
+COMMAND exits, what it left (in the group or not) gets SIGTERM, then SIGKILL
+after LEFTOVER_GRACE seconds, before the supervisor exits: once it is gone
+they would be re-parented beyond its reach. The agent's own kills (timeout,
+cancel, fencing, shutdown: job.py) reach them the same way, through
+`terminate` and `kill_all`, and SIGKILL the supervisor last. Elsewhere (no
+/proc, no subreaper) the process group is all that is ended, as before.
+
 With --user the job runs as that account (as root only): the supervisor
 stays root, so the job can neither signal it nor read the agent's /proc.
 
@@ -27,6 +39,8 @@ variables, no site-packages: faster to start) and imports only the
 standard library.
 """
 
+import contextlib
+import ctypes
 import os
 import resource
 import select
@@ -34,6 +48,13 @@ import signal
 import sys
 import threading
 import time
+
+# What COMMAND leaves running when it exits gets this long after SIGTERM.
+LEFTOVER_GRACE = 2.0
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+# kill_all stops after this many passes over /proc: a pass only finds what
+# forked before its SIGKILL landed, so a few always suffice.
+KILL_PASSES = 50
 
 
 def parse(argv):
@@ -97,38 +118,145 @@ def start(command, account, fd):
     os._exit(127)
 
 
+def become_subreaper():
+    """Linux: make the orphans below this process its children instead of
+    init's. Whether it worked (never elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def process_table():
+    """{pid: (parent pid, process group, start time)} of every live (not
+    zombie) process, from /proc; empty without it."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return {}
+    table = {}
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # ended meanwhile
+        # The command name (field 2) may hold spaces; fields after it are plain.
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            table[int(entry)] = (int(fields[1]), int(fields[2]), fields[19])
+    return table
+
+
+def descendants(root, table):
+    """The pids below `root` in `table` (children, theirs, ...). A zombie has
+    none: its children were re-parented when it exited."""
+    children = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, ())
+    return found
+
+
+def send(pid, signum):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signum)
+
+
+def terminate(root, group):
+    """SIGTERM process group `group` and every process below `root` outside
+    it (each gets the signal once)."""
+    table = process_table()
+    for pid in descendants(root, table):
+        if table[pid][1] != group:
+            send(pid, signal.SIGTERM)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGTERM)
+
+
+def kill_all(root):
+    """SIGKILL every process below `root`, `root` spared, pass after pass
+    until one finds none it has not killed yet: a process may fork until its
+    SIGKILL lands, and while `root` lives (a subreaper) the orphans of the
+    killed are re-parented to it, so the next pass finds them. Processes are
+    known by pid and start time, so a pid reused meanwhile counts as new."""
+    killed = set()
+    for _ in range(KILL_PASSES):
+        table = process_table()
+        fresh = [pid for pid in descendants(root, table) if (pid, table[pid][2]) not in killed]
+        if not fresh:
+            return
+        for pid in fresh:
+            send(pid, signal.SIGKILL)
+            killed.add((pid, table[pid][2]))
+
+
+def others_in_group(table):
+    """The pids of `table` in this process's group, this one left out."""
+    me, group = os.getpid(), os.getpgid(0)
+    return [pid for pid, (_, pgid, _) in table.items() if pgid == group and pid != me]
+
+
+def left_running():
+    """Whether a live process other than this one is below it or in its group
+    (always assumed without /proc, so a grace is waited out)."""
+    if not os.path.isdir("/proc"):
+        return True
+    table = process_table()
+    return bool(others_in_group(table) or descendants(os.getpid(), table))
+
+
+def end_all(grace):
+    """SIGTERM the group and every process below this one, then SIGKILL
+    whatever is left after `grace` seconds, this process spared. Reaps
+    nothing: the main thread may be waiting for the job's status."""
+    me = os.getpid()
+    terminate(me, os.getpgid(0))  # ignored by this process only
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and left_running():
+        time.sleep(0.05)
+    kill_all(me)
+    # In the group but not below: re-parented away before the subreaper took
+    # hold, or where there is none. killpg(0) would end this process too.
+    for pid in others_in_group(process_table()):
+        send(pid, signal.SIGKILL)
+
+
 def watch_agent(fd, grace, agent_gone):
-    """Block until the agent's end of the pipe closes, then end the group."""
+    """Block until the agent's end of the pipe closes, then end everything."""
     try:
         while os.read(fd, 1):
             pass  # the agent never writes; only end-of-file matters
     except OSError:
         pass
     agent_gone.set()
-    os.killpg(0, signal.SIGTERM)  # ignored by this process only
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and others_in_group():
-        time.sleep(0.05)
+    end_all(grace)
     os.killpg(0, signal.SIGKILL)  # whatever is left, this process included
 
 
-def others_in_group():
-    """Whether a live process other than this one is in its group (always
-    assumed without /proc, so the grace is waited out)."""
-    if not os.path.isdir("/proc"):
-        return True
-    me, group = os.getpid(), os.getpgid(0)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        if fields[0] != "Z" and int(fields[2]) == group:
-            return True
-    return False
+def wait_for(child):
+    """The exit status of `child`; orphans re-parented here meanwhile are
+    reaped as they end."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            return status
+
+
+def reap_orphans():
+    """Reap the orphans re-parented here that have ended, without waiting."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def end_like(status):
@@ -146,6 +274,7 @@ def end_like(status):
 
 def main(argv):
     fd, grace, account, start_at, command = parse(argv)
+    become_subreaper()  # before anything below it can be orphaned
     if start_at is not None:
         wait_for_start(start_at, fd)
     child = start(command, account, fd)
@@ -154,7 +283,13 @@ def main(argv):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     agent_gone = threading.Event()
     threading.Thread(target=watch_agent, args=(fd, grace, agent_gone), daemon=True).start()
-    _, status = os.waitpid(child, 0)
+    status = wait_for(child)
+    # What COMMAND left ends before this process does: once it is gone, its
+    # orphans would be re-parented beyond reach. Without /proc nothing can
+    # be seen: the agent ends the group, as before.
+    if not agent_gone.is_set() and os.path.isdir("/proc") and left_running():
+        end_all(LEFTOVER_GRACE)
+        reap_orphans()
     if agent_gone.is_set():
         # Leftovers get the rest of the grace; the watcher ends them all.
         threading.Event().wait()
