@@ -10,11 +10,13 @@ from ninja.errors import HttpError
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import RulesError
 from control import ownership, paging
+from control.fields import checked_instant
 from scheduler.applyfile import apply_item
 from scheduler.applyitems import ApplyError
 
 # A preview is computed on request: its range is capped.
 MAX_PREVIEW = timedelta(days=366)
+DEFAULT_PREVIEW = timedelta(days=30)
 
 
 def fields(calendar):
@@ -86,11 +88,12 @@ def put(name, item, *, now, actor):
     return get(name), calendar is None
 
 
-def preview(name, *, start, end):
-    """[(start, end)]: the allowed stretches within [start, end), cut at both ends."""
-    for where, moment in (("start", start), ("end", end)):
-        if moment.tzinfo is None:
-            raise HttpError(422, f"{where}: needs an offset, e.g. +01:00 or Z")
+def preview(name, *, start, end=None):
+    """[(start, end)]: the allowed stretches within [start, end), cut at both
+    ends; without `end`, DEFAULT_PREVIEW from start."""
+    start = checked_instant("start", start)
+    # Checked first: a start near the end of time has no end a preview away.
+    end = checked_instant("end", start + DEFAULT_PREVIEW if end is None else end)
     if end <= start:
         raise HttpError(422, "end: must be after start")
     if end - start > MAX_PREVIEW:

@@ -2,7 +2,7 @@
 allowed time of calendars, addressed by name (DESIGN.md §8). The rules are
 in control.calendars."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -11,8 +11,6 @@ from ninja import Body, Router, Schema
 from control import auth, calendars, examples, paging, scopes
 
 router = Router(tags=["calendars"])
-
-DEFAULT_PREVIEW = timedelta(days=30)
 
 
 class HolidaysOut(Schema):
@@ -84,7 +82,5 @@ def put_calendar(request, name: str, item: Body[dict[str, Any]]):
 
 @router.get("calendars/{name}/preview", response=PreviewOut, auth=auth.needs(scopes.CALENDARS_READ))
 def preview(request, name: str, start: datetime | None = None, end: datetime | None = None):
-    start = start or timezone.now()
-    end = end or start + DEFAULT_PREVIEW
-    found = calendars.preview(name, start=start, end=end)
+    found = calendars.preview(name, start=start or timezone.now(), end=end)
     return {"allowed": [{"start": s, "end": e} for s, e in found]}

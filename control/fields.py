@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from ninja import Path
+from ninja.errors import HttpError
 from pydantic import AfterValidator, AwareDatetime, Field
 
 from runners.api import Text
@@ -22,6 +23,17 @@ def within_range(value):
     if not EARLIEST <= value <= LATEST:
         raise ValueError("must lie between the years 1970 and 9000")
     return value.astimezone(UTC)
+
+
+def checked_instant(where, value):
+    """`value` in UTC, or a 422 naming `where`: for instants a call reads
+    itself (an optional body or query field with its own messages)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise HttpError(422, f"{where}: needs an offset, e.g. +01:00 or Z")
+    try:
+        return within_range(value)
+    except ValueError as e:
+        raise HttpError(422, f"{where}: {e}") from None
 
 
 Instant = Annotated[AwareDatetime, AfterValidator(within_range)]

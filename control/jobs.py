@@ -14,7 +14,6 @@ masked value with nothing stored under its name is refused.
 """
 
 import json
-from datetime import UTC
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import TextField
@@ -26,6 +25,7 @@ from audit.changes import MASK, is_secret_env, masked_diff, masked_env
 from calendars.models import ManagedBy
 from calendars.validators import text_problem, text_problems
 from control import ownership, paging
+from control.fields import checked_instant
 from scheduler import operations
 from scheduler.applyfile import apply_item
 from scheduler.applyitems import ApplyError, job_state, overlap_of
@@ -180,11 +180,11 @@ def pause(name, *, reason, until, now, actor):
     """Pause a job (a paused one stays as it is); with `until` it resumes
     by itself at that instant."""
     if until is not None:
-        if until.tzinfo is None:
-            raise HttpError(422, "until: needs an offset, e.g. +01:00 or Z")
+        # In UTC: PostgreSQL refuses offsets past 15:59; near the end of
+        # time, converting (or the loop's arithmetic) would overflow.
+        until = checked_instant("until", until)
         if until <= now:
             raise HttpError(422, "until: must be in the future")
-        until = until.astimezone(UTC)  # PostgreSQL refuses offsets past 15:59
     if len(reason) > Job._meta.get_field("pause_reason").max_length:
         raise HttpError(422, "reason: at most 200 characters")
     if text_problem(reason):
@@ -204,8 +204,7 @@ def upcoming(name, *, count, after):
     """The next `count` instants the job fires strictly after `after`."""
     if not 1 <= count <= MAX_NEXT:
         raise HttpError(422, f"count: between 1 and {MAX_NEXT}")
-    if after.tzinfo is None:
-        raise HttpError(422, "after: needs an offset, e.g. +01:00 or Z")
+    after = checked_instant("after", after)
     job = get(name)
     try:
         return job.upcoming(after, count)
