@@ -6,6 +6,7 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self):
+        from notifications import checks  # noqa: F401 (registers the system checks)
         from notifications.applyitems import NotifySections
         from notifications.recording import record_event
         from scheduler import applyfile, events
