@@ -55,7 +55,7 @@ STORM_THREADS = 4  # finishes settled at once, as several web threads would
 # CRONIQ_INCIDENT_WINDOW of the storm (default 300 s): one minute, so that
 # its incident closes (and is delivered) within the run.
 STORM_WINDOW = 60
-SECRET_VARIABLE = "CRONIQ_BENCH_HOOK_SECRET"
+SECRET_VARIABLE = "CRONIQ_SECRET_BENCH_HOOK"
 SECRET = "bench-hook-secret"
 
 
@@ -92,6 +92,8 @@ def prepare_database():
     os.environ["DATABASE_URL"] = url
     os.environ[SECRET_VARIABLE] = SECRET
     os.environ.setdefault("SECRET_KEY", "croniq-bench-key")
+    # The bench's receivers listen on 127.0.0.1, which channels refuse unless allowed.
+    os.environ.setdefault("CRONIQ_NOTIFY_ALLOW_NETS", "127.0.0.0/8")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
     import django
 

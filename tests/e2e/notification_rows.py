@@ -5,7 +5,7 @@ import json
 
 from tests.e2e.processes import manage, query
 
-SECRET_VARIABLE = "CRONIQ_HOOK_SECRET"
+SECRET_VARIABLE = "CRONIQ_SECRET_HOOK"
 
 INSERT = """
 import json

@@ -37,7 +37,7 @@ channels:
   - name: ops-hook
     kind: webhook
     url: {url}
-    secret: ${{CRONIQ_HOOK_SECRET}}
+    secret: ${{CRONIQ_SECRET_HOOK}}
     timeout: {timeout}
 notify:
   - name: failures
@@ -92,7 +92,7 @@ def cluster(layout, db, tmp_path, receiver, timeout=5):
     """Channels and rules applied, then web, loop and one agent started."""
     path = tmp_path / "notify.yaml"
     path.write_text(NOTIFY.format(url=receiver.url, timeout=timeout))
-    env = dict(CRONIQ_HOOK_SECRET=SECRET, CRONIQ_PUBLIC_URL=PUBLIC_URL, CRONIQ_NOTIFIER="1")
+    env = dict(CRONIQ_SECRET_HOOK=SECRET, CRONIQ_PUBLIC_URL=PUBLIC_URL, CRONIQ_NOTIFIER="1")
     manage(db, "apply", str(path), **env)
     server, processes = start_web_and_loop(layout, db, tmp_path, "--interval", "0.2", **env)
     token = issue_token(db)
