@@ -244,16 +244,19 @@ def replace_windows(wanted, now, actor):
     ([{start, end, labels, reason}]): equal ones stay, others are deleted
     or created, each audited. Ended windows are history and stay. All are
     checked first: ValueError naming the item and field, nothing changed.
-    A window already ended at `now` is refused: it could never be among the
-    windows compared, so each identical call would store it again."""
+
+    A window already ended at `now` is history too: one stored as it is
+    stays (a client puts back what it read just as that window ended), and
+    any other is refused, never stored (each identical call would store it
+    again, as it is never among the windows compared)."""
     for index, item in enumerate(wanted):
         try:
             check_window(item.get("start"), item.get("end"))
-            check_not_ended(item["end"], now)
         except ValueError as e:
             raise ValueError(f"windows[{index}].{e}") from None
-    keys = [window_key(item) for item in wanted]
     with transaction.atomic():
+        wanted = without_stored_history(wanted, now)
+        keys = [window_key(item) for item in wanted]
         current = list(MaintenanceWindow.objects.select_for_update().filter(end__gt=now))
         kept = set()
         for row in current:
@@ -267,6 +270,23 @@ def replace_windows(wanted, now, actor):
                 kept.add(key)
                 labels, reason = item.get("labels") or (), item.get("reason") or ""
                 add_window(item["start"], item["end"], now, actor, labels=labels, reason=reason)
+
+
+def without_stored_history(wanted, now):
+    """`wanted` less the ended windows stored as they are; ValueError naming
+    the item for an ended window that is not stored."""
+    history = {window_key(vars(row)) for row in MaintenanceWindow.objects.filter(end__lte=now)}
+    kept = []
+    for index, item in enumerate(wanted):
+        if item["end"] > now:
+            kept.append(item)
+            continue
+        if window_key(item) not in history:
+            try:
+                check_not_ended(item["end"], now)
+            except ValueError as e:
+                raise ValueError(f"windows[{index}].{e}") from None
+    return kept
 
 
 def window_key(item):

@@ -120,6 +120,19 @@ def test_a_window_already_ended_is_refused_naming_the_field_and_changes_nothing(
     assert not AuditEvent.objects.exists()
 
 
+def test_a_window_put_back_just_after_it_ended_is_left_as_stored(admin):
+    """A client reads the windows and puts them back; one ended in between."""
+    ending = {**WINDOW, "start": "2026-06-01T11:00:00Z", "end": "2026-06-01T12:30:00Z"}
+    assert admin.put("maintenance", {"windows": [ending, WINDOW]}).status_code == 200
+    with time_machine.travel(dt.datetime(2026, 6, 1, 13, 0, tzinfo=dt.UTC), tick=False):
+        for _ in range(3):
+            answer = admin.put("maintenance", {"windows": [ending, WINDOW]})
+            assert answer.status_code == 200, answer.content
+            assert [w["end"] for w in answer.json()["windows"]] == ["2026-06-01T15:00:00Z"]
+    assert MaintenanceWindow.objects.count() == 2
+    assert AuditEvent.objects.filter(action__startswith="maintenance.").count() == 2
+
+
 def test_a_window_already_started_is_taken_once(admin):
     started = {**WINDOW, "start": "2026-06-01T11:00:00Z"}
     for _ in range(3):
