@@ -34,7 +34,8 @@ class ChannelForm(forms.ModelForm):
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text='Webhook channels: extra HTTP headers, one "Name: value" per line; '
-        'values may use ${ENV_NAME}, e.g. "Authorization: Bearer ${HOOK_TOKEN}".',
+        'values may use ${CRONIQ_SECRET_NAME}, e.g. "Authorization: Bearer '
+        '${CRONIQ_SECRET_HOOK_TOKEN}".',
     )
 
     class Meta:
@@ -47,11 +48,13 @@ class ChannelForm(forms.ModelForm):
             "name": "How rules and the apply file name this channel, e.g. ops-mail.",
             "kind": "Email, a signed JSON webhook, or a chat webhook (Slack and the like).",
             "url": "Webhook and chat channels: where to POST. A chat webhook URL is itself "
-            "a secret: write it as ${SLACK_WEBHOOK_URL} or file:/run/secrets/slack.",
+            "a secret: write it as file:/run/secrets/slack or ${CRONIQ_SECRET_SLACK_URL}. "
+            "Private, loopback and link-local addresses are refused unless "
+            "CRONIQ_NOTIFY_ALLOW_NETS lists them.",
             "secret": "Webhook channels: the HMAC signing secret as a reference, "
-            "${CRONIQ_HOOK_SECRET} or file:/run/secrets/hook; never the secret itself.",
+            "file:/run/secrets/hook or ${CRONIQ_SECRET_HOOK}; never the secret itself.",
             "format": "Chat channels: the JSON the receiving chat speaks.",
-            "timeout": "Webhook and chat channels: seconds before a try gives up (at most 60).",
+            "timeout": "Webhook and chat channels: seconds a try may take in all (at most 60).",
             "username": "Chat channels (not Teams): the name messages are posted as, e.g. Croniq.",
             "enabled": "A disabled channel receives nothing.",
         }

@@ -46,27 +46,30 @@ CHANNEL_FIELDS = (
     Field(
         "url",
         "URL",
-        "webhook, slack: where to POST (required); may be a secret "
-        "reference such as ${SLACK_WEBHOOK_URL}.",
+        "webhook, slack: where to POST (required); may be a secret reference such as "
+        "file:/run/secrets/slack or ${CRONIQ_SECRET_SLACK_URL}. Private, loopback and "
+        "link-local addresses are refused unless CRONIQ_NOTIFY_ALLOW_NETS lists them.",
         "",
     ),
     Field("format", " | ".join(channels.FORMATS), "slack: the chat's message format.", "slack"),
     Field(
         "secret",
         "secret reference",
-        "webhook: signs each body (${ENV} or file:PATH, never the secret itself).",
+        "webhook: signs each body (file:PATH under CRONIQ_SECRETS_DIR or "
+        "${CRONIQ_SECRET_NAME}, never the secret itself).",
         "",
     ),
     Field(
         "headers",
         "mapping of text",
-        "webhook: extra HTTP headers; values may hold ${ENV} references.",
+        "webhook: extra HTTP headers; values may hold ${CRONIQ_SECRET_NAME} references.",
         {},
     ),
     Field(
         "timeout",
         "seconds",
-        f"webhook, slack: a delivery try gives up after it (at most {channels.MAX_TIMEOUT:g}).",
+        f"webhook, slack: a delivery try ends after it, however slowly the receiver "
+        f"answers (at most {channels.MAX_TIMEOUT:g}).",
         channels.DEFAULT_TIMEOUT,
     ),
     Field(
