@@ -9,6 +9,7 @@ from ninja.errors import HttpError
 
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import RulesError
+from calendars.validators import text_problem
 from control import ownership, paging
 from control.fields import checked_instant
 from scheduler.applyfile import apply_item
@@ -54,7 +55,13 @@ def period(row):
 
 
 def get(name):
-    calendar = Calendar.objects.select_related("base").filter(name=name).first()
+    """The calendar named `name`, or 404. A name with NUL names no calendar
+    (PostgreSQL refuses it in a query)."""
+    calendar = (
+        None
+        if text_problem(name)
+        else Calendar.objects.select_related("base").filter(name=name).first()
+    )
     if calendar is None:
         raise HttpError(404, f"no calendar named {name!r}")
     return calendar
@@ -76,6 +83,8 @@ def put(name, item, *, now, actor):
     item.pop("managed_source", None)
     if item.setdefault("name", name) != name:
         raise HttpError(422, "name: must be the name in the path")
+    if text_problem(name):  # before it is looked up
+        raise HttpError(422, f"name: {text_problem(name)}")
     with transaction.atomic():
         calendar = Calendar.objects.select_for_update().filter(name=name).first()
         adopted = calendar is not None and ownership.check(calendar, adopt)

@@ -10,6 +10,7 @@ from ninja import Body, Query, Router, Schema, Status
 from pydantic import ConfigDict
 
 from control import auth, examples, jobs, paging, scopes
+from control.schemas import Text  # text the database can store
 
 router = Router(tags=["jobs"])
 
@@ -69,11 +70,11 @@ class NextOut(Schema):
 
 
 class JobFilters(Schema):
-    label: str | None = None
+    label: Text(0, 200) | None = None
     enabled: bool | None = None
-    name: str | None = None
+    name: Text(0, 200) | None = None
     limit: int = paging.DEFAULT_LIMIT
-    cursor: str | None = None
+    cursor: Text(0, 1000) | None = None
 
 
 @router.get("jobs", response=JobPage, auth=auth.needs(scopes.JOBS_READ))

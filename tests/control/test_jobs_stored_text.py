@@ -123,3 +123,22 @@ def test_a_pause_reason_with_unstorable_text_is_refused(api, reason):
     refused(api.post("jobs/report/pause", {"reason": reason}), "reason: must")
 
     assert stored() == before
+
+
+@pytest.mark.parametrize("query", [{"name": NUL}, {"label": NUL}, {"cursor": NUL}])
+def test_a_job_list_filter_with_a_nul_is_refused_naming_it(api, query):
+    answer = api.get("jobs", **query)
+
+    (field,) = query
+    refused(answer, f"query.{field}: Value error, must not contain NUL")
+
+
+def test_a_calendar_name_with_a_nul_names_no_calendar(api):
+    api.put("calendars/office", CALENDAR)
+    before = stored()
+
+    assert api.get("calendars/a%00b").status_code == 404
+    assert api.get("calendars/a%00b/preview").status_code == 404
+    refused(api.put("calendars/a%00b", {}), "name: must not contain NUL")
+
+    assert stored() == before
