@@ -15,8 +15,11 @@ from django.contrib.admin.utils import get_fields_from_path
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import models, transaction
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.functional import cached_property
+from django.utils.text import capfirst
 
 import audit
 from audit.changes import diff, snapshot
@@ -154,6 +157,44 @@ class AuditedModelAdmin(FilterLookupsOnly, admin.ModelAdmin):
 
     def audit_deleted(self, request, obj):
         return self.audit(request, obj, "deleted", diff(snapshot(obj, self.audit_exclude), {}))
+
+
+class ShowsSecretOnce:
+    """A ModelAdmin mixin for rows made with a secret Croniq keeps only as its
+    hash (API keys, runner tokens). `save_model` of an add sets the new secret
+    on the object as `shown_once_secret`; the add view then answers a page
+    that shows it, once, instead of the usual redirect.
+
+    Not a message: Django keeps messages in a cookie that is signed, not
+    encrypted, so the secret would sit in the browser's cookie store and in
+    any log of request headers; and the session would keep it in the
+    database. The admin's pages are sent with `Cache-Control: no-store`.
+    """
+
+    shown_once_template = "admin/shown_once.html"
+    shown_once_note = "It is shown only now: Croniq keeps only its hash."
+
+    def response_add(self, request, obj, post_url_continue=None) -> HttpResponse:
+        secret = getattr(obj, "shown_once_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        return TemplateResponse(
+            request, self.shown_once_template, self.shown_once_context(request, obj, secret)
+        )
+
+    def shown_once_context(self, request: HttpRequest, obj, secret: str) -> dict:
+        opts = self.opts
+        admin_url = f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}"
+        return {
+            **self.admin_site.each_context(request),
+            "title": f"{capfirst(opts.verbose_name)} {obj} created",
+            "opts": opts,
+            "object": obj,
+            "secret": secret,
+            "note": self.shown_once_note,
+            "changelist_url": reverse(f"{admin_url}_changelist"),
+            "add_url": reverse(f"{admin_url}_add"),
+        }
 
 
 class CheapPaginator(Paginator):

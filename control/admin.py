@@ -1,9 +1,9 @@
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.utils import timezone
 
 from audit import permissions
-from audit.admin_mixins import AuditedModelAdmin
+from audit.admin_mixins import AuditedModelAdmin, ShowsSecretOnce
 from control import keys, scopes
 from control.models import ApiKey, hash_secret, new_secret
 
@@ -31,9 +31,11 @@ class ApiKeyForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(AuditedModelAdmin):
+class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
     """Create shows the key once; revoke ends it. A key is never edited or
     deleted: its name stays in the audit trail of what it did."""
+
+    shown_once_note = "The key is shown only now: Croniq keeps only its hash."
 
     form = ApiKeyForm
     list_display = [
@@ -72,18 +74,12 @@ class ApiKeyAdmin(AuditedModelAdmin):
         return ", ".join(key.scopes)
 
     def save_model(self, request, obj, form, change):
-        secret = None
         if not change:
-            secret = new_secret()
-            obj.secret_hash = hash_secret(secret)
+            # Shown once by the add view's answer (ShowsSecretOnce), never stored.
+            obj.shown_once_secret = new_secret()
+            obj.secret_hash = hash_secret(obj.shown_once_secret)
             obj.created_by = f"admin {request.user.get_username()}"
         super().save_model(request, obj, form, change)
-        if secret:
-            self.message_user(
-                request,
-                f"API key {obj.name!r} created. The key is shown only now: {secret}",
-                level=messages.WARNING,
-            )
 
     def has_revoke_permission(self, request):
         return permissions.allows(request.user, "apikey.revoke")

@@ -1,11 +1,11 @@
 import secrets
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
 from audit import permissions
-from audit.admin_mixins import AuditedModelAdmin
+from audit.admin_mixins import AuditedModelAdmin, ShowsSecretOnce
 from runners import identity
 from runners.models import TOKEN_PREFIX, Runner, RunnerToken, hash_secret
 
@@ -111,8 +111,10 @@ class RunnerAdmin(AuditedModelAdmin):
 
 
 @admin.register(RunnerToken)
-class RunnerTokenAdmin(AuditedModelAdmin):
+class RunnerTokenAdmin(ShowsSecretOnce, AuditedModelAdmin):
     """Create shows the secret once; revoke frees the names the token bound."""
+
+    shown_once_note = "Its secret is shown only now: Croniq keeps only its hash."
 
     list_display = ["name", "created_at", "last_used_at", "revoked_at", "runner_names"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
@@ -137,17 +139,11 @@ class RunnerTokenAdmin(AuditedModelAdmin):
         return ", ".join(r.name for r in token.runners.all()) or "—"
 
     def save_model(self, request, obj, form, change):
-        secret = None
         if not change:
-            secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-            obj.secret_hash = hash_secret(secret)
+            # Shown once by the add view's answer (ShowsSecretOnce), never stored.
+            obj.shown_once_secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+            obj.secret_hash = hash_secret(obj.shown_once_secret)
         super().save_model(request, obj, form, change)
-        if secret:
-            self.message_user(
-                request,
-                f"Token {obj.name!r} created. Its secret is shown only now: {secret}",
-                level=messages.WARNING,
-            )
 
     def has_revoke_permission(self, request):
         return permissions.allows(request.user, "token.revoke")
