@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import NoReverseMatch, reverse
@@ -19,6 +19,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST, require_safe
 
 from audit import permissions
+from calendars.validators import text_problem
 from dashboard import queries, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags
@@ -84,10 +85,23 @@ def admin_url(name, *args):
         return None
 
 
+def unsearchable(filters):
+    """A 400 naming the first filter whose text no database can search for
+    (PostgreSQL refuses a NUL even in a query), or None."""
+    for key, value in filters.items():
+        if text_problem(value):
+            return HttpResponseBadRequest(
+                f"{key}: {text_problem(value)}", content_type="text/plain; charset=utf-8"
+            )
+    return None
+
+
 @staff_page("scheduler.view_job")
 def overview(request):
     now = timezone.now()
     search = request.GET.get("q", "").strip()
+    if refused := unsearchable({"q": search}):
+        return refused
     show = request.GET.get("show", "")
     if show not in queries.JOB_FILTERS:
         show = ""
@@ -244,6 +258,8 @@ def capacity(request):
 @staff_page("audit.view_auditevent")
 def audit(request):
     filters = {key: request.GET.get(key, "").strip() for key in ("action", "actor", "target")}
+    if refused := unsearchable(filters):
+        return refused
     page = queries.audit_events(**filters, number=queries.page_number(request.GET.get("page")))
     query = urlencode({key: value for key, value in filters.items() if value})
     return render(
@@ -292,6 +308,8 @@ def pause_job(request, name):
             request,
             f"{job.name} not paused: give a reason of 1 to {PAUSE_REASON_LENGTH} characters.",
         )
+    elif text_problem(reason):
+        messages.error(request, f"{job.name} not paused: the reason {text_problem(reason)}.")
     elif operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), request.user, reason):
         messages.success(request, f"{job.name} paused: {reason}")
     else:
