@@ -1,6 +1,7 @@
 """Every dashboard page and every read call of the management API, over the
 README's apply examples and an `@business_day` job on a holiday calendar
-with a daily window: none answers 5xx.
+with a daily window: none answers 5xx, and none shows a secret-looking env
+value.
 
 The world is built the way an operator builds it (the README's YAML blocks
 through `apply`, as the docs say), so a page that breaks on what the docs
@@ -27,6 +28,7 @@ from tests.control.management_api import management_operations
 pytestmark = pytest.mark.django_db
 
 NOW = dt.datetime(2026, 12, 7, 10, 0, tzinfo=dt.UTC)
+SECRET = "hunter2-payroll"
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 # On top of the README: a job counting business days on a calendar with
@@ -48,7 +50,7 @@ PAYROLL = {
             "timezone": "Europe/Berlin",
             "command": "python payroll.py",
             "calendar": "de-office-hours",
-            "env": {"PAYROLL_DB_PASSWORD": "hunter2"},
+            "env": {"PAYROLL_DB_PASSWORD": SECRET},
             "labels": ["linux"],
         }
     ],
@@ -171,11 +173,12 @@ def test_every_dashboard_page_answers_without_a_server_error(viewer, world):
     assert reverse("dashboard:capacity") in urls
 
     with time_machine.travel(NOW, tick=False):
-        answers = {url: viewer.get(url).status_code for url in urls}
+        answers = {url: viewer.get(url) for url in urls}
 
-    assert {url: code for url, code in answers.items() if code >= 500} == {}
-    assert answers[reverse("dashboard:capacity")] == 200
-    assert answers[reverse("dashboard:job", args=["payroll"])] == 200
+    assert {url: a.status_code for url, a in answers.items() if a.status_code >= 500} == {}
+    assert [url for url, a in answers.items() if SECRET.encode() in a.content] == []
+    assert answers[reverse("dashboard:capacity")].status_code == 200
+    assert answers[reverse("dashboard:job", args=["payroll"])].status_code == 200
 
 
 def test_every_read_call_of_the_api_answers_without_a_server_error(client, world):
