@@ -30,6 +30,11 @@ they would be re-parented beyond its reach. The agent's own kills (timeout,
 cancel, fencing, shutdown: job.py) reach them the same way, through
 `terminate` and `kill_all`, and SIGKILL the supervisor last. Elsewhere (no
 /proc, no subreaper) the process group is all that is ended, as before.
+The supervisor, not the agent, is the subreaper: the agent would have to
+reap every orphan, and would take the exit statuses its `subprocess`
+objects wait for. What escapes still: a process a job has started after
+SIGKILLing its own supervisor, which only a job run as the agent's user
+can do (with --user the supervisor stays root, out of the job's reach).
 
 With --user the job runs as that account (as root only): the supervisor
 stays root, so the job can neither signal it nor read the agent's /proc.
