@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from calendars.periods import Period
+from calendars.periods import RANGE_PROBLEM, Period, out_of_range
 from calendars.rules import CalendarRules, RulesError, holiday_problem
 from calendars.validators import validate_stored_text, validate_timezone
 
@@ -241,6 +241,7 @@ class CalendarPeriod(models.Model):
 
     def clean(self):
         validate_stored_text(self)
+        self._validate_range()
         dates = (self.start_date, self.end_date)
         instants = (self.start_at, self.end_at)
         if any(v is not None for v in dates) and any(v is not None for v in instants):
@@ -257,3 +258,14 @@ class CalendarPeriod(models.Model):
                 raise ValidationError({field: f"the period starts ({start}) after it ends ({end})"})
         if all(v is None for v in dates + instants):
             raise ValidationError("a period needs start and end dates (or start and end times)")
+
+    def _validate_range(self):
+        """Each end within the years 1970 to 9000: near the ends of time, the
+        calendar math (a day past the end, a zone's offset) would overflow."""
+        errors = {
+            field: RANGE_PROBLEM
+            for field in ("start_date", "end_date", "start_at", "end_at")
+            if getattr(self, field) is not None and out_of_range(getattr(self, field))
+        }
+        if errors:
+            raise ValidationError(errors)

@@ -2,9 +2,25 @@
 
 import bisect
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 from calendars.zones import ONE_DAY, RulesError, local_midnight, to_utc
+
+# The instants and dates people may give (periods here, instants in the
+# management API): far enough apart for any schedule, near enough that
+# converting to UTC or another zone, a day past a period's end, or a
+# schedule's horizon never leaves the range datetime can hold.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+RANGE_PROBLEM = "must lie between the years 1970 and 9000"
+
+
+def out_of_range(value):
+    """Whether a date or a datetime lies outside [EARLIEST, LATEST]; a
+    naive datetime is left to the checks that ask for an offset."""
+    if isinstance(value, datetime):
+        return value.tzinfo is not None and not EARLIEST <= value <= LATEST
+    return not EARLIEST.date() <= value <= LATEST.date()
 
 
 @dataclass(frozen=True)

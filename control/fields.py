@@ -1,27 +1,24 @@
 """Input types of the management API's calls: values the database can hold,
 so bad input is a 422 naming the field, never a 500 from the database."""
 
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Annotated
 
 from ninja import Path
 from ninja.errors import HttpError
 from pydantic import AfterValidator, AwareDatetime, Field
 
+from calendars.periods import RANGE_PROBLEM, out_of_range
 from runners.api import Text
 
 ID_MAX = 2**63 - 1
-# Far enough apart for any schedule, near enough that converting to UTC
-# (or a step of a microsecond) never leaves the range datetime can hold.
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def within_range(value):
     """The instant in UTC: PostgreSQL refuses offsets past 15:59 that Python
     accepts (+16:00 was a 500), and the instant is the same."""
-    if not EARLIEST <= value <= LATEST:
-        raise ValueError("must lie between the years 1970 and 9000")
+    if out_of_range(value):
+        raise ValueError(RANGE_PROBLEM)
     return value.astimezone(UTC)
 
 
