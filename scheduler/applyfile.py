@@ -16,15 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import ProtectedError
 
 import audit
 from audit.changes import masked_diff
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
-from calendars.rules import RulesError
+from calendars.rules import CalendarRules, RulesError
 from calendars.validators import text_problems
+from scheduler import chain_graph, job_edits
 from scheduler.applyitems import (
     CALENDAR_KEYS,
     GROUP_KEYS,
@@ -48,7 +50,7 @@ from scheduler.applyitems import (
     whole_number,
 )
 from scheduler.calendar_changes import jobs_on_calendars
-from scheduler.cron import ScheduleError
+from scheduler.cron import ScheduleError, never_fires_reason
 from scheduler.models import ConcurrencyGroup, Job
 
 BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
@@ -56,10 +58,18 @@ BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
 # or over HTTP (the API's body limit, Django's DATA_UPLOAD_MAX_MEMORY_SIZE,
 # is the same 2.5 MB): a bound on the work and memory one apply takes.
 MAX_DOCUMENT_CHARS = 2_621_440
+# Items one document may hold, per section (any other: MAX_OTHER_ITEMS): a
+# bound on the time an apply takes, its plan and its one write transaction.
+MAX_ITEMS = {"jobs": 5_000, "calendars": 1_000, "concurrency_groups": 1_000}
+MAX_OTHER_ITEMS = 1_000
 # The safe loader, in C when PyYAML was built with libyaml.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # How many fire times the plan shows before and after a schedule change.
 PLANNED_FIRES = 5
+# Plans made again when rows they read changed before they were written.
+PLAN_ATTEMPTS = 3
+# Names read in one query (SQLite binds at most 32,766 parameters).
+LOOKUP_BATCH = 500
 # Job fields whose change moves its fire times (enabled does not: it stops them).
 FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "jitter"})
 # [(keys, factory)] added by apps above the scheduler, in the order applied.
@@ -221,8 +231,12 @@ def check_document(document, where=""):
     if unknown:
         raise ApplyError(f"{where}unknown top-level key(s): {', '.join(sorted(unknown))}")
     for key in section_keys():
-        if not isinstance(document.get(key) or [], list):
+        items = document.get(key) or []
+        if not isinstance(items, list):
             raise ApplyError(f"{key}: expected a list")
+        limit = MAX_ITEMS.get(key, MAX_OTHER_ITEMS)
+        if len(items) > limit:
+            raise ApplyError(f"{key}: at most {limit:,} items in one document, got {len(items):,}")
     return document
 
 
@@ -242,28 +256,27 @@ def apply(
     `managed_source` (the file's name), and `prune` deletes only those of
     that source the document no longer lists: several files each manage
     their own. `source` is what the audit events say the document came from.
+
+    Every item is checked and the plan made first, reading only (on SQLite
+    a write transaction holds the database's write lock, and every tick,
+    heartbeat and finish waits behind it); then one short transaction
+    writes what changes. A row another writer changed between the two is
+    never overwritten: the plan is made again (at most PLAN_ATTEMPTS times).
     """
-    with transaction.atomic():
+    for _attempt in range(PLAN_ATTEMPTS):
         applier = Applier(now=now, actor=actor, source=source, managed_source=managed_source)
-        added = [(keys, factory(applier)) for keys, factory in _sections]
-        applier.apply_calendars(document.get("calendars") or [])
-        applier.apply_groups(document.get("concurrency_groups") or [])
-        applier.apply_jobs(document.get("jobs") or [])
-        for keys, section in added:
-            section.apply({key: document.get(key) or [] for key in keys})
-        if prune:
-            # What sits on jobs and calendars (a rule's calendar) goes first.
-            for _, section in reversed(added):
-                section.prune()
-            applier.prune()
+        applier.plan(document)
         if applier.errors:
+            # Refused before any write: the write lock is never taken for it.
             raise ApplyError(applier.errors)
-        applier.reschedule()
-        if dry_run:
-            transaction.set_rollback(True)
-        else:
-            applier.audit()
-    return applier.changes
+        try:
+            return applier.write(document, prune=prune, dry_run=dry_run)
+        except Conflict:
+            continue
+    raise ApplyError(
+        f"nothing applied: rows this document changes were changed by someone else "
+        f"{PLAN_ATTEMPTS} times while it was applied; apply it again"
+    )
 
 
 def apply_item(kind, item, *, now, actor, managed_by, via, source=""):
@@ -274,18 +287,37 @@ def apply_item(kind, item, *, now, actor, managed_by, via, source=""):
     if problem:
         raise ApplyError(relative_errors([problem]))
     applier = Applier(now=now, actor=actor, source=source, managed_by=managed_by, via=via)
-    write = applier.apply_job if kind == "job" else applier.apply_calendar
+    plan_item = applier.apply_job if kind == "job" else applier.apply_calendar
+    # One row: planned and written in one transaction, which reads it again.
     with transaction.atomic():
         try:
-            write("", item)
+            plan_item("", item)
         except (ValidationError, ApplyError) as e:
             raise ApplyError(item_errors(e)) from None
+        applier.write_rows()
         applier.check_chains()
         if applier.errors:
             raise ApplyError(relative_errors(applier.errors))
         applier.reschedule()
         applier.audit()
     return applier.changes[-1]
+
+
+def batched(items, size):
+    """`items` in lists of at most `size`."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def unsaved_in_chain(calendar):
+    """Whether `calendar`'s base chain holds a calendar not yet created."""
+    seen = set()
+    base = calendar.base
+    while base is not None and id(base) not in seen:
+        if base.pk is None:
+            return True
+        seen.add(id(base))
+        base = base.base
+    return False
 
 
 def describe_errors(where, error):
@@ -337,9 +369,27 @@ def item_errors(error):
     return relative_errors(error.errors)
 
 
+class Conflict(Exception):
+    """A row the plan read was changed before the plan was written."""
+
+
+@dataclass
+class Write:
+    """One row the plan writes: created, or updated in `fields` when its
+    `updated_at` is still `version` (what the plan read)."""
+
+    row: object
+    fields: list = None  # None: a new row
+    version: object = None
+    periods: list = None  # a calendar's, replacing those it had
+
+
 class Applier:
     """Checks and writes items; what it creates or updates is marked
-    `managed_by` (apply: "apply"; the management API, one item at a time: "api")."""
+    `managed_by` (apply: "apply"; the management API, one item at a time: "api").
+
+    The apply_* methods check items and plan their writes, reading only;
+    `write` (or `write_rows`) then writes them."""
 
     def __init__(
         self, now, actor, source, managed_by=ManagedBy.APPLY, via="apply", managed_source=""
@@ -357,9 +407,96 @@ class Applier:
         self.group_names = []
         self.chained = []  # [(where, job)] whose chains are checked after all jobs
         self.job_names = []
-        self.touched_calendars = set()
-        self.jobs_to_reschedule = set()
-        self.fire_changes = {}  # job pk: its Change, whose fire times moved
+        self.writes = []  # [Write] in the order they are made
+        # Rows as this document makes them, by name: what later items refer to.
+        self.planned_calendars = {}
+        self.planned_groups = {}
+        self.stored_jobs = {}  # name: the job as stored, read once for all items
+        self.rules = {}  # calendar name: its CalendarRules as this document makes them
+        self.touched_calendars = []  # calendars whose rules this document changes
+        self.jobs_to_reschedule = []
+        self.fire_changes = {}  # job name: its Change, whose fire times moved
+
+    def plan(self, document):
+        """Check every item and plan its writes, reading only."""
+        self.apply_calendars(document.get("calendars") or [])
+        self.apply_groups(document.get("concurrency_groups") or [])
+        self.apply_jobs(document.get("jobs") or [])
+
+    def write(self, document, *, prune, dry_run):
+        """Write the plan in one transaction, with the sections apps add,
+        and return the Changes; Conflict when a row planned was changed
+        since it was read, ApplyError when an item is wrong."""
+        try:
+            with transaction.atomic():
+                added = [(keys, factory(self)) for keys, factory in _sections]
+                self.write_rows()
+                self.check_chains()
+                for keys, section in added:
+                    section.apply({key: document.get(key) or [] for key in keys})
+                if prune:
+                    # What sits on jobs and calendars (a rule's calendar) goes first.
+                    for _, section in reversed(added):
+                        section.prune()
+                    self.prune()
+                if self.errors:
+                    raise ApplyError(self.errors)
+                self.reschedule()
+                if dry_run:
+                    transaction.set_rollback(True)
+                else:
+                    self.audit()
+        except IntegrityError:
+            # A row of a name the plan creates was created meanwhile.
+            raise Conflict() from None
+        return self.changes
+
+    def write_rows(self):
+        """The planned rows, after checking that none changed since the plan
+        read it (Conflict). Calendars first (in base order), then groups,
+        then jobs: each refers only to rows written before it. New jobs go
+        in a few statements, their first fire time computed already."""
+        self.check_versions()
+        new_jobs = []
+        for write in self.writes:
+            row = write.row
+            if isinstance(row, Job) and write.fields is None:
+                new_jobs.append(row)
+            elif write.fields is None:
+                row.save()
+            else:
+                row.save(update_fields=write.fields)
+            if write.periods is not None:
+                row.periods.all().delete()
+                CalendarPeriod.objects.bulk_create(
+                    CalendarPeriod(calendar=row, **p) for p in write.periods
+                )
+        for job in new_jobs:
+            if job.calendar is not None and job.calendar_id is None:
+                self.schedule_new(job)  # its calendar is new: it has a pk only now
+        Job.objects.bulk_create(new_jobs, batch_size=LOOKUP_BATCH)
+        if new_jobs:
+            job_edits.saved()  # what Job.save tells a sleeping loop, once
+
+    def schedule_new(self, job):
+        """A new job's first fire time, as Job.reschedule computes it (a new
+        job has no execution to withdraw), from its calendar as planned."""
+        if job.calendar is not None:
+            job.calendar = job.calendar  # its id, set once a new calendar is written
+            job._calendar_rules = (job.calendar_id, self.rules_of(job.calendar))
+        job.next_run_at = job.next_fire_after(self.now) if job.is_active else None
+
+    def check_versions(self):
+        """Conflict unless every row the plan updates is as it was read."""
+        planned = {}
+        for write in self.writes:
+            if write.fields is not None:
+                planned.setdefault(type(write.row), {})[write.row.pk] = write.version
+        for model, versions in planned.items():
+            for ids in batched(list(versions), LOOKUP_BATCH):
+                stored = dict(model.objects.filter(pk__in=ids).values_list("pk", "updated_at"))
+                if any(stored.get(pk) != versions[pk] for pk in ids):
+                    raise Conflict()
 
     # Calendars
 
@@ -375,27 +512,65 @@ class Applier:
                 self.errors.extend(e.errors)
 
     def apply_calendar(self, where, item):
-        values = calendar_values(where, item)
+        values = calendar_values(where, item, self.calendar_named)
         periods = [period_values(f"{where}.{k}[{i}]", k, p) for k, i, p in periods_of(where, item)]
         calendar = Calendar.objects.filter(name=item["name"]).first()
         before = calendar_state(calendar) if calendar else None
+        version = calendar.updated_at if calendar else None
         calendar = calendar or Calendar(name=item["name"])
         for key, value in values.items():
             setattr(calendar, key, value)
         calendar.managed_by = self.managed_by
         calendar.managed_source = self.managed_source
-        calendar.full_clean()
-        for period in periods:
-            CalendarPeriod(calendar=calendar, **period).full_clean(exclude=["calendar"])
-        after = calendar_state(calendar, [CalendarPeriod(**p) for p in periods])
+        # A base chain through calendars still to be created is checked for
+        # cycles by `order_by_base`: unsaved, they have no pk to compare.
+        calendar.full_clean(exclude=["base"] if unsaved_in_chain(calendar) else None)
+        planned_periods = [CalendarPeriod(calendar=calendar, **p) for p in periods]
+        for period in planned_periods:
+            period.full_clean(exclude=["calendar"])
+        after = calendar_state(calendar, planned_periods)
+        self.planned_calendars[calendar.name] = calendar
+        self.rules[calendar.name] = self.planned_rules(calendar, planned_periods)
         if before != after:
-            calendar.save()
-            calendar.periods.all().delete()
-            CalendarPeriod.objects.bulk_create(
-                CalendarPeriod(calendar=calendar, **p) for p in periods
-            )
-            self.touched_calendars.add(calendar.pk)
+            fields = None if version is None else [*values, "managed_by", "managed_source"]
+            fields = fields and [*fields, "updated_at"]
+            self.writes.append(Write(calendar, fields, version, periods))
+            self.touched_calendars.append(calendar)
         self.record_change("calendar", calendar.name, before, after, target=calendar)
+
+    def calendar_named(self, name):
+        """The calendar `name` as this document makes it, else as stored, or None."""
+        if name in self.planned_calendars:
+            return self.planned_calendars[name]
+        return Calendar.objects.filter(name=name).first()
+
+    def planned_rules(self, calendar, periods):
+        """The CalendarRules of `calendar` with `periods`, its base as this
+        document makes it: what the jobs on it are checked against."""
+        base = None
+        if calendar.base is not None:
+            base = self.rules_of(calendar.base)
+        return CalendarRules(
+            timezone=calendar.timezone,
+            weekdays=calendar.weekdays,
+            holiday_country=calendar.holiday_country,
+            holiday_subdivision=calendar.holiday_subdivision,
+            holiday_categories=tuple(calendar.holiday_categories or ()),
+            window_start=calendar.window_start,
+            window_end=calendar.window_end,
+            exclude=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.EXCLUDE),
+            include=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.INCLUDE),
+            base=base,
+            name=calendar.name,
+        )
+
+    def rules_of(self, calendar):
+        """The CalendarRules of `calendar`, read once per apply; a calendar
+        the document does not list is read as stored, on its base as planned."""
+        if calendar.name not in self.rules:
+            periods = list(calendar.periods.all())
+            self.rules[calendar.name] = self.planned_rules(calendar, periods)
+        return self.rules[calendar.name]
 
     # Concurrency groups
 
@@ -413,6 +588,7 @@ class Applier:
         budget = whole_number(f"{where}.max_concurrent", item.get("max_concurrent"), least=1)
         group = ConcurrencyGroup.objects.filter(name=item["name"]).first()
         before = group_state(group) if group else None
+        version = group.updated_at if group else None
         group = group or ConcurrencyGroup(name=item["name"])
         group.max_concurrent = budget
         group.description = item.get("description") or ""
@@ -420,14 +596,23 @@ class Applier:
         group.managed_source = self.managed_source
         group.full_clean()
         after = group_state(group)
+        self.planned_groups[group.name] = group
         if before != after:
-            group.save()
+            fields = None if version is None else [*after, "updated_at"]
+            self.writes.append(Write(group, fields, version))
         self.record_change("concurrency_group", group.name, before, after, target=group)
+
+    def group_named(self, name):
+        if name in self.planned_groups:
+            return self.planned_groups[name]
+        return ConcurrencyGroup.objects.filter(name=name).first()
 
     # Jobs
 
     def apply_jobs(self, items):
-        for where, item in self.check_items("jobs", items, JOB_KEYS):
+        checked = self.check_items("jobs", items, JOB_KEYS)
+        self.read_jobs([item["name"] for _, item in checked])
+        for where, item in checked:
             self.job_names.append(item["name"])
             try:
                 self.apply_job(where, item)
@@ -437,14 +622,37 @@ class Applier:
                 self.errors.extend(e.errors)
         self.check_chains()
 
+    def read_jobs(self, names):
+        """The stored jobs of these names, read in a few queries, not one each."""
+        rows = Job.objects.select_related("calendar", "concurrency_group")
+        for chunk in batched(names, LOOKUP_BATCH):
+            self.stored_jobs.update((job.name, job) for job in rows.filter(name__in=chunk))
+
+    def stored_job(self, name):
+        if name not in self.stored_jobs:
+            self.read_jobs([name])
+        return self.stored_jobs.get(name)
+
     def check_chains(self):
-        """The chains of the jobs written, against every job as it now
-        stands (this file's included): a missing job or a cycle is an error
-        naming the item and field."""
+        """The chains of the jobs planned, against every job as it stands
+        (this document's included): a missing job or a cycle is an error
+        naming the item and field. Read in one query; inside the write,
+        under the chain graph's lock (`chain_graph.lock`), so a chain
+        another writer stored since the plan is seen."""
+        if not self.chained:
+            return
+        if connection.in_atomic_block and any(
+            j.on_success or j.on_failure for _, j in self.chained
+        ):
+            chain_graph.lock()
+        stored = Job.objects.values_list("name", *chain_graph.FIELDS)
+        graph = {name: (s or [], f or []) for name, s, f in stored}
+        graph.update((job.name, (job.on_success, job.on_failure)) for _, job in self.chained)
         for where, job in self.chained:
             job.defer_chain_check = False
-            for key, message in job.chain_problems().items():
+            for key, message in job.chain_problems(graph).items():
                 self.errors.append(f"{where}.{key}: {message}")
+            job.defer_chain_check = True
 
     def apply_job(self, where, item):
         values = {**JOB_DEFAULTS, **item}
@@ -464,7 +672,7 @@ class Applier:
         group_name = values.pop("concurrency_group")
         group = None
         if group_name is not None:
-            group = ConcurrencyGroup.objects.filter(name=group_name).first()
+            group = self.group_named(group_name)
             if group is None:
                 raise ApplyError(
                     f"{where}.concurrency_group: no concurrency group named {quoted(group_name)}"
@@ -472,40 +680,60 @@ class Applier:
         calendar_name = values.pop("calendar")
         calendar = None
         if calendar_name is not None:
-            calendar = Calendar.objects.filter(name=calendar_name).first()
+            calendar = self.calendar_named(calendar_name)
             if calendar is None:
                 raise ApplyError(f"{where}.calendar: no calendar named {quoted(calendar_name)}")
-        job = Job.objects.filter(name=item["name"]).first()
-        before = job_state(job) if job else None
-        job = job or Job(name=item["name"])
+        stored = self.stored_job(item["name"])
+        before = job_state(stored) if stored else None
+        job = copy.copy(stored) if stored else Job(name=item["name"])
         for key, value in values.items():
             setattr(job, key, value)
         job.calendar = calendar
         job.concurrency_group = group
         job.managed_by = self.managed_by
         job.managed_source = self.managed_source
-        # Chains may name jobs later in the file: checked once all are written.
+        # Chains may name jobs later in the file: checked once all are planned.
         job.defer_chain_check = True
+        rules = self.rules_of(calendar) if calendar is not None else None
+        if calendar is not None and calendar.pk is not None:
+            job._calendar_rules = (calendar.pk, rules)  # the calendar as planned
         job.full_clean()
+        if calendar is not None and calendar.pk is None:
+            self.check_fires(where, job, rules)  # full_clean could not: no calendar yet
         self.chained.append((where, job))
         after = job_state(job)
         changed = {k for k in after if before is None or before.get(k) != after[k]}
         moves_fires = before is not None and bool(changed & FIRE_FIELDS)
-        # From the row as stored, not yet saved; only for a job whose fires move.
-        fires_before = self.fires_of(Job.objects.get(pk=job.pk)) if moves_fires else None
         if before is None:
-            job.save()
+            if calendar is None or calendar.pk is not None:
+                self.schedule_new(job)  # now, not while the write holds the lock
+            self.writes.append(Write(job))
         elif changed:
             # Only the fields the file changes: the scheduler's own fields
             # were read before the loop may have moved them on.
-            job.save(update_fields=[*sorted(changed), "updated_at"])
+            self.writes.append(Write(job, [*sorted(changed), "updated_at"], stored.updated_at))
         self.record_change("job", job.name, before, after, target=job)
         if moves_fires:
-            # "after" once rescheduled: an @every job's grid starts anew.
-            self.changes[-1].fires = {"before": fires_before}
-            self.fire_changes[job.pk] = self.changes[-1]
-        if changed & Job.SCHEDULE_FIELDS:
-            self.jobs_to_reschedule.add(job.pk)
+            # As stored; "after" once rescheduled: an @every job's grid starts anew.
+            self.changes[-1].fires = {"before": self.fires_of(stored)}
+            self.fire_changes[job.name] = self.changes[-1]
+        if before is not None and changed & Job.SCHEDULE_FIELDS:
+            self.jobs_to_reschedule.append(job)
+
+    def check_fires(self, where, job, rules):
+        """The check full_clean makes of a job whose calendar is still to be
+        created: its schedule must fire within the horizon."""
+        reason = never_fires_reason(
+            job.schedule,
+            job.timezone,
+            rules,
+            self.now,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            policy=job.calendar_policy,
+            key=job.name,
+        )
+        if reason:
+            raise ValidationError({"schedule": reason})
 
     def fires_of(self, job):
         """The job's next fire instants after `now`, counted as the loop
@@ -557,14 +785,22 @@ class Applier:
             self.record_change("calendar", calendar.name, before, None, target=target)
 
     def reschedule(self):
-        jobs = Job.objects.filter(pk__in=self.jobs_to_reschedule) | jobs_on_calendars(
-            self.touched_calendars
-        )
+        """Next fire times of the jobs whose schedule changed and of the jobs
+        on the calendars that changed, from the rules as planned."""
+        ids = {job.pk for job in self.jobs_to_reschedule}
+        # New jobs were scheduled as they were written.
+        created = {w.row.pk for w in self.writes if isinstance(w.row, Job) and w.fields is None}
+        touched = [calendar.pk for calendar in self.touched_calendars]
+        jobs = Job.objects.filter(pk__in=ids) | jobs_on_calendars(touched)
         for job in jobs.select_related("calendar").distinct():
+            if job.pk in created:
+                continue
+            if job.calendar is not None:
+                job._calendar_rules = (job.calendar_id, self.rules_of(job.calendar))
             job.reschedule(self.now)
             job.save(update_fields=["next_run_at", "updated_at"])
-            if job.pk in self.fire_changes:
-                self.fire_changes[job.pk].fires["after"] = self.fires_of(job)
+            if job.name in self.fire_changes:
+                self.fire_changes[job.name].fires["after"] = self.fires_of(job)
 
     def audit(self):
         for change in self.changes:

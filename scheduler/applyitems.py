@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
-from calendars.models import WEEKDAYS, Calendar, CalendarPeriod
+from calendars.models import WEEKDAYS, CalendarPeriod
 from scheduler.cron import EVERY_RE
 from scheduler.models import Job, validate_parameters
 
@@ -409,7 +409,7 @@ def parse_time(where, value):
         raise ApplyError(f'{where}: {quoted(value)} is not a time like "06:00"') from None
 
 
-def calendar_values(where, item):
+def calendar_values(where, item, calendar_named):
     holidays = item.get("holidays") or {}
     if not isinstance(holidays, dict):
         raise ApplyError(f"{where}.holidays: expected {{country, subdivision?, categories?}}")
@@ -423,7 +423,7 @@ def calendar_values(where, item):
     base = item.get("base")
     base_calendar = None
     if base:
-        base_calendar = Calendar.objects.filter(name=base).first()
+        base_calendar = calendar_named(base)
         if base_calendar is None:
             raise ApplyError(f"{where}.base: no calendar named {quoted(base)}")
     return {
@@ -508,7 +508,7 @@ def calendar_state(calendar, periods=None):
             calendar.window_start.isoformat() if calendar.window_start else None,
             calendar.window_end.isoformat() if calendar.window_end else None,
         ],
-        "base": calendar.base.name if calendar.base_id else None,
+        "base": calendar.base.name if calendar.base is not None else None,
         "managed_by": calendar.managed_by,
         "managed_source": calendar.managed_source,
         "periods": sorted(
@@ -530,7 +530,7 @@ def job_state(job):
         "timezone": job.timezone,
         "command": job.command,
         "env": dict(job.env),
-        "calendar": job.calendar.name if job.calendar_id else None,
+        "calendar": job.calendar.name if job.calendar is not None else None,
         "calendar_policy": job.calendar_policy,
         "labels": list(job.labels),
         "singleton": job.singleton,
@@ -540,7 +540,9 @@ def job_state(job):
         "jitter": job.jitter,
         "run_on": job.run_on,
         "stagger": job.stagger,
-        "concurrency_group": job.concurrency_group.name if job.concurrency_group_id else None,
+        "concurrency_group": (
+            job.concurrency_group.name if job.concurrency_group is not None else None
+        ),
         "timeout": job.timeout,
         "retries": job.retries,
         "retry_backoff": job.retry_backoff,
