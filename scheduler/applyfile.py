@@ -21,8 +21,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import ProtectedError
 
-import audit
 from audit.changes import masked_diff
+from audit.recording import event_of, record_many
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
 from calendars.rules import CalendarRules, RulesError
 from calendars.validators import text_problems
@@ -535,7 +535,8 @@ class Applier:
             fields = None if version is None else [*values, "managed_by", "managed_source"]
             fields = fields and [*fields, "updated_at"]
             self.writes.append(Write(calendar, fields, version, periods))
-            self.touched_calendars.append(calendar)
+            if version is not None:  # a new calendar has no jobs but this document's new ones
+                self.touched_calendars.append(calendar)
         self.record_change("calendar", calendar.name, before, after, target=calendar)
 
     def calendar_named(self, name):
@@ -803,22 +804,28 @@ class Applier:
                 self.fire_changes[job.name].fires["after"] = self.fires_of(job)
 
     def audit(self):
+        """One event per change, written together: thousands of rows of a
+        large apply are a few statements, not thousands."""
+        events = []
         for change in self.changes:
             if change.action == "unchanged":
                 continue
             verb = {"create": "created", "update": "changed", "delete": "deleted"}[change.action]
-            audit.record(
-                f"{change.kind}.{verb}",
-                target=change.target,
-                actor=self.actor,
-                at=self.now,
-                data={
-                    "name": change.name,
-                    "diff": change.diff,
-                    "via": self.via,
-                    "source": self.source,
-                },
+            events.append(
+                event_of(
+                    f"{change.kind}.{verb}",
+                    target=change.target,
+                    actor=self.actor,
+                    at=self.now,
+                    data={
+                        "name": change.name,
+                        "diff": change.diff,
+                        "via": self.via,
+                        "source": self.source,
+                    },
+                )
             )
+        record_many(events)
 
     # Helpers
 
