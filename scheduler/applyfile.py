@@ -1,8 +1,10 @@
 """Jobs and calendars as code: `manage.py apply FILE` (DESIGN.md §5).
 
-The whole file is validated and applied in one transaction: the first bad
-item rolls everything back, and errors name the item and field
-("jobs[3].schedule: ..."). Applying the same file twice changes nothing.
+The whole file is validated, reading only, and then applied in one short
+transaction: a bad item means nothing is written, and errors name the item
+and field ("jobs[3].schedule: ..."). Applying the same file twice changes
+nothing. Documents are bounded (MAX_DOCUMENT_CHARS, MAX_ITEMS) and YAML
+anchors and aliases are refused.
 
 Apps above the scheduler add top-level sections of their own (the
 notifications app: `channels` and `notify`, DESIGN.md §9) with
