@@ -140,3 +140,19 @@ def test_the_api_answers_a_section_past_its_bound_with_422(client):
     assert answer.status_code == 422
     assert answer.json()["detail"] == "jobs: at most 5,000 items in one document, got 5,001"
     assert not Job.objects.exists()
+
+
+def test_jobs_moved_onto_a_calendar_and_a_group_the_document_creates_are_written_on_them():
+    applyfile.apply(document(jobs=3), now=NOW)
+    moved = document(jobs=3)
+    moved["calendars"].append({"name": "weekend", "weekdays": ["sat", "sun"]})
+    moved["concurrency_groups"] = [{"name": "night", "max_concurrent": 1}]
+    for job in moved["jobs"]:
+        job.update(calendar="weekend", concurrency_group="night")
+
+    applyfile.apply(moved, now=NOW)
+
+    stored = Job.objects.select_related("calendar", "concurrency_group")
+    assert {(j.calendar.name, j.concurrency_group.name) for j in stored} == {("weekend", "night")}
+    # Sat 5 Dec 2026, 06:00 UTC: the first weekend morning after NOW.
+    assert {j.next_run_at.date() for j in stored} == {dt.date(2026, 12, 5)}
