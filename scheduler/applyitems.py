@@ -208,8 +208,13 @@ JOB_FIELDS = (
         None,
     ),
     Field("timeout", "seconds", "The run is killed after it; none: no limit.", None),
-    Field("retries", "whole number", "Retries after a failed run.", 0),
-    Field("retry_backoff", "seconds", "Before the first retry; doubles each time.", 30),
+    Field("retries", "whole number", "Retries after a failed run (at most 100).", 0),
+    Field(
+        "retry_backoff",
+        "seconds",
+        "Before the first retry; doubles each time (at most 86400; no retry waits over a day).",
+        30,
+    ),
     Field(
         "misfire_policy",
         "run_once | skip | run_all",

@@ -27,7 +27,12 @@ Errors name the item and the field as the file writes them
 (`calendars[0].holidays.country: ...`).
 
 Durations are whole seconds (`900`) or `@every`'s texts (`45s`, `30m`,
-`1h30m`, `2d`); secret references are `${ENV_NAME}` or `file:/path`.
+`1h30m`, `2d`); secret references are `file:/run/secrets/NAME` (a file
+under CRONIQ_SECRETS_DIR) or `${CRONIQ_SECRET_NAME}`.
+
+A document is YAML without anchors or aliases (`&name`, `*name`: write the
+value out), or JSON; at most 2.5 MB, with at most 5,000 jobs, 1,000
+calendars, 1,000 concurrency groups and 1,000 items of any other section.
 """
 
 BUILT_IN = {
