@@ -161,7 +161,7 @@ def _check_secret(secret):
     if secret is None:
         return None
     if not isinstance(secret, str):
-        return "a reference such as ${CRONIQ_HOOK_SECRET} or file:/run/secrets/hook"
+        return "a reference such as file:/run/secrets/hook or ${CRONIQ_SECRET_HOOK}"
     try:
         secrets.validate_reference(secret)
     except ValueError as error:

@@ -204,6 +204,16 @@ def test_a_literal_secret_is_never_echoed():
     assert "hunter2" not in problems["secret"]
 
 
+def test_the_reference_a_refusal_suggests_is_one_a_channel_may_read(settings):
+    """The example in the message must itself pass the limits on references."""
+    from notifications import secrets
+
+    problem = channels.validate("webhook", {"url": "https://h.example", "secret": 42})["secret"]
+    examples = problem.removeprefix("a reference such as ").split(" or ")
+    assert len(examples) == 2
+    assert all(secrets.forbidden(example) is None for example in examples)
+
+
 def test_a_url_held_in_a_secret_is_never_echoed(monkeypatch):
     monkeypatch.setenv("CRONIQ_SECRET_BAD_HOOK", "gopher://secret-token@h.example")
     problems = channels.validate("slack", {"url": "${CRONIQ_SECRET_BAD_HOOK}"})
