@@ -1,4 +1,4 @@
-"""Management API benchmarks (DESIGN.md §8). Prints one JSON line per figure:
+"""Management API benchmarks (docs/design.md §8). Prints one JSON line per figure:
 
 - jobs_page: `GET /api/v1/jobs?limit=100`, the first page, with 2,000 jobs
   (p50, target <= 20 ms). Skipped when this build has no jobs list.

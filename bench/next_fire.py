@@ -141,7 +141,7 @@ def bench_never_fires():
 
 def bench_business_day_months():
     """120 consecutive months of `@business_day -1 18:00` (each fire the next
-    `after`), on de-by-workdays alone and with the DESIGN.md calendar's daily
+    `after`), on de-by-workdays alone and with the docs/design.md calendar's daily
     window and Christmas freeze (those make each day's check an interval search)."""
     plain = CalendarRules(
         timezone="Europe/Berlin",

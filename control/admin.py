@@ -12,7 +12,7 @@ class ApiKeyForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
         choices=[(scope, scope) for scope in scopes.ALL],
         widget=forms.CheckboxSelectMultiple,
-        help_text="What the key may do (DESIGN.md §8); admin is all of it.",
+        help_text="What the key may do (docs/design.md §8); admin is all of it.",
     )
 
     class Meta:

@@ -1,4 +1,4 @@
-"""The management API's routers (DESIGN.md §8), mounted at /api/v1/ beside
+"""The management API's routers (docs/design.md §8), mounted at /api/v1/ beside
 the runner protocol by `croniq_project.api`. Each call names its scope with
 `auth=needs(...)` (control.auth)."""
 

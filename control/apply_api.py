@@ -1,6 +1,6 @@
 """`POST /api/v1/apply`: an apply document over HTTP, planned and applied by
 the code behind `manage.py apply` (scheduler.applyfile), all or nothing and
-audited; it needs both jobs:write and calendars:write (DESIGN.md §8), and
+audited; it needs both jobs:write and calendars:write (docs/design.md §8), and
 notifications:write as well when the document has a `channels:` or
 `notify:` section or its prune would delete a channel or rule: a channel
 sends what it reads to the URL it names, so writing one is not a jobs
@@ -38,7 +38,7 @@ YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yam
 DOCUMENT_BODY = {
     "requestBody": {
         "required": True,
-        "description": "The apply document (DESIGN.md §5): JSON, or the YAML file as it is.",
+        "description": "The apply document (docs/design.md §5): JSON, or the YAML file as it is.",
         "content": {
             "application/json": {"schema": {"type": "object"}, "example": examples.APPLY_DOCUMENT},
             "application/yaml": {"schema": {"type": "string"}, "example": examples.APPLY_YAML},

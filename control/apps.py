@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class ControlConfig(AppConfig):
-    """The management API (DESIGN.md §8): API keys with scopes, and the calls
+    """The management API (docs/design.md §8): API keys with scopes, and the calls
     that drive Croniq from outside the admin."""
 
     name = "control"

@@ -1,4 +1,4 @@
-"""The audit trail over the management API (DESIGN.md §8): newest first,
+"""The audit trail over the management API (docs/design.md §8): newest first,
 filtered by action prefix, actor, target and time."""
 
 from datetime import datetime

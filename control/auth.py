@@ -1,4 +1,4 @@
-"""`Authorization: Bearer <api key>` for the management API (DESIGN.md §8).
+"""`Authorization: Bearer <api key>` for the management API (docs/design.md §8).
 
 An unknown, revoked or expired key, or a runner token, is 401; a key without
 the call's scope is 403 `needs scope ...`, before the view runs, so a refused
@@ -23,7 +23,7 @@ TOUCH_INTERVAL = timedelta(minutes=1)
 class ApiKeyAuth(HttpBearer):
     # /api/docs names the scheme after the class ("ApiKeyAuth"), beside the
     # runner protocol's "RunnerAuth".
-    openapi_description = "An API key (DESIGN.md §8): `Authorization: Bearer crk_...`."
+    openapi_description = "An API key (docs/design.md §8): `Authorization: Bearer crk_...`."
 
     def __init__(self, *scopes, in_db_thread=False):
         super().__init__()

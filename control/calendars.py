@@ -1,4 +1,4 @@
-"""Calendars through the management API (DESIGN.md §8): the fields of the
+"""Calendars through the management API (docs/design.md §8): the fields of the
 apply file, checked and written by the code `manage.py apply` runs; PUT
 creates or replaces. Ownership as for jobs (control.ownership)."""
 

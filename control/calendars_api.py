@@ -1,5 +1,5 @@
 """`/api/v1/calendars`: list, read, create or replace, and preview the
-allowed time of calendars, addressed by name (DESIGN.md §8). The rules are
+allowed time of calendars, addressed by name (docs/design.md §8). The rules are
 in control.calendars."""
 
 from datetime import datetime

@@ -1,4 +1,4 @@
-"""`/api/v1/dead-letters` (DESIGN.md §8, §10): executions that exhausted
+"""`/api/v1/dead-letters` (docs/design.md §8, §10): executions that exhausted
 their retries, their replay (409 `stale replay` past CRONIQ_REPLAY_MAX_AGE
 without force) and their discard, one or in bulk. The rules are in
 scheduler.dead_letter_actions."""

@@ -1,4 +1,4 @@
-"""`/api/v1/executions` (DESIGN.md §8): the history of runs, their logs, and
+"""`/api/v1/executions` (docs/design.md §8): the history of runs, their logs, and
 an operator's cancel and retry.
 
 Mounted at /v1/ as "executions/...", beside the runner protocol's

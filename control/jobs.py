@@ -1,4 +1,4 @@
-"""Jobs through the management API (DESIGN.md §8).
+"""Jobs through the management API (docs/design.md §8).
 
 A job in the API has the fields of the apply file, checked by the very code
 `manage.py apply` runs (`scheduler.applyfile.apply_item`), so both accept

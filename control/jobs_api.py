@@ -1,5 +1,5 @@
 """`/api/v1/jobs`: list, create, read, change, delete, pause, resume and
-the next fire times of jobs, addressed by name (DESIGN.md §8). The rules
+the next fire times of jobs, addressed by name (docs/design.md §8). The rules
 are in control.jobs; each view names its scope."""
 
 from datetime import datetime

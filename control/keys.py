@@ -1,7 +1,7 @@
 """Issuing and revoking API keys, audited, for the admin and the API.
 
 A key may mint another only within its own reach: no scope it does not
-cover, no expiry later than its own (DESIGN.md §8, "a key can never mint a
+cover, no expiry later than its own (docs/design.md §8, "a key can never mint a
 broader key").
 """
 

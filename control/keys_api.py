@@ -1,4 +1,4 @@
-"""API keys over the API (an extension of DESIGN.md §8): any key may mint a
+"""API keys over the API (an extension of docs/design.md §8): any key may mint a
 key within its own reach; listing and revoking need `admin`."""
 
 from datetime import datetime

@@ -1,4 +1,4 @@
-"""`/api/v1/maintenance`: read and set maintenance mode (DESIGN.md §10),
+"""`/api/v1/maintenance`: read and set maintenance mode (docs/design.md §10),
 the global switch and the windows not yet ended. The rules are in
 scheduler.maintenance; every change is audited with the key as actor."""
 

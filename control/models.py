@@ -38,7 +38,7 @@ class ApiKey(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
-    scopes = models.JSONField(default=list, help_text="What the key may do (DESIGN.md §8).")
+    scopes = models.JSONField(default=list, help_text="What the key may do (docs/design.md §8).")
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)

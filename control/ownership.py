@@ -1,4 +1,4 @@
-"""Who may write a job or a calendar through the API (DESIGN.md §8).
+"""Who may write a job or a calendar through the API (docs/design.md §8).
 
 What `apply` manages belongs to the file: an API write to it is refused
 (409) unless the call adopts it, which hands it to the API (audited

@@ -1,4 +1,4 @@
-"""Cursor paging for the management API's lists (DESIGN.md §8): `?limit=`
+"""Cursor paging for the management API's lists (docs/design.md §8): `?limit=`
 (default 50, at most 500) and an opaque `?cursor=`; the answer is
 `{"items": [...], "next_cursor": str or null}`.
 

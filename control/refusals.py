@@ -1,4 +1,4 @@
-"""How a refused operation is answered (DESIGN.md §8): bad input 422 naming
+"""How a refused operation is answered (docs/design.md §8): bad input 422 naming
 the field, a full queue 429 with Retry-After, any other refusal 409; always
 `{"detail": ...}`, and nothing changed."""
 

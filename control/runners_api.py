@@ -1,4 +1,4 @@
-"""Runners over the management API (DESIGN.md §8): list them, drain, resume
+"""Runners over the management API (docs/design.md §8): list them, drain, resume
 or forget one, as the admin's actions do (runners.identity).
 
 Mounted under /v1/ beside the runner protocol's /v1/runners/ routes, with

@@ -1,5 +1,5 @@
 """Shapes shared by the management API's calls: text that the database can
-store, the error bodies (DESIGN.md §4) and the paging query (§8)."""
+store, the error bodies (docs/design.md §4) and the paging query (§8)."""
 
 from typing import Annotated, Any
 

@@ -1,4 +1,4 @@
-"""What an API key may do (DESIGN.md §8): each call needs one scope, and
+"""What an API key may do (docs/design.md §8): each call needs one scope, and
 `admin` holds them all."""
 
 JOBS_READ = "jobs:read"

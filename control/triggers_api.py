@@ -1,4 +1,4 @@
-"""`POST /api/v1/jobs/{name}/trigger` and `.../backfill` (DESIGN.md §8):
+"""`POST /api/v1/jobs/{name}/trigger` and `.../backfill` (docs/design.md §8):
 running a job outside its schedule. The rules are in scheduler.triggers and
 scheduler.backfill; this module reads the call and shapes the answer."""
 

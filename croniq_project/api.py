@@ -1,6 +1,6 @@
 """The single NinjaAPI; each app contributes a Router (STYLE.md, "Layout").
 
-Errors are answered once, here, as JSON `{"detail": "..."}` (DESIGN.md §4):
+Errors are answered once, here, as JSON `{"detail": "..."}` (docs/design.md §4):
 bad input never becomes a 500.
 """
 

@@ -76,7 +76,7 @@ def refused_host(request):
     """A JSON 400 for a Host header Django refuses, or None.
 
     Django's middleware would answer it with an HTML page and log a
-    traceback; a runner call answers JSON (DESIGN.md §4) and the refusal is
+    traceback; a runner call answers JSON (docs/design.md §4) and the refusal is
     one log line.
     """
     try:

@@ -1,4 +1,4 @@
-"""Croniq's own Prometheus series (DESIGN.md §4, "Metrics (contract)").
+"""Croniq's own Prometheus series (docs/design.md §4, "Metrics (contract)").
 
 Every value is read from the database at scrape time: persisted counters and
 histogram rows (audit.Counter, written by audit.increment / audit.observe),

@@ -156,7 +156,7 @@ class FrameOptionsMiddleware(Inline, XFrameOptionsMiddleware):
 
 class ApiErrorsMiddleware(Inline, MiddlewareMixin):
     """Errors under /api/ are JSON ({"detail": ...}), as the runner protocol
-    says (DESIGN.md §4), also where no API view answered: Django's 404 page
+    says (docs/design.md §4), also where no API view answered: Django's 404 page
     for an unknown path and django-ninja's empty 405 for a wrong method.
     A client in any language then reads every refusal the same way."""
 

@@ -173,7 +173,7 @@ CRONIQ_REPLAY_MAX_AGE = envfloat("CRONIQ_REPLAY_MAX_AGE", 7 * 24 * 3600.0, minim
 # /metrics asks for `Authorization: Bearer <token>` when set.
 CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None
 
-# Notifications (DESIGN.md §9, README "Notifications").
+# Notifications (docs/design.md §9, README "Notifications").
 # The dashboard's address as operators reach it: links in notifications.
 CRONIQ_PUBLIC_URL = (env("CRONIQ_PUBLIC_URL") or "http://localhost:8000").rstrip("/")
 # A notification that keeps failing is retried with backoff for this long.

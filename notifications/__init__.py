@@ -1,1 +1,1 @@
-"""Notifications: channels, rules and the delivery outbox (DESIGN.md §9)."""
+"""Notifications: channels, rules and the delivery outbox (docs/design.md §9)."""

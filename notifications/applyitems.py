@@ -1,5 +1,5 @@
 """Channels and notification rules as code: the `channels:` and `notify:`
-sections of an apply file (DESIGN.md §9).
+sections of an apply file (docs/design.md §9).
 
 `manage.py apply` reads them through `scheduler.applyfile.add_sections`
 (registered in `NotificationsConfig.ready`), in the transaction that applies
@@ -87,7 +87,7 @@ RULE_FIELDS = (
     Field(
         "events",
         "list of event names",
-        "The events it routes (DESIGN.md §9), e.g. [execution.given_up, job.failing].",
+        "The events it routes (docs/design.md §9), e.g. [execution.given_up, job.failing].",
         REQUIRED,
     ),
     Field("channels", "list of channel names", "Where it sends them.", REQUIRED),
@@ -123,7 +123,7 @@ RULE_DEFAULTS = defaults(RULE_FIELDS)
 
 
 def event_names(where, value):
-    """A non-empty list of DESIGN.md §9 event names, each once."""
+    """A non-empty list of docs/design.md §9 event names, each once."""
     if not isinstance(value, list) or not value:
         raise ApplyError(f"{where}: required: a list of event names, e.g. [job.failing]")
     for name in value:

@@ -1,4 +1,4 @@
-"""Delivering one notification on one channel (DESIGN.md §9): email, signed
+"""Delivering one notification on one channel (docs/design.md §9): email, signed
 webhooks, and chat webhooks (Slack, Mattermost, Rocket.Chat, Teams, Discord).
 
 No database here: a channel is a kind and a config dict, a notification is
@@ -39,7 +39,7 @@ FIELDS = {
     "slack": ("url", "format", "username", "timeout"),
 }
 REQUIRED = {"email": ("to",), "webhook": ("url",), "slack": ("url",)}
-DEFAULT_TIMEOUT = 5.0  # seconds, DESIGN.md §9
+DEFAULT_TIMEOUT = 5.0  # seconds, docs/design.md §9
 MAX_TIMEOUT = 60.0
 # Croniq writes these itself: a channel's own headers may not replace them.
 RESERVED_HEADERS = {"content-type", "content-length", "host", "transfer-encoding"}

@@ -1,4 +1,4 @@
-"""Delivering the outbox (DESIGN.md §9): due notifications, sent at least once.
+"""Delivering the outbox (docs/design.md §9): due notifications, sent at least once.
 
 A notification is delivered under a claim (a lease): `claimed_by` names the
 claim, `claimed_until` says when it lapses. Claims are short database

@@ -8,7 +8,7 @@ for tomorrow's. Its members become `digested` and point to it (`group`), so
 running the step twice, even in the same minute, sends nothing twice.
 
 The digest is a Notification named "digest" whose body's "event" is
-"digest": an addition to DESIGN.md §9's event names, like incident.grouped.
+"digest": an addition to docs/design.md §9's event names, like incident.grouped.
 """
 
 import datetime as dt

@@ -1,5 +1,5 @@
 """What a notification says: one line an operator understands at 03:00, and
-the DESIGN.md §9 body around it.
+the docs/design.md §9 body around it.
 
 The body is fixed when the event is routed, so every retry of a delivery
 sends the same bytes. Times read in settings.TIME_ZONE, the dashboard's.

@@ -1,4 +1,4 @@
-"""Channels, rules, mutes, and the two tables of the outbox (DESIGN.md §9).
+"""Channels, rules, mutes, and the two tables of the outbox (docs/design.md §9).
 
 An Event is a fact ("billing-sync failed for good"), written in the
 transaction of the state change that caused it (`scheduler.events`). The
@@ -232,7 +232,7 @@ class Notification(models.Model):
     # runner.* notification has its runner's name (its throttle's subject).
     pool = models.CharField(max_length=500, blank=True)
     runner_name = models.CharField(max_length=100, blank=True)
-    # The DESIGN.md §9 body, fixed when routed so every retry sends the same.
+    # The docs/design.md §9 body, fixed when routed so every retry sends the same.
     message = models.JSONField(default=empty_dict)
     state = models.CharField(max_length=10, choices=STATES, default=PENDING)
     created_at = models.DateTimeField()

@@ -9,7 +9,7 @@ from notifications.models import Event
 
 
 def record_event(name, *, at, job=None, execution=None, runner=None, data=None, key=None):
-    """Write the event with snapshots of its subjects (DESIGN.md §9 body
+    """Write the event with snapshots of its subjects (docs/design.md §9 body
     shapes), so the message still reads right after a job is renamed or
     deleted. Returns the Event, or None when `key` was recorded before."""
     facts = dict(data or {})

@@ -1,4 +1,4 @@
-"""Secret references of notification channels (DESIGN.md §9).
+"""Secret references of notification channels (docs/design.md §9).
 
 A channel names its secrets and never holds them: `${ENV_NAME}` reads the
 environment, `file:/absolute/path` reads a file (a Docker or Kubernetes

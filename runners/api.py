@@ -1,4 +1,4 @@
-"""The runner HTTP protocol (DESIGN.md §4, a contract).
+"""The runner HTTP protocol (docs/design.md §4, a contract).
 
 Views stay thin: they read the clock once, hand the call to `identity`,
 `polls` or `dispatch` in a database thread, and shape the answer. Errors are

@@ -241,7 +241,7 @@ def choose(ready, labels, capacity, held, others=()):
 
 
 def assignment(execution):
-    """The contract's Assignment for a claimed execution (DESIGN.md §4)."""
+    """The contract's Assignment for a claimed execution (docs/design.md §4)."""
     job = execution.job
     return {
         "id": execution.pk,

@@ -2,7 +2,7 @@
 
 A waiting poll holds neither a worker thread nor a database connection: it
 awaits a `Waiter` in this process's `Hub`. The hub learns about new work in
-one of two ways (DESIGN.md §4, "Long-poll"):
+one of two ways (docs/design.md §4, "Long-poll"):
 
 - PostgreSQL: one LISTEN connection per web process on the `croniq_work`
   channel; whoever commits new pending executions calls

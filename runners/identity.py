@@ -3,7 +3,7 @@
 A runner's `name` is its identity across restarts; its `session` says which
 process currently speaks for it. A new session for a known name is a
 takeover: the old session's work is released at once and its next call is
-refused (DESIGN.md §4, "Identity"). A name is bound to the token that first
+refused (docs/design.md §4, "Identity"). A name is bound to the token that first
 registered it ("Credential binding").
 """
 

@@ -1,4 +1,4 @@
-"""The new-work hint between processes (DESIGN.md §4, "Long-poll").
+"""The new-work hint between processes (docs/design.md §4, "Long-poll").
 
 Whoever commits new pending executions calls `notify_new_work()`; each web
 process's hub LISTENs on `CHANNEL` (`runners.hub`). The scheduler reaches it

@@ -1,4 +1,4 @@
-"""Jobs and calendars as code: `manage.py apply FILE` (DESIGN.md §5).
+"""Jobs and calendars as code: `manage.py apply FILE` (docs/design.md §5).
 
 The whole file is validated, reading only, and then applied in one short
 transaction: a bad item means nothing is written, and errors name the item
@@ -7,7 +7,7 @@ nothing. Documents are bounded (MAX_DOCUMENT_CHARS, MAX_ITEMS) and YAML
 anchors and aliases are refused.
 
 Apps above the scheduler add top-level sections of their own (the
-notifications app: `channels` and `notify`, DESIGN.md §9) with
+notifications app: `channels` and `notify`, docs/design.md §9) with
 `add_sections`, so the scheduler reads them without importing those apps,
 and their items are applied in the same transaction as jobs and calendars.
 """

@@ -1,5 +1,5 @@
 """Backfill: executions for the past instants a job's schedule produces in a
-range, calendar applied as it is now (DESIGN.md §8).
+range, calendar applied as it is now (docs/design.md §8).
 
 They are created with run_after = now, so dispatch (ordered by run_after,
 then scheduled_for) hands them out oldest instant first.

@@ -1,4 +1,4 @@
-"""Chains: a job's run that settles starts other jobs (DESIGN.md §10).
+"""Chains: a job's run that settles starts other jobs (docs/design.md §10).
 
 `on_success` names the jobs to run when a run succeeds; `on_failure` those
 to run when it fails for good (failed, timed out or lost with no retry

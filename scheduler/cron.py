@@ -3,7 +3,7 @@
 Pure: no database, no clock. Callers pass `after` (the last scheduled instant,
 or now) and get aware UTC datetimes back.
 
-DST follows the Debian cron rule (DESIGN.md §3). A job whose hour field is
+DST follows the Debian cron rule (docs/design.md §3). A job whose hour field is
 not `*` runs at a fixed time of day: when that wall time occurs twice it fires
 once (the first occurrence), and when it does not exist it fires right after
 the gap. A job whose hour field is `*` follows absolute time through both

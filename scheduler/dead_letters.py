@@ -1,4 +1,4 @@
-"""Dead letters: executions that exhausted their retries (DESIGN.md §10).
+"""Dead letters: executions that exhausted their retries (docs/design.md §10).
 
 An attempt that failed, timed out or was lost with no retry to follow lands
 here, in the transaction that settles it (`lifecycle.after_final`), with its

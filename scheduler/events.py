@@ -5,10 +5,10 @@ ends or a runner goes dark, but not who wants to hear it. An app above them
 that does (`NotificationsConfig.ready`) registers a sink; `emit(...)` hands
 each event to every sink *inside the caller's transaction*, so the record of
 the event commits or rolls back with the state change that caused it
-(DESIGN.md §9: an outbox that loses nothing and invents nothing). With no
+(docs/design.md §9: an outbox that loses nothing and invents nothing). With no
 sink registered, emitting does nothing.
 
-Event names are DESIGN.md §9's.
+Event names are docs/design.md §9's.
 """
 
 NAMES = (

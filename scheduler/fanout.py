@@ -1,4 +1,4 @@
-"""`run_on: all`: an occurrence runs on every matching runner (DESIGN.md §10).
+"""`run_on: all`: an occurrence runs on every matching runner (docs/design.md §10).
 
 An occurrence of a run-on-all job becomes one execution per runner that is
 online (not draining) when it fires and carries all the job's labels, each

@@ -1,5 +1,5 @@
 """Concurrency groups at claim time: a group's jobs never run more than its
-budget at once, across every web process (DESIGN.md §10).
+budget at once, across every web process (docs/design.md §10).
 
 A claim transaction builds one `Budget`. Before choosing work it leaves
 out the groups that are full (a plain read, so work outside them, and in

@@ -1,4 +1,4 @@
-"""Maintenance mode (DESIGN.md §10): no claims inside an active window;
+"""Maintenance mode (docs/design.md §10): no claims inside an active window;
 schedules keep advancing.
 
 A `Maintenance` is what is stored, read once per operation (`load(now)`);

@@ -86,7 +86,7 @@ class Job(models.Model):
         (SKIP, "skip missed occurrences"),
         (RUN_ALL, "run every missed occurrence (capped)"),
     ]
-    # Overlap policies (DESIGN.md §10): what an occurrence due while the
+    # Overlap policies (docs/design.md §10): what an occurrence due while the
     # job has a run live does. `singleton` is `skip`'s older name.
     ALLOW = "allow"
     QUEUE = "queue"
@@ -97,7 +97,7 @@ class Job(models.Model):
         (QUEUE, "queue: at most max_concurrent at once, the rest wait in order"),
         (REPLACE, "replace: cancel the running one, then start"),
     ]
-    # Where an occurrence runs (DESIGN.md §10): on one matching runner, or
+    # Where an occurrence runs (docs/design.md §10): on one matching runner, or
     # on every matching runner online at its instant.
     ONE = "one"
     ALL = "all"

@@ -1,5 +1,5 @@
 """What a settled execution means for its job: the health record and the
-events an operator may want to hear about (DESIGN.md §9).
+events an operator may want to hear about (docs/design.md §9).
 
 Called inside the transaction that settles the execution
 (`lifecycle.after_final`, and the success fast path in runners.dispatch), so

@@ -1,5 +1,5 @@
 """Overlap policies: what an occurrence does while runs of its job are live
-(DESIGN.md §10). The fire step and manual runs decide here, holding the
+(docs/design.md §10). The fire step and manual runs decide here, holding the
 job's row lock, so two loops never decide for the same job at once.
 
 - allow: pending at once.

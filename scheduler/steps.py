@@ -6,7 +6,7 @@ Each app that has periodic work declares it on its AppConfig:
         return [Step("reaped", reap_expired_leases)]
 
 `scheduler_loop` runs every step that is due, each isolated from the others
-(DESIGN.md §1). The scheduler imports nothing from the apps above it: they
+(docs/design.md §1). The scheduler imports nothing from the apps above it: they
 hand it their steps (and learn about new work through `scheduler.notifier`).
 Apps below the scheduler (audit) cannot import `Step`: a plain
 `(name, run, every, until, idle_every)` tuple (or its first fields) is

@@ -4,7 +4,7 @@
 tests call them with fixed instants.
 Any number of loops may run at once: every unit claims its rows with a
 conditional update or `select_for_update(skip_locked=True)`, and the unique
-constraints on Execution are the backstop (DESIGN.md §2).
+constraints on Execution are the backstop (docs/design.md §2).
 """
 
 import logging

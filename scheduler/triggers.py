@@ -1,4 +1,4 @@
-"""Manual triggers from outside (the management API's `trigger`, DESIGN.md §8):
+"""Manual triggers from outside (the management API's `trigger`, docs/design.md §8):
 idempotency keys, a bound on the pending queue, env overrides limited to the
 job's declared `parameters`.
 

@@ -1,4 +1,4 @@
-"""Croniq's import structure (DESIGN.md §1), read from the source with `ast`.
+"""Croniq's import structure (docs/design.md §1), read from the source with `ast`.
 
 Every import counts, also one inside a function: a lazy import still ties
 two modules together. The apps depend downward only (audit and calendars at

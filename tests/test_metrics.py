@@ -1,4 +1,4 @@
-"""Croniq's series on /metrics (DESIGN.md §4, "Metrics (contract)"), read back
+"""Croniq's series on /metrics (docs/design.md §4, "Metrics (contract)"), read back
 through prometheus_client's own parser from rows in a real database."""
 
 from datetime import UTC, datetime, timedelta

@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=100, unique=True)),
                 ('secret_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('scopes', models.JSONField(default=list, help_text='What the key may do (DESIGN.md §8).')),
+                ('scopes', models.JSONField(default=list, help_text='What the key may do (docs/design.md §8).')),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('created_by', models.CharField(blank=True, editable=False, max_length=200)),
                 ('expires_at', models.DateTimeField(blank=True, null=True)),

@@ -1,4 +1,4 @@
-"""croniq-runner: the agent that runs Croniq's jobs on a machine (DESIGN.md §4
+"""croniq-runner: the agent that runs Croniq's jobs on a machine (docs/design.md §4
 and §5). Standard library and requests only: no Django, no server code.
 
 The version is the server's too (both pyproject.toml files carry it); it

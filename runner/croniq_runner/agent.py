@@ -1,4 +1,4 @@
-"""croniq-runner: the reference runner agent (DESIGN.md §4 and §5).
+"""croniq-runner: the reference runner agent (docs/design.md §4 and §5).
 
 Imports only the standard library and requests, so it runs on any machine
 with Python. Threads:

@@ -1,4 +1,4 @@
-"""`croniq`: the management API (DESIGN.md §8) from a shell (DESIGN.md §5).
+"""`croniq`: the management API (docs/design.md §8) from a shell (docs/design.md §5).
 
     croniq [--server URL] [--api-key-file PATH] [--json] GROUP VERB ...
 

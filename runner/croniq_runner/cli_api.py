@@ -1,4 +1,4 @@
-"""The management API (DESIGN.md §8) as the `croniq` CLI calls it: the API
+"""The management API (docs/design.md §8) as the `croniq` CLI calls it: the API
 key, the answers sorted into the CLI's exit codes, a short retry while the
 server is unreachable, and lists followed page by page.
 
@@ -12,7 +12,7 @@ import requests
 
 from croniq_runner import __version__
 
-# Exit codes of `croniq` (DESIGN.md §5).
+# Exit codes of `croniq` (docs/design.md §5).
 EXIT_OK = 0
 EXIT_REFUSED = 1  # a 4xx other than 401/403: the API's detail is printed
 EXIT_USAGE = 2

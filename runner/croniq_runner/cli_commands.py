@@ -1,5 +1,5 @@
 """What each `croniq` command does: one or two calls of the management API
-(DESIGN.md §8), and what it prints. Each command takes the Api, the parsed
+(docs/design.md §8), and what it prints. Each command takes the Api, the parsed
 arguments and the output and error streams, and returns the exit code;
 a call that fails raises cli_api.Failed with the exit code it means."""
 

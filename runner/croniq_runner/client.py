@@ -1,4 +1,4 @@
-"""The runner protocol over HTTP (DESIGN.md §4), seen from the agent.
+"""The runner protocol over HTTP (docs/design.md §4), seen from the agent.
 
 Every answer is sorted into what the agent does about it: retry later
 (Transient), give up on this identity (Unauthorized, Conflict on the runner),

@@ -1,4 +1,4 @@
-"""Command line and environment of croniq-runner (DESIGN.md §5).
+"""Command line and environment of croniq-runner (docs/design.md §5).
 
 A flag wins over its environment variable, which wins over the default.
 Standard library only.

@@ -1,4 +1,4 @@
-"""How the agent keeps its leases (DESIGN.md §4 and §5): the heartbeat renews
+"""How the agent keeps its leases (docs/design.md §4 and §5): the heartbeat renews
 those of held executions and kills the jobs the server reports lost or
 cancelled; the watchdog enforces job timeouts, SIGKILL escalation and
 self-fencing (a job whose lease could not be renewed in time is killed

@@ -1,4 +1,4 @@
-"""The agent's session with the server (DESIGN.md §4): registering under its
+"""The agent's session with the server (docs/design.md §4): registering under its
 name, adopting the server's lease TTL and heartbeat interval, registering
 again when the server forgot the runner, and refreshing the settings after
 an outage.

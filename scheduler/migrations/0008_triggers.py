@@ -1,4 +1,4 @@
-# Manual triggers and backfills (DESIGN.md §8): declared job parameters,
+# Manual triggers and backfills (docs/design.md §8): declared job parameters,
 # env overrides, idempotency keys, and the queued state of a singleton backfill.
 
 import django.db.models.deletion

@@ -1,4 +1,4 @@
-# Overlap policies and concurrency groups (DESIGN.md §10). A wave-1
+# Overlap policies and concurrency groups (docs/design.md §10). A wave-1
 # singleton job keeps its behaviour: its overlap becomes `skip`.
 
 import django.core.validators

@@ -1,4 +1,4 @@
-# Jitter: a fixed per-job delay of each instant (DESIGN.md §10). Existing
+# Jitter: a fixed per-job delay of each instant (docs/design.md §10). Existing
 # jobs have none: their instants do not move.
 
 import django.core.validators

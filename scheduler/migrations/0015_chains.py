@@ -1,4 +1,4 @@
-# Chains (DESIGN.md §10): jobs a run starts when it settles, and the run
+# Chains (docs/design.md §10): jobs a run starts when it settles, and the run
 # that started each chained one. Existing jobs chain nothing.
 
 import django.db.models.deletion

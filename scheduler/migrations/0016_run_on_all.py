@@ -1,4 +1,4 @@
-# run_on: all (DESIGN.md §10): one execution per matching runner, each
+# run_on: all (docs/design.md §10): one execution per matching runner, each
 # pinned to its runner by name. Existing jobs run on one runner and existing
 # executions are pinned to none (''), so invariant 1 keeps its meaning for
 # them: one row per (job, instant, attempt).

@@ -1,7 +1,7 @@
 """A partition that heals just after a runner fenced its job.
 
 The runner cannot renew its lease, so it kills its job before the lease can
-expire on the server (self-fencing, DESIGN.md §2). The network comes back
+expire on the server (self-fencing, docs/design.md §2). The network comes back
 a moment later, while the server still counts the lease as held. The
 scheduled instant must still get its run: the kill was the runner's doing,
 not the job's, so the execution is lost and retried like any execution whose

@@ -1,6 +1,6 @@
 """The notifier killed with SIGKILL while it delivers to a slow receiver.
 
-Delivery is at least once (DESIGN.md §9): after restarts every notification
+Delivery is at least once (docs/design.md §9): after restarts every notification
 is delivered and none is lost. A receiver sees a delivery id twice only for
 a notification whose try was cut off by a kill (sent, but the dead process
 never recorded the answer): the restarted loop takes it over once its lease

@@ -1,4 +1,4 @@
-"""`POST /api/v1/apply` (DESIGN.md §8): the apply document as JSON, the
+"""`POST /api/v1/apply` (docs/design.md §8): the apply document as JSON, the
 plan `manage.py apply` prints, all or nothing, needing jobs:write and
 calendars:write."""
 

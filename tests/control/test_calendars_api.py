@@ -1,4 +1,4 @@
-"""`/api/v1/calendars` (DESIGN.md §8): the apply file's calendar fields,
+"""`/api/v1/calendars` (docs/design.md §8): the apply file's calendar fields,
 PUT creates or replaces, and a preview of the allowed time."""
 
 import datetime as dt

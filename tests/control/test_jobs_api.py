@@ -1,4 +1,4 @@
-"""`/api/v1/jobs` (DESIGN.md §8): jobs addressed by name, with the apply
+"""`/api/v1/jobs` (docs/design.md §8): jobs addressed by name, with the apply
 file's fields and checks, paused with a reason and an end, audited."""
 
 import datetime as dt

@@ -1,6 +1,6 @@
 """Who manages a job or a calendar: apply marks what it writes and prunes
 only that; the API and the admin adopt an apply-managed row before they
-change it (DESIGN.md §8, `managed_by`)."""
+change it (docs/design.md §8, `managed_by`)."""
 
 import datetime as dt
 from io import StringIO

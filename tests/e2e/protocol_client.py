@@ -101,7 +101,7 @@ def execution_row(db_url, pk):
 
 
 class RunnerClient:
-    """One runner process speaking the protocol (DESIGN.md §4)."""
+    """One runner process speaking the protocol (docs/design.md §4)."""
 
     def __init__(self, url, secret, name=None, labels=(), session=None, capacity=1):
         self.url = url

@@ -11,7 +11,7 @@ server and read the database around every call:
   all, not even the audit;
 - with a valid token no call gets a 5xx, and a refused call (4xx) changes
   nothing but the audit trail of the refusal itself (fencing rejections and
-  refused name bindings are meant to be recorded, DESIGN.md §4).
+  refused name bindings are meant to be recorded, docs/design.md §4).
 """
 
 import contextlib

@@ -2,7 +2,7 @@
 routes and delivers, and a receiver in its own process verifies what it got.
 
 The receiver (tests/e2e/webhook_receiver.py) checks the signature as
-DESIGN.md §9 says, as a user's receiver would. Retries with one delivery id
+docs/design.md §9 says, as a user's receiver would. Retries with one delivery id
 and a hanging receiver are in tests/e2e/test_notification_delivery.py.
 """
 

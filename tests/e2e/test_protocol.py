@@ -1,4 +1,4 @@
-"""The runner protocol end to end: a real uvicorn, a plain HTTP client (DESIGN.md §4)."""
+"""The runner protocol end to end: a real uvicorn, a plain HTTP client (docs/design.md §4)."""
 
 import functools
 import http.client

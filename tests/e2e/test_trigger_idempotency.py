@@ -1,5 +1,5 @@
 """Twenty triggers with one idempotency key, sent at once to two real web
-processes sharing one database, create one execution (DESIGN.md §8: a
+processes sharing one database, create one execution (docs/design.md §8: a
 unique constraint, not a read-then-write)."""
 
 import threading

@@ -1,6 +1,6 @@
 """A webhook receiver as a Croniq user would write one, run as its own process.
 
-It verifies each request as DESIGN.md §9 says (HMAC-SHA256 of the secret
+It verifies each request as docs/design.md §9 says (HMAC-SHA256 of the secret
 over "<t>.<raw body>", t fresh), answers 401 to a bad signature, and appends
 one JSON line per request to --out: the headers that matter, the body, and
 whether the signature held. --fail-first N answers 500 to the first N

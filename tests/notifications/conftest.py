@@ -25,7 +25,7 @@ NOW = datetime(2026, 3, 2, 3, 0, 12, tzinfo=UTC)
 class Receiver(ThreadingHTTPServer):
     """Answers each POST with `status` and `reply` (or hangs when `hang`),
     after recording (path, headers, body) in `received`. With a `secret` it
-    checks the signature first, as DESIGN.md §9 tells receivers to, and
+    checks the signature first, as docs/design.md §9 tells receivers to, and
     answers 401 when it does not verify at NOW."""
 
     daemon_threads = True

@@ -1,4 +1,4 @@
-"""`manage.py apply` with `channels:` and `notify:` (DESIGN.md §9): created,
+"""`manage.py apply` with `channels:` and `notify:` (docs/design.md §9): created,
 updated, unchanged on a second apply, pruned only where apply made them,
 and every bad item refused with a message naming it, nothing applied."""
 

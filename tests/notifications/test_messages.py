@@ -1,4 +1,4 @@
-"""What each event says, and the DESIGN.md §9 body around it."""
+"""What each event says, and the docs/design.md §9 body around it."""
 
 import datetime as dt
 import uuid

@@ -1,5 +1,5 @@
 """The README's ten lines that verify a webhook signature work against the
-signatures Croniq sends (DESIGN.md §9)."""
+signatures Croniq sends (docs/design.md §9)."""
 
 import re
 import time

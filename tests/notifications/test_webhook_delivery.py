@@ -1,4 +1,4 @@
-"""Signed webhooks reach a real HTTP receiver, which checks them as DESIGN.md §9 says."""
+"""Signed webhooks reach a real HTTP receiver, which checks them as docs/design.md §9 says."""
 
 import base64
 import json

@@ -1,5 +1,5 @@
 """Overlap policies and concurrency groups in the apply file and the
-management API's job writes (DESIGN.md §10)."""
+management API's job writes (docs/design.md §10)."""
 
 import datetime as dt
 

@@ -115,7 +115,7 @@ def test_third_bavarian_business_day_of_a_month_starting_on_a_holiday():
 
 
 def test_a_christmas_freeze_pushes_the_count_past_it():
-    # The freeze of DESIGN.md §5 (24 Dec - 6 Jan): Jan 7, 8, 11 count.
+    # The freeze of docs/design.md §5 (24 Dec - 6 Jan): Jan 7, 8, 11 count.
     freeze = de_by_workdays(exclude=(Period(date(2026, 12, 24), date(2027, 1, 6), "freeze"),))
     found = next_fire("@business_day 3 09:00", "Europe/Berlin", freeze, utc(2027, 1, 1))
     assert found == berlin(2027, 1, 11, 9, 0)

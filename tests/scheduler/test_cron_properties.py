@@ -1,7 +1,7 @@
 """Property tests: next_fire agrees with an oracle that walks minute by minute.
 
 The oracle decides "does the job fire at this minute" from the Debian rule as
-DESIGN.md §3 states it, using zoneinfo's own fold resolution, and asks the
+docs/design.md §3 states it, using zoneinfo's own fold resolution, and asks the
 calendar oracle from tests/calendars/strategies.py whether the minute is
 allowed. It shares no code with the segment walk in scheduler/cron.py.
 """

@@ -1,4 +1,4 @@
-"""`manage.py next_runs` through call_command, with the database (DESIGN.md §5)."""
+"""`manage.py next_runs` through call_command, with the database (docs/design.md §5)."""
 
 import datetime as dt
 import json

@@ -1,4 +1,4 @@
-"""Overlap policies (DESIGN.md §10): what an occurrence due while runs of
+"""Overlap policies (docs/design.md §10): what an occurrence due while runs of
 its job are live becomes, and how waiting runs get their turn."""
 
 import datetime as dt

@@ -18,7 +18,7 @@ class Command(BaseCommand):
             "--scopes",
             nargs="+",
             required=True,
-            help="What the key may do, e.g. jobs:read jobs:trigger (DESIGN.md §8); admin is all.",
+            help="What the key may do, e.g. jobs:read jobs:trigger (docs/design.md §8); admin: all",
         )
         parser.add_argument(
             "--expires-in", help="A duration such as 90d or 12h; the key never expires without it."

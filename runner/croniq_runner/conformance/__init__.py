@@ -1,4 +1,4 @@
-"""A wire-level conformance suite for the runner protocol (DESIGN.md §4).
+"""A wire-level conformance suite for the runner protocol (docs/design.md §4).
 
 The cases are data (`cases/*.json`, described in README.md beside this
 module), so a runner or server written in any language can replay them;

@@ -1,4 +1,4 @@
-"""`manage.py next_runs JOB [--after ISO8601] [--count N] [--json]` (DESIGN.md §5)."""
+"""`manage.py next_runs JOB [--after ISO8601] [--count N] [--json]` (docs/design.md §5)."""
 
 import json
 from datetime import UTC, datetime
