@@ -108,6 +108,13 @@ class Calendar(models.Model):
         if self.pk in seen:
             raise RulesError(f"calendar {self.name!r} is its own base (a cycle)")
         periods = list(self.periods.all()) if self.pk else []
+        base = self.base._rules(seen | {self.pk}) if self.base_id else None
+        return self.rules_with(periods, base)
+
+    def rules_with(self, periods, base):
+        """CalendarRules of this calendar's fields with `periods` and the
+        `base` rules given: apply checks jobs against a calendar as its
+        document makes it, before anything is stored."""
         return CalendarRules(
             timezone=self.timezone,
             weekdays=self.weekdays,
@@ -118,7 +125,7 @@ class Calendar(models.Model):
             window_end=self.window_end,
             exclude=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.EXCLUDE),
             include=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.INCLUDE),
-            base=self.base._rules(seen | {self.pk}) if self.base_id else None,
+            base=base,
             name=self.name,
         )
 

@@ -26,7 +26,7 @@ from django.db.models import ProtectedError
 from audit.changes import masked_diff
 from audit.recording import event_of, record_many
 from calendars.models import Calendar, CalendarPeriod, ManagedBy
-from calendars.rules import CalendarRules, RulesError
+from calendars.rules import RulesError
 from calendars.validators import text_problems
 from scheduler import chain_graph, job_edits
 from scheduler.applyitems import (
@@ -553,19 +553,7 @@ class Applier:
         base = None
         if calendar.base is not None:
             base = self.rules_of(calendar.base)
-        return CalendarRules(
-            timezone=calendar.timezone,
-            weekdays=calendar.weekdays,
-            holiday_country=calendar.holiday_country,
-            holiday_subdivision=calendar.holiday_subdivision,
-            holiday_categories=tuple(calendar.holiday_categories or ()),
-            window_start=calendar.window_start,
-            window_end=calendar.window_end,
-            exclude=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.EXCLUDE),
-            include=tuple(p.as_period() for p in periods if p.kind == CalendarPeriod.INCLUDE),
-            base=base,
-            name=calendar.name,
-        )
+        return calendar.rules_with(periods, base)
 
     def rules_of(self, calendar):
         """The CalendarRules of `calendar`, read once per apply; a calendar
