@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 
 # Audit retention needs no sub-second precision (as the scheduler's
-# housekeeping, `scheduler.steps.HOUSEKEEPING_INTERVAL`); after a pass that
+# housekeeping, `scheduler.firing.steps.HOUSEKEEPING_INTERVAL`); after a pass that
 # found nothing, the next comes a minute later (`IDLE_PRUNE_EVERY`).
 PRUNE_EVERY = 5.0
 IDLE_PRUNE_EVERY = 60.0

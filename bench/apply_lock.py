@@ -85,7 +85,7 @@ def timed_writes():
 
 
 def timed_apply(doc, now):
-    from scheduler.applyfile import apply
+    from scheduler.apply.document import apply
 
     with timed_writes() as clock:
         start = time.perf_counter()

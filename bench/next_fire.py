@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calendars.periods import Period  # noqa: E402
 from calendars.rules import CalendarRules  # noqa: E402
-from scheduler.cron import never_fires_reason, next_fire, next_fires, parse_schedule  # noqa: E402
+from scheduler.jobs.cron import never_fires_reason, next_fire, next_fires, parse_schedule  # noqa: E402
 
 START = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
 REPEATS = 201

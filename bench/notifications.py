@@ -175,8 +175,8 @@ def fail(execution):
     """The runner's finish with exit code 1, as the finish call settles it."""
     from django.utils import timezone
 
-    from scheduler import lifecycle
     from scheduler.models import Execution
+    from scheduler.runs import lifecycle
 
     lifecycle.settle(execution, Execution.FAILED, timezone.now(), exit_code=1)
 
@@ -233,7 +233,7 @@ def timed_loop(ticks_path):
     import signal
 
     from notifications.notifier_process import die_with_parent
-    from scheduler.loop import SchedulerLoop
+    from scheduler.firing.loop import SchedulerLoop
 
     # A bench stopped by a signal must not leave this loop (and its
     # notifier) running on, loading the machine under the next runs.

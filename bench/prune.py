@@ -193,8 +193,8 @@ class Ticker(threading.Thread):
         from django.db import connection
         from django.utils import timezone
 
-        from scheduler.long_lived import switch_threads_often
-        from scheduler.loop import SchedulerLoop
+        from scheduler.firing.long_lived import switch_threads_often
+        from scheduler.firing.loop import SchedulerLoop
 
         loop = SchedulerLoop()
         units = loop.units
@@ -267,7 +267,7 @@ class Ticker(threading.Thread):
     def until_next(self, loop, latest):
         from django.utils import timezone
 
-        from scheduler import ticks
+        from scheduler.firing import ticks
 
         seconds = latest - time.perf_counter()
         now = timezone.now()

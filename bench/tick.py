@@ -72,7 +72,7 @@ def main():
 
 
 def bench_idle_tick(backend, jobs=100_000):
-    from scheduler import ticks
+    from scheduler.firing import ticks
     from scheduler.models import Job
 
     now = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -112,7 +112,7 @@ def analyze():
 
 
 def bench_burst(backend, jobs=1000):
-    from scheduler import ticks
+    from scheduler.firing import ticks
     from scheduler.models import Execution, Job
 
     now = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

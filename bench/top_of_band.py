@@ -182,7 +182,7 @@ def create_jobs(count, start, calendars, rng):
     """`count` jobs, their first instants at or after `start` (whole
     seconds); `@every` jobs spread over their interval. Returns the kinds'
     counts."""
-    from scheduler.cron import parse_schedule
+    from scheduler.jobs.cron import parse_schedule
     from scheduler.models import Job
 
     shared_rules = {}

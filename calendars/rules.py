@@ -1,7 +1,7 @@
 """When a calendar allows an instant, and when it next does.
 
 Pure and database-free: `Calendar.rules()` turns a row into a `CalendarRules`
-value, and the scheduler's cron math (`scheduler/cron.py`) asks it questions.
+value, and the scheduler's cron math (`scheduler/jobs/cron.py`) asks it questions.
 
 Everything is interval arithmetic. From a blocked instant we jump straight to
 the end of whatever blocks it (the end of a blackout, the midnight of the next

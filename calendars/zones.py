@@ -1,5 +1,5 @@
 """Timezone arithmetic on aware instants: local wall times, DST gaps and
-folds, offset transitions. Shared by calendars/rules.py and scheduler/cron.py.
+folds, offset transitions. Shared by calendars/rules.py and scheduler/jobs/cron.py.
 
 datetime.replace() is several times slower than combine(); these helpers sit
 on the hot path of every calendar jump.

@@ -1,5 +1,5 @@
 """`POST /api/v1/apply`: an apply document over HTTP, planned and applied by
-the code behind `manage.py apply` (scheduler.applyfile), all or nothing and
+the code behind `manage.py apply` (scheduler.apply.document), all or nothing and
 audited; it needs both jobs:write and calendars:write (docs/design.md §8), and
 notifications:write as well when the document has a `channels:` or
 `notify:` section or its prune would delete a channel or rule: a channel
@@ -26,8 +26,8 @@ from ninja.errors import HttpError
 
 from control import auth, examples, scopes
 from notifications.applyitems import writes_notifications
-from scheduler.applyfile import ApplyError, apply, parse, plan, source_name
-from scheduler.label_checks import document_label_warnings
+from scheduler.apply.document import ApplyError, apply, parse, plan, source_name
+from scheduler.jobs.label_checks import document_label_warnings
 
 router = Router(tags=["apply"])
 

@@ -12,8 +12,8 @@ from calendars.rules import RulesError
 from calendars.validators import text_problem
 from control import ownership, paging
 from control.fields import checked_instant
-from scheduler.applyfile import apply_item
-from scheduler.applyitems import ApplyError
+from scheduler.apply.document import apply_item
+from scheduler.apply.items import ApplyError
 
 # A preview is computed on request: its range is capped.
 MAX_PREVIEW = timedelta(days=366)

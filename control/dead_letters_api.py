@@ -1,7 +1,7 @@
 """`/api/v1/dead-letters` (docs/design.md §8, §10): executions that exhausted
 their retries, their replay (409 `stale replay` past CRONIQ_REPLAY_MAX_AGE
 without force) and their discard, one or in bulk. The rules are in
-scheduler.dead_letter_actions."""
+scheduler.triage.dead_letter_actions."""
 
 from datetime import datetime
 
@@ -13,9 +13,9 @@ from pydantic import ConfigDict, Field
 from control import auth, examples, paging, refusals, scopes
 from control.executions_api import ExecutionOut, execution_numbered, one_as_json
 from control.fields import ID_MAX, Name, RowId
-from scheduler import dead_letter_actions
-from scheduler.dead_letters import DeadLetter, with_status
-from scheduler.refusals import OperationRefused
+from scheduler.runs.refusals import OperationRefused
+from scheduler.triage import dead_letter_actions
+from scheduler.triage.dead_letters import DeadLetter, with_status
 
 router = Router(tags=["dead letters"])
 

@@ -19,10 +19,10 @@ from control import auth, paging, refusals, scopes
 from control.auth import needs
 from control.fields import Instant, Name, RowId
 from runners.models import Runner
-from scheduler import operations
-from scheduler.log_chunks import read_log
 from scheduler.models import Execution, Job
-from scheduler.refusals import OperationRefused
+from scheduler.runs import operations
+from scheduler.runs.log_chunks import read_log
+from scheduler.runs.refusals import OperationRefused
 
 router = Router(tags=["executions"])
 

@@ -1,7 +1,7 @@
 """Jobs through the management API (docs/design.md §8).
 
 A job in the API has the fields of the apply file, checked by the very code
-`manage.py apply` runs (`scheduler.applyfile.apply_item`), so both accept
+`manage.py apply` runs (`scheduler.apply.document.apply_item`), so both accept
 and refuse the same things, plus the state operators see: paused (and
 until when, and why), the next run, and who manages it (control.ownership).
 Every write is audited with the key as actor.
@@ -26,10 +26,10 @@ from calendars.models import ManagedBy
 from calendars.validators import text_problem, text_problems
 from control import ownership, paging
 from control.fields import checked_instant
-from scheduler import operations
-from scheduler.applyfile import apply_item
-from scheduler.applyitems import ApplyError, job_state, overlap_of
+from scheduler.apply.document import apply_item
+from scheduler.apply.items import ApplyError, job_state, overlap_of
 from scheduler.models import Job
+from scheduler.runs import operations
 
 MAX_NEXT = 100
 

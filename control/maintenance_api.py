@@ -1,6 +1,6 @@
 """`/api/v1/maintenance`: read and set maintenance mode (docs/design.md §10),
 the global switch and the windows not yet ended. The rules are in
-scheduler.maintenance; every change is audited with the key as actor."""
+scheduler.runs.maintenance; every change is audited with the key as actor."""
 
 from datetime import UTC, datetime
 
@@ -13,8 +13,8 @@ from pydantic import ConfigDict, Field
 from control import auth, examples, scopes
 from control.fields import Instant
 from runners.api import Text
-from scheduler import maintenance
 from scheduler.models import MaintenanceWindow
+from scheduler.runs import maintenance
 
 router = Router(tags=["maintenance"])
 

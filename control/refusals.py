@@ -4,7 +4,7 @@ the field, a full queue 429 with Retry-After, any other refusal 409; always
 
 from django.http import JsonResponse
 
-from scheduler.triggers import QueueFull
+from scheduler.firing.triggers import QueueFull
 
 
 def response(refusal):

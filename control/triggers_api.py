@@ -1,6 +1,6 @@
 """`POST /api/v1/jobs/{name}/trigger` and `.../backfill` (docs/design.md §8):
-running a job outside its schedule. The rules are in scheduler.triggers and
-scheduler.backfill; this module reads the call and shapes the answer."""
+running a job outside its schedule. The rules are in scheduler.firing.triggers and
+scheduler.firing.backfill; this module reads the call and shapes the answer."""
 
 from datetime import datetime
 from typing import Annotated
@@ -15,8 +15,8 @@ from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
 from runners.api import Text
 from runners.db_threads import run_db
-from scheduler import backfill, fanout, triggers
-from scheduler.refusals import OperationRefused
+from scheduler.firing import backfill, fanout, triggers
+from scheduler.runs.refusals import OperationRefused
 
 router = Router(tags=["jobs"])
 

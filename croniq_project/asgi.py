@@ -14,7 +14,7 @@ def get_application():
 
     from croniq_project.asgi_handler import CroniqASGIHandler
     from notifications import stall_watch
-    from scheduler.long_lived import settle_the_collector, switch_threads_often
+    from scheduler.firing.long_lived import settle_the_collector, switch_threads_often
 
     # The web processes outlive a dead scheduler loop: they report its stall.
     stall_watch.start()

@@ -296,7 +296,7 @@ def histogram_family(name, stored):
 
 
 def reap_reasons():
-    from scheduler import lifecycle
+    from scheduler.runs import lifecycle
 
     return sorted(
         {
@@ -311,7 +311,7 @@ def reap_reasons():
 
 def retry_reasons():
     """What a retry is counted under: the state of the run it repeats (see
-    scheduler.lifecycle.create_retry), or an operator's retry."""
+    scheduler.runs.lifecycle.create_retry), or an operator's retry."""
     from scheduler.models import Execution
 
     return sorted({Execution.FAILED, Execution.TIMED_OUT, Execution.LOST, "operator"})
@@ -427,7 +427,7 @@ def scheduler_gauges(now, jobs):
 
 
 def maintenance_gauge(now):
-    from scheduler import maintenance
+    from scheduler.runs import maintenance
 
     gauge = GaugeMetricFamily(
         "croniq_maintenance",
@@ -439,8 +439,8 @@ def maintenance_gauge(now):
 
 def group_gauges():
     """Each concurrency group's budget and how much of it runs now."""
-    from scheduler import groups
     from scheduler.models import ConcurrencyGroup
+    from scheduler.runs import groups
 
     budgets = list(ConcurrencyGroup.objects.values_list("pk", "name", "max_concurrent"))
     running = groups.running_counts() if budgets else {}

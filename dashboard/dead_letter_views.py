@@ -1,5 +1,5 @@
 """The dashboard's dead letters page and its replay and discard buttons.
-Thin: the actions are in `scheduler.dead_letter_actions`."""
+Thin: the actions are in `scheduler.triage.dead_letter_actions`."""
 
 from urllib.parse import urlencode
 
@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from dashboard import queries
 from dashboard.views import staff_action, staff_page
-from scheduler import dead_letter_actions
-from scheduler.dead_letters import DeadLetter, with_status
-from scheduler.refusals import OperationRefused
+from scheduler.runs.refusals import OperationRefused
+from scheduler.triage import dead_letter_actions
+from scheduler.triage.dead_letters import DeadLetter, with_status
 
 PER_PAGE = 50
 SHOWN = [*DeadLetter.STATUSES, "all"]

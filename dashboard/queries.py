@@ -34,7 +34,7 @@ from notifications.models import Delivery, Mute, Notification
 from runners import coverage
 from runners.models import Runner
 from scheduler.models import Execution, Job, JobHealth, LogChunk
-from scheduler.outcomes import FAILING
+from scheduler.runs.outcomes import FAILING
 
 STRIP_LENGTH = 20
 JOBS_PER_PAGE = 50

@@ -7,7 +7,7 @@ give too; this module only turns errors into a sentence for the page.
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from scheduler.cron import describe as describe_text
+from scheduler.jobs.cron import describe as describe_text
 
 UPCOMING_SHOWN = 10
 

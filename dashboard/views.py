@@ -1,7 +1,7 @@
 """The operator's dashboard: pages over jobs, runs, runners and the audit
 trail, and buttons for the operator actions the user holds the permission
 for. Views stay thin; the reads are in `dashboard.queries`, the actions in
-`scheduler.operations` and `runners.identity`."""
+`scheduler.runs.operations` and `runners.identity`."""
 
 from functools import wraps
 from urllib.parse import urlencode
@@ -27,9 +27,10 @@ from notifications.models import Notification
 from runners import capacity as capacity_forecast
 from runners import coverage, identity
 from runners.models import Runner
-from scheduler import fanout, groups, operations
 from scheduler import forecast as forecast_core
+from scheduler.firing import fanout
 from scheduler.models import Execution, Job
+from scheduler.runs import groups, operations
 
 
 def staff_page(*needed):

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from notifications import applyitems, channels
 from notifications.models import Channel, Mute, Rule
-from scheduler.admin_forms import checked
-from scheduler.events import NAMES
+from scheduler.admin.forms import checked
+from scheduler.runs.events import NAMES
 
 # The settings of each kind the channel form sends to `channels.validate`;
 # `timeout` and `format` always hold a value, so they count only where they apply.

@@ -1,7 +1,7 @@
 """Channels and notification rules as code: the `channels:` and `notify:`
 sections of an apply file (docs/design.md §9).
 
-`manage.py apply` reads them through `scheduler.applyfile.add_sections`
+`manage.py apply` reads them through `scheduler.apply.document.add_sections`
 (registered in `NotificationsConfig.ready`), in the transaction that applies
 the file's calendars and jobs: one bad item refuses the whole file. Errors
 name the item and field, like the scheduler's ("channels[1].url: ...",
@@ -27,8 +27,8 @@ from audit.changes import MASK, masked_diff
 from calendars.models import Calendar
 from notifications import channels, secrets
 from notifications.models import Channel, Rule
-from scheduler.applyfile import describe_errors
-from scheduler.applyitems import (
+from scheduler.apply.document import describe_errors
+from scheduler.apply.items import (
     REQUIRED,
     ApplyError,
     Field,
@@ -37,7 +37,7 @@ from scheduler.applyitems import (
     seconds,
     string_list,
 )
-from scheduler.events import NAMES
+from scheduler.runs.events import NAMES
 
 CHANNEL_FIELDS = (
     Field("name", "slug", "Unique name; rules route to the channel by it.", REQUIRED),
@@ -382,7 +382,7 @@ def rule_state(rule, channel_names=None):
 
 class NotifySections:
     """The `channels:` and `notify:` sections of one apply (see
-    `scheduler.applyfile.add_sections`)."""
+    `scheduler.apply.document.add_sections`)."""
 
     KEYS = ("channels", "notify")
     # What docs/apply.md says of the sections (`manage.py apply_reference`).

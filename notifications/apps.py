@@ -9,7 +9,8 @@ class NotificationsConfig(AppConfig):
         from notifications import checks  # noqa: F401 (registers the system checks)
         from notifications.applyitems import NotifySections
         from notifications.recording import record_event
-        from scheduler import applyfile, events
+        from scheduler.apply import document as applyfile
+        from scheduler.runs import events
 
         # Events commit with the state change that causes them.
         events.on_event(record_event)
@@ -18,22 +19,22 @@ class NotificationsConfig(AppConfig):
 
     def apply_warnings(self, document):
         """For `manage.py apply` and the API: channel secrets read from the
-        environment of another process (scheduler.label_checks)."""
+        environment of another process (scheduler.jobs.label_checks)."""
         from notifications.applyitems import environment_warnings
 
         return environment_warnings(document)
 
     def before_executions_deleted(self, ids):
-        """For `scheduler.retention`: events about pruned executions keep
+        """For `scheduler.housekeeping.retention`: events about pruned executions keep
         their data and lose the link (SET_NULL, which the raw DELETE skips)."""
         from notifications.models import Event
-        from scheduler import rows_by_id
+        from scheduler.housekeeping import rows_by_id
 
         rows_by_id.clear_where(Event, "execution", ids)
 
     def loop_steps(self, loop):
         from notifications import detectors, digests, incidents, notifier_process, retention
-        from scheduler.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
+        from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
 
         return [
             # Routing and delivery run in the notifier's own process: its

@@ -32,7 +32,7 @@ before it started. Two ways are seen:
   after its instant. When it was *created* more than the grace after its
   instant, the loop was not running then (it came back and caught up): the
   reason says "the scheduler was not running at the instant". The misfire
-  path (`scheduler.ticks.record_misfire`) stays as it is: instants the
+  path (`scheduler.firing.ticks.record_misfire`) stays as it is: instants the
   misfire policy drops (skip, or all but the last under run_once) create no
   execution and are not reported as job.missed (the audit's job.misfire has
   them, and the stall itself is scheduler.stalled).
@@ -52,8 +52,8 @@ from django.db.models.functions import Cast, Concat
 from notifications.models import Event, Rule
 from runners.coverage import carries
 from runners.models import Runner
-from scheduler import events
 from scheduler.models import Execution, Job
+from scheduler.runs import events
 
 # The successful runs a job's usual duration (p95) is taken over.
 BASELINE_RUNS = 20

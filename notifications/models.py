@@ -1,7 +1,7 @@
 """Channels, rules, mutes, and the two tables of the outbox (docs/design.md §9).
 
 An Event is a fact ("billing-sync failed for good"), written in the
-transaction of the state change that caused it (`scheduler.events`). The
+transaction of the state change that caused it (`scheduler.runs.events`). The
 notifier routes each event through the rules once: every (rule, channel) it
 matches becomes a Notification, the unit of delivery, whose id is the
 `Croniq-Delivery` id receivers deduplicate on. Each try to deliver one is a

@@ -22,8 +22,8 @@ import threading
 from django.conf import settings
 from django.db import connection
 
-from scheduler.long_lived import switch_threads_often
-from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+from scheduler.firing.long_lived import switch_threads_often
+from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, Step
 
 log = logging.getLogger("croniq.notifications")
 

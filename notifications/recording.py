@@ -1,4 +1,4 @@
-"""The sink of `scheduler.events`: one Event row per event, in the caller's
+"""The sink of `scheduler.runs.events`: one Event row per event, in the caller's
 transaction (the first half of the outbox; `notifications.routing` does the
 rest)."""
 

@@ -35,7 +35,7 @@ from audit.models import Heartbeat
 from audit.recording import SCHEDULER_TICK
 from notifications.detectors import number, thresholds
 from notifications.models import Event
-from scheduler import events
+from scheduler.runs import events
 
 log = logging.getLogger("croniq.notifications.stall_watch")
 

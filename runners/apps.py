@@ -8,7 +8,7 @@ class RunnersConfig(AppConfig):
     def ready(self):
         from runners.hub import wake_local_hubs
         from runners.notify import notify_new_work
-        from scheduler import notifier
+        from scheduler.firing import notifier
 
         # New or retried executions wake this process's waiting polls, and
         # (PostgreSQL) every other web process's.
@@ -17,7 +17,7 @@ class RunnersConfig(AppConfig):
 
     def loop_steps(self, loop):
         from runners import identity, loop_steps
-        from scheduler.steps import HOUSEKEEPING_INTERVAL, Step
+        from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, Step
 
         return [
             Step("reaped", loop_steps.reap_expired_leases, until=loop_steps.next_lease_expiry),
@@ -31,13 +31,13 @@ class RunnersConfig(AppConfig):
         ]
 
     def runners_for(self, labels):
-        """For `scheduler.fanout`: the runners a run-on-all job runs on now."""
+        """For `scheduler.firing.fanout`: the runners a run-on-all job runs on now."""
         from runners import coverage
 
         return coverage.online_with(labels)
 
     def label_warnings(self, jobs):
-        """For `scheduler.label_checks`: the jobs whose labels no runner carries."""
+        """For `scheduler.jobs.label_checks`: the jobs whose labels no runner carries."""
         from runners import coverage
 
         return coverage.label_warnings(jobs)

@@ -20,8 +20,8 @@ from django.db.models.functions import Greatest
 from runners import identity
 from runners.models import Runner
 from runners.refusals import Refused
-from scheduler import groups, maintenance
 from scheduler.models import Execution
+from scheduler.runs import groups, maintenance
 
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
 # What a claim reads of an execution and its job: the assignment, the
@@ -171,7 +171,7 @@ def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(
     loaded), leaving out the ids in `exclude` (taken by this transaction),
     the jobs a maintenance holds (`held`, see `Maintenance.held`), runs
     pinned to a runner not in `names` (run_on: all) and, with a `budget`
-    (`scheduler.groups.Budget`), what would overrun a concurrency group.
+    (`scheduler.runs.groups.Budget`), what would overrun a concurrency group.
     With `others` (the label sets of other waiting runners), the work none
     of them fits comes first, then the rest, each oldest first."""
     if held == maintenance.EVERYTHING:

@@ -34,7 +34,7 @@ def carries(runner_labels, labels):
 
 def online_with(labels):
     """Names of the runners online now, and not drained, that carry
-    `labels`: those a run-on-all occurrence runs on (`scheduler.fanout`)."""
+    `labels`: those a run-on-all occurrence runs on (`scheduler.firing.fanout`)."""
     online = Runner.objects.filter(state=Runner.ONLINE, drained=False)
     rows = online.values_list("name", "labels")
     return sorted(name for name, own in rows if carries(own, labels))

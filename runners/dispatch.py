@@ -22,8 +22,8 @@ from runners.claims import lease_deadline
 from runners.models import RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, NotFound, Refused, TooLarge
-from scheduler import lifecycle, outcomes, overlap
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
+from scheduler.runs import lifecycle, outcomes, overlap
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ one of two ways (docs/design.md §4, "Long-poll"):
   `runners.notify.notify_new_work()`.
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id while polls wait, whenever another connection
-  committed (`scheduler.commits`, looked at every `WATCH_INTERVAL` seconds).
+  committed (`scheduler.firing.commits`, looked at every `WATCH_INTERVAL` seconds).
 
 On a hint the hub claims, in one database transaction, the ready work for
 its waiting polls, oldest execution first, dealt round the polls it fits. One
@@ -35,7 +35,7 @@ from runners.identity import come_back
 from runners.latency import record_latency
 from runners.models import Runner
 from runners.notify import CHANNEL
-from scheduler import commits
+from scheduler.firing import commits
 from scheduler.models import Execution
 
 # SQLite: how often the web process looks for other connections' commits
@@ -47,7 +47,7 @@ WATCH_INTERVAL = 0.025
 # Other commits (the loop's heartbeat, a finish) do not count: at rest they
 # came every few seconds and kept the watch at its quick pace most of the
 # time. Work the loop creates is committed
-# `scheduler.ticks.FIRE_LEAD` (200 ms) ahead of its instant, so a first
+# `scheduler.firing.ticks.FIRE_LEAD` (200 ms) ahead of its instant, so a first
 # commit seen up to 100 ms late is still claimed ahead and handed over at
 # the instant; only work due at once (a retry) may wait that much longer.
 QUIET_WATCH_INTERVAL = 0.1
@@ -64,7 +64,7 @@ SAFETY_SCAN_INTERVAL = 1.0
 # re-pended work in the work signature it reads then (`work_signature`).
 LISTENING_SAFETY_SCAN_INTERVAL = 5.0
 # How long before an instant the hub claims the work that becomes ready
-# then (created ahead by the loop, `scheduler.ticks.FIRE_LEAD`): the claim's
+# then (created ahead by the loop, `scheduler.firing.ticks.FIRE_LEAD`): the claim's
 # transaction is done before the instant, and the polls answer at it (an
 # `early` poll at once: its agent starts the job's supervisor meanwhile,
 # which needs 25 to 80 ms, so 100 ms left too little in one run of ten).
@@ -74,7 +74,7 @@ CLAIM_AHEAD = 0.15
 # web process answers its polls one after the other, and at the top of an
 # hour (2,000 runs, bench/top_of_band.py) the last answers left seconds
 # after the claim. The loop fires such an instant earlier in proportion
-# (`scheduler.ticks.fire_lead_for`), with a margin to create the rows.
+# (`scheduler.firing.ticks.fire_lead_for`), with a margin to create the rows.
 LARGE_INSTANT = 100
 CLAIM_AHEAD_PER_RUN = 0.0015
 MAX_CLAIM_AHEAD = 4.0

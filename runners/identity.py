@@ -18,8 +18,8 @@ from audit.models import AuditEvent
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
 from runners.refusals import Conflict, Forbidden, NotFound, Unauthorized
-from scheduler import events, lifecycle
 from scheduler.models import Execution
+from scheduler.runs import events, lifecycle
 
 # last_used_at is informational: write it at most this often per token.
 TOKEN_TOUCH_INTERVAL = timedelta(seconds=60)

@@ -14,8 +14,8 @@ import audit
 from runners import coverage, identity
 from runners.models import Runner
 from runners.notify import notify_new_work
-from scheduler import events, lifecycle
 from scheduler.models import Execution
+from scheduler.runs import events, lifecycle
 
 
 def reap_expired_leases(now):

@@ -2,7 +2,7 @@
 
 Whoever commits new pending executions calls `notify_new_work()`; each web
 process's hub LISTENs on `CHANNEL` (`runners.hub`). The scheduler reaches it
-through `scheduler.notifier`, where `RunnersConfig.ready` registers it.
+through `scheduler.firing.notifier`, where `RunnersConfig.ready` registers it.
 """
 
 CHANNEL = "croniq_work"

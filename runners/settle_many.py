@@ -21,9 +21,9 @@ from django.db import connection, transaction
 from runners import identity
 from runners.models import Runner, RunnerToken
 from runners.notify import notify_new_work
-from scheduler import chains, lifecycle, outcomes, overlap
-from scheduler.job_health import JobHealth
+from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution, Job
+from scheduler.runs import chains, lifecycle, outcomes, overlap
 
 EXECUTIONS, JOBS = Execution._meta.db_table, Job._meta.db_table
 HELD_UNDER_TOKEN = f"""runner_id IN (

@@ -7,13 +7,15 @@ class SchedulerConfig(AppConfig):
 
     def ready(self):
         from calendars.changes import calendar_changed
-        from scheduler.calendar_changes import reschedule_jobs_of
+        from scheduler.jobs.calendar_changes import reschedule_jobs_of
 
         calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")
 
     def loop_steps(self, loop):
-        from scheduler import operations, overlap, retention, ticks
-        from scheduler.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
+        from scheduler.firing import ticks
+        from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
+        from scheduler.housekeeping import retention
+        from scheduler.runs import operations, overlap
 
         return [
             Step("fired", loop.fire),

@@ -73,7 +73,7 @@ class JobLoad:
     so their instants are enumerated once. `every` is an `@every` job's
     interval (its rate past the cap), `calendar` its CalendarRules (where
     the steady rate applies). `overlap`, `max_concurrent` and `max_queue`
-    are the job's overlap policy (DESIGN §10, `scheduler.overlap`): an
+    are the job's overlap policy (DESIGN §10, `scheduler.runs.overlap`): an
     occurrence due while runs are live runs alongside (allow), is skipped
     (skip), waits for a slot of `max_concurrent` up to `max_queue` waiting
     (queue), or cuts the live run short (replace).
@@ -415,18 +415,18 @@ class WithinWindow:
         return self.rules.next_allowed(t, horizon=self.until) if t <= self.until else None
 
     def day_allowed(self, day):
-        """`@business_day` counts the calendar's allowed days (scheduler.cron):
+        """`@business_day` counts the calendar's allowed days (scheduler.jobs.cron):
         a whole day is judged by the calendar alone, the window does not cut it."""
         return self.rules.day_allowed(day)
 
 
 def schedule_fires(schedule, tz, calendar, policy, until, anchor=None, key=None):
-    """`JobLoad.fires` for a job: `scheduler.cron.next_fire`, the loop's own
+    """`JobLoad.fires` for a job: `scheduler.jobs.cron.next_fire`, the loop's own
     math (DST rules, calendar gating and policy), up to `until`. An `@every`
     job's grid runs through `anchor` (its next_run_at), as in
     `Job.first_fire_after`; the Job methods would search its calendar up to
     the horizon, which the forecast never needs. `key`: the job's name (H forms)."""
-    from scheduler.cron import next_fire, parse_schedule
+    from scheduler.jobs.cron import next_fire, parse_schedule
 
     parsed = parse_schedule(schedule, key=key)
     gate = WithinWindow(calendar, until) if calendar is not None else None
@@ -454,7 +454,7 @@ def job_loads(until):
     """[JobLoad] of the jobs the loop fires (enabled, not paused, not
     quarantined), their instants up to `until`. Each calendar is read
     once; the durations in one query."""
-    from scheduler.cron import parse_schedule, uses_key
+    from scheduler.jobs.cron import parse_schedule, uses_key
     from scheduler.models import Job, jitter_offset
 
     rows = list(

@@ -46,7 +46,7 @@ def test_the_web_server_starts_with_a_secret_key(tmp_path):
 
 def test_a_started_web_application_keeps_its_start_up_objects_from_the_collector(tmp_path):
     # Full collections in a web process then scan only what came after
-    # start-up, not Django, the apps and the URL patterns (scheduler/long_lived.py).
+    # start-up, not Django, the apps and the URL patterns (scheduler/firing/long_lived.py).
     script = (
         "import gc, sys, croniq_project.asgi; "
         "from django.urls import get_resolver; "

@@ -20,8 +20,8 @@ from calendars.models import Calendar, CalendarPeriod
 from control.models import ApiKey
 from notifications.models import Channel, Mute, Rule
 from runners.models import Runner, RunnerToken
-from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution, Job
+from scheduler.triage.dead_letters import DeadLetter
 from tests import admin_forms
 from tests.factories import (
     CalendarFactory,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from scheduler.applyreference import reference
+from scheduler.apply.reference import reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -2,7 +2,7 @@
 
 import calendars.validators
 import django.db.models.deletion
-import scheduler.models
+import scheduler.jobs.models
 from django.db import migrations, models
 
 
@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
                 ('command', models.TextField(help_text='Shell command the runner executes (sh -c).')),
                 ('env', models.JSONField(blank=True, default=dict, help_text='Extra environment variables.')),
                 ('calendar_policy', models.CharField(choices=[('skip', 'skip blocked occurrences'), ('defer', 'defer to next allowed')], default='skip', max_length=10)),
-                ('labels', models.JSONField(blank=True, default=scheduler.models.default_labels, help_text='A runner must carry all of these labels to run the job.')),
+                ('labels', models.JSONField(blank=True, default=scheduler.jobs.models.default_labels, help_text='A runner must carry all of these labels to run the job.')),
                 ('singleton', models.BooleanField(default=False, help_text='Never run two executions of this job at once.')),
                 ('timeout', models.PositiveIntegerField(blank=True, help_text='Seconds before the run is killed (empty: no limit).', null=True)),
                 ('retries', models.PositiveIntegerField(default=0, help_text='Retries after a failed run.')),

@@ -1,4 +1,4 @@
-# The retention indexes (scheduler.retention): finished executions and log
+# The retention indexes (scheduler.housekeeping.retention): finished executions and log
 # chunks, oldest first.
 #
 # Existing installations hold big execution and log tables. On PostgreSQL the

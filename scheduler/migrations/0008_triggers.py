@@ -2,7 +2,7 @@
 # env overrides, idempotency keys, and the queued state of a singleton backfill.
 
 import django.db.models.deletion
-import scheduler.models
+import scheduler.jobs.models
 from django.db import migrations, models
 
 
@@ -44,9 +44,9 @@ class Migration(migrations.Migration):
             field=models.JSONField(
                 blank=True,
                 db_default=[],
-                default=scheduler.models.default_labels,
+                default=scheduler.jobs.models.default_labels,
                 help_text="Names of environment variables a manual trigger may set.",
-                validators=[scheduler.models.validate_parameters],
+                validators=[scheduler.jobs.models.validate_parameters],
             ),
         ),
         migrations.AlterField(

@@ -1,4 +1,4 @@
-# Dead letters (scheduler.dead_letters): a table of their own beside the
+# Dead letters (scheduler.triage.dead_letters): a table of their own beside the
 # executions, and the "replay" trigger of the executions a replay creates.
 #
 # A new table and a choice added: nothing of an existing row changes. Runs

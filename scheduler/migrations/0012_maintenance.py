@@ -3,7 +3,7 @@
 # pause_after_failures (existing jobs: none, they never pause themselves).
 
 import django.core.validators
-import scheduler.maintenance_models
+import scheduler.runs.maintenance_models
 from django.db import migrations, models
 
 
@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('start', models.DateTimeField(help_text='First instant of the window.')),
                 ('end', models.DateTimeField(help_text='End of the window, exclusive.')),
-                ('labels', models.JSONField(blank=True, default=scheduler.maintenance_models.no_labels, help_text='Only jobs carrying one of these labels; empty: every job.')),
+                ('labels', models.JSONField(blank=True, default=scheduler.runs.maintenance_models.no_labels, help_text='Only jobs carrying one of these labels; empty: every job.')),
                 ('reason', models.CharField(blank=True, help_text='Why, shown in the banner.', max_length=200)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
             ],

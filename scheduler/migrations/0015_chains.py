@@ -2,7 +2,7 @@
 # that started each chained one. Existing jobs chain nothing.
 
 import django.db.models.deletion
-import scheduler.models
+import scheduler.jobs.models
 from django.db import migrations, models
 
 
@@ -21,12 +21,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='on_failure',
-            field=models.JSONField(blank=True, db_default=[], default=scheduler.models.default_labels, help_text='Names of jobs to run when a run of this job fails for good (after its retries).'),
+            field=models.JSONField(blank=True, db_default=[], default=scheduler.jobs.models.default_labels, help_text='Names of jobs to run when a run of this job fails for good (after its retries).'),
         ),
         migrations.AddField(
             model_name='job',
             name='on_success',
-            field=models.JSONField(blank=True, db_default=[], default=scheduler.models.default_labels, help_text='Names of jobs to run when a run of this job succeeds.'),
+            field=models.JSONField(blank=True, db_default=[], default=scheduler.jobs.models.default_labels, help_text='Names of jobs to run when a run of this job succeeds.'),
         ),
         migrations.AlterField(
             model_name='execution',

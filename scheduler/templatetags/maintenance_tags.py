@@ -1,10 +1,10 @@
 """`{% maintenance_banner %}`: the line the admin and the dashboard show
-while a maintenance is in force (scheduler.maintenance.banner)."""
+while a maintenance is in force (scheduler.runs.maintenance.banner)."""
 
 from django import template
 from django.utils import timezone
 
-from scheduler import maintenance
+from scheduler.runs import maintenance
 
 register = template.Library()
 

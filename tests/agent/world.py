@@ -130,13 +130,13 @@ def executions(db, *jobs):
 
 
 def request_cancel(db, execution_id):
-    """What the admin's cancel action does: scheduler.operations.cancel, by an
+    """What the admin's cancel action does: scheduler.runs.operations.cancel, by an
     operator account. Returns how many executions it asked to stop."""
     return django(
         db,
         f"""
         from django.contrib.auth import get_user_model
-        from scheduler import operations
+        from scheduler.runs import operations
         operator, _ = get_user_model().objects.get_or_create(
             username="operator", defaults=dict(is_staff=True, is_superuser=True)
         )

@@ -21,8 +21,8 @@ from audit.models import AuditEvent, Counter, Heartbeat
 from control.models import ApiKey
 from notifications.models import Channel, Delivery, Mute, Notification, Rule
 from runners.models import RunnerToken
-from scheduler.dead_letters import DeadLetter
 from scheduler.models import ConcurrencyGroup, Execution, Job, MaintenanceWindow
+from scheduler.triage.dead_letters import DeadLetter
 from tests.factories import CalendarFactory, ExecutionFactory, JobFactory, RunnerFactory
 
 pytestmark = [

@@ -10,8 +10,8 @@ from django.utils.datastructures import MultiValueDict
 
 from calendars.admin_forms import CalendarAdminForm
 from calendars.models import Calendar
-from scheduler.applyfile import apply
-from scheduler.applyitems import ApplyError
+from scheduler.apply.document import apply
+from scheduler.apply.items import ApplyError
 from tests.admin_forms import calendar_form
 from tests.factories import CalendarFactory
 

@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 
 from calendars.models import Calendar, CalendarPeriod
 from calendars.validators import text_problems
-from scheduler.concurrency_models import ConcurrencyGroup
 from scheduler.models import Job
+from scheduler.runs.concurrency_models import ConcurrencyGroup
 
 pytestmark = pytest.mark.django_db
 

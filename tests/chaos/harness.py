@@ -291,7 +291,7 @@ class Cluster:
         """Write every job as an operator's tool would, telling the loops as
         `Job.save` does: updated_at moves (the edit marker a loop on SQLite
         compares) and, on PostgreSQL, a NOTIFY on the jobs' channel."""
-        from scheduler.job_edits import CHANNEL
+        from scheduler.firing.job_edits import CHANNEL
 
         sql = f"UPDATE scheduler_job {assignments}, updated_at = %s"
         self.execute(sql, (*params, now), notify=CHANNEL)

@@ -101,6 +101,6 @@ def test_a_job_its_runner_fenced_is_retried_when_the_network_heals_before_the_le
 RUN_NOW = """
 from django.utils import timezone
 from scheduler.models import Job
-from scheduler import operations
+from scheduler.runs import operations
 operations.run_now(Job.objects.get(name="fenced"), actor=None, now=timezone.now())
 """

@@ -1,7 +1,7 @@
 """The conformance suite's `--operator` for tests: `python act_as_operator.py ACTION JSON`.
 
 Does what an operator does in the admin, on the database in DATABASE_URL:
-`cancel` asks a running execution to stop (scheduler.operations.cancel).
+`cancel` asks a running execution to stop (scheduler.runs.operations.cancel).
 """
 
 import json
@@ -21,8 +21,8 @@ def main(action, arguments):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from scheduler import operations
     from scheduler.models import Execution
+    from scheduler.runs import operations
 
     if action != "cancel":
         sys.exit(f"unknown operator action {action!r}")

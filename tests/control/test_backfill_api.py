@@ -1,4 +1,4 @@
-"""`POST /api/v1/jobs/{name}/backfill` (control.triggers_api, scheduler.backfill):
+"""`POST /api/v1/jobs/{name}/backfill` (control.triggers_api, scheduler.firing.backfill):
 the past instants of a range as executions, oldest first, a singleton's one
 at a time."""
 
@@ -9,8 +9,8 @@ import time_machine
 
 from audit.models import AuditEvent
 from runners.claims import ready_executions
-from scheduler import lifecycle, operations, overlap
 from scheduler.models import Execution
+from scheduler.runs import lifecycle, operations, overlap
 from tests.control.conftest import management_as
 from tests.factories import CalendarFactory, CalendarPeriodFactory, ExecutionFactory, JobFactory
 

@@ -8,8 +8,8 @@ import pytest
 import time_machine
 
 from audit.models import AuditEvent
-from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution
+from scheduler.triage.dead_letters import DeadLetter
 from tests.control.keyed_client import KeyedClient
 from tests.factories import ExecutionFactory, JobFactory
 

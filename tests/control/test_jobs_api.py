@@ -7,7 +7,7 @@ import pytest
 import time_machine
 
 from audit.models import AuditEvent
-from scheduler.applyfile import ApplyError, apply
+from scheduler.apply.document import ApplyError, apply
 from scheduler.models import Job
 from tests.control.keyed_client import KeyedClient
 from tests.factories import CalendarFactory, JobFactory

@@ -10,8 +10,8 @@ import pytest
 import time_machine
 
 from calendars.models import Calendar, CalendarPeriod
-from scheduler.concurrency_models import ConcurrencyGroup
 from scheduler.models import Job
+from scheduler.runs.concurrency_models import ConcurrencyGroup
 from tests.control.keyed_client import KeyedClient
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""`POST /api/v1/jobs/{name}/trigger` (control.triggers_api, scheduler.triggers):
+"""`POST /api/v1/jobs/{name}/trigger` (control.triggers_api, scheduler.firing.triggers):
 idempotency keys, the pending queue's bound, declared env overrides and the
 logical instant."""
 
@@ -11,8 +11,9 @@ from django.db import connection, connections
 
 from audit.models import AuditEvent
 from runners.claims import assignment
-from scheduler import lifecycle, notifier
+from scheduler.firing import notifier
 from scheduler.models import Execution, TriggerKey
+from scheduler.runs import lifecycle
 from tests.control.conftest import Management, management_as
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 

@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from audit.models import AuditEvent
-from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution
+from scheduler.triage.dead_letters import DeadLetter
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

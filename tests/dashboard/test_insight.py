@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from dashboard import queries
 from dashboard.stats import percentiles
-from scheduler.job_health import JobHealth
+from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution
 from tests.dashboard.conftest import NOW
 from tests.dashboard.test_pages import JOB_QUERIES, OVERVIEW_QUERIES

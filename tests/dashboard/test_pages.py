@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from calendars.models import Calendar
 from dashboard import queries
-from scheduler import retention
+from scheduler.housekeeping import retention
 from scheduler.models import Execution
 from tests.dashboard.conftest import NOW
 

@@ -20,9 +20,9 @@ from django.urls import URLPattern, reverse
 
 from control.models import ApiKey
 from runners.models import Runner
-from scheduler.applyfile import apply
-from scheduler.dead_letters import DeadLetter
+from scheduler.apply.document import apply
 from scheduler.models import Execution, Job, LogChunk
+from scheduler.triage.dead_letters import DeadLetter
 from tests.control.management_api import management_operations
 
 pytestmark = pytest.mark.django_db

@@ -423,7 +423,7 @@ def test_the_dead_letters_page_shows_a_run_that_gave_up_with_its_last_log_lines(
         db,
         """
         from django.utils import timezone
-        from scheduler.dead_letters import DeadLetter
+        from scheduler.triage.dead_letters import DeadLetter
         from scheduler.models import Execution
 
         failed = Execution.objects.filter(state="failed").order_by("-scheduled_for").first()

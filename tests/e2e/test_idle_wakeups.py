@@ -1,7 +1,7 @@
 """An idle install on SQLite sleeps between commits (real processes).
 
 On Linux the loop and its notifier block until the database's log is
-written (`scheduler.commits.FileWrites`) instead of looking every 100 and
+written (`scheduler.firing.commits.FileWrites`) instead of looking every 100 and
 50 ms. What they cost at rest is mostly how often they wake: each wake-up
 of a thread is a voluntary context switch, counted by the kernel.
 """

@@ -351,7 +351,7 @@ def test_after_a_reap_and_a_new_claim_the_old_lease_changes_nothing(server, secr
         e2e_database,
         f"""
         from django.utils import timezone
-        from scheduler import lifecycle
+        from scheduler.runs import lifecycle
         from scheduler.models import Execution
         held = Execution.objects.filter(pk={pk})
         lifecycle.release(held, lifecycle.LEASE_EXPIRED, timezone.now())

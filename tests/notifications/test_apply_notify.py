@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from audit.models import AuditEvent
 from calendars.models import Calendar
 from notifications.models import Channel, Rule
-from scheduler import applyfile
-from scheduler.applyitems import ApplyError
+from scheduler.apply import document as applyfile
+from scheduler.apply.items import ApplyError
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db

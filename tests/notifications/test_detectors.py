@@ -7,7 +7,7 @@ import pytest
 from notifications import detectors
 from notifications.models import Channel, Event, Rule
 from runners.models import Runner
-from scheduler.loop import SchedulerLoop
+from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 

@@ -7,8 +7,8 @@ import pytest
 
 from notifications import messages
 from notifications.recording import record_event
-from scheduler import lifecycle
 from scheduler.models import Execution
+from scheduler.runs import lifecycle
 from tests.factories import ExecutionFactory, JobFactory
 
 from .conftest import T0

@@ -23,7 +23,7 @@ from django.utils import timezone
 import audit
 from notifications import notifier, notifier_process, wakeup
 from notifications.models import Delivery, Notification
-from scheduler.loop import SchedulerLoop
+from scheduler.firing.loop import SchedulerLoop
 from tests.notifications.factories import SECRET_VARIABLE, notification, webhook
 from tests.notifications.hooks import SECRET, Hook
 
@@ -120,7 +120,7 @@ def test_on_sqlite_an_idle_notifier_sleeps_until_another_connection_commits(tran
 def test_on_sqlite_a_thread_wakes_the_rounds_when_the_database_is_written(tmp_path):
     import sqlite3
 
-    from scheduler import commits
+    from scheduler.firing import commits
 
     path = tmp_path / "watched.sqlite3"
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

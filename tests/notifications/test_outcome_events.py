@@ -11,9 +11,10 @@ from notifications.models import Event
 from runners import claims, dispatch, identity
 from runners.loop_steps import update_runner_states
 from runners.models import Runner, RunnerToken
-from scheduler import lifecycle, ticks
-from scheduler.job_health import JobHealth
+from scheduler.firing import ticks
+from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution
+from scheduler.runs import lifecycle
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

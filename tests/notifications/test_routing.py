@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from notifications import routing, wakeup
 from notifications.models import Event, Notification
 from notifications.recording import record_event
-from scheduler import lifecycle
 from scheduler.models import Execution
+from scheduler.runs import lifecycle
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 from .conftest import T0, failure, make_channel, make_rule

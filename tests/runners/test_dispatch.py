@@ -490,7 +490,7 @@ def test_a_failed_run_with_retries_left_is_retried_after_its_backoff(secret, run
 
 
 def test_a_lease_renewed_after_the_reaper_looked_is_not_reaped(runner, secret):
-    from scheduler import lifecycle
+    from scheduler.runs import lifecycle
 
     execution = pending()
     claim(runner)
@@ -543,7 +543,7 @@ def test_a_success_under_a_stale_session_or_lease_is_refused(secret, held, wrong
 def timed_out(runner, settings):
     """A singleton run claimed under a long lease, then timed out on the
     server (its runner did not finish in time): (execution, its retry)."""
-    from scheduler import ticks
+    from scheduler.firing import ticks
 
     settings.CRONIQ_LEASE_TTL = 600
     settings.CRONIQ_TIMEOUT_GRACE = 0

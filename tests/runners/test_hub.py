@@ -15,7 +15,7 @@ from runners import identity, refusals
 from runners.db_threads import steps_in_caller_thread
 from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
 from runners.models import Runner
-from scheduler import ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution
 from tests.factories import RunnerFactory
 from tests.runners.conftest import NOW, pending
@@ -431,7 +431,7 @@ def local_hub_with_a_waiter(loop):
 
 def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
     from runners.hub import wake_local_hubs
-    from scheduler import notifier
+    from scheduler.firing import notifier
 
     current = local_hub_with_a_waiter(loop)
 
@@ -500,7 +500,7 @@ def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_comm
 def count_looks(monkeypatch, path=None):
     """The instants the hub's SQLite watch looks for commits (of the
     database at `path`, if given, instead of the test database)."""
-    from scheduler import commits
+    from scheduler.firing import commits
 
     looks = []
     own_connection = commits.own_connection

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from audit import mark_tick
 from runners.hub import LISTENING_SAFETY_SCAN_INTERVAL, SAFETY_SCAN_INTERVAL, Hub, listen_params
 from runners.notify import CHANNEL, notify_new_work
-from scheduler import ticks
+from scheduler.firing import ticks
 from tests.factories import JobFactory
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

@@ -13,7 +13,7 @@ from audit.models import Counter
 from notifications.models import Event
 from runners import claims, dispatch, identity
 from runners.models import RunnerToken
-from scheduler.job_health import JobHealth
+from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 

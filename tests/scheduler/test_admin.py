@@ -169,7 +169,7 @@ def fire_once_before_the_next_job_save(now):
     writing it back: the interleaving of an operator and the loop."""
     from django.db.models.signals import pre_save
 
-    from scheduler import ticks
+    from scheduler.firing import ticks
 
     fired = []
 
@@ -208,7 +208,7 @@ def test_an_operator_saving_a_description_keeps_what_the_loop_advanced(staff, si
     event = AuditEvent.objects.get(action="job.changed")
     assert set(event.data) == {"description"}
     # The instant is not fired twice; a singleton does not stop the loop.
-    from scheduler import ticks
+    from scheduler.firing import ticks
 
     Execution.objects.filter(job=job).update(state=Execution.RUNNING, lease=1)
     assert ticks.trigger_due(T0 + dt.timedelta(seconds=2)) == 0

@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 from django.utils.datastructures import MultiValueDict
 
-from scheduler.admin_forms import JobAdminForm
-from scheduler.applyfile import apply
-from scheduler.applyitems import ApplyError
+from scheduler.admin.forms import JobAdminForm
+from scheduler.apply.document import apply
+from scheduler.apply.items import ApplyError
 from scheduler.models import Job
 from tests.admin_forms import job_form
 from tests.factories import JobFactory

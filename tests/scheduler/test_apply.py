@@ -177,7 +177,7 @@ def test_a_business_day_job_is_applied_and_scheduled_on_the_calendars_days(tmp_p
             "calendar": "de-by-workdays",
         }
     ]
-    from scheduler.applyfile import apply
+    from scheduler.apply.document import apply
 
     apply(document, now=dt.datetime(2029, 5, 1, tzinfo=dt.UTC))
     # Thu 31 May 2029 is Corpus Christi in Bavaria.
@@ -299,8 +299,8 @@ T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)  # a Monday
 def test_apply_changing_a_description_keeps_what_the_loop_advanced_meanwhile():
     from django.db.models.signals import pre_save
 
-    from scheduler import ticks
-    from scheduler.applyfile import apply
+    from scheduler.apply.document import apply
+    from scheduler.firing import ticks
 
     job_item = {"name": "solo", "schedule": "*/5 * * * *", "command": "true", "singleton": True}
     apply({"jobs": [job_item]}, now=T0 - dt.timedelta(minutes=1))
@@ -324,7 +324,7 @@ def test_apply_changing_a_description_keeps_what_the_loop_advanced_meanwhile():
 
 
 def test_a_blackout_added_to_a_base_calendar_reschedules_the_jobs_of_derived_calendars():
-    from scheduler.applyfile import apply
+    from scheduler.apply.document import apply
 
     base = {"name": "company"}
     derived = {"name": "team", "base": "company"}
@@ -364,7 +364,7 @@ class Greetings:
 
 @pytest.fixture
 def greetings(monkeypatch):
-    from scheduler import applyfile
+    from scheduler.apply import document as applyfile
 
     monkeypatch.setattr(applyfile, "_sections", list(applyfile._sections))
     applyfile.add_sections(["greetings"], Greetings)
@@ -427,7 +427,7 @@ def test_bad_parameters_are_refused_naming_the_field(tmp_path, parameters, messa
 def test_a_calendar_changed_by_apply_moves_the_jobs_edit_marker(tmp_path):
     # A resting loop on SQLite learns of job edits from this marker (a MAX
     # over updated_at); the jobs rescheduled for their calendar are edits.
-    from scheduler import ticks
+    from scheduler.firing import ticks
 
     document = {
         "calendars": [{"name": "weekdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],

@@ -5,8 +5,8 @@ import datetime as dt
 
 import pytest
 
-from scheduler import applyfile
-from scheduler.applyfile import ApplyError
+from scheduler.apply import document as applyfile
+from scheduler.apply.document import ApplyError
 from scheduler.models import ConcurrencyGroup, Job
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from calendars.models import Calendar
-from scheduler import applyfile
-from scheduler.applyfile import MAX_DOCUMENT_CHARS, ApplyError, parse
+from scheduler.apply import document as applyfile
+from scheduler.apply.document import MAX_DOCUMENT_CHARS, ApplyError, parse
 from scheduler.models import Job
 from tests.control.keyed_client import KeyedClient
 

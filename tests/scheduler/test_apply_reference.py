@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from scheduler.applyfile import ApplyError, apply
-from scheduler.applyreference import reference
+from scheduler.apply.document import ApplyError, apply
+from scheduler.apply.reference import reference
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "apply.md"
 

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent
-from scheduler import applyfile
-from scheduler.applyfile import ApplyError, check_document
+from scheduler.apply import document as applyfile
+from scheduler.apply.document import ApplyError, check_document
 from scheduler.models import Job
 from tests.control.keyed_client import KeyedClient
 

@@ -1,4 +1,4 @@
-"""Named cases for `@business_day N HH:MM` (scheduler/cron.py): pure, fixed instants."""
+"""Named cases for `@business_day N HH:MM` (scheduler/jobs/cron.py): pure, fixed instants."""
 
 from datetime import UTC, date, datetime, time
 
@@ -6,7 +6,7 @@ import pytest
 
 from calendars.periods import Period
 from calendars.rules import CalendarRules, get_zone
-from scheduler.cron import (
+from scheduler.jobs.cron import (
     ScheduleError,
     describe,
     months_without_occurrence,

@@ -5,7 +5,7 @@ the calendar oracle of tests/calendars/strategies.py allows any instant of the
 day; it counts those days, places HH:MM on the Nth by walking UTC minutes
 until the wall clock reaches it (the first of a repeated time, the end of a
 gap), and gates the instant with the calendar oracle. It shares no code with
-scheduler/cron.py or calendars/rules.py.
+scheduler/jobs/cron.py or calendars/rules.py.
 """
 
 import calendar as stdlib_calendar
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calendars.rules import CalendarRules
-from scheduler.cron import next_fire
+from scheduler.jobs.cron import next_fire
 from tests.calendars.strategies import (
     ANCHORS,
     DST_CHANGES,

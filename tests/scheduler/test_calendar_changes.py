@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from calendars.changes import calendar_changed
 from calendars.models import Calendar
-from scheduler import ticks
-from scheduler.calendar_changes import jobs_on_calendars
+from scheduler.firing import ticks
+from scheduler.jobs.calendar_changes import jobs_on_calendars
 from scheduler.models import Job
 from tests import admin_forms
 from tests.factories import CalendarFactory, JobFactory

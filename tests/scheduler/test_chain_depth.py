@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from audit.models import AuditEvent
-from scheduler import chains, lifecycle
-from scheduler.chains import MAX_CHAIN_DEPTH
 from scheduler.models import Execution, Job
+from scheduler.runs import chains, lifecycle
+from scheduler.runs.chains import MAX_CHAIN_DEPTH
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +43,7 @@ def newest_pending():
 def test_a_stored_cycle_stops_after_the_deepest_chain(caplog):
     run = stored_cycle("on_success")
     created = 0
-    with caplog.at_level(logging.WARNING, logger="scheduler.chains"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.runs.chains"):
         while run is not None and created <= MAX_CHAIN_DEPTH:
             lifecycle.settle(run, Execution.SUCCEEDED, LATER, exit_code=0)
             run = newest_pending()

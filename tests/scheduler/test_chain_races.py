@@ -14,7 +14,8 @@ from django.test import Client
 from django.urls import reverse
 
 from control.models import ApiKey
-from scheduler import applyfile, chain_graph
+from scheduler.apply import document as applyfile
+from scheduler.jobs import chain_graph
 from scheduler.models import Job
 from tests.admin_forms import job_form
 

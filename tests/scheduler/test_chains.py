@@ -7,10 +7,11 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from audit.models import AuditEvent
-from scheduler import applyfile, lifecycle
-from scheduler.applyfile import ApplyError
-from scheduler.chains import UPSTREAM_ENV
+from scheduler.apply import document as applyfile
+from scheduler.apply.document import ApplyError
 from scheduler.models import Execution, Job
+from scheduler.runs import lifecycle
+from scheduler.runs.chains import UPSTREAM_ENV
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

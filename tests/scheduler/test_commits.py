@@ -1,4 +1,4 @@
-"""scheduler.commits: whether another SQLite connection committed since the last look."""
+"""scheduler.firing.commits: whether another SQLite connection committed since the last look."""
 
 import os
 import sqlite3
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scheduler import commits
+from scheduler.firing import commits
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from audit.models import AuditEvent
 from runners import claims
-from scheduler import lifecycle, ticks
+from scheduler.firing import ticks
 from scheduler.models import ConcurrencyGroup, Execution, Job
+from scheduler.runs import lifecycle
 from tests.factories import JobFactory, RunnerFactory
 
 T0 = dt.datetime(2026, 6, 1, 0, 0, tzinfo=dt.UTC)

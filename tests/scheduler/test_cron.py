@@ -1,4 +1,4 @@
-"""Named cases for scheduler/cron.py: pure, no database, fixed instants."""
+"""Named cases for scheduler/jobs/cron.py: pure, no database, fixed instants."""
 
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -6,7 +6,7 @@ import pytest
 
 from calendars.periods import Period
 from calendars.rules import CalendarRules, get_zone
-from scheduler.cron import (
+from scheduler.jobs.cron import (
     ScheduleError,
     describe,
     never_fires_reason,

@@ -1,4 +1,4 @@
-"""Named cases of the Quartz day forms and the H forms (scheduler/cron.py): pure, no database."""
+"""Named cases of the Quartz day forms and the H forms (scheduler/jobs/cron.py): pure."""
 
 import subprocess
 import sys
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from calendars.rules import CalendarRules, get_zone
-from scheduler.cron import ScheduleError, describe, next_fire, next_fires, parse_schedule
+from scheduler.jobs.cron import ScheduleError, describe, next_fire, next_fires, parse_schedule
 
 BERLIN = get_zone("Europe/Berlin")
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def test_h_spreads_300_nightly_jobs_over_the_hour():
 def test_h_is_the_same_minute_in_another_process():
     # Python's hash() differs per process (PYTHONHASHSEED); H must not.
     code = (
-        "from scheduler.cron import parse_schedule;"
+        "from scheduler.jobs.cron import parse_schedule;"
         "print(parse_schedule('H H * * *', key='nightly-report').expression)"
     )
     answers = {

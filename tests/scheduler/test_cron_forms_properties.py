@@ -3,7 +3,7 @@
 As in test_cron_properties.py, the oracle walks UTC minute by minute and
 applies the Debian DST rule with zoneinfo's own fold resolution. Here it
 also reads the day fields' text itself ("L", "LW", "15W", "5L", "1#2") with
-date arithmetic of its own, sharing no code with scheduler/cron.py. The
+date arithmetic of its own, sharing no code with scheduler/jobs/cron.py. The
 instants sit just before month ends, month starts and the DST changes of
 the zones (Berlin's are last Sundays, New York's a second and a first one),
 and the forms are drawn near the days the walk crosses, so they do fire.
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cron import next_fire, parse_schedule
+from scheduler.jobs.cron import next_fire, parse_schedule
 from tests.calendars.strategies import DST_CHANGES, calendars, oracle_allowed
 
 EXAMPLES = int(os.environ.get("CRONIQ_CRON_EXAMPLES", "40"))

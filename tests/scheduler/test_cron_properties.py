@@ -3,7 +3,7 @@
 The oracle decides "does the job fire at this minute" from the Debian rule as
 docs/design.md §3 states it, using zoneinfo's own fold resolution, and asks the
 calendar oracle from tests/calendars/strategies.py whether the minute is
-allowed. It shares no code with the segment walk in scheduler/cron.py.
+allowed. It shares no code with the segment walk in scheduler/jobs/cron.py.
 """
 
 from datetime import UTC, timedelta
@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cron import next_fire, parse_schedule
+from scheduler.jobs.cron import next_fire, parse_schedule
 from tests.calendars.strategies import (
     ANCHORS,
     THREE_DAYS,

@@ -13,11 +13,12 @@ from django.test import override_settings
 from audit.models import AuditEvent
 from runners import claims, dispatch, identity
 from runners.models import RunnerToken
-from scheduler import dead_letter_actions, lifecycle
-from scheduler.dead_letters import TAIL_BYTES, DeadLetter, log_tail
-from scheduler.log_chunks import LogChunk
 from scheduler.models import Execution
-from scheduler.refusals import OperationRefused
+from scheduler.runs import lifecycle
+from scheduler.runs.log_chunks import LogChunk
+from scheduler.runs.refusals import OperationRefused
+from scheduler.triage import dead_letter_actions
+from scheduler.triage.dead_letters import TAIL_BYTES, DeadLetter, log_tail
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from scheduler import ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

@@ -7,9 +7,10 @@ import datetime as dt
 
 import pytest
 
-from scheduler import operations, ticks
-from scheduler.loop import SchedulerLoop
+from scheduler.firing import ticks
+from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
+from scheduler.runs import operations
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,8 @@ from calendars.rules import CalendarRules
 from runners.capacity import forecast
 from runners.models import Runner
 from scheduler import forecast as core
-from scheduler.cron import ScheduleError, next_fire
 from scheduler.forecast import JobLoad, RunnerSlots, forecast_load
+from scheduler.jobs.cron import ScheduleError, next_fire
 from scheduler.models import Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
@@ -26,7 +26,7 @@ LINUX = RunnerSlots("linux-1", frozenset({"linux"}), 1)
 
 
 def cron(schedule, tz="UTC", calendar=None, policy="skip", counter=None):
-    """A job's fire instants as `Job.fires` yields them, from scheduler.cron."""
+    """A job's fire instants as `Job.fires` yields them, from scheduler.jobs.cron."""
 
     def fires(after):
         instant = next_fire(schedule, tz, calendar, after, policy)
@@ -377,8 +377,8 @@ def test_the_instants_are_the_jobs_own_fire_times(schedule, tz, policy):
 
 @pytest.mark.django_db
 def test_jobs_with_h_forms_are_forecast_at_their_own_hashed_minutes():
-    from scheduler.cron import parse_schedule
     from scheduler.forecast import job_loads
+    from scheduler.jobs.cron import parse_schedule
 
     for n in range(2):
         JobFactory(name=f"spread-{n}", schedule="H * * * *", next_run_at=None)

@@ -1,12 +1,12 @@
 """The capacity forecast of an `@business_day` job on a calendar: its
-instants are the loop's own (scheduler.cron), though the forecast hands the
+instants are the loop's own (scheduler.jobs.cron), though the forecast hands the
 schedule its calendar cut at the end of the window."""
 
 import datetime as dt
 
 from calendars.rules import CalendarRules
-from scheduler.cron import SKIP, next_fires
 from scheduler.forecast import schedule_fires
+from scheduler.jobs.cron import SKIP, next_fires
 
 AFTER = dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)
 UNTIL = dt.datetime(2027, 3, 1, 0, 0, tzinfo=dt.UTC)

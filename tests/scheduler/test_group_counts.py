@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler import groups
 from scheduler.models import ConcurrencyGroup, Execution
+from scheduler.runs import groups
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from dashboard import schedules
-from scheduler import backfill, ticks
-from scheduler.cron import parse_schedule
+from scheduler.firing import backfill, ticks
+from scheduler.jobs.cron import parse_schedule
 from scheduler.models import Execution, Job
 from tests.admin_forms import job_form
 from tests.control.keyed_client import KeyedClient

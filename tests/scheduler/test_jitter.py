@@ -11,8 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from calendars.models import Calendar
-from scheduler import applyfile, ticks
-from scheduler.applyfile import ApplyError
+from scheduler.apply import document as applyfile
+from scheduler.apply.document import ApplyError
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job, jitter_offset
 from tests.factories import JobFactory
 

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from scheduler import ticks
-from scheduler.loop import SchedulerLoop
+from scheduler.firing import ticks
+from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
 from tests.factories import JobFactory
 

@@ -15,10 +15,11 @@ from django.utils import timezone
 
 import audit
 from runners.models import Runner
-from scheduler import loop as loop_module
-from scheduler import operations, steps
-from scheduler.loop import SchedulerLoop
+from scheduler.firing import loop as loop_module
+from scheduler.firing import steps
+from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
+from scheduler.runs import operations
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 # run_once() manages its connection, as the loop does: that needs real

@@ -17,8 +17,9 @@ from croniq_project.collector import CroniqCollector
 from runners import claims, dispatch, identity
 from runners.hub import Waiter
 from runners.models import RunnerToken
-from scheduler import maintenance, ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job, MaintenanceSwitch, MaintenanceWindow
+from scheduler.runs import maintenance
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db

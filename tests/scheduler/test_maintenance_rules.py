@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from scheduler.maintenance import (
+from scheduler.runs.maintenance import (
     EVERYTHING,
     SWITCH,
     Maintenance,

@@ -9,9 +9,9 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from scheduler import lifecycle
-from scheduler.dead_letters import DeadLetter
 from scheduler.models import Execution
+from scheduler.runs import lifecycle
+from scheduler.triage.dead_letters import DeadLetter
 from tests.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -142,7 +142,7 @@ def test_chained_runs_are_found_and_checked_through_the_upstream_index():
         upstream=parent,
     )  # fmt: skip
     try:
-        # Retention's look for a batch's chained runs (scheduler.rows_by_id).
+        # Retention's look for a batch's chained runs (scheduler.housekeeping.rows_by_id).
         found = plan(f"SELECT id FROM {TABLE} WHERE upstream_id IN (%s, %s)", [parent.pk, other.pk])
         assert any("exec_upstream" in line for line in found), found
         checked = foreign_key_check_plan(parent.pk)

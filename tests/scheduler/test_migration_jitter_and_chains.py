@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from scheduler import ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job
 from tests.migrations import migrate
 

@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from scheduler import maintenance, ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job
+from scheduler.runs import maintenance
 from tests.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from scheduler import lifecycle
 from scheduler.models import Execution, Job
+from scheduler.runs import lifecycle
 from tests.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)

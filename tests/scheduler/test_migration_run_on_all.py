@@ -10,7 +10,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from scheduler import ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job
 from tests.migrations import migrate
 

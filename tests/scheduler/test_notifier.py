@@ -1,11 +1,12 @@
-"""New work reaches whoever hands it out through `scheduler.notifier`."""
+"""New work reaches whoever hands it out through `scheduler.firing.notifier`."""
 
 import datetime as dt
 
 import pytest
 
-from scheduler import notifier, operations, ticks
+from scheduler.firing import notifier, ticks
 from scheduler.models import Execution
+from scheduler.runs import operations
 from tests.factories import ExecutionFactory, JobFactory
 
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

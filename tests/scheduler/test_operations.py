@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from audit.models import AuditEvent
-from scheduler import operations
 from scheduler.models import Execution
+from scheduler.runs import operations
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,10 @@ import pytest
 
 from audit.models import AuditEvent
 from runners import claims, loop_steps
-from scheduler import lifecycle, operations, ticks
-from scheduler.dead_letters import DeadLetter
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job
+from scheduler.runs import lifecycle, operations
+from scheduler.triage.dead_letters import DeadLetter
 from tests.factories import JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db

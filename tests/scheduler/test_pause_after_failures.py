@@ -8,10 +8,10 @@ import pytest
 
 from audit.models import AuditEvent
 from notifications.models import Event
-from scheduler import lifecycle, operations
-from scheduler.applyfile import apply
-from scheduler.applyitems import ApplyError
+from scheduler.apply.document import apply
+from scheduler.apply.items import ApplyError
 from scheduler.models import Execution, Job
+from scheduler.runs import lifecycle, operations
 from tests.control.keyed_client import KeyedClient
 from tests.factories import ExecutionFactory, JobFactory
 

@@ -1,14 +1,14 @@
 """A job paused until an instant resumes by itself then (the loop's
-`pauses_ended` step, scheduler.operations.resume_ended_pauses)."""
+`pauses_ended` step, scheduler.runs.operations.resume_ended_pauses)."""
 
 import datetime as dt
 
 import pytest
 
 from audit.models import AuditEvent
-from scheduler import operations
-from scheduler.loop import SchedulerLoop
+from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
+from scheduler.runs import operations
 from tests.factories import CalendarFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The job form's live preview: what `scheduler.previews` counts, and the
+"""The job form's live preview: what `scheduler.jobs.previews` counts, and the
 admin view that answers it (staff only, 400 for bad input, never a 500)."""
 
 from datetime import UTC, date, datetime, timedelta
@@ -8,7 +8,7 @@ import time_machine
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from scheduler import previews
+from scheduler.jobs import previews
 from scheduler.models import Job
 from tests.admin_forms import job_form
 from tests.factories import CalendarFactory, CalendarPeriodFactory, JobFactory

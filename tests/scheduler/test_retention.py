@@ -11,8 +11,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, Counter
-from scheduler import prune_pacing, retention, ticks
-from scheduler.loop import SchedulerLoop
+from scheduler.firing import ticks
+from scheduler.firing.loop import SchedulerLoop
+from scheduler.housekeeping import prune_pacing, retention
 from scheduler.models import Execution, LogChunk
 from tests.factories import ExecutionFactory, JobFactory
 from tests.test_configuration import run_check
@@ -590,7 +591,7 @@ def test_a_retention_below_one_day_stops_start_up_naming_the_variable(tmp_path):
 
 
 def test_an_expired_execution_goes_with_its_closed_dead_letter_and_a_replay_forgets_it(db):
-    from scheduler.dead_letters import DeadLetter
+    from scheduler.triage.dead_letters import DeadLetter
 
     job = JobFactory()
     gave_up = finished(job, 100, state=Execution.FAILED)

@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler import dead_letter_actions, retention
-from scheduler.dead_letters import DeadLetter
+from scheduler.housekeeping import retention
 from scheduler.models import Execution
+from scheduler.triage import dead_letter_actions
+from scheduler.triage.dead_letters import DeadLetter
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

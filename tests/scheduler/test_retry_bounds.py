@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from runners.models import RunnerToken
-from scheduler import lifecycle
-from scheduler.applyfile import ApplyError, apply
+from scheduler.apply.document import ApplyError, apply
 from scheduler.models import MAX_RETRY_DELAY, Execution, Job
+from scheduler.runs import lifecycle
 from tests.admin_forms import job_form
 from tests.control.keyed_client import KeyedClient
 from tests.factories import ExecutionFactory, JobFactory

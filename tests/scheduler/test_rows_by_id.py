@@ -7,9 +7,9 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from scheduler import rows_by_id
-from scheduler.log_chunks import LogChunk
+from scheduler.housekeeping import rows_by_id
 from scheduler.models import Execution
+from scheduler.runs.log_chunks import LogChunk
 from tests.factories import ExecutionFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -11,11 +11,14 @@ from audit.models import AuditEvent, Counter
 from runners import claims, dispatch, identity, loop_steps
 from runners.hub import Waiter
 from runners.models import Runner, RunnerToken
-from scheduler import applyfile, backfill, dead_letter_actions, fanout, lifecycle, operations, ticks
-from scheduler.applyfile import ApplyError
-from scheduler.dead_letters import DeadLetter
+from scheduler.apply import document as applyfile
+from scheduler.apply.document import ApplyError
+from scheduler.firing import backfill, fanout, ticks
 from scheduler.models import Execution, Job
-from scheduler.refusals import OperationRefused
+from scheduler.runs import lifecycle, operations
+from scheduler.runs.refusals import OperationRefused
+from scheduler.triage import dead_letter_actions
+from scheduler.triage.dead_letters import DeadLetter
 from tests.factories import JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db

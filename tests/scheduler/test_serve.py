@@ -1,4 +1,4 @@
-"""scheduler.serve: a scheduler loop that dies takes the web server with it.
+"""scheduler.firing.serve: a scheduler loop that dies takes the web server with it.
 
 A real uvicorn and a real SchedulerLoop in this process; the loop's clock is
 the seam through which it dies (as a library calling sys.exit() in the
@@ -11,8 +11,8 @@ import time
 import pytest
 import requests
 
-from scheduler.loop import SchedulerLoop
-from scheduler.serve import OneProcess, web_server
+from scheduler.firing.loop import SchedulerLoop
+from scheduler.firing.serve import OneProcess, web_server
 from tests.e2e.processes import free_port, wait_for
 
 

@@ -9,8 +9,9 @@ from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, Counter
 from runners import loop_steps
-from scheduler import lifecycle, ticks
+from scheduler.firing import ticks
 from scheduler.models import Execution, Job
+from scheduler.runs import lifecycle
 from tests.factories import CalendarFactory, ExecutionFactory, JobFactory, RunnerFactory
 
 pytestmark = pytest.mark.django_db
@@ -386,7 +387,7 @@ def test_silent_runners_go_offline_and_long_offline_ones_are_forgotten():
 
 def test_housekeeping_clears_the_flapping_mark_of_a_runner_that_went_quiet():
     from runners.models import Runner
-    from scheduler.loop import SchedulerLoop
+    from scheduler.firing.loop import SchedulerLoop
 
     quiet = RunnerFactory(flapping=True, flapping_since=at(-60), last_seen_at=at(1))
 

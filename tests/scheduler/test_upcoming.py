@@ -11,8 +11,8 @@ import time_machine
 from django.core.management import call_command
 from django.urls import reverse
 
-from scheduler import ticks
-from scheduler.loop import SchedulerLoop
+from scheduler.firing import ticks
+from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
 from tests.admin_forms import job_form
 from tests.factories import CalendarFactory, CalendarPeriodFactory
@@ -162,7 +162,7 @@ def test_admin_dashboard_next_runs_and_the_loop_agree_on_an_every_job(staff):
 
 
 def form_preview(staff, **fields):
-    """The job form's live preview (scheduler.previews) as the script asks it."""
+    """The job form's live preview (scheduler.jobs.previews) as the script asks it."""
     query = {"schedule": "@every 10m", "timezone": "UTC", **fields}
     answer = staff.get(reverse("admin:scheduler_job_preview"), query)
     assert answer.status_code == 200, answer.content.decode()

@@ -5,7 +5,7 @@ import logging
 import pytest
 from django.db import connection
 
-from scheduler import vacuum
+from scheduler.housekeeping import vacuum
 
 pytestmark = pytest.mark.django_db
 

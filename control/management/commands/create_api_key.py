@@ -6,7 +6,7 @@ from django.utils import timezone
 
 import audit
 from control.models import ApiKey
-from scheduler.applyitems import ApplyError, seconds
+from scheduler.apply.items import ApplyError, seconds
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scheduler.applyfile import ApplyError, apply, load, plan, source_name
-from scheduler.label_checks import document_label_warnings
+from scheduler.apply.document import ApplyError, apply, load, plan, source_name
+from scheduler.jobs.label_checks import document_label_warnings
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from scheduler.applyreference import reference
+from scheduler.apply.reference import reference
 
 
 class Command(BaseCommand):

@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from calendars.rules import RulesError
-from scheduler.cron import ScheduleError
+from scheduler.jobs.cron import ScheduleError
+from scheduler.jobs.previews import skipped_months
 from scheduler.models import Job
-from scheduler.previews import skipped_months
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ import getpass
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from scheduler import retention
+from scheduler.housekeeping import retention
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """The scheduler worker: fires due jobs, times out and reaps executions.
 
 `handle()` only loops, sleeps and watches for shutdown; the work is in
-scheduler.loop.SchedulerLoop, whose `tick(now)` tests call directly.
+scheduler.firing.loop.SchedulerLoop, whose `tick(now)` tests call directly.
 """
 
 import signal
@@ -9,7 +9,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from scheduler.loop import SchedulerLoop
+from scheduler.firing.loop import SchedulerLoop
 
 
 class Command(BaseCommand):

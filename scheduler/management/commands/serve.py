@@ -1,10 +1,10 @@
-"""The web server and the scheduler loop in one process (scheduler.serve)."""
+"""The web server and the scheduler loop in one process (scheduler.firing.serve)."""
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from scheduler.loop import SchedulerLoop
-from scheduler.serve import OneProcess, web_server
+from scheduler.firing.loop import SchedulerLoop
+from scheduler.firing.serve import OneProcess, web_server
 
 
 class Command(BaseCommand):

@@ -1,5 +1,5 @@
 // The job form's live preview: as the schedule, timezone, calendar,
-// calendar policy or name (it seeds the H forms) change, ask the admin's preview view (scheduler.previews)
+// calendar policy or name (it seeds the H forms) change, ask the admin's preview view (scheduler.jobs.previews)
 // for the next fire times and list them under the form's schedule fields.
 // Blocked candidates are struck through; their reason is the title (hover),
 // as for the months an @business_day job has no occurrence in.

@@ -1,0 +1,84 @@
+"""The admin's job form: labels and parameters as tags, the environment as
+rows of name and value, the timezone typed with suggestions.
+
+Each field is checked with the apply file's check (`scheduler.apply.items`,
+the timezone's validator), so the admin and `manage.py apply` refuse the
+same things with the same words. Scripts that post the old JSON ('{}',
+'["linux"]') are still understood.
+"""
+
+from django import forms
+
+from audit.admin_widgets import MappingField, NamesField
+from calendars.admin_forms import TimezoneField
+from scheduler.apply.items import ApplyError, parameter_names, string_list, string_mapping
+from scheduler.models import Job
+
+
+def checked(field, check):
+    """A form check from apply's `check(where, value)`: its value, or its
+    ApplyError as the form's error without the field name in front."""
+
+    def run(value):
+        try:
+            return check(field, value)
+        except ApplyError as e:
+            raise forms.ValidationError(
+                [message.removeprefix(f"{field}: ") for message in e.errors]
+            ) from None
+
+    return run
+
+
+class JobAdminForm(forms.ModelForm):
+    env = MappingField(
+        required=False,
+        check=checked("env", string_mapping),
+        help_text="Extra environment variables, one name and value per row.",
+    )
+    labels = NamesField(
+        required=False,
+        check=checked("labels", string_list),
+        help_text="A runner must carry all of these labels to run the job; "
+        "separate them with commas, e.g. linux, gpu.",
+    )
+    on_success = NamesField(
+        required=False,
+        check=checked("on_success", string_list),
+        help_text="Jobs to run when a run of this one succeeds, e.g. report, notify-bi.",
+    )
+    on_failure = NamesField(
+        required=False,
+        check=checked("on_failure", string_list),
+        help_text="Jobs to run when a run of this one fails for good (after its retries).",
+    )
+    parameters = NamesField(
+        required=False,
+        check=checked("parameters", parameter_names),
+        help_text="Names of environment variables a manual trigger may set, "
+        "e.g. REPORT_DATE, REGION.",
+    )
+    timezone = TimezoneField(
+        initial="UTC", help_text="The IANA timezone the schedule is read in, e.g. Europe/Berlin."
+    )
+
+    class Meta:
+        help_texts = {
+            "schedule": '5-field cron ("30 2 * * *"), a macro (@daily), "@every 5m" or '
+            '"@business_day 3 09:00" (the 3rd day of the month the calendar allows; '
+            "-1 is the last).",
+        }
+        model = Job
+        fields = [
+            "name", "description", "command", "env", "parameters", "labels", "schedule",
+            "timezone", "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
+            "max_concurrent", "max_queue", "concurrency_group", "run_on", "stagger",
+            "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
+            "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
+        ]  # fmt: skip
+
+    def clean(self):
+        cleaned = super().clean()
+        # The form edits the overlap policy; `singleton`, its older name, follows.
+        self.instance.singleton = cleaned.get("overlap") == Job.SKIP
+        return cleaned

@@ -1,0 +1,385 @@
+import json
+from datetime import UTC
+
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from audit import permissions
+from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
+from audit.changes import diff, masked_env, snapshot
+from calendars.admin import AdoptedOnSave
+from scheduler.admin.forms import JobAdminForm
+from scheduler.admin.preview import FirePreviewAdmin
+from scheduler.jobs.cron import uses_key
+from scheduler.jobs.label_checks import WarnsOfUnservedLabels
+from scheduler.models import ConcurrencyGroup, Execution, Job, LogChunk
+from scheduler.runs import groups, operations
+
+# Fields the form does not write; read back after a save so the object (and
+# its audit diff) show what is stored.
+UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at", "paused_until", "pause_reason"]
+NEXT_FIRES_SHOWN = 10
+LOG_SHOWN = 200_000  # characters of log shown inline in the admin
+
+
+def schedule_in_words(schedule, name):
+    from scheduler.jobs.cron import ScheduleError, describe
+
+    try:
+        return describe(schedule, key=name)
+    except ScheduleError as e:
+        return str(e)
+
+
+def fire_time(job, instant):
+    """A fire time on the job's own clock, where its schedule is read, with UTC beside it."""
+    wall, utc = job.wall_and_utc(instant)
+    html = format_html('<time datetime="{}">{}</time>', instant.astimezone(UTC).isoformat(), wall)
+    if utc is None:
+        return html
+    return format_html('{} <span class="quiet">({})</span>', html, utc)
+
+
+@admin.register(Job)
+class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
+    form = JobAdminForm
+    list_display = [
+        "name",
+        "schedule",
+        "schedule_words",
+        "calendar",
+        "next_run",
+        "last_result",
+        "enabled",
+        "is_paused",
+        "has_error",
+    ]
+    list_filter = ["enabled", "overlap", "concurrency_group", "calendar", "misfire_policy"]
+    search_fields = ["name", "command", "description"]
+    list_select_related = ["calendar"]
+    readonly_fields = [
+        "next_run",
+        "last_scheduled_at",
+        "paused_at",
+        "paused_until",
+        "pause_reason",
+        "managed_by",
+        "managed_source",
+        "error",
+        "error_at",
+        "next_fires",
+        "created_at",
+    ]
+    actions = ["run_now", "pause", "resume"]
+    fieldsets = [
+        (None, {"fields": ["name", "description", "command", "env", "parameters", "labels"]}),
+        (
+            "Schedule",
+            {
+                "fields": [
+                    "schedule",
+                    "timezone",
+                    "calendar",
+                    "calendar_policy",
+                    "jitter",
+                    "misfire_policy",
+                    "next_fires",
+                ]
+            },
+        ),
+        (
+            "Runs",
+            {
+                "fields": [
+                    "overlap",
+                    "max_concurrent",
+                    "max_queue",
+                    "concurrency_group",
+                    "run_on",
+                    "stagger",
+                    "timeout",
+                    "retries",
+                    "retry_backoff",
+                    "enabled",
+                    "maintenance",
+                    "pause_after_failures",
+                ]
+            },
+        ),  # fmt: skip
+        (
+            "Chains",
+            {
+                "fields": ["on_success", "on_failure"],
+                "description": "Jobs this one starts when a run ends, with its logical "
+                "time; no cycles.",
+            },
+        ),
+        (
+            "Notifications",
+            {
+                "fields": ["owner", "max_duration", "min_duration"],
+                "description": "Rules route on the owner; the durations say when a run "
+                "is slow (job.slow) or suspiciously short (job.fast).",
+            },
+        ),
+        (
+            "State",
+            {
+                "fields": [
+                    "next_run",
+                    "last_scheduled_at",
+                    "paused_at",
+                    "paused_until",
+                    "pause_reason",
+                    "managed_by",
+                    "managed_source",
+                    "error",
+                    "error_at",
+                    "created_at",
+                ],
+                "description": "A job with an error is out of the schedule: "
+                "saving it (or the Resume action) clears the error.",
+            },
+        ),
+    ]
+
+    def get_queryset(self, request):
+        last_state = (
+            Execution.objects.filter(job=OuterRef("pk"))
+            .exclude(state__in=Execution.ACTIVE_STATES)
+            .order_by("-scheduled_for", "-attempt")
+            .values("state")[:1]
+        )
+        # One subquery per page instead of one query per row.
+        return super().get_queryset(request).annotate(last_state=Subquery(last_state))
+
+    def get_fieldsets(self, request, obj=None):
+        # Who may only look at a job sees its environment with secret-looking
+        # values masked; who may change it edits the real values.
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        return [
+            (
+                title,
+                {
+                    **options,
+                    "fields": ["env_masked" if f == "env" else f for f in options["fields"]],
+                },
+            )
+            for title, options in fieldsets
+        ]
+
+    @admin.display(description="env")
+    def env_masked(self, job):
+        return format_html("<pre>{}</pre>", json.dumps(masked_env(job.env), indent=2))
+
+    @admin.display(description="in words")
+    def schedule_words(self, job):
+        return schedule_in_words(job.schedule, job.name)
+
+    @admin.display(description="paused", boolean=True)
+    def is_paused(self, job):
+        return job.paused_at is not None
+
+    @admin.display(description="error", boolean=True)
+    def has_error(self, job):
+        return bool(job.error)
+
+    @admin.display(description="last result")
+    def last_result(self, job):
+        return job.last_state or "—"
+
+    @admin.display(description="next run at", ordering="next_run_at")
+    def next_run(self, job):
+        if job.next_run_at is None:
+            return "—"
+        return fire_time(job, job.next_run_at)
+
+    @admin.display(description="next fire times (calendar applied)")
+    def next_fires(self, job):
+        if not job.pk:
+            return "—"
+        now = timezone.now()
+        try:
+            fires = job.upcoming(now, NEXT_FIRES_SHOWN)
+            if not fires:
+                return job.no_fires_reason(now)
+        except ValueError as e:  # a schedule or timezone typed into this form that is invalid
+            return str(e)
+        return format_html(
+            "<ol>{}</ol>",
+            format_html_join("", "<li>{}</li>", ((fire_time(job, at),) for at in fires)),
+        )
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.reschedule(timezone.now())
+            super().save_model(request, obj, form, change)
+            return
+        # Only what the operator changed is written: the rest of `obj` was
+        # read when the form was, and the loop may have moved its fields on.
+        fields = [
+            *form.changed_data,
+            "updated_at",
+            *obj.clear_error(),
+            *self.adopt(request, obj, change),
+        ]
+        if "overlap" in fields:
+            fields.append("singleton")  # its older name follows it
+        # A new name moves a schedule's H forms and its jitter: they hash the name.
+        renamed = "name" in fields and (uses_key(obj.schedule) or bool(obj.jitter))
+        if set(fields) & {*Job.SCHEDULE_FIELDS, "error"} or renamed:
+            obj.reschedule(timezone.now())
+            fields.append("next_run_at")
+        before = self.stored_snapshot(obj)
+        obj.save(update_fields=fields)
+        obj.refresh_from_db(fields=[f for f in UNSAVED_STATE if f not in fields])
+        # The diff covers what this save wrote, not what the loop moved meanwhile.
+        after = snapshot(obj, self.audit_exclude)
+        changes = diff(
+            {k: v for k, v in before.items() if k in fields},
+            {k: v for k, v in after.items() if k in fields},
+        )
+        if changes:
+            self.audit(request, obj, "changed", changes)
+
+    def has_run_permission(self, request):
+        return permissions.allows(request.user, "job.run")
+
+    def has_pause_permission(self, request):
+        return permissions.allows(request.user, "job.pause")
+
+    def has_resume_permission(self, request):
+        return permissions.allows(request.user, "job.resume")
+
+    @admin.action(description="Run selected jobs now", permissions=["run"])
+    def run_now(self, request, queryset):
+        started = 0
+        for job in queryset:
+            try:
+                operations.run_now(job, timezone.now(), request.user)
+                started += 1
+            except operations.OperationRefused as e:
+                self.message_user(request, str(e), messages.WARNING)
+        self.message_user(request, f"Started {started} job(s).")
+
+    @admin.action(description="Pause selected jobs", permissions=["pause"])
+    def pause(self, request, queryset):
+        count = operations.pause(queryset, timezone.now(), request.user)
+        self.message_user(request, f"Paused {count} job(s).")
+
+    @admin.action(description="Resume selected jobs", permissions=["resume"])
+    def resume(self, request, queryset):
+        count = operations.resume(queryset, timezone.now(), request.user)
+        self.message_user(request, f"Resumed {count} job(s).")
+
+
+@admin.register(Execution)
+class ExecutionAdmin(AuditedModelAdmin):
+    list_display = [
+        "id",
+        "job",
+        "scheduled_for",
+        "attempt",
+        "trigger",
+        "state",
+        "runner",
+        "duration_text",
+        "exit_code",
+    ]
+    list_filter = ["state", "trigger"]
+    search_fields = ["job__name"]
+    list_select_related = ["job", "runner"]
+    raw_id_fields = ["job", "runner", "upstream"]
+    show_full_result_count = False
+    paginator = CheapPaginator
+    actions = ["cancel", "retry"]
+    readonly_fields = [
+        "job",
+        "scheduled_for",
+        "attempt",
+        "trigger",
+        "state",
+        "singleton",
+        "run_after",
+        "runner",
+        "session",
+        "lease",
+        "lease_expires_at",
+        "created_at",
+        "claimed_at",
+        "finished_at",
+        "exit_code",
+        "error",
+        "lost_reason",
+        "cancel_requested_at",
+        "upstream",
+        "log_size",
+        "log_truncated",
+        "log",
+    ]
+
+    def has_add_permission(self, request):
+        return False  # executions come from schedules, "run now" and retries
+
+    @admin.display(description="duration")
+    def duration_text(self, execution):
+        duration = execution.duration
+        return f"{duration.total_seconds():.1f}s" if duration else "—"
+
+    @admin.display(description="log")
+    def log(self, execution):
+        text = "".join(
+            LogChunk.objects.filter(execution=execution)
+            .order_by("seq")
+            .values_list("data", flat=True)
+        )
+        if len(text) > LOG_SHOWN:
+            text = text[-LOG_SHOWN:]
+        return format_html("<pre style='white-space:pre-wrap'>{}</pre>", text or "(no output)")
+
+    def has_cancel_permission(self, request):
+        return permissions.allows(request.user, "execution.cancel")
+
+    def has_retry_permission(self, request):
+        return permissions.allows(request.user, "execution.retry")
+
+    @admin.action(description="Cancel selected executions", permissions=["cancel"])
+    def cancel(self, request, queryset):
+        count = operations.cancel(queryset, timezone.now(), request.user)
+        self.message_user(request, f"Cancelled or asked to stop {count} execution(s).")
+
+    @admin.action(description="Retry selected executions now", permissions=["retry"])
+    def retry(self, request, queryset):
+        retried = 0
+        for execution in queryset.select_related("job"):
+            try:
+                operations.retry(execution, timezone.now(), request.user)
+                retried += 1
+            except operations.OperationRefused as e:
+                self.message_user(request, str(e), messages.WARNING)
+        self.message_user(request, f"Retried {retried} execution(s).")
+
+
+@admin.register(ConcurrencyGroup)
+class ConcurrencyGroupAdmin(AdoptedOnSave, AuditedModelAdmin):
+    """Budgets shared by jobs; the running count is read live."""
+
+    list_display = ["name", "max_concurrent", "running", "job_count", "managed_by"]
+    search_fields = ["name"]
+    readonly_fields = ["managed_by", "managed_source", "created_at", "updated_at"]
+
+    @admin.display(description="running now")
+    def running(self, group):
+        return groups.running_counts([group.pk]).get(group.pk, 0)
+
+    @admin.display(description="jobs")
+    def job_count(self, group):
+        return group.jobs.count()
+
+    def save_model(self, request, obj, form, change):
+        self.adopt(request, obj, change)
+        super().save_model(request, obj, form, change)
