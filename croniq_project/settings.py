@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     # Its templates and static files: /api/docs renders Swagger UI from
     # Croniq's own static files, not from a CDN (works offline).
     "ninja",
+    "core",
     "audit",
     "calendars",
     "scheduler",

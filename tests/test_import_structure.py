@@ -15,14 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # App -> layer: an app may import its own layer and the layers below it.
 LAYERS = {
-    "audit": 0,
-    "calendars": 0,
-    "scheduler": 1,
-    "runners": 2,
-    "notifications": 2,
-    "control": 3,
-    "dashboard": 3,
-    "croniq_project": 3,
+    "core": 0,
+    "audit": 1,
+    "calendars": 1,
+    "scheduler": 2,
+    "runners": 3,
+    "notifications": 3,
+    "control": 4,
+    "dashboard": 4,
+    "croniq_project": 4,
 }
 AGENT_PACKAGE = ROOT / "runner" / "croniq_runner"
 # What the agent may import besides the standard library and itself.
