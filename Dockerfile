@@ -5,12 +5,13 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 # Dependencies first, in their own layer: a change to Croniq's code does not
-# download them again.
-COPY pyproject.toml ./
-RUN python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
-COPY README.md manage.py ./
+# download them again. The lock pins every version the suite tests and every
+# file's hash (`make lock` compiles it from pyproject.toml's ranges).
+COPY requirements/server.txt ./requirements/
+RUN pip install -r requirements/server.txt
+COPY pyproject.toml README.md manage.py ./
 COPY croniq_project ./croniq_project
+COPY core ./core
 COPY calendars ./calendars
 COPY scheduler ./scheduler
 COPY runners ./runners
@@ -25,6 +26,7 @@ ENV STATIC_ROOT=/app/staticfiles
 # The processes import Croniq from /app, which uid 1000 cannot write:
 # its bytecode is compiled here, or every start would compile it anew.
 RUN pip install --no-deps . \
+    && pip check \
     && SECRET_KEY=build python manage.py collectstatic --no-input \
     && python -m compileall -q . \
     && useradd --uid 1000 --create-home croniq \

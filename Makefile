@@ -1,31 +1,54 @@
 # Croniq: `make run` starts a local demo on SQLite, `make test` runs the suite.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 CRONIQ_PORT ?= 8000
 
-.PHONY: install install-run bytecode run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
+.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# Third-party packages come from the lock files, every version pinned and
+# every file hash-checked; pyproject.toml keeps the ranges they are compiled
+# from (`make lock`). Croniq's own packages then install editable with
+# --no-deps, and `pip check` refuses a lock that misses what they require.
 # What running needs: the server, the runner package (runner/) and honcho,
-# which `make run` starts both with.
-$(RUN_STAMP): $(BIN)/python pyproject.toml runner/pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[demo]' -e ./runner
+# which `make run` starts both with (the demo extra: requirements/run.txt).
+$(RUN_STAMP): $(BIN)/python pyproject.toml runner/pyproject.toml requirements/run.txt
+	$(BIN)/python -m pip install --quiet -r requirements/run.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e '.[demo]' -e ./runner
+	$(BIN)/python -m pip check --quiet
 	touch $(RUN_STAMP)
 
 # And what developing needs: the test suite's and the linter's packages.
-$(STAMP): $(RUN_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(STAMP): $(RUN_STAMP) requirements/dev.txt
+	$(BIN)/python -m pip install --quiet -r requirements/dev.txt
 	touch $(STAMP)
 
 install-run: $(RUN_STAMP)
 
 install: $(STAMP)
+
+# Compiles the lock files from pyproject.toml's ranges for the images' and
+# CI's Python (3.11, Linux x86_64), with every file's hash. The development
+# lock is resolved first and the others within it, so the images run the
+# versions the suite tests. Pins already locked are kept while the ranges
+# allow them: `make lock LOCK_ARGS=--upgrade` moves every package to its
+# newest allowed release, `LOCK_ARGS="--upgrade-package django"` one.
+LOCKS := requirements/dev.txt requirements/run.txt requirements/server.txt runner/requirements.txt
+UV_COMPILE := $(BIN)/uv pip compile --quiet --python-version 3.11 \
+	--python-platform x86_64-unknown-linux-gnu --generate-hashes --custom-compile-command 'make lock'
+LOCK_ARGS ?=
+
+lock: install
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra demo --extra dev -o requirements/dev.txt
+	$(UV_COMPILE) pyproject.toml --extra demo -c requirements/dev.txt -o requirements/run.txt
+	$(UV_COMPILE) pyproject.toml -c requirements/dev.txt -o requirements/server.txt
+	$(UV_COMPILE) runner/pyproject.toml -c requirements/dev.txt -o runner/requirements.txt
 
 # Croniq's own modules compiled ahead. Where PYTHONDONTWRITEBYTECODE is set
 # (CI machines, many images) no process writes them, and every process the
