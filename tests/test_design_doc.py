@@ -40,3 +40,67 @@ def test_every_cited_section_is_in_the_design_doc():
 def test_nothing_cites_a_design_document_outside_the_repository():
     outside = "DESIGN" + ".md"
     assert [name for name, text in tracked_texts() if outside in text] == []
+
+
+# The contracts the doc lists in full, read from the code that defines them:
+# a scope, a setting, a flag, a command or a call added there without its
+# line here fails the suite.
+
+DOC = ROOT / "docs" / "design.md"
+PARAMETER = re.compile(r"\{[^}]*\}")
+
+
+def undocumented(names, shown):
+    text = DOC.read_text()
+    return sorted(name for name in names if shown(name) not in text)
+
+
+def read(path):
+    return (ROOT / path).read_text()
+
+
+def test_every_scope_is_in_the_design_doc():
+    scopes = re.findall(r'^[A-Z_]+ = "([^"]+)"', read("control/scopes.py"), flags=re.M)
+    assert "jobs:read" in scopes
+    assert undocumented(scopes, lambda scope: f"`{scope}`") == []
+
+
+def test_every_setting_read_from_the_environment_is_in_the_design_doc():
+    names = re.findall(r'\benv[a-z]*\(\s*"([A-Z][A-Z0-9_]*)"', read("croniq_project/settings.py"))
+    assert "CRONIQ_LEASE_TTL" in names
+    assert undocumented(names, lambda name: f"`{name}`") == []
+
+
+def test_every_runner_flag_is_in_the_design_doc():
+    flags = re.findall(r'add\(\s*"(--[a-z-]+)"', read("runner/croniq_runner/config.py"))
+    assert "--server" in flags
+    assert undocumented(flags, lambda flag: f"`{flag}") == []
+
+
+def test_every_croniq_admin_command_is_in_the_design_doc():
+    commands = [
+        path.stem
+        for path in ROOT.glob("*/management/commands/*.py")
+        if not path.name.startswith("_")
+    ]
+    assert "apply" in commands
+    assert undocumented(commands, lambda command: f"`{command}") == []
+
+
+def calls(path, prefix, router="router"):
+    """(METHOD path) of each route of `router` in `path`, parameters written `{}`."""
+    routes = re.findall(rf'@{router}\.(get|post|put|patch|delete)\(\s*"([^"]*)"', read(path))
+    return {
+        f"{method.upper()} {prefix}{PARAMETER.sub('{}', route.lstrip('/'))}"
+        for method, route in routes
+    }
+
+
+def test_every_http_call_is_in_the_design_doc():
+    found = calls("runners/api.py", "/api/v1/runners/", "runners_router")
+    found |= calls("runners/api.py", "/api/v1/executions/", "executions_router")
+    for path in sorted((ROOT / "control").glob("*_api.py")):
+        found |= calls(path.relative_to(ROOT), "/")
+    assert {"POST /api/v1/runners/{}/poll", "POST /jobs/{}/trigger"} <= found
+    text = PARAMETER.sub("{}", DOC.read_text())
+    assert sorted(call for call in found if f"`{call}`" not in text) == []
