@@ -1,7 +1,8 @@
 """Croniq's import structure (docs/design.md §1), read from the source with `ast`.
 
 Every import counts, also one inside a function: a lazy import still ties
-two modules together. The apps depend downward only (audit and calendars at
+two modules together; so does a relation named by its "app.Model" string, and
+a migration's dependency on another app's. The apps depend downward only (audit and calendars at
 the bottom, then scheduler, then runners and notifications, then dashboard
 and the project); no two modules import each other, directly or round a
 circle; the agent needs only the standard library and requests.
@@ -13,7 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# App -> layer: an app may import its own layer and the layers below it.
+# App -> layer: an app may import its own layer and the layers below it;
+# core (shared infrastructure) is below every app.
 LAYERS = {
     "core": 0,
     "audit": 1,
@@ -197,6 +199,62 @@ def agent_violations(modules, allowed=AGENT_THIRD_PARTY):
     return sorted(set(found))
 
 
+# -- the schema's edges: foreign keys and migration dependencies --------------
+
+RELATIONS = {"ForeignKey", "OneToOneField", "ManyToManyField"}
+
+
+def schema_edges(source, app, in_migrations):
+    """[(other app, what, line)] of the schema edges in `source`, a module of
+    `app`: every relation field named by its "app.Model" string (a relation
+    to a class is an import, which the import graph reads), and in a
+    migration every dependency on another app's migration."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", None))
+            targets = node.args[:1] + [k.value for k in node.keywords if k.arg == "to"]
+            for target in targets if name in RELATIONS else ():
+                if isinstance(target, ast.Constant) and "." in str(target.value):
+                    found.append((target.value.split(".")[0], target.value, node.lineno))
+        elif in_migrations and isinstance(node, ast.Assign):
+            if [getattr(t, "id", None) for t in node.targets] != ["dependencies"]:
+                continue
+            for dependency in getattr(node.value, "elts", ()):
+                parts = [getattr(e, "value", None) for e in getattr(dependency, "elts", ())]
+                if len(parts) == 2 and all(isinstance(part, str) for part in parts):
+                    found.append((parts[0], f"migration {parts[0]}.{parts[1]}", node.lineno))
+    return [(other, what, line) for other, what, line in found if other != app]
+
+
+def upward_schema_edges(root, layers):
+    """["file: what (line n)"] for every schema edge to a higher app."""
+    found = []
+    for app, here in sorted(layers.items()):
+        for path in sorted((root / app).rglob("*.py")) if (root / app).is_dir() else ():
+            in_migrations = "migrations" in path.relative_to(root).parts
+            for other, what, line in schema_edges(path.read_text(), app, in_migrations):
+                if layers.get(other, -1) > here:
+                    found.append(f"{path.relative_to(root)}: {what} (line {line})")
+    return found
+
+
+# The one relation that runs up: an execution names the runner that holds it
+# (`Execution.runner` -> runners.Runner), and the scheduler's migrations that
+# made and changed that column depend on the runners app's. Moving the
+# Runner model below the scheduler would change its admin addresses and
+# permission names; the runners app is to be split instead (its models in a
+# lower app, its protocol above the scheduler). Nothing may join this list.
+KNOWN_UPWARD_SCHEMA_EDGES = [
+    "scheduler/migrations/0001_initial.py: migration runners.0001_initial",
+    "scheduler/migrations/0001_initial.py: runners.runner",
+    "scheduler/migrations/0002_claim_order_index.py: migration runners.0001_initial",
+    "scheduler/migrations/0016_run_on_all.py: migration runners.0003_runner_drained",
+    "scheduler/migrations/0017_execution_fewer_indexes.py: runners.runner",
+    "scheduler/runs/models.py: runners.Runner",
+]
+
+
 def server_graph():
     return graph_of(read_modules(ROOT, [app for app in LAYERS if (ROOT / app).is_dir()]))
 
@@ -214,6 +272,11 @@ def test_the_scheduler_imports_nothing_from_runners_notifications_or_the_dashboa
     scheduler = [m for m in graph if app_of(m) == "scheduler"]
     assert len(scheduler) > 5  # the walk found the app
     assert [f"{m} imports {t}" for m in scheduler for t in graph[m] if app_of(t) in above] == []
+
+
+def test_no_foreign_key_or_migration_dependency_runs_up():
+    found = [edge.rpartition(" (line")[0] for edge in upward_schema_edges(ROOT, LAYERS)]
+    assert found == KNOWN_UPWARD_SCHEMA_EDGES
 
 
 def test_no_import_circle_between_modules():
@@ -278,6 +341,29 @@ def test_imports_inside_functions_and_relative_ones_are_read(tmp_path):
         "scheduler.ticks imports runners.hub (line 2)",
     ]
     assert circles(graph) == [["runners.hub", "scheduler.loop", "scheduler.ticks", "runners.hub"]]
+
+
+def test_planted_schema_edges_running_up_are_reported(tmp_path):
+    for path, text in {
+        "calendars/models.py": (
+            "from django.db import models\n"
+            "class Calendar(models.Model):\n"
+            "    job = models.ForeignKey('scheduler.Job', on_delete=models.CASCADE)\n"
+            "    base = models.ForeignKey(to='calendars.Calendar', on_delete=models.CASCADE)\n"
+        ),
+        "calendars/migrations/0002_x.py": (
+            "class Migration:\n"
+            "    dependencies = [('calendars', '0001_initial'), ('notifications', '0004_y')]\n"
+        ),
+        "notifications/models.py": ("rule = models.ManyToManyField('calendars.Calendar')\n"),
+    }.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+
+    assert upward_schema_edges(tmp_path, LAYERS) == [
+        "calendars/migrations/0002_x.py: migration notifications.0004_y (line 2)",
+        "calendars/models.py: scheduler.Job (line 3)",
+    ]
 
 
 def test_an_agent_importing_django_or_a_server_app_is_reported(tmp_path):
