@@ -39,7 +39,6 @@ install: $(STAMP)
 # versions the suite tests. Pins already locked are kept while the ranges
 # allow them: `make lock LOCK_ARGS=--upgrade` moves every package to its
 # newest allowed release, `LOCK_ARGS="--upgrade-package django"` one.
-LOCKS := requirements/dev.txt requirements/run.txt requirements/server.txt runner/requirements.txt
 UV_COMPILE := $(BIN)/uv pip compile --quiet --python-version 3.11 \
 	--python-platform x86_64-unknown-linux-gnu --generate-hashes --custom-compile-command 'make lock'
 LOCK_ARGS ?=
