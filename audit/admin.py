@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils.html import format_html
 
-from audit.admin_mixins import CheapPaginator, FilterLookupsOnly, ReadOnlyModelAdmin
 from audit.models import AuditEvent, Counter, Heartbeat
+from core.admin_mixins import CheapPaginator, FilterLookupsOnly, ReadOnlyModelAdmin
 
 
 class RecentValuesFilter(admin.SimpleListFilter):

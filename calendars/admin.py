@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from audit.admin_mixins import AuditedModelAdmin
+from audit.audited_admin import AuditedModelAdmin
 from calendars.admin_forms import CalendarAdminForm
 from calendars.changes import calendar_changed
 from calendars.models import Calendar, CalendarPeriod, ManagedBy, manager_text

@@ -12,10 +12,10 @@ import zoneinfo
 
 from django import forms
 
-from audit.admin_widgets import Checkboxes, NamesField, SuggestionsInput
 from calendars.models import WEEKDAYS, Calendar
 from calendars.public_holidays import known_categories
 from calendars.validators import validate_timezone
+from core.admin_widgets import Checkboxes, NamesField, SuggestionsInput
 
 
 @functools.cache

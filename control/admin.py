@@ -2,10 +2,11 @@ from django import forms
 from django.contrib import admin
 from django.utils import timezone
 
-from audit import permissions
-from audit.admin_mixins import AuditedModelAdmin, ShowsSecretOnce
+from audit.audited_admin import AuditedModelAdmin
 from control import keys, scopes
 from control.models import ApiKey, hash_secret, new_secret
+from core import permissions
+from core.admin_mixins import ShowsSecretOnce
 
 
 class ApiKeyForm(forms.ModelForm):

@@ -2,8 +2,8 @@
 
 The admin actions, the dashboard's buttons and anything built on them later
 ask here, so an action is allowed or refused the same way everywhere. It sits
-beside the audit trail at the bottom of the apps: every app may call it, and
-it names the other apps' permissions only as strings.
+in core, below every app: every app may call it, and it names the apps'
+permissions only as strings.
 
 Superusers hold every permission; other staff hold what their groups grant
 (see the "Croniq viewers / operators / admins" groups).

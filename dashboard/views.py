@@ -18,8 +18,8 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.views.decorators.http import require_POST, require_safe
 
-from audit import permissions
 from calendars.validators import text_problem
+from core import permissions
 from dashboard import queries, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags

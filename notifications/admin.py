@@ -8,8 +8,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from audit.admin_mixins import AuditedModelAdmin, CheapPaginator, ReadOnlyModelAdmin
+from audit.audited_admin import AuditedModelAdmin
 from audit.changes import MASK, diff, snapshot
+from core.admin_mixins import CheapPaginator, ReadOnlyModelAdmin
 from notifications.admin_forms import ChannelForm, MuteForm, RuleForm
 from notifications.applyitems import masked_channel_diff, masked_url
 from notifications.models import Channel, Delivery, Mute, Notification, Rule

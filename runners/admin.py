@@ -4,8 +4,9 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
-from audit import permissions
-from audit.admin_mixins import AuditedModelAdmin, ShowsSecretOnce
+from audit.audited_admin import AuditedModelAdmin
+from core import permissions
+from core.admin_mixins import ShowsSecretOnce
 from runners import identity
 from runners.models import TOKEN_PREFIX, Runner, RunnerToken, hash_secret
 

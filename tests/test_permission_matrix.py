@@ -319,7 +319,7 @@ def test_each_action_is_allowed_or_refused_with_nothing_changed(
 
 
 def test_the_matrix_covers_every_action_in_both_places():
-    from audit.permissions import ACTIONS
+    from core.permissions import ACTIONS
 
     assert {action for way, action in REQUESTS if way == "admin"} >= set(ACTIONS)
     dashboard = {action for way, action in REQUESTS if way == "dashboard"}

@@ -9,7 +9,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
-from audit import permissions
+from core import permissions
 from dashboard.charts import format_seconds
 from runners import coverage
 from scheduler.models import Execution

@@ -5,8 +5,9 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html
 
-from audit import permissions
-from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
+from audit.audited_admin import AuditedModelAdmin
+from core import permissions
+from core.admin_mixins import CheapPaginator
 from scheduler.runs.refusals import OperationRefused
 from scheduler.triage import dead_letter_actions
 from scheduler.triage.dead_letters import DeadLetter, with_status

@@ -9,8 +9,8 @@ same things with the same words. Scripts that post the old JSON ('{}',
 
 from django import forms
 
-from audit.admin_widgets import MappingField, NamesField
 from calendars.admin_forms import TimezoneField
+from core.admin_widgets import MappingField, NamesField
 from scheduler.apply.items import ApplyError, parameter_names, string_list, string_mapping
 from scheduler.models import Job
 

@@ -6,10 +6,11 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from audit import permissions
-from audit.admin_mixins import AuditedModelAdmin, CheapPaginator
+from audit.audited_admin import AuditedModelAdmin
 from audit.changes import diff, masked_env, snapshot
 from calendars.admin import AdoptedOnSave
+from core import permissions
+from core.admin_mixins import CheapPaginator
 from scheduler.admin.forms import JobAdminForm
 from scheduler.admin.preview import FirePreviewAdmin
 from scheduler.jobs.cron import uses_key

@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
 
-from audit.admin_mixins import FilterLookupsOnly
+from core.admin_mixins import FilterLookupsOnly
 from scheduler.models import MaintenanceSwitch, MaintenanceWindow
 from scheduler.runs import maintenance
 

@@ -9,8 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import audit
-from audit.admin_mixins import CheapPaginator
 from audit.models import AuditEvent, Counter
+from core.admin_mixins import CheapPaginator
 
 # The test settings have no collected static files; whitenoise only warns.
 pytestmark = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")

@@ -16,9 +16,9 @@ from django.db.models.constants import LOOKUP_SEP
 from django.test import RequestFactory
 from django.urls import reverse
 
-from audit.admin_mixins import ReadOnlyModelAdmin
 from audit.models import AuditEvent, Counter, Heartbeat
 from control.models import ApiKey
+from core.admin_mixins import ReadOnlyModelAdmin
 from notifications.models import Channel, Delivery, Mute, Notification, Rule
 from runners.models import RunnerToken
 from scheduler.models import ConcurrencyGroup, Execution, Job, MaintenanceWindow

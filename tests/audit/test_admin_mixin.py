@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.urls import path, reverse
 
-from audit.admin_mixins import AuditedModelAdmin
+from audit.audited_admin import AuditedModelAdmin
 from audit.changes import diff, snapshot
 from audit.models import AuditEvent
 from calendars.models import Calendar, CalendarPeriod

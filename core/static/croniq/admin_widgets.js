@@ -1,4 +1,4 @@
-// The admin's tag inputs and key/value rows (audit/admin_widgets.py).
+// The admin's tag inputs and key/value rows (core/admin_widgets.py).
 // Without this script both still work: the tags are a comma-separated
 // text, and the rows offer one blank row per save.
 "use strict";
