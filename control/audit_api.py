@@ -10,7 +10,8 @@ from ninja import Field, Query, Router, Schema
 from audit.models import AuditEvent
 from control import auth, paging, scopes
 from control.fields import Instant
-from control.schemas import ERRORS, PageQuery, Text
+from control.schemas import ERRORS, PageQuery
+from core.text import Text
 
 router = Router(tags=["audit"])
 

@@ -9,7 +9,7 @@ from ninja.errors import HttpError
 from pydantic import AfterValidator, AwareDatetime, Field
 
 from calendars.periods import RANGE_PROBLEM, out_of_range
-from runners.api import Text
+from core.text import Text
 
 ID_MAX = 2**63 - 1
 

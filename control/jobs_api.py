@@ -10,7 +10,7 @@ from ninja import Body, Query, Router, Schema, Status
 from pydantic import ConfigDict
 
 from control import auth, examples, jobs, paging, scopes
-from control.schemas import Text  # text the database can store
+from core.text import Text  # text the database can store
 
 router = Router(tags=["jobs"])
 

@@ -11,7 +11,8 @@ from ninja.errors import HttpError
 from control import auth, keys, paging, scopes
 from control.fields import Instant
 from control.models import ApiKey
-from control.schemas import ERRORS, PageQuery, Text
+from control.schemas import ERRORS, PageQuery
+from core.text import Text
 
 router = Router(tags=["keys"])
 

@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field
 
 from control import auth, examples, scopes
 from control.fields import Instant
-from runners.api import Text
+from core.text import Text
 from scheduler.models import MaintenanceWindow
 from scheduler.runs import maintenance
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from ninja import Field, Schema
 
 from control import paging
-from runners.api import Text  # text the database can store: no NUL, no lone surrogates
+from core.text import Text  # text the database can store: no NUL, no lone surrogates
 
 
 class ErrorOut(Schema):

@@ -14,40 +14,16 @@ from django.conf import settings
 from django.utils import timezone
 from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
-from pydantic import (
-    AfterValidator,
-    ConfigDict,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    StringConstraints,
-)
+from pydantic import ConfigDict, StrictBool, StrictInt, StrictStr
 
+from core.text import Text
 from runners import dispatch, identity, polls
-from runners.db_threads import run_db
+from core.db_threads import run_db
 
 INT32_MAX = 2**31 - 1
 # Calls added to the protocol that an agent checks for before using them
 # (older servers answer them 404): the batch finish.
 FEATURES = ["finish-many"]
-
-
-def no_nul_or_surrogates(value):
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
-    return value
-
-
-def Text(min_length=0, max_length=None):  # noqa: N802 - reads as a type in schemas
-    return Annotated[
-        StrictStr,
-        StringConstraints(min_length=min_length, max_length=max_length),
-        AfterValidator(no_nul_or_surrogates),
-    ]
 
 
 Session = Annotated[Text(1, 64), Field(description="Random id of the runner process.")]
