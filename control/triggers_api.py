@@ -13,8 +13,8 @@ from pydantic import ConfigDict, StrictBool
 from control import auth, examples, jobs, refusals, scopes
 from control.auth import needs, needs_in_db_thread
 from control.fields import Instant
-from core.text import Text
 from core.db_threads import run_db
+from core.text import Text
 from scheduler.firing import backfill, fanout, triggers
 from scheduler.runs.refusals import OperationRefused
 

@@ -16,9 +16,9 @@ from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
 from pydantic import ConfigDict, StrictBool, StrictInt, StrictStr
 
+from core.db_threads import run_db
 from core.text import Text
 from runners import dispatch, identity, polls
-from core.db_threads import run_db
 
 INT32_MAX = 2**31 - 1
 # Calls added to the protocol that an agent checks for before using them
