@@ -590,9 +590,9 @@ def run(url, options, workdir):
     from django.db import connections
     from django.utils import timezone
 
+    from harness.processes import Server, start_loop
     from runners.models import RunnerToken
     from scheduler.models import Execution
-    from tests.e2e.processes import Server, start_loop
 
     rng = random.Random(21)
     setup_started = time.monotonic()

@@ -14,7 +14,7 @@ from ninja.security import HttpBearer
 
 from audit.models import AuditEvent
 from control.models import ApiKey
-from runners.db_threads import run_db
+from core.db_threads import run_db
 
 # last_used_at is informational: written at most this often per key.
 TOUCH_INTERVAL = timedelta(minutes=1)

@@ -7,7 +7,7 @@ thread hops). Their receivers reset the query log and close the request
 thread's stale database connection.
 
 Runner calls (`/api/v1/`) are async views whose database steps run in the
-hub's own database threads (`runners.db_threads.run_db`), never on the request's
+hub's own database threads (`core.db_threads.run_db`), never on the request's
 thread: those signals have nothing to do for them, and at a few hundred
 calls a second the threads cost more than the calls. So they are handled
 here on the event loop alone; every other path (admin, dashboard, metrics)

@@ -13,7 +13,7 @@ Between rounds it sleeps until the next retry is due, a wake-up or a short
 poll: `wakeup.local` wakes it in the same process; on PostgreSQL a LISTEN
 connection wakes it when another process commits an event; on SQLite, where
 other processes cannot signal, a commit of any other connection wakes it
-(`scheduler.firing.commits`: a thread blocks until the database's log is written,
+(`core.commits`: a thread blocks until the database's log is written,
 on Linux; elsewhere the notifier looks every 50 ms, at a counter). A
 database outage is logged and retried with backoff; nothing ends the thread
 but a stop.
@@ -31,8 +31,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
+from core import commits
 from notifications import delivery, routing, wakeup
-from scheduler.firing import commits
 
 log = logging.getLogger("croniq.notifications")
 

@@ -9,7 +9,7 @@ one of two ways (docs/design.md §4, "Long-poll"):
   `runners.notify.notify_new_work()`.
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id while polls wait, whenever another connection
-  committed (`scheduler.firing.commits`, looked at every `WATCH_INTERVAL` seconds).
+  committed (`core.commits`, looked at every `WATCH_INTERVAL` seconds).
 
 On a hint the hub claims, in one database transaction, the ready work for
 its waiting polls, oldest execution first, dealt round the polls it fits. One
@@ -29,13 +29,13 @@ from django.db import DatabaseError, connection
 from django.db.models import Count, Min
 from django.utils import timezone
 
+from core import commits
+from core.db_threads import run_db, run_hub
 from runners.claims import Handed, serve_waiters
-from runners.db_threads import run_db, run_hub
 from runners.identity import come_back
 from runners.latency import record_latency
 from runners.models import Runner
 from runners.notify import CHANNEL
-from scheduler.firing import commits
 from scheduler.models import Execution
 
 # SQLite: how often the web process looks for other connections' commits

@@ -2,7 +2,7 @@
 and hold the answer until its instant.
 
 While a poll waits it holds no database connection and no thread: database
-steps run in `runners.db_threads`, the wait is an asyncio future in the
+steps run in `core.db_threads`, the wait is an asyncio future in the
 process's hub. Work claimed for a poll whose runner hung up before the
 answer left is handed back (`return_unanswered`).
 """
@@ -14,9 +14,9 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from core.db_threads import run_db, run_dispatch
 from runners import identity
 from runners.claims import Handed, answer, claim, wanted
-from runners.db_threads import run_db, run_dispatch
 from runners.dispatch import hand_back
 from runners.hub import hub
 from runners.latency import latencies

@@ -19,7 +19,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
     threads close their connections, and the sessions of the processes the
     last tests stopped end (a backend outlives its client by a moment)."""
     yield
-    from runners import db_threads
+    from core import db_threads
 
     db_threads.close_connections()
     with django_db_blocker.unblock():

@@ -19,7 +19,7 @@ def test_a_wrong_method_answers_json_405_and_says_which_are_allowed(client):
 
 
 def test_an_api_view_s_own_json_404_is_kept(client):
-    from runners import db_threads
+    from core import db_threads
     from runners.models import RunnerToken
 
     _, secret = RunnerToken.issue("errors")

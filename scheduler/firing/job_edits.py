@@ -6,7 +6,7 @@ saved meanwhile may be due sooner. The loop then reads the jobs' edit marker
 It reads the marker only when something may have changed
 (`watcher(connection).moved()`):
 
-- SQLite: another connection committed (`scheduler.firing.commits`); the loop
+- SQLite: another connection committed (`core.commits`); the loop
   blocks until the database's log is written (Linux), elsewhere it looks
   every EDIT_CHECK_INTERVAL (scheduler.firing.loop);
 - PostgreSQL: a NOTIFY on CHANNEL reached the loop's connection, which
@@ -21,7 +21,7 @@ import select
 
 from django.db import connection, transaction
 
-from scheduler.firing import commits
+from core import commits
 
 CHANNEL = "croniq_jobs"
 

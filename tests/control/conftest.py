@@ -2,7 +2,7 @@ import pytest
 from django.test import Client
 
 from control.models import ApiKey
-from runners import db_threads
+from core import db_threads
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """An idle install on SQLite sleeps between commits (real processes).
 
 On Linux the loop and its notifier block until the database's log is
-written (`scheduler.firing.commits.FileWrites`) instead of looking every 100 and
+written (`core.commits.FileWrites`) instead of looking every 100 and
 50 ms. What they cost at rest is mostly how often they wake: each wake-up
 of a thread is a voluntary context switch, counted by the kernel.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import on_postgres, start_loop, wait_for
+from harness.processes import on_postgres, start_loop, wait_for
 
 pytestmark = [
     pytest.mark.e2e,

@@ -21,11 +21,11 @@ from django.db import OperationalError, connection, connections
 from django.utils import timezone
 
 import audit
+from harness.hooks import SECRET, Hook
 from notifications import notifier, notifier_process, wakeup
 from notifications.models import Delivery, Notification
 from scheduler.firing.loop import SchedulerLoop
 from tests.notifications.factories import SECRET_VARIABLE, notification, webhook
-from tests.notifications.hooks import SECRET, Hook
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def test_on_sqlite_an_idle_notifier_sleeps_until_another_connection_commits(tran
 def test_on_sqlite_a_thread_wakes_the_rounds_when_the_database_is_written(tmp_path):
     import sqlite3
 
-    from scheduler.firing import commits
+    from core import commits
 
     path = tmp_path / "watched.sqlite3"
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

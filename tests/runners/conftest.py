@@ -4,8 +4,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from ninja.testing import TestAsyncClient
 
+from core import db_threads
 from croniq_project.api import api
-from runners import db_threads
 from runners.models import RunnerToken
 from tests.factories import ExecutionFactory, JobFactory
 

@@ -9,10 +9,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import Counter
+from core.db_threads import steps_in_caller_thread
 from croniq_project.collector import unmatched_pending
 from runners import hub as hub_module
 from runners import identity, refusals
-from runners.db_threads import steps_in_caller_thread
 from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
 from runners.models import Runner
 from scheduler.firing import ticks
@@ -469,7 +469,7 @@ def test_work_made_inside_a_transaction_wakes_the_hub_only_at_its_commit(transac
 def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_commits(
     transactional_db, loop, runners
 ):
-    from runners.db_threads import run_db
+    from core.db_threads import run_db
 
     current = local_hub_with_a_waiter(loop)
     reads = []
@@ -500,7 +500,7 @@ def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_comm
 def count_looks(monkeypatch, path=None):
     """The instants the hub's SQLite watch looks for commits (of the
     database at `path`, if given, instead of the test database)."""
-    from scheduler.firing import commits
+    from core import commits
 
     looks = []
     own_connection = commits.own_connection

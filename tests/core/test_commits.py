@@ -1,4 +1,4 @@
-"""scheduler.firing.commits: whether another SQLite connection committed since the last look."""
+"""core.commits: whether another SQLite connection committed since the last look."""
 
 import os
 import sqlite3
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scheduler.firing import commits
+from core import commits
 
 
 @pytest.fixture

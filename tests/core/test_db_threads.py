@@ -5,7 +5,7 @@ import time
 import pytest
 from django.db import connection
 
-from runners import db_threads
+from core import db_threads
 
 
 def live_backends(pids):
