@@ -94,7 +94,7 @@ def drop_database(url):
         from django.db import connections
 
         connections.close_all()
-        from tests.e2e.processes import drop_database as drop
+        from harness.processes import drop_database as drop
 
         drop(url)
 
@@ -110,7 +110,7 @@ def start_web(url, workdir):
 def start_webs(url, workdir, count):
     """`count` uvicorn processes, each on its own port, all ready. They
     start side by side: each takes a second or two of CPU to import Django."""
-    from tests.e2e.processes import Server
+    from harness.processes import Server
 
     servers = [Server(url, workdir / f"web-{n}.log") for n in range(count)]
     atexit.register(stop_webs, servers)  # a scenario that fails leaves none running
@@ -134,7 +134,7 @@ def by_process(webs, urls):
 
 
 def start_loop(url, workdir):
-    from tests.e2e.processes import start_loop as start
+    from harness.processes import start_loop as start
 
     loop = start(url, workdir / "loop.log")
     atexit.register(loop.stop)

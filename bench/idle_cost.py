@@ -114,8 +114,8 @@ def main():
     from django.db import connections
     from django.utils import timezone
 
+    from harness.processes import Process, Server, drop_database, process_env
     from runners.models import RunnerToken
-    from tests.e2e.processes import Process, Server, drop_database, process_env
 
     class CountedServe(Server):
         """`manage.py serve`, its queries counted: web and loop in one process."""

@@ -109,7 +109,7 @@ def drop_database(url):
         from django.db import connections
 
         connections.close_all()
-        from tests.e2e.processes import drop_database as drop
+        from harness.processes import drop_database as drop
 
         drop(url)
 
@@ -123,8 +123,8 @@ def routing_present():
 
 
 def start_loop(url, workdir, name, **env):
-    from tests.e2e.processes import start_loop as start
-    from tests.e2e.processes import wait_for
+    from harness.processes import start_loop as start
+    from harness.processes import wait_for
 
     process = start(
         url, workdir / f"{name}.log", "--interval", "0.2", **{SECRET_VARIABLE: SECRET}, **env
@@ -185,7 +185,7 @@ def fail(execution):
 
 
 def latency(url, workdir, failures):
-    from tests.notifications.hooks import Hook
+    from harness.hooks import Hook
 
     hook = Hook(secret=SECRET)
     channel = webhook("latency-hook", hook.url)
@@ -327,7 +327,7 @@ class TimedLoop:
     """`timed_loop` in a process of its own, as scheduler_loop runs."""
 
     def __init__(self, url, workdir, steps=False):
-        from tests.e2e.processes import Process, process_env, wait_for
+        from harness.processes import Process, process_env, wait_for
 
         self.path = workdir / "ticks.txt"
         self.steps = workdir / "ticks.txt.steps" if steps else None
@@ -362,10 +362,10 @@ def burst(url, workdir, steps=False):
     from django.db import transaction
     from django.utils import timezone
 
+    from harness.hooks import Hook
     from notifications import wakeup
     from notifications.models import Notification
     from scheduler.models import Job
-    from tests.notifications.hooks import Hook
 
     hook = Hook(delay=BURST_ANSWER, secret=SECRET)
     channel = webhook("burst-hook", hook.url)
@@ -455,8 +455,8 @@ def paced_failure(started, n, execution):
 
 
 def storm(url, workdir):
+    from harness.hooks import Hook
     from notifications.models import Notification
-    from tests.notifications.hooks import Hook
 
     hook = Hook(secret=SECRET)
     chat = Hook(secret=None)

@@ -34,7 +34,7 @@ TARGET_P99_MS = 25
 
 
 def start_agent(server_url, token, name, workdir):
-    from tests.e2e.processes import Process, process_env
+    from harness.processes import Process, process_env
 
     env = process_env("sqlite:////nonexistent", XDG_STATE_HOME=workdir / "agent-state")
     agent = ROOT / ".venv" / "bin" / "croniq-runner"
@@ -60,9 +60,9 @@ def main():
     url = prepare_database()
     from django.utils import timezone
 
+    from harness.processes import Server, drop_database, start_loop
     from runners.models import RunnerToken
     from scheduler.models import Job
-    from tests.e2e.processes import Server, drop_database, start_loop
 
     workdir = Path(tempfile.mkdtemp(prefix="croniq-singleton-bench-"))
     secret = RunnerToken.issue(f"bench-{uuid.uuid4().hex[:8]}")[1]

@@ -15,7 +15,7 @@ only to process n mod N, as a round-robin load balancer would send it:
   reported in one call, as the agent reports runs that end together, and
   (`each_*`) each with its own finish, as an older agent.
 
-Each web process is a `tests.e2e.processes.Server` (one uvicorn worker on
+Each web process is a `harness.processes.Server` (one uvicorn worker on
 a port of its own), not `uvicorn --workers N` behind one port: the runners
 are spread exactly, and each process's CPU and deliveries are its own.
 

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.e2e.processes import free_port
+from harness.processes import free_port
 
 
 def postgres_bin():

@@ -1,4 +1,4 @@
-"""Start Croniq's real processes for end-to-end tests.
+"""Start Croniq's real processes for end-to-end tests and benchmarks.
 
 Each test gets its own database: a temporary SQLite file, or a fresh
 PostgreSQL database when the suite runs against PostgreSQL.
@@ -20,9 +20,9 @@ from pathlib import Path
 import requests
 from django.conf import settings
 
-from tests.runner_venv import runner_venv
+from harness.runner_venv import runner_venv
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
@@ -237,7 +237,7 @@ def start_loop(database_url, log_path, *args, **extra_env):
 
 
 def start_agent(server_url, token, log_path, *args, **extra_env):
-    """croniq-runner as installed from its wheel (tests/runner_venv.py)."""
+    """croniq-runner as installed from its wheel (harness/runner_venv.py)."""
     # Ledgers of the agent's jobs live beside its log, not in root's home.
     extra_env.setdefault("XDG_STATE_HOME", Path(log_path).parent / "agent-state")
     env = process_env("sqlite:////nonexistent", **extra_env)

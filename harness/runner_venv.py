@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runner"
 CACHE = ROOT / ".croniq" / "runner-venv"
@@ -111,10 +109,3 @@ def forget_old_builds(keep, now=None):
         if stamp.parent != keep and stamp.stat().st_mtime < now - 86400:
             shutil.rmtree(stamp.parent, ignore_errors=True)
             Path(f"{stamp.parent}.lock").unlink(missing_ok=True)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def runner_from_wheel():
-    """Build (or find) the runner's virtualenv before the first test, not
-    inside a test that times its agent."""
-    return runner_venv()

@@ -2,7 +2,7 @@
 
 tests/e2e/test_agent.py installs this wheel in a virtualenv with only
 requests and runs a real job from it; every agent of the end-to-end suite
-runs from there (tests/runner_venv.py).
+runs from there (harness/runner_venv.py).
 """
 
 import email
@@ -13,7 +13,7 @@ import pytest
 
 import croniq_runner
 from croniq_runner import client, config
-from tests.runner_venv import ROOT, RUNNER, build_wheel, run, runner_venv
+from harness.runner_venv import ROOT, RUNNER, build_wheel, run, runner_venv
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import requests
 
-from tests.e2e.processes import Server, manage, query
+from harness.processes import Server, manage, query
 
 PRELUDE = """
 import json

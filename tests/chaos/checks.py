@@ -42,9 +42,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from harness.processes import query
 from tests.chaos.admin_operator import OPERATOR
 from tests.chaos.harness import INTERVAL, as_utc
-from tests.e2e.processes import query
 
 FINAL = ("succeeded", "failed", "timed_out", "lost", "cancelled", "skipped")
 # The scheduler loop's clock and the row it reads can be this far apart

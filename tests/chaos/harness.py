@@ -25,7 +25,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.e2e.processes import (
+from harness.processes import (
     Process,
     Server,
     manage,
@@ -35,7 +35,7 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
-from tests.e2e.tcp_proxy import TcpProxy
+from harness.tcp_proxy import TcpProxy
 
 LEASE_TTL = 4
 HEARTBEAT = 1

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.private_postgres import PrivatePostgres, postgres_bin
+from harness.processes import on_postgres
 from tests.chaos import checks
 from tests.chaos.harness import LEASE_TTL, Cluster, Faults, profile, seed, wait_healthy
-from tests.e2e.private_postgres import PrivatePostgres, postgres_bin
-from tests.e2e.processes import on_postgres
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 

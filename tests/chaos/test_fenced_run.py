@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from tests.chaos.harness import SETTINGS, kill_machine, wait_healthy
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     manage,
@@ -23,7 +22,8 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
-from tests.e2e.tcp_proxy import TcpProxy
+from harness.tcp_proxy import TcpProxy
+from tests.chaos.harness import SETTINGS, kill_machine, wait_healthy
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 

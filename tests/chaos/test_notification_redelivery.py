@@ -11,14 +11,14 @@ import time
 
 import pytest
 
+from harness.hooks import SECRET, Hook
+from harness.processes import drop_database, migrated_database, start_loop, wait_for
 from tests.e2e.notification_rows import (
     SECRET_VARIABLE,
     delivery_rows,
     insert_notifications,
     states,
 )
-from tests.e2e.processes import drop_database, migrated_database, start_loop, wait_for
-from tests.notifications.hooks import SECRET, Hook
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 

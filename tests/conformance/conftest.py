@@ -1,6 +1,6 @@
 import sys
 
-from tests.e2e.processes import ROOT
+from harness.processes import ROOT
 
 # Until the runner distribution is installed, its source folder is the path.
 RUNNER_SOURCE = str(ROOT / "runner")

@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from croniq_runner.conformance.replay import load_cases
-from tests.conformance.rewriting_proxy import RewritingProxy
-from tests.e2e.processes import (
+from harness.processes import (
     ROOT,
     drop_database,
     manage,
@@ -19,6 +18,7 @@ from tests.e2e.processes import (
     process_env,
     start_loop,
 )
+from tests.conformance.rewriting_proxy import RewritingProxy
 from tests.e2e.protocol_client import start_server, token
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ from datetime import datetime
 
 import pytest
 
+from harness.processes import free_port
 from tests.docker.conftest import ROOT, record_figure, require
-from tests.e2e.processes import free_port
 
 pytestmark = pytest.mark.docker
 

@@ -1,9 +1,16 @@
 import pytest
 
-from tests.e2e.processes import Server, drop_database, migrated_database, on_postgres
-from tests.runner_venv import runner_from_wheel  # noqa: F401 (every agent runs from the wheel)
+from harness.processes import Server, drop_database, migrated_database, on_postgres
+from harness.runner_venv import runner_venv
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session", autouse=True)
+def runner_from_wheel():
+    """Build (or find) the runner's virtualenv before the first test, not
+    inside a test that times its agent: every agent runs from the wheel."""
+    return runner_venv()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ process of their own (`manage.py shell`), and read back."""
 
 import json
 
-from tests.e2e.processes import manage, query
+from harness.processes import manage, query
 
 SECRET_VARIABLE = "CRONIQ_SECRET_HOOK"
 

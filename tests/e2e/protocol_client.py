@@ -9,7 +9,7 @@ import uuid
 
 import requests
 
-from tests.e2e.processes import Server, manage
+from harness.processes import Server, manage
 
 SEED = """
 import json, time

@@ -15,6 +15,16 @@ from types import SimpleNamespace
 import pytest
 
 import croniq_runner
+from harness.processes import (
+    Server,
+    drop_database,
+    migrated_database,
+    query,
+    start_agent,
+    wait_for,
+)
+from harness.runner_venv import bare_env, run, runner_venv
+from harness.tcp_proxy import TcpProxy
 from tests.agent.world import (
     add_execution,
     add_executions,
@@ -24,16 +34,6 @@ from tests.agent.world import (
     ready,
     request_cancel,
 )
-from tests.e2e.processes import (
-    Server,
-    drop_database,
-    migrated_database,
-    query,
-    start_agent,
-    wait_for,
-)
-from tests.e2e.tcp_proxy import TcpProxy
-from tests.runner_venv import bare_env, run, runner_venv
 
 pytestmark = pytest.mark.e2e
 

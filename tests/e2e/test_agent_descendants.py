@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from harness.processes import drop_database, migrated_database, start_agent, wait_for
 from tests.agent.test_descendants import deaf, escaped
 from tests.agent.test_job import gone
 from tests.agent.world import add_execution, executions, issue_token, start_server
-from tests.e2e.processes import drop_database, migrated_database, start_agent, wait_for
 
 pytestmark = [
     pytest.mark.e2e,

@@ -4,8 +4,7 @@ import time
 
 import pytest
 
-from tests.agent.world import executions, ready, start_server, token_and_executions
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     free_port,
@@ -14,7 +13,8 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
-from tests.e2e.tcp_proxy import TcpProxy
+from harness.tcp_proxy import TcpProxy
+from tests.agent.world import executions, ready, start_server, token_and_executions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 

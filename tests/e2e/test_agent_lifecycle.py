@@ -9,14 +9,7 @@ from pathlib import Path
 import pytest
 
 from croniq_runner.ledger import group_members
-from tests.agent.world import (
-    add_execution,
-    executions,
-    issue_token,
-    start_server,
-    token_and_executions,
-)
-from tests.e2e.processes import (
+from harness.processes import (
     BIN,
     Process,
     drop_database,
@@ -24,6 +17,13 @@ from tests.e2e.processes import (
     process_env,
     start_agent,
     wait_for,
+)
+from tests.agent.world import (
+    add_execution,
+    executions,
+    issue_token,
+    start_server,
+    token_and_executions,
 )
 
 pytestmark = pytest.mark.e2e

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
+from harness.processes import Server, drop_database, manage, migrated_database
 from tests.chaos.harness import wait_healthy
-from tests.e2e.processes import Server, drop_database, manage, migrated_database
 from tests.e2e.protocol_client import RunnerClient, seed, token
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import ROOT, Server, manage, start_agent
+from harness.processes import ROOT, Server, manage, start_agent
 
 pytestmark = pytest.mark.e2e
 

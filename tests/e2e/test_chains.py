@@ -5,8 +5,7 @@ on success and its `on_failure` job instead."""
 
 import pytest
 
-from tests.agent.world import issue_token, ready
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     manage,
@@ -16,6 +15,7 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
+from tests.agent.world import issue_token, ready
 
 pytestmark = pytest.mark.e2e
 

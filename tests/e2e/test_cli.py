@@ -1,5 +1,5 @@
 """`croniq`, the management CLI, as an operator runs it: installed from the
-runner's wheel (tests/runner_venv.py), against a real server, with a real
+runner's wheel (harness/runner_venv.py), against a real server, with a real
 agent running what it triggers.
 
 The tests of this module share one server, one database and one agent;
@@ -14,8 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.agent.world import issue_token, ready
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     free_port,
@@ -24,8 +23,9 @@ from tests.e2e.processes import (
     start_agent,
     wait_for,
 )
+from harness.runner_venv import bare_env, runner_venv
+from tests.agent.world import issue_token, ready
 from tests.e2e.protocol_client import RunnerClient
-from tests.runner_venv import bare_env, runner_venv
 
 pytestmark = pytest.mark.e2e
 

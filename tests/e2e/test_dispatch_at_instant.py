@@ -10,7 +10,7 @@ import requests
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.processes import LAYOUTS, manage, start_loop, start_web_and_loop
+from harness.processes import LAYOUTS, manage, start_loop, start_web_and_loop
 from tests.e2e.protocol_client import RunnerClient, token
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from tests.agent.world import add_execution, executions, issue_token, ready
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     migrated_database,
@@ -19,6 +18,7 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
+from tests.agent.world import add_execution, executions, issue_token, ready
 from tests.e2e.test_agent import process_gone
 
 pytestmark = pytest.mark.e2e

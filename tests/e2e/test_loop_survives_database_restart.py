@@ -6,8 +6,8 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.private_postgres import PrivatePostgres, postgres_bin
-from tests.e2e.processes import manage, on_postgres, query, start_loop, wait_for
+from harness.private_postgres import PrivatePostgres, postgres_bin
+from harness.processes import manage, on_postgres, query, start_loop, wait_for
 
 pytestmark = [
     pytest.mark.e2e,

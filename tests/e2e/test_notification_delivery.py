@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
+from harness.hooks import SECRET, Hook
+from harness.processes import manage, query, start_loop, wait_for
 from tests.e2e.notification_rows import (
     SECRET_VARIABLE,
     delivery_rows,
     insert_notifications,
     states,
 )
-from tests.e2e.processes import manage, query, start_loop, wait_for
-from tests.notifications.hooks import SECRET, Hook
 
 pytestmark = pytest.mark.e2e
 

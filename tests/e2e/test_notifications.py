@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.agent.world import add_execution, issue_token
-from tests.e2e.processes import (
+from harness.processes import (
     LAYOUTS,
     free_port,
     manage,
@@ -25,6 +24,7 @@ from tests.e2e.processes import (
     start_web_and_loop,
     wait_for,
 )
+from tests.agent.world import add_execution, issue_token
 
 pytestmark = pytest.mark.e2e
 

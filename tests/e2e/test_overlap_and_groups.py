@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from tests.agent.world import issue_token, ready
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     manage,
@@ -24,6 +23,7 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
+from tests.agent.world import issue_token, ready
 
 pytestmark = pytest.mark.e2e
 

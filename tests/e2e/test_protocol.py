@@ -11,8 +11,8 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import drop_database, manage, migrated_database, wait_for
-from tests.e2e.processes import query as db_query
+from harness.processes import drop_database, manage, migrated_database, wait_for
+from harness.processes import query as db_query
 from tests.e2e.protocol_client import (
     RunnerClient,
     execution_row,

@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 
-from tests.e2e.processes import on_postgres
+from harness.processes import on_postgres
 from tests.e2e.protocol_client import RunnerClient, query, seed, start_server, token
 
 pytestmark = pytest.mark.e2e

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.processes import BIN
+from harness.processes import BIN
 from tests.e2e.protocol_client import RunnerClient, seed, start_server, token
 
 pytestmark = pytest.mark.e2e

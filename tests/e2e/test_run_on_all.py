@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.agent.world import issue_token, ready
-from tests.e2e.processes import (
+from harness.processes import (
     Server,
     drop_database,
     manage,
@@ -21,6 +20,7 @@ from tests.e2e.processes import (
     start_loop,
     wait_for,
 )
+from tests.agent.world import issue_token, ready
 
 pytestmark = pytest.mark.e2e
 

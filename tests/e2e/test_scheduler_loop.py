@@ -6,7 +6,7 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.processes import LAYOUTS, OneProcess, manage, query, start_loop, wait_for
+from harness.processes import LAYOUTS, OneProcess, manage, query, start_loop, wait_for
 
 pytestmark = pytest.mark.e2e
 

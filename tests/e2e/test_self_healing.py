@@ -16,8 +16,8 @@ import time
 import pytest
 import requests
 
+from harness.processes import LAYOUTS, Server, query, start_agent, start_web_and_loop, wait_for
 from tests.agent.world import add_execution, issue_token
-from tests.e2e.processes import LAYOUTS, Server, query, start_agent, start_web_and_loop, wait_for
 
 pytestmark = pytest.mark.e2e
 

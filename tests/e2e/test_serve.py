@@ -11,7 +11,7 @@ from contextlib import closing
 import pytest
 import yaml
 
-from tests.e2e.processes import OneProcess, free_port, manage, query, wait_for
+from harness.processes import OneProcess, free_port, manage, query, wait_for
 from tests.e2e.protocol_client import RunnerClient, token
 
 pytestmark = pytest.mark.e2e

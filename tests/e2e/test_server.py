@@ -33,7 +33,7 @@ def test_admin_requires_login(server):
 
 
 def test_healthz_answers_503_when_the_database_is_unreachable(tmp_path):
-    from tests.e2e.processes import Server, wait_for
+    from harness.processes import Server, wait_for
 
     # Nothing listens on port 9: the database is down from the server's view.
     server = Server("postgres://postgres@127.0.0.1:9/croniq", tmp_path / "web.log")

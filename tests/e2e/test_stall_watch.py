@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.e2e.processes import Server, manage, query, wait_for
+from harness.processes import Server, manage, query, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 import requests
 
-from tests.e2e.processes import Server, manage, query
+from harness.processes import Server, manage, query
 
 pytestmark = pytest.mark.e2e
 

@@ -10,10 +10,10 @@ import pytest
 from django.db import connection, transaction
 
 from audit.models import AuditEvent, Counter
+from harness.hooks import SECRET, Hook
 from notifications import delivery
 from notifications.models import Delivery, Notification
 from tests.notifications.factories import NOW, SECRET_VARIABLE, counted, notification, webhook
-from tests.notifications.hooks import SECRET, Hook
 
 GIVE_UP = 3600.0
 

@@ -11,9 +11,9 @@ import time
 import pytest
 import requests
 
+from harness.processes import free_port, wait_for
 from scheduler.firing.loop import SchedulerLoop
 from scheduler.firing.serve import OneProcess, web_server
-from tests.e2e.processes import free_port, wait_for
 
 
 class LoopKilled(BaseException):
