@@ -25,6 +25,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from croniq_runner.client import (
     Client,
@@ -37,6 +39,7 @@ from croniq_runner.client import (
     Unauthorized,
 )
 from croniq_runner.config import (
+    Config,
     SetupError,
     UsageError,
     build_parser,
@@ -44,7 +47,7 @@ from croniq_runner.config import (
     parse_args,
 )
 from croniq_runner.exits import EXIT_OK, EXIT_SUPERSEDED, EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
-from croniq_runner.job import Job
+from croniq_runner.job import Assignment, Job
 from croniq_runner.leases import LeaseKeeping
 from croniq_runner.ledger import Ledger, UnsafeStateDir
 from croniq_runner.registration import REFRESH_INTERVAL, Registration
@@ -66,38 +69,38 @@ class Changes:
     """Wakes every thread waiting on the agent's state; unlike an Event, no
     waiter can swallow the wake-up meant for another."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._condition = threading.Condition()
 
-    def notify(self):
+    def notify(self) -> None:
         with self._condition:
             self._condition.notify_all()
 
-    def wait(self, timeout):
+    def wait(self, timeout: float | None) -> None:
         with self._condition:
             self._condition.wait(timeout)
 
 
 class Agent(Registration, LeaseKeeping):
-    def __init__(self, config, clock=time.monotonic):
+    def __init__(self, config: Config, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.clock = clock
         self.session = uuid.uuid4().hex
         self.link = Link(config.server, clock=clock)
         self.client = Client(config.server, config.token, self.link)
-        self.runner_id = None
+        self.runner_id: int | None = None
         self.heartbeat_interval = 10.0
         self.lease_ttl = 30.0
-        self.leases = None
-        self.ledger = None
+        self.leases: LeaseBook | None = None
+        self.ledger: Ledger | None = None
 
-        self.jobs = {}
+        self.jobs: dict[int, Job] = {}
         self.jobs_lock = threading.Lock()
         self.taken = 0  # executions accepted since start (for --once)
         self.polling = False  # a long-poll is in flight
         self.poll_done = threading.Event()  # set when no poll is in flight or handled
         self.poll_done.set()
-        self.last_beat_sent = None  # monotonic; answered or not
+        self.last_beat_sent: float | None = None  # monotonic; answered or not
         self.outages_seen = 0
         self.refresh_at = clock() + REFRESH_INTERVAL
         self.stopping = threading.Event()  # no more polling
@@ -107,12 +110,12 @@ class Agent(Registration, LeaseKeeping):
         self.changed = Changes()  # a job ended, or stop: wake waiters
         self.beat_now = threading.Event()
         self.watch_now = threading.Event()  # a job arrived, or exit: wake the watchdog
-        self.fatal = None
+        self.fatal: Fatal | None = None
         self.reports = Reports(self.client, self.session, self.giving_up, self.unauthorized)
 
     # -- lifecycle --------------------------------------------------------
 
-    def run(self):
+    def run(self) -> int:
         try:
             self.open_ledger()
             self.register()
@@ -132,7 +135,7 @@ class Agent(Registration, LeaseKeeping):
         wait_for_stop(self.stopping)
         return self.shut_down()
 
-    def open_ledger(self):
+    def open_ledger(self) -> None:
         """End the jobs a previous run under this state directory left
         running (it was killed), then record this run's own."""
         ledger = Ledger(self.config.state_dir)
@@ -155,7 +158,7 @@ class Agent(Registration, LeaseKeeping):
         if ended:
             log.warning("ended %d job(s) left running by a previous run", len(ended))
 
-    def stop(self, why):
+    def stop(self, why: str) -> None:
         if self.stopping.is_set():
             if not self.hurry.is_set():
                 log.warning("%s again: killing running jobs now", why)
@@ -166,7 +169,7 @@ class Agent(Registration, LeaseKeeping):
         self.stopping.set()
         self.changed.notify()
 
-    def die(self, code, message):
+    def die(self, code: int, message: str) -> None:
         """Give up this identity: kill jobs at once (they may already run
         elsewhere) and exit non-zero."""
         if self.fatal is None:
@@ -176,20 +179,20 @@ class Agent(Registration, LeaseKeeping):
         self.stopping.set()
         self.changed.notify()
 
-    def unauthorized(self, error):
+    def unauthorized(self, error: Exception) -> None:
         self.die(
             EXIT_UNAUTHORIZED,
             f"the server refused the runner token ({error}); check --token / CRONIQ_TOKEN",
         )
 
-    def superseded(self, error):
+    def superseded(self, error: Exception) -> None:
         self.die(
             EXIT_SUPERSEDED,
             f"another process took over runner {self.config.name!r} ({error}); "
             "this one stops instead of fighting for the name",
         )
 
-    def shut_down(self):
+    def shut_down(self) -> int:
         running = self.busy()
         if self.fatal is None and running:
             log.info(
@@ -227,7 +230,7 @@ class Agent(Registration, LeaseKeeping):
         log.info("stopped")
         return EXIT_OK
 
-    def let_poll_land(self):
+    def let_poll_land(self) -> None:
         """A run that ends frees a slot, and the server fills it for the
         long-poll in flight (`slots`) as soon as the run's report lands: the
         answer is on its way as the drain ends. Exiting now would drop it
@@ -235,7 +238,7 @@ class Agent(Registration, LeaseKeeping):
         to come back: what it brings is handed back (`accept`)."""
         self.poll_done.wait(POLL_LANDING)
 
-    def wait_for_jobs(self, deadline, interrupt=None):
+    def wait_for_jobs(self, deadline: float, interrupt: threading.Event | None = None) -> bool:
         while self.busy():
             remaining = deadline - self.clock()
             if remaining <= 0 or (interrupt is not None and interrupt.is_set()):
@@ -243,23 +246,23 @@ class Agent(Registration, LeaseKeeping):
             self.changed.wait(min(remaining, 0.5))
         return True
 
-    def held(self):
+    def held(self) -> list[Job]:
         with self.jobs_lock:
             return list(self.jobs.values())
 
-    def busy(self):
+    def busy(self) -> list[Job]:
         """Held executions still running or reporting; not the fenced ones
         that only wait for their lease to lapse on the server."""
         return [job for job in self.held() if not job.waiting_for_lapse]
 
     # -- poll -------------------------------------------------------------
 
-    def free_slots(self):
+    def free_slots(self) -> int:
         if self.config.once:
             return 1 - self.taken
         return self.config.capacity - len(self.busy())
 
-    def poll_loop(self):
+    def poll_loop(self) -> None:
         backoff = Backoff()
         while not self.stopping.is_set():
             self.poll_done.clear()
@@ -273,7 +276,7 @@ class Agent(Registration, LeaseKeeping):
             if pause:
                 self.stopping.wait(pause)
 
-    def poll_once(self, backoff):
+    def poll_once(self, backoff: Backoff) -> float:
         """One long-poll; returns how long to pause before the next one."""
         free = self.free_slots()
         if free <= 0:
@@ -284,7 +287,7 @@ class Agent(Registration, LeaseKeeping):
         # `starts_in`; the job's supervisor starts meanwhile and runs the
         # command at the instant (a server that predates it answers at the
         # instant, starts_in absent).
-        body = {
+        body: dict[str, Any] = {
             "session": self.session,
             "wait": self.config.poll_wait,
             "capacity": free,
@@ -323,14 +326,14 @@ class Agent(Registration, LeaseKeeping):
             self.run_once_then_stop()
         return 0
 
-    def run_once_then_stop(self):
+    def run_once_then_stop(self) -> None:
         while self.held() and not self.stopping.is_set():
             self.changed.wait(0.5)
         if not self.stopping.is_set():
             self.stopping.set()
             self.changed.notify()
 
-    def hand_back(self, assignments):
+    def hand_back(self, assignments: Sequence[Assignment]) -> None:
         """Give work received while stopping back to the server, unstarted:
         pending again at once for another runner, the same attempt. If the
         server cannot be told, the lease runs out and the reaper retries it."""
@@ -350,7 +353,7 @@ class Agent(Registration, LeaseKeeping):
             "execution(s) %s arrived while stopping; handed back %s", ids, answer["handed_back"]
         )
 
-    def accept(self, assignment, received_at):
+    def accept(self, assignment: Assignment, received_at: float) -> None:
         if self.stopping.is_set():  # the poll was in flight when the stop came
             self.hand_back([assignment])
             return
@@ -375,6 +378,7 @@ class Agent(Registration, LeaseKeeping):
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.
+        assert self.leases is not None  # set by run() before the poller starts
         self.leases.renewed(job.id, received_at)
         with self.jobs_lock:
             self.jobs[job.id] = job
@@ -383,14 +387,15 @@ class Agent(Registration, LeaseKeeping):
         self.beat_now.set()
         self.watch_now.set()
 
-    def job_done(self, job):
+    def job_done(self, job: Job) -> None:
         with self.jobs_lock:
             self.jobs.pop(job.id, None)
+        assert self.leases is not None  # jobs start only once run() has set it
         self.leases.forget(job.id)
         self.changed.notify()
 
 
-def start_at(assignment):
+def start_at(assignment: Assignment) -> float | None:
     """The time.monotonic() an assignment answered ahead may start at (None:
     at once). A real clock, whatever the agent's injected one: the job's
     supervisor reads the same one. A malformed value starts at once; the
@@ -404,7 +409,7 @@ def start_at(assignment):
     return time.monotonic() + min(starts_in, MAX_STARTS_IN)
 
 
-def configure_logging(level):
+def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level),
         format="%(asctime)s %(levelname)s croniq-runner: %(message)s",
@@ -414,7 +419,7 @@ def configure_logging(level):
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int | str | None:
     try:
         config = parse_args(argv)
     except UsageError as error:

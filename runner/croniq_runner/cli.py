@@ -11,6 +11,8 @@ end (or --limit). Standard library and requests only.
 import argparse
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TextIO
 
 from croniq_runner import __version__, cli_commands
 from croniq_runner.cli_api import (
@@ -36,7 +38,7 @@ run ended without one (lost, timed out, cancelled, killed by a signal).
 """
 
 
-def common_options(leaf):
+def common_options(leaf: bool) -> argparse.ArgumentParser:
     """--server, --api-key-file and --json, accepted before the command and
     after it: a leaf's default is SUPPRESS, so it keeps what came before."""
     parser = argparse.ArgumentParser(add_help=False)
@@ -59,14 +61,14 @@ def common_options(leaf):
     return parser
 
 
-def env_pair(text):
+def env_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
 
 
-def positive(text):
+def positive(text: str) -> int:
     try:
         number = int(text)
     except ValueError:
@@ -79,17 +81,21 @@ def positive(text):
 class Commands:
     """Adds `GROUP VERB` parsers, each running a function of cli_commands."""
 
-    def __init__(self, subparsers, parent):
+    def __init__(
+        self,
+        subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parent: argparse.ArgumentParser,
+    ) -> None:
         self.subparsers = subparsers
         self.parent = parent
 
-    def group(self, name, help):
+    def group(self, name: str, help: str) -> "Commands":
         parser = self.subparsers.add_parser(name, help=help, description=help)
         return Commands(
             parser.add_subparsers(dest="verb", metavar="VERB", required=True), self.parent
         )
 
-    def add(self, name, run, help):
+    def add(self, name: str, run: Callable[..., int], help: str) -> argparse.ArgumentParser:
         parser = self.subparsers.add_parser(
             name, help=help, description=help, parents=[self.parent]
         )
@@ -97,7 +103,7 @@ class Commands:
         return parser
 
 
-def add_jobs(commands):
+def add_jobs(commands: Commands) -> None:
     jobs = commands.group("jobs", "jobs by name")
     listing = jobs.add("list", cli_commands.jobs_list, "list jobs")
     listing.add_argument("--label", help="only jobs with this label")
@@ -140,7 +146,7 @@ def add_jobs(commands):
     upcoming.add_argument("--after", metavar="ISO", help="strictly after this (default: now)")
 
 
-def add_executions(commands):
+def add_executions(commands: Commands) -> None:
     executions = commands.group("executions", "runs of jobs")
     listing = executions.add("list", cli_commands.executions_list, "executions, newest first")
     listing.add_argument("--job", help="only this job's")
@@ -166,7 +172,10 @@ def add_executions(commands):
     ).add_argument("id", type=int)
 
 
-def add_apply(subparsers, parent):
+def add_apply(
+    subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]",
+    parent: argparse.ArgumentParser,
+) -> None:
     help = "apply a file of jobs and calendars (YAML, or JSON named *.json), all or nothing"
     apply = subparsers.add_parser("apply", help=help, description=help, parents=[parent])
     apply.set_defaults(run=cli_commands.apply_file)
@@ -182,7 +191,7 @@ def add_apply(subparsers, parent):
     )
 
 
-def add_runners(commands):
+def add_runners(commands: Commands) -> None:
     runners = commands.group("runners", "the machines that run jobs")
     listing = runners.add("list", cli_commands.runners_list, "list runners")
     listing.add_argument("--state", help="online, draining or offline")
@@ -192,7 +201,7 @@ def add_runners(commands):
     )
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="croniq",
         description="Manage a Croniq server through its management API.",
@@ -211,7 +220,7 @@ def build_parser():
     return parser
 
 
-def settings(args, environ):
+def settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str]:
     """(server, key) from the arguments and the environment; Failed with
     EXIT_USAGE when either is missing or unusable."""
     server = args.server or environ.get("CRONIQ_SERVER", "")
@@ -236,7 +245,12 @@ def settings(args, environ):
     return server, key
 
 
-def main(argv=None, environ=None, out=None, err=None):
+def main(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """Run one command; returns the exit code (argparse exits 2 itself)."""
     environ = os.environ if environ is None else environ
     out, err = out or sys.stdout, err or sys.stderr
@@ -249,7 +263,7 @@ def main(argv=None, environ=None, out=None, err=None):
         return failed.code
 
 
-def run():
+def run() -> None:
     """The `croniq` console script."""
     try:
         sys.exit(main())

@@ -7,6 +7,8 @@ Standard library and requests only.
 
 import json
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import requests
 
@@ -34,12 +36,12 @@ BAD_URL = (
 class Failed(Exception):
     """A call that did not succeed; `code` is the exit code it means."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
-def detail_of(response):
+def detail_of(response: requests.Response) -> str:
     try:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
@@ -49,7 +51,7 @@ def detail_of(response):
     return detail if isinstance(detail, str) else json.dumps(detail)
 
 
-def failure(response):
+def failure(response: requests.Response) -> Failed:
     """The Failed that a refused or failed answer means."""
     status = response.status_code
     message = f"HTTP {status}: {detail_of(response)}"
@@ -63,7 +65,14 @@ def failure(response):
 
 
 class Api:
-    def __init__(self, server, key, session=None, retry_delays=RETRY_DELAYS, sleep=time.sleep):
+    def __init__(
+        self,
+        server: str,
+        key: str,
+        session: requests.Session | None = None,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.server = server.rstrip("/")
         self.session = session or requests.Session()
         self.session.headers.update(
@@ -72,14 +81,22 @@ class Api:
         self.retry_delays = retry_delays
         self.sleep = sleep
 
-    def call(self, method, path, body=None, params=None, data=None, content_type=None):
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        data: bytes | None = None,
+        content_type: str | None = None,
+    ) -> Any:
         """The JSON answer of `method /api/v1/<path>`; Failed otherwise.
 
         A GET is retried after any unreachable moment; a call that changes
         something only when it surely changed nothing: the connection was
         never made, or the server answered 503 (its database was away)."""
         url = f"{self.server}/api/v1/{path}"
-        sent = dict(json=body, data=data, params=params)
+        sent: dict[str, Any] = dict(json=body, data=data, params=params)
         sent["headers"] = {"Content-Type": content_type} if content_type else {}
         for delay in (*self.retry_delays, None):
             answer, failed, again = self.attempt(method, url, sent)
@@ -90,7 +107,9 @@ class Api:
             self.sleep(delay)
         raise AssertionError("not reached")
 
-    def attempt(self, method, url, sent):
+    def attempt(
+        self, method: str, url: str, sent: dict[str, Any]
+    ) -> tuple[Any, Failed | None, bool]:
         """(answer, None, _) or (None, Failed, whether to try again)."""
         timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
         try:
@@ -109,16 +128,17 @@ class Api:
         status = response.status_code
         return None, failure(response), status == 503 or (method == "GET" and status >= 500)
 
-    def get(self, path, **params):
+    def get(self, path: str, **params: Any) -> Any:
         return self.call("GET", path, params={k: v for k, v in params.items() if v is not None})
 
-    def post(self, path, body=None, **params):
+    def post(self, path: str, body: Any = None, **params: Any) -> Any:
         return self.call("POST", path, body=body, params=params or None)
 
-    def pages(self, path, limit=None, **params):
+    def pages(self, path: str, limit: int | None = None, **params: Any) -> dict[str, Any]:
         """A list's items, page by page to its end, or its first `limit`
         items: {"items": [...], "next_cursor"} as one page of the API."""
-        items, cursor = [], None
+        items: list[Any] = []
+        cursor = None
         while True:
             size = PAGE_LIMIT if limit is None else min(PAGE_LIMIT, limit - len(items))
             page = self.get(path, limit=size, cursor=cursor, **params)
@@ -128,7 +148,7 @@ class Api:
                 return {"items": items, "next_cursor": cursor}
 
 
-def answer_of(response):
+def answer_of(response: requests.Response) -> Any:
     if response.status_code == 204 or not response.content:
         return None
     try:
@@ -139,7 +159,7 @@ def answer_of(response):
         ) from None
 
 
-def never_sent(error):
+def never_sent(error: requests.RequestException) -> bool:
     """Whether a connection error came before the request left: nothing can
     have changed, so even a call that changes something may be sent again."""
     return isinstance(error, requests.ConnectTimeout) or NOT_CONNECTED in str(error)
@@ -149,7 +169,7 @@ def never_sent(error):
 NOT_CONNECTED = "Failed to establish a new connection"
 
 
-def reason(error):
+def reason(error: requests.RequestException) -> str:
     """A short cause of a connection error: "Connection refused"."""
     text = str(error)
     if NOT_CONNECTED in text:

@@ -3,23 +3,26 @@
 arguments and the output and error streams, and returns the exit code;
 a call that fails raises cli_api.Failed with the exit code it means."""
 
+import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from croniq_runner import cli_tables
-from croniq_runner.cli_api import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, Failed
+from croniq_runner.cli_api import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, Api, Failed
 
 FOLLOW_INTERVAL = 0.5  # seconds between reads of a running execution's log
 
 
-def quoted(name):
+def quoted(name: str) -> str:
     """A name as one path segment: "/" and "?" in a name stay in it."""
     return quote(name, safe="")
 
 
-def show(args, out, answer, text):
+def show(args: argparse.Namespace, out: TextIO, answer: Any, text: Callable[[Any], str]) -> int:
     """The API's JSON with --json, else `text(answer)`."""
     if args.json:
         out.write(json.dumps(answer, indent=2) + "\n")
@@ -28,8 +31,14 @@ def show(args, out, answer, text):
     return EXIT_OK
 
 
-def listed(args, out, answer, columns, noun):
-    def text(page):
+def listed(
+    args: argparse.Namespace,
+    out: TextIO,
+    answer: Any,
+    columns: list[cli_tables.Column],
+    noun: str,
+) -> int:
+    def text(page: Any) -> str:
         if not page["items"]:
             return f"no {noun}"
         return cli_tables.table(page["items"], columns)
@@ -40,17 +49,17 @@ def listed(args, out, answer, columns, noun):
 # -- jobs --------------------------------------------------------------------
 
 
-def jobs_list(api, args, out, err):
+def jobs_list(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.pages("jobs", args.limit, label=args.label, name=args.name)
     return listed(args, out, answer, cli_tables.JOB_COLUMNS, "jobs")
 
 
-def jobs_show(api, args, out, err):
+def jobs_show(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return show(args, out, api.get(f"jobs/{quoted(args.name)}"), cli_tables.fields)
 
 
-def jobs_trigger(api, args, out, err):
-    body = {}
+def jobs_trigger(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    body: dict[str, Any] = {}
     if args.idempotency_key is not None:
         body["idempotency_key"] = args.idempotency_key
     if args.env:
@@ -59,7 +68,7 @@ def jobs_trigger(api, args, out, err):
         body["scheduled_for"] = args.scheduled_for
     answer = api.post(f"jobs/{quoted(args.name)}/trigger", body)
 
-    def text(done):
+    def text(done: Any) -> str:
         if done["deduplicated"]:
             return f"execution {done['execution_id']} (triggered before with this key)"
         return f"execution {done['execution_id']} triggered"
@@ -67,7 +76,7 @@ def jobs_trigger(api, args, out, err):
     return show(args, out, answer, text)
 
 
-def jobs_pause(api, args, out, err):
+def jobs_pause(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     body = {"reason": args.reason or ""}
     if args.until is not None:
         body["until"] = args.until
@@ -75,21 +84,21 @@ def jobs_pause(api, args, out, err):
     return show(args, out, answer, lambda job: f"job {job['name']}: {cli_tables.job_status(job)}")
 
 
-def jobs_resume(api, args, out, err):
+def jobs_resume(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.post(f"jobs/{quoted(args.name)}/resume")
 
-    def text(job):
+    def text(job: Any) -> str:
         following = cli_tables.when(job.get("next_run_at")) or "none"
         return f"job {job['name']}: resumed, next run {following}"
 
     return show(args, out, answer, text)
 
 
-def jobs_backfill(api, args, out, err):
+def jobs_backfill(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     body = {"start": args.start, "end": args.end, "dry_run": args.dry_run}
     answer = api.post(f"jobs/{quoted(args.name)}/backfill", body)
 
-    def text(done):
+    def text(done: Any) -> str:
         lines = list(done["instants"])
         if args.dry_run:
             lines.append(f"would create {len(done['instants'])} execution(s)")
@@ -100,7 +109,7 @@ def jobs_backfill(api, args, out, err):
     return show(args, out, answer, text)
 
 
-def jobs_next(api, args, out, err):
+def jobs_next(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.get(f"jobs/{quoted(args.name)}/next", count=args.count, after=args.after)
     return show(args, out, answer, lambda a: "\n".join(a["instants"]) or "never fires")
 
@@ -108,16 +117,16 @@ def jobs_next(api, args, out, err):
 # -- executions --------------------------------------------------------------
 
 
-def executions_list(api, args, out, err):
+def executions_list(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.pages("executions", args.limit, job=args.job, state=args.state)
     return listed(args, out, answer, cli_tables.EXECUTION_COLUMNS, "executions")
 
 
-def executions_show(api, args, out, err):
+def executions_show(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return show(args, out, api.get(f"executions/{args.id}"), cli_tables.fields)
 
 
-def executions_logs(api, args, out, err):
+def executions_logs(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.follow:
         return follow(api, args.id, out, err)
     answer = api.get(f"executions/{args.id}/log")
@@ -128,7 +137,14 @@ def executions_logs(api, args, out, err):
     return EXIT_OK
 
 
-def follow(api, execution_id, out, err, sleep=time.sleep, interval=FOLLOW_INTERVAL):
+def follow(
+    api: Api,
+    execution_id: int,
+    out: TextIO,
+    err: TextIO,
+    sleep: Callable[[float], None] = time.sleep,
+    interval: float = FOLLOW_INTERVAL,
+) -> int:
     """Print the log as it grows until the execution ends; the exit code is
     the job's (job_exit)."""
     offset = 0
@@ -146,7 +162,7 @@ def follow(api, execution_id, out, err, sleep=time.sleep, interval=FOLLOW_INTERV
         sleep(interval)
 
 
-def job_exit(execution, err):
+def job_exit(execution: dict[str, Any], err: TextIO) -> int:
     """The job's exit code; 1 when it has none (lost, timed out, cancelled,
     killed by a signal, never started) or one a process cannot exit with."""
     code = execution.get("exit_code")
@@ -157,10 +173,10 @@ def job_exit(execution, err):
     return code if 0 <= code <= 255 else EXIT_REFUSED
 
 
-def executions_cancel(api, args, out, err):
+def executions_cancel(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.post(f"executions/{args.id}/cancel")
 
-    def text(execution):
+    def text(execution: Any) -> str:
         if execution["state"] == "running":
             return f"execution {execution['id']}: cancel requested, the runner stops it"
         return f"execution {execution['id']}: {execution['state']}"
@@ -168,10 +184,10 @@ def executions_cancel(api, args, out, err):
     return show(args, out, answer, text)
 
 
-def executions_retry(api, args, out, err):
+def executions_retry(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.post(f"executions/{args.id}/retry")
 
-    def text(new):
+    def text(new: Any) -> str:
         attempt = f"attempt {new['attempt']} of job {new['job']}"
         return f"execution {new['id']}: {attempt}, {new['state']}"
 
@@ -181,7 +197,7 @@ def executions_retry(api, args, out, err):
 # -- apply -------------------------------------------------------------------
 
 
-def apply_file(api, args, out, err):
+def apply_file(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with open(args.file, "rb") as handle:
             document = handle.read()
@@ -211,15 +227,15 @@ def apply_file(api, args, out, err):
 # -- runners -----------------------------------------------------------------
 
 
-def runners_list(api, args, out, err):
+def runners_list(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.pages("runners", args.limit, state=args.state)
     return listed(args, out, answer, cli_tables.RUNNER_COLUMNS, "runners")
 
 
-def runners_drain(api, args, out, err):
+def runners_drain(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     answer = api.post(f"runners/{args.id}/drain")
 
-    def text(runner):
+    def text(runner: Any) -> str:
         return f"runner {runner['name']} ({runner['id']}): drained, it takes no new work"
 
     return show(args, out, answer, text)

@@ -2,10 +2,17 @@
 lists, `field: value` lines of one item, the plan of an apply. `--json`
 bypasses all of this and prints the API's JSON as it is."""
 
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
+
+# One item of a list the API answers, as its JSON object.
+Item = dict[str, Any]
+# (heading, field or function of the item) of a list's column.
+Column = tuple[str, str | Callable[[Item], Any]]
 
 # (heading, field or function of the item) of each list's columns.
-JOB_COLUMNS = [
+JOB_COLUMNS: list[Column] = [
     ("NAME", "name"),
     ("SCHEDULE", "schedule"),
     ("TIMEZONE", "timezone"),
@@ -14,7 +21,7 @@ JOB_COLUMNS = [
     ("LABELS", lambda job: ",".join(job.get("labels") or [])),
     ("MANAGED BY", "managed_by"),
 ]
-EXECUTION_COLUMNS = [
+EXECUTION_COLUMNS: list[Column] = [
     ("ID", "id"),
     ("JOB", "job"),
     ("STATE", "state"),
@@ -24,7 +31,7 @@ EXECUTION_COLUMNS = [
     ("RUNNER", "runner"),
     ("EXIT", "exit_code"),
 ]
-RUNNER_COLUMNS = [
+RUNNER_COLUMNS: list[Column] = [
     ("ID", "id"),
     ("NAME", "name"),
     ("STATE", lambda r: runner_status(r)),
@@ -35,7 +42,7 @@ RUNNER_COLUMNS = [
 ]
 
 
-def when(value):
+def when(value: Any) -> str:
     """An ISO 8601 instant of the API as UTC to the second: "2026-12-01
     23:40:05Z"; anything else as it is."""
     if not value:
@@ -49,14 +56,14 @@ def when(value):
     return instant.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def job_status(job):
+def job_status(job: Item) -> str:
     if job.get("paused"):
         until = job.get("paused_until")
         return f"paused until {when(until)}" if until else "paused"
     return "enabled" if job.get("enabled", True) else "disabled"
 
 
-def runner_status(runner):
+def runner_status(runner: Item) -> str:
     words = [runner.get("state", "")]
     if runner.get("drained") and runner.get("state") != "draining":
         words.append("drained")
@@ -65,12 +72,12 @@ def runner_status(runner):
     return ", ".join(word for word in words if word)
 
 
-def cell(item, column):
+def cell(item: Item, column: str | Callable[[Item], Any]) -> str:
     value = column(item) if callable(column) else item.get(column)
     return "" if value is None else str(value).replace("\n", " ")
 
 
-def table(items, columns):
+def table(items: Iterable[Item], columns: list[Column]) -> str:
     """Rows under headings, columns as wide as their widest cell."""
     rows = [[heading for heading, _ in columns]]
     rows += [[cell(item, column) for _, column in columns] for item in items]
@@ -81,13 +88,13 @@ def table(items, columns):
     )
 
 
-def fields(item):
+def fields(item: Item) -> str:
     """One item as `field: value` lines, in the API's order."""
     width = max((len(key) for key in item), default=0)
     return "\n".join(f"{key + ':':<{width + 1}} {shown(value)}" for key, value in item.items())
 
 
-def shown(value):
+def shown(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -102,7 +109,7 @@ def shown(value):
 SIGNS = {"create": "+", "update": "~", "delete": "-", "unchanged": "="}
 
 
-def plan(answer):
+def plan(answer: Item) -> str:
     """The plan of an apply as `manage.py apply` prints it: one line per
     change, then what was (or would be) done."""
     changes = answer.get("changes") or []

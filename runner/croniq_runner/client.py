@@ -9,6 +9,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import requests
 
@@ -20,7 +22,7 @@ CONNECT_TIMEOUT = 5.0
 
 
 class ServerError(Exception):
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
 
@@ -45,7 +47,7 @@ class Rejected(ServerError):
     """Another 4xx: this request can never succeed as it is."""
 
 
-def _detail(response):
+def _detail(response: requests.Response) -> str:
     try:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
@@ -57,7 +59,7 @@ def _detail(response):
     return (response.text or response.reason or "")[:200].strip()
 
 
-def classify(response):
+def classify(response: requests.Response) -> Any:
     """The answer's JSON, or the ServerError that describes it."""
     status = response.status_code
     if 200 <= status < 300:
@@ -68,7 +70,7 @@ def classify(response):
     raise refusal(status, _detail(response))
 
 
-def refusal(status, detail):
+def refusal(status: int, detail: str | None) -> ServerError:
     """The ServerError for an answer of `status` (not 2xx) saying `detail`."""
     message = f"HTTP {status}: {detail}" if detail else f"HTTP {status}"
     if status in (401, 403):
@@ -85,15 +87,15 @@ def refusal(status, detail):
 class Link:
     """Whether the server answers, logged once per change of state."""
 
-    def __init__(self, server, clock=time.monotonic):
+    def __init__(self, server: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.server = server
         self.clock = clock
-        self.up = None  # unknown until the first answer
-        self.down_since = None
+        self.up: bool | None = None  # unknown until the first answer
+        self.down_since: float | None = None
         self.outages = 0  # ended outages, so others can tell the server may have restarted
         self._lock = threading.Lock()
 
-    def answered(self):
+    def answered(self) -> None:
         with self._lock:
             if self.down_since is not None:
                 verb = "reconnected to" if self.up is False else "reached"
@@ -102,7 +104,7 @@ class Link:
                 self.outages += 1
             self.up, self.down_since = True, None
 
-    def failed(self, reason):
+    def failed(self, reason: str) -> None:
         with self._lock:
             if self.down_since is not None:
                 log.debug("server still unreachable: %s", reason)
@@ -120,14 +122,14 @@ class Link:
 class Client:
     """JSON calls with the bearer token; one requests.Session per thread."""
 
-    def __init__(self, server, token, link=None):
+    def __init__(self, server: str, token: str, link: Link | None = None) -> None:
         self.server = server.rstrip("/")
         self.token = token
         self.link = link or Link(self.server)
         self._local = threading.local()
 
-    def _session(self):
-        session = getattr(self._local, "session", None)
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
             session = requests.Session()
             session.headers.update(
@@ -139,7 +141,7 @@ class Client:
             self._local.session = session
         return session
 
-    def post(self, path, body, timeout=10.0):
+    def post(self, path: str, body: Any, timeout: float = 10.0) -> Any:
         try:
             response = self._session().post(
                 self.server + path,
@@ -166,7 +168,7 @@ class Client:
         return answer
 
 
-def describe_failure(error):
+def describe_failure(error: requests.RequestException) -> str:
     """A short reason for a failed call, for the one log line per outage."""
     text = str(error)
     if isinstance(error, requests.Timeout):

@@ -11,11 +11,15 @@ import os
 import pwd
 import re
 import socket
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
 
 from croniq_runner import __version__ as VERSION
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+N = TypeVar("N", int, float)
 
 
 class UsageError(Exception):
@@ -34,7 +38,7 @@ class Account:
     name: str
     uid: int
     gid: int
-    groups: tuple
+    groups: tuple[int, ...]
     home: str
 
 
@@ -43,7 +47,7 @@ class Config:
     server: str
     token: str
     name: str
-    labels: list = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
     capacity: int = 1
     work_dir: str = "."
     log_level: str = "INFO"
@@ -53,16 +57,16 @@ class Config:
     poll_wait: float = 20.0
     state_dir: str = ""
     state_dir_given: bool = False  # else a default that may be unusable
-    run_as: Account = None
+    run_as: Account | None = None
     token_on_command_line: bool = False
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="croniq-runner",
         description="Pull Croniq executions from a server and run them as `sh -c COMMAND`.",
@@ -122,7 +126,13 @@ def build_parser():
     return parser
 
 
-def _pick(args, flag, environ, var, default=None):
+def _pick(
+    args: argparse.Namespace,
+    flag: str,
+    environ: Mapping[str, str],
+    var: str,
+    default: str | None = None,
+) -> tuple[Any, str]:
     """(value, where it came from) for one setting."""
     value = getattr(args, flag.replace("-", "_"))
     if value is not None:
@@ -132,7 +142,9 @@ def _pick(args, flag, environ, var, default=None):
     return default, var
 
 
-def _number(value, source, kind, low, high=None):
+def _number(
+    value: Any, source: str, kind: Callable[[Any], N], low: float, high: float | None = None
+) -> N:
     try:
         number = kind(value)
     except (TypeError, ValueError):
@@ -145,12 +157,12 @@ def _number(value, source, kind, low, high=None):
     return number
 
 
-def parse_labels(text):
+def parse_labels(text: str | None) -> list[str]:
     """'linux, gpu,,x86' -> ['linux', 'gpu', 'x86']"""
     return [label.strip() for label in (text or "").split(",") if label.strip()]
 
 
-def _token(args, environ):
+def _token(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     token, _ = _pick(args, "token", environ, "CRONIQ_TOKEN")
     if token:
         return token.strip()
@@ -167,12 +179,12 @@ def _token(args, environ):
     return token
 
 
-def default_state_dir(name, environ):
+def default_state_dir(name: str, environ: Mapping[str, str]) -> str:
     base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "croniq-runner", re.sub(r"[^A-Za-z0-9._-]", "_", name))
 
 
-def account(user, source):
+def account(user: str, source: str) -> Account:
     """The Account of `user` (a name or a uid); UsageError unless root."""
     try:
         entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
@@ -184,7 +196,7 @@ def account(user, source):
     return Account(entry.pw_name, entry.pw_uid, entry.pw_gid, tuple(groups), entry.pw_dir)
 
 
-def forget_token(environ=os.environ):
+def forget_token(environ: MutableMapping[str, str] = os.environ) -> None:
     """Drop CRONIQ_TOKEN from this process's environment, so no process of
     the same user reads it in /proc/PID/environ. That file shows the
     environment the process was started with; unsetenv() does not erase
@@ -206,7 +218,9 @@ def forget_token(environ=os.environ):
     del environ["CRONIQ_TOKEN"]
 
 
-def parse_args(argv=None, environ=None):
+def parse_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
     """The agent's Config from `argv` and `environ`; UsageError when unusable."""
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)

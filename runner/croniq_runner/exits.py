@@ -14,6 +14,6 @@ EXIT_SUPERSEDED = 4
 
 
 class Fatal(Exception):
-    def __init__(self, code, message):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code

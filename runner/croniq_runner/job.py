@@ -15,11 +15,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
+from typing import IO, TYPE_CHECKING, Any
 
-from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
+from croniq_runner.client import Client, Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.logs import LogBatcher
 from croniq_runner.supervisor import kill_all, terminate
 from croniq_runner.timing import Backoff
+
+if TYPE_CHECKING:
+    from croniq_runner.config import Account
+    from croniq_runner.ledger import Ledger
+    from croniq_runner.reports import Reports
+
+# One execution as the server's poll answer hands it over (docs/design.md §4).
+Assignment = dict[str, Any]
 
 log = logging.getLogger("croniq.runner")
 
@@ -45,7 +55,9 @@ REASONS = {
 }
 
 
-def job_environment(assignment, base, account=None):
+def job_environment(
+    assignment: Assignment, base: Mapping[str, str], account: "Account | None" = None
+) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in SECRET_ENV}
     if account is not None:
         env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
@@ -59,11 +71,17 @@ def job_environment(assignment, base, account=None):
     return env
 
 
-def outcome(returncode, kill_reason=None, timeout=None, start_error=None):
+def outcome(
+    returncode: int | None,
+    kill_reason: str | None = None,
+    timeout: float | None = None,
+    start_error: str | None = None,
+) -> dict[str, Any]:
     """The `finish` fields for how the child ended."""
     if start_error is not None:
         return {"exit_code": None, "error": f"could not start: {start_error}"}
-    body = {"exit_code": returncode if returncode >= 0 else None}
+    assert returncode is not None  # started, so it ended with a return code
+    body: dict[str, Any] = {"exit_code": returncode if returncode >= 0 else None}
     parts = []
     if kill_reason:
         parts.append(REASONS[kill_reason].format(timeout=timeout))
@@ -83,28 +101,28 @@ def outcome(returncode, kill_reason=None, timeout=None, start_error=None):
 class Job:
     def __init__(
         self,
-        assignment,
+        assignment: Assignment,
         *,
-        client,
-        session,
-        work_dir,
-        on_done,
-        on_unauthorized,
-        giving_up,
-        clock=time.monotonic,
-        orphan_grace=ORPHAN_GRACE,
-        account=None,
-        ledger=None,
-        start_at=None,
-        reports=None,
-    ):
+        client: Client,
+        session: str,
+        work_dir: str,
+        on_done: Callable[["Job"], None],
+        on_unauthorized: Callable[[Exception], None],
+        giving_up: threading.Event,
+        clock: Callable[[], float] = time.monotonic,
+        orphan_grace: float = ORPHAN_GRACE,
+        account: "Account | None" = None,
+        ledger: "Ledger | None" = None,
+        start_at: float | None = None,
+        reports: "Reports | None" = None,
+    ) -> None:
         self.assignment = assignment
         # time.monotonic() before which the job's command must not start
         # (work answered ahead of its instant); None: at once.
         self.start_at = start_at
-        self.id = assignment["id"]
-        self.lease = assignment["lease"]
-        self.timeout = assignment.get("timeout") or None
+        self.id: int = assignment["id"]
+        self.lease: int = assignment["lease"]
+        self.timeout: float | None = assignment.get("timeout") or None
         self.client = client
         self.session = session
         self.work_dir = work_dir
@@ -116,19 +134,19 @@ class Job:
         self.account = account  # agent_config.Account to run as, or None
         self.ledger = ledger  # agent_ledger.Ledger of this agent, or None
         self.reports = reports  # reports.Reports sending finishes together, or None
-        self._lifeline = None  # the agent's end of the supervisor's pipe
+        self._lifeline: int | None = None  # the agent's end of the supervisor's pipe
 
-        self.process = None
-        self.start_error = None
-        self.started_at = None
-        self.kill_reason = None
-        self.sigkill_at = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start_error: str | None = None
+        self.started_at: float | None = None
+        self.kill_reason: str | None = None
+        self.sigkill_at: float | None = None
         self.sigkill_sent = False
         self.reaped = False
         self.stale = False
-        self.state = None  # the server's answer to finish
+        self.state: str | None = None  # the server's answer to finish
         self.seq = 0
-        self.report_after = None  # monotonic; set when the agent gives the lease up
+        self.report_after: float | None = None  # monotonic; set when the agent gives the lease up
 
         self._lock = threading.Lock()
         self._output = threading.Condition()
@@ -137,12 +155,12 @@ class Job:
         self._stop_reading = threading.Event()
         self.done = threading.Event()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Job {self.id} lease={self.lease}>"
 
     # -- starting -------------------------------------------------------
 
-    def supervised(self, lifeline):
+    def supervised(self, lifeline: int) -> list[str]:
         """The command line of the supervisor that runs the job's shell."""
         args = [sys.executable, "-I", "-S", SUPERVISOR, str(lifeline), str(self.orphan_grace)]
         if self.account is not None:
@@ -152,7 +170,7 @@ class Job:
             args += ["--start-at", f"{self.start_at:.6f}"]
         return [*args, "--", "sh", "-c", self.assignment["command"]]
 
-    def start(self):
+    def start(self) -> None:
         # The supervisor reads end-of-file from this pipe once the agent is
         # gone; only the agent holds the write end (not inherited by jobs).
         lifeline, self._lifeline = os.pipe()
@@ -186,17 +204,17 @@ class Job:
                 self.process.pid,
             )
             self._thread(self._read, "read")
-            self._shipper = self._thread(self._ship, "ship")
+            self._shipper: threading.Thread | None = self._thread(self._ship, "ship")
         else:
             self._output_closed = True
             self._shipper = None
         self._thread(self._run, "run")
 
-    def wait_for_instant(self):
+    def wait_for_instant(self) -> float:
         """Seconds until the supervisor starts the command (0: at once)."""
         return max(0.0, self.start_at - time.monotonic()) if self.start_at is not None else 0.0
 
-    def _thread(self, target, role):
+    def _thread(self, target: Callable[[], None], role: str) -> threading.Thread:
         thread = threading.Thread(target=target, name=f"exec-{self.id}-{role}", daemon=True)
         thread.start()
         return thread
@@ -204,16 +222,16 @@ class Job:
     # -- killing ----------------------------------------------------------
 
     @property
-    def running(self):
+    def running(self) -> bool:
         return self.process is not None and not self.reaped
 
     @property
-    def holds_lease(self):
+    def holds_lease(self) -> bool:
         """Whether heartbeats should renew this execution's lease."""
         return self.kill_reason not in ("fenced", "lost")
 
     @property
-    def waiting_for_lapse(self):
+    def waiting_for_lapse(self) -> bool:
         """Dead and fenced, its report held until the server let the lease go."""
         return (
             not self.running
@@ -222,7 +240,7 @@ class Job:
             and self.clock() < self.report_after
         )
 
-    def give_up_lease(self, grace, report_after):
+    def give_up_lease(self, grace: float, report_after: float) -> bool:
         """Self-fencing. Kill the job, and hold its report until `report_after`
         (monotonic), when the server must have let the lease lapse: the server
         then settles the run lost and retries it. Reported under a lease the
@@ -231,7 +249,7 @@ class Job:
         self.report_after = report_after
         return self.kill("fenced", grace)
 
-    def kill(self, reason, grace):
+    def kill(self, reason: str, grace: float) -> bool:
         """SIGTERM the process group now, SIGKILL after `grace` seconds."""
         with self._lock:
             if not self.running:
@@ -248,7 +266,7 @@ class Job:
             log.warning("execution %s: %s", self.id, REASONS[reason].format(timeout=self.timeout))
         return first
 
-    def tick(self, now, kill_grace):
+    def tick(self, now: float, kill_grace: float) -> None:
         """Enforce the local timeout and the SIGKILL escalation."""
         if self.started_at is None:
             return  # not started yet
@@ -260,7 +278,7 @@ class Job:
                 self.sigkill_sent = True
                 self._signal(signal.SIGKILL)
 
-    def _signal(self, signum):
+    def _signal(self, signum: signal.Signals) -> None:
         """SIGTERM or SIGKILL the job: its process group and, on Linux, each
         process below its supervisor that left the group (`setsid`, forked
         twice): while the supervisor lives they stay below it (a subreaper,
@@ -268,6 +286,7 @@ class Job:
         supervisor with it, last, so none is orphaned beyond reach meanwhile."""
         # Only called while the group leader is not reaped, so the group id
         # cannot have been reused by an unrelated process.
+        assert self.process is not None
         supervisor = self.process.pid
         if signum == signal.SIGTERM:
             terminate(supervisor, supervisor)
@@ -278,8 +297,10 @@ class Job:
 
     # -- output -----------------------------------------------------------
 
-    def _read(self):
-        fd = self.process.stdout.fileno()
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        stdout: IO[bytes] = self.process.stdout
+        fd = stdout.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         while not self._stop_reading.is_set():
@@ -291,13 +312,13 @@ class Job:
             with self._output:
                 self._batcher.feed(data)
                 self._output.notify_all()
-        self.process.stdout.close()
+        stdout.close()
         with self._output:
             self._batcher.finish()
             self._output_closed = True
             self._output.notify_all()
 
-    def _next_batch(self):
+    def _next_batch(self) -> str | None:
         with self._output:
             while True:
                 batch = self._batcher.take(force=self._output_closed)
@@ -305,12 +326,12 @@ class Job:
                     return batch
                 self._output.wait(self._batcher.seconds_until_ready())
 
-    def _ship(self):
+    def _ship(self) -> None:
         while (batch := self._next_batch()) is not None:
             self.seq += 1
             self._send_logs(self.seq, batch)
 
-    def _send_logs(self, seq, data):
+    def _send_logs(self, seq: int, data: str) -> None:
         if self.stale:
             return
         body = {"session": self.session, "lease": self.lease, "seq": seq, "data": data}
@@ -324,7 +345,7 @@ class Job:
         except Rejected as error:
             log.warning("execution %s: output batch %s refused (%s); skipped", self.id, seq, error)
 
-    def _retry(self, path, body, timeout):
+    def _retry(self, path: str, body: dict[str, Any], timeout: float) -> Any:
         """Post until answered; Transient errors wait with backoff. None when
         the agent gives up (shutting down with the server unreachable)."""
         backoff = Backoff()
@@ -341,8 +362,10 @@ class Job:
 
     # -- ending -----------------------------------------------------------
 
-    def _wait_for_exit(self):
-        pid = self.process.pid
+    def _wait_for_exit(self) -> None:
+        assert self.process is not None
+        process = self.process
+        pid = process.pid
         # Wait without reaping: the zombie keeps the process group id ours
         # while leftovers are signalled.
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
@@ -358,25 +381,27 @@ class Job:
             if not closed:
                 self._stop_reading.set()  # something outside the group holds the pipe
         with self._lock:
-            self.process.wait()
+            process.wait()
             self.reaped = True
         if self.ledger is not None:
-            self.ledger.remove(self.process.pid)
+            self.ledger.remove(process.pid)
 
-    def _run(self):
+    def _run(self) -> None:
         try:
             if self.process is not None:
                 self._wait_for_exit()
-                self._shipper.join()
+                if self._shipper is not None:
+                    self._shipper.join()
             self._finish()
         except Exception:
             log.exception("execution %s: unexpected error in the agent", self.id)
         finally:
-            os.close(self._lifeline)
+            if self._lifeline is not None:
+                os.close(self._lifeline)
             self.done.set()
             self.on_done(self)
 
-    def _wait_for_lapse(self):
+    def _wait_for_lapse(self) -> bool:
         """False when the agent exits first: the report is then left out and
         the server reaps the lease on its own."""
         if self.report_after is None:
@@ -394,7 +419,7 @@ class Job:
             return False
         return True
 
-    def _finish(self):
+    def _finish(self) -> None:
         returncode = self.process.returncode if self.process is not None else None
         body = outcome(returncode, self.kill_reason, self.timeout, self.start_error)
         log.info(
@@ -425,10 +450,10 @@ class Job:
             self.state = answer.get("state")
             log.info("execution %s reported: %s", self.id, self.state)
 
-    def _report(self, body):
+    def _report(self, body: dict[str, Any]) -> Any:
         """The server's answer to the finish report `body` (None: given up)."""
 
-        def alone():
+        def alone() -> Any:
             return self._retry(f"/api/v1/executions/{self.id}/finish", body, FINISH_TIMEOUT)
 
         if self.reports is None:

@@ -6,9 +6,20 @@ before the server can hand it to another runner).
 """
 
 import logging
+from typing import TYPE_CHECKING
 
 from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.timing import Backoff
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+
+    from croniq_runner.client import Client, Link
+    from croniq_runner.config import Config
+    from croniq_runner.exits import Fatal
+    from croniq_runner.job import Job
+    from croniq_runner.timing import LeaseBook
 
 log = logging.getLogger("croniq.runner")
 
@@ -25,7 +36,31 @@ REAP_SLACK = 3.0
 class LeaseKeeping:
     """The heartbeat and watchdog threads of the Agent (agent.py)."""
 
-    def heartbeat_loop(self):
+    if TYPE_CHECKING:  # the Agent's state and calls these methods use
+        config: Config
+        clock: Callable[[], float]
+        session: str
+        link: Link
+        client: Client
+        runner_id: int | None
+        lease_ttl: float
+        heartbeat_interval: float
+        leases: LeaseBook | None
+        outages_seen: int
+        refresh_at: float
+        last_beat_sent: float | None
+        fatal: Fatal | None
+        exited: threading.Event
+        beat_now: threading.Event
+        watch_now: threading.Event
+
+        def held(self) -> list[Job]: ...
+        def refresh(self) -> None: ...
+        def reregister(self, error: Exception) -> None: ...
+        def unauthorized(self, error: Exception) -> None: ...
+        def superseded(self, error: Exception) -> None: ...
+
+    def heartbeat_loop(self) -> None:
         backoff = Backoff(cap=self.heartbeat_interval)
         pause = 0.0
         while not self.exited.is_set() and self.fatal is None:
@@ -39,7 +74,7 @@ class LeaseKeeping:
                 log.exception("unexpected error in the heartbeat; retrying")
                 pause = backoff.next_delay()
 
-    def beat_once(self, backoff):
+    def beat_once(self, backoff: Backoff) -> float:
         """One heartbeat; returns the pause before the next."""
         try:
             if self.link.outages != self.outages_seen or self.clock() >= self.refresh_at:
@@ -59,10 +94,10 @@ class LeaseKeeping:
         backoff.reset()
         return self.heartbeat_interval
 
-    def heartbeat_timeout(self):
+    def heartbeat_timeout(self) -> float:
         return max(2.0, min(10.0, self.lease_ttl / 3))
 
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         # A lease given up (fenced, or reported lost) is never renewed again.
         held = [job for job in self.held() if job.holds_lease]
         body = {
@@ -75,18 +110,18 @@ class LeaseKeeping:
         by_id = {job.id: job for job in held}
         for execution_id in answer.get("renewed") or []:
             if execution_id in by_id:
-                self.leases.renewed(execution_id, sent_at)
+                self._leases().renewed(execution_id, sent_at)
         for execution_id in answer.get("lost") or []:
             if execution_id in by_id:
                 by_id[execution_id].kill("lost", self.fence_grace())
-                self.leases.forget(execution_id)
+                self._leases().forget(execution_id)
         for execution_id in answer.get("cancel") or []:
             if execution_id in by_id:
                 by_id[execution_id].kill("cancel", self.config.kill_grace)
 
     # -- watchdog ---------------------------------------------------------
 
-    def watchdog_loop(self):
+    def watchdog_loop(self) -> None:
         while not self.exited.is_set():
             self.watch_now.clear()
             if self.held():
@@ -100,18 +135,19 @@ class LeaseKeeping:
             except Exception:
                 log.exception("unexpected error in the watchdog")
 
-    def watch(self, now):
+    def watch(self, now: float) -> None:
         """Self-fencing, local timeouts and SIGKILL escalation, at `now`."""
         jobs = {job.id: job for job in self.held()}
-        for execution_id in self.leases.overdue(now):
+        leases = self._leases()
+        for execution_id in leases.overdue(now):
             job = jobs.get(execution_id)
-            self.leases.forget(execution_id)
+            leases.forget(execution_id)
             if job is not None and job.running:
                 job.give_up_lease(self.fence_grace(), self.lapse_time(now))
         for job in jobs.values():
             job.tick(now, self.config.kill_grace)
 
-    def lapse_time(self, now):
+    def lapse_time(self, now: float) -> float:
         """When the server must have let a lease go that this agent stops
         renewing at `now`: a heartbeat still in flight may renew it once more."""
         last_renewal = now
@@ -119,7 +155,12 @@ class LeaseKeeping:
             last_renewal = max(now, self.last_beat_sent + self.heartbeat_timeout())
         return last_renewal + self.lease_ttl + REAP_SLACK
 
-    def fence_grace(self):
+    def fence_grace(self) -> float:
         """SIGTERM to SIGKILL delay when the lease is gone: the job must be
         dead before the server's lease runs out."""
-        return min(self.leases.margin / 2, self.config.kill_grace)
+        return min(self._leases().margin / 2, self.config.kill_grace)
+
+    def _leases(self) -> "LeaseBook":
+        """The lease book run() sets before any thread that keeps leases starts."""
+        assert self.leases is not None
+        return self.leases

@@ -32,6 +32,7 @@ import signal
 import stat
 import threading
 import time
+from typing import TextIO
 
 log = logging.getLogger("croniq.runner")
 
@@ -45,7 +46,7 @@ class UnsafeStateDir(Exception):
     """The state directory is not the agent's alone; the agent exits 2."""
 
 
-def open_state_dir(directory):
+def open_state_dir(directory: str) -> int:
     """A descriptor of `directory` (created for this user alone if missing),
     once it is checked to be this user's and writable by no one else."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -58,7 +59,7 @@ def open_state_dir(directory):
     return fd
 
 
-def refuse_unless_own(directory, info):
+def refuse_unless_own(directory: str, info: os.stat_result) -> None:
     me = os.geteuid()
     if info.st_uid != me:
         raise UnsafeStateDir(
@@ -74,7 +75,7 @@ def refuse_unless_own(directory, info):
         )
 
 
-def boot_id():
+def boot_id() -> str:
     try:
         with open("/proc/sys/kernel/random/boot_id") as handle:
             return handle.read().strip()
@@ -82,7 +83,7 @@ def boot_id():
         return "-"
 
 
-def start_time(pid):
+def start_time(pid: int) -> str | None:
     """The start time of process `pid` (clock ticks since boot), or None."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -93,10 +94,10 @@ def start_time(pid):
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def group_members(pgid):
+def group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes of group `pgid`, from /proc (none
     known without it)."""
-    members = []
+    members: list[int] = []
     if not os.path.isdir("/proc"):
         return members
     for entry in os.listdir("/proc"):
@@ -113,27 +114,27 @@ def group_members(pgid):
 
 
 class Ledger:
-    def __init__(self, directory):
+    def __init__(self, directory: str) -> None:
         self.directory = directory
         self.name = f"jobs-{os.getpid()}.ledger"
         self.path = os.path.join(directory, self.name)
-        self.entries = {}  # pgid -> (start time, execution id)
-        self.dir_fd = None  # the state directory, checked once and held
-        self.handle = None
+        self.entries: dict[int, tuple[str, int]] = {}  # pgid -> (start time, execution id)
+        self.dir_fd: int | None = None  # the state directory, checked once and held
+        self.handle: TextIO | None = None
         self.lock = threading.Lock()  # jobs start and end on their own threads
 
-    def open(self):
+    def open(self) -> list[int]:
         """End what dead incarnations left running, then start this agent's
         ledger. Returns the process groups ended. UnsafeStateDir when the
         directory is not this user's alone."""
-        self.dir_fd = open_state_dir(self.directory)
+        self.dir_fd = dir_fd = open_state_dir(self.directory)
         try:
-            ended = []
+            ended: list[int] = []
             # This agent's own name too: a dead agent may have had the same pid.
-            for name in sorted(os.listdir(self.dir_fd)):
+            for name in sorted(os.listdir(dir_fd)):
                 if name.endswith(".ledger"):
                     ended += self.end_leftovers(name)
-            fd = os.open(self.name, NEW_LEDGER, 0o600, dir_fd=self.dir_fd)
+            fd = os.open(self.name, NEW_LEDGER, 0o600, dir_fd=dir_fd)
             self.handle = os.fdopen(fd, "w")
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException:
@@ -142,7 +143,7 @@ class Ledger:
         self.write()
         return ended
 
-    def open_leftover(self, name):
+    def open_leftover(self, name: str) -> TextIO | None:
         """The ledger `name` opened for reading, or None when it must not be
         trusted (a symbolic link, not a plain file, not this user's)."""
         path = os.path.join(self.directory, name)
@@ -164,7 +165,7 @@ class Ledger:
             return None
         return os.fdopen(fd)
 
-    def end_leftovers(self, name):
+    def end_leftovers(self, name: str) -> list[int]:
         """Kill the groups of the ledger `name` if no live agent holds it."""
         handle = self.open_leftover(name)
         if handle is None:
@@ -175,7 +176,7 @@ class Ledger:
             except BlockingIOError:
                 return []  # its agent still runs and watches its own jobs
             lines = handle.read().splitlines()
-            ended = []
+            ended: list[int] = []
             if lines and lines[0] == f"boot {boot_id()}":
                 for line in lines[1:]:
                     pgid, started, execution_id = line.split()
@@ -190,7 +191,7 @@ class Ledger:
             os.unlink(name, dir_fd=self.dir_fd)
         return ended
 
-    def end_group(self, pgid, started):
+    def end_group(self, pgid: int, started: str) -> bool:
         """SIGKILL group `pgid` unless its id now belongs to another process;
         wait until it is gone. Whether anything was killed."""
         leader = start_time(pgid)
@@ -208,17 +209,17 @@ class Ledger:
             time.sleep(0.05)
         return True
 
-    def add(self, pgid, execution_id):
+    def add(self, pgid: int, execution_id: int) -> None:
         with self.lock:
             self.entries[pgid] = (start_time(pgid) or "-", execution_id)
             self.write()
 
-    def remove(self, pgid):
+    def remove(self, pgid: int) -> None:
         with self.lock:
             if self.entries.pop(pgid, None) is not None:
                 self.write()
 
-    def write(self):
+    def write(self) -> None:
         if self.handle is None:
             return  # closed: the agent is exiting
         lines = [f"boot {boot_id()}"]
@@ -231,7 +232,7 @@ class Ledger:
         except OSError as error:  # a full disk must not stop the jobs themselves
             log.warning("cannot update the ledger of jobs %s: %s", self.path, error)
 
-    def close(self):
+    def close(self) -> None:
         """A clean exit: nothing of this agent is left to end."""
         with self.lock:
             if self.handle is not None:

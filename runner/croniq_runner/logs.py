@@ -3,6 +3,7 @@
 import codecs
 import time
 from collections import deque
+from collections.abc import Callable
 
 # The server refuses chunks above 64 KiB; stay far below it, counting the
 # UTF-8 bytes the server counts, not characters.
@@ -15,7 +16,7 @@ MAX_BUFFERED_BYTES = 8 * 1024 * 1024
 DROPPED_MARKER = "\n[croniq-runner: {n} bytes of output dropped while the server was unreachable]\n"
 
 
-def split_utf8(text, limit):
+def split_utf8(text: str, limit: int) -> tuple[str, str]:
     """(head, tail): head is the longest prefix of `text` whose UTF-8 encoding
     fits in `limit` bytes, cut on a character boundary."""
     encoded = text.encode("utf-8")
@@ -34,28 +35,28 @@ class LogBatcher:
 
     def __init__(
         self,
-        max_bytes=MAX_BATCH_BYTES,
-        max_age=MAX_BATCH_AGE,
-        max_buffered=MAX_BUFFERED_BYTES,
-        clock=time.monotonic,
-    ):
+        max_bytes: int = MAX_BATCH_BYTES,
+        max_age: float = MAX_BATCH_AGE,
+        max_buffered: int = MAX_BUFFERED_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_bytes = max_bytes
         self.max_age = max_age
         self.max_buffered = max_buffered
         self.clock = clock
-        self._full = deque()
-        self._current = []
+        self._full: deque[str] = deque()
+        self._current: list[str] = []
         self._current_bytes = 0
-        self._current_since = None
+        self._current_since: float | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.buffered = 0
         self.dropped = 0
 
-    def feed(self, data, final=False):
+    def feed(self, data: bytes, final: bool = False) -> None:
         """Add raw bytes from the pipe; multi-byte characters may straddle calls."""
         self.add(self._decoder.decode(data, final))
 
-    def add(self, text):
+    def add(self, text: str) -> None:
         if not text:
             return
         size = len(text.encode("utf-8"))
@@ -67,7 +68,7 @@ class LogBatcher:
             self._append(marker)
         self._append(text)
 
-    def _append(self, text):
+    def _append(self, text: str) -> None:
         self.buffered += len(text.encode("utf-8"))
         while text:
             if self._current_since is None:
@@ -80,12 +81,12 @@ class LogBatcher:
             if self._current_bytes >= self.max_bytes or (text and not head):
                 self._close_current()
 
-    def _close_current(self):
+    def _close_current(self) -> None:
         if self._current:
             self._full.append("".join(self._current))
         self._current, self._current_bytes, self._current_since = [], 0, None
 
-    def seconds_until_ready(self):
+    def seconds_until_ready(self) -> float | None:
         """0 when a batch is ready, None when nothing is buffered."""
         if self._full:
             return 0.0
@@ -93,7 +94,7 @@ class LogBatcher:
             return None
         return max(0.0, self._current_since + self.max_age - self.clock())
 
-    def take(self, force=False):
+    def take(self, force: bool = False) -> str | None:
         """The next ready batch (or, with `force`, whatever is left), else None."""
         if not self._full:
             wait = self.seconds_until_ready()
@@ -104,7 +105,7 @@ class LogBatcher:
         self.buffered -= len(batch.encode("utf-8"))
         return batch
 
-    def finish(self):
+    def finish(self) -> None:
         """Flush the decoder (a trailing partial character becomes U+FFFD) and
         report any output dropped at the very end."""
         self.add(self._decoder.decode(b"", True))

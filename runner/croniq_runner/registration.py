@@ -6,11 +6,21 @@ an outage.
 
 import logging
 import socket
+from typing import TYPE_CHECKING, Any
 
 from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.config import VERSION
 from croniq_runner.exits import EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
 from croniq_runner.timing import Backoff, renewal_interval
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+
+    from croniq_runner.client import Client, Link
+    from croniq_runner.config import Config
+    from croniq_runner.reports import Reports
+    from croniq_runner.timing import LeaseBook
 
 log = logging.getLogger("croniq.runner")
 
@@ -23,7 +33,24 @@ class Registration:
     """The register and refresh calls of the Agent (agent.py), which holds
     the state they set: runner_id, lease_ttl, heartbeat_interval."""
 
-    def registration(self):
+    if TYPE_CHECKING:  # the Agent's state and calls these methods use
+        config: Config
+        clock: Callable[[], float]
+        session: str
+        link: Link
+        client: Client
+        reports: Reports
+        runner_id: int | None
+        lease_ttl: float
+        heartbeat_interval: float
+        leases: LeaseBook | None
+        outages_seen: int
+        refresh_at: float
+        stopping: threading.Event
+
+        def die(self, code: int, message: str) -> None: ...
+
+    def registration(self) -> dict[str, Any]:
         return {
             "name": self.config.name,
             "labels": list(self.config.labels),
@@ -33,7 +60,7 @@ class Registration:
             "capacity": self.config.capacity,
         }
 
-    def register(self):
+    def register(self) -> None:
         body = self.registration()
         backoff = Backoff()
         while not self.stopping.is_set():
@@ -60,7 +87,7 @@ class Registration:
             self.registered(answer)
             return
 
-    def registered(self, answer):
+    def registered(self, answer: dict[str, Any]) -> None:
         self.runner_id = answer["runner_id"]
         self.reports.serve(self.runner_id, answer.get("features"))
         self.lease_ttl = float(answer.get("lease_ttl") or 30)
@@ -80,7 +107,7 @@ class Registration:
                 self.config.name,
             )
 
-    def pace(self, asked):
+    def pace(self, asked: float) -> float:
         """The renewal interval for the server's `asked` heartbeat interval
         and the current lease TTL; a pace the leases cannot survive is
         shortened, and the log says so."""
@@ -95,7 +122,7 @@ class Registration:
             )
         return interval
 
-    def reregister(self, error):
+    def reregister(self, error: Exception) -> None:
         """The server forgot this runner (deleted in the admin): register again."""
         log.warning("server does not know runner %s (%s); registering again", self.runner_id, error)
         try:
@@ -103,7 +130,7 @@ class Registration:
         except Fatal as fatal:
             self.die(fatal.code, str(fatal))
 
-    def refresh(self):
+    def refresh(self) -> None:
         """After an outage, and every few minutes (web processes restarted in
         turn show no outage), the server may run with other settings:
         register again under the same session (no takeover) and adopt its
@@ -120,9 +147,10 @@ class Registration:
         if interval:
             self.heartbeat_interval = min(self.heartbeat_interval, self.pace(float(interval)))
 
-    def shorten_leases(self, ttl):
+    def shorten_leases(self, ttl: float) -> None:
         """Count leases with a shorter TTL from now on (never a longer one:
         fencing early is safe, fencing late is not)."""
+        assert self.leases is not None  # refreshed only once run() has set it
         if not self.leases.shorten(ttl):
             return
         self.lease_ttl = ttl

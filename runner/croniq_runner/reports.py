@@ -14,8 +14,11 @@ Standard library and requests only.
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from croniq_runner.client import (
+    Client,
     Conflict,
     NotFound,
     Rejected,
@@ -37,21 +40,23 @@ TIMEOUT = 10.0
 class Report:
     """One run's outcome, waiting for its answer."""
 
-    def __init__(self, execution_id, body):
+    def __init__(self, execution_id: int, body: dict[str, Any]) -> None:
         self.execution_id = execution_id
         self.body = body
         self.answered = threading.Event()
-        self.answer = None  # the server's {"state": ...}; None when the agent gave up
-        self.error = None  # the ServerError refusing this report
+        self.answer: Any = None  # the server's {"state": ...}; None when the agent gave up
+        self.error: ServerError | None = None  # the ServerError refusing this report
         self.alone = False  # to be sent on its own instead
 
-    def item(self):
+    def item(self) -> dict[str, Any]:
         """The report as one entry of the batch call."""
         item = {key: value for key, value in self.body.items() if key != "session"}
         item["id"] = self.execution_id
         return item
 
-    def settle(self, answer=None, error=None, alone=False):
+    def settle(
+        self, answer: Any = None, error: ServerError | None = None, alone: bool = False
+    ) -> None:
         self.answer, self.error, self.alone = answer, error, alone
         self.answered.set()
 
@@ -59,26 +64,32 @@ class Report:
 class Reports:
     """The queue of finish reports and the thread that sends them."""
 
-    def __init__(self, client, session, giving_up, on_unauthorized):
+    def __init__(
+        self,
+        client: Client,
+        session: str,
+        giving_up: threading.Event,
+        on_unauthorized: Callable[[Exception], None],
+    ) -> None:
         self.client = client
         self.session = session
         self.giving_up = giving_up
         self.on_unauthorized = on_unauthorized
-        self.runner_id = None
+        self.runner_id: int | None = None
         self.many = False  # the server answers the batch call
-        self._queue = []
+        self._queue: list[Report] = []
         self._changed = threading.Condition()
 
-    def serve(self, runner_id, features):
+    def serve(self, runner_id: int, features: Any) -> None:
         """Adopt a registration answer: the runner's id, and whether its
         server lists the batch call."""
         self.runner_id = runner_id
         self.many = isinstance(features, list) and FEATURE in features
 
-    def start(self):
+    def start(self) -> None:
         threading.Thread(target=self._send_loop, name="reports", daemon=True).start()
 
-    def finish(self, execution_id, body, alone):
+    def finish(self, execution_id: int, body: dict[str, Any], alone: Callable[[], Any]) -> Any:
         """The server's answer to one run's report, or None when the agent
         gave up on the server. `alone()` sends it on its own (the single
         finish call, in the caller's thread). Raises the ServerError that
@@ -96,7 +107,7 @@ class Reports:
             raise report.error
         return report.answer
 
-    def _send_loop(self):
+    def _send_loop(self) -> None:
         while True:
             with self._changed:
                 while not self._queue:
@@ -111,7 +122,7 @@ class Reports:
                 if not report.answered.is_set():
                     report.settle(alone=True)
 
-    def _send(self, batch):
+    def _send(self, batch: list[Report]) -> None:
         if not self.many:  # the server changed since the reports queued
             for report in batch:
                 report.settle(alone=True)
@@ -136,7 +147,7 @@ class Reports:
                 report.settle(alone=True)
             return
         log.debug("reported %d run(s) in one call", len(batch))
-        answers = {}
+        answers: dict[Any, list[dict[str, Any]]] = {}
         for entry in answer.get("executions") or ():
             if isinstance(entry, dict):
                 answers.setdefault(entry.get("id"), []).append(entry)
@@ -147,7 +158,7 @@ class Reports:
                 continue
             self._answer(report, entries.pop(0))
 
-    def _send_alone(self, report):
+    def _send_alone(self, report: Report) -> None:
         """A lone report goes as the single finish, from this thread: the
         server settles one run for less that way, and the reports that
         queue meanwhile still wait for it and go together."""
@@ -159,8 +170,8 @@ class Reports:
             log.debug("reported 1 run(s) in one call")
         report.settle(answer=answer)
 
-    def _answer(self, report, entry):
-        status = entry.get("status")
+    def _answer(self, report: Report, entry: dict[str, Any]) -> None:
+        status: Any = entry.get("status")
         if status == 200:
             report.settle(answer={"state": entry.get("state")})
             return
@@ -174,7 +185,7 @@ class Reports:
         else:  # not an answer this agent knows: the single call will say
             report.settle(alone=True)
 
-    def _post(self, path, body):
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
         """The answer; a ServerError that refuses the call as a whole; None
         when the agent gives up (exiting with the server unreachable, or an
         unauthorized token)."""

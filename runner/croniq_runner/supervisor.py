@@ -61,14 +61,23 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # forked before its SIGKILL landed, so a few always suffice.
 KILL_PASSES = 50
 
+# --user: (uid, gid, supplementary groups).
+UserIds = tuple[int, int, list[int]]
+# {pid: (parent pid, process group, start time)}; builtin generics only: the
+# supervisor imports as little as it can (it starts once per job).
+Table = dict[int, tuple[int, int, str]]
 
-def parse(argv):
+
+def parse(
+    argv: list[str],
+) -> tuple[int, float, UserIds | None, float | None, list[str]]:
     """(fd, grace, account or None, start_at or None, command) from the
     argument list."""
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1 :]
     fd, grace = int(options[0]), float(options[1])
-    account = start_at = None
+    account: UserIds | None = None
+    start_at: float | None = None
     rest = options[2:]
     while rest:
         if rest[0] == "--user":
@@ -82,7 +91,7 @@ def parse(argv):
     return fd, grace, account, start_at, command
 
 
-def wait_for_start(start_at, fd):
+def wait_for_start(start_at: float, fd: int) -> None:
     """Sleep until the monotonic clock reaches `start_at`, watching the
     agent's pipe: end-of-file (the agent is gone) exits, nothing started."""
     while (left := start_at - time.monotonic()) > 0:
@@ -91,7 +100,7 @@ def wait_for_start(start_at, fd):
             os._exit(1)
 
 
-def executable(name):
+def executable(name: str) -> str:
     """The path of program `name`, looked up in PATH."""
     if os.sep in name:
         return name
@@ -102,7 +111,7 @@ def executable(name):
     return name  # execv reports it missing
 
 
-def start(command, account, fd):
+def start(command: list[str], account: UserIds | None, fd: int) -> int:
     """Fork and exec COMMAND; in the child, as `account` when given. The
     program is looked up first: once the child is another user, Python's
     own library may be out of its reach, so it imports nothing more."""
@@ -123,7 +132,7 @@ def start(command, account, fd):
     os._exit(127)
 
 
-def become_subreaper():
+def become_subreaper() -> bool:
     """Linux: make the orphans below this process its children instead of
     init's. Whether it worked (never elsewhere)."""
     if not sys.platform.startswith("linux"):
@@ -135,14 +144,14 @@ def become_subreaper():
         return False
 
 
-def process_table():
+def process_table() -> Table:
     """{pid: (parent pid, process group, start time)} of every live (not
     zombie) process, from /proc; empty without it."""
     try:
         entries = os.listdir("/proc")
     except OSError:
         return {}
-    table = {}
+    table: Table = {}
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -158,13 +167,14 @@ def process_table():
     return table
 
 
-def descendants(root, table):
+def descendants(root: int, table: Table) -> list[int]:
     """The pids below `root` in `table` (children, theirs, ...). A zombie has
     none: its children were re-parented when it exited."""
-    children = {}
+    children: dict[int, list[int]] = {}
     for pid, (parent, _, _) in table.items():
         children.setdefault(parent, []).append(pid)
-    found, todo = [], list(children.get(root, ()))
+    found: list[int] = []
+    todo = list(children.get(root, ()))
     while todo:
         pid = todo.pop()
         found.append(pid)
@@ -172,12 +182,12 @@ def descendants(root, table):
     return found
 
 
-def send(pid, signum):
+def send(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signum)
 
 
-def terminate(root, group):
+def terminate(root: int, group: int) -> None:
     """SIGTERM process group `group` and every process below `root` outside
     it (each gets the signal once)."""
     table = process_table()
@@ -188,13 +198,13 @@ def terminate(root, group):
         os.killpg(group, signal.SIGTERM)
 
 
-def kill_all(root):
+def kill_all(root: int) -> None:
     """SIGKILL every process below `root`, `root` spared, pass after pass
     until one finds none it has not killed yet: a process may fork until its
     SIGKILL lands, and while `root` lives (a subreaper) the orphans of the
     killed are re-parented to it, so the next pass finds them. Processes are
     known by pid and start time, so a pid reused meanwhile counts as new."""
-    killed = set()
+    killed: set[tuple[int, str]] = set()
     for _ in range(KILL_PASSES):
         table = process_table()
         fresh = [pid for pid in descendants(root, table) if (pid, table[pid][2]) not in killed]
@@ -205,13 +215,13 @@ def kill_all(root):
             killed.add((pid, table[pid][2]))
 
 
-def others_in_group(table):
+def others_in_group(table: Table) -> list[int]:
     """The pids of `table` in this process's group, this one left out."""
     me, group = os.getpid(), os.getpgid(0)
     return [pid for pid, (_, pgid, _) in table.items() if pgid == group and pid != me]
 
 
-def left_running():
+def left_running() -> bool:
     """Whether a live process other than this one is below it or in its group
     (always assumed without /proc, so a grace is waited out)."""
     if not os.path.isdir("/proc"):
@@ -220,7 +230,7 @@ def left_running():
     return bool(others_in_group(table) or descendants(os.getpid(), table))
 
 
-def end_all(grace):
+def end_all(grace: float) -> None:
     """SIGTERM the group and every process below this one, then SIGKILL
     whatever is left after `grace` seconds, this process spared. Reaps
     nothing: the main thread may be waiting for the job's status."""
@@ -236,7 +246,7 @@ def end_all(grace):
         send(pid, signal.SIGKILL)
 
 
-def watch_agent(fd, grace, agent_gone):
+def watch_agent(fd: int, grace: float, agent_gone: threading.Event) -> None:
     """Block until the agent's end of the pipe closes, then end everything."""
     try:
         while os.read(fd, 1):
@@ -248,7 +258,7 @@ def watch_agent(fd, grace, agent_gone):
     os.killpg(0, signal.SIGKILL)  # whatever is left, this process included
 
 
-def wait_for(child):
+def wait_for(child: int) -> int:
     """The exit status of `child`; orphans re-parented here meanwhile are
     reaped as they end."""
     while True:
@@ -257,14 +267,14 @@ def wait_for(child):
             return status
 
 
-def reap_orphans():
+def reap_orphans() -> None:
     """Reap the orphans re-parented here that have ended, without waiting."""
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
 
 
-def end_like(status):
+def end_like(status: int) -> None:
     """Exit the way the child did."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
@@ -277,7 +287,7 @@ def end_like(status):
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     fd, grace, account, start_at, command = parse(argv)
     become_subreaper()  # before anything below it can be orphaned
     if start_at is not None:

@@ -6,6 +6,7 @@ Both take their randomness and clock as arguments so tests need no sleeping.
 import random
 import threading
 import time
+from collections.abc import Callable
 
 
 class Backoff:
@@ -16,26 +17,28 @@ class Backoff:
     with other runners that lost the same server.
     """
 
-    def __init__(self, base=0.5, cap=30.0, rand=random.random):
+    def __init__(
+        self, base: float = 0.5, cap: float = 30.0, rand: Callable[[], float] = random.random
+    ) -> None:
         self.base = base
         self.cap = cap
         self.rand = rand
         self.failures = 0
 
-    def ceiling(self):
+    def ceiling(self) -> float:
         exponent = min(self.failures, 60)
         return min(self.cap, self.base * 2**exponent)
 
-    def next_delay(self):
+    def next_delay(self) -> float:
         ceiling = self.ceiling()
         self.failures += 1
         return ceiling / 2 + self.rand() * ceiling / 2
 
-    def reset(self):
+    def reset(self) -> None:
         self.failures = 0
 
 
-def fence_margin(lease_ttl):
+def fence_margin(lease_ttl: float) -> float:
     """How long before the server-side lease expiry the agent kills a job it
     could not renew: a third of the TTL, at most 10 s. A job killed at that
     point is dead before the server can re-dispatch it.
@@ -43,7 +46,7 @@ def fence_margin(lease_ttl):
     return min(lease_ttl / 3, 10.0)
 
 
-def renewal_interval(heartbeat_interval, lease_ttl):
+def renewal_interval(heartbeat_interval: float, lease_ttl: float) -> float:
     """How often the agent renews its leases: at the server's pace, but at
     least twice within the time a lease stays alive locally (the TTL minus
     the fence margin), so one lost heartbeat never fences a healthy job.
@@ -62,14 +65,19 @@ class LeaseBook:
     a shorter TTL learnt later applies to every lease at once.
     """
 
-    def __init__(self, lease_ttl, margin=None, clock=time.monotonic):
+    def __init__(
+        self,
+        lease_ttl: float,
+        margin: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.lease_ttl = lease_ttl
         self.margin = fence_margin(lease_ttl) if margin is None else margin
         self.clock = clock
-        self._anchors = {}
+        self._anchors: dict[int, float] = {}
         self._lock = threading.Lock()
 
-    def shorten(self, lease_ttl):
+    def shorten(self, lease_ttl: float) -> bool:
         """The server now grants shorter leases (restarted with a smaller
         CRONIQ_LEASE_TTL). A longer TTL is ignored: fencing early is safe,
         fencing late is not."""
@@ -80,32 +88,32 @@ class LeaseBook:
             self.margin = fence_margin(lease_ttl)
             return True
 
-    def renewed(self, execution_id, sent_at):
+    def renewed(self, execution_id: int, sent_at: float) -> None:
         with self._lock:
             # A late answer to an older heartbeat must not move the deadline back.
             self._anchors[execution_id] = max(sent_at, self._anchors.get(execution_id, sent_at))
 
-    def forget(self, execution_id):
+    def forget(self, execution_id: int) -> None:
         with self._lock:
             self._anchors.pop(execution_id, None)
 
-    def _deadline(self, anchor):
+    def _deadline(self, anchor: float) -> float:
         return anchor + self.lease_ttl - self.margin
 
-    def remaining(self, execution_id, now=None):
+    def remaining(self, execution_id: int, now: float | None = None) -> float | None:
         now = self.clock() if now is None else now
         with self._lock:
             anchor = self._anchors.get(execution_id)
             return None if anchor is None else self._deadline(anchor) - now
 
-    def overdue(self, now=None):
+    def overdue(self, now: float | None = None) -> list[int]:
         """Ids whose deadline has passed: their jobs must die now."""
         now = self.clock() if now is None else now
         with self._lock:
             return sorted(e for e, anchor in self._anchors.items() if self._deadline(anchor) <= now)
 
 
-def wait_for_stop(event, interval=0.5):
+def wait_for_stop(event: threading.Event, interval: float = 0.5) -> None:
     """`event.wait()` for the main thread, which runs Python's signal handlers.
 
     A signal the kernel hands to another thread (the poll thread in a socket
