@@ -1,12 +1,16 @@
 """Public holidays of a country (and subdivision), from the holidays package."""
 
 import functools
+from collections.abc import Iterable
+from datetime import date
 
 import holidays as holidays_lib
 
 
 @functools.lru_cache(maxsize=1024)
-def holiday_names(country, subdivision, categories, year):
+def holiday_names(
+    country: str, subdivision: str, categories: tuple[str, ...], year: int
+) -> dict[date, str]:
     """{date: name} of the public holidays of one year (cached: building them is slow)."""
     if not country:
         return {}
@@ -16,7 +20,9 @@ def holiday_names(country, subdivision, categories, year):
     return dict(found)
 
 
-def holiday_problem(country, subdivision="", categories=()):
+def holiday_problem(
+    country: str, subdivision: str = "", categories: Iterable[str] = ()
+) -> str | None:
     """A sentence saying what is wrong with a holiday selection, or None."""
     if not country:
         return "a holiday subdivision needs a country" if subdivision else None
@@ -34,10 +40,10 @@ def holiday_problem(country, subdivision="", categories=()):
 
 
 @functools.cache
-def known_categories():
+def known_categories() -> list[str]:
     """Every holiday category some country of the holidays package supports,
     sorted (about a second the first time: it loads every country)."""
-    found = set()
+    found: set[str] = set()
     for country in holidays_lib.list_supported_countries():
         found.update(holidays_lib.country_holidays(country).supported_categories)
     return sorted(found)

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import calendar as stdlib_calendar
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import cached_property
+from typing import Any, cast
+from zoneinfo import ZoneInfo
 
-from calendars.periods import Intervals
+from calendars.periods import Intervals, Period
 from calendars.public_holidays import holiday_names, holiday_problem
 from calendars.zones import (
     ONE_DAY,
@@ -40,9 +43,12 @@ from calendars.zones import (
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DEFAULT_HORIZON_YEARS = 5
 
+# How far a search looks: an instant, a span after its start, or None (5 years).
+Horizon = datetime | timedelta | None
 
-def _normalise_weekdays(weekdays):
-    days = set()
+
+def _normalise_weekdays(weekdays: Iterable[int | str]) -> frozenset[int]:
+    days: set[int] = set()
     for day in weekdays:
         if isinstance(day, str):
             if day.lower() not in WEEKDAY_NAMES:
@@ -68,18 +74,19 @@ class CalendarRules:
     """
 
     timezone: str = "UTC"
-    weekdays: frozenset = frozenset(range(7))
+    # Names ("mon") or numbers (0 is Monday) given; numbers kept.
+    weekdays: frozenset[int] = frozenset(range(7))
     holiday_country: str = ""
     holiday_subdivision: str = ""
-    holiday_categories: tuple = ()
+    holiday_categories: tuple[str, ...] = ()
     window_start: time | None = None
     window_end: time | None = None
-    exclude: tuple = ()
-    include: tuple = ()
+    exclude: tuple[Period, ...] = ()
+    include: tuple[Period, ...] = ()
     base: CalendarRules | None = None
     name: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
         get_zone(self.timezone)
         set_("weekdays", _normalise_weekdays(self.weekdays))
@@ -102,42 +109,42 @@ class CalendarRules:
     # derived values, computed once per value
 
     @cached_property
-    def zone(self):
+    def zone(self) -> ZoneInfo:
         return get_zone(self.timezone)
 
     @cached_property
-    def _excluded(self):
+    def _excluded(self) -> Intervals:
         return Intervals(p.interval(self.zone) for p in self.exclude)
 
     @cached_property
-    def _included(self):
+    def _included(self) -> Intervals:
         return Intervals(p.interval(self.zone) for p in self.include)
 
     @cached_property
-    def _weekdays_and_holidays_only(self):
+    def _weekdays_and_holidays_only(self) -> bool:
         """Whether a day's weekday and holidays alone decide whether it is allowed."""
         no_periods = not self.exclude and not self.include
         return self.window_start is None and no_periods and self.base is None
 
     # predicates
 
-    def _day_allowed(self, day):
+    def _day_allowed(self, day: date) -> bool:
         return day.weekday() in self.weekdays and day not in self._holidays(day.year)
 
-    def _holidays(self, year):
+    def _holidays(self, year: int) -> dict[date, str]:
         return holiday_names(
             self.holiday_country, self.holiday_subdivision, self.holiday_categories, year
         )
 
-    def _in_window(self, wall_time):
+    def _in_window(self, wall_time: time) -> bool:
         start, end = self.window_start, self.window_end
-        if start is None:
+        if start is None or end is None:  # both or neither (__post_init__)
             return True
         if start < end:
             return start <= wall_time < end
         return wall_time >= start or wall_time < end  # crosses midnight
 
-    def is_allowed(self, t):
+    def is_allowed(self, t: datetime) -> bool:
         """Whether instant `t` (aware) is allowed. A direct check, no jumping."""
         t = to_utc(t)
         local = wall(self.zone, t)
@@ -151,7 +158,7 @@ class CalendarRules:
 
     # jumps
 
-    def next_allowed(self, t, horizon=None):
+    def next_allowed(self, t: datetime, horizon: Horizon = None) -> datetime | None:
         """The first allowed instant >= t, or None when there is none within the horizon.
 
         `horizon` is an instant, a timedelta after t, or None for 5 years.
@@ -159,14 +166,14 @@ class CalendarRules:
         t = to_utc(t)
         return self._next_allowed(t, self._limit(t, horizon))
 
-    def _limit(self, t, horizon):
+    def _limit(self, t: datetime, horizon: Horizon) -> datetime:
         if horizon is None:
             return add_years(t, DEFAULT_HORIZON_YEARS)
         if isinstance(horizon, timedelta):
             return t + horizon
         return to_utc(horizon)
 
-    def _next_allowed(self, t, limit):
+    def _next_allowed(self, t: datetime | None, limit: datetime) -> datetime | None:
         while t is not None and t <= limit:
             own = self._skip_own_block(t, limit)
             if own != t:
@@ -180,7 +187,7 @@ class CalendarRules:
             t = based
         return None
 
-    def _skip_own_block(self, t, limit):
+    def _skip_own_block(self, t: datetime, limit: datetime) -> datetime | None:
         """t itself when this calendar's own rules allow it, else where the block ends."""
         local = wall(self.zone, t)
         if not self._day_allowed(local.date()):
@@ -195,7 +202,7 @@ class CalendarRules:
             return self._next_window_open(t)
         return t
 
-    def _next_allowed_day(self, day, limit):
+    def _next_allowed_day(self, day: date, limit: datetime) -> date | None:
         if not self.weekdays:
             return None
         last = wall(self.zone, limit).date()
@@ -206,7 +213,7 @@ class CalendarRules:
             day += ONE_DAY
         return None
 
-    def _window_edges(self, t, edge):
+    def _window_edges(self, t: datetime, edge: time) -> list[datetime]:
         """The instants after t whose wall time is `edge`: today's, else tomorrow's."""
         today = wall(self.zone, t).date()
         for day in (today, today + ONE_DAY):
@@ -215,10 +222,10 @@ class CalendarRules:
                 return found
         return []
 
-    def _next_window_open(self, t):
+    def _next_window_open(self, t: datetime) -> datetime:
         # The wall time enters the window at a window start, or by a DST jump
         # that lands inside it.
-        candidates = self._window_edges(t, self.window_start)
+        candidates = self._window_edges(t, cast(time, self.window_start))
         tr = next_transition(self.zone, t)
         if tr and self._in_window(wall(self.zone, tr[0]).time()):
             candidates.append(tr[0])
@@ -227,22 +234,22 @@ class CalendarRules:
         # Both starts fell into DST gaps: try again from tomorrow.
         return self._next_window_open(t + ONE_DAY)
 
-    def _next_window_close(self, t):
-        candidates = self._window_edges(t, self.window_end)
+    def _next_window_close(self, t: datetime) -> datetime:
+        candidates = self._window_edges(t, cast(time, self.window_end))
         tr = next_transition(self.zone, t)
         if tr and not self._in_window(wall(self.zone, tr[0]).time()):
             candidates.append(tr[0])
         return min(candidates) if candidates else self._next_window_close(t + ONE_DAY)
 
-    def allowed_until(self, t, horizon=None):
+    def allowed_until(self, t: datetime, horizon: Horizon = None) -> datetime | None:
         """The end (exclusive) of the allowed stretch containing t.
 
         t itself when t is blocked; None when it stays allowed past the horizon.
         """
         t = to_utc(t)
         limit = self._limit(t, horizon)
-        cur = t
-        while cur <= limit:
+        cur: datetime | None = t
+        while cur is not None and cur <= limit:
             if not self.is_allowed(cur):
                 return cur
             cur = self._stretch_end(cur, limit)
@@ -250,16 +257,16 @@ class CalendarRules:
                 return None
         return None
 
-    def _stretch_end(self, t, limit):
+    def _stretch_end(self, t: datetime, limit: datetime) -> datetime | None:
         """The first instant after allowed t where some rule (own or base) may block."""
-        ends = [self._own_stretch_end(t, limit)]
+        maybe = [self._own_stretch_end(t, limit)]
         if self.base is not None:
-            ends.append(self.base._stretch_end(t, limit))
-        ends = [e for e in ends if e is not None]
+            maybe.append(self.base._stretch_end(t, limit))
+        ends = [e for e in maybe if e is not None]
         return min(ends) if ends else None
 
-    def _own_stretch_end(self, t, limit):
-        ends = []
+    def _own_stretch_end(self, t: datetime, limit: datetime) -> datetime | None:
+        ends: list[datetime] = []
         nxt = self._excluded.next_start(t)
         if nxt is not None:
             ends.append(nxt)
@@ -278,11 +285,13 @@ class CalendarRules:
             ends.append(local_midnight(self.zone, day))
         return min(ends) if ends else None
 
-    def allowed_stretches(self, t, count, horizon=None):
+    def allowed_stretches(
+        self, t: datetime, count: int, horizon: Horizon = None
+    ) -> list[tuple[datetime, datetime | None]]:
         """Up to `count` (start, end) allowed stretches from t on; end None = open-ended."""
         t = to_utc(t)
         limit = self._limit(t, horizon)
-        found = []
+        found: list[tuple[datetime, datetime | None]] = []
         while len(found) < count:
             start = self._next_allowed(t, limit)
             if start is None:
@@ -294,7 +303,7 @@ class CalendarRules:
             t = end
         return found
 
-    def block_reason(self, t):
+    def block_reason(self, t: datetime) -> str:
         """Why instant `t` is blocked, in a few words ("" when it is allowed)."""
         t = to_utc(t)
         local = wall(self.zone, t)
@@ -317,7 +326,7 @@ class CalendarRules:
 
     # whole days: the admin's month grid, `@business_day` counting
 
-    def day_allowed(self, day):
+    def day_allowed(self, day: date) -> bool:
         """Whether the calendar allows any instant of local date `day`."""
         if not self._day_allowed(day):
             return False  # weekday and holidays decide most days, and cheaply
@@ -325,34 +334,34 @@ class CalendarRules:
             return True
         return self._any_allowed(*self._day_bounds(day))
 
-    def allowed_days(self, year, month):
+    def allowed_days(self, year: int, month: int) -> list[date]:
         """The local dates of a month that `day_allowed`, in order."""
         days = stdlib_calendar.monthrange(year, month)[1]
         return [
             d for d in (date(year, month, i) for i in range(1, days + 1)) if self.day_allowed(d)
         ]
 
-    def day_status(self, day):
+    def day_status(self, day: date) -> tuple[bool, str]:
         """(allowed, reason) for a local date: allowed when any instant of it is."""
         start, end = self._day_bounds(day)
         if self._any_allowed(start, end):
             return True, ""
         return False, self._block_reason(day, start, end)
 
-    def _day_bounds(self, day):
+    def _day_bounds(self, day: date) -> tuple[datetime, datetime]:
         return local_midnight(self.zone, day), local_midnight(self.zone, day + ONE_DAY)
 
-    def _any_allowed(self, start, end):
+    def _any_allowed(self, start: datetime, end: datetime) -> bool:
         found = self._next_allowed(start, end)
         return found is not None and found < end
 
-    def _day_reason(self, day):
+    def _day_reason(self, day: date) -> str:
         """Why a whole local date is blocked by its weekday or a holiday, or ""."""
         if day.weekday() not in self.weekdays:
             return "weekend" if day.weekday() >= 5 else "not an allowed weekday"
         return self._holidays(day.year).get(day) or ""
 
-    def _block_reason(self, day, start, end):
+    def _block_reason(self, day: date, start: datetime, end: datetime) -> str:
         reason = self._day_reason(day)
         if reason:
             return reason
@@ -372,14 +381,14 @@ class CalendarRules:
         return "outside the daily window"
 
 
-def month_grid(rules, first_day, months=3):
+def month_grid(rules: CalendarRules, first_day: date, months: int = 3) -> list[dict[str, Any]]:
     """Months from `first_day`'s month on, as weeks (Monday first) of day cells."""
-    grid = []
+    grid: list[dict[str, Any]] = []
     year, month = first_day.year, first_day.month
     for _ in range(months):
-        weeks = []
+        weeks: list[list[dict[str, Any] | None]] = []
         for week in stdlib_calendar.Calendar().monthdatescalendar(year, month):
-            cells = []
+            cells: list[dict[str, Any] | None] = []
             for day in week:
                 if day.month != month:
                     cells.append(None)
