@@ -13,13 +13,17 @@ the group). A database error aborts the claim: nothing is handed out
 unchecked (fail closed).
 """
 
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
 from django.db import connection
 
 from scheduler.models import Execution, Job
 from scheduler.runs.concurrency_models import ConcurrencyGroup
 
 
-def running_counts(group_ids=None):
+def running_counts(group_ids: Iterable[int] | None = None) -> dict[int, int]:
     """{group id: running executions of its jobs}, in one statement.
 
     Driven by the running executions (few: at most the runners' capacity,
@@ -40,7 +44,7 @@ def running_counts(group_ids=None):
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [Execution.RUNNING])
-        counts = dict(cursor.fetchall())
+        counts: dict[int, int] = dict(cursor.fetchall())
     if group_ids is not None:
         wanted = set(group_ids)
         counts = {pk: n for pk, n in counts.items() if pk in wanted}
@@ -50,20 +54,20 @@ def running_counts(group_ids=None):
 class Budget:
     """The room left in each concurrency group during one claim transaction."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         budgets = dict(ConcurrencyGroup.objects.values_list("pk", "max_concurrent"))
         self.exists = bool(budgets)
-        self.room = {}
+        self.room: dict[int, int] = {}
         if self.exists:
             used = running_counts()
             self.room = {pk: budget - used.get(pk, 0) for pk, budget in budgets.items()}
-        self.locked = set()
+        self.locked: set[int] = set()
 
-    def full(self):
+    def full(self) -> list[int]:
         """Ids of the groups with no room left (their work is not chosen)."""
         return sorted(pk for pk, left in self.room.items() if left <= 0)
 
-    def take(self, executions):
+    def take(self, executions: list[Execution]) -> list[Execution]:
         """The executions (job loaded, oldest first) that fit their groups'
         room, counted as taken; the others stay pending."""
         if not self.exists:
@@ -71,7 +75,7 @@ class Budget:
         wanted = {e.job.concurrency_group_id for e in executions} - {None} - self.locked
         if wanted:
             self.recount(wanted)
-        kept = []
+        kept: list[Execution] = []
         for execution in executions:
             group = execution.job.concurrency_group_id
             if group is not None:
@@ -81,7 +85,7 @@ class Budget:
             kept.append(execution)
         return kept
 
-    def recount(self, group_ids):
+    def recount(self, group_ids: Iterable[int]) -> None:
         """Lock these groups' rows (PostgreSQL) and count their running
         executions as committed now."""
         ordered = sorted(group_ids)
@@ -96,7 +100,7 @@ class Budget:
         self.locked.update(ordered)
 
 
-def usage(now):
+def usage(now: datetime) -> list[dict[str, Any]]:
     """[{name, budget, running, waiting, jobs}] of every concurrency group:
     what the dashboard shows. `waiting`: its ready pending executions."""
     from django.db.models import Count, Q

@@ -21,7 +21,9 @@ job's row lock, taken by whoever admits or promotes.
 """
 
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 
@@ -39,7 +41,7 @@ class Verdict(typing.NamedTuple):
     action: str  # PENDING, QUEUED or SKIPPED
     reason: str = ""  # why skipped: singleton, queue_full, superseded
     holder: str = ""  # the live run that made it skip or wait
-    replaces: tuple = ()  # executions to cancel or supersede first
+    replaces: tuple[Execution, ...] = ()  # executions to cancel or supersede first
 
 
 @dataclass
@@ -48,17 +50,17 @@ class Occupancy:
     (pending or running, oldest first) and queued ones, as stored plus
     those this transaction adds."""
 
-    live: list = field(default_factory=list)  # [Execution]
-    queued: list = field(default_factory=list)  # [Execution]
+    live: list[Execution] = field(default_factory=list)
+    queued: list[Execution] = field(default_factory=list)
 
-    def holder(self):
+    def holder(self) -> str:
         if not self.live:
             return ""
         first = self.live[0]
         return f"{first.pk} {first.state}" if first.pk else f"for {first.scheduled_for.isoformat()}"
 
 
-def occupancy(jobs):
+def occupancy(jobs: Iterable[Job]) -> dict[int, Occupancy]:
     """{job id: Occupancy} for the jobs whose policy is not allow, in one query."""
     watched = [job.pk for job in jobs if job.overlap != Job.ALLOW]
     if not watched:
@@ -73,7 +75,7 @@ def occupancy(jobs):
     return found
 
 
-def clear_ahead(occupied):
+def clear_ahead(occupied: Occupancy | None) -> bool:
     """Whether a job with an overlap policy may fire ahead of its instant
     (`scheduler.firing.ticks.FIRE_LEAD`): none of its runs is open, so nothing the
     policy weighs can change before the instant but a manual run, which
@@ -81,11 +83,12 @@ def clear_ahead(occupied):
     return occupied is None or not (occupied.live or occupied.queued)
 
 
-def admit(job, execution, occupied):
+def admit(job: Job, execution: Execution, occupied: Occupancy | None) -> Verdict:
     """The verdict on a new execution of `job` (not saved yet), with
     `occupied` (its Occupancy) updated as if the verdict were carried out."""
     if job.overlap == Job.ALLOW:
         return Verdict(PENDING)
+    assert occupied is not None  # occupancy() has one for every job with a policy
     live = occupied.live
     if job.overlap == Job.SKIP:
         if live:
@@ -114,7 +117,7 @@ def admit(job, execution, occupied):
     return Verdict(PENDING, replaces=replaces)
 
 
-def replace(old, by, now):
+def replace(old: Execution, by: str, now: datetime) -> bool:
     """Take `old` out of the way of the newer occurrence `by` (a text):
     a running run is asked to stop (its runner's next heartbeat), a pending
     or queued one, never started, is cancelled at once. An unsaved one (this
@@ -153,13 +156,13 @@ def replace(old, by, now):
 HAS_QUEUED = f"SELECT 1 FROM {Execution._meta.db_table} WHERE job_id = %s AND state = %s LIMIT 1"
 
 
-def has_queued(job_id):
+def has_queued(job_id: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(HAS_QUEUED, [job_id, Execution.QUEUED])
         return cursor.fetchone() is not None
 
 
-def promote(job_id, now, known_queued=False):
+def promote(job_id: int, now: datetime, known_queued: bool = False) -> int:
     """Make the oldest queued executions of a job pending while it has room
     under its policy (one at a time for a singleton-guarded job); returns
     how many. Part of the caller's transaction. `known_queued`: the caller
@@ -195,7 +198,7 @@ def promote(job_id, now, known_queued=False):
     return promoted
 
 
-def save_spread(execution):
+def save_spread(execution: Execution) -> Execution:
     """Save `execution`, or for a run-on-all job one run per matching online
     runner (`scheduler.firing.fanout`): the first is returned, with all of them
     in its `occurrence`. OperationRefused when no runner matches."""
@@ -212,14 +215,14 @@ def save_spread(execution):
     return runs[0]
 
 
-def lock(job_id):
+def lock(job_id: int) -> None:
     """Lock the job's row on PostgreSQL (admissions and promotions of one
     job take turns); SQLite's write transactions already do."""
     if connection.features.has_select_for_update:
         list(Job.objects.filter(pk=job_id).select_for_update().values_list("pk"))
 
 
-def promote_waiting(now):
+def promote_waiting(now: datetime) -> int:
     """The loop's safety net: promote for every job that has queued
     executions. Returns how many were promoted."""
     waiting = (
@@ -232,7 +235,7 @@ def promote_waiting(now):
     return promoted
 
 
-def enter(job, execution, now):
+def enter(job: Job, execution: Execution, now: datetime) -> Execution:
     """Save a manual execution of `job` (run now, trigger, replay) as its
     overlap policy says: pending, queued, or refused (OperationRefused,
     nothing saved) where the schedule's occurrence would be skipped. Part
