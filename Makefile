@@ -64,9 +64,11 @@ run: install-run
 	PATH="$(CURDIR)/$(BIN):$$PATH" DEBUG=1 CRONIQ_PORT=$(CRONIQ_PORT) \
 		$(BIN)/honcho -e .croniq/demo.env -f Procfile start
 
+# mypy checks the typed core: the modules pyproject.toml's [tool.mypy] lists.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Both backends side by side: most of the suite waits on real processes and
 # sockets, so the two runs share the machine well and take about as long as
