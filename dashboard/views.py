@@ -52,7 +52,7 @@ def staff_page(*needed):
 
 def staff_action(action):
     """A button's POST: staff only, and a 403 unless the user holds the
-    permission `action` needs (audit.permissions), checked before anything
+    permission `action` needs (core.permissions), checked before anything
     is looked up or changed."""
 
     def decorate(view):

@@ -62,7 +62,7 @@ class DeadLetter(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        # Operator actions beyond viewing; checked through audit.permissions.
+        # Operator actions beyond viewing; checked through core.permissions.
         permissions = [
             ("replay_deadletter", "Can replay a dead letter"),
             ("discard_deadletter", "Can discard a dead letter"),
