@@ -10,7 +10,7 @@ for itself (`claim`); the hub claims for all its waiting polls at once
 
 import collections
 import typing
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -56,11 +56,11 @@ class Handed(typing.NamedTuple):
     ready_at: tuple = ()
 
 
-def lease_deadline(now):
+def lease_deadline(now: datetime):
     return now + timedelta(seconds=settings.CRONIQ_LEASE_TTL)
 
 
-def claim(runner, session, capacity, now):
+def claim(runner, session: str, capacity, now: datetime):
     """Claim up to `capacity` ready executions the runner's labels allow.
 
     Returns them (job loaded) oldest first; an empty list when the runner is
@@ -86,7 +86,7 @@ def claim(runner, session, capacity, now):
     return executions
 
 
-def hand_over(claims, now):
+def hand_over(claims, now: datetime) -> None:
     """Mark executions as claimed, in one UPDATE: `claims` is
     [(runner, session, [execution, ...])], the executions read and locked by
     this transaction.
@@ -126,7 +126,7 @@ def hand_over(claims, now):
             execution.claimed_at = max(now, execution.run_after)
 
 
-def mark_claimed_from_values(claims, now, deadline):
+def mark_claimed_from_values(claims, now: datetime, deadline) -> None:
     """hand_over's UPDATE on PostgreSQL for several runners: each row's
     runner and session joined from a VALUES list.
 
@@ -160,13 +160,15 @@ def when_among(executions, value):
     return When(pk__in=[e.pk for e in executions], then=value)
 
 
-def ready_executions(now):
+def ready_executions(now: datetime):
     return Execution.objects.filter(
         state=Execution.PENDING, run_after__lte=now, cancel_requested_at__isnull=True
     ).order_by(*CLAIM_ORDER)
 
 
-def claimable(labels, capacity, now, exclude=(), held=None, budget=None, names=(), others=()):
+def claimable(
+    labels, capacity, now: datetime, exclude=(), held=None, budget=None, names=(), others=()
+):
     """The oldest ready executions whose job labels are all in `labels` (job
     loaded), leaving out the ids in `exclude` (taken by this transaction),
     the jobs a maintenance holds (`held`, see `Maintenance.held`), runs
@@ -262,7 +264,7 @@ def wanted(runner, capacity):
     return runner.capacity if capacity is None else capacity
 
 
-def answer(runner, executions, now):
+def answer(runner, executions, now: datetime):
     """A poll's `Handed` (after the commit); a flapping mark may clear here."""
     if runner.flapping:
         identity.check_flapping(runner, now)
@@ -273,7 +275,7 @@ def answer(runner, executions, now):
     )
 
 
-def serve_waiters(waiters, now, until):
+def serve_waiters(waiters, now: datetime, until):
     """Claim ready work for waiting polls in one transaction.
 
     The oldest ready executions are dealt round the polls they fit (their
@@ -300,7 +302,7 @@ def serve_waiters(waiters, now, until):
     return refused + served
 
 
-def not_before(executions, now):
+def not_before(executions, now: datetime):
     """The instant the last of `executions` becomes ready, if after `now`."""
     latest = max(e.run_after for e in executions)
     return latest if latest > now else None
@@ -358,7 +360,7 @@ def open_runs(runner_ids):
     return dict(rows)
 
 
-def hand_out(room, now, held=None, budget=None):
+def hand_out(room, now: datetime, held=None, budget=None):
     """{waiter: [execution, ...]}: ready work, oldest first, dealt round the
     waiters it fits in turn, longest-waiting first.
 
@@ -416,7 +418,7 @@ def scarcest_first(executions, fits, left, names):
     )
 
 
-def candidates(fits, left, now, held=None, budget=None, names=None):
+def candidates(fits, left, now: datetime, held=None, budget=None, names=None):
     """The ready executions the waiters can run, oldest first: for each
     distinct set of runner labels (in the order of its longest-waiting
     poll), the oldest that fit it, as many as those polls have room for.

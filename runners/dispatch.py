@@ -11,6 +11,7 @@ counted (invariant 3, fencing).
 
 import functools
 import logging
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -40,7 +41,7 @@ FINISHED_BY_RUNNER = (
 # -- handing back -----------------------------------------------------------
 
 
-def hand_back(runner_id, session, assignments, now):
+def hand_back(runner_id: int, session: str, assignments, now: datetime):
     """Put back work claimed for a poll whose runner hung up before the
     answer was sent.
 
@@ -75,7 +76,7 @@ def hand_back(runner_id, session, assignments, now):
     return [e.pk for e in held]
 
 
-def hand_back_unstarted(credential, runner_id, session, held, now):
+def hand_back_unstarted(credential, runner_id: int, session: str, held, now: datetime):
     """The runner's own hand-back: work it received but will not start (it
     is shutting down). `held` is [(execution id, lease)]; returns the ids
     handed back. Only work the calling session holds under those leases."""
@@ -89,7 +90,7 @@ def hand_back_unstarted(credential, runner_id, session, held, now):
 # -- heartbeat -------------------------------------------------------------
 
 
-def heartbeat(credential, runner_id, session, held, now):
+def heartbeat(credential, runner_id: int, session: str, held, now: datetime):
     """Renew the leases the runner still holds.
 
     `held` is a list of (execution id, lease). Returns the contract's answer:
@@ -130,14 +131,14 @@ def heartbeat(credential, runner_id, session, held, now):
 class StaleLease(Conflict):
     """A write under a lease the caller no longer holds."""
 
-    def __init__(self, execution, token, session, lease, call, at):
+    def __init__(self, execution, token, session: str, lease: int, call, at) -> None:
         super().__init__(
             f"execution {execution.pk} is not held under lease {lease} by this session"
         )
         self.execution, self.token, self.session = execution, token, session
         self.lease, self.call, self.at = lease, call, at
 
-    def record(self):
+    def record(self) -> None:
         execution = self.execution
         audit.record(
             "execution.fencing_rejected",
@@ -156,7 +157,7 @@ class StaleLease(Conflict):
         )
 
 
-def under_lease(execution, token, session, lease):
+def under_lease(execution, token, session: str, lease: int):
     """Whether the call comes from the session, lease and token that last held
     `execution`, whatever its state now."""
     return (
@@ -167,11 +168,11 @@ def under_lease(execution, token, session, lease):
     )
 
 
-def holds(execution, token, session, lease):
+def holds(execution, token, session: str, lease: int):
     return execution.state == Execution.RUNNING and under_lease(execution, token, session, lease)
 
 
-def find_execution(execution_id, lock=False):
+def find_execution(execution_id: int, lock: bool = False):
     found = Execution.objects.select_related("runner")
     if lock:
         found = found.select_for_update(of=("self",))
@@ -201,7 +202,9 @@ def clean_text(text):
 
 
 @audited
-def append_log(token, execution_id, session, lease, seq, data, now):
+def append_log(
+    token, execution_id: int, session: str, lease: int, seq: int, data, now: datetime
+) -> bool:
     """Append one chunk; a retried `seq` is accepted without a second row."""
     data = clean_text(data)
     size = len(data.encode("utf-8"))
@@ -249,7 +252,16 @@ def outcome(execution, exit_code, timed_out):
     return Execution.FAILED
 
 
-def finish(credential, execution_id, session, lease, exit_code, error, timed_out, now):
+def finish(
+    credential,
+    execution_id: int,
+    session: str,
+    lease: int,
+    exit_code,
+    error,
+    timed_out,
+    now: datetime,
+):
     """Settle the execution for the caller; returns its final state.
 
     A success, by far the most common finish, is one conditional write that
@@ -266,7 +278,7 @@ def finish(credential, execution_id, session, lease, exit_code, error, timed_out
     return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
 
 
-def finish_many(credential, runner_id, session, reports, now):
+def finish_many(credential, runner_id: int, session: str, reports, now: datetime):
     """The batch finish of runner `runner_id`: each report settled as
     `finish` settles it and answered on its own. The successes the caller
     holds are settled together, in one transaction (`settle_many`); every
@@ -349,7 +361,9 @@ SUCCEED_HELD_PLAINLY = f"""
 """
 
 
-def finished_ok(secret_hash, execution_id, session, lease, error, now):
+def finished_ok(
+    secret_hash, execution_id: int, session: str, lease: int, error, now: datetime
+) -> bool:
     """Settle a success in one write, if the caller (the token `secret_hash`)
     holds the execution."""
     if secret_hash is None or not identity.is_db_id(execution_id):
@@ -391,7 +405,9 @@ def finished_ok(secret_hash, execution_id, session, lease, error, now):
 
 
 @audited
-def finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now):
+def finish_held(
+    token, execution_id: int, session: str, lease: int, exit_code, error, timed_out, now: datetime
+):
     """The full finish: read the execution, check the lease, settle.
 
     A retried finish of the same lease that was already accepted answers the
@@ -419,11 +435,11 @@ def finish_held(token, execution_id, session, lease, exit_code, error, timed_out
     return state
 
 
-def lease_lapsed(execution, now):
+def lease_lapsed(execution, now: datetime):
     return execution.lease_expires_at is not None and execution.lease_expires_at < now
 
 
-def reap_late(execution, now):
+def reap_late(execution, now: datetime):
     """A failure reported under a lease that has run out is settled as the
     reaper would have settled it: lost, and retried. The runner kills a job
     whose lease it could not renew and reports that kill only after the
@@ -439,13 +455,13 @@ def reap_late(execution, now):
     return execution.state
 
 
-def confirms_kill(execution, token, session, lease):
+def confirms_kill(execution, token, session: str, lease: int):
     """The end of a run the server timed out, reported by the runner that
     held it under that lease: its process is gone (see lifecycle.confirm_kill)."""
     return execution.state == Execution.TIMED_OUT and under_lease(execution, token, session, lease)
 
 
-def already_finished(execution, token, session, lease, exit_code):
+def already_finished(execution, token, session: str, lease: int, exit_code):
     return (
         execution.state in FINISHED_BY_RUNNER
         and execution.exit_code == exit_code

@@ -7,7 +7,9 @@ refused (docs/design.md §4, "Identity"). A name is bound to the token that firs
 registered it ("Credential binding").
 """
 
-from datetime import timedelta
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -29,7 +31,7 @@ SEEN_INTERVAL = timedelta(seconds=1)
 TAKEOVER = "runner.takeover"
 
 
-def authenticate(secret, now):
+def authenticate(secret: str, now: datetime) -> RunnerToken | None:
     """The active RunnerToken for `secret`, or None; touches last_used_at cheaply."""
     token = RunnerToken.objects.authenticate(secret)
     if token is not None:
@@ -37,7 +39,7 @@ def authenticate(secret, now):
     return token
 
 
-def note_use(token, now):
+def note_use(token: RunnerToken, now: datetime) -> None:
     if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_INTERVAL:
         RunnerToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
@@ -47,11 +49,11 @@ class Credential:
     """A well-formed bearer secret, checked against the database later, in the
     same database step as the call it authorises (one step per request)."""
 
-    def __init__(self, secret):
+    def __init__(self, secret: str) -> None:
         self.secret = secret
 
 
-def require_token(credential, now):
+def require_token(credential: Credential, now: datetime) -> RunnerToken:
     """The token for `credential`; Unauthorized (401) when unknown or revoked."""
     token = authenticate(credential.secret, now)
     if token is None:
@@ -59,7 +61,16 @@ def require_token(credential, now):
     return token
 
 
-def register(token, name, session, now, labels=(), version="", hostname="", capacity=1):
+def register(
+    token: RunnerToken,
+    name: str,
+    session: str,
+    now: datetime,
+    labels: Sequence[str] = (),
+    version: str = "",
+    hostname: str = "",
+    capacity: int = 1,
+) -> tuple[Runner, bool]:
     """Create or re-register the runner called `name`; returns (runner, takeover).
 
     Raises Forbidden when the name is bound to another token.
@@ -78,7 +89,16 @@ def register(token, name, session, now, labels=(), version="", hostname="", capa
 
 
 @transaction.atomic
-def register_locked(token, name, session, now, labels, version, hostname, capacity):
+def register_locked(
+    token: RunnerToken,
+    name: str,
+    session: str,
+    now: datetime,
+    labels: Sequence[str],
+    version: str,
+    hostname: str,
+    capacity: int,
+) -> tuple[Runner, bool]:
     runner = lock_or_create(token, name, session, now)
     if runner.token_id is None:
         runner.token = token
@@ -101,7 +121,7 @@ def register_locked(token, name, session, now, labels, version, hostname, capaci
     return runner, takeover
 
 
-def lock_or_create(token, name, session, now):
+def lock_or_create(token: RunnerToken, name: str, session: str, now: datetime) -> Runner:
     """The runner row for `name`, locked for this transaction (created if new)."""
     runner = Runner.objects.select_for_update().filter(name=name).first()
     if runner is not None:
@@ -121,11 +141,11 @@ def lock_or_create(token, name, session, now):
 class BindingRefused(Forbidden):
     """Another token tries to use a name bound to its first token."""
 
-    def __init__(self, runner, token, now):
+    def __init__(self, runner: Runner, token: RunnerToken, now: datetime) -> None:
         super().__init__(f"runner name {runner.name!r} is bound to another token")
         self.runner, self.token, self.at = runner, token, now
 
-    def record(self):
+    def record(self) -> None:
         audit.record(
             "runner.binding_refused",
             target=self.runner,
@@ -136,7 +156,7 @@ class BindingRefused(Forbidden):
         )
 
 
-def take_over(runner, session, now):
+def take_over(runner: Runner, session: str, now: datetime) -> None:
     """Release what the old session held and record the takeover."""
     old_session = runner.session
     held = Execution.objects.filter(runner=runner, state=Execution.RUNNING).exclude(session=session)
@@ -158,11 +178,11 @@ def take_over(runner, session, now):
         transaction.on_commit(notify_retries)
 
 
-def notify_retries():
+def notify_retries() -> None:
     notify_new_work()
 
 
-def recent_takeovers(runner, now):
+def recent_takeovers(runner: Runner, now: datetime) -> Any:
     since = now - timedelta(seconds=settings.CRONIQ_FLAP_WINDOW)
     return AuditEvent.objects.filter(
         action=TAKEOVER,
@@ -173,7 +193,7 @@ def recent_takeovers(runner, now):
     )
 
 
-def check_flapping(runner, now):
+def check_flapping(runner: Runner, now: datetime) -> bool:
     """Mark the runner flapping when takeovers exceed the threshold in the window,
     clear the mark after a quiet window. Returns the runner's flapping flag."""
     count = recent_takeovers(runner, now).count()
@@ -202,7 +222,7 @@ def check_flapping(runner, now):
     return runner.flapping
 
 
-def clear_flapping(runner, now):
+def clear_flapping(runner: Runner, now: datetime) -> None:
     updated = Runner.objects.filter(pk=runner.pk, flapping=True).update(
         flapping=False, flapping_since=None
     )
@@ -216,7 +236,7 @@ def clear_flapping(runner, now):
         )
 
 
-def clear_quiet_flapping(now):
+def clear_quiet_flapping(now: datetime) -> int:
     """Clear the flapping mark of every runner that had no takeover for a window.
 
     A runner that died while flapping never calls again, so a step of the
@@ -230,7 +250,7 @@ def clear_quiet_flapping(now):
     return cleared
 
 
-def current_runner(token, runner_id, session):
+def current_runner(token: RunnerToken, runner_id: int, session: str) -> Runner:
     """The runner `runner_id` if `token` may speak for it under `session`.
 
     404 unknown runner, 403 bound to another token, 409 superseded session
@@ -240,7 +260,9 @@ def current_runner(token, runner_id, session):
     return check_caller(runner, token, runner_id, session)
 
 
-def caller(credential, runner_id, session, now):
+def caller(
+    credential: Credential, runner_id: int, session: str, now: datetime
+) -> tuple[RunnerToken, Runner]:
     """(token, runner) for a call about runner `runner_id` under `session`.
 
     The runner and its token come in one query; only when the credential
@@ -259,7 +281,7 @@ def caller(credential, runner_id, session, now):
     return token, check_caller(runner, token, runner_id, session)
 
 
-def token_of_runner(credential, runner_id, now):
+def token_of_runner(credential: Credential, runner_id: int, now: datetime) -> RunnerToken:
     """The caller's token, for a call about runner `runner_id` whatever its
     session: 401, 404 or 403 as `caller` answers them. A superseded session
     is left to each execution's own checks (a report under its old lease
@@ -270,26 +292,26 @@ def token_of_runner(credential, runner_id, now):
     return token
 
 
-def check_caller(runner, token, runner_id, session):
+def check_caller(runner: Runner | None, token: RunnerToken, runner_id: int, session: str) -> Runner:
     check_owner(runner, token, runner_id)
     if runner.token_id is None or runner.session != session:
         raise Conflict(f"session superseded: runner {runner.name!r} registered again")
     return runner
 
 
-def check_owner(runner, token, runner_id):
+def check_owner(runner: Runner | None, token: RunnerToken, runner_id: int) -> None:
     if runner is None:
         raise NotFound(f"unknown runner {runner_id}")
     if runner.token_id is not None and runner.token_id != token.pk:
         raise Forbidden(f"runner {runner.name!r} is bound to another token")
 
 
-def touch(runner, now):
+def touch(runner: Runner, now: datetime) -> None:
     """A call from the runner: it is alive (and online unless an operator drains it)."""
     touch_many([runner], now)
 
 
-def touch_many(runners, now):
+def touch_many(runners: Iterable[Runner], now: datetime) -> None:
     """`touch` for several runners, in at most two UPDATEs.
 
     A runner calls many times a second under load; `last_seen_at` only has
@@ -315,7 +337,7 @@ def touch_many(runners, now):
             runner.state = runner.state_when_back
 
 
-def come_back(offline):
+def come_back(offline: Iterable[Runner]) -> None:
     """Offline runners heard from again: online, or draining again if an
     operator drained them (a drain outlives an offline spell)."""
     offline.filter(state=Runner.OFFLINE).update(
@@ -326,14 +348,14 @@ def come_back(offline):
 MAX_DB_ID = 2**63 - 1
 
 
-def is_db_id(value):
+def is_db_id(value: object) -> bool:
     return isinstance(value, int) and 0 < value <= MAX_DB_ID
 
 
 # -- operator actions (admin) ----------------------------------------------
 
 
-def drain(runner, now, actor=None):
+def drain(runner: Runner, now: datetime, actor: Any = None) -> bool:
     """Stop giving the runner new work; what it runs now may finish.
 
     The drain lasts until an operator resumes the runner or it starts
@@ -349,7 +371,7 @@ def drain(runner, now, actor=None):
     return True
 
 
-def resume(runner, now, actor=None):
+def resume(runner: Runner, now: datetime, actor: Any = None) -> bool:
     """Undo a drain: the runner gets work again."""
     if not runner.is_drained:
         return False
@@ -357,7 +379,7 @@ def resume(runner, now, actor=None):
     return True
 
 
-def end_drain(runner, now, actor=None, why=None):
+def end_drain(runner: Runner, now: datetime, actor: Any = None, why: str | None = None) -> None:
     state = Runner.OFFLINE if runner.state == Runner.OFFLINE else Runner.ONLINE
     Runner.objects.filter(pk=runner.pk).update(state=state, drained=False)
     runner.state, runner.drained = state, False
@@ -366,7 +388,7 @@ def end_drain(runner, now, actor=None, why=None):
 
 
 @transaction.atomic
-def forget(runner, now, actor=None):
+def forget(runner: Runner, now: datetime, actor: Any = None) -> list[Execution]:
     """Release the runner's executions at once and delete it (and its token binding).
 
     If the machine comes back it registers as a new runner.
@@ -386,7 +408,7 @@ def forget(runner, now, actor=None):
     return released
 
 
-def revoke(token, now, actor=None):
+def revoke(token: RunnerToken, now: datetime, actor: Any = None) -> bool:
     """Revoke a token: its calls get 401 and the names it bound are free again.
 
     Executions its runners hold are left to their leases: the agents stop

@@ -21,6 +21,7 @@ check took its lock) would otherwise chain for ever.
 """
 
 import logging
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
@@ -39,7 +40,7 @@ MAX_CHAIN_DEPTH = 100
 logger = logging.getLogger(__name__)
 
 
-def after_settle(execution, now):
+def after_settle(execution, now: datetime):
     """Start the jobs `execution`'s job chains to its final outcome; part of
     the settle's transaction. Returns the runs created."""
     job = execution.job
@@ -91,7 +92,7 @@ def occurrence_outcome(execution):
     return fanout.worst(states)
 
 
-def start(name, upstream, now, depth=1):
+def start(name, upstream, now: datetime, depth: int = 1):
     """One downstream run of the job `name`, `depth` links below the run
     that began its chain, or None (gone, its policy refused it, or the chain
     too deep: audited either way)."""
@@ -131,7 +132,7 @@ def start(name, upstream, now, depth=1):
     return None
 
 
-def record(upstream, name, now, **data):
+def record(upstream, name, now: datetime, **data) -> None:
     audit.record(
         "job.chained",
         target=upstream,

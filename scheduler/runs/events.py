@@ -32,7 +32,7 @@ NAMES = (
 _sinks = []
 
 
-def on_event(sink):
+def on_event(sink) -> None:
     """Call `sink(name, at=, job=, execution=, runner=, data=, key=)` for
     every event. Registering the same sink twice registers it once."""
     if sink not in _sinks:

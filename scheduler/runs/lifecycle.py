@@ -5,7 +5,7 @@ lease, state): zero rows updated means someone else got there first (a reap,
 a takeover, a newer lease), which callers treat as a normal outcome.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -24,7 +24,7 @@ RUNNER_DRAINED = "runner_drained"
 RUNNER_GONE = "pinned_runner_gone"
 
 
-def settle(execution, state, now, within=None, retry_after_lease=False, **fields):
+def settle(execution, state, now: datetime, within=None, retry_after_lease: bool = False, **fields):
     """Move a running execution held under `execution.lease` to a final state.
 
     `within`, a queryset, adds its conditions to the update (they are checked
@@ -47,7 +47,7 @@ def settle(execution, state, now, within=None, retry_after_lease=False, **fields
         return after_final(execution, now, not_before)
 
 
-def after_final(execution, now, not_before=None):
+def after_final(execution, now: datetime, not_before=None):
     """Count the outcome, create the retry the job's policy asks for, and
     update the job's health (with the events it causes) in the same
     transaction. A failing attempt that gets no retry lands in the dead
@@ -67,7 +67,7 @@ def after_final(execution, now, not_before=None):
     return retry
 
 
-def count_final(state, amount=1):
+def count_final(state, amount: int = 1) -> None:
     audit.increment("croniq_executions_total", amount, state=state)
 
 
@@ -105,7 +105,7 @@ def backoff(first, failures):
     return timedelta(seconds=min(first * 2**doublings, MAX_RETRY_DELAY))
 
 
-def create_retry(execution, now, not_before=None):
+def create_retry(execution, now: datetime, not_before=None):
     """The retry the job's policy asks for; it runs no earlier than `not_before`."""
     delay = retry_delay(execution)
     if delay is None:
@@ -140,7 +140,7 @@ def create_retry(execution, now, not_before=None):
     return retry
 
 
-def next_attempt(execution, attempt, run_after, now):
+def next_attempt(execution, attempt, run_after, now: datetime):
     """A pending retry of the same instant, or None when that attempt exists
     already or a singleton job has a live execution again."""
     try:
@@ -160,7 +160,7 @@ def next_attempt(execution, attempt, run_after, now):
         return None
 
 
-def confirm_kill(execution, now, actor=None):
+def confirm_kill(execution, now: datetime, actor=None):
     """The runner of an execution settled without it (a server-side timeout)
     reports, under the execution's own lease, that its process has ended.
 
@@ -208,7 +208,7 @@ def confirm_kill(execution, now, actor=None):
     return retry
 
 
-def drop_pinned(execution, now):
+def drop_pinned(execution, now: datetime) -> bool:
     """A pending run pinned to a runner that is gone becomes lost, without a
     retry; its occurrence may end with it (chains). Part of the caller's
     transaction; False when it was claimed or ended in the meantime."""
@@ -234,7 +234,7 @@ def drop_pinned(execution, now):
     return True
 
 
-def release(executions, reason, now, actor=None):
+def release(executions, reason, now: datetime, actor=None):
     """Mark running executions lost at once (takeover, forget, expired lease).
 
     Returns the executions actually released; ones that finished or moved on
@@ -248,7 +248,7 @@ def release(executions, reason, now, actor=None):
 
 
 @transaction.atomic
-def release_one(execution, within, reason, now, actor):
+def release_one(execution, within, reason, now: datetime, actor) -> bool:
     """The state change and its audit event commit together (invariant 4)."""
     # `within`: a lease renewed since the read (heartbeat racing the
     # reaper) no longer matches "lease expired", so it is left alone.

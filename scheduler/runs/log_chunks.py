@@ -22,14 +22,14 @@ class LogChunk(models.Model):
             models.Index(fields=["created_at"], name="logchunk_created"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.execution_id}#{self.seq}"
 
 
 LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"
 
 
-def read_log(execution_id, offset):
+def read_log(execution_id: int, offset):
     """(text, end): the execution's stored log from byte `offset` (of its
     UTF-8 encoding, the truncation marker included) to its end, and the
     byte offset of that end. ValueError when `offset` lies past the end."""

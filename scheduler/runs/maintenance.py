@@ -11,7 +11,7 @@ for the end of the window (`covering`).
 """
 
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
@@ -30,7 +30,7 @@ class Window:
     id: int | None = None
     reason: str = ""
 
-    def active(self, instant):
+    def active(self, instant: datetime):
         return self.start <= instant < self.end
 
     def covers_labels(self, job_labels):
@@ -53,14 +53,14 @@ class Maintenance:
     switch_on: bool = False
     windows: tuple = ()
 
-    def active(self, now):
+    def active(self, now: datetime):
         """Whether any maintenance is in force at `now` (the banner, the gauge)."""
         return self.switch_on or any(w.active(now) for w in self.windows)
 
-    def active_windows(self, now):
+    def active_windows(self, now: datetime):
         return [w for w in self.windows if w.active(now)]
 
-    def held(self, now, until=None):
+    def held(self, now: datetime, until=None):
         """What claims must leave alone from `now` to `until` (default: at
         `now`; a claim made ahead runs at its instant): None (nothing),
         EVERYTHING, or a frozenset of labels (jobs carrying any of them)."""
@@ -76,7 +76,7 @@ class Maintenance:
             labels |= window.labels
         return frozenset(labels) or None
 
-    def covering(self, job_labels, instant):
+    def covering(self, job_labels, instant: datetime):
         """The maintenance an occurrence at `instant` of a job carrying
         `job_labels` falls in: SWITCH, the window that ends last, or None."""
         if self.switch_on:
@@ -85,7 +85,7 @@ class Maintenance:
         return max(windows, key=lambda w: w.end) if windows else None
 
 
-def banner(current, now, reason=""):
+def banner(current, now: datetime, reason: str = ""):
     """The admin's and the dashboard's line while a maintenance is in
     force at `now`, or None."""
     if current.switch_on:
@@ -122,7 +122,7 @@ def check_window(start, end):
         raise ValueError(f"end: {end.isoformat()} is not after start {start.isoformat()}")
 
 
-def check_not_ended(end, now):
+def check_not_ended(end, now: datetime):
     """ValueError naming the field when a window ended by `now`."""
     if end <= now:
         raise ValueError(f"end: {end.isoformat()} is already past; a window must end after now")
@@ -131,7 +131,7 @@ def check_not_ended(end, now):
 # Reading the stored rows
 
 
-def load(now, since=None):
+def load(now: datetime, since=None):
     """The maintenance as stored, with the windows not ended by `since`
     (default `now`: an occurrence due earlier may still be judged)."""
     since = since or now
@@ -162,7 +162,7 @@ def as_window(row):
     return Window(start=row.start, end=row.end, labels=labels, id=row.pk, reason=row.reason)
 
 
-def in_force(now):
+def in_force(now: datetime):
     """Whether a maintenance is in force at `now`, in one read: every
     scrape and every admin and dashboard page asks."""
     q = connection.ops.quote_name
@@ -177,7 +177,7 @@ def in_force(now):
         return bool(cursor.fetchone()[0])
 
 
-def current_banner(now):
+def current_banner(now: datetime):
     """`banner` as stored at `now`; one read while none is in force."""
     if not in_force(now):
         return None
@@ -201,7 +201,7 @@ def switch_read():
 # Changing them, audited
 
 
-def set_switch(on, now, actor, reason=""):
+def set_switch(on, now: datetime, actor, reason: str = "") -> bool:
     """Turn the switch on or off; returns whether it changed."""
     with transaction.atomic():
         row = MaintenanceSwitch.objects.select_for_update().filter(pk=MaintenanceSwitch.PK).first()
@@ -217,13 +217,13 @@ def set_switch(on, now, actor, reason=""):
     return True
 
 
-def add_window(start, end, now, actor, labels=(), reason=""):
+def add_window(start, end, now: datetime, actor, labels=(), reason: str = ""):
     """A new window; ValueError naming the field when it ends before it starts."""
     window = MaintenanceWindow(start=start, end=end, labels=sorted(set(labels)), reason=reason)
     return save_window(window, now, actor)
 
 
-def save_window(window, now, actor):
+def save_window(window, now: datetime, actor):
     """Store a new window (built by the caller, e.g. the admin's form), audited."""
     check_window(window.start, window.end)
     with transaction.atomic():
@@ -232,14 +232,14 @@ def save_window(window, now, actor):
     return window
 
 
-def delete_window(window, now, actor):
+def delete_window(window, now: datetime, actor) -> None:
     with transaction.atomic():
         record_window("maintenance.window_deleted", window, now, actor)
         window.delete()
         transaction.on_commit(notifier.new_work)
 
 
-def replace_windows(wanted, now, actor):
+def replace_windows(wanted, now: datetime, actor):
     """Make the windows not yet ended at `now` exactly `wanted`
     ([{start, end, labels, reason}]): equal ones stay, others are deleted
     or created, each audited. Ended windows are history and stay. All are
@@ -272,7 +272,7 @@ def replace_windows(wanted, now, actor):
                 add_window(item["start"], item["end"], now, actor, labels=labels, reason=reason)
 
 
-def without_stored_history(wanted, now):
+def without_stored_history(wanted, now: datetime):
     """`wanted` less the ended windows stored as they are; ValueError naming
     the item for an ended window that is not stored."""
     history = {window_key(vars(row)) for row in MaintenanceWindow.objects.filter(end__lte=now)}
@@ -294,7 +294,7 @@ def window_key(item):
     return (item["start"], item["end"], labels, item.get("reason") or "")
 
 
-def record_window(action, window, now, actor):
+def record_window(action, window, now: datetime, actor) -> None:
     audit.record(
         action,
         target=window,

@@ -58,7 +58,7 @@ class MaintenanceWindow(models.Model):
             ),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"maintenance {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M}"
 
     def clean(self):

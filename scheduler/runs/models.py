@@ -194,7 +194,7 @@ class Execution(models.Model):
             ),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.job_id}@{self.scheduled_for:%Y-%m-%dT%H:%M:%SZ}#{self.attempt}"
 
     @property
@@ -226,5 +226,5 @@ class TriggerKey(models.Model):
             models.UniqueConstraint(fields=["job", "key"], name="triggerkey_once"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.job_id}:{self.key}"

@@ -1,7 +1,7 @@
 """Operator actions on jobs and executions (admin, dashboard, management
 API). Each is audited."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Min, Q
@@ -13,7 +13,7 @@ from scheduler.runs import lifecycle, outcomes, overlap
 from scheduler.runs.refusals import OperationRefused  # noqa: F401 - callers catch it from here
 
 
-def run_now(job, now, actor, scheduled_for=None, env=None, note=None):
+def run_now(job, now: datetime, actor, scheduled_for=None, env=None, note=None):
     """A manual execution now, for the logical instant `scheduled_for`
     (default: now), with `env` added to the job's; it waits its turn, or is
     refused, as the job's overlap policy says (a singleton job with one
@@ -44,7 +44,7 @@ def run_now(job, now, actor, scheduled_for=None, env=None, note=None):
     return execution
 
 
-def pause(jobs, now, actor, reason="", until=None):
+def pause(jobs, now: datetime, actor, reason: str = "", until=None):
     """Take the jobs that are not paused out of the schedule; with `until`,
     each resumes by itself at that instant (`resume_ended_pauses`)."""
     paused = 0
@@ -66,7 +66,7 @@ def pause(jobs, now, actor, reason="", until=None):
     return paused
 
 
-def resume(jobs, now, actor):
+def resume(jobs, now: datetime, actor):
     """Paused jobs, and jobs quarantined by an error, fire again from now."""
     resumed = 0
     stopped = Q(paused_at__isnull=False) | ~Q(error="")
@@ -95,7 +95,7 @@ def resume(jobs, now, actor):
 PAUSES_CHECKED_AT_LEAST_EVERY = 30.0
 
 
-def next_pause_end(now):
+def next_pause_end(now: datetime):
     """When resume_ended_pauses may next find an ended pause (`Step.until`):
     the earliest `paused_until` (the job_pause_ends index), at the latest
     PAUSES_CHECKED_AT_LEAST_EVERY from now. A pause taken meanwhile is a
@@ -105,7 +105,7 @@ def next_pause_end(now):
     return latest if earliest["at"] is None else min(earliest["at"], latest)
 
 
-def resume_ended_pauses(now):
+def resume_ended_pauses(now: datetime):
     """The loop step: jobs paused `until` an instant now past fire again,
     from that instant on (an occurrence at it fires). Returns how many.
 
@@ -149,7 +149,7 @@ def resume_ended_pauses(now):
 WAITING = (Execution.QUEUED, Execution.PENDING)
 
 
-def cancel(executions, now, actor):
+def cancel(executions, now: datetime, actor):
     """Queued and pending ones are cancelled at once; running ones are asked to stop
     through the runner's next heartbeat (its `cancel` list)."""
     cancelled = 0
@@ -180,7 +180,7 @@ def cancel(executions, now, actor):
 RETRYABLE = (Execution.FAILED, Execution.TIMED_OUT, Execution.LOST, Execution.CANCELLED)
 
 
-def retry(execution, now, actor):
+def retry(execution, now: datetime, actor):
     """A new attempt of a finished execution, now."""
     if execution.state not in RETRYABLE:
         raise OperationRefused(f"execution {execution.pk} is {execution.state}, not retryable")
@@ -201,5 +201,5 @@ def retry(execution, now, actor):
     return new
 
 
-def notify_runners():
+def notify_runners() -> None:
     transaction.on_commit(notifier.new_work)

@@ -7,6 +7,8 @@ the streak, the counts and the events commit with the state change or not at
 all.
 """
 
+from datetime import datetime
+
 from django.db import connection
 
 import audit
@@ -22,7 +24,7 @@ ATTEMPT_EVENTS = {
 }
 
 
-def settled(execution, now, retry=None):
+def settled(execution, now: datetime, retry=None) -> None:
     """Update the job's health for `execution`, just settled, and emit the
     events it causes. `retry`: the attempt created after it, if any; a
     failing attempt without one has failed for good (`execution.given_up`)."""
@@ -38,7 +40,7 @@ def settled(execution, now, retry=None):
     health.save()
 
 
-def succeeded(health, execution, now):
+def succeeded(health, execution, now: datetime) -> None:
     health.last_success_at = now
     if health.failure_streak:
         events.emit(
@@ -64,7 +66,7 @@ def succeeded(health, execution, now):
         )
 
 
-def failed(health, execution, now, given_up):
+def failed(health, execution, now: datetime, given_up) -> None:
     health.last_failure_at = now
     job = execution.job
     events.emit(ATTEMPT_EVENTS[execution.state], at=now, job=job, execution=execution)
@@ -89,7 +91,7 @@ def failed(health, execution, now, given_up):
     pause_if_failing(job, health.failure_streak, execution, now)
 
 
-def pause_if_failing(job, streak, execution, now):
+def pause_if_failing(job, streak, execution, now: datetime) -> bool:
     """`pause_after_failures: N`: a job whose streak reached N pauses itself,
     audited and as a `job.paused` event, in the transaction that settled the
     run. An operator's resume lets it try again; the next failure of the
@@ -110,7 +112,7 @@ def pause_if_failing(job, streak, execution, now):
     return True
 
 
-def counted(job_id, state):
+def counted(job_id: int, state) -> None:
     """Count an execution that ended without running: skipped (its singleton
     job was still live) or cancelled while pending."""
     health = locked_health(job_id)
@@ -119,7 +121,7 @@ def counted(job_id, state):
     health.save(update_fields=[state, "last_state"])
 
 
-def locked_health(job_id):
+def locked_health(job_id: int):
     health, _ = JobHealth.objects.select_for_update().get_or_create(job_id=job_id)
     return health
 
@@ -149,7 +151,7 @@ SUCCESS_PLAIN = PLAIN_SUCCESS.format(
 )
 
 
-def succeeded_plainly(job_id, now):
+def succeeded_plainly(job_id: int, now: datetime):
     """The health update of a success that needs no event; False when the
     job needs more (a streak ends, a minimum duration to check)."""
     params = [connection.ops.adapt_datetimefield_value(now), Execution.SUCCEEDED, job_id]
@@ -158,5 +160,5 @@ def succeeded_plainly(job_id, now):
         return cursor.rowcount == 1
 
 
-def iso(instant):
+def iso(instant: datetime):
     return instant.isoformat() if instant else None
