@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from scheduler.firing import ticks
+from scheduler.firing import due, ticks
 from scheduler.firing.loop import SchedulerLoop
 from scheduler.models import Execution, Job
 from tests.factories import JobFactory
@@ -22,8 +22,8 @@ MS = dt.timedelta(milliseconds=1)
 @pytest.fixture
 def large(monkeypatch):
     """Instants of more than 3 jobs are large; each job past 3 adds 100 ms."""
-    monkeypatch.setattr(ticks, "LARGE_INSTANT", 3)
-    monkeypatch.setattr(ticks, "LEAD_PER_JOB", 100 * MS)
+    monkeypatch.setattr(due, "LARGE_INSTANT", 3)
+    monkeypatch.setattr(due, "LEAD_PER_JOB", 100 * MS)
     return 3
 
 
