@@ -1,48 +1,17 @@
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.audited_admin import AuditedModelAdmin
 from calendars.admin_forms import CalendarAdminForm
 from calendars.changes import calendar_changed
-from calendars.models import Calendar, CalendarPeriod, ManagedBy, manager_text
+from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import RulesError, month_grid
 from calendars.zones import wall
+from core.ownership import AdoptedOnSave
 
 PREVIEW_STRETCHES = 10
 GRID_MONTHS = 3
-
-
-class AdoptedOnSave:
-    """For the admin of a row `apply` may manage (calendars, jobs): its change
-    form warns, and saving it adopts it (managed_by "admin", audited
-    `<model>.adopted`), so `apply --prune` no longer deletes it."""
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        if request.method == "GET" and obj is not None and obj.managed_by == ManagedBy.APPLY:
-            self.message_user(request, apply_warning(obj), messages.WARNING)
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    def adopt(self, request, obj, change):
-        """Mark `obj` adopted before its save; returns the fields that changed."""
-        if not change or obj.managed_by != ManagedBy.APPLY:
-            return []
-        data = {"from": ManagedBy.APPLY, "to": ManagedBy.ADMIN, "source": obj.managed_source}
-        obj.managed_by, obj.managed_source = ManagedBy.ADMIN, ""
-        self.audit(request, obj, "adopted", data)
-        return ["managed_by", "managed_source"]
-
-
-def apply_warning(obj):
-    """What the change form of an apply-managed row says before an edit."""
-    kind = obj._meta.verbose_name
-    listing = f"{obj.managed_source}" if obj.managed_source else "a file that lists it"
-    return (
-        f"This {kind} is managed by {manager_text(obj)} (jobs as code): the next apply "
-        f"of {listing} reverts edits made here. Saving adopts it, so apply --prune "
-        f"no longer deletes it."
-    )
 
 
 class CalendarPeriodInline(admin.TabularInline):

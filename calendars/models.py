@@ -4,6 +4,7 @@ from django.db import models
 from calendars.periods import RANGE_PROBLEM, Period, out_of_range
 from calendars.rules import CalendarRules, RulesError, holiday_problem
 from calendars.validators import validate_stored_text, validate_timezone
+from core.ownership import Owned
 
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
@@ -12,49 +13,9 @@ def all_weekdays():
     return list(WEEKDAYS)
 
 
-class ManagedBy(models.TextChoices):
-    """Who owns a job or a calendar. `apply` updates and prunes only what it
-    manages; a write through the API or the admin to an apply-managed row
-    adopts it first, so jobs-as-code never silently undoes a hand edit."""
-
-    APPLY = "apply", "apply (jobs as code)"
-    API = "api", "the management API"
-    ADMIN = "admin", "the admin"
-
-
-def manager_text(row):
-    """Who manages an apply-managed `row`, in words: "apply of file croniq"."""
-    if row.managed_source:
-        return f"apply of file {row.managed_source}"
-    return "apply"
-
-
-def managed_by_field():
-    return models.CharField(
-        "managed by",
-        max_length=10,
-        choices=ManagedBy.choices,
-        default=ManagedBy.ADMIN,
-        help_text="apply updates and prunes only what it manages; saving an "
-        "apply-managed row here adopts it (apply no longer prunes it).",
-    )
-
-
-def managed_source_field():
-    return models.CharField(
-        "managed by file",
-        max_length=100,
-        blank=True,
-        default="",
-        help_text="The apply source (a file's stem, or apply --source) that manages "
-        "this row: apply --prune of that source alone deletes it.",
-    )
-
-
-class Calendar(models.Model):
+class Calendar(Owned):
     """When jobs bound to it may fire. The math lives in calendars/rules.py."""
 
-    name = models.SlugField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     timezone = models.CharField(
         max_length=64,
@@ -89,10 +50,6 @@ class Calendar(models.Model):
         related_name="children",
         help_text="Optional parent calendar: an instant must be allowed by both.",
     )
-    managed_by = managed_by_field()
-    managed_source = managed_source_field()
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

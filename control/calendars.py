@@ -7,11 +7,12 @@ from datetime import timedelta
 from django.db import transaction
 from ninja.errors import HttpError
 
-from calendars.models import Calendar, CalendarPeriod, ManagedBy
+from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import RulesError
 from calendars.validators import text_problem
 from control import ownership, paging
 from control.fields import checked_instant
+from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
 from scheduler.apply.items import ApplyError
 

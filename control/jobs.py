@@ -22,10 +22,10 @@ from ninja.errors import HttpError
 
 import audit
 from audit.changes import MASK, is_secret_env, masked_diff, masked_env
-from calendars.models import ManagedBy
 from calendars.validators import text_problem, text_problems
 from control import ownership, paging
 from control.fields import checked_instant
+from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
 from scheduler.apply.items import ApplyError, job_state, overlap_of
 from scheduler.models import Job

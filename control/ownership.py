@@ -9,7 +9,7 @@ then on. Rows made in the admin or through the API are anyone's to change.
 from ninja.errors import HttpError
 
 import audit
-from calendars.models import ManagedBy, manager_text
+from core.ownership import ManagedBy, adoption, manager_text
 
 
 def adopt_flag(value, where="adopt"):
@@ -32,10 +32,7 @@ def check(obj, adopt):
 
 
 def record_adopted(obj, *, now, actor):
-    audit.record(
-        f"{obj._meta.model_name}.adopted",
-        target=obj,
-        actor=actor,
-        at=now,
-        data={"from": ManagedBy.APPLY, "to": ManagedBy.API, "source": obj.managed_source},
-    )
+    """Audit the API's adoption of `obj` (as read before the write)."""
+    data = adoption(obj, ManagedBy.API)
+    if data is not None:
+        audit.record(f"{obj._meta.model_name}.adopted", target=obj, actor=actor, at=now, data=data)

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from audit.audited_admin import AuditedModelAdmin
 from audit.changes import MASK, diff, snapshot
 from core.admin_mixins import CheapPaginator, ReadOnlyModelAdmin
+from core.ownership import AdoptedOnSave
 from notifications.admin_forms import ChannelForm, MuteForm, RuleForm
 from notifications.applyitems import masked_channel_diff, masked_url
 from notifications.models import Channel, Delivery, Mute, Notification, Rule
@@ -18,30 +19,15 @@ from notifications.models import Channel, Delivery, Mute, Notification, Rule
 ERROR_SHOWN = 80  # characters of a delivery error in lists
 
 
-class ManagedWarning:
-    """Objects an apply file manages say so on their change form: the
-    file wins at its next apply."""
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        if request.method == "GET" and obj is not None and obj.managed_by:
-            self.message_user(
-                request,
-                f"Managed by {obj.managed_by}: your change will be overwritten by the next apply.",
-                messages.WARNING,
-            )
-        return super().change_view(request, object_id, form_url, extra_context)
-
-
 @admin.register(Channel)
-class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
+class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
     form = ChannelForm
     list_display = ["name", "kind", "target", "enabled", "managed_by"]
     list_filter = ["kind", "enabled"]
     # Never the url: a chat webhook's URL is its secret, and a search that
     # matches it tells a viewer its characters one by one.
     search_fields = ["name"]
-    readonly_fields = ["managed_by"]
+    readonly_fields = ["managed_by", "managed_source"]
     actions = ["send_test"]
     fieldsets = [
         (None, {"fields": ["name", "kind", "enabled"]}),
@@ -50,7 +36,7 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
             "Webhook and chat",
             {"fields": ["url", "secret", "headers", "format", "timeout", "username"]},
         ),
-        ("Managed", {"fields": ["managed_by"]}),
+        ("Managed", {"fields": ["managed_by", "managed_source"]}),
     ]
 
     # Who may only look at a channel sees header values and the path of a
@@ -91,7 +77,10 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
 
     def audit(self, request, obj, verb, data=None):
         # Header values and URL paths may hold secrets: never in the trail.
-        return super().audit(request, obj, verb, masked_channel_diff(data or {}))
+        # (An adoption's data says who owned it, not a diff.)
+        if verb != "adopted":
+            data = masked_channel_diff(data or {})
+        return super().audit(request, obj, verb, data)
 
     # The secret is a reference, so (masked) it joins the diff: a changed
     # secret is audited like any other change.
@@ -101,6 +90,10 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
     def stored_snapshot(self, obj):
         stored = Channel.objects.filter(pk=obj.pk).first()
         return self.channel_snapshot(stored) if stored is not None else {}
+
+    def save_model(self, request, obj, form, change):
+        self.adopt(request, obj, change)
+        super().save_model(request, obj, form, change)
 
     def audit_saved(self, request, obj, before, change):
         changes = diff(before, self.channel_snapshot(obj))
@@ -164,7 +157,7 @@ class ChannelAdmin(ManagedWarning, AuditedModelAdmin):
 
 
 @admin.register(Rule)
-class RuleAdmin(ManagedWarning, AuditedModelAdmin):
+class RuleAdmin(AdoptedOnSave, AuditedModelAdmin):
     form = RuleForm
     list_display = [
         "name",
@@ -177,7 +170,7 @@ class RuleAdmin(ManagedWarning, AuditedModelAdmin):
     ]
     list_filter = ["enabled", "fallback", "digest", "channels"]
     search_fields = ["name", "jobs", "owner"]
-    readonly_fields = ["managed_by"]
+    readonly_fields = ["managed_by", "managed_source"]
     fieldsets = [
         (None, {"fields": ["name", "enabled", "events"]}),
         (
@@ -189,7 +182,7 @@ class RuleAdmin(ManagedWarning, AuditedModelAdmin):
         ),
         ("Thresholds", {"fields": ["failures_in_a_row", "slow_factor", "grace"]}),
         ("Delivery", {"fields": ["channels", "throttle", "digest"]}),
-        ("Managed", {"fields": ["managed_by"]}),
+        ("Managed", {"fields": ["managed_by", "managed_source"]}),
     ]
 
     def get_queryset(self, request):
@@ -211,6 +204,7 @@ class RuleAdmin(ManagedWarning, AuditedModelAdmin):
     def save_model(self, request, obj, form, change):
         stored = Rule.objects.filter(pk=obj.pk).first() if change else None
         form.audit_before = self.rule_snapshot(stored) if stored else {}
+        self.adopt(request, obj, change)
         obj.save()
 
     def save_related(self, request, form, formsets, change):

@@ -8,10 +8,10 @@ name the item and field, like the scheduler's ("channels[1].url: ...",
 "notify[0].channels: unknown channel 'ops-pager'"); the admin's forms use the
 same checks, so a person reads the same sentence in both places.
 
-What apply creates or updates is marked `managed_by`: the name of the file
-(its stem or `--source`, as jobs' `managed_source`), and `--prune` deletes
-only that file's rows: a channel or rule made in the admin or by another
-file stays.
+What apply creates or updates is apply's, of the file (`managed_source`:
+its stem or `--source`), as jobs are (core.ownership), and `--prune`
+deletes only that file's rows: a channel or rule made in the admin, adopted
+there, or of another file stays.
 
 Durations (`throttle`, `grace`, and a job's `max_duration`/`min_duration`)
 are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
@@ -21,22 +21,16 @@ are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
 import copy
 from urllib.parse import urlsplit, urlunsplit
 
-from django.core.exceptions import ValidationError
+from django.db.models import Q
 
 from audit.changes import MASK, masked_diff
 from calendars.models import Calendar
+from core.ownership import ManagedBy
 from notifications import channels, secrets
 from notifications.models import Channel, Rule
-from scheduler.apply.document import describe_errors
-from scheduler.apply.items import (
-    REQUIRED,
-    ApplyError,
-    Field,
-    defaults,
-    field_names,
-    seconds,
-    string_list,
-)
+from scheduler.apply.fields import REQUIRED, Field, defaults, field_names
+from scheduler.apply.items import ApplyError, seconds, string_list
+from scheduler.apply.upsert import upsert
 from scheduler.runs.events import NAMES
 
 CHANNEL_FIELDS = (
@@ -223,6 +217,7 @@ def channel_state(channel):
         **channel.config(),
         "enabled": channel.enabled,
         "managed_by": channel.managed_by,
+        "managed_source": channel.managed_source,
     }
 
 
@@ -271,16 +266,21 @@ def masked_channel_diff(diff):
 def writes_notifications(document, prune, source, managed_source):
     """Whether applying `document` may write channels or rules: it has a
     `channels:` or `notify:` section, or `prune` would delete channels or
-    rules this file made (the stamps `NotifySections` prunes by)."""
+    rules this file made (those `NotifySections.prune` deletes from)."""
     if any(key in document for key in NotifySections.KEYS):
         return True
     if not prune:
         return False
-    stamps = {managed_source or source or "apply", source} - {"", None}
-    return (
-        Channel.objects.filter(managed_by__in=stamps).exists()
-        or Rule.objects.filter(managed_by__in=stamps).exists()
-    )
+    managed = file_rows(source, managed_source)
+    return Channel.objects.filter(managed).exists() or Rule.objects.filter(managed).exists()
+
+
+def file_rows(source, managed_source):
+    """What apply of `managed_source` manages: its channels and rules. Rows
+    an apply stamped with the file's path (or "api:<key>", its `source`)
+    before files had names are still its own."""
+    sources = {managed_source} | ({source} if source else set())
+    return Q(managed_by=ManagedBy.APPLY, managed_source__in=sources)
 
 
 def environment_warnings(document):
@@ -374,6 +374,7 @@ def rule_state(rule, channel_names=None):
         "channels": sorted(channel_names),
         "enabled": rule.enabled,
         "managed_by": rule.managed_by,
+        "managed_source": rule.managed_source,
     }
 
 
@@ -390,43 +391,28 @@ class NotifySections:
 
     def __init__(self, applier):
         self.applier = applier
-        self.managed_by = applier.managed_source or applier.source or "apply"
-        # Rows this file stamped before it had a name carry its path (or
-        # "api:<key>"): still its own to prune.
-        self.stamps = {self.managed_by, applier.source} - {""}
         self.channel_names = []  # every channel the file names, good or bad
         self.rule_names = []
 
     def apply(self, sections):
         for where, item in self.applier.check_items("channels", sections["channels"], CHANNEL_KEYS):
             self.channel_names.append(item["name"])
-            self.attempt(self.apply_channel, where, item)
+            self.applier.attempt(self.apply_channel, where, item)
         for where, item in self.applier.check_items("notify", sections["notify"], RULE_KEYS):
             self.rule_names.append(item["name"])
-            self.attempt(self.apply_rule, where, item)
-
-    def attempt(self, apply_item, where, item):
-        try:
-            apply_item(where, item)
-        except ValidationError as e:
-            self.applier.errors.extend(describe_errors(where, e))
-        except ApplyError as e:
-            self.applier.errors.extend(e.errors)
+            self.applier.attempt(self.apply_rule, where, item)
 
     def apply_channel(self, where, item):
-        values = channel_values(where, item)
-        channel = Channel.objects.filter(name=item["name"]).first()
-        before = channel_state(channel) if channel else None
-        channel = channel or Channel(name=item["name"])
-        for key, value in values.items():
-            setattr(channel, key, value)
-        channel.managed_by = self.managed_by
-        channel.full_clean()
-        after = channel_state(channel)
-        if before != after:
-            channel.save()
-        self.applier.record_change(
-            "channel", channel.name, before, after, mask=masked_channel_diff, target=channel
+        # Written now, inside the apply's transaction: rules refer to them.
+        upsert(
+            self.applier,
+            "channel",
+            Channel,
+            item["name"],
+            channel_values(where, item),
+            state=channel_state,
+            write=lambda channel, *_: channel.save(),
+            mask=masked_channel_diff,
         )
 
     def apply_rule(self, where, item):
@@ -450,36 +436,35 @@ class NotifySections:
         names = values.pop("channels")
         if len(found) < len(names):
             return  # a refused channel of the file: its error says why
-        rule = Rule.objects.filter(name=item["name"]).first()
-        before = rule_state(rule) if rule else None
-        rule = rule or Rule(name=item["name"])
-        for key, value in values.items():
-            setattr(rule, key, value)
-        rule.managed_by = self.managed_by
-        rule.full_clean()
-        after = rule_state(rule, names)
-        if before != after:
+
+        def write(rule, *_):
             rule.save()
             rule.channels.set(found.values())
-        self.applier.record_change("rule", rule.name, before, after, target=rule)
+
+        upsert(
+            self.applier,
+            "rule",
+            Rule,
+            item["name"],
+            values,
+            state=rule_state,
+            planned_state=lambda rule: rule_state(rule, names),
+            write=write,
+        )
 
     def prune(self):
         """Delete the channels and rules this file made that it no longer
-        names; never those made in the admin (`managed_by` empty) or by
-        another file."""
-        managed_rules = Rule.objects.filter(managed_by__in=self.stamps).exclude(
-            name__in=self.rule_names
-        )
+        names; never those made or adopted in the admin, or of another file."""
+        managed = file_rows(self.applier.source, self.applier.managed_source)
+        managed_rules = Rule.objects.filter(managed).exclude(name__in=self.rule_names)
         for rule in managed_rules:
             # A copy keeps the pk that delete() clears: the event's target.
             self.applier.record_change(
                 "rule", rule.name, rule_state(rule), None, target=copy.copy(rule)
             )
             rule.delete()
-        managed = Channel.objects.filter(managed_by__in=self.stamps).exclude(
-            name__in=self.channel_names
-        )
-        for channel in managed:
+        managed_channels = Channel.objects.filter(managed).exclude(name__in=self.channel_names)
+        for channel in managed_channels:
             users = sorted(channel.rules.values_list("name", flat=True))
             if users:
                 self.applier.errors.append(

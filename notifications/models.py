@@ -12,6 +12,8 @@ import uuid
 
 from django.db import models
 
+from core.ownership import Owned
+
 
 def empty_list():
     return []
@@ -54,7 +56,7 @@ class Event(models.Model):
         return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
-class Channel(models.Model):
+class Channel(Owned):
     EMAIL = "email"
     WEBHOOK = "webhook"
     SLACK = "slack"
@@ -67,7 +69,6 @@ class Channel(models.Model):
         ("discord", "Discord"),
     ]
 
-    name = models.SlugField(max_length=100, unique=True)
     kind = models.CharField(max_length=10, choices=KINDS)
     format = models.CharField(max_length=10, choices=FORMATS, default="slack", blank=True)
     to = models.JSONField(
@@ -93,10 +94,6 @@ class Channel(models.Model):
         help_text="Chat channels: the name messages are posted as (not Teams).",
     )
     enabled = models.BooleanField(default=True)
-    # Set when `apply` created it: the file owns it.
-    managed_by = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -121,8 +118,7 @@ class Channel(models.Model):
         return config
 
 
-class Rule(models.Model):
-    name = models.SlugField(max_length=100, unique=True)
+class Rule(Owned):
     events = models.JSONField(default=empty_list, help_text="Event names this rule routes.")
     jobs = models.CharField(
         max_length=200, blank=True, help_text='Job name glob ("billing-*"); empty: any job.'
@@ -156,9 +152,6 @@ class Rule(models.Model):
     )
     channels = models.ManyToManyField(Channel, related_name="rules")
     enabled = models.BooleanField(default=True)
-    managed_by = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

@@ -8,9 +8,9 @@ from django.utils.html import format_html, format_html_join
 
 from audit.audited_admin import AuditedModelAdmin
 from audit.changes import diff, masked_env, snapshot
-from calendars.admin import AdoptedOnSave
 from core import permissions
 from core.admin_mixins import CheapPaginator
+from core.ownership import AdoptedOnSave
 from scheduler.admin.forms import JobAdminForm
 from scheduler.admin.preview import FirePreviewAdmin
 from scheduler.jobs.cron import uses_key

@@ -1,307 +1,19 @@
 """What an item of an apply file may say, and how it reads: checked field
 values for Calendar, CalendarPeriod and Job, with errors that name the item
 and field ("calendars[0].exclude[2].start: ..."), and the comparable state
-of a row that tells whether applying changes it.
+of a row that tells whether applying changes it. The fields each section
+takes are in scheduler.apply.fields.
 """
 
 import datetime as dt
-from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
 from calendars.models import WEEKDAYS, CalendarPeriod
+from calendars.validators import text_problems
+from scheduler.apply.fields import HOLIDAY_KEYS, PERIOD_FIELDS, YAML_PATHS, field_names
 from scheduler.jobs.cron import EVERY_RE
 from scheduler.models import Job, validate_parameters
-
-REQUIRED = "required"  # a Field's default when the item must give it
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field an apply file's item may carry: what apply accepts (its
-    unknown-field checks and defaults read these lists) and what
-    docs/apply.md says about it (`manage.py apply_reference` writes it)."""
-
-    name: str
-    kind: str  # the value's shape, as the reference shows it
-    meaning: str
-    default: object = None
-    fields: tuple = ()  # of a mapping, or of each item of a list
-    model_field: str = ""  # the model's name for it, when not `name`
-
-
-PERIOD_FIELDS = (
-    Field(
-        "start",
-        "date or datetime",
-        "First day (a date) or instant (a datetime with an offset).",
-        REQUIRED,
-        model_field="start_date start_at",
-    ),
-    Field(
-        "end",
-        "date or datetime",
-        "Last day, inclusive (a date), or end instant, exclusive "
-        "(a datetime); both ends are dates or both are datetimes.",
-        REQUIRED,
-        model_field="end_date end_at",
-    ),
-    Field("label", "text", "Shown in the admin and the dashboard.", ""),
-)
-CALENDAR_FIELDS = (
-    Field("name", "slug", "Unique name; jobs and rules refer to the calendar by it.", REQUIRED),
-    Field("description", "text", "Free text.", ""),
-    Field(
-        "timezone",
-        "IANA timezone",
-        "Weekdays, holidays, the window and dates are read in it.",
-        "UTC",
-    ),
-    Field("weekdays", "list of mon..sun", "Allowed days of the week.", list(WEEKDAYS)),
-    Field(
-        "holidays",
-        "mapping",
-        "Public holidays (the `holidays` package) block the whole day.",
-        None,
-        fields=(
-            Field(
-                "country", "ISO country code", "E.g. DE.", REQUIRED, model_field="holiday_country"
-            ),
-            Field(
-                "subdivision", "text", "E.g. BY for Bavaria.", "", model_field="holiday_subdivision"
-            ),
-            Field(
-                "categories",
-                "list of text",
-                "Holiday categories (the package's default: public).",
-                [],
-                model_field="holiday_categories",
-            ),
-        ),
-    ),
-    Field(
-        "daily_window",
-        "mapping",
-        "The allowed time of day; none: the whole day.",
-        None,
-        fields=(
-            Field(
-                "start",
-                '"HH:MM"',
-                "Start of the window, local time.",
-                REQUIRED,
-                model_field="window_start",
-            ),
-            Field(
-                "end",
-                '"HH:MM"',
-                "End of the window, exclusive; before start: it spans midnight.",
-                REQUIRED,
-                model_field="window_end",
-            ),
-        ),
-    ),
-    Field(
-        "exclude",
-        "list of periods",
-        "Blackouts: never allowed, whatever else says so.",
-        [],
-        fields=PERIOD_FIELDS,
-    ),
-    Field(
-        "include",
-        "list of periods",
-        "When given, only these periods are allowed.",
-        [],
-        fields=PERIOD_FIELDS,
-    ),
-    Field(
-        "base",
-        "calendar name",
-        "A calendar this one narrows: an instant must be allowed by both.",
-        None,
-    ),
-)
-JOB_FIELDS = (
-    Field("name", "slug", "Unique name.", REQUIRED),
-    Field("description", "text", "Free text.", ""),
-    Field(
-        "schedule",
-        "cron",
-        '5-field cron ("30 2 * * *"), a macro (@daily), "@every 5m" or "@business_day 3 09:00" '
-        "(the 3rd day of the month the calendar allows, Monday to Friday without one; "
-        "-1 is the last). Cron also takes "
-        "the Quartz day forms L, LW, 15W (day of month), 5L, 1#2 (day of week) and "
-        '"H", "H(0-29)", "H/15" in the minute and hour fields (a value hashed from '
-        "the job's name).",
-        REQUIRED,
-    ),
-    Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),
-    Field("command", "text", "Shell command the runner executes (sh -c).", REQUIRED),
-    Field("env", "mapping of text", "Extra environment variables of the run.", {}),
-    Field("calendar", "calendar name", "When the job may fire.", None),
-    Field(
-        "calendar_policy",
-        "skip | defer",
-        "An occurrence the calendar blocks: skip it (next "
-        "cron instant inside allowed time) or defer it (runs once at the first allowed "
-        "instant; several blocked occurrences coalesce).",
-        Job.SKIP,
-    ),
-    Field("labels", "list of text", "A runner must carry all of them to run the job.", []),
-    Field(
-        "singleton",
-        "true | false",
-        "Never two executions at once; an occurrence due while one runs is "
-        "skipped. The older name of `overlap: skip`.",
-        False,
-    ),
-    Field(
-        "overlap",
-        "allow | skip | queue | replace",
-        "An occurrence due while a run of the job is live: run alongside, skip it, "
-        "queue it (max_concurrent at once, the rest wait in order), or replace the "
-        "live run (cancelled; the new one starts once it has ended).",
-        Job.ALLOW,
-    ),
-    Field(
-        "max_concurrent",
-        "whole number",
-        "With overlap queue: at most this many runs at once; none: 1.",
-        None,
-    ),
-    Field(
-        "max_queue",
-        "whole number",
-        "With overlap queue: at most this many occurrences wait, later ones are "
-        "skipped; none: no limit.",
-        None,
-    ),
-    Field(
-        "concurrency_group",
-        "group name",
-        "A budget of running executions shared with other jobs (`concurrency_groups`).",
-        None,
-    ),
-    Field(
-        "jitter",
-        "duration",
-        "Every instant of the job moves later by a fixed offset below it, derived "
-        "from the job's name (the same in every process): jobs due together spread "
-        "out. The calendar judges the schedule's instant; at most a day.",
-        None,
-    ),
-    Field(
-        "run_on",
-        "one | all",
-        "Run each occurrence on one matching runner, or on every runner online at "
-        "its instant that carries the job's labels (one execution each, with its own "
-        "lease, logs and result; a runner that comes online later does not get it). "
-        "`all` needs overlap allow.",
-        Job.ONE,
-    ),
-    Field(
-        "stagger",
-        "duration",
-        "With run_on all: the runners start this far apart, in the order of their "
-        "names; none: all at once.",
-        None,
-    ),
-    Field("timeout", "seconds", "The run is killed after it; none: no limit.", None),
-    Field("retries", "whole number", "Retries after a failed run (at most 100).", 0),
-    Field(
-        "retry_backoff",
-        "seconds",
-        "Before the first retry; doubles each time (at most 86400; no retry waits over a day).",
-        30,
-    ),
-    Field(
-        "misfire_policy",
-        "run_once | skip | run_all",
-        "Occurrences missed while the "
-        "scheduler was down: one catch-up run, none, or each (capped).",
-        Job.RUN_ONCE,
-    ),
-    Field("enabled", "true | false", "A disabled job never fires.", True),
-    Field("owner", "text", "Team or person; notification rules route on it.", ""),
-    Field(
-        "max_duration",
-        "duration",
-        "A run still going after it is reported slow "
-        "(job.slow); none: the job's p95 x the rule's slow factor.",
-        None,
-    ),
-    Field(
-        "min_duration", "duration", "A successful run shorter than it is reported (job.fast).", None
-    ),
-    Field("parameters", "list of env names", "The env names a manual trigger may set.", []),
-    Field(
-        "on_success",
-        "list of job names",
-        "Jobs to run when a run of this one succeeds (trigger chain, same logical "
-        "time, CRONIQ_UPSTREAM_EXECUTION_ID in their env). No cycles.",
-        [],
-    ),
-    Field(
-        "on_failure",
-        "list of job names",
-        "Jobs to run when a run of this one fails for good (after its retries).",
-        [],
-    ),
-    Field(
-        "maintenance",
-        "skip | defer",
-        "An occurrence inside a maintenance (the switch or a window): skip it "
-        "(recorded as skipped) or defer it (one run when the maintenance ends; "
-        "several occurrences coalesce).",
-        Job.SKIP,
-    ),
-    Field(
-        "pause_after_failures",
-        "whole number",
-        "Pause the job after this many runs in a row failed for good (after "
-        "their retries); none: never.",
-        None,
-    ),
-)
-
-
-def field_names(fields):
-    return {f.name for f in fields}
-
-
-def defaults(fields):
-    """{name: default} of the optional fields."""
-    return {f.name: f.default for f in fields if f.default is not REQUIRED}
-
-
-def yaml_paths(fields, prefix=""):
-    """{model field: YAML path} ("holiday_country": "holidays.country") of
-    the fields the model names differently, so errors name what the file says."""
-    paths = {}
-    for f in fields:
-        path = f"{prefix}{f.name}"
-        paths.update(dict.fromkeys(f.model_field.split(), path))
-        if f.fields and "list" not in f.kind:  # a list's items are checked one by one
-            paths.update(yaml_paths(f.fields, f"{path}."))
-    return paths
-
-
-CALENDAR_KEYS = field_names(CALENDAR_FIELDS)
-HOLIDAY_KEYS = field_names(next(f for f in CALENDAR_FIELDS if f.name == "holidays").fields)
-JOB_KEYS = field_names(JOB_FIELDS)
-GROUP_FIELDS = (
-    Field("name", "slug", "Unique name; jobs join the group by it.", REQUIRED),
-    Field("max_concurrent", "whole number", "At most this many of its runs at once.", REQUIRED),
-    Field("description", "text", "Free text.", ""),
-)
-GROUP_KEYS = field_names(GROUP_FIELDS)
-# Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
-JOB_DURATIONS = ("max_duration", "min_duration", "jitter", "stagger")
-JOB_DEFAULTS = defaults(JOB_FIELDS)
-# Model field -> YAML path, for the errors of a calendar, a period, a job.
-YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}
-
 
 # Values quoted in errors are cut to this many characters, and each error to
 # MAX_ERROR_CHARS: an answer stays small whatever the document holds.
@@ -586,3 +298,52 @@ def overlap_of(current, patch):
         if patch["singleton"] is False and current.get("overlap") == Job.SKIP:
             return {"overlap": Job.ALLOW}
     return {}
+
+
+def describe_errors(where, error):
+    """'jobs[3].schedule: ...' lines from a ValidationError, each field
+    named as the file names it (holiday_country -> holidays.country)."""
+    if hasattr(error, "error_dict"):
+        return [
+            f"{field_path(where, name)}: {' '.join(m for e in errors for m in e.messages)}"
+            for name, errors in error.error_dict.items()
+        ]
+    return [f"{where}: {' '.join(error.messages)}"]
+
+
+def field_path(where, model_field):
+    if model_field == "__all__":
+        return where
+    return f"{where}.{YAML_PATHS.get(model_field, model_field)}"
+
+
+def item_problem(where, item, allowed):
+    """What is wrong with the shape of one item (a mapping of `allowed`
+    fields with a name), or None."""
+    if not isinstance(item, dict):
+        return f"{where}: expected a mapping"
+    unknown = set(item) - allowed
+    if unknown:
+        return f"{where}: unknown field(s): {', '.join(sorted(unknown))}"
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        return f"{where}.name: required"
+    # Before any lookup by name: PostgreSQL refuses NUL even in a query.
+    problems = text_problems(item)
+    if problems:
+        path, problem = problems[0]
+        return f"{where}.{path}: {problem}"
+    return None
+
+
+def relative_errors(errors):
+    """Errors of one item checked at where="" (a single job or calendar, as
+    the API takes them): ".schedule: ..." -> "schedule: ...", ": ..." -> "..."."""
+    return [e.removeprefix(".").removeprefix(": ") for e in errors]
+
+
+def item_errors(error):
+    """The errors of one item checked at where="", named by field."""
+    if isinstance(error, ValidationError):
+        return relative_errors(describe_errors("", error))
+    return relative_errors(error.errors)

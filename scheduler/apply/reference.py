@@ -2,14 +2,14 @@
 lists apply checks items against (`manage.py apply_reference`), so the
 reference cannot drift from what apply accepts; a test compares them.
 
-The sections apps add (`applyfile.add_sections`) are described by their
+The sections apps add (`scheduler.apply.sections.add_sections`) are described by their
 factory's `FIELDS` ({section key: fields}).
 """
 
 import yaml
 
-from scheduler.apply.document import added_sections
-from scheduler.apply.items import CALENDAR_FIELDS, GROUP_FIELDS, JOB_FIELDS, REQUIRED
+from scheduler.apply.fields import CALENDAR_FIELDS, GROUP_FIELDS, JOB_FIELDS, REQUIRED
+from scheduler.apply.sections import added_sections
 
 HEADER = """\
 # The apply file: field reference

@@ -11,8 +11,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from calendars.models import managed_by_field, managed_source_field
 from calendars.validators import validate_stored_text, validate_timezone
+from core.ownership import Owned
 from scheduler.firing import job_edits
 from scheduler.runs.models import Execution
 
@@ -61,7 +61,7 @@ def validate_parameters(value):
         raise ValidationError("a name appears twice")
 
 
-class Job(models.Model):
+class Job(Owned):
     """A command to run on a schedule, gated by an optional calendar."""
 
     # Written by the scheduler loop only: an operator's save never writes
@@ -267,8 +267,6 @@ class Job(models.Model):
         null=True, blank=True, help_text="A paused job resumes by itself at this instant."
     )
     pause_reason = models.CharField(max_length=200, blank=True, help_text="Why it is paused.")
-    managed_by = managed_by_field()
-    managed_source = managed_source_field()
     next_run_at = models.DateTimeField(
         null=True, blank=True, help_text="Next scheduled instant (UTC), calendar applied."
     )
@@ -286,7 +284,7 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["name"]
-        # Operator actions beyond editing; checked through audit.permissions.
+        # Operator actions beyond editing; checked through core.permissions.
         permissions = [
             ("run_job", "Can run a job now"),
             ("pause_job", "Can pause and resume a job"),

@@ -9,21 +9,16 @@ process; this is the stored fact only.
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from calendars.models import managed_by_field, managed_source_field
 from calendars.validators import validate_stored_text
+from core.ownership import Owned
 
 
-class ConcurrencyGroup(models.Model):
-    name = models.SlugField(max_length=100, unique=True)
+class ConcurrencyGroup(Owned):
     max_concurrent = models.PositiveIntegerField(
         validators=[MinValueValidator(1)],
         help_text="At most this many executions of the group's jobs run at once.",
     )
     description = models.TextField(blank=True)
-    managed_by = managed_by_field()
-    managed_source = managed_source_field()
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]

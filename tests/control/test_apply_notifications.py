@@ -60,7 +60,8 @@ def test_a_key_with_notifications_write_or_admin_applies_them(client, key_scopes
     answer = KeyedClient(client, key_scopes).post("apply", WITH_CHANNELS)
 
     assert answer.status_code == 200, answer.content
-    assert Channel.objects.get().managed_by == "api"
+    channel = Channel.objects.get()
+    assert (channel.managed_by, channel.managed_source) == ("apply", "api")
     assert Rule.objects.get().channels.get().name == "ops-hook"
 
 

@@ -62,9 +62,12 @@ def rows():
         kind="webhook",
         url="https://hooks.example.com/croniq",
         headers={"Authorization": "Bearer abc-secret-token"},
-        managed_by="croniq.yaml",
+        managed_by="apply",
+        managed_source="croniq",
     )
-    rule = Rule.objects.create(name="failures", events=["job.failing"], managed_by="croniq.yaml")
+    rule = Rule.objects.create(
+        name="failures", events=["job.failing"], managed_by="apply", managed_source="croniq"
+    )
     rule.channels.add(mail, hook)
     notification = Notification.objects.create(
         name="job.failing",
@@ -186,7 +189,7 @@ def test_a_webhook_channel_is_added_from_plain_text_and_audited_masked(root, mon
     assert answer.status_code == 302, errors(answer)
     channel = Channel.objects.get(name="new-hook")
     assert channel.headers == {"Authorization": "Bearer abc-123", "X-Team": "ops"}
-    assert channel.secret == "${CRONIQ_SECRET_HOOK}" and channel.managed_by == ""
+    assert channel.secret == "${CRONIQ_SECRET_HOOK}" and channel.managed_by == "admin"
     event = AuditEvent.objects.get(action="channel.created")
     assert event.actor_name == "root"
     assert event.data["headers"][1] == {"Authorization": "********", "X-Team": "********"}
@@ -333,11 +336,30 @@ def test_what_an_apply_file_manages_warns_on_its_change_form(root, rows):
     for page, obj in [("channel", rows.hook), ("rule", rows.rule)]:
         answer = root.get(reverse(f"admin:notifications_{page}_change", args=[obj.pk]))
         assert (
-            "Managed by croniq.yaml: your change will be overwritten by the next apply."
-            in shown_messages(answer)
+            f"This {page} is managed by apply of file croniq (jobs as code): the next apply "
+            "of croniq reverts edits made here. Saving adopts it, so apply --prune no longer "
+            "deletes it." in shown_messages(answer)
         )
     answer = root.get(reverse("admin:notifications_channel_change", args=[rows.mail.pk]))
-    assert not any("Managed by" in m for m in shown_messages(answer))
+    assert not any("managed by" in m for m in shown_messages(answer))
+
+
+def test_saving_an_apply_managed_channel_or_rule_adopts_it(root, rows):
+    hook = channel_form(name="ops-hook", url="https://hooks.example.com/croniq")
+    answer = root.post(reverse("admin:notifications_channel_change", args=[rows.hook.pk]), hook)
+    assert answer.status_code == 302, errors(answer)
+    rule = rule_form([rows.mail, rows.hook], name="failures", events=["job.failing"])
+    answer = root.post(reverse("admin:notifications_rule_change", args=[rows.rule.pk]), rule)
+    assert answer.status_code == 302, errors(answer)
+
+    for obj in (rows.hook, rows.rule):
+        obj.refresh_from_db()
+        assert (obj.managed_by, obj.managed_source) == ("admin", "")
+    adopted = AuditEvent.objects.filter(action__endswith=".adopted").order_by("action")
+    assert [(e.action, e.data) for e in adopted] == [
+        ("channel.adopted", {"from": "apply", "to": "admin", "source": "croniq"}),
+        ("rule.adopted", {"from": "apply", "to": "admin", "source": "croniq"}),
+    ]
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from audit.models import AuditEvent
 from calendars.models import Calendar
 from notifications.models import Channel, Rule
 from scheduler.apply import document as applyfile
+from scheduler.apply import sections
 from scheduler.apply.items import ApplyError
 from scheduler.models import Job
 
@@ -116,13 +117,13 @@ def test_apply_creates_channels_rules_and_the_jobs_notification_fields(tmp_path)
         "secret": "${CRONIQ_SECRET_HOOK}",  # the reference, never the value
         "headers": {"Authorization": "Bearer literal-token-123"},
     }
-    assert hook.managed_by == "croniq"
+    assert (hook.managed_by, hook.managed_source) == ("apply", "croniq")
     assert Channel.objects.get(name="ops-mail").to == ["ops@example.com"]
     failures = Rule.objects.get(name="failures")
     assert failures.throttle == 1800
     assert failures.failures_in_a_row == 3 and failures.jobs == "billing-*"
     assert sorted(c.name for c in failures.channels.all()) == ["ops-hook", "ops-mail"]
-    assert failures.managed_by == "croniq"
+    assert (failures.managed_by, failures.managed_source) == ("apply", "croniq")
     team = Rule.objects.get(name="team-a")
     assert (team.grace, team.slow_factor, team.calendar.name) == (5400, 2.5, "workdays")
     job = Job.objects.get(name="billing-sync")
@@ -246,8 +247,9 @@ def test_apply_takes_over_a_channel_made_in_the_admin(tmp_path):
 
     out = run_apply(path)
 
-    assert "~ channel ops-mail: managed_by" in out
-    assert Channel.objects.get(name="ops-mail").managed_by == "croniq"
+    assert "~ channel ops-mail: managed_by, managed_source" in out
+    mail = Channel.objects.get(name="ops-mail")
+    assert (mail.managed_by, mail.managed_source) == ("apply", "croniq")
 
 
 def bad(where, value):
@@ -372,7 +374,7 @@ def test_a_refused_channel_is_reported_once_not_again_by_its_rules(tmp_path):
 
 def test_the_sections_are_read_only_when_an_app_adds_them(tmp_path, monkeypatch):
     path = write(tmp_path, DOCUMENT)
-    monkeypatch.setattr(applyfile, "_sections", [])
+    monkeypatch.setattr(sections, "_sections", [])
 
     with pytest.raises(ApplyError, match="unknown top-level key"):
         applyfile.load(path)

@@ -365,8 +365,9 @@ class Greetings:
 @pytest.fixture
 def greetings(monkeypatch):
     from scheduler.apply import document as applyfile
+    from scheduler.apply import sections
 
-    monkeypatch.setattr(applyfile, "_sections", list(applyfile._sections))
+    monkeypatch.setattr(sections, "_sections", list(sections._sections))
     applyfile.add_sections(["greetings"], Greetings)
 
 

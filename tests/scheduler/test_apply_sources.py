@@ -1,6 +1,6 @@
 """Several apply files side by side: each manages the jobs and calendars it
-writes (`managed_source`, the file's stem or `--source`; a channel's or
-rule's `managed_by`), and its `--prune` deletes only those."""
+writes (`managed_source`, the file's stem or `--source`; channels and rules
+alike), and its `--prune` deletes only those."""
 
 import datetime as dt
 import json
@@ -147,21 +147,49 @@ def test_channels_and_rules_are_pruned_only_by_the_file_that_made_them(tmp_path)
     run_apply(tmp_path, "billing.yaml", notify("billing"))
     run_apply(tmp_path, "backups.yaml", notify("backups"))
     # Stamped with its path by an apply from before files had names.
-    Channel.objects.create(name="old-mail", kind="email", to=["a@b.c"], managed_by="x/old.yaml")
+    Channel.objects.create(
+        name="old-mail", kind="email", to=["a@b.c"], managed_by="apply", managed_source="x/old.yaml"
+    )
+    # Made, or adopted, in the admin: no file's to prune.
+    hand = Channel.objects.create(name="hand-mail", kind="email", to=["a@b.c"])
+    Rule.objects.create(name="hand-failures", events=["job.failing"]).channels.add(hand)
+    Channel.objects.filter(name="backups-mail").update(managed_by="admin", managed_source="")
+
+    out = run_apply(tmp_path, "backups.yaml", {}, "--prune")
+
+    assert "- rule backups-failures" in out and "- channel" not in out
+    assert sorted(Channel.objects.values_list("name", "managed_by", "managed_source")) == [
+        ("backups-mail", "admin", ""),
+        ("billing-mail", "apply", "billing"),
+        ("hand-mail", "admin", ""),
+        ("old-mail", "apply", "x/old.yaml"),
+    ]
+    assert sorted(Rule.objects.values_list("name", flat=True)) == [
+        "billing-failures",
+        "hand-failures",
+    ]
+
+
+def test_prune_deletes_the_channels_and_rules_of_its_file_alone(tmp_path):
+    run_apply(tmp_path, "billing.yaml", notify("billing"))
+    run_apply(tmp_path, "backups.yaml", notify("backups"))
 
     out = run_apply(tmp_path, "backups.yaml", {}, "--prune")
 
     assert "- channel backups-mail" in out and "- rule backups-failures" in out
-    assert sorted(Channel.objects.values_list("name", "managed_by")) == [
-        ("billing-mail", "billing"),
-        ("old-mail", "x/old.yaml"),
+    assert list(Channel.objects.values_list("name", "managed_by", "managed_source")) == [
+        ("billing-mail", "apply", "billing")
     ]
-    assert list(Rule.objects.values_list("name", flat=True)) == ["billing-failures"]
+    assert list(Rule.objects.values_list("name", "managed_by", "managed_source")) == [
+        ("billing-failures", "apply", "billing")
+    ]
 
 
 def test_a_files_rows_stamped_with_its_path_are_still_its_own_to_prune(tmp_path):
     path = str(tmp_path / "billing.yaml")
-    Channel.objects.create(name="old-mail", kind="email", to=["a@b.c"], managed_by=path)
+    Channel.objects.create(
+        name="old-mail", kind="email", to=["a@b.c"], managed_by="apply", managed_source=path
+    )
 
     out = run_apply(tmp_path, "billing.yaml", {}, "--prune")
 

@@ -1,0 +1,398 @@
+"""Checking the items of an apply and planning their writes, reading only
+(docs/design.md §5): calendars (in base order), concurrency groups, then
+jobs, each written through `upsert`. Errors name the item and field
+("jobs[3].schedule: ..."); `scheduler.apply.writing` writes the plan."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection
+
+from audit.changes import masked_diff
+from calendars.models import Calendar, CalendarPeriod
+from calendars.rules import RulesError
+from core.ownership import ManagedBy
+from scheduler.apply.fields import CALENDAR_KEYS, GROUP_KEYS, JOB_DEFAULTS, JOB_DURATIONS, JOB_KEYS
+from scheduler.apply.items import (
+    ApplyError,
+    calendar_state,
+    calendar_values,
+    describe_errors,
+    group_state,
+    item_problem,
+    job_state,
+    order_by_base,
+    parameter_names,
+    period_values,
+    periods_of,
+    quoted,
+    seconds,
+    string_list,
+    string_mapping,
+    whole_number,
+)
+from scheduler.apply.report import Change
+from scheduler.apply.upsert import upsert
+from scheduler.jobs import chain_graph
+from scheduler.jobs.cron import ScheduleError, never_fires_reason
+from scheduler.models import ConcurrencyGroup, Job
+
+# How many fire times the plan shows before and after a schedule change.
+PLANNED_FIRES = 5
+# Names read in one query (SQLite binds at most 32,766 parameters).
+LOOKUP_BATCH = 500
+# Job fields whose change moves its fire times (enabled does not: it stops them).
+FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "jitter"})
+
+
+def batched(items, size):
+    """`items` in lists of at most `size`."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def unsaved_in_chain(calendar):
+    """Whether `calendar`'s base chain holds a calendar not yet created."""
+    seen = set()
+    base = calendar.base
+    while base is not None and id(base) not in seen:
+        if base.pk is None:
+            return True
+        seen.add(id(base))
+        base = base.base
+    return False
+
+
+@dataclass
+class Write:
+    """One row the plan writes: created, or updated in `fields` when its
+    `updated_at` is still `version` (what the plan read)."""
+
+    row: object
+    fields: list = None  # None: a new row
+    version: object = None
+    periods: list = None  # a calendar's, replacing those it had
+
+
+class Planner:
+    """Checks items and plans their writes, reading only; what it creates or
+    updates is marked `managed_by` (apply: "apply"; the management API, one
+    item at a time: "api"). `Applier` (scheduler.apply.writing) writes them."""
+
+    def __init__(
+        self, now, actor, source, managed_by=ManagedBy.APPLY, via="apply", managed_source=""
+    ):
+        self.now = now
+        self.actor = actor
+        self.source = source
+        self.managed_by = managed_by
+        # Only apply's rows belong to a file (core.ownership.own).
+        self.managed_source = managed_source if managed_by == ManagedBy.APPLY else ""
+        self.via = via
+        self.errors = []
+        self.changes = []
+        self.calendar_names = []
+        self.group_names = []
+        self.chained = []  # [(where, job)] whose chains are checked after all jobs
+        self.job_names = []
+        self.writes = []  # [Write] in the order they are made
+        # Rows as this document makes them, by name: what later items refer to.
+        self.planned_calendars = {}
+        self.planned_groups = {}
+        self.stored_jobs = {}  # name: the job as stored, read once for all items
+        self.rules = {}  # calendar name: its CalendarRules as this document makes them
+        self.touched_calendars = []  # calendars whose rules this document changes
+        self.jobs_to_reschedule = []
+        self.fire_changes = {}  # job name: its Change, whose fire times moved
+
+    def plan(self, document):
+        """Check every item and plan its writes, reading only."""
+        self.apply_calendars(document.get("calendars") or [])
+        self.apply_groups(document.get("concurrency_groups") or [])
+        self.apply_jobs(document.get("jobs") or [])
+
+    def attempt(self, plan_item, where, item):
+        """Plan one item; its errors, named by item and field, join `errors`."""
+        try:
+            plan_item(where, item)
+        except ValidationError as e:
+            self.errors.extend(describe_errors(where, e))
+        except ApplyError as e:
+            self.errors.extend(e.errors)
+
+    def schedule_new(self, job):
+        """A new job's first fire time, as Job.reschedule computes it (a new
+        job has no execution to withdraw), from its calendar as planned."""
+        if job.calendar is not None:
+            job.calendar = job.calendar  # its id, set once a new calendar is written
+            job._calendar_rules = (job.calendar_id, self.rules_of(job.calendar))
+        job.next_run_at = job.next_fire_after(self.now) if job.is_active else None
+
+    def apply_calendars(self, items):
+        indexed = self.check_items("calendars", items, CALENDAR_KEYS)
+        for where, item in order_by_base(indexed):
+            self.calendar_names.append(item["name"])
+            self.attempt(self.apply_calendar, where, item)
+
+    def apply_calendar(self, where, item):
+        values = calendar_values(where, item, self.calendar_named)
+        periods = [period_values(f"{where}.{k}[{i}]", k, p) for k, i, p in periods_of(where, item)]
+        planned_periods = []
+
+        def clean(calendar):
+            # A base chain through calendars still to be created is checked for
+            # cycles by `order_by_base`: unsaved, they have no pk to compare.
+            calendar.full_clean(exclude=["base"] if unsaved_in_chain(calendar) else None)
+            planned_periods[:] = [CalendarPeriod(calendar=calendar, **p) for p in periods]
+            for period in planned_periods:
+                period.full_clean(exclude=["calendar"])
+
+        def write(calendar, version, before, after):
+            fields = None if version is None else [*values, "managed_by", "managed_source"]
+            fields = fields and [*fields, "updated_at"]
+            self.writes.append(Write(calendar, fields, version, periods))
+            if version is not None:  # a new calendar has no jobs but this document's new ones
+                self.touched_calendars.append(calendar)
+
+        calendar = upsert(
+            self,
+            "calendar",
+            Calendar,
+            item["name"],
+            values,
+            state=calendar_state,
+            planned_state=lambda calendar: calendar_state(calendar, planned_periods),
+            clean=clean,
+            write=write,
+        )
+        self.planned_calendars[calendar.name] = calendar
+        self.rules[calendar.name] = self.planned_rules(calendar, planned_periods)
+
+    def calendar_named(self, name):
+        """The calendar `name` as this document makes it, else as stored, or None."""
+        if name in self.planned_calendars:
+            return self.planned_calendars[name]
+        return Calendar.objects.filter(name=name).first()
+
+    def planned_rules(self, calendar, periods):
+        """The CalendarRules of `calendar` with `periods`, its base as this
+        document makes it: what the jobs on it are checked against."""
+        base = None
+        if calendar.base is not None:
+            base = self.rules_of(calendar.base)
+        return calendar.rules_with(periods, base)
+
+    def rules_of(self, calendar):
+        """The CalendarRules of `calendar`, read once per apply; a calendar
+        the document does not list is read as stored, on its base as planned."""
+        if calendar.name not in self.rules:
+            periods = list(calendar.periods.all())
+            self.rules[calendar.name] = self.planned_rules(calendar, periods)
+        return self.rules[calendar.name]
+
+    # Concurrency groups
+
+    def apply_groups(self, items):
+        for where, item in self.check_items("concurrency_groups", items, GROUP_KEYS):
+            self.group_names.append(item["name"])
+            self.attempt(self.apply_group, where, item)
+
+    def apply_group(self, where, item):
+        values = {
+            "max_concurrent": whole_number(
+                f"{where}.max_concurrent", item.get("max_concurrent"), least=1
+            ),
+            "description": item.get("description") or "",
+        }
+
+        def write(group, version, before, after):
+            fields = None if version is None else [*after, "updated_at"]
+            self.writes.append(Write(group, fields, version))
+
+        group = upsert(
+            self,
+            "concurrency_group",
+            ConcurrencyGroup,
+            item["name"],
+            values,
+            state=group_state,
+            write=write,
+        )
+        self.planned_groups[group.name] = group
+
+    def group_named(self, name):
+        if name in self.planned_groups:
+            return self.planned_groups[name]
+        return ConcurrencyGroup.objects.filter(name=name).first()
+
+    # Jobs
+
+    def apply_jobs(self, items):
+        checked = self.check_items("jobs", items, JOB_KEYS)
+        self.read_jobs([item["name"] for _, item in checked])
+        for where, item in checked:
+            self.job_names.append(item["name"])
+            self.attempt(self.apply_job, where, item)
+        self.check_chains()
+
+    def read_jobs(self, names):
+        """The stored jobs of these names, read in a few queries, not one each."""
+        rows = Job.objects.select_related("calendar", "concurrency_group")
+        for chunk in batched(names, LOOKUP_BATCH):
+            self.stored_jobs.update((job.name, job) for job in rows.filter(name__in=chunk))
+
+    def stored_job(self, name):
+        if name not in self.stored_jobs:
+            self.read_jobs([name])
+        return self.stored_jobs.get(name)
+
+    def check_chains(self):
+        """The chains of the jobs planned, against every job as it stands
+        (this document's included): a missing job or a cycle is an error
+        naming the item and field. Read in one query; inside the write,
+        under the chain graph's lock (`chain_graph.lock`), so a chain
+        another writer stored since the plan is seen."""
+        if not self.chained:
+            return
+        if connection.in_atomic_block and any(
+            j.on_success or j.on_failure for _, j in self.chained
+        ):
+            chain_graph.lock()
+        stored = Job.objects.values_list("name", *chain_graph.FIELDS)
+        graph = {name: (s or [], f or []) for name, s, f in stored}
+        graph.update((job.name, (job.on_success, job.on_failure)) for _, job in self.chained)
+        for where, job in self.chained:
+            job.defer_chain_check = False
+            for key, message in job.chain_problems(graph).items():
+                self.errors.append(f"{where}.{key}: {message}")
+            job.defer_chain_check = True
+
+    def apply_job(self, where, item):
+        values = {**JOB_DEFAULTS, **item}
+        values["env"] = string_mapping(f"{where}.env", values["env"])
+        values["labels"] = string_list(f"{where}.labels", values["labels"])
+        values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
+        for key in ("on_success", "on_failure"):
+            values[key] = string_list(f"{where}.{key}", values[key])
+        for key in JOB_DURATIONS:
+            if values[key] is not None:
+                values[key] = seconds(f"{where}.{key}", values[key], least=1)
+        if values["owner"] is None:
+            values["owner"] = ""
+        for key, least in (("pause_after_failures", 1), ("max_concurrent", 1), ("max_queue", 0)):
+            if values[key] is not None:
+                values[key] = whole_number(f"{where}.{key}", values[key], least=least)
+        group_name = values.pop("concurrency_group")
+        group = None
+        if group_name is not None:
+            group = self.group_named(group_name)
+            if group is None:
+                raise ApplyError(
+                    f"{where}.concurrency_group: no concurrency group named {quoted(group_name)}"
+                )
+        calendar_name = values.pop("calendar")
+        calendar = None
+        if calendar_name is not None:
+            calendar = self.calendar_named(calendar_name)
+            if calendar is None:
+                raise ApplyError(f"{where}.calendar: no calendar named {quoted(calendar_name)}")
+        values["calendar"], values["concurrency_group"] = calendar, group
+        rules = self.rules_of(calendar) if calendar is not None else None
+
+        def clean(job):
+            # Chains may name jobs later in the file: checked once all are planned.
+            job.defer_chain_check = True
+            if calendar is not None and calendar.pk is not None:
+                job._calendar_rules = (calendar.pk, rules)  # the calendar as planned
+            job.full_clean()
+            if calendar is not None and calendar.pk is None:
+                self.check_fires(where, job, rules)  # full_clean could not: no calendar yet
+
+        changed = set()  # the fields of a stored job the file changes
+
+        def write(job, version, before, after):
+            if before is None:
+                if calendar is None or calendar.pk is not None:
+                    self.schedule_new(job)  # now, not while the write holds the lock
+                self.writes.append(Write(job))
+                return
+            # Only the fields the file changes: the scheduler's own fields
+            # were read before the loop may have moved them on.
+            changed.update(k for k in after if before.get(k) != after[k])
+            self.writes.append(Write(job, [*sorted(changed), "updated_at"], version))
+
+        stored = self.stored_job(item["name"])
+        job = upsert(
+            self,
+            "job",
+            Job,
+            item["name"],
+            values,
+            stored=stored,
+            state=job_state,
+            clean=clean,
+            write=write,
+        )
+        self.chained.append((where, job))
+        if changed & FIRE_FIELDS:
+            # As stored; "after" once rescheduled: an @every job's grid starts anew.
+            self.changes[-1].fires = {"before": self.fires_of(stored)}
+            self.fire_changes[job.name] = self.changes[-1]
+        if changed & Job.SCHEDULE_FIELDS:
+            self.jobs_to_reschedule.append(job)
+
+    def check_fires(self, where, job, rules):
+        """The check full_clean makes of a job whose calendar is still to be
+        created: its schedule must fire within the horizon."""
+        reason = never_fires_reason(
+            job.schedule,
+            job.timezone,
+            rules,
+            self.now,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            policy=job.calendar_policy,
+            key=job.name,
+        )
+        if reason:
+            raise ValidationError({"schedule": reason})
+
+    def fires_of(self, job):
+        """The job's next fire instants after `now`, counted as the loop
+        counts them (Job.upcoming); [None] when its schedule cannot be read."""
+        try:
+            return job.upcoming(self.now, PLANNED_FIRES)
+        except (ScheduleError, RulesError, ValueError):
+            return [None]
+
+    # Prune, reschedule, audit
+
+    def check_items(self, key, items, allowed):
+        """[(where, item)] for well-formed items; errors for the others."""
+        good, seen = [], set()
+        for index, item in enumerate(items):
+            where = f"{key}[{index}]"
+            problem = item_problem(where, item, allowed)
+            if problem:
+                self.errors.append(problem)
+                continue
+            name = item["name"]
+            if name in seen:
+                self.errors.append(f"{where}.name: {quoted(name)} is listed twice")
+                continue
+            seen.add(name)
+            good.append((where, item))
+        return good
+
+    def record_change(self, kind, name, before, after, mask=masked_diff, target=None):
+        """Note the change of one item; `mask` hides secrets in its diff."""
+        if before is None:
+            change = Change("create", kind, name, {k: [None, v] for k, v in after.items()})
+        elif after is None:
+            change = Change("delete", kind, name, {k: [v, None] for k, v in before.items()})
+        else:
+            diff = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v}
+            change = Change("update" if diff else "unchanged", kind, name, diff)
+        # Printed (apply --json, CI logs) and audited: secret env values masked.
+        change.diff = mask(change.diff)
+        change.target = target
+        self.changes.append(change)

@@ -1,0 +1,54 @@
+"""How apply writes one item of any section (a calendar, a concurrency
+group, a job, a channel, a rule): the row of its name as stored, or a new
+one, with the item's values set and owned by the apply (core.ownership),
+checked, compared with what was stored, written when it changes, and the
+change recorded for the plan and the audit trail."""
+
+import copy
+
+from audit.changes import masked_diff
+from core.ownership import own
+
+STORED = object()  # `upsert` reads the row by its name
+
+
+def upsert(
+    applier,
+    kind,
+    model,
+    name,
+    values,
+    *,
+    state,
+    write,
+    stored=STORED,
+    planned_state=None,
+    clean=None,
+    mask=masked_diff,
+):
+    """The `model` row `name` with `values`, as `applier` makes it; returns it.
+
+    `stored` is the row as read (by default read here; None: there is
+    none). `state(row)` is the comparable picture of a row, and
+    `planned_state(row)` of the planned one when it differs (a calendar
+    with the document's periods). `clean(row)` checks it (ValidationError;
+    by default `full_clean`), and `write(row, version, before, after)` plans
+    or makes its write when the pictures differ; `version` is the stored
+    row's `updated_at`. The stored row is never changed: the row is a copy.
+    """
+    if stored is STORED:
+        stored = model.objects.filter(name=name).first()
+    before = state(stored) if stored is not None else None
+    row = copy.copy(stored) if stored is not None else model(name=name)
+    for key, value in values.items():
+        setattr(row, key, value)
+    own(row, applier.managed_by, applier.managed_source)
+    if clean is None:
+        row.full_clean()
+    else:
+        clean(row)
+    after = (planned_state or state)(row)
+    if before != after:
+        write(row, stored.updated_at if stored is not None else None, before, after)
+    applier.record_change(kind, name, before, after, mask=mask, target=row)
+    return row
