@@ -1,12 +1,7 @@
-"""The capacity forecast: how many runs of each label set are expected to go
-on at once over the next hours, against the slots of the runners that carry
-that label set (issue 19, part 6).
-
-The core, `forecast_load`, is pure: it takes `now`, the jobs as `JobLoad`
-values (where their fire instants come from, their labels, how long a run
-takes) and the runners as `RunnerSlots`, and returns a `Forecast`. The
-database side is `job_loads` (active jobs, calendars shared, expected
-durations from one query); `runners.capacity.forecast` adds the runners.
+"""The capacity forecast's pure core: `forecast_load` takes `now`, the jobs
+as `JobLoad` values (where their fire instants come from, their labels, how
+long a run takes) and the runners as `RunnerSlots`, and returns a `Forecast`.
+No database, no clock.
 
 Demand in a bucket is the expected number of runs going on in it: the sum,
 over runs, of the part of the bucket each run covers, divided by the bucket's
@@ -24,14 +19,13 @@ from __future__ import annotations
 
 import heapq
 import math
-import statistics
 from collections import defaultdict, deque
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import nullcontext
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from django.db import connection, transaction
+from calendars.rules import CalendarRules
 
 BUCKET = timedelta(minutes=15)
 HOURS = 24
@@ -80,11 +74,11 @@ class JobLoad:
     """
 
     name: str
-    labels: tuple
+    labels: tuple[str, ...]
     seconds: float
     fires: Callable[[datetime], Iterator[datetime]]
     every: timedelta | None = None
-    calendar: object = None
+    calendar: CalendarRules | None = None
     overlap: str = ALLOW
     max_concurrent: int | None = None
     max_queue: int | None = None
@@ -97,7 +91,7 @@ class RunnerSlots:
     offline or drained runner, which adds no slots."""
 
     name: str
-    labels: frozenset
+    labels: frozenset[str]
     capacity: int
     takes_work: bool = True
 
@@ -110,10 +104,10 @@ class Span:
     end: datetime
     peak: float
     capacity: int
-    labels: tuple
+    labels: tuple[str, ...]
 
     @property
-    def slots_needed(self):
+    def slots_needed(self) -> int:
         """The peak as whole slots (13.2 runs at once need 14 slots)."""
         return math.ceil(self.peak - EPSILON)
 
@@ -122,14 +116,14 @@ class Span:
 class LabelForecast:
     """One label set: demand and capacity per bucket, and the spans over it."""
 
-    labels: tuple
+    labels: tuple[str, ...]
     jobs: int
-    demand: list
-    capacity: list
-    spans: list = field(default_factory=list)
+    demand: list[float]
+    capacity: list[int]
+    spans: list[Span] = field(default_factory=list)
 
     @property
-    def peak(self):
+    def peak(self) -> float:
         return max(self.demand, default=0.0)
 
 
@@ -139,33 +133,40 @@ class Forecast:
     start: datetime  # the first bucket's start (now, rounded down to a bucket)
     bucket: timedelta
     buckets: int
-    label_sets: list  # LabelForecast, by labels
-    skipped: dict  # {job name: why it could not be forecast}
+    label_sets: list[LabelForecast]  # by labels
+    skipped: dict[str, str]  # {job name: why it could not be forecast}
 
     @property
-    def starts(self):
+    def starts(self) -> list[datetime]:
         return [self.start + i * self.bucket for i in range(self.buckets)]
 
     @property
-    def end(self):
+    def end(self) -> datetime:
         return self.start + self.buckets * self.bucket
 
     @property
-    def spans(self):
+    def spans(self) -> list[Span]:
         """Every span of every label set, earliest first."""
         found = [span for forecast in self.label_sets for span in forecast.spans]
         return sorted(found, key=lambda span: (span.start, span.labels))
 
 
-def forecast_load(now, jobs, runners, hours=HOURS, bucket=BUCKET, cap=ENUMERATED_RUNS):
+def forecast_load(
+    now: datetime,
+    jobs: Iterable[JobLoad],
+    runners: Sequence[RunnerSlots],
+    hours: float = HOURS,
+    bucket: timedelta = BUCKET,
+    cap: int = ENUMERATED_RUNS,
+) -> Forecast:
     """A `Forecast` of `jobs` (JobLoad) against `runners` (RunnerSlots)
     from `now`'s bucket over `hours` hours (its last bucket holds now + hours)."""
     start = floor_to(now, bucket)
     count = math.ceil((now + timedelta(hours=hours) - start) / bucket)
     window = Window(start, count, bucket.total_seconds())
-    demand = defaultdict(window.empty)
-    jobs_per_set = defaultdict(int)
-    skipped = {}
+    demand: defaultdict[tuple[str, ...], list[float]] = defaultdict(window.empty)
+    jobs_per_set: defaultdict[tuple[str, ...], int] = defaultdict(int)
+    skipped: dict[str, str] = {}
     for group in grouped(jobs):
         try:
             instants = window.instants(group, cap)
@@ -188,14 +189,14 @@ def forecast_load(now, jobs, runners, hours=HOURS, bucket=BUCKET, cap=ENUMERATED
     return Forecast(now, start, bucket, count, label_sets, skipped)
 
 
-def floor_to(instant, step):
+def floor_to(instant: datetime, step: timedelta) -> datetime:
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     return epoch + ((instant - epoch) // step) * step
 
 
-def grouped(jobs):
+def grouped(jobs: Iterable[JobLoad]) -> Iterable[list[JobLoad]]:
     """Jobs in groups sharing their fire instants (`key`); no key, no sharing."""
-    groups = defaultdict(list)
+    groups: defaultdict[Hashable, list[JobLoad]] = defaultdict(list)
     for i, job in enumerate(jobs):
         groups[job.key if job.key is not None else ("job", i)].append(job)
     return groups.values()
@@ -206,7 +207,9 @@ class Instants:
     the enumeration stopped: `rest_from` (seconds) when the cap was reached
     before the window's end, with `rate` (runs a second) for the rest."""
 
-    def __init__(self, seconds, rest_from=None, rate=None):
+    def __init__(
+        self, seconds: list[float], rest_from: float | None = None, rate: float | None = None
+    ) -> None:
         self.seconds = seconds
         self.rest_from = rest_from
         self.rate = rate
@@ -217,30 +220,31 @@ class Window:
     start: datetime
     count: int
     bucket_seconds: float
-    _stretches: dict = field(default_factory=dict)
+    # {id(calendar): (the calendar, kept alive, [(start, end)] seconds it allows)}
+    _stretches: dict[int, tuple[Any, list[tuple[float, float]]]] = field(default_factory=dict)
 
     @property
-    def length(self):
+    def length(self) -> float:
         return self.count * self.bucket_seconds
 
     @property
-    def end(self):
+    def end(self) -> datetime:
         return self.start + timedelta(seconds=self.length)
 
-    def empty(self):
+    def empty(self) -> list[float]:
         return [0.0] * self.count
 
-    def offset(self, instant):
+    def offset(self, instant: datetime) -> float:
         return (instant - self.start).total_seconds()
 
-    def instants(self, group, cap):
+    def instants(self, group: list[JobLoad], cap: int) -> Instants:
         """The group's fire instants from the longest run's lookback before
         the window (runs started then still go on in it) to its end."""
         first = group[0]
         if first.every is not None:
             cap = min(cap, EVERY_RUNS)
         lookback = timedelta(seconds=min(max(job.seconds for job in group), self.length))
-        found = []
+        found: list[float] = []
         end = self.end
         for instant in first.fires(self.start - lookback):
             if instant >= end:
@@ -251,7 +255,7 @@ class Window:
         return Instants(found)
 
     @staticmethod
-    def rate(job, found):
+    def rate(job: JobLoad, found: list[float]) -> float:
         """Runs a second past the cap: an `@every` job's own, else the pace
         the enumerated runs kept."""
         if job.every is not None:
@@ -259,7 +263,7 @@ class Window:
         span = found[-1] - found[0]
         return (len(found) - 1) / span if span > 0 else 0.0
 
-    def allowed(self, calendar, since):
+    def allowed(self, calendar: CalendarRules | None, since: float) -> list[tuple[float, float]]:
         """[(start, end)] seconds of the window from `since` on that
         `calendar` allows (the whole rest without a calendar)."""
         if calendar is None:
@@ -279,7 +283,7 @@ class Window:
         ]
 
 
-def add_job(demand, window, job, instants):
+def add_job(demand: list[float], window: Window, job: JobLoad, instants: Instants) -> None:
     """Add one job's runs to its label set's `demand`, bucket by bucket."""
     size = window.bucket_seconds
     count = window.count
@@ -305,7 +309,7 @@ def add_job(demand, window, job, instants):
         add_steady(demand, window, job, instants)
 
 
-def runs(job, instants):
+def runs(job: JobLoad, instants: list[float]) -> Iterator[tuple[float, float]]:
     """(start, end) of the runs the job's overlap policy makes of its
     occurrences at `instants` (seconds, in order)."""
     seconds = job.seconds
@@ -326,11 +330,13 @@ def runs(job, instants):
             yield at, at + seconds
 
 
-def queued_runs(instants, seconds, slots, max_queue):
+def queued_runs(
+    instants: list[float], seconds: float, slots: int, max_queue: int | None
+) -> Iterator[tuple[float, float]]:
     """Runs of a queue job: at most `slots` at once, the others waiting in
     the order of their instants, skipped when `max_queue` already wait."""
     free = [-math.inf] * slots  # when each slot is free again: a heap
-    waiting = deque()  # starts still to come of the runs that wait
+    waiting: deque[float] = deque()  # starts still to come of the runs that wait
     for at in instants:
         while waiting and waiting[0] <= at:
             waiting.popleft()
@@ -343,9 +349,9 @@ def queued_runs(instants, seconds, slots, max_queue):
         yield start, start + seconds
 
 
-def add_steady(demand, window, job, instants):
+def add_steady(demand: list[float], window: Window, job: JobLoad, instants: Instants) -> None:
     """Past the cap: the job's runs at a steady rate inside allowed time."""
-    if not instants.rate:
+    if not instants.rate or instants.rest_from is None:  # add_job calls it past the cap only
         return
     density = steady_density(job, 1 / instants.rate)
     size = window.bucket_seconds
@@ -356,7 +362,7 @@ def add_steady(demand, window, job, instants):
             i += 1
 
 
-def steady_density(job, interval):
+def steady_density(job: JobLoad, interval: float) -> float:
     """Runs going on at once of a job started every `interval` seconds."""
     seconds = job.seconds
     if job.overlap == SKIP:
@@ -371,16 +377,16 @@ def steady_density(job, interval):
     return seconds / interval
 
 
-def capacity_of(labels, runners):
+def capacity_of(labels: tuple[str, ...], runners: Sequence[RunnerSlots]) -> int:
     """The slots of the runners taking work that carry all of `labels`."""
     wanted = set(labels)
     return sum(r.capacity for r in runners if r.takes_work and wanted <= set(r.labels))
 
 
-def over_capacity(label_forecast, window):
+def over_capacity(label_forecast: LabelForecast, window: Window) -> list[Span]:
     """[Span] the runs of buckets where demand exceeds capacity."""
-    spans = []
-    current = None
+    spans: list[Span] = []
+    current: Span | None = None
     for i, (load, slots) in enumerate(
         zip(label_forecast.demand, label_forecast.capacity, strict=True)
     ):
@@ -397,219 +403,3 @@ def over_capacity(label_forecast, window):
             current.peak = max(current.peak, load)
             current.capacity = min(current.capacity, slots)
     return spans
-
-
-# Where the instants come from
-
-
-class WithinWindow:
-    """A job's CalendarRules whose answers stop at `until`: no fire past
-    the window matters, and a schedule that seldom meets its calendar would
-    otherwise be searched up to the horizon (years) on every call."""
-
-    def __init__(self, rules, until):
-        self.rules = rules
-        self.until = until
-
-    def next_allowed(self, t, horizon=None):
-        return self.rules.next_allowed(t, horizon=self.until) if t <= self.until else None
-
-    def day_allowed(self, day):
-        """`@business_day` counts the calendar's allowed days (scheduler.jobs.cron):
-        a whole day is judged by the calendar alone, the window does not cut it."""
-        return self.rules.day_allowed(day)
-
-
-def schedule_fires(schedule, tz, calendar, policy, until, anchor=None, key=None):
-    """`JobLoad.fires` for a job: `scheduler.jobs.cron.next_fire`, the loop's own
-    math (DST rules, calendar gating and policy), up to `until`. An `@every`
-    job's grid runs through `anchor` (its next_run_at), as in
-    `Job.first_fire_after`; the Job methods would search its calendar up to
-    the horizon, which the forecast never needs. `key`: the job's name (H forms)."""
-    from scheduler.jobs.cron import next_fire, parse_schedule
-
-    parsed = parse_schedule(schedule, key=key)
-    gate = WithinWindow(calendar, until) if calendar is not None else None
-
-    def fires(after):
-        if parsed.every is not None and anchor is not None:
-            after = anchor + ((after - anchor) // parsed.every) * parsed.every
-        instant = next_fire(parsed, tz, gate, after, policy, horizon_years=1)
-        while instant is not None and instant < until:
-            yield instant
-            instant = next_fire(parsed, tz, gate, instant, policy, horizon_years=1)
-
-    return fires
-
-
-# Reading the database
-
-JOB_FIELDS = (
-    "pk", "name", "schedule", "timezone", "calendar_id", "calendar_policy",
-    "labels", "overlap", "max_concurrent", "max_queue", "timeout", "next_run_at", "jitter",
-)  # fmt: skip
-
-
-def job_loads(until):
-    """[JobLoad] of the jobs the loop fires (enabled, not paused, not
-    quarantined), their instants up to `until`. Each calendar is read
-    once; the durations in one query."""
-    from scheduler.jobs.cron import parse_schedule, uses_key
-    from scheduler.models import Job, jitter_offset
-
-    rows = list(
-        Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
-        .order_by("pk")
-        .values_list(*JOB_FIELDS)
-    )
-    durations = expected_seconds([row[0] for row in rows])
-    calendars = calendar_rules({row[4] for row in rows if row[4] is not None})
-    loads = []
-    for row in rows:
-        pk, name, schedule, tz, calendar_id, policy, labels = row[:7]
-        overlap, max_concurrent, max_queue, timeout, anchor, jitter = row[7:]
-        rules = calendars.get(calendar_id)
-        try:
-            if isinstance(rules, Exception):
-                raise rules
-            every = parse_schedule(schedule, key=name).every
-            fires = schedule_fires(schedule, tz, rules, policy, until, anchor, key=name)
-            fires = delayed(fires, jitter_offset(name, jitter), until)
-        except ValueError as e:  # ScheduleError, RulesError
-            every, fires = None, failing(e)
-        loads.append(
-            JobLoad(
-                name=name,
-                labels=tuple(sorted(set(labels or ()))),
-                seconds=expected(durations.get(pk), timeout),
-                fires=fires,
-                every=every,
-                calendar=rules if not isinstance(rules, Exception) else None,
-                overlap=overlap,
-                max_concurrent=max_concurrent,
-                max_queue=max_queue,
-                # A cron schedule fires at the same instants for every job
-                # on the same clock, calendar and policy; `@every` follows
-                # each job's own grid, and an H form its own name's instants.
-                key=None
-                if every is not None
-                else (
-                    schedule,
-                    tz,
-                    calendar_id,
-                    policy,
-                    name if uses_key(schedule) or jitter else None,
-                ),
-            )
-        )
-    return loads
-
-
-def delayed(fires, offset, until):
-    """`fires` moved later by a job's jitter `offset` (none: as they are)."""
-    if not offset:
-        return fires
-
-    def moved(after):
-        for instant in fires(after - offset):
-            if instant + offset >= until:
-                return
-            yield instant + offset
-
-    return moved
-
-
-def expected(median, timeout):
-    """A run's expected seconds: its job's recent median, else its timeout,
-    else DEFAULT_SECONDS."""
-    if median is not None:
-        return max(median, 0.0)  # clocks that disagree must not make negative demand
-    return float(timeout) if timeout else DEFAULT_SECONDS
-
-
-def failing(error):
-    """`JobLoad.fires` of a job whose schedule or calendar cannot be read:
-    `forecast_load` names it among the skipped."""
-
-    def fires(after):
-        raise error
-        yield  # a generator, as the others
-
-    return fires
-
-
-def calendar_rules(ids):
-    """{calendar id: CalendarRules, or the RulesError it raised}, each
-    calendar read once with its periods (a base adds its own queries)."""
-    from calendars.models import Calendar
-
-    found = {}
-    for calendar in Calendar.objects.filter(pk__in=ids).prefetch_related("periods"):
-        try:
-            found[calendar.pk] = calendar.rules()
-        except ValueError as e:
-            found[calendar.pk] = e
-    return found
-
-
-# The newest successful runs of each job, one index range per job
-# (`exec_job_state_finished`): a LATERAL join on PostgreSQL, which takes
-# their median too; SQLite, which has neither, looks each job's run ids up
-# in a correlated IN and Python takes the median. The states list repeats
-# the partial index's own, which SQLite needs to use it.
-HISTORY_SQL = {
-    "postgresql": """
-        SELECT j.id, r.median FROM {job} j CROSS JOIN LATERAL (
-            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s.seconds) AS median FROM (
-                SELECT EXTRACT(EPOCH FROM e.finished_at - e.claimed_at)::float8 AS seconds
-                FROM {execution} e
-                WHERE e.job_id = j.id AND {settled} AND e.state = 'succeeded'
-                  AND e.claimed_at IS NOT NULL
-                ORDER BY e.finished_at DESC LIMIT %s
-            ) s
-        ) r WHERE j.id = ANY(%s)
-    """,
-    "sqlite": """
-        SELECT e.job_id, (julianday(e.finished_at) - julianday(e.claimed_at)) * 86400.0
-        FROM {job} j JOIN {execution} e ON e.id IN (
-            SELECT e2.id FROM {execution} e2
-            WHERE e2.job_id = j.id AND {settled2} AND e2.state = 'succeeded'
-            ORDER BY e2.finished_at DESC LIMIT %s
-        ) WHERE e.claimed_at IS NOT NULL AND j.id IN ({ids})
-    """,
-}
-
-
-def expected_seconds(job_ids):
-    """{job id: median seconds of its newest successful runs} in one query;
-    jobs without one are absent."""
-    from scheduler.models import Execution, Job
-
-    if not job_ids:
-        return {}
-    quote = connection.ops.quote_name
-    settled = ", ".join(f"'{state}'" for state in Execution.SETTLED_STATES)
-    sql = HISTORY_SQL[connection.vendor].format(
-        job=quote(Job._meta.db_table),
-        execution=quote(Execution._meta.db_table),
-        settled=f"e.state IN ({settled})",
-        settled2=f"e2.state IN ({settled})",
-        ids=", ".join(str(int(pk)) for pk in job_ids),
-    )
-    postgres = connection.vendor == "postgresql"
-    params = [HISTORY_RUNS] + ([list(job_ids)] if postgres else [])
-    # SET LOCAL lasts for its transaction.
-    with transaction.atomic() if postgres else nullcontext(), connection.cursor() as cursor:
-        if postgres:
-            # The planner takes a job's history for the average one (some
-            # dozens of runs) and sorts it all; a job run every few seconds
-            # has thousands. Reading the index backwards stops at the limit.
-            cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if postgres:
-        return {job_id: median for job_id, median in rows if median is not None}
-    seconds = defaultdict(list)
-    for job_id, value in rows:
-        seconds[job_id].append(value)
-    return {job_id: statistics.median(values) for job_id, values in seconds.items()}

@@ -1,0 +1,48 @@
+"""The capacity forecast: how many runs of each label set are expected to go
+on at once over the next hours, against the slots of the runners that carry
+that label set (issue 19, part 6).
+
+`core` is pure (`forecast_load`: the jobs as `JobLoad`, the runners as
+`RunnerSlots`, a `Forecast` back); `fires` gives a job its fire instants from
+the loop's own next-fire math; `reading` is the database side (`job_loads`:
+active jobs, calendars shared, expected durations from one query).
+`runners.capacity.forecast` adds the runners. The names callers use are
+importable from here.
+"""
+
+from scheduler.forecast.core import (
+    BUCKET,
+    DEFAULT_SECONDS,
+    ENUMERATED_RUNS,
+    EPSILON,
+    EVERY_RUNS,
+    HISTORY_RUNS,
+    HOURS,
+    Forecast,
+    JobLoad,
+    LabelForecast,
+    RunnerSlots,
+    Span,
+    forecast_load,
+)
+from scheduler.forecast.fires import schedule_fires
+from scheduler.forecast.reading import expected_seconds, job_loads
+
+__all__ = [
+    "BUCKET",
+    "DEFAULT_SECONDS",
+    "ENUMERATED_RUNS",
+    "EPSILON",
+    "EVERY_RUNS",
+    "HISTORY_RUNS",
+    "HOURS",
+    "Forecast",
+    "JobLoad",
+    "LabelForecast",
+    "RunnerSlots",
+    "Span",
+    "expected_seconds",
+    "forecast_load",
+    "job_loads",
+    "schedule_fires",
+]
