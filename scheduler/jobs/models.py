@@ -4,14 +4,12 @@ fires next (`Job.upcoming`)."""
 
 import hashlib
 import re
-from datetime import UTC, timedelta
+from datetime import timedelta
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.utils import timezone
 
-from calendars.validators import validate_stored_text, validate_timezone
+from calendars.validators import validate_timezone
 from core.ownership import Owned
 from scheduler.firing import job_edits
 from scheduler.runs.models import Execution
@@ -339,42 +337,17 @@ class Job(Owned):
         self.singleton = self.overlap == self.SKIP
 
     def chain_problems(self, graph=None):
-        """{field: message} for `on_success` / `on_failure` naming a missing
-        job or closing a cycle; `graph`: the other jobs' chains (default:
-        as stored, read under the chain graph's lock: call it inside the
-        transaction that saves the job). Skipped while `defer_chain_check`
-        is set: apply checks a whole file's chains at once, after its jobs."""
-        from scheduler.jobs import chain_graph
+        """{field: message} for chains naming a missing job or closing a
+        cycle (scheduler.jobs.job_checks.chain_problems)."""
+        from scheduler.jobs import job_checks
 
-        if getattr(self, "defer_chain_check", False):
-            return {}
-        if graph is None:
-            if self.on_success or self.on_failure:  # a job chaining to none closes no cycle
-                chain_graph.lock()
-            others = Job.objects.exclude(pk=self.pk) if self.pk else Job.objects.all()
-            graph = {
-                n: (s or [], f or []) for n, s, f in others.values_list("name", *chain_graph.FIELDS)
-            }
-        return chain_graph.problems(self.name, self.on_success or [], self.on_failure or [], graph)
+        return job_checks.chain_problems(self, graph)
 
     def overlap_problems(self):
         """{field: message} for an overlap policy that cannot hold."""
-        problems = {}
-        if self.singleton and self.overlap not in (self.ALLOW, self.SKIP):
-            problems["overlap"] = f"{self.overlap} cannot be combined with singleton: true"
-        if self.overlap != self.QUEUE:
-            for name in ("max_concurrent", "max_queue"):
-                if getattr(self, name) is not None:
-                    problems[name] = "only with overlap: queue"
-        if self.max_concurrent is not None and self.max_concurrent < 1:
-            problems["max_concurrent"] = "must be at least 1"
-        if self.run_on == self.ALL and (self.singleton or self.overlap != self.ALLOW):
-            # One live run per job cannot be one run per runner.
-            policy = "singleton: true" if self.singleton else f"overlap: {self.overlap}"
-            problems["run_on"] = f"all cannot be combined with {policy} (one run per runner)"
-        if self.stagger is not None and self.run_on != self.ALL:
-            problems["stagger"] = "only with run_on: all"
-        return problems
+        from scheduler.jobs import job_checks
+
+        return job_checks.overlap_problems(self)
 
     def clear_error(self):
         """Lift the quarantine; returns the fields to save when there was one."""
@@ -389,115 +362,52 @@ class Job(Owned):
         return jitter_offset(self.name, self.jitter)
 
     def next_fire_after(self, after, blocked=None):
-        """The first fire instant strictly after `after`, calendar applied
-        (`blocked`: see `scheduler.jobs.cron.next_fire`). With `jitter`, the
-        schedule's instant (the one the calendar judges) plus the job's offset."""
-        from scheduler.jobs.cron import next_fire
+        """The first fire instant strictly after `after`, calendar applied,
+        jitter added (scheduler.jobs.fire_times.next_fire_after)."""
+        from scheduler.jobs import fire_times
 
-        offset = self.offset
-        instant = next_fire(
-            self.schedule,
-            self.timezone,
-            self.calendar_rules(),
-            after - offset,
-            self.calendar_policy,
-            horizon_years=settings.CRONIQ_HORIZON_YEARS,
-            blocked=blocked,
-            key=self.name,
-        )
-        return instant + offset if instant is not None else None
+        return fire_times.next_fire_after(self, after, blocked)
 
     def upcoming(self, after, count, blocked=None):
-        """Up to `count` instants this job fires strictly after `after`, calendar applied.
+        """Up to `count` instants this job fires strictly after `after`, calendar
+        applied: the one answer to "when does this job fire next"
+        (scheduler.jobs.fire_times.upcoming)."""
+        from scheduler.jobs import fire_times
 
-        The one answer to "when does this job fire next" for the admin, the
-        dashboard and `next_runs`, counted as the loop counts: each instant
-        is `next_fire_after` the one before, starting from the job's anchor
-        (see `first_fire_after`). ScheduleError or RulesError when the stored
-        schedule or calendar cannot be evaluated. `blocked`, a list, receives
-        the candidates the calendar turned away before the last one returned.
-        """
-        fires = []
-        resumes = self.paused_until if self.paused_at else None
-        if resumes is not None and resumes > after:
-            instant = self.fire_after_pause(resumes, blocked)  # what the loop then does
-        else:
-            instant = self.first_fire_after(after, blocked)
-        while instant is not None and len(fires) < count:
-            fires.append(instant)
-            if len(fires) < count:
-                instant = self.next_fire_after(instant, blocked)
-        return fires
+        return fire_times.upcoming(self, after, count, blocked)
 
     def first_fire_after(self, after, blocked=None):
-        """The first instant the job fires strictly after `after`.
+        """The first instant the job fires strictly after `after`, an `@every`
+        job on its grid (scheduler.jobs.fire_times.first_fire_after)."""
+        from scheduler.jobs import fire_times
 
-        Cron instants are fixed points in time. An `@every` job fires on the
-        grid of its next_run_at (anchored on its last scheduled instant), so
-        counting from `after` would drift to "after + interval": the grid is
-        followed forwards or backwards to the last point not after `after`.
-        A job without next_run_at (paused, disabled) counts from `after`, as
-        resuming it at `after` would.
-        """
-        from scheduler.jobs.cron import parse_schedule
-
-        every = parse_schedule(self.schedule, key=self.name).every
-        if every is None or self.next_run_at is None:
-            return self.next_fire_after(after, blocked)
-        grid_point = self.next_run_at + ((after - self.next_run_at) // every) * every
-        return self.next_fire_after(grid_point, blocked)
+        return fire_times.first_fire_after(self, after, blocked)
 
     def fire_after_pause(self, until, blocked=None):
-        """The first instant the job fires once a pause ends at `until`.
+        """The first instant the job fires once a pause ends at `until`
+        (scheduler.jobs.fire_times.fire_after_pause)."""
+        from scheduler.jobs import fire_times
 
-        A cron occurrence at `until` itself fires. An `@every` job counts
-        from `until`, as an operator's resume at that instant would (counting
-        from just before it would fire a microsecond early).
-        """
-        from scheduler.jobs.cron import parse_schedule
-
-        if parse_schedule(self.schedule, key=self.name).every is None:
-            until -= timedelta(microseconds=1)  # next_fire_after is strictly after
-        return self.next_fire_after(until, blocked)
+        return fire_times.fire_after_pause(self, until, blocked)
 
     def no_fires_reason(self, after):
         """Why `upcoming(after, ...)` is empty, in a sentence."""
-        from scheduler.jobs.cron import never_fires_reason
+        from scheduler.jobs import fire_times
 
-        reason = never_fires_reason(
-            self.schedule,
-            self.timezone,
-            self.calendar_rules(),
-            after,
-            horizon_years=settings.CRONIQ_HORIZON_YEARS,
-            policy=self.calendar_policy,
-            key=self.name,
-        )
-        return reason or "no fire time within the horizon"
+        return fire_times.no_fires_reason(self, after)
 
     def wall_time(self, instant):
         """An instant on the clock of the job's timezone, where its schedule is read."""
-        from calendars.zones import get_zone
+        from scheduler.jobs import fire_times
 
-        return instant.astimezone(get_zone(self.timezone))
+        return fire_times.wall_time(self, instant)
 
     def wall_and_utc(self, instant):
         """An instant as the admin and the dashboard show it: (on the job's
-        clock, in UTC), e.g. ("Mon 2026-12-07 09:00:00 CET", "08:00:00 UTC").
-        The UTC text drops the date on the same day and is None for a job in
-        UTC; a timezone that no longer resolves shows UTC alone."""
-        utc = instant.astimezone(UTC)
-        try:
-            wall = self.wall_time(instant)
-        except ValueError:
-            wall = utc
-        if wall.tzname() == "UTC":
-            return utc.strftime("%a %Y-%m-%d %H:%M:%S UTC"), None
-        same_day = wall.date() == utc.date()
-        return (
-            wall.strftime("%a %Y-%m-%d %H:%M:%S %Z"),
-            utc.strftime("%H:%M:%S UTC" if same_day else "%a %Y-%m-%d %H:%M:%S UTC"),
-        )
+        clock, in UTC) (scheduler.jobs.fire_times.wall_and_utc)."""
+        from scheduler.jobs import fire_times
+
+        return fire_times.wall_and_utc(self, instant)
 
     def calendar_rules(self, shared=None):
         """The calendar as CalendarRules, built once per instance (it costs
@@ -515,20 +425,11 @@ class Job(Owned):
         return self._calendar_rules[1]
 
     def due_instant(self, rules):
-        """next_run_at checked against the calendar `rules` as they are now.
+        """next_run_at checked against the calendar `rules` as they are now
+        (scheduler.jobs.fire_times.due_instant)."""
+        from scheduler.jobs import fire_times
 
-        next_run_at was computed with the calendar of that moment; a blackout
-        added since moves it to the next instant the calendar allows (`skip`)
-        or to the end of the blackout (`defer`).
-        """
-        instant = self.next_run_at
-        offset = self.offset  # the calendar judges the schedule's instant
-        if instant is None or rules is None or rules.is_allowed(instant - offset):
-            return instant
-        if self.calendar_policy == self.DEFER:
-            allowed = rules.next_allowed(instant - offset)
-            return allowed + offset if allowed is not None else None
-        return self.next_fire_after(instant)
+        return fire_times.due_instant(self, rules)
 
     def reschedule(self, now):
         """Point next_run_at at the first instant after `now` (after an edit).
@@ -569,32 +470,6 @@ class Job(Owned):
         return job
 
     def clean(self):
-        from django.core.exceptions import ValidationError
+        from scheduler.jobs import job_checks
 
-        from scheduler.jobs.cron import ScheduleError, never_fires_reason, parse_schedule
-
-        # Text first: the checks below look names up and parse the schedule.
-        validate_stored_text(self)
-        problems = {**self.overlap_problems(), **self.chain_problems()}
-        if problems:
-            raise ValidationError(problems)
-        self.sync_overlap()
-        try:
-            parse_schedule(self.schedule, key=self.name)
-        except ScheduleError as e:
-            raise ValidationError({"schedule": str(e)}) from None
-        try:
-            validate_timezone(self.timezone)
-        except ValidationError:
-            return  # the field validator reports it
-        reason = never_fires_reason(
-            self.schedule,
-            self.timezone,
-            self.calendar_rules(),
-            timezone.now(),
-            horizon_years=settings.CRONIQ_HORIZON_YEARS,
-            policy=self.calendar_policy,
-            key=self.name,
-        )
-        if reason:
-            raise ValidationError({"schedule": reason})
+        job_checks.clean(self)

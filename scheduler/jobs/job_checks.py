@@ -1,0 +1,91 @@
+"""The rules that keep a job consistent, as `Job.clean` and apply check them:
+its overlap policy, its chains, its schedule on its clock and calendar.
+Each returns {field: message} or raises ValidationError as `clean` does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from calendars.validators import validate_stored_text, validate_timezone
+from scheduler.jobs import chain_graph
+from scheduler.jobs.cron import ScheduleError, never_fires_reason, parse_schedule
+
+# The job (scheduler.jobs.models.Job): its fields are untyped Django fields.
+Job = Any
+
+
+def overlap_problems(job: Job) -> dict[str, str]:
+    """{field: message} for an overlap policy that cannot hold."""
+    problems = {}
+    if job.singleton and job.overlap not in (job.ALLOW, job.SKIP):
+        problems["overlap"] = f"{job.overlap} cannot be combined with singleton: true"
+    if job.overlap != job.QUEUE:
+        for name in ("max_concurrent", "max_queue"):
+            if getattr(job, name) is not None:
+                problems[name] = "only with overlap: queue"
+    if job.max_concurrent is not None and job.max_concurrent < 1:
+        problems["max_concurrent"] = "must be at least 1"
+    if job.run_on == job.ALL and (job.singleton or job.overlap != job.ALLOW):
+        # One live run per job cannot be one run per runner.
+        policy = "singleton: true" if job.singleton else f"overlap: {job.overlap}"
+        problems["run_on"] = f"all cannot be combined with {policy} (one run per runner)"
+    if job.stagger is not None and job.run_on != job.ALL:
+        problems["stagger"] = "only with run_on: all"
+    return problems
+
+
+def chain_problems(
+    job: Job, graph: dict[str, tuple[list[str], list[str]]] | None = None
+) -> dict[str, str]:
+    """{field: message} for `on_success` / `on_failure` naming a missing
+    job or closing a cycle; `graph`: the other jobs' chains (default:
+    as stored, read under the chain graph's lock: call it inside the
+    transaction that saves the job). Skipped while `defer_chain_check`
+    is set: apply checks a whole file's chains at once, after its jobs."""
+    if getattr(job, "defer_chain_check", False):
+        return {}
+    if graph is None:
+        if job.on_success or job.on_failure:  # a job chaining to none closes no cycle
+            chain_graph.lock()
+        jobs = type(job).objects
+        others = jobs.exclude(pk=job.pk) if job.pk else jobs.all()
+        graph = {
+            n: (s or [], f or []) for n, s, f in others.values_list("name", *chain_graph.FIELDS)
+        }
+    found: dict[str, str] = chain_graph.problems(
+        job.name, job.on_success or [], job.on_failure or [], graph
+    )
+    return found
+
+
+def clean(job: Job) -> None:
+    """`Job.clean`: ValidationError naming the fields that cannot hold."""
+    # Text first: the checks below look names up and parse the schedule.
+    validate_stored_text(job)
+    problems = {**job.overlap_problems(), **job.chain_problems()}
+    if problems:
+        raise ValidationError(problems)
+    job.sync_overlap()
+    try:
+        parse_schedule(job.schedule, key=job.name)
+    except ScheduleError as e:
+        raise ValidationError({"schedule": str(e)}) from None
+    try:
+        validate_timezone(job.timezone)
+    except ValidationError:
+        return  # the field validator reports it
+    reason = never_fires_reason(
+        job.schedule,
+        job.timezone,
+        job.calendar_rules(),
+        timezone.now(),
+        horizon_years=settings.CRONIQ_HORIZON_YEARS,
+        policy=job.calendar_policy,
+        key=job.name,
+    )
+    if reason:
+        raise ValidationError({"schedule": reason})
