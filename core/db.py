@@ -72,6 +72,10 @@ def notify(channel, using="default"):
         cursor.execute(f"NOTIFY {channel}")
 
 
+# How the LISTEN connection names itself in pg_stat_activity.
+LISTEN_APPLICATION = "croniq wakeups"
+
+
 def listen_params():
     """psycopg connection parameters of the default database, for the one
     connection of a process that LISTENs (`listen_connection`)."""
@@ -94,4 +98,5 @@ def listen_connection():
     needs (a transaction-mode pooler would drop it between statements)."""
     import psycopg
 
-    return psycopg.Connection.connect(**listen_params(), autocommit=True)
+    params = {"application_name": LISTEN_APPLICATION, **listen_params()}
+    return psycopg.Connection.connect(**params, autocommit=True)

@@ -10,8 +10,8 @@ until none is due, so one hanging receiver holds one lane while the others
 go on. The round does not wait for the lanes.
 
 Between rounds it sleeps until the next retry is due, a wake-up or a short
-poll: `wakeup.local` wakes it in the same process; on PostgreSQL a LISTEN
-connection wakes it when another process commits an event; on SQLite, where
+poll: `wakeup.local` wakes it in the same process; on PostgreSQL the
+process's listener (`core.wakeups`) wakes it when another process commits an event; on SQLite, where
 other processes cannot signal, a commit of any other connection wakes it
 (`core.commits`: a thread blocks until the database's log is written,
 on Linux; elsewhere the notifier looks every 50 ms, at a counter). A
@@ -31,7 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.utils import DatabaseError, InterfaceError, OperationalError
 from django.utils import timezone
 
-from core import commits
+from core import commits, db, wakeups
 from notifications import delivery, routing, wakeup
 
 log = logging.getLogger("croniq.notifications")
@@ -86,7 +86,7 @@ class DeliveryPool(ThreadPoolExecutor):
 
 
 def on_postgres():
-    return connection.vendor == "postgresql"
+    return db.on_postgres()
 
 
 class Notifier:
@@ -103,9 +103,10 @@ class Notifier:
         self.pool = None
         self.recorder = None
         self.thread = None
-        self.listener = None
+        self.listener = None  # SQLite: the thread watching commits
+        self.subscription = None  # PostgreSQL: to the process's listener
         self.poll = POLL
-        self.listening = False  # PostgreSQL: its LISTEN connection is up
+        self.listening = False  # PostgreSQL: hints reach its subscription
         # SQLite: its thread watches the database's writes, so the rounds
         # need not look for commits; they still poll every POLL, for a
         # commit the thread did not see (`commits.SETTLE_PAUSES`).
@@ -120,11 +121,10 @@ class Notifier:
         self.recorder = delivery.Recorder(written=wakeup.local.set).start()
         self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
         if on_postgres():
-            self.interrupt = os.pipe()
-            self.listener = threading.Thread(
-                target=self.listen, name="croniq-notifier-listen", daemon=True
+            # The process's listener hands it each NOTIFY (`core.wakeups`).
+            self.subscription = wakeups.listener().subscribe(
+                wakeup.CHANNEL, wakeup.local.set, self.heard_from
             )
-            self.listener.start()
         elif (watcher := commits.own_connection(connection.settings_dict["NAME"])).blocks:
             self.interrupt = os.pipe()
             self.listener = threading.Thread(
@@ -149,6 +149,10 @@ class Notifier:
         """Stop claiming; the tries under way end (each within its timeout)."""
         self.stopping.set()
         wakeup.local.set()
+        if self.subscription is not None:
+            self.subscription.cancel()
+            self.subscription = None
+            self.listening = False
         if self.interrupt is not None:
             os.write(self.interrupt[1], b"!")
         for thread in (self.thread, self.listener):
@@ -266,9 +270,6 @@ class Notifier:
         if upcoming is None:
             return poll
         return min(poll, max(0.0, (upcoming - now).total_seconds()))
-
-    def listen(self):
-        wakeup.listen(self.is_set, interrupt=self.interrupt[0], connected=self.heard_from)
 
     def watch_commits(self, watcher):
         """SQLite: wake the rounds when another connection commits (the

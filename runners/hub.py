@@ -4,9 +4,9 @@ A waiting poll holds neither a worker thread nor a database connection: it
 awaits a `Waiter` in this process's `Hub`. The hub learns about new work in
 one of two ways (docs/design.md §4, "Long-poll"):
 
-- PostgreSQL: one LISTEN connection per web process on the `croniq_work`
-  channel; whoever commits new pending executions calls
-  `runners.notify.notify_new_work()`.
+- PostgreSQL: the process's listener (`core.wakeups`, one LISTEN
+  connection) hands it each NOTIFY on the `croniq_work` channel; whoever
+  commits new pending executions calls `runners.notify.notify_new_work()`.
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id while polls wait, whenever another connection
   committed (`core.commits`, looked at every `WATCH_INTERVAL` seconds).
@@ -29,7 +29,7 @@ from django.db import DatabaseError, connection
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from core import commits
+from core import commits, db, wakeups
 from core.db_threads import run_db, run_hub
 from runners.claims import Handed, serve_waiters
 from runners.identity import come_back
@@ -95,7 +95,7 @@ log = logging.getLogger(__name__)
 
 
 def on_postgres():
-    return connection.vendor == "postgresql"
+    return db.on_postgres()
 
 
 # -- reading pending work (runs in a database thread) -----------------------
@@ -501,69 +501,23 @@ class Hub:
         return written
 
     async def listen(self):
-        """PostgreSQL: one LISTEN connection for this process, reconnecting on loss."""
-        import psycopg
+        """PostgreSQL: a subscription to CHANNEL on the process's listener
+        (`core.wakeups`), until cancelled. Its thread hands each NOTIFY to
+        this event loop; on (re)connecting it wakes the scanner for what was
+        committed while nobody listened."""
 
-        while True:
-            try:
-                params = listen_params()
-                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    self.listening = True
-                    # Anything committed while we were not listening.
-                    self.signal()
-                    await self.hear(conn)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - any failure: reconnect after a pause
-                log.warning("croniq hub: LISTEN connection lost: %s", e)
-                self.listening = False
-                await asyncio.sleep(1.0)
+        def connected(up):
+            self.loop.call_soon_threadsafe(setattr, self, "listening", up)
 
-    async def hear(self, conn):
-        """Signal on each NOTIFY that reaches `conn`, until it is lost.
+        def wake():
+            self.loop.call_soon_threadsafe(self.signal)
 
-        The event loop wakes only when the socket has something to read.
-        (psycopg's `notifies()` looks every 100 ms, so that Ctrl-C can
-        interrupt it: 10 wake-ups a second of an idle web process.)
-        """
-        import psycopg
-
-        pgconn = conn.pgconn
-        lost = self.loop.create_future()
-
-        def readable():
-            try:
-                pgconn.consume_input()
-            except psycopg.OperationalError as e:
-                if not lost.done():
-                    lost.set_exception(e)
-                return
-            heard = False
-            while pgconn.notifies() is not None:
-                heard = True
-            if heard:
-                self.signal()
-
-        self.loop.add_reader(pgconn.socket, readable)
+        subscription = wakeups.listener().subscribe(CHANNEL, wake, connected)
         try:
-            await lost
+            await self.loop.create_future()  # until cancelled
         finally:
-            self.loop.remove_reader(pgconn.socket)
-
-
-def listen_params():
-    db = settings.DATABASES["default"]
-    params = {
-        "dbname": db.get("NAME"),
-        "user": db.get("USER"),
-        "password": db.get("PASSWORD"),
-        "host": db.get("HOST"),
-        "port": db.get("PORT"),
-    }
-    ignored = {"pool", "server_side_binding", "isolation_level", "assume_role", "context"}
-    params.update({k: v for k, v in db.get("OPTIONS", {}).items() if k not in ignored})
-    return {k: v for k, v in params.items() if v not in (None, "")}
+            subscription.cancel()
+            self.listening = False
 
 
 _hubs = weakref.WeakKeyDictionary()

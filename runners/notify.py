@@ -1,7 +1,7 @@
 """The new-work hint between processes (docs/design.md §4, "Long-poll").
 
 Whoever commits new pending executions calls `notify_new_work()`; each web
-process's hub LISTENs on `CHANNEL` (`runners.hub`). The scheduler reaches it
+process's hub subscribes to `CHANNEL` (`runners.hub`, `core.wakeups`). The scheduler reaches it
 through `scheduler.firing.notifier`, where `RunnersConfig.ready` registers it.
 """
 
@@ -17,17 +17,9 @@ def notify_new_work(using="default"):
     not one per execution. On SQLite it does nothing: each web process
     watches the execution table itself.
     """
-    from django.db import connections
+    from core import db
 
-    conn = connections[using]
-    if conn.vendor != "postgresql":
-        return
     # Inside a transaction PostgreSQL holds the NOTIFY until the commit, and
     # drops it on a rollback (of a savepoint too): the hint goes with the
     # transaction's own round trips, not one more after them.
-    _notify(conn)
-
-
-def _notify(conn):
-    with conn.cursor() as cursor:
-        cursor.execute(f"NOTIFY {CHANNEL}")
+    db.notify(CHANNEL, using)

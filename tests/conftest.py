@@ -12,6 +12,18 @@ def quick_password_hashing():
         yield
 
 
+@pytest.fixture(autouse=True)
+def no_wakeups_left():
+    """Each test starts with no wake-up listener of the process
+    (`core.wakeups`): the subscriptions a test made (a loop's, a hub's)
+    end with it."""
+    yield
+    from core import wakeups
+
+    if wakeups._listener is not None:
+        wakeups.reset()
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's, which drops the test database at the end; PostgreSQL
@@ -19,8 +31,9 @@ def django_db_setup(django_db_setup, django_db_blocker):
     threads close their connections, and the sessions of the processes the
     last tests stopped end (a backend outlives its client by a moment)."""
     yield
-    from core import db_threads
+    from core import db_threads, wakeups
 
+    wakeups.reset()
     db_threads.close_connections()
     with django_db_blocker.unblock():
         end_other_sessions()

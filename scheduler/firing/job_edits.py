@@ -9,27 +9,31 @@ It reads the marker only when something may have changed
 - SQLite: another connection committed (`core.commits`); the loop
   blocks until the database's log is written (Linux), elsewhere it looks
   every EDIT_CHECK_INTERVAL (scheduler.firing.loop);
-- PostgreSQL: a NOTIFY on CHANNEL reached the loop's connection, which
-  listens; `Job.save` sends one at its commit (`saved`). The loop's process
-  blocks on the connection's socket until one comes (`Listening.wait`).
+- PostgreSQL: a NOTIFY on CHANNEL reached the process's listener
+  (`core.wakeups`); `Job.save` sends one at its commit (`saved`). The loop
+  blocks on its subscription's pipe until one comes (`Listening.wait`).
 
 A hint lost (a new connection, a writer that does not notify) costs at most
 one interval: each tick reads the earliest due job anew.
 """
 
 import select
+import threading
 
 from django.db import connection, transaction
 
-from core import commits
+from core import commits, db, wakeups
 
 CHANNEL = "croniq_jobs"
+# How long a loop's first look waits for its subscription to come up (the
+# listener connecting); a hint missed meanwhile costs at most one interval.
+SUBSCRIBE_PATIENCE = 2.0
 
 
 def saved():
     """A job was saved on the default connection: on PostgreSQL, NOTIFY the
     sleeping loops at the commit (once per transaction, however many jobs)."""
-    if connection.vendor != "postgresql":
+    if not db.on_postgres():
         return
     if not connection.in_atomic_block:
         notify()
@@ -38,38 +42,42 @@ def saved():
 
 
 def notify():
-    with connection.cursor() as cursor:
-        cursor.execute(f"NOTIFY {CHANNEL}")
+    db.notify(CHANNEL)
 
 
 class Listening:
     """PostgreSQL: `moved()` is true when a NOTIFY on CHANNEL came since
-    the last call, and on a new connection (it listens from then on)."""
+    the last call, and once the subscription is up (what was saved before
+    is unknown). The hints come through the process's listener
+    (`core.wakeups`), not the loop's own connection, which may be pooled."""
 
-    blocks = True  # `wait` blocks on the connection's socket
+    blocks = True  # `wait` blocks until a hint comes
     # A NOTIFY is a job saved: no need to read the jobs' edit marker.
     reads_marker = False
 
-    def __init__(self, connection):
-        self.connection = connection
-        self.listening = None
+    def __init__(self):
+        self.flag = None
+        self.subscription = None
+
+    def subscribe(self):
+        """Subscribe on first use, and wait (at most SUBSCRIBE_PATIENCE) until
+        hints reach it: True then, as what was saved before is unknown."""
+        if self.subscription is not None:
+            return False
+        self.flag = wakeups.Flag()
+        up = threading.Event()
+        self.subscription = wakeups.listener().subscribe(
+            CHANNEL, self.flag.set, lambda connected: connected and up.set()
+        )
+        if up.wait(SUBSCRIBE_PATIENCE):
+            self.flag.clear()  # the wake-up of its coming up: this look's
+        return True
 
     def forget_writes(self):
-        """Nothing to forget: its own commits send no NOTIFY to it."""
+        """Nothing to forget: its own commits send no NOTIFY."""
 
     def moved(self):
-        self.connection.ensure_connection()
-        raw = self.connection.connection
-        if raw is not self.listening:
-            with self.connection.cursor() as cursor:
-                cursor.execute(f"LISTEN {CHANNEL}")
-            self.listening = raw
-            return True
-        # What came during the ticks' queries waits in psycopg's backlog;
-        # a timeout of 0 reads what the socket holds, no round trip. A lost
-        # connection raises Django's error, which the loop waits out.
-        with self.connection.wrap_database_errors:
-            return any(True for _ in raw.notifies(timeout=0))
+        return self.subscribe() or self.flag.clear()
 
     def wait(self, seconds, interrupt):
         """Block until a NOTIFY may have come (True), or until `seconds`
@@ -77,13 +85,18 @@ class Listening:
         Nothing runs while nothing happens: no look every few milliseconds."""
         if self.moved():
             return True
-        socket = self.connection.connection.fileno()
-        readable, _, _ = select.select([socket, interrupt], [], [], max(0.0, seconds))
-        return socket in readable and self.moved()
+        readable, _, _ = select.select([self.flag, interrupt], [], [], max(0.0, seconds))
+        return self.flag in readable and self.moved()
+
+    def close(self):
+        if self.subscription is not None:
+            self.subscription.cancel()
+            self.flag.close()
+            self.subscription = self.flag = None
 
 
 def watcher(connection):
     """What tells the loop, on `connection`, that a job may have been saved."""
-    if connection.vendor == "postgresql":
-        return Listening(connection)
+    if db.on_postgres(connection.alias):
+        return Listening()
     return commits.of_django(connection)

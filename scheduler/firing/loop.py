@@ -290,6 +290,7 @@ class SchedulerLoop:
                 self.waker = None
             os.close(read)
             os.close(write)
+            self.edits.close()  # its subscription to job edits
 
     def loop_forever(self):
         housekeeper = None

@@ -65,16 +65,6 @@ def state_of(row):
     return row.state
 
 
-def notifier_listens():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query = %s",
-            [f"LISTEN {wakeup.CHANNEL}"],
-        )
-        return cursor.fetchone()[0] > 0
-
-
 def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup(
     postgres_only, hook
 ):
@@ -82,7 +72,7 @@ def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup
     # Its LISTEN connection is up (on a busy machine that can take longer
     # than the idle pause below), then idle: only a wake-up can explain a
     # fast delivery.
-    wait_for(notifier_listens)
+    wait_for(lambda: running.listening)
     time.sleep(0.3)
     row = notification(webhook(hook.url), at=timezone.now())
     poked = time.time()
@@ -319,34 +309,25 @@ def test_a_database_outage_is_waited_out(postgres_only, hook, caplog):
     assert "database is back: notifier resumed" in caplog.text
 
 
-def test_listen_hears_a_notify_from_another_connection(postgres_only):
-    import psycopg
-
-    from runners.hub import listen_params
+def test_the_listener_hears_a_notify_from_another_connection_and_rests_meanwhile(
+    postgres_only,
+):
+    from core import db, wakeups
 
     woken = []
-    stop = threading.Event()
-    listener = threading.Thread(
-        target=wakeup.listen, args=(stop.is_set, lambda: woken.append(time.monotonic()))
-    )
-    listener.start()
-    try:
-        wait_for(lambda: woken)  # connected: one wake for what it may have missed
-        # At rest it wakes once a LISTEN_SLICE to ask whether to stop, and
-        # no more (psycopg's notifies(timeout=) wakes every 100 ms).
-        switches = f"/proc/self/task/{listener.native_id}/status"
-        before = context_switches(switches)
-        time.sleep(1.0)
-        assert context_switches(switches) - before <= 1.0 / wakeup.LISTEN_SLICE + 2
-        with psycopg.Connection.connect(**listen_params(), autocommit=True) as other:
-            sent = time.monotonic()
-            other.execute(f"NOTIFY {wakeup.CHANNEL}")
-            wait_for(lambda: len(woken) == 2)
-    finally:
-        stop.set()
-        listener.join(5)
+    wakeups.listener().subscribe(wakeup.CHANNEL, lambda: woken.append(time.monotonic()))
+    wait_for(lambda: woken)  # connected: one wake for what it may have missed
+    # At rest its thread blocks on its socket: no look every few ms
+    # (psycopg's notifies(timeout=) wakes every 100 ms).
+    switches = f"/proc/self/task/{wakeups.listener().thread.native_id}/status"
+    before = context_switches(switches)
+    time.sleep(1.0)
+    assert context_switches(switches) - before <= 1
+    with db.listen_connection() as other:
+        sent = time.monotonic()
+        other.execute(f"NOTIFY {wakeup.CHANNEL}")
+        wait_for(lambda: len(woken) == 2)
     assert woken[1] - sent < 0.2
-    assert not listener.is_alive()
 
 
 def test_a_running_notifier_rests_between_hints_and_stops_at_once(postgres_only):
@@ -357,7 +338,10 @@ def test_a_running_notifier_rests_between_hints_and_stops_at_once(postgres_only)
         # socket and the stop pipe, the rounds on the wake-up event, and the
         # safety round comes every LISTENING_POLL.
         assert running.wait_after(timezone.now()) == notifier.LISTENING_POLL
-        threads = [running.listener, running.thread]
+        from core import wakeups
+
+        listener = wakeups.listener().thread
+        threads = [listener, running.thread]
         paths = [f"/proc/self/task/{thread.native_id}/status" for thread in threads]
         time.sleep(0.5)  # the first round, and the wake-up of the listener's first LISTEN
         before = [context_switches(path) for path in paths]
@@ -368,7 +352,8 @@ def test_a_running_notifier_rests_between_hints_and_stops_at_once(postgres_only)
         started = time.monotonic()
         running.stop()
     assert time.monotonic() - started < 1.0
-    assert not running.listener.is_alive() and not running.thread.is_alive()
+    listener.join(5)  # its only subscription ended
+    assert not listener.is_alive() and not running.thread.is_alive()
     assert not running.listening
 
 

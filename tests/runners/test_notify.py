@@ -10,7 +10,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit import mark_tick
-from runners.hub import LISTENING_SAFETY_SCAN_INTERVAL, SAFETY_SCAN_INTERVAL, Hub, listen_params
+from core.db import listen_params
+from runners.hub import LISTENING_SAFETY_SCAN_INTERVAL, SAFETY_SCAN_INTERVAL, Hub
 from runners.notify import CHANNEL, notify_new_work
 from scheduler.firing import ticks
 from tests.factories import JobFactory

@@ -1,0 +1,271 @@
+"""The process's one wake-up listener: who waits for another process's
+writes subscribes here, and is called when one may have come.
+
+- PostgreSQL: one connection of its own (`core.db.listen_connection`)
+  LISTENs on every channel the process subscribes to, on one thread that
+  blocks on its socket. A lost connection is made anew after a pause that
+  doubles (at most MAX_RECONNECT_PAUSE), LISTENs again, and wakes every
+  subscriber once: what was sent while nobody listened is unknown.
+- SQLite: no NOTIFY; the thread blocks until the database's log is
+  written (`core.commits.FileWrites`) and wakes every subscriber, whatever
+  its channel, when another connection committed. Where writes cannot be
+  watched (not Linux, an in-memory database) `delivers` is false and the
+  subscribers look for commits themselves.
+
+A subscriber gives `wake()`, called on the listener's thread at each hint
+of its channel (and after each (re)connect), and optionally `connected(up)`,
+told when the hints start and stop coming. Both must be quick and must not
+block: set an event, write to a pipe (`Flag`), or hand over to an event
+loop (`loop.call_soon_threadsafe`). One that raises is logged; the others
+are still called. The thread ends with the last subscription.
+"""
+
+import contextlib
+import logging
+import os
+import select
+import threading
+import time
+
+from django.db import connection
+
+from core import commits, db
+
+log = logging.getLogger("croniq.wakeups")
+
+FIRST_RECONNECT_PAUSE = 0.5
+MAX_RECONNECT_PAUSE = 30.0
+
+
+class Flag:
+    """A wake-up a thread can block on with select(): `set()` from any
+    thread; `clear()` says whether it was set."""
+
+    def __init__(self):
+        self.read, self.write = os.pipe()
+        os.set_blocking(self.read, False)
+        os.set_blocking(self.write, False)
+
+    def fileno(self):
+        return self.read
+
+    def set(self):
+        with contextlib.suppress(OSError):  # full: it is set already; closed: nobody waits
+            os.write(self.write, b"!")
+
+    def clear(self):
+        try:
+            return bool(os.read(self.read, 4096))
+        except (BlockingIOError, OSError):
+            return False
+
+    def close(self):
+        for end in (self.read, self.write):
+            with contextlib.suppress(OSError):
+                os.close(end)
+
+
+class Subscription:
+    def __init__(self, listener, channel, wake, connected):
+        self.listener = listener
+        self.channel = channel
+        self.wake = wake
+        self.connected = connected
+        self.up = False  # hints of its channel reach it
+
+    def cancel(self):
+        self.listener.unsubscribe(self)
+
+
+class Listener:
+    """What both backends share: the subscribers, the thread, the calls."""
+
+    delivers = True
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.subscriptions = []
+        self.thread = None
+        self.control = Flag()  # wakes the thread: a subscription came or went
+
+    def subscribe(self, channel, wake, connected=None):
+        subscription = Subscription(self, channel, wake, connected)
+        with self.lock:
+            self.subscriptions.append(subscription)
+            if self.thread is None and self.delivers:
+                self.thread = threading.Thread(target=self.run, name="croniq-wakeups", daemon=True)
+                self.thread.start()
+        self.control.set()
+        return subscription
+
+    def unsubscribe(self, subscription):
+        with self.lock:
+            if subscription in self.subscriptions:
+                self.subscriptions.remove(subscription)
+        self.control.set()
+
+    def current(self):
+        """The subscriptions now, or None (the thread ends) when none is left."""
+        with self.lock:
+            if not self.subscriptions:
+                self.thread = None
+                return None
+            return list(self.subscriptions)
+
+    def call(self, function, *args):
+        try:
+            function(*args)
+        except Exception:
+            log.exception("wake-ups: a subscriber failed; the others are still called")
+
+    def up(self, subscriptions):
+        """Hints reach `subscriptions` from now on: tell them, and wake them
+        for what came before."""
+        for subscription in subscriptions:
+            if not subscription.up:
+                subscription.up = True
+                self.call(subscription.wake)  # first: who is told it is up has the wake-up
+                if subscription.connected is not None:
+                    self.call(subscription.connected, True)
+
+    def down(self):
+        with self.lock:
+            subscriptions = list(self.subscriptions)
+        for subscription in subscriptions:
+            if subscription.up:
+                subscription.up = False
+                if subscription.connected is not None:
+                    self.call(subscription.connected, False)
+
+    def pause(self, seconds):
+        """Wait `seconds`, or less once no subscriber is left (True)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.control], [], [], left)
+            if readable:
+                self.control.clear()
+                if self.current() is None:
+                    return True
+        return self.current() is None
+
+    def run(self):
+        pause = FIRST_RECONNECT_PAUSE
+        while True:
+            try:
+                if self.serve():
+                    return
+                pause = FIRST_RECONNECT_PAUSE
+            except Exception as error:  # noqa: BLE001 - any failure: reconnect after a pause
+                self.down()
+                log.warning("wake-ups: listening stopped (%s); again in %.1fs", error, pause)
+                if self.pause(pause):
+                    return
+                pause = min(MAX_RECONNECT_PAUSE, pause * 2)
+
+
+class PostgresListener(Listener):
+    def serve(self):
+        """Listen on one connection until no subscriber is left (True);
+        raises when the connection is lost."""
+        with db.listen_connection() as conn:
+            try:
+                return self.listen(conn)
+            finally:
+                self.down()
+
+    def listen(self, conn):
+        listened = set()
+        socket = conn.fileno()
+        while True:
+            subscriptions = self.current()
+            if subscriptions is None:
+                return True
+            channels = {subscription.channel for subscription in subscriptions}
+            for channel in sorted(channels - listened):
+                conn.execute(f"LISTEN {channel}")
+            for channel in sorted(listened - channels):
+                conn.execute(f"UNLISTEN {channel}")
+            changed = listened != channels
+            listened = channels
+            self.up(subscriptions)
+            readable = [socket] if changed else self.wait(socket)
+            if socket in readable:
+                # What came while LISTEN ran waits in psycopg's backlog,
+                # which notifies() hands out first; timeout=0: no wait.
+                heard = {notify.channel for notify in conn.notifies(timeout=0)}
+                if conn.closed or conn.broken:
+                    raise ConnectionError("the LISTEN connection was closed")
+                for subscription in subscriptions:
+                    if subscription.channel in heard:
+                        self.call(subscription.wake)
+
+    def wait(self, socket):
+        readable, _, _ = select.select([socket, self.control], [], [])
+        if self.control.fileno() in readable:
+            self.control.clear()
+        return readable
+
+
+class CommitListener(Listener):
+    """SQLite: every subscriber is woken by any other connection's commit."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = str(name)
+        writes = commits.file_writes(self.name)
+        self.delivers = writes is not None
+        if writes is not None:
+            writes.close()  # the thread opens its own
+
+    def serve(self):
+        watcher = commits.own_connection(self.name)
+        if not watcher.blocks:
+            raise ConnectionError("the database's writes cannot be watched")
+        try:
+            watcher.moved()  # what is committed now is no news
+            while True:
+                subscriptions = self.current()
+                if subscriptions is None:
+                    return True
+                self.up(subscriptions)
+                if watcher.wait(MAX_RECONNECT_PAUSE, self.control.fileno()):
+                    for subscription in subscriptions:
+                        self.call(subscription.wake)
+                else:
+                    self.control.clear()
+        finally:
+            self.down()
+            watcher.close()
+
+
+_listener = None
+_listener_lock = threading.Lock()
+
+
+def listener():
+    """The process's listener (made on first use, for the default database)."""
+    global _listener
+    with _listener_lock:
+        if _listener is None:
+            if db.on_postgres():
+                _listener = PostgresListener()
+            else:
+                _listener = CommitListener(connection.settings_dict["NAME"])
+        return _listener
+
+
+def reset():
+    """Cancel every subscription and forget the listener (its thread ends,
+    closing its connection): tests, and a process about to drop its
+    database."""
+    global _listener
+    with _listener_lock:
+        current, _listener = _listener, None
+    if current is None:
+        return
+    with current.lock:
+        current.subscriptions.clear()
+        thread = current.thread
+    current.control.set()
+    if thread is not None:
+        thread.join(5)
