@@ -296,15 +296,25 @@ def test_work_that_reaches_a_draining_agent_is_handed_back_unstarted(world, agen
     assert first["state"] == "succeeded"  # the drain still let the running job finish
 
 
-def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(world, agents):
+def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(
+    world, agents, tmp_path
+):
     """The run a draining agent waits for ends, and its end promotes the
     job's queued run, which the server claims at once for the agent's long
     poll still in flight (the slot the run freed). The agent exits right
     after that run's report: the answer must still be read and its work
     handed back, not left running on a runner that is gone."""
     job = agents.label
+    # The first run ends when the test says, once the agent drains: a run
+    # of fixed seconds could end before the stop on a loaded machine.
+    gate = tmp_path / "end-the-first-run"
     first = add_execution(
-        world.db, job, "echo busy; sleep 2", labels=[job], overlap="queue", max_concurrent=1
+        world.db,
+        job,
+        f"echo busy; while [ ! -e {gate} ]; do sleep 0.05; done",
+        labels=[job],
+        overlap="queue",
+        max_concurrent=1,
     )
     agent = agents("--capacity", "2", "--drain-timeout", "30")
     wait_for(lambda: "started" in agent.output(), message="the first run to start")
@@ -319,6 +329,8 @@ def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(worl
     )
     time.sleep(0.5)  # the poll for the free slot waits on the server now
     agent.popen.send_signal(signal.SIGTERM)
+    wait_for(lambda: "draining" in agent.output(), message="the agent to drain")
+    gate.touch()
     assert exit_code(agent, timeout=20) == 0
 
     runs = {run["id"]: run for run in executions(world.db, job)}
