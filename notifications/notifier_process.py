@@ -84,7 +84,9 @@ def run(parent_pid, database):
     # The parent's database, exactly (a test database has another name than
     # the settings say).
     settings.DATABASES["default"]["NAME"] = database
-    if connection.vendor == "postgresql":
+    from core import db
+
+    if db.on_postgres():
         os.nice(NICENESS)
     from django.urls import get_resolver
 

@@ -28,9 +28,10 @@ A notification's state, first that applies:
 import uuid
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Min
 
+from core import db
 from notifications import incidents, matching, messages, mutes, wakeup
 from notifications.models import Event, Notification
 
@@ -71,16 +72,13 @@ ROUTING_LOCK = 0x63726E71  # "crnq"
 
 
 def take_turn():
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROUTING_LOCK])
+    db.advisory_xact_lock(ROUTING_LOCK)
 
 
 def claim(limit):
     """The oldest unrouted events, locked against other routers."""
     unrouted = Event.objects.filter(routed_at__isnull=True).order_by("id")
-    if connection.vendor == "postgresql":
-        unrouted = unrouted.select_for_update(skip_locked=True)
+    unrouted = db.skip_locked(unrouted)
     ids = list(unrouted.values_list("id", flat=True)[:limit])
     related = Event.objects.select_related("job", "execution__runner", "runner")
     return list(related.filter(id__in=ids).order_by("id"))

@@ -9,7 +9,7 @@ the transaction that writes them, and the later writer sees the earlier
 one's edges.
 """
 
-from django.db import connection
+from core import db
 
 FIELDS = ("on_success", "on_failure")
 
@@ -25,9 +25,7 @@ def lock():
     writer checks edges until this transaction has committed its own.
     SQLite needs none: its transactions take the write lock at BEGIN
     (IMMEDIATE), so any write transaction already holds the graph."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [GRAPH_LOCK])
+    db.advisory_xact_lock(GRAPH_LOCK)
 
 
 def problems(name, on_success, on_failure, graph):
