@@ -192,7 +192,9 @@ def test_a_waiting_poll_that_says_its_slots_takes_those_its_runs_freed(
     api_client, registered, slots, gets
 ):
     # It polled with one slot free of three; both of its runs have ended since.
-    instant = timezone.now() + dt.timedelta(seconds=0.1)
+    # The poll must arrive before the instant (half a second holds on a
+    # loaded machine; a tenth did not): work due on arrival goes by capacity.
+    instant = timezone.now() + dt.timedelta(seconds=0.5)
     work = [pending(now=instant, labels=["linux"]) for _ in range(4)]
     body = {"session": "s1", "wait": 2, "capacity": 1, "early": True}
     if slots is not None:
@@ -203,7 +205,7 @@ def test_a_waiting_poll_that_says_its_slots_takes_those_its_runs_freed(
 
 def test_a_poll_with_no_slot_free_yet_waits_for_one_its_runs_free(api_client, registered):
     # Its runner's runs all ended while the poll was on its way.
-    instant = timezone.now() + dt.timedelta(seconds=0.1)
+    instant = timezone.now() + dt.timedelta(seconds=0.5)
     work = [pending(now=instant, labels=["linux"]) for _ in range(3)]
     body = {"session": "s1", "wait": 2, "capacity": 0, "slots": 2, "early": True}
     answer = api_client.post(f"/v1/runners/{registered}/poll", body)
