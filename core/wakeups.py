@@ -176,6 +176,9 @@ class PostgresListener(Listener):
     def listen(self, conn):
         listened = set()
         socket = conn.fileno()
+        heard = set()  # channels notified, not yet dispatched
+        # What comes while LISTEN runs, psycopg hands to this handler.
+        conn.add_notify_handler(lambda notify: heard.add(notify.channel))
         while True:
             subscriptions = self.current()
             if subscriptions is None:
@@ -185,23 +188,22 @@ class PostgresListener(Listener):
                 conn.execute(f"LISTEN {channel}")
             for channel in sorted(listened - channels):
                 conn.execute(f"UNLISTEN {channel}")
-            changed = listened != channels
             listened = channels
             self.up(subscriptions)
-            readable = [socket] if changed else self.wait(socket)
-            if socket in readable:
-                # What came while LISTEN ran waits in psycopg's backlog,
-                # which notifies() hands out first; timeout=0: no wait.
-                heard = {notify.channel for notify in conn.notifies(timeout=0)}
-                if conn.closed or conn.broken:
-                    raise ConnectionError("the LISTEN connection was closed")
-                for subscription in subscriptions:
-                    if subscription.channel in heard:
-                        self.call(subscription.wake)
+            if not heard and socket in self.wait(socket):
+                # Read what the socket holds, no round trip (psycopg's
+                # notifies() would wake every 100 ms while it waits).
+                conn.pgconn.consume_input()  # a lost connection raises
+                while (notify := conn.pgconn.notifies()) is not None:
+                    heard.add(notify.relname.decode())
+            for subscription in subscriptions:
+                if subscription.channel in heard:
+                    self.call(subscription.wake)
+            heard.clear()
 
     def wait(self, socket):
         readable, _, _ = select.select([socket, self.control], [], [])
-        if self.control.fileno() in readable:
+        if self.control in readable:
             self.control.clear()
         return readable
 

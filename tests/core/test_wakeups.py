@@ -40,6 +40,12 @@ class Heard:
         return self.woken.acquire(timeout=timeout)
 
 
+def cpu_seconds(thread):
+    """The CPU time of `thread` so far (Linux)."""
+    with open(f"/proc/self/task/{thread.native_id}/schedstat") as schedstat:
+        return int(schedstat.read().split()[0]) / 1e9
+
+
 def send(channel):
     with db.listen_connection() as other:
         other.execute(f"NOTIFY {channel}")
@@ -71,6 +77,10 @@ def test_one_connection_listens_on_every_channel_of_the_process():
     assert len(listen_sessions()) == 1
     for each in heard.values():
         assert each.wait()  # up: one wake for what came before
+    thread = wakeups.listener().thread
+    before = cpu_seconds(thread)
+    time.sleep(0.5)
+    assert cpu_seconds(thread) - before < 0.01  # at rest it blocks on its socket
     send("croniq_test_b")
     assert heard["croniq_test_b"].wait()
     assert not heard["croniq_test_a"].wait(0.2)  # other channels stay asleep
