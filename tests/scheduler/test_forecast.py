@@ -3,7 +3,6 @@ the jobs' real fire instants (calendars applied) and recent durations,
 against the slots of the runners taking work."""
 
 import datetime as dt
-import time
 
 import pytest
 from django.db import connection
@@ -151,16 +150,14 @@ def test_a_calendar_blocked_day_has_no_demand():
     assert sum(linux.demand[:saturday]) == pytest.approx(12 * 10 / 15)
 
 
-def test_an_every_second_job_is_a_steady_rate_past_the_cap_and_fast():
+def test_an_every_second_job_is_a_steady_rate_past_the_cap():
+    """How long it takes is a figure of bench/forecast_every_second.py."""
     fired = []
     jobs = [load("poller", "@every 1s", 2, counter=fired)]
-    started = time.perf_counter()
     linux = only(forecast_load(NOW, jobs, [LINUX]))
-    took = time.perf_counter() - started
     assert linux.demand == pytest.approx([2.0] * 96, abs=0.001)
     # 86,400 runs a day, but only the cap's worth enumerated.
     assert len(fired) <= core.EVERY_RUNS + 1
-    assert took < 0.5
 
 
 def test_a_cron_job_past_the_cap_keeps_the_pace_its_runs_showed():
