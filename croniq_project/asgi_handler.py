@@ -30,6 +30,12 @@ two-CPU machine), this handler against Django's plain `ASGIHandler`:
 About twice the runner calls per second for 40% less CPU each. It is the
 project's (the ASGI entry point), not the runners app's: runners only gives
 each call its answer hold.
+
+A framework override (core/framework_overrides.py): it calls ASGIHandler's
+undocumented steps (read_body, create_request, run_get_response,
+send_response). With CRONIQ_STOCK_DJANGO naming `asgi_handler`, or on a
+Django release it has not been verified with, every request goes through
+Django's handler (runners.polls then holds a poll's answer in the view).
 """
 
 import asyncio
@@ -45,6 +51,7 @@ from django.db import close_old_connections
 from django.http import JsonResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
+from core.framework_overrides import in_use
 from croniq_project.middleware import RUNNER_API_PREFIX
 from runners.hub import hub
 from runners.polls import AnswerHold, sleep_until
@@ -88,8 +95,12 @@ def refused_host(request):
 
 
 class CroniqASGIHandler(ASGIHandler):
+    def __init__(self):
+        super().__init__()
+        self.lean = in_use("asgi_handler")
+
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith(RUNNER_API_PREFIX):
+        if self.lean and scope["type"] == "http" and scope["path"].startswith(RUNNER_API_PREFIX):
             await self.handle_runner_call(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)

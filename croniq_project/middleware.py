@@ -4,6 +4,11 @@ Under ASGI a single sync-only middleware makes Django run the whole chain in
 a worker thread and hop back to the event loop for the async runner views:
 two thread hops and a thread held for every request, long-polls included.
 These subclasses do the same (cheap, non-blocking) work inline instead.
+
+A framework override (core/framework_overrides.py): with CRONIQ_STOCK_DJANGO
+naming `middleware`, or on a Django or WhiteNoise release it has not been
+verified with, MIDDLEWARE names the stock classes instead
+(croniq_project/middleware_list.py, STOCK_MIDDLEWARE).
 """
 
 import asyncio
@@ -154,11 +159,13 @@ class FrameOptionsMiddleware(Inline, XFrameOptionsMiddleware):
     pass
 
 
-class ApiErrorsMiddleware(Inline, MiddlewareMixin):
+class ApiErrors(MiddlewareMixin):
     """Errors under /api/ are JSON ({"detail": ...}), as the runner protocol
     says (docs/design.md §4), also where no API view answered: Django's 404 page
     for an unknown path and django-ninja's empty 405 for a wrong method.
-    A client in any language then reads every refusal the same way."""
+    A client in any language then reads every refusal the same way.
+    Croniq's own behaviour: with the `middleware` override off
+    (core/framework_overrides.py) Django runs it as any MiddlewareMixin."""
 
     DETAILS = {404: "Not Found", 405: "Method Not Allowed"}
 
@@ -172,6 +179,10 @@ class ApiErrorsMiddleware(Inline, MiddlewareMixin):
         if response.has_header("Allow"):
             answer["Allow"] = response["Allow"]
         return answer
+
+
+class ApiErrorsMiddleware(Inline, ApiErrors):
+    pass
 
 
 class BrowserSessionMiddleware(SkippedForRunnerApi, SessionMiddleware):

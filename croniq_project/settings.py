@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from core.framework_overrides import stock_from_env
 from croniq_project.database import database_from_url
 from croniq_project.env import (
     check_heartbeat_fits_lease,
@@ -13,7 +14,7 @@ from croniq_project.env import (
     envnetworks,
     envproxyheader,
 )
-from croniq_project.middleware_list import InstalledMiddleware
+from croniq_project.middleware_list import middleware_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -50,10 +51,14 @@ INSTALLED_APPS = [
     "dashboard",
 ]
 
+# Croniq's overrides of Django's own machinery that make way for Django's
+# (core/framework_overrides.py): `all`, or names such as `asgi_handler,middleware`.
+CRONIQ_STOCK_DJANGO = stock_from_env(env("CRONIQ_STOCK_DJANGO"))
+
 # Croniq's async-capable subclasses of Django's middleware: this list tells
 # Django's deploy checks (security.W001-W003 and the warnings they gate) that
-# they are installed.
-MIDDLEWARE = InstalledMiddleware(
+# they are installed. With the `middleware` override off, Django's own.
+MIDDLEWARE = middleware_setting(
     [
         "croniq_project.middleware.MetricsBeforeMiddleware",
         "croniq_project.middleware.SecurityHeadersMiddleware",
@@ -66,7 +71,8 @@ MIDDLEWARE = InstalledMiddleware(
         "croniq_project.middleware.BrowserMessageMiddleware",
         "croniq_project.middleware.FrameOptionsMiddleware",
         "croniq_project.middleware.MetricsAfterMiddleware",
-    ]
+    ],
+    CRONIQ_STOCK_DJANGO,
 )
 
 ROOT_URLCONF = "croniq_project.urls"

@@ -12,12 +12,20 @@ seconds when it begins a transaction, so it takes the lock within a fraction
 of a millisecond of its release. The loop marks its own connection: what it
 does is on the clock, the notifier's deliveries are not. Every other
 connection waits as before.
+
+A framework override (core/framework_overrides.py): it replaces Django's
+private `_start_transaction_under_autocommit`. With CRONIQ_STOCK_DJANGO
+naming `sqlite_write_lock`, or on a Django release it has not been verified
+with, an eager connection begins its transactions as Django does and waits
+in the busy handler like any other.
 """
 
 import time
 
 from django.db import OperationalError
 from django.db.backends.sqlite3 import base
+
+from core.framework_overrides import in_use
 
 EAGER_RETRY = 0.0005  # seconds between two tries for the write lock
 
@@ -27,8 +35,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
     # (raw connection, its busy timeout): read once per connection.
     _patience = (None, None)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.eager_allowed = in_use("sqlite_write_lock")
+
     def _start_transaction_under_autocommit(self):
-        if not self.eager_write_lock:
+        if not (self.eager_write_lock and self.eager_allowed):
             return super()._start_transaction_under_autocommit()
         patience = self.busy_timeout()  # connects first: the mode is read then
         begin = f"BEGIN {self.transaction_mode or 'IMMEDIATE'}"
