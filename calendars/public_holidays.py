@@ -6,6 +6,11 @@ from datetime import date
 
 import holidays as holidays_lib
 
+# Holidays named in English where the country's data has English names (its
+# own language otherwise), whatever the process's locale: the package reads
+# it, and Python 3.12 reads C.UTF-8 as "C" (the country's language).
+NAMES_IN = "en_US"
+
 
 @functools.lru_cache(maxsize=1024)
 def holiday_names(
@@ -15,7 +20,11 @@ def holiday_names(
     if not country:
         return {}
     found = holidays_lib.country_holidays(
-        country, subdiv=subdivision or None, years=year, categories=categories or None
+        country,
+        subdiv=subdivision or None,
+        years=year,
+        categories=categories or None,
+        language=NAMES_IN,
     )
     return dict(found)
 

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import django
+
 from core.framework_overrides import stock_from_env
 from croniq_project.database import database_from_url
 from croniq_project.env import (
@@ -206,15 +208,33 @@ CRONIQ_SLOW_MIN_HISTORY = envint("CRONIQ_SLOW_MIN_HISTORY", 5, minimum=1)
 # When daily digests go out, HH:MM in TIME_ZONE.
 CRONIQ_DIGEST_AT = env("CRONIQ_DIGEST_AT", "08:00")
 
-# The email channel: Django's email settings, from the environment.
-EMAIL_BACKEND = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = env("EMAIL_HOST", "localhost")
-EMAIL_PORT = envint("EMAIL_PORT", 25, minimum=1)
-EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
-EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0, minimum=1)
+# The email channel: Django's email settings, from the environment. Django
+# 6.1 reads them from MAILERS (its EMAIL_* settings are deprecated there),
+# earlier releases from EMAIL_*; core/mail.py reads either.
+_email_backend = env("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+_email_server = {
+    "host": env("EMAIL_HOST", "localhost"),
+    "port": envint("EMAIL_PORT", 25, minimum=1),
+    "username": env("EMAIL_HOST_USER", ""),
+    "password": env("EMAIL_HOST_PASSWORD", ""),
+    "use_tls": envbool("EMAIL_USE_TLS", False),
+    "use_ssl": envbool("EMAIL_USE_SSL", False),
+    "timeout": envfloat("EMAIL_TIMEOUT", 10.0, minimum=1),
+}
+if django.VERSION >= (6, 1):
+    # Only the SMTP backend takes a server's options; others refuse them.
+    MAILERS = {
+        "default": {
+            "BACKEND": _email_backend,
+            "OPTIONS": _email_server if _email_backend.endswith(".smtp.EmailBackend") else {},
+        }
+    }
+else:
+    EMAIL_BACKEND = _email_backend
+    EMAIL_HOST, EMAIL_PORT = _email_server["host"], _email_server["port"]
+    EMAIL_HOST_USER, EMAIL_HOST_PASSWORD = _email_server["username"], _email_server["password"]
+    EMAIL_USE_TLS, EMAIL_USE_SSL = _email_server["use_tls"], _email_server["use_ssl"]
+    EMAIL_TIMEOUT = _email_server["timeout"]
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "croniq@localhost")
 # Events, notifications and their delivery log are kept this long.
 CRONIQ_NOTIFICATION_RETENTION_DAYS = envint("CRONIQ_NOTIFICATION_RETENTION_DAYS", 30, minimum=1)

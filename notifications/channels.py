@@ -24,10 +24,11 @@ import requests
 import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.mail import EmailMessage, get_connection
+from django.core.mail import EmailMessage
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import validate_email
 
+from core import mail
 from notifications import egress, secrets
 
 KINDS = ("email", "webhook", "slack")
@@ -501,7 +502,7 @@ def send(kind, config, message, now, timeout=None):
     require_valid(kind, config)
     _require_message(message)
     if kind == "email":
-        timeout = timeout or settings.EMAIL_TIMEOUT or DEFAULT_TIMEOUT
+        timeout = timeout or mail.configured_timeout() or DEFAULT_TIMEOUT
         return _send_email(config, message, timeout)
     timeout = timeout or config.get("timeout") or DEFAULT_TIMEOUT
     body, headers = _render(kind, config, message, now)
@@ -635,7 +636,7 @@ def _send_email(config, message, timeout):
     started = time.perf_counter()
     try:
         email = email_message(config, message, settings.DEFAULT_FROM_EMAIL)
-        sent = get_connection(timeout=timeout).send_messages([email])
+        sent = mail.connection(timeout).send_messages([email])
     except smtplib.SMTPRecipientsRefused as error:
         code, reply = next(iter(error.recipients.values()))
         refused = ", ".join(error.recipients)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from cron_descriptor import get_description
+from cron_descriptor import Options, get_description
 
 from calendars.rules import DEFAULT_HORIZON_YEARS, CalendarRules
 from calendars.zones import RulesError, add_years, get_zone, to_utc, wall
@@ -193,6 +193,11 @@ def months_without_occurrence(
     return months_short(business_day, calendar, first, last)
 
 
+# English with a 12-hour clock, whatever the process's locale: the describer
+# otherwise reads it, and Python 3.12 reads C.UTF-8 as "C" (24-hour times).
+DESCRIBED_IN = Options(locale_code="en_US", use_24hour_time_format=False)
+
+
 def describe(schedule: ScheduleLike, key: str | None = None) -> str:
     """The schedule in words, e.g. "At 02:30 AM" or "Every 1 hour 30 minutes"
     (`H` forms as the minute or hour they resolve to for `key`)."""
@@ -202,7 +207,7 @@ def describe(schedule: ScheduleLike, key: str | None = None) -> str:
     if schedule.business_day is not None:
         return schedule.business_day.describe()
     try:
-        return str(get_description(schedule.expression))
+        return str(get_description(schedule.expression, DESCRIBED_IN))
     except Exception:  # a describer gap must not break a page; the text still says it
         return schedule.expression
 

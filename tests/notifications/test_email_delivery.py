@@ -5,9 +5,11 @@ import socket
 import time
 from email import policy
 
+import django
 import pytest
 from aiosmtpd.controller import Controller
 
+from core import mail
 from notifications import channels
 from tests.notifications.conftest import NOW
 
@@ -35,6 +37,19 @@ class Inbox:
         return "250 Message accepted for delivery"
 
 
+def smtp_server_at(settings, port):
+    """Point the email channel at the SMTP server on 127.0.0.1:`port`: in
+    MAILERS on Django 6.1 (core/mail.py), in the EMAIL_* settings before."""
+    if django.VERSION >= (6, 1):
+        server = {"host": "127.0.0.1", "port": port, "use_tls": False, "use_ssl": False}
+        settings.MAILERS = {"default": {"BACKEND": mail.SMTP_BACKEND, "OPTIONS": server}}
+        return
+    settings.EMAIL_BACKEND = mail.SMTP_BACKEND
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+    settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+
+
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -50,11 +65,7 @@ def smtp(settings):
         controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
         controller.start()
         controllers.append(controller)
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST = "127.0.0.1"
-        settings.EMAIL_PORT = controller.port
-        settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
-        settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+        smtp_server_at(settings, controller.port)
         settings.DEFAULT_FROM_EMAIL = "Croniq <croniq@example.com>"
         return inbox
 
@@ -161,8 +172,7 @@ def test_a_message_refused_at_data_is_not_delivered(smtp, message):
 
 
 def test_no_smtp_server_is_a_refused_connection(settings, message, closed_port):
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", closed_port
+    smtp_server_at(settings, closed_port)
     result = channels.send("email", TO, message, now=NOW)
     assert result == channels.Result(False, None, "connection refused", result.latency)
 
@@ -170,8 +180,7 @@ def test_no_smtp_server_is_a_refused_connection(settings, message, closed_port):
 def test_a_silent_smtp_server_times_out(settings, message):
     # Accepts the connection (the kernel's backlog) and never greets.
     with socket.create_server(("127.0.0.1", 0)) as silent:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", silent.getsockname()[1]
+        smtp_server_at(settings, silent.getsockname()[1])
         started = time.monotonic()
         result = channels.send("email", TO, message, now=NOW, timeout=0.4)
     assert not result.ok and result.error == "timed out after 0.4s"
