@@ -115,3 +115,28 @@ chaos: install
 
 clean:
 	rm -rf $(VENV) .croniq croniq.sqlite3*
+
+# The unit tier (no e2e, chaos or Docker tests) on SQLite, on the newest
+# Django Croniq supports, which needs Python 3.12: a venv of its own, its
+# packages resolved from pyproject.toml's ranges with Django pinned (the lock
+# files keep 5.2 LTS for Python 3.11). Not part of `make test`.
+# A python3.12 on PATH, or pyenv's newest 3.12.
+PYTHON_LATEST ?= $(shell PYENV_VERSION=$$(pyenv latest 3.12 2>/dev/null) pyenv which python3.12 \
+	2>/dev/null || command -v python3.12)
+DJANGO_LATEST ?= 6.1
+LATEST_VENV ?= .venv-django61
+
+.PHONY: test-django-latest
+
+$(LATEST_VENV)/.installed: pyproject.toml runner/pyproject.toml | $(STAMP)
+	rm -rf $(LATEST_VENV)
+	$(PYTHON_LATEST) -m venv $(LATEST_VENV)
+	echo "django==$(DJANGO_LATEST)" > $(LATEST_VENV)/django.txt
+	$(BIN)/uv pip install --quiet --python $(LATEST_VENV)/bin/python \
+		-e '.[dev]' -e ./runner --override $(LATEST_VENV)/django.txt
+	touch $@
+
+test-django-latest: $(LATEST_VENV)/.installed
+	@echo "=== unit tier on Django $(DJANGO_LATEST)"
+	env -u DATABASE_URL $(LATEST_VENV)/bin/python -m pytest \
+		-m "not e2e and not chaos and not docker" $(PYTEST_ARGS)
