@@ -1,17 +1,25 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.apps import AppConfig
+
+if TYPE_CHECKING:  # the loop and its steps import models: not before the apps are ready
+    from scheduler.firing.loop import SchedulerLoop
+    from scheduler.firing.steps import Step
 
 
 class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
 
-    def ready(self):
+    def ready(self) -> None:
         from calendars.changes import calendar_changed
         from scheduler.jobs.calendar_changes import reschedule_jobs_of
 
         calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")
 
-    def loop_steps(self, loop):
+    def loop_steps(self, loop: SchedulerLoop) -> list[Step]:
         from scheduler.firing import ticks
         from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
         from scheduler.housekeeping import retention

@@ -1,13 +1,18 @@
 """The dead letters in the admin: a list to filter, and the replay and
 discard actions (scheduler.triage.dead_letter_actions), each behind its permission."""
 
+from datetime import datetime
+
 from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
 from audit.audited_admin import AuditedModelAdmin
 from core import permissions
 from core.admin_mixins import CheapPaginator
+from scheduler.models import Job
 from scheduler.runs.refusals import OperationRefused
 from scheduler.triage import dead_letter_actions
 from scheduler.triage.dead_letters import DeadLetter, with_status
@@ -17,10 +22,10 @@ class StatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return [(status, status) for status in DeadLetter.STATUSES]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() in DeadLetter.STATUSES:
             return queryset.filter(with_status(self.value()))
         return queryset
@@ -47,38 +52,38 @@ class DeadLetterAdmin(AuditedModelAdmin):
     ]
     readonly_fields = fields
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # dead letters come from runs that gave up
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
         return False  # replayed or discarded through the actions, audited
 
     @admin.display(description="job", ordering="execution__job__name")
-    def job(self, dead_letter):
+    def job(self, dead_letter: DeadLetter) -> Job:
         return dead_letter.execution.job
 
     @admin.display(description="scheduled for", ordering="execution__scheduled_for")
-    def scheduled_for(self, dead_letter):
+    def scheduled_for(self, dead_letter: DeadLetter) -> datetime:
         return dead_letter.execution.scheduled_for
 
     @admin.display(description="attempt")
-    def attempt(self, dead_letter):
+    def attempt(self, dead_letter: DeadLetter) -> int:
         return dead_letter.execution.attempt
 
     @admin.display(description="last log lines")
-    def log(self, dead_letter):
+    def log(self, dead_letter: DeadLetter) -> str:
         return format_html(
             "<pre style='white-space:pre-wrap'>{}</pre>", dead_letter.log_tail or "(no output)"
         )
 
-    def has_replay_permission(self, request):
+    def has_replay_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "deadletter.replay")
 
-    def has_discard_permission(self, request):
+    def has_discard_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "deadletter.discard")
 
     @admin.action(description="Replay selected dead letters", permissions=["replay"])
-    def replay(self, request, queryset, force=False):
+    def replay(self, request: HttpRequest, queryset: QuerySet, force: bool = False) -> None:
         replayed = 0
         now = timezone.now()
         for dead_letter in queryset.select_related("execution__job"):
@@ -92,10 +97,10 @@ class DeadLetterAdmin(AuditedModelAdmin):
     @admin.action(
         description="Replay selected dead letters, stale ones too (force)", permissions=["replay"]
     )
-    def replay_forced(self, request, queryset):
+    def replay_forced(self, request: HttpRequest, queryset: QuerySet) -> None:
         self.replay(request, queryset, force=True)
 
     @admin.action(description="Discard selected dead letters", permissions=["discard"])
-    def discard(self, request, queryset):
+    def discard(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = dead_letter_actions.discard(queryset, timezone.now(), request.user)
         self.message_user(request, f"Discarded {count} dead letter(s).")

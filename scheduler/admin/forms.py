@@ -7,6 +7,9 @@ same things with the same words. Scripts that post the old JSON ('{}',
 '["linux"]') are still understood.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from django import forms
 
 from calendars.admin_forms import TimezoneField
@@ -15,7 +18,7 @@ from scheduler.apply.items import ApplyError, parameter_names, string_list, stri
 from scheduler.models import Job
 
 
-def checked(field, check):
+def checked(field: str, check: Callable[[str, Any], Any]) -> Callable[[Any], Any]:
     """A form check from apply's `check(where, value)`: its value, or its
     ApplyError as the form's error without the field name in front."""
 
@@ -77,7 +80,7 @@ class JobAdminForm(forms.ModelForm):
             "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
         ]  # fmt: skip
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         # The form edits the overlap policy; `singleton`, its older name, follows.
         self.instance.singleton = cleaned.get("overlap") == Job.SKIP

@@ -1,8 +1,11 @@
 import json
-from datetime import UTC
+from datetime import UTC, datetime
+from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.forms import ModelForm
+from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -25,7 +28,7 @@ NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
 
-def schedule_in_words(schedule, name):
+def schedule_in_words(schedule: str, name: str) -> str:
     from scheduler.jobs.cron import ScheduleError, describe
 
     try:
@@ -34,7 +37,7 @@ def schedule_in_words(schedule, name):
         return str(e)
 
 
-def fire_time(job, instant):
+def fire_time(job: Job, instant: datetime) -> str:
     """A fire time on the job's own clock, where its schedule is read, with UTC beside it."""
     wall, utc = job.wall_and_utc(instant)
     html = format_html('<time datetime="{}">{}</time>', instant.astimezone(UTC).isoformat(), wall)
@@ -146,7 +149,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         ),
     ]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
         last_state = (
             Execution.objects.filter(job=OuterRef("pk"))
             .exclude(state__in=Execution.ACTIVE_STATES)
@@ -156,7 +159,9 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         # One subquery per page instead of one query per row.
         return super().get_queryset(request).annotate(last_state=Subquery(last_state))
 
-    def get_fieldsets(self, request, obj=None):
+    def get_fieldsets(
+        self, request: HttpRequest, obj: Job | None = None
+    ) -> list[tuple[str | None, dict[str, Any]]]:
         # Who may only look at a job sees its environment with secret-looking
         # values masked; who may change it edits the real values.
         fieldsets = super().get_fieldsets(request, obj)
@@ -174,33 +179,33 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         ]
 
     @admin.display(description="env")
-    def env_masked(self, job):
+    def env_masked(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", json.dumps(masked_env(job.env), indent=2))
 
     @admin.display(description="in words")
-    def schedule_words(self, job):
+    def schedule_words(self, job: Job) -> str:
         return schedule_in_words(job.schedule, job.name)
 
     @admin.display(description="paused", boolean=True)
-    def is_paused(self, job):
+    def is_paused(self, job: Job) -> bool:
         return job.paused_at is not None
 
     @admin.display(description="error", boolean=True)
-    def has_error(self, job):
+    def has_error(self, job: Job) -> bool:
         return bool(job.error)
 
     @admin.display(description="last result")
-    def last_result(self, job):
+    def last_result(self, job: Job) -> str:
         return job.last_state or "—"
 
     @admin.display(description="next run at", ordering="next_run_at")
-    def next_run(self, job):
+    def next_run(self, job: Job) -> str:
         if job.next_run_at is None:
             return "—"
         return fire_time(job, job.next_run_at)
 
     @admin.display(description="next fire times (calendar applied)")
-    def next_fires(self, job):
+    def next_fires(self, job: Job) -> str:
         if not job.pk:
             return "—"
         now = timezone.now()
@@ -215,7 +220,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             format_html_join("", "<li>{}</li>", ((fire_time(job, at),) for at in fires)),
         )
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Job, form: ModelForm, change: bool) -> None:
         if not change:
             obj.reschedule(timezone.now())
             super().save_model(request, obj, form, change)
@@ -247,17 +252,17 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         if changes:
             self.audit(request, obj, "changed", changes)
 
-    def has_run_permission(self, request):
+    def has_run_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "job.run")
 
-    def has_pause_permission(self, request):
+    def has_pause_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "job.pause")
 
-    def has_resume_permission(self, request):
+    def has_resume_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "job.resume")
 
     @admin.action(description="Run selected jobs now", permissions=["run"])
-    def run_now(self, request, queryset):
+    def run_now(self, request: HttpRequest, queryset: QuerySet) -> None:
         started = 0
         for job in queryset:
             try:
@@ -268,12 +273,12 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         self.message_user(request, f"Started {started} job(s).")
 
     @admin.action(description="Pause selected jobs", permissions=["pause"])
-    def pause(self, request, queryset):
+    def pause(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = operations.pause(queryset, timezone.now(), request.user)
         self.message_user(request, f"Paused {count} job(s).")
 
     @admin.action(description="Resume selected jobs", permissions=["resume"])
-    def resume(self, request, queryset):
+    def resume(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = operations.resume(queryset, timezone.now(), request.user)
         self.message_user(request, f"Resumed {count} job(s).")
 
@@ -323,16 +328,16 @@ class ExecutionAdmin(AuditedModelAdmin):
         "log",
     ]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # executions come from schedules, "run now" and retries
 
     @admin.display(description="duration")
-    def duration_text(self, execution):
+    def duration_text(self, execution: Execution) -> str:
         duration = execution.duration
         return f"{duration.total_seconds():.1f}s" if duration else "—"
 
     @admin.display(description="log")
-    def log(self, execution):
+    def log(self, execution: Execution) -> str:
         text = "".join(
             LogChunk.objects.filter(execution=execution)
             .order_by("seq")
@@ -342,19 +347,19 @@ class ExecutionAdmin(AuditedModelAdmin):
             text = text[-LOG_SHOWN:]
         return format_html("<pre style='white-space:pre-wrap'>{}</pre>", text or "(no output)")
 
-    def has_cancel_permission(self, request):
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "execution.cancel")
 
-    def has_retry_permission(self, request):
+    def has_retry_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "execution.retry")
 
     @admin.action(description="Cancel selected executions", permissions=["cancel"])
-    def cancel(self, request, queryset):
+    def cancel(self, request: HttpRequest, queryset: QuerySet) -> None:
         count = operations.cancel(queryset, timezone.now(), request.user)
         self.message_user(request, f"Cancelled or asked to stop {count} execution(s).")
 
     @admin.action(description="Retry selected executions now", permissions=["retry"])
-    def retry(self, request, queryset):
+    def retry(self, request: HttpRequest, queryset: QuerySet) -> None:
         retried = 0
         for execution in queryset.select_related("job"):
             try:
@@ -374,13 +379,15 @@ class ConcurrencyGroupAdmin(AdoptedOnSave, AuditedModelAdmin):
     readonly_fields = ["managed_by", "managed_source", "created_at", "updated_at"]
 
     @admin.display(description="running now")
-    def running(self, group):
+    def running(self, group: ConcurrencyGroup) -> int:
         return groups.running_counts([group.pk]).get(group.pk, 0)
 
     @admin.display(description="jobs")
-    def job_count(self, group):
+    def job_count(self, group: ConcurrencyGroup) -> int:
         return group.jobs.count()
 
-    def save_model(self, request, obj, form, change):
+    def save_model(
+        self, request: HttpRequest, obj: ConcurrencyGroup, form: ModelForm, change: bool
+    ) -> None:
         self.adopt(request, obj, change)
         super().save_model(request, obj, form, change)

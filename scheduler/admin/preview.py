@@ -6,9 +6,11 @@ times. It sits behind the admin's login (anonymous or non-staff: redirected
 to the login page) and answers 403 to staff who may not see jobs.
 """
 
+from typing import Any
+
 from django.forms import Media, Script
-from django.http import JsonResponse
-from django.urls import path, reverse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import URLPattern, URLResolver, path, reverse
 from django.utils import timezone
 
 from scheduler.jobs import previews
@@ -17,14 +19,14 @@ from scheduler.jobs import previews
 class FirePreviewAdmin:
     """Mixin for the job ModelAdmin: `<admin>/scheduler/job/preview/`."""
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern | URLResolver]:
         opts = self.model._meta
         view = self.admin_site.admin_view(self.fire_preview_view)
         name = f"{opts.app_label}_{opts.model_name}_preview"
         # Before the ModelAdmin's own URLs: "<object id>/" would swallow it.
         return [path("preview/", view, name=name), *super().get_urls()]
 
-    def fire_preview_view(self, request):
+    def fire_preview_view(self, request: HttpRequest) -> JsonResponse:
         if not self.has_view_or_change_permission(request):
             return refused()
         try:
@@ -37,7 +39,15 @@ class FirePreviewAdmin:
             return JsonResponse({"error": str(e)}, status=400)
         return JsonResponse(answer)
 
-    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
         opts = self.model._meta
         url = reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_preview")
         script = Script(
@@ -48,5 +58,5 @@ class FirePreviewAdmin:
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 
-def refused():
+def refused() -> JsonResponse:
     return JsonResponse({"error": "you may not view jobs"}, status=403)

@@ -13,7 +13,9 @@ and their items are applied in the same transaction as jobs and calendars.
 """
 
 import json
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 from django.core.exceptions import ValidationError
@@ -66,7 +68,7 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PLAN_ATTEMPTS = 3
 
 
-def source_name(text, where="source"):
+def source_name(text: str, where: str = "source") -> str:
     """The name an apply manages its jobs and calendars under (`--source`,
     by default the file's stem); ApplyError when it cannot be one."""
     limit = Owned._meta.get_field("managed_source").max_length
@@ -77,7 +79,7 @@ def source_name(text, where="source"):
     return text
 
 
-def load(path):
+def load(path: str | Path) -> dict[str, Any]:
     """The document in FILE (YAML or JSON), or ApplyError with a clear message."""
     try:
         size = Path(path).stat().st_size
@@ -89,7 +91,7 @@ def load(path):
     return parse(text, "JSON" if str(path).endswith(".json") else "YAML", where=f"{path}: ")
 
 
-def parse(text, syntax, where=""):
+def parse(text: str, syntax: str, where: str = "") -> dict[str, Any]:
     """The document in `text` ("YAML" or "JSON" `syntax`), checked as `load`
     checks a file's (the API's YAML body is read here too), or ApplyError."""
     if len(text) > MAX_DOCUMENT_CHARS:
@@ -105,7 +107,7 @@ def parse(text, syntax, where=""):
     return check_document(document, where=where)
 
 
-def yaml_document(text):
+def yaml_document(text: str) -> Any:
     """The YAML document in `text`, read without anchors and aliases: an
     alias is expanded by the loader, so a few hundred bytes of nested
     aliases ("billion laughs") become gigabytes. The events are scanned
@@ -126,7 +128,7 @@ class AliasRefused(yaml.YAMLError):
     pass
 
 
-def check_document(document, where=""):
+def check_document(document: Any, where: str = "") -> dict[str, Any]:
     """The document if its shape is right (a mapping of known sections, each
     a list), else ApplyError; the items are checked when applied."""
     if document is None:
@@ -147,15 +149,15 @@ def check_document(document, where=""):
 
 
 def apply(
-    document,
+    document: dict[str, Any],
     *,
-    now,
-    prune=False,
-    dry_run=False,
-    actor=("user", "apply"),
-    source="",
-    managed_source="",
-):
+    now: datetime,
+    prune: bool = False,
+    dry_run: bool = False,
+    actor: object = ("user", "apply"),
+    source: str = "",
+    managed_source: str = "",
+) -> list[Change]:
     """Apply the document; returns the list of Changes. Raises ApplyError.
 
     The jobs and calendars it writes are marked as managed by
@@ -185,7 +187,16 @@ def apply(
     )
 
 
-def apply_item(kind, item, *, now, actor, managed_by, via, source=""):
+def apply_item(
+    kind: str,
+    item: dict[str, Any],
+    *,
+    now: datetime,
+    actor: object,
+    managed_by: Any,
+    via: str,
+    source: str = "",
+) -> Change:
     """Check and write one job or calendar (`kind`) as apply would, marked
     `managed_by`; returns its Change. ApplyError names the field
     ("schedule: ..."). The management API's writes: one item, no file."""

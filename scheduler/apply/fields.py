@@ -3,7 +3,9 @@
 its defaults, and what docs/apply.md says of each (`manage.py
 apply_reference`)."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from calendars.models import WEEKDAYS
 from scheduler.models import Job
@@ -261,16 +263,16 @@ JOB_FIELDS = (
 )
 
 
-def field_names(fields):
+def field_names(fields: Iterable[Field]) -> set[str]:
     return {f.name for f in fields}
 
 
-def defaults(fields):
+def defaults(fields: Iterable[Field]) -> dict[str, Any]:
     """{name: default} of the optional fields."""
     return {f.name: f.default for f in fields if f.default is not REQUIRED}
 
 
-def yaml_paths(fields, prefix=""):
+def yaml_paths(fields: Iterable[Field], prefix: str = "") -> dict[str, str]:
     """{model field: YAML path} ("holiday_country": "holidays.country") of
     the fields the model names differently, so errors name what the file says."""
     paths = {}

@@ -6,6 +6,8 @@ takes are in scheduler.apply.fields.
 """
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
@@ -21,35 +23,35 @@ QUOTED_CHARS = 80
 MAX_ERROR_CHARS = 500
 
 
-def quoted(value, limit=QUOTED_CHARS):
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
     """repr(value), cut to `limit` characters with an ellipsis."""
     return shortened(repr(value), limit)
 
 
-def shortened(text, limit):
+def shortened(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ApplyError(Exception):
-    def __init__(self, errors):
+    def __init__(self, errors) -> None:
         errors = errors if isinstance(errors, list) else [errors]
         self.errors = [shortened(e, MAX_ERROR_CHARS) for e in errors]
         super().__init__("; ".join(self.errors))
 
 
-def string_mapping(where, value):
+def string_mapping(where: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ApplyError(f"{where}: expected a mapping of names to values")
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 
-def string_list(where, value):
+def string_list(where: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ApplyError(f"{where}: expected a list of non-empty strings")
     return value
 
 
-def parameter_names(where, value):
+def parameter_names(where: str, value: Any) -> list[str]:
     """A job's `parameters`: env names a manual trigger may set."""
     try:
         validate_parameters(value)
@@ -58,7 +60,7 @@ def parameter_names(where, value):
     return value
 
 
-def whole_number(where, value, least):
+def whole_number(where: str, value: Any, least: int) -> int:
     """A whole number of at least `least`; ApplyError naming `where` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApplyError(f"{where}: expected a whole number, got {quoted(value)}")
@@ -67,7 +69,7 @@ def whole_number(where, value, least):
     return value
 
 
-def seconds(where, value, least=0):
+def seconds(where: str, value: Any, least: int = 0) -> int:
     """A duration in whole seconds: a number (`900`) or `@every`'s grammar
     (`"30m"`, `"1h30m"`, `"2d"`, `"45s"`); ApplyError unless it is at least `least`."""
     if isinstance(value, str) and value.strip():
@@ -92,7 +94,7 @@ def seconds(where, value, least=0):
     return value
 
 
-def order_by_base(indexed):
+def order_by_base(indexed: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
     """Calendars whose base is in the file come after their base."""
     by_name = {item["name"]: (where, item) for where, item in indexed}
     ordered, placed = [], set()
@@ -113,20 +115,20 @@ def order_by_base(indexed):
     return ordered
 
 
-def unknown_fields(where, mapping, known):
+def unknown_fields(where: str, mapping: dict[str, Any], known: set[str]) -> None:
     unknown = set(mapping) - known
     if unknown:
         raise ApplyError(f"{where}: unknown field(s): {', '.join(sorted(map(str, unknown)))}")
 
 
-def parse_time(where, value):
+def parse_time(where: str, value: Any) -> dt.time:
     try:
         return dt.time.fromisoformat(str(value))
     except ValueError:
         raise ApplyError(f'{where}: {quoted(value)} is not a time like "06:00"') from None
 
 
-def calendar_values(where, item, calendar_named):
+def calendar_values(where: str, item: dict[str, Any], calendar_named: Any) -> dict[str, Any]:
     holidays = item.get("holidays") or {}
     if not isinstance(holidays, dict):
         raise ApplyError(f"{where}.holidays: expected {{country, subdivision?, categories?}}")
@@ -158,7 +160,7 @@ def calendar_values(where, item, calendar_named):
     }
 
 
-def periods_of(where, item):
+def periods_of(where: str, item: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any]]]:
     for kind in (CalendarPeriod.EXCLUDE, CalendarPeriod.INCLUDE):
         periods = item.get(kind) or []
         if not isinstance(periods, list):
@@ -167,7 +169,7 @@ def periods_of(where, item):
             yield kind, index, period
 
 
-def parse_moment(where, value):
+def parse_moment(where: str, value: Any) -> dt.date | dt.datetime:
     """A date (whole day) or an aware datetime."""
     if isinstance(value, dt.datetime):
         moment = value
@@ -190,7 +192,7 @@ def parse_moment(where, value):
     return moment
 
 
-def period_values(where, kind, period):
+def period_values(where: str, kind: str, period: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(period, dict) or not {"start", "end"} <= set(period):
         raise ApplyError(f"{where}: expected {{start, end, label?}}")
     unknown_fields(where, period, field_names(PERIOD_FIELDS))
@@ -208,7 +210,7 @@ def period_values(where, kind, period):
     return values
 
 
-def calendar_state(calendar, periods=None):
+def calendar_state(calendar: Any, periods: list[Any] | None = None) -> dict[str, Any]:
     """A comparable, JSON-friendly picture of a calendar and its periods."""
     if periods is None:
         periods = list(calendar.periods.all()) if calendar.pk else []
@@ -240,7 +242,7 @@ def calendar_state(calendar, periods=None):
     }
 
 
-def job_state(job):
+def job_state(job: Job) -> dict[str, Any]:
     return {
         "description": job.description,
         "schedule": job.schedule,
@@ -278,7 +280,7 @@ def job_state(job):
     }
 
 
-def group_state(group):
+def group_state(group: Any) -> dict[str, Any]:
     return {
         "max_concurrent": group.max_concurrent,
         "description": group.description,
@@ -287,7 +289,7 @@ def group_state(group):
     }
 
 
-def overlap_of(current, patch):
+def overlap_of(current: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """A job's `singleton` and `overlap` after a partial change `patch`: the
     one the patch names wins, the other follows (singleton is overlap skip)."""
     if "overlap" in patch and "singleton" not in patch:
@@ -300,7 +302,7 @@ def overlap_of(current, patch):
     return {}
 
 
-def describe_errors(where, error):
+def describe_errors(where: str, error: ValidationError) -> list[str]:
     """'jobs[3].schedule: ...' lines from a ValidationError, each field
     named as the file names it (holiday_country -> holidays.country)."""
     if hasattr(error, "error_dict"):
@@ -311,13 +313,13 @@ def describe_errors(where, error):
     return [f"{where}: {' '.join(error.messages)}"]
 
 
-def field_path(where, model_field):
+def field_path(where: str, model_field: str | None) -> str:
     if model_field == "__all__":
         return where
     return f"{where}.{YAML_PATHS.get(model_field, model_field)}"
 
 
-def item_problem(where, item, allowed):
+def item_problem(where: str, item: Any, allowed: set[str]) -> str | None:
     """What is wrong with the shape of one item (a mapping of `allowed`
     fields with a name), or None."""
     if not isinstance(item, dict):
@@ -336,13 +338,13 @@ def item_problem(where, item, allowed):
     return None
 
 
-def relative_errors(errors):
+def relative_errors(errors: list[str]) -> list[str]:
     """Errors of one item checked at where="" (a single job or calendar, as
     the API takes them): ".schedule: ..." -> "schedule: ...", ": ..." -> "..."."""
     return [e.removeprefix(".").removeprefix(": ") for e in errors]
 
 
-def item_errors(error):
+def item_errors(error: ValidationError | ApplyError) -> list[str]:
     """The errors of one item checked at where="", named by field."""
     if isinstance(error, ValidationError):
         return relative_errors(describe_errors("", error))

@@ -4,6 +4,7 @@ jobs, each written through `upsert`. Errors name the item and field
 ("jobs[3].schedule: ..."); `scheduler.apply.writing` writes the plan."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -46,12 +47,12 @@ LOOKUP_BATCH = 500
 FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "jitter"})
 
 
-def batched(items, size):
+def batched(items: list[Any], size: int) -> list[list[Any]]:
     """`items` in lists of at most `size`."""
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def unsaved_in_chain(calendar):
+def unsaved_in_chain(calendar: Calendar) -> bool:
     """Whether `calendar`'s base chain holds a calendar not yet created."""
     seen = set()
     base = calendar.base
@@ -80,8 +81,14 @@ class Planner:
     item at a time: "api"). `Applier` (scheduler.apply.writing) writes them."""
 
     def __init__(
-        self, now, actor, source, managed_by=ManagedBy.APPLY, via="apply", managed_source=""
-    ):
+        self,
+        now,
+        actor,
+        source,
+        managed_by=ManagedBy.APPLY,
+        via: str = "apply",
+        managed_source: str = "",
+    ) -> None:
         self.now = now
         self.actor = actor
         self.source = source
@@ -105,13 +112,13 @@ class Planner:
         self.jobs_to_reschedule = []
         self.fire_changes = {}  # job name: its Change, whose fire times moved
 
-    def plan(self, document):
+    def plan(self, document: dict[str, Any]) -> None:
         """Check every item and plan its writes, reading only."""
         self.apply_calendars(document.get("calendars") or [])
         self.apply_groups(document.get("concurrency_groups") or [])
         self.apply_jobs(document.get("jobs") or [])
 
-    def attempt(self, plan_item, where, item):
+    def attempt(self, plan_item: Any, where: str, item: dict[str, Any]) -> None:
         """Plan one item; its errors, named by item and field, join `errors`."""
         try:
             plan_item(where, item)
@@ -120,7 +127,7 @@ class Planner:
         except ApplyError as e:
             self.errors.extend(e.errors)
 
-    def schedule_new(self, job):
+    def schedule_new(self, job: Job) -> None:
         """A new job's first fire time, as Job.reschedule computes it (a new
         job has no execution to withdraw), from its calendar as planned."""
         if job.calendar is not None:
@@ -128,18 +135,18 @@ class Planner:
             job._calendar_rules = (job.calendar_id, self.rules_of(job.calendar))
         job.next_run_at = job.next_fire_after(self.now) if job.is_active else None
 
-    def apply_calendars(self, items):
+    def apply_calendars(self, items: list[Any]) -> None:
         indexed = self.check_items("calendars", items, CALENDAR_KEYS)
         for where, item in order_by_base(indexed):
             self.calendar_names.append(item["name"])
             self.attempt(self.apply_calendar, where, item)
 
-    def apply_calendar(self, where, item):
+    def apply_calendar(self, where: str, item: dict[str, Any]) -> None:
         values = calendar_values(where, item, self.calendar_named)
         periods = [period_values(f"{where}.{k}[{i}]", k, p) for k, i, p in periods_of(where, item)]
         planned_periods = []
 
-        def clean(calendar):
+        def clean(calendar) -> None:
             # A base chain through calendars still to be created is checked for
             # cycles by `order_by_base`: unsaved, they have no pk to compare.
             calendar.full_clean(exclude=["base"] if unsaved_in_chain(calendar) else None)
@@ -147,7 +154,7 @@ class Planner:
             for period in planned_periods:
                 period.full_clean(exclude=["calendar"])
 
-        def write(calendar, version, before, after):
+        def write(calendar, version, before, after) -> None:
             fields = None if version is None else [*values, "managed_by", "managed_source"]
             fields = fields and [*fields, "updated_at"]
             self.writes.append(Write(calendar, fields, version, periods))
@@ -168,13 +175,13 @@ class Planner:
         self.planned_calendars[calendar.name] = calendar
         self.rules[calendar.name] = self.planned_rules(calendar, planned_periods)
 
-    def calendar_named(self, name):
+    def calendar_named(self, name: str) -> Calendar | None:
         """The calendar `name` as this document makes it, else as stored, or None."""
         if name in self.planned_calendars:
             return self.planned_calendars[name]
         return Calendar.objects.filter(name=name).first()
 
-    def planned_rules(self, calendar, periods):
+    def planned_rules(self, calendar: Calendar, periods: list[CalendarPeriod]) -> Any:
         """The CalendarRules of `calendar` with `periods`, its base as this
         document makes it: what the jobs on it are checked against."""
         base = None
@@ -182,7 +189,7 @@ class Planner:
             base = self.rules_of(calendar.base)
         return calendar.rules_with(periods, base)
 
-    def rules_of(self, calendar):
+    def rules_of(self, calendar: Calendar) -> Any:
         """The CalendarRules of `calendar`, read once per apply; a calendar
         the document does not list is read as stored, on its base as planned."""
         if calendar.name not in self.rules:
@@ -192,12 +199,12 @@ class Planner:
 
     # Concurrency groups
 
-    def apply_groups(self, items):
+    def apply_groups(self, items: list[Any]) -> None:
         for where, item in self.check_items("concurrency_groups", items, GROUP_KEYS):
             self.group_names.append(item["name"])
             self.attempt(self.apply_group, where, item)
 
-    def apply_group(self, where, item):
+    def apply_group(self, where: str, item: dict[str, Any]) -> None:
         values = {
             "max_concurrent": whole_number(
                 f"{where}.max_concurrent", item.get("max_concurrent"), least=1
@@ -205,7 +212,7 @@ class Planner:
             "description": item.get("description") or "",
         }
 
-        def write(group, version, before, after):
+        def write(group, version, before, after) -> None:
             fields = None if version is None else [*after, "updated_at"]
             self.writes.append(Write(group, fields, version))
 
@@ -220,14 +227,14 @@ class Planner:
         )
         self.planned_groups[group.name] = group
 
-    def group_named(self, name):
+    def group_named(self, name: str) -> ConcurrencyGroup | None:
         if name in self.planned_groups:
             return self.planned_groups[name]
         return ConcurrencyGroup.objects.filter(name=name).first()
 
     # Jobs
 
-    def apply_jobs(self, items):
+    def apply_jobs(self, items: list[Any]) -> None:
         checked = self.check_items("jobs", items, JOB_KEYS)
         self.read_jobs([item["name"] for _, item in checked])
         for where, item in checked:
@@ -235,18 +242,18 @@ class Planner:
             self.attempt(self.apply_job, where, item)
         self.check_chains()
 
-    def read_jobs(self, names):
+    def read_jobs(self, names: list[str]) -> None:
         """The stored jobs of these names, read in a few queries, not one each."""
         rows = Job.objects.select_related("calendar", "concurrency_group")
         for chunk in batched(names, LOOKUP_BATCH):
             self.stored_jobs.update((job.name, job) for job in rows.filter(name__in=chunk))
 
-    def stored_job(self, name):
+    def stored_job(self, name: str) -> Job | None:
         if name not in self.stored_jobs:
             self.read_jobs([name])
         return self.stored_jobs.get(name)
 
-    def check_chains(self):
+    def check_chains(self) -> None:
         """The chains of the jobs planned, against every job as it stands
         (this document's included): a missing job or a cycle is an error
         naming the item and field. Read in one query; inside the write,
@@ -267,7 +274,7 @@ class Planner:
                 self.errors.append(f"{where}.{key}: {message}")
             job.defer_chain_check = True
 
-    def apply_job(self, where, item):
+    def apply_job(self, where: str, item: dict[str, Any]) -> None:
         values = {**JOB_DEFAULTS, **item}
         values["env"] = string_mapping(f"{where}.env", values["env"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
@@ -299,7 +306,7 @@ class Planner:
         values["calendar"], values["concurrency_group"] = calendar, group
         rules = self.rules_of(calendar) if calendar is not None else None
 
-        def clean(job):
+        def clean(job) -> None:
             # Chains may name jobs later in the file: checked once all are planned.
             job.defer_chain_check = True
             if calendar is not None and calendar.pk is not None:
@@ -310,7 +317,7 @@ class Planner:
 
         changed = set()  # the fields of a stored job the file changes
 
-        def write(job, version, before, after):
+        def write(job, version, before, after) -> None:
             if before is None:
                 if calendar is None or calendar.pk is not None:
                     self.schedule_new(job)  # now, not while the write holds the lock
@@ -341,7 +348,7 @@ class Planner:
         if changed & Job.SCHEDULE_FIELDS:
             self.jobs_to_reschedule.append(job)
 
-    def check_fires(self, where, job, rules):
+    def check_fires(self, where: str, job: Job, rules: Any) -> None:
         """The check full_clean makes of a job whose calendar is still to be
         created: its schedule must fire within the horizon."""
         reason = never_fires_reason(
@@ -356,7 +363,7 @@ class Planner:
         if reason:
             raise ValidationError({"schedule": reason})
 
-    def fires_of(self, job):
+    def fires_of(self, job: Job) -> list[Any]:
         """The job's next fire instants after `now`, counted as the loop
         counts them (Job.upcoming); [None] when its schedule cannot be read."""
         try:
@@ -366,7 +373,9 @@ class Planner:
 
     # Prune, reschedule, audit
 
-    def check_items(self, key, items, allowed):
+    def check_items(
+        self, key: str, items: Any, allowed: set[str]
+    ) -> list[tuple[str, dict[str, Any]]]:
         """[(where, item)] for well-formed items; errors for the others."""
         good, seen = [], set()
         for index, item in enumerate(items):
@@ -383,7 +392,15 @@ class Planner:
             good.append((where, item))
         return good
 
-    def record_change(self, kind, name, before, after, mask=masked_diff, target=None):
+    def record_change(
+        self,
+        kind: str,
+        name: str,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        mask: Any = masked_diff,
+        target: Any = None,
+    ) -> None:
         """Note the change of one item; `mask` hides secrets in its diff."""
         if before is None:
             change = Change("create", kind, name, {k: [None, v] for k, v in after.items()})

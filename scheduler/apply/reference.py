@@ -6,9 +6,11 @@ The sections apps add (`scheduler.apply.sections.add_sections`) are described by
 factory's `FIELDS` ({section key: fields}).
 """
 
+from collections.abc import Iterator
+
 import yaml
 
-from scheduler.apply.fields import CALENDAR_FIELDS, GROUP_FIELDS, JOB_FIELDS, REQUIRED
+from scheduler.apply.fields import CALENDAR_FIELDS, GROUP_FIELDS, JOB_FIELDS, REQUIRED, Field
 from scheduler.apply.sections import added_sections
 
 HEADER = """\
@@ -42,7 +44,7 @@ BUILT_IN = {
 }
 
 
-def sections():
+def sections() -> list[tuple[str, tuple[Field, ...] | None]]:
     """[(section key, fields or None)] in the order apply applies them."""
     found = list(BUILT_IN.items())
     for keys, factory in added_sections():
@@ -51,7 +53,7 @@ def sections():
     return found
 
 
-def reference():
+def reference() -> str:
     """The text of docs/apply.md."""
     parts = [HEADER]
     for key, fields in sections():
@@ -59,7 +61,7 @@ def reference():
     return "\n".join(parts)
 
 
-def section(key, fields):
+def section(key: str, fields: tuple[Field, ...] | None) -> str:
     lines = [f"## `{key}:`", ""]
     if fields is None:
         return "\n".join([*lines, "Not described.", ""])
@@ -68,7 +70,7 @@ def section(key, fields):
     return "\n".join([*lines, ""])
 
 
-def flattened(fields, prefix=""):
+def flattened(fields: tuple[Field, ...], prefix: str = "") -> Iterator[tuple[str, Field]]:
     """(path, field) of every field, each nested one after its parent."""
     for field in fields:
         path = f"{prefix}{field.name}"
@@ -77,12 +79,12 @@ def flattened(fields, prefix=""):
         yield from flattened(field.fields, inner)
 
 
-def row(path, field):
+def row(path: str, field: Field) -> str:
     cells = [f"`{path}`", field.kind, default_text(field.default), field.meaning]
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
-def default_text(default):
+def default_text(default: object) -> str:
     if default is REQUIRED:
         return "**required**"
     if default is None:

@@ -3,6 +3,8 @@ plan, `--json`, the API) and its audit event's data."""
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 
 @dataclass
@@ -24,7 +26,7 @@ class Change:
             text += ": " + ", ".join(sorted(self.diff))
         return text
 
-    def details(self):
+    def details(self) -> list[str]:
         """Lines under the summary of an update: each changed field, old ->
         new, and for a schedule change the fire times before and after."""
         if self.action != "update":
@@ -40,16 +42,16 @@ class Change:
         return lines
 
 
-def shown(value):
+def shown(value: object) -> str:
     """A field's value in the text plan: JSON, as `--json` writes it."""
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def shown_instant(instant):
+def shown_instant(instant: datetime | None) -> str:
     return instant.strftime("%Y-%m-%d %H:%M %Z") if instant is not None else "unknown"
 
 
-def plan(changes):
+def plan(changes: list[Change]) -> list[dict[str, Any]]:
     """What apply reports (`--json`, the API): the changes that change
     something, as JSON-friendly rows."""
     return [

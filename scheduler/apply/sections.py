@@ -4,12 +4,15 @@ docs/design.md §9) with `add_sections`, so the scheduler reads them without
 importing those apps, and their items are applied in the same transaction
 as jobs and calendars."""
 
+from collections.abc import Callable
+from typing import Any
+
 BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
 # [(keys, factory)] added by apps above the scheduler, in the order applied.
 _sections = []
 
 
-def add_sections(keys, factory):
+def add_sections(keys: tuple[str, ...], factory: Callable[..., Any]) -> None:
     """Accept the top-level `keys` in apply files, applied by `factory`.
 
     For each apply, after calendars and jobs, `factory(applier)` makes an
@@ -24,10 +27,10 @@ def add_sections(keys, factory):
     _sections.append((keys, factory))
 
 
-def added_sections():
+def added_sections() -> list[tuple[tuple[str, ...], Callable[..., Any]]]:
     """[(keys, factory)] of the sections apps added, in the order applied."""
     return list(_sections)
 
 
-def section_keys():
+def section_keys() -> list[str]:
     return [*BUILT_IN_SECTIONS, *(key for keys, _ in _sections for key in keys)]

@@ -5,6 +5,10 @@ checked, compared with what was stored, written when it changes, and the
 change recorded for the plan and the audit trail."""
 
 import copy
+from collections.abc import Callable
+from typing import Any
+
+from django.db import models
 
 from audit.changes import masked_diff
 from core.ownership import own
@@ -13,19 +17,19 @@ STORED = object()  # `upsert` reads the row by its name
 
 
 def upsert(
-    applier,
-    kind,
-    model,
-    name,
-    values,
+    applier: Any,
+    kind: str,
+    model: type[models.Model],
+    name: str,
+    values: dict[str, Any],
     *,
-    state,
-    write,
-    stored=STORED,
-    planned_state=None,
-    clean=None,
-    mask=masked_diff,
-):
+    state: Callable[[Any], dict[str, Any]],
+    write: bool,
+    stored: Any = STORED,
+    planned_state: dict[str, Any] | None = None,
+    clean: Callable[[Any], None] = None,
+    mask: Callable[..., Any] = masked_diff,
+) -> Any:
     """The `model` row `name` with `values`, as `applier` makes it; returns it.
 
     `stored` is the row as read (by default read here; None: there is

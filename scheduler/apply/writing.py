@@ -3,6 +3,7 @@ transaction, with the sections apps add; pruning what the file no longer
 lists; rescheduling the jobs it moved; one audit event per change."""
 
 import copy
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
@@ -12,6 +13,7 @@ from calendars.models import Calendar, CalendarPeriod
 from core.ownership import ManagedBy
 from scheduler.apply.items import ApplyError, calendar_state, group_state, job_state
 from scheduler.apply.planning import LOOKUP_BATCH, Planner, batched
+from scheduler.apply.report import Change
 from scheduler.apply.sections import added_sections
 from scheduler.firing import job_edits
 from scheduler.jobs.calendar_changes import jobs_on_calendars
@@ -25,7 +27,7 @@ class Conflict(Exception):
 class Applier(Planner):
     """Plans (Planner), then writes: `write` (or `write_rows`)."""
 
-    def write(self, document, *, prune, dry_run):
+    def write(self, document: dict[str, Any], *, prune: bool, dry_run: bool) -> list[Change]:
         """Write the plan in one transaction, with the sections apps add,
         and return the Changes; Conflict when a row planned was changed
         since it was read, ApplyError when an item is wrong."""
@@ -53,7 +55,7 @@ class Applier(Planner):
             raise Conflict() from None
         return self.changes
 
-    def write_rows(self):
+    def write_rows(self) -> None:
         """The planned rows, after checking that none changed since the plan
         read it (Conflict). Calendars first (in base order), then groups,
         then jobs: each refers only to rows written before it. New jobs go
@@ -80,7 +82,7 @@ class Applier(Planner):
         if new_jobs:
             job_edits.saved()  # what Job.save tells a sleeping loop, once
 
-    def check_versions(self):
+    def check_versions(self) -> None:
         """Conflict unless every row the plan updates is as it was read."""
         planned = {}
         for write in self.writes:
@@ -94,7 +96,7 @@ class Applier(Planner):
 
     # Calendars
 
-    def prune(self):
+    def prune(self) -> None:
         """Delete what this file (its source) manages and no longer lists;
         rows of other files, and those made or adopted through the API or
         the admin, stay."""
@@ -133,7 +135,7 @@ class Applier(Planner):
                 continue
             self.record_change("calendar", calendar.name, before, None, target=target)
 
-    def reschedule(self):
+    def reschedule(self) -> None:
         """Next fire times of the jobs whose schedule changed and of the jobs
         on the calendars that changed, from the rules as planned."""
         ids = {job.pk for job in self.jobs_to_reschedule}
@@ -151,7 +153,7 @@ class Applier(Planner):
             if job.name in self.fire_changes:
                 self.fire_changes[job.name].fires["after"] = self.fires_of(job)
 
-    def audit(self):
+    def audit(self) -> None:
         """One event per change, written together: thousands of rows of a
         large apply are a few statements, not thousands."""
         events = []

@@ -19,7 +19,7 @@ Retry-After when the pending ones already there are in the way, 422 naming
 """
 
 import typing
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -38,7 +38,7 @@ TINY = timedelta(microseconds=1)
 class BackfillRefused(OperationRefused):
     """Refused as asked (422): `field` names what was wrong; nothing created."""
 
-    def __init__(self, field, message):
+    def __init__(self, field, message) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
 
@@ -48,7 +48,7 @@ class BackfillQueueFull(QueueFull):
     CRONIQ_TRIGGER_QUEUE_LIMIT (429 with Retry-After): runners must take
     some first."""
 
-    def __init__(self, job, pending, adding, limit):
+    def __init__(self, job, pending, adding, limit) -> None:
         OperationRefused.__init__(
             self,
             f"{job.name} has {pending} pending executions; {adding} more would pass "
@@ -62,7 +62,7 @@ class Backfill(typing.NamedTuple):
     created: int
 
 
-def instants_between(job, start, end):
+def instants_between(job: Job, start: datetime, end: datetime) -> list[datetime]:
     """The instants in [start, end) the job's schedule and calendar (as it
     is now) produce; BackfillRefused past CRONIQ_BACKFILL_CAP."""
     cap = settings.CRONIQ_BACKFILL_CAP
@@ -81,14 +81,14 @@ def instants_between(job, start, end):
     return found
 
 
-def check_range(start, end, now):
+def check_range(start: datetime, end: datetime, now: datetime) -> None:
     if end <= start:
         raise BackfillRefused("end", "must be after start")
     if end > now:
         raise BackfillRefused("end", "must not be in the future (the schedule fires those)")
 
 
-def check_queue(job, adding):
+def check_queue(job: Job, adding: int) -> None:
     """Refuse `adding` new pending executions of `job` past
     CRONIQ_TRIGGER_QUEUE_LIMIT; the caller holds the job's row lock, so
     triggers and other backfills of the job wait for this one."""
@@ -104,7 +104,9 @@ def check_queue(job, adding):
         raise BackfillQueueFull(job, pending, adding, limit)
 
 
-def backfill(job, start, end, now, actor, dry_run=False):
+def backfill(
+    job: Job, start: datetime, end: datetime, now: datetime, actor: object, dry_run: bool = False
+) -> Backfill:
     """Create an execution (trigger `backfill`) for each instant in
     [start, end) that has none yet. Audited unless `dry_run`."""
     check_range(start, end, now)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
-from django.db.models import Min, Q
+from django.db.models import Min, Q, QuerySet
 
 from scheduler.models import Job
 
@@ -58,7 +58,7 @@ class Held(set):
     loop wakes for them at the instant, not the lead before it."""
 
 
-def fire_lead_for(jobs, lead=FIRE_LEAD):
+def fire_lead_for(jobs: int, lead: timedelta = FIRE_LEAD) -> timedelta:
     """How long before an instant shared by `jobs` jobs they fire (`lead`
     for most; none for a caller that fires at the instant)."""
     if not lead or jobs <= LARGE_INSTANT:
@@ -66,7 +66,12 @@ def fire_lead_for(jobs, lead=FIRE_LEAD):
     return max(lead, min(lead + (jobs - LARGE_INSTANT) * LEAD_PER_JOB, MAX_FIRE_LEAD))
 
 
-def due_jobs(now, lead=NO_LEAD, held=(), ahead=()):
+def due_jobs(
+    now: datetime,
+    lead: timedelta = NO_LEAD,
+    held: frozenset[str] | str | None = (),
+    ahead: frozenset[datetime] | tuple[()] = (),
+) -> QuerySet:
     """Active jobs due by `now + lead`, or whose next instant is one of
     `ahead` (large instants fired earlier); those in `held` only by `now`."""
     due = Q(next_run_at__lte=now + lead)
@@ -77,7 +82,9 @@ def due_jobs(now, lead=NO_LEAD, held=(), ahead=()):
     return Job.objects.filter(due, enabled=True, paused_at__isnull=True)
 
 
-def earliest_due(now, lead=NO_LEAD, held=()):
+def earliest_due(
+    now: datetime, lead: timedelta = NO_LEAD, held: frozenset[str] | str | None = ()
+) -> datetime | None:
     """When the loop must next wake to fire a job: the earliest next_run_at
     of any active job, `lead` earlier but for the `held` ones."""
     active = Job.objects.filter(enabled=True, paused_at__isnull=True, next_run_at__isnull=False)
@@ -102,12 +109,14 @@ class Firing:
     large: tuple = ()  # ((instant, lead), ...)
     recheck: object = None
 
-    def ahead(self, now):
+    def ahead(self, now: datetime) -> frozenset[datetime]:
         """The large instants whose lead has begun at `now`."""
         return frozenset(instant for instant, lead in self.large if instant - lead <= now)
 
 
-def next_firing(now, lead=NO_LEAD, held=()):
+def next_firing(
+    now: datetime, lead: timedelta = NO_LEAD, held: frozenset[str] | str | None = ()
+) -> Firing:
     """earliest_due, brought forward for a large instant within LOOKAHEAD.
     The instants are counted only when the earliest due job is that near: at
     rest this is the one query it was."""
@@ -132,7 +141,7 @@ SHARED_INSTANTS = f"""
 """.strip()
 
 
-def large_instants(now, lead):
+def large_instants(now: datetime, lead: timedelta) -> list[tuple[datetime, timedelta]]:
     """[(instant, its lead)] of the instants within LOOKAHEAD shared by
     more than LARGE_INSTANT active jobs."""
     adapt = connection.ops.adapt_datetimefield_value
@@ -143,7 +152,7 @@ def large_instants(now, lead):
     return [(as_instant(instant), fire_lead_for(count, lead)) for instant, count in rows]
 
 
-def as_instant(value):
+def as_instant(value: datetime) -> datetime:
     """A datetime column as a raw cursor reads it (SQLite's is text, in UTC)."""
     if isinstance(value, str):
         value = datetime.fromisoformat(value)

@@ -18,6 +18,7 @@ The scheduler imports nothing from the apps above it: an app config with a
 """
 
 from datetime import timedelta
+from typing import Any
 
 from django.apps import apps
 
@@ -37,7 +38,7 @@ SEVERITY = (
 )
 
 
-def runners_for(labels):
+def runners_for(labels: list[str]) -> list[str]:
     """Names of the runners online now that carry all of `labels`, sorted."""
     names = set()
     for config in apps.get_app_configs():
@@ -47,7 +48,7 @@ def runners_for(labels):
     return sorted(names)
 
 
-def spread(execution, names=None):
+def spread(execution: Execution, names: list[str] | None = None) -> list[Execution]:
     """The executions of `execution`'s occurrence, unsaved: `execution`
     itself for a job that runs on one runner (or a run already pinned); for
     a run-on-all job one copy per runner of `names` (default: `runners_for`
@@ -61,7 +62,7 @@ def spread(execution, names=None):
     return [pinned(execution, name, step * n) for n, name in enumerate(names)]
 
 
-def pinned(execution, name, delay):
+def pinned(execution: Execution, name: str, delay: timedelta) -> Execution:
     """A copy of the unsaved `execution` for the runner `name`, `delay` later."""
     fields = {
         f.attname: getattr(execution, f.attname)
@@ -75,13 +76,13 @@ def pinned(execution, name, delay):
     return copy
 
 
-def worst(states):
+def worst(states: Any) -> str | None:
     """The worst of `states` (see SEVERITY); None for none."""
     ranked = [SEVERITY.index(s) for s in states if s in SEVERITY]
     return SEVERITY[min(ranked)] if ranked else None
 
 
-def occurrence_runs(execution):
+def occurrence_runs(execution: Execution) -> list[Execution]:
     """The latest attempt of each runner's run of `execution`'s occurrence,
     in the order of the runners' names; [] for a run that is not pinned."""
     if not execution.pinned_to:
@@ -95,7 +96,7 @@ def occurrence_runs(execution):
     return list(latest.values())
 
 
-def summary(execution):
+def summary(execution: Execution) -> dict[str, Any] | None:
     """{state: the worst, runs: [...], counts: {state: n}} of a pinned run's
     occurrence (the execution page), or None for a run that is not pinned."""
     runs = occurrence_runs(execution)

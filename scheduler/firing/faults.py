@@ -2,6 +2,8 @@
 database, and the quarantine that takes a job that cannot fire out of the
 schedule."""
 
+from datetime import datetime
+
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 import audit
@@ -14,7 +16,7 @@ QUARANTINE_REASON_CHARS = 2000
 JOB_ERRORS = "croniq_job_errors_total"
 
 
-def job_fault(error):
+def job_fault(error: BaseException) -> bool:
     """Whether `error` is about the job's own rows or values (quarantine it)
     rather than about the database (lost connection, lock timeout, schema:
     the loop backs off and retries, no job is blamed)."""
@@ -23,7 +25,7 @@ def job_fault(error):
     return isinstance(error, Exception)
 
 
-def quarantine(job_id, reason, now):
+def quarantine(job_id: int, reason: str, now: datetime) -> bool:
     """Take a job that cannot be fired out of the schedule, with the reason.
 
     Saving it in the admin or resuming it clears the error. Nothing else is
@@ -47,5 +49,5 @@ def quarantine(job_id, reason, now):
     return True
 
 
-def iso(instant):
+def iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant else None

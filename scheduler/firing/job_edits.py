@@ -19,6 +19,7 @@ one interval: each tick reads the earliest due job anew.
 
 import select
 import threading
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -30,7 +31,7 @@ CHANNEL = "croniq_jobs"
 SUBSCRIBE_PATIENCE = 2.0
 
 
-def saved():
+def saved() -> None:
     """A job was saved on the default connection: on PostgreSQL, NOTIFY the
     sleeping loops at the commit (once per transaction, however many jobs)."""
     if not db.on_postgres():
@@ -41,7 +42,7 @@ def saved():
         transaction.on_commit(notify)
 
 
-def notify():
+def notify() -> None:
     db.notify(CHANNEL)
 
 
@@ -55,11 +56,11 @@ class Listening:
     # A NOTIFY is a job saved: no need to read the jobs' edit marker.
     reads_marker = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.flag = None
         self.subscription = None
 
-    def subscribe(self):
+    def subscribe(self) -> bool:
         """Subscribe on first use, and wait (at most SUBSCRIBE_PATIENCE) until
         hints reach it: True then, as what was saved before is unknown."""
         if self.subscription is not None:
@@ -73,13 +74,13 @@ class Listening:
             self.flag.clear()  # the wake-up of its coming up: this look's
         return True
 
-    def forget_writes(self):
+    def forget_writes(self) -> None:
         """Nothing to forget: its own commits send no NOTIFY."""
 
-    def moved(self):
+    def moved(self) -> bool:
         return self.subscribe() or self.flag.clear()
 
-    def wait(self, seconds, interrupt):
+    def wait(self, seconds: float, interrupt: int) -> bool:
         """Block until a NOTIFY may have come (True), or until `seconds`
         passed or the file descriptor `interrupt` is readable (False).
         Nothing runs while nothing happens: no look every few milliseconds."""
@@ -88,14 +89,14 @@ class Listening:
         readable, _, _ = select.select([self.flag, interrupt], [], [], max(0.0, seconds))
         return self.flag in readable and self.moved()
 
-    def close(self):
+    def close(self) -> None:
         if self.subscription is not None:
             self.subscription.cancel()
             self.flag.close()
             self.subscription = self.flag = None
 
 
-def watcher(connection):
+def watcher(connection: Any) -> Any:
     """What tells the loop, on `connection`, that a job may have been saved."""
     if db.on_postgres(connection.alias):
         return Listening()

@@ -17,12 +17,12 @@ import sys
 SWITCH_INTERVAL = 0.0005
 
 
-def settle_the_collector():
+def settle_the_collector() -> None:
     """Collect what is garbage now, then freeze what is left: call it once
     what is alive will live as long as the process."""
     gc.collect()
     gc.freeze()
 
 
-def switch_threads_often():
+def switch_threads_often() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL)

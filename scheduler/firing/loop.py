@@ -27,7 +27,8 @@ import logging
 import os
 import threading
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -36,6 +37,7 @@ from django.utils import timezone
 
 from scheduler.firing import job_edits, steps, ticks
 from scheduler.firing.long_lived import settle_the_collector, switch_threads_often
+from scheduler.firing.steps import Step
 from scheduler.housekeeping import vacuum
 
 log = logging.getLogger("croniq.scheduler")
@@ -71,11 +73,11 @@ HOUSEKEEPING_NAP = 60.0
 HOUSEKEEPING_JOIN_TIMEOUT = 30.0
 
 
-def heartbeat_every():
+def heartbeat_every() -> float:
     return min(HEARTBEAT_AT_LEAST_EVERY, settings.CRONIQ_STALL_GRACE / 6)
 
 
-def drop_broken_connection():
+def drop_broken_connection() -> bool:
     """The loop keeps its database connection from tick to tick: a new
     PostgreSQL session costs milliseconds, on every tick. One that a query
     found broken (the database restarted) is closed here, so this tick
@@ -89,7 +91,12 @@ def drop_broken_connection():
 
 
 class SchedulerLoop:
-    def __init__(self, interval=1.0, clock=timezone.now, fire_lead=ticks.FIRE_LEAD):
+    def __init__(
+        self,
+        interval: float = 1.0,
+        clock: Callable[[], datetime] = timezone.now,
+        fire_lead: timedelta = ticks.FIRE_LEAD,
+    ) -> None:
         self.interval = interval
         self.clock = clock
         self.fire_lead = fire_lead
@@ -123,7 +130,7 @@ class SchedulerLoop:
         self.waker = None
         self.waker_lock = threading.RLock()
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopping.set()
         self.housekeeping_wake.set()
         with self.waker_lock:
@@ -132,7 +139,7 @@ class SchedulerLoop:
                     os.write(self.waker[1], b"!")  # ends a wait on the database's socket
 
     @property
-    def tick_steps(self):
+    def tick_steps(self) -> list[Step]:
         """What `tick` runs: every step, or only those that run on every tick
         while the housekeeping thread runs the others."""
         if self.housekeeping_apart:
@@ -140,16 +147,18 @@ class SchedulerLoop:
         return self.steps
 
     @property
-    def housekeeping(self):
+    def housekeeping(self) -> list[Step]:
         return [step for step in self.steps if step.every]
 
-    def units(self, now, steps=None):
+    def units(
+        self, now: datetime, steps: list[Step] | None = None
+    ) -> list[tuple[str, Callable[[datetime], int]]]:
         """[(name, run)] of the steps (default: the tick's) due at `now`;
         each is marked as run."""
         steps = self.tick_steps if steps is None else steps
         return [(step.name, step.run) for step in steps if self.due(step, now)]
 
-    def fire(self, now):
+    def fire(self, now: datetime) -> int:
         """The fire step. Most ticks fire nothing: they know so from the
         earliest due job as last read (`earliest`), which is also what the
         sleep after the tick waits for."""
@@ -163,7 +172,7 @@ class SchedulerLoop:
         self.earliest_due = None  # the firing moves it, and what is held
         return ticks.fire_due(now, self.fire_lead, self.held, ahead, self.clock)
 
-    def earliest(self, now):
+    def earliest(self, now: datetime) -> datetime | None:
         """The earliest instant the fire step has work, read anew only when
         it may have moved (see the module's docstring)."""
         fresh = time.monotonic() - self.earliest_read_at < EARLIEST_REREAD_EVERY
@@ -174,14 +183,14 @@ class SchedulerLoop:
         return self.earliest_due.at
 
     @property
-    def blocks_on_edits(self):
+    def blocks_on_edits(self) -> bool:
         """Under run_forever, where it can: the sleep blocks until a NOTIFY
         (PostgreSQL: a job saved) or another connection's commit (SQLite on
         Linux: the edit marker tells whether it saved a job). Otherwise it
         looks for commits every EDIT_CHECK_INTERVAL."""
         return self.waker is not None and self.edits.blocks
 
-    def job_saved(self):
+    def job_saved(self) -> None:
         """A job was saved: its next instant may be sooner than the one
         known, and a step's deadline may have come forward."""
         self.earliest_due = None
@@ -189,7 +198,7 @@ class SchedulerLoop:
         self.not_before.clear()
         self.housekeeping_wake.set()
 
-    def due_at(self, step):
+    def due_at(self, step: Step) -> datetime | None:
         """When `step` comes due next: None when it is due now."""
         last = self.last_run.get(step.name)
         at = last + timedelta(seconds=step.every) if step.every and last is not None else None
@@ -198,7 +207,7 @@ class SchedulerLoop:
             at = later
         return at
 
-    def due(self, step, now):
+    def due(self, step: Step, now: datetime) -> bool:
         at = self.due_at(step)
         if at is not None and now < at:
             return False
@@ -209,7 +218,7 @@ class SchedulerLoop:
         self.last_run[step.name] = now + self.phase(step) if last is None else now
         return True
 
-    def phase(self, step):
+    def phase(self, step: Step) -> timedelta:
         """How much later than its `every` a housekeeping step runs the second
         time: the housekeeping steps spread evenly over their intervals."""
         housekeeping = [each.name for each in self.steps if each.every]
@@ -217,7 +226,7 @@ class SchedulerLoop:
             return timedelta(0)
         return timedelta(seconds=step.every * housekeeping.index(step.name) / len(housekeeping))
 
-    def tick(self, now):
+    def tick(self, now: datetime) -> dict[str, int]:
         """Run every due step of the tick once; returns {step: count} for the
         steps that did work.
 
@@ -230,7 +239,9 @@ class SchedulerLoop:
             self.last_beat = now
         return done
 
-    def run_units(self, now, units):
+    def run_units(
+        self, now: datetime, units: list[tuple[str, Callable[[datetime], int]]]
+    ) -> dict[str, int]:
         done = {}
         by_name = {step.name: step for step in self.steps}
         for name, unit in units:
@@ -251,17 +262,17 @@ class SchedulerLoop:
                 done[name] = count
         return done
 
-    def rest(self, name, until):
+    def rest(self, name: str, until: datetime) -> None:
         """Skip step `name` until `until` (or its own `until`, if later)."""
         later = self.not_before.get(name)
         self.not_before[name] = until if later is None else max(later, until)
 
-    def heartbeat_due(self, now):
+    def heartbeat_due(self, now: datetime) -> bool:
         if self.last_beat is None or now < self.last_beat:
             return True
         return (now - self.last_beat).total_seconds() >= heartbeat_every()
 
-    def run_once(self):
+    def run_once(self) -> dict[str, int]:
         if drop_broken_connection():
             self.earliest_due = None  # what it missed meanwhile
         done = self.tick(self.clock())
@@ -270,7 +281,7 @@ class SchedulerLoop:
             log.info("tick: %s", " ".join(f"{k}={v}" for k, v in done.items()))
         return done
 
-    def run_forever(self):
+    def run_forever(self) -> None:
         log.info("scheduler loop started (interval %.2fs)", self.interval)
         # SQLite: the tick takes the write lock as soon as it is free, ahead
         # of the notifier's deliveries (croniq_project/sqlite). PostgreSQL
@@ -292,7 +303,7 @@ class SchedulerLoop:
             os.close(write)
             self.edits.close()  # its subscription to job edits
 
-    def loop_forever(self):
+    def loop_forever(self) -> None:
         housekeeper = None
         while not self.stopping.is_set():
             try:
@@ -325,7 +336,7 @@ class SchedulerLoop:
             raise self.housekeeping_death  # the loop dies with it (scheduler.firing.serve)
         log.info("scheduler loop stopped")
 
-    def start_housekeeping(self):
+    def start_housekeeping(self) -> threading.Thread:
         self.housekeeping_apart = True
         thread = threading.Thread(
             target=self.housekeep_forever, name="croniq-housekeeping", daemon=True
@@ -333,7 +344,7 @@ class SchedulerLoop:
         thread.start()
         return thread
 
-    def housekeep_forever(self):
+    def housekeep_forever(self) -> None:
         """The housekeeping steps, on their own thread (and connection) until
         the loop stops; an outage or a bug here is handled as in the tick."""
         backoff = 0.0
@@ -366,7 +377,7 @@ class SchedulerLoop:
         finally:
             connection.close()
 
-    def housekeeping_due_in(self, now):
+    def housekeeping_due_in(self, now: datetime) -> float:
         """Seconds until the next housekeeping step is due (at most
         HOUSEKEEPING_NAP)."""
         seconds = HOUSEKEEPING_NAP
@@ -375,7 +386,7 @@ class SchedulerLoop:
             seconds = min(seconds, 0.0 if at is None else (at - now).total_seconds())
         return max(0.0, seconds)
 
-    def sleep_until_due(self):
+    def sleep_until_due(self) -> None:
         """Sleep until the earliest due job, the interval, an edit, or a stop."""
         now = self.clock()
         earliest = self.earliest(now)
@@ -409,7 +420,7 @@ class SchedulerLoop:
             if self.job_edited():
                 return
 
-    def job_edited(self):
+    def job_edited(self) -> bool:
         """After a NOTIFY or another connection's commit: whether a job was
         saved (then the loop reads the jobs anew)."""
         if self.edits.reads_marker:

@@ -3,7 +3,7 @@ on time, which were missed (older than the grace), and which of those the
 policy fires; the misfire is audited and counted."""
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -25,7 +25,7 @@ class Occurrences:
     next_instant: object = None  # the first instant after now: the new next_run_at
 
 
-def due_occurrences(job, now, until=None):
+def due_occurrences(job: Job, now: datetime, until: datetime | None = None) -> Occurrences:
     """The instants due by `until` (default `now`); misfires are judged at `now`."""
     until = now if until is None else until
     grace = timedelta(seconds=settings.CRONIQ_MISFIRE_GRACE)
@@ -47,7 +47,9 @@ def due_occurrences(job, now, until=None):
     return result
 
 
-def apply_misfire_policy(job, occurrences, now):
+def apply_misfire_policy(
+    job: Job, occurrences: Occurrences, now: datetime
+) -> list[tuple[datetime, str]]:
     """[(instant, trigger)] to fire; records the misfire when instants are dropped."""
     on_time = [(t, Execution.SCHEDULE) for t in occurrences.on_time]
     missed = occurrences.missed
@@ -68,7 +70,7 @@ def apply_misfire_policy(job, occurrences, now):
     return fired
 
 
-def record_misfire(job, missed, dropped, uncounted, now):
+def record_misfire(job: Job, missed: int, dropped: int, uncounted: int, now: datetime) -> None:
     audit.record(
         "job.misfire",
         target=job,

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import signal
 import threading
+from types import FrameType
 
 import uvicorn
 from django.db import connections
@@ -41,7 +42,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WEB_TICK = 1.0
 
 
-def web_server(host, port, access_log=False):
+def web_server(host: str, port: int, access_log: bool = False) -> "RestingServer":
     config = uvicorn.Config(
         ASGI_APPLICATION,
         host=host,
@@ -67,25 +68,25 @@ class RestingServer(uvicorn.Server):
     another thread (the loop's, when it dies).
     """
 
-    def __init__(self, config):
+    def __init__(self, config) -> None:
         self.event_loop = None
         self.stop_requested = None
         self._should_exit = False
         super().__init__(config)
 
     @property
-    def should_exit(self):
+    def should_exit(self) -> bool:
         return self._should_exit
 
     @should_exit.setter
-    def should_exit(self, value):
+    def should_exit(self, value: bool) -> None:
         self._should_exit = value
         if value and self.event_loop is not None:
             # RuntimeError: the event loop has closed, nothing is left to wake.
             with contextlib.suppress(RuntimeError):
                 self.event_loop.call_soon_threadsafe(self.stop_requested.set)
 
-    async def main_loop(self):
+    async def main_loop(self) -> None:
         self.stop_requested = asyncio.Event()
         self.event_loop = asyncio.get_running_loop()
         counter = 0
@@ -101,14 +102,14 @@ class RestingServer(uvicorn.Server):
 class OneProcess:
     """A uvicorn server and a scheduler loop that start and stop together."""
 
-    def __init__(self, server, loop):
+    def __init__(self, server, loop) -> None:
         self.server = server
         self.loop = loop
         self.stopping = threading.Event()
         self.loop_died = False
         self.thread = threading.Thread(target=self.run_loop, name="scheduler-loop", daemon=True)
 
-    def run(self):
+    def run(self) -> int:
         """Serve until a signal or until either part ends; the exit code."""
         previous = {signum: signal.signal(signum, self.on_signal) for signum in STOP_SIGNALS}
         try:
@@ -126,7 +127,7 @@ class OneProcess:
                 signal.signal(signum, handler)
         return self.exit_code()
 
-    def exit_code(self):
+    def exit_code(self) -> int:
         if self.loop_died:
             return 1
         if self.thread.is_alive():
@@ -137,19 +138,19 @@ class OneProcess:
             return 1
         return 0
 
-    def on_signal(self, signum, frame):
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
         # uvicorn captures the signals while it serves and passes them on
         # here once it has shut down; one arriving before it serves stops
         # it before it starts.
         log.info("%s: stopping the web server and the scheduler loop", signal.strsignal(signum))
         self.stop()
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopping.set()
         self.loop.stop()
         self.server.should_exit = True
 
-    def run_loop(self):
+    def run_loop(self) -> None:
         try:
             self.loop.run_forever()
         except BaseException:

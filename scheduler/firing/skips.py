@@ -2,12 +2,15 @@
 them: the ones a maintenance covers (or defers into one run at its end) and
 the ones a job's overlap policy turns away; each audited and counted."""
 
+from datetime import datetime
+from typing import Any
+
 import audit
 from scheduler.models import Execution, Job
 from scheduler.runs import maintenance, outcomes
 
 
-def load_maintenance(jobs, now):
+def load_maintenance(jobs: list[Job], now: datetime) -> maintenance.Maintenance:
     """The maintenance as stored, with the windows that may cover the
     earliest instant these jobs fire for (a late one is judged at its instant)."""
     if not jobs:
@@ -16,7 +19,14 @@ def load_maintenance(jobs, now):
     return maintenance.load(now, since=min(earliest, now))
 
 
-def inside_maintenance(execution, window, occupied, waiting, pending, skipped):
+def inside_maintenance(
+    execution: Execution,
+    window: maintenance.Window,
+    occupied: dict[int, Any],
+    waiting: dict[int, str],
+    pending: list[Execution],
+    skipped: list[tuple[Execution, maintenance.Window, str]],
+) -> None:
     """An occurrence inside a maintenance: skipped (added to `skipped`), or,
     with `maintenance: defer`, one pending run at the window's end (added
     to `pending`) that the later occurrences coalesce into (skipped, naming
@@ -50,7 +60,7 @@ def inside_maintenance(execution, window, occupied, waiting, pending, skipped):
     )
 
 
-def pending_of(job):
+def pending_of(job: Job) -> str | None:
     """A pending execution of `job` a deferred occurrence may coalesce into."""
     pk = (
         Execution.objects.filter(job=job, state=Execution.PENDING)
@@ -68,7 +78,7 @@ SKIP_REASONS = {
 }
 
 
-def record_skip(execution, verdict, now):
+def record_skip(execution: Execution, verdict: Any, now: datetime) -> None:
     """An occurrence its job's overlap policy turned away (a live run, a
     full queue, a later occurrence replacing it): kept as a skipped
     execution so history shows it, audited and counted."""
@@ -95,7 +105,9 @@ def record_skip(execution, verdict, now):
     )
 
 
-def record_maintenance(execution, window, into, now):
+def record_maintenance(
+    execution: Execution, window: maintenance.Window, into: str | None, now: datetime
+) -> None:
     """An occurrence inside a maintenance, kept as a skipped execution so
     history shows it, audited and counted; `into`: the deferred run it
     coalesced into."""

@@ -47,7 +47,7 @@ class Step(typing.NamedTuple):
     idle_every: float | None = None
 
 
-def collect(loop):
+def collect(loop: typing.Any) -> list[Step]:
     """The steps of every installed app, in INSTALLED_APPS order; the steps
     that run on every tick come first, so housekeeping never delays firing."""
     steps = []

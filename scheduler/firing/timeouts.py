@@ -3,7 +3,7 @@ settled timed out on the server side, whether or not their runner is still
 there."""
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -17,7 +17,7 @@ from scheduler.runs import lifecycle
 log = logging.getLogger("croniq.scheduler")
 
 
-def expire_timeouts(now):
+def expire_timeouts(now: datetime) -> int:
     """Time out running executions past their timeout (plus grace) on the
     server side, whether or not their runner is still there."""
     grace = timedelta(seconds=settings.CRONIQ_TIMEOUT_GRACE)
@@ -40,7 +40,7 @@ def expire_timeouts(now):
     return expired
 
 
-def next_timeout(now):
+def next_timeout(now: datetime) -> datetime:
     """When expire_timeouts may next find an overdue execution (`Step.until`):
     the earliest deadline of a running execution with a timeout, and at the
     latest the grace from now (a run that starts later is claimed at its
@@ -53,7 +53,7 @@ def next_timeout(now):
 
 
 @transaction.atomic
-def time_out(execution, now):
+def time_out(execution: Execution, now: datetime) -> bool:
     """Settle one overdue execution; the change and its audit event commit together."""
     error = f"timed out on the server after {execution.job.timeout}s (runner did not finish)"
     # Its runner may still be running it: a singleton's retry waits until

@@ -9,12 +9,12 @@ asks first.
 """
 
 import typing
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from scheduler.models import Execution, TriggerKey
+from scheduler.models import Execution, Job, TriggerKey
 from scheduler.runs import operations
 from scheduler.runs.refusals import OperationRefused
 
@@ -29,13 +29,13 @@ QUEUE_FULL_RETRY_AFTER = 5
 class TriggerRefused(OperationRefused):
     """Refused as the caller asked it (422): `field` names what was wrong."""
 
-    def __init__(self, field, message):
+    def __init__(self, field, message) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
 
 
 class QueueFull(OperationRefused):
-    def __init__(self, job, limit):
+    def __init__(self, job, limit) -> None:
         super().__init__(f"{job.name} already has {limit} pending executions; try again later")
         self.retry_after = QUEUE_FULL_RETRY_AFTER
 
@@ -45,7 +45,9 @@ class Triggered(typing.NamedTuple):
     deduplicated: bool
 
 
-def check_request(job, env, scheduled_for, now):
+def check_request(
+    job: Job, env: dict[str, str] | None, scheduled_for: datetime | None, now: datetime
+) -> None:
     """TriggerRefused for an env key the job does not declare, or a logical
     instant too far ahead."""
     declared = set(job.parameters or ())
@@ -59,7 +61,14 @@ def check_request(job, env, scheduled_for, now):
         raise TriggerRefused("scheduled_for", "more than 1 day ahead")
 
 
-def trigger(job, now, actor, key=None, env=None, scheduled_for=None):
+def trigger(
+    job: Job,
+    now: datetime,
+    actor: object,
+    key: str | None = None,
+    env: dict[str, str] | None = None,
+    scheduled_for: datetime | None = None,
+) -> Triggered:
     """Run `job` now for the logical instant `scheduled_for` (default `now`).
 
     With `key`, a second trigger within IDEMPOTENCY_WINDOW answers the first
@@ -72,7 +81,14 @@ def trigger(job, now, actor, key=None, env=None, scheduled_for=None):
         return trigger_locked(job.locked(), now, actor, key, env, scheduled_for)
 
 
-def trigger_locked(job, now, actor, key=None, env=None, scheduled_for=None):
+def trigger_locked(
+    job: Job,
+    now: datetime,
+    actor: object,
+    key: str | None = None,
+    env: dict[str, str] | None = None,
+    scheduled_for: datetime | None = None,
+) -> Triggered:
     """`trigger` inside the caller's transaction, which holds `job`'s row lock."""
     env = env or {}
     check_request(job, env, scheduled_for, now)
@@ -88,7 +104,7 @@ def trigger_locked(job, now, actor, key=None, env=None, scheduled_for=None):
     return Triggered(execution, deduplicated=False)
 
 
-def claim_key(job, key, now):
+def claim_key(job: Job, key: str, now: datetime) -> Execution | None:
     """None when `key` is ours now (its row is pointed at the new execution
     before the commit, so no other transaction sees it empty); otherwise the
     execution the key already names. An expired key is deleted first."""
@@ -101,7 +117,7 @@ def claim_key(job, key, now):
     return None
 
 
-def check_queue(job):
+def check_queue(job: Job) -> None:
     limit = settings.CRONIQ_TRIGGER_QUEUE_LIMIT
     if Execution.objects.filter(job=job, state=Execution.PENDING)[:limit].count() >= limit:
         raise QueueFull(job, limit)

@@ -3,7 +3,10 @@
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from contextlib import nullcontext
+from datetime import datetime
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -16,7 +19,7 @@ JOB_FIELDS = (
 )  # fmt: skip
 
 
-def job_loads(until):
+def job_loads(until: datetime) -> list[JobLoad]:
     """[JobLoad] of the jobs the loop fires (enabled, not paused, not
     quarantined), their instants up to `until`. Each calendar is read
     once; the durations in one query."""
@@ -71,7 +74,7 @@ def job_loads(until):
     return loads
 
 
-def expected(median, timeout):
+def expected(median: float | None, timeout: int | None) -> float:
     """A run's expected seconds: its job's recent median, else its timeout,
     else DEFAULT_SECONDS."""
     if median is not None:
@@ -79,7 +82,7 @@ def expected(median, timeout):
     return float(timeout) if timeout else DEFAULT_SECONDS
 
 
-def calendar_rules(ids):
+def calendar_rules(ids: Iterable[int]) -> dict[int, Any]:
     """{calendar id: CalendarRules, or the RulesError it raised}, each
     calendar read once with its periods (a base adds its own queries)."""
     from calendars.models import Calendar
@@ -121,7 +124,7 @@ HISTORY_SQL = {
 }
 
 
-def expected_seconds(job_ids):
+def expected_seconds(job_ids: list[int]) -> dict[int, float]:
     """{job id: median seconds of its newest successful runs} in one query;
     jobs without one are absent."""
     from scheduler.models import Execution, Job

@@ -2,7 +2,7 @@
 time their transaction takes (`Pacer`), and kept out of the scheduler loop's
 ticks (`TickWatch`)."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import connection
 
@@ -38,17 +38,19 @@ class Pacer:
     left of it. Kept between calls: the loop's pacer carries what it learnt
     from one housekeeping pass to the next."""
 
-    def __init__(self, seconds, smallest=SMALLEST_BATCH, largest=LARGEST_BATCH, first=FIRST_BATCH):
+    def __init__(
+        self, seconds, smallest=SMALLEST_BATCH, largest=LARGEST_BATCH, first=FIRST_BATCH
+    ) -> None:
         self.seconds = seconds
         self.smallest, self.largest = smallest, largest
         self.size = max(smallest, min(largest, first))
         self.per_row = None  # seconds, measured
 
     @classmethod
-    def fixed(cls, size):
+    def fixed(cls, size: int) -> "Pacer":
         return cls(seconds=0, smallest=size, largest=size, first=size)
 
-    def record(self, rows, took):
+    def record(self, rows: int, took: float) -> None:
         """A batch of `rows` candidates took `took` seconds."""
         if rows <= 0:
             return
@@ -58,7 +60,7 @@ class Pacer:
         wanted = self.seconds / self.per_row if self.per_row else self.largest
         self.size = round(max(self.smallest, min(self.largest, 2 * self.size, wanted)))
 
-    def next_size(self, left=None):
+    def next_size(self, left: float | None = None) -> int:
         """Rows for the next batch, or 0 when not even the smallest batch fits
         in `left` seconds (None: no budget)."""
         if left is None or self.per_row is None:
@@ -80,13 +82,13 @@ class TickWatch:
     A loop that has not beaten for a while is not waited for.
     """
 
-    def __init__(self, wall, clock, sleep, read_beat=None, read_due=None):
+    def __init__(self, wall, clock, sleep, read_beat=None, read_due=None) -> None:
         self.wall, self.clock, self.sleep = wall, clock, sleep
         self.read_beat = read_beat or loop_heartbeat
         self.read_due = read_due or next_wake
         self.waited = 0  # batches held back for a tick
 
-    def before_batch(self, estimate):
+    def before_batch(self, estimate: float) -> None:
         """Wait, if a batch taking `estimate` seconds could meet a tick."""
         now = self.wall()
         beat = self.read_beat()
@@ -107,17 +109,17 @@ class TickWatch:
                 return
 
 
-def loop_heartbeat():
+def loop_heartbeat() -> datetime | None:
     return last_beat(SCHEDULER_TICK)
 
 
-def next_wake(now):
+def next_wake(now: datetime) -> datetime | None:
     from scheduler.firing import ticks
 
     return ticks.earliest_due(now, ticks.FIRE_LEAD)
 
 
-def default_pacer():
+def default_pacer() -> Pacer:
     seconds = SQLITE_BATCH_SECONDS if connection.vendor == "sqlite" else POSTGRES_BATCH_SECONDS
     return Pacer(seconds)
 
@@ -125,7 +127,7 @@ def default_pacer():
 _loop_pacer = None
 
 
-def loop_pacer():
+def loop_pacer() -> Pacer:
     """The loop's pacer, kept for the life of the process."""
     global _loop_pacer
     if _loop_pacer is None:

@@ -28,14 +28,15 @@ transactions serialise them.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import count
 
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 
 import audit
 from audit.recording import beat, last_beat
@@ -72,21 +73,21 @@ class Pruned:
         return Pruned(self.executions + other.executions, self.logs + other.logs)
 
     @property
-    def total(self):
+    def total(self) -> int:
         return self.executions + self.logs
 
 
-def execution_cutoff(now):
+def execution_cutoff(now: datetime) -> datetime:
     return now - timedelta(days=settings.CRONIQ_EXECUTION_RETENTION_DAYS)
 
 
-def log_cutoff(now):
+def log_cutoff(now: datetime) -> datetime:
     """A log never outlives its execution, whatever the two settings say."""
     days = min(settings.CRONIQ_LOG_RETENTION_DAYS, settings.CRONIQ_EXECUTION_RETENTION_DAYS)
     return now - timedelta(days=days)
 
 
-def expired_executions(now):
+def expired_executions(now: datetime) -> QuerySet:
     """Finished executions past their retention, except each job's latest
     finished instant and those with an open dead letter. (The attempts of an
     instant with a live attempt are set aside per batch: see `live_instants`.)
@@ -112,7 +113,7 @@ def expired_executions(now):
     )
 
 
-def live_instants(until):
+def live_instants(until: datetime) -> set[tuple[int, datetime]]:
     """{(job id, instant)} of live executions for instants up to `until`.
 
     Each state is read through its own partial index, so this costs the
@@ -127,7 +128,7 @@ def live_instants(until):
     return pairs
 
 
-def expired_logs(now):
+def expired_logs(now: datetime) -> QuerySet:
     """Log chunks of executions finished before the log retention.
 
     Read through the chunks' `created_at` index: a chunk is written before its
@@ -143,16 +144,16 @@ def expired_logs(now):
 
 
 def prune(
-    now,
+    now: datetime,
     *,
-    batch_size=None,
-    max_batches=None,
-    budget=None,
-    pacer=None,
-    announce=None,
-    clock=time.monotonic,
-    sleep=time.sleep,
-):
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    budget: float | None = None,
+    pacer: Pacer | None = None,
+    announce: Callable[..., object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> Pruned:
     """Delete expired executions (with their logs), then the expired logs of
     the executions that stay, oldest first, one transaction per batch.
 
@@ -177,7 +178,7 @@ def prune(
 class Run:
     """One call of `prune`: its pacer, budget and pauses."""
 
-    def __init__(self, pacer, max_batches, budget, announce, clock, sleep):
+    def __init__(self, pacer, max_batches, budget, announce, clock, sleep) -> None:
         self.pacer, self.max_batches = pacer, max_batches
         self.clock, self.sleep, self.announce = clock, sleep, announce
         self.deadline = None if budget is None else clock() + budget
@@ -193,13 +194,15 @@ class Run:
         self.watch = None if announce is None else TickWatch(announce, clock, sleep)
         self.last_took = None
 
-    def size(self):
+    def size(self) -> int:
         """Rows for the next batch; 0 when the budget has no room for one."""
         if self.batches == 0 or self.deadline is None:
             return self.pacer.next_size()
         return self.pacer.next_size(self.deadline - self.clock())
 
-    def drain(self, batch, now):
+    def drain(
+        self, batch: Callable[..., tuple[Pruned, int, float]], now: datetime
+    ) -> tuple[Pruned, bool]:
         """Batches of one kind; returns (Pruned, whether none are left)."""
         pruned = Pruned()
         stalled = 0
@@ -245,7 +248,7 @@ class Run:
                 self.sleep(pause)
         return pruned, False
 
-    def beat(self):
+    def beat(self) -> None:
         """Tell the loop a pruner is at work (at most once a second)."""
         if self.announce is None:
             return
@@ -255,7 +258,7 @@ class Run:
             beat(PRUNER_BEAT, self.announce())
 
 
-def wal_checkpoint():
+def wal_checkpoint() -> None:
     """Copy SQLite's WAL into the database without waiting for anyone
     (PASSIVE): pages a reader still needs stay for the next one. Not
     inside a caller's transaction, which SQLite refuses."""
@@ -265,13 +268,15 @@ def wal_checkpoint():
         cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
-def pruner_active(now):
+def pruner_active(now: datetime) -> bool:
     """Whether `manage.py prune` beat within PRUNER_ACTIVE seconds of `now`."""
     at = last_beat(PRUNER_BEAT)
     return at is not None and abs((now - at).total_seconds()) < PRUNER_ACTIVE
 
 
-def prune_step(now, pacer=None, clock=time.monotonic):
+def prune_step(
+    now: datetime, pacer: Pacer | None = None, clock: Callable[[], float] = time.monotonic
+) -> int:
     """The loop's bounded share of pruning; returns how many rows went.
     Nothing while `manage.py prune` is at work: it drains the backlog."""
     if pruner_active(now):
@@ -285,7 +290,7 @@ def prune_step(now, pacer=None, clock=time.monotonic):
     ).total
 
 
-def would_prune(now):
+def would_prune(now: datetime) -> Pruned:
     """What `prune(now)` would delete, deleting nothing (`prune --dry-run`).
     The logs counted include those of the expired executions."""
     expired = expired_executions(now)
@@ -296,7 +301,9 @@ def would_prune(now):
     return Pruned(executions=expired.count() - held, logs=expired_logs(now).count())
 
 
-def log_batch(now, batch_size, clock=time.monotonic):
+def log_batch(
+    now: datetime, batch_size: int, clock: Callable[[], float] = time.monotonic
+) -> tuple[Pruned, int, float]:
     """One batch of expired log chunks. Returns (Pruned, candidates found,
     seconds its transaction took)."""
     ids = candidate_ids(expired_logs(now).order_by("created_at", "id"), batch_size)
@@ -311,7 +318,9 @@ def log_batch(now, batch_size, clock=time.monotonic):
     return Pruned(logs=logs), len(ids), took
 
 
-def execution_batch(now, batch_size, clock=time.monotonic):
+def execution_batch(
+    now: datetime, batch_size: int, clock: Callable[[], float] = time.monotonic
+) -> tuple[Pruned, int, float]:
     """One batch of expired executions with their logs. Returns (Pruned,
     candidates found, seconds its transaction took)."""
     rows = expired_executions(now).order_by("finished_at", "id")
@@ -340,13 +349,13 @@ def execution_batch(now, batch_size, clock=time.monotonic):
     return Pruned(executions=executions, logs=logs), len(found), took
 
 
-def candidate_ids(rows, batch_size):
+def candidate_ids(rows: QuerySet, batch_size: int) -> list[int]:
     """The first ids of `rows`, read before the batch's transaction: the
     search costs most, and on SQLite a transaction holds the write lock."""
     return list(rows.values_list("id", flat=True)[:batch_size])
 
 
-def let_go_of(ids):
+def let_go_of(ids: list[int]) -> None:
     """Clear what points at these executions before their DELETE, which
     runs no cascade (a pointer left dangling makes the database refuse the
     commit, and every later pass with it): their dead letters and trigger
@@ -368,7 +377,7 @@ def let_go_of(ids):
             clear(ids)
 
 
-def count_pruned(**kinds):
+def count_pruned(**kinds: int) -> None:
     """After the batch's commit: the counter row is shared with other pruners,
     and its lock must not be held for a whole batch."""
     for kind, amount in kinds.items():
@@ -376,7 +385,7 @@ def count_pruned(**kinds):
             audit.increment(PRUNED_COUNTER, amount, kind=kind)
 
 
-def record_pass(pruned, now, actor):
+def record_pass(pruned: Pruned, now: datetime, actor: object) -> None:
     """One audit event for a whole `manage.py prune` (not one per row)."""
     audit.record(
         "history.pruned",

@@ -10,10 +10,20 @@ same statements directly. The ids are the callers' own integers, passed as
 parameters.
 """
 
-from django.db import connection
+from collections.abc import Collection, Iterable, Sized
+from typing import Any
+
+from django.db import connection, models
 
 
-def ids_where(model, field, ids, *, states=None, lock=False):
+def ids_where(
+    model: type[models.Model],
+    field: str,
+    ids: Collection[int],
+    *,
+    states: Iterable[str] | None = None,
+    lock: bool = False,
+) -> list[int]:
     """Ids of `model` rows whose `field` is one of `ids` (and, with `states`,
     whose state is one of them); with `lock`, locked, skipping rows another
     transaction holds where the database can (PostgreSQL)."""
@@ -31,7 +41,7 @@ def ids_where(model, field, ids, *, states=None, lock=False):
         return [row[0] for row in cursor.fetchall()]
 
 
-def delete_where(model, field, ids):
+def delete_where(model: type[models.Model], field: str, ids: Collection[int]) -> int:
     """Delete the `model` rows whose `field` is one of `ids`; returns how many.
     No cascade runs: nothing may point at `model`'s rows."""
     if not ids:
@@ -42,7 +52,9 @@ def delete_where(model, field, ids):
         return cursor.rowcount
 
 
-def clear_where(model, field, ids, *, by=None):
+def clear_where(
+    model: type[models.Model], field: str, ids: Collection[int], *, by: str | None = None
+) -> int:
     """Set `field` to NULL where it (or the field `by`) is one of `ids`;
     returns how many rows."""
     if not ids:
@@ -54,7 +66,7 @@ def clear_where(model, field, ids, *, by=None):
         return cursor.rowcount
 
 
-def where_in(model, field, ids):
+def where_in(model: type[models.Model], field: str, ids: Collection[int]) -> tuple[str, list[Any]]:
     column = quote(model._meta.get_field(field).column)
     if connection.vendor == "postgresql":
         # One array parameter: a thousand parameters cost PostgreSQL about
@@ -63,13 +75,13 @@ def where_in(model, field, ids):
     return f"{column} IN ({marks(ids)})", list(ids)
 
 
-def marks(values):
+def marks(values: Sized) -> str:
     return ", ".join(["%s"] * len(values))
 
 
-def table(model):
+def table(model: type[models.Model]) -> str:
     return quote(model._meta.db_table)
 
 
-def quote(name):
+def quote(name: str) -> str:
     return connection.ops.quote_name(name)

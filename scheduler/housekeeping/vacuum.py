@@ -21,7 +21,7 @@ WARNING = (
 )
 
 
-def autovacuum_off():
+def autovacuum_off() -> bool:
     """True when the database is PostgreSQL and its autovacuum is off."""
     if connection.vendor != "postgresql":
         return False
@@ -30,7 +30,7 @@ def autovacuum_off():
         return cursor.fetchone()[0] != "on"
 
 
-def warn_if_autovacuum_off():
+def warn_if_autovacuum_off() -> bool:
     if autovacuum_off():
         log.warning(WARNING)
         return True

@@ -6,13 +6,17 @@ calendars sits below the scheduler and imports nothing from it: it sends
 to `reschedule_jobs_of`.
 """
 
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from calendars.models import Calendar
 from scheduler.models import Job
 
 
-def jobs_on_calendars(calendar_ids):
+def jobs_on_calendars(calendar_ids: Iterable[int]) -> QuerySet:
     """Jobs on these calendars or on calendars based on them, at any depth:
     a change to a base calendar moves their fire times too."""
     calendars = frontier = set(calendar_ids)
@@ -23,7 +27,7 @@ def jobs_on_calendars(calendar_ids):
     return Job.objects.filter(calendar__in=calendars)
 
 
-def reschedule_jobs_of(calendar, **kwargs):
+def reschedule_jobs_of(calendar: Calendar, **kwargs: Any) -> None:
     """Recompute next_run_at of jobs on this calendar or on calendars based on it."""
     now = timezone.now()
     for job in jobs_on_calendars([calendar.pk]).select_related("calendar"):

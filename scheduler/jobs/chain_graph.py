@@ -19,7 +19,7 @@ FIELDS = ("on_success", "on_failure")
 GRAPH_LOCK = 0x63686E73  # "chns"
 
 
-def lock():
+def lock() -> None:
     """Take the chain graph's lock until the current transaction ends: the
     graph read after it includes every edge committed before, and no other
     writer checks edges until this transaction has committed its own.
@@ -28,7 +28,12 @@ def lock():
     db.advisory_xact_lock(GRAPH_LOCK)
 
 
-def problems(name, on_success, on_failure, graph):
+def problems(
+    name: str,
+    on_success: list[str],
+    on_failure: list[str],
+    graph: dict[str, tuple[list[str], list[str]]],
+) -> dict[str, str]:
     """{field: message} for chains of the job `name` that name a missing
     job or close a cycle through it, given the other jobs' `graph`."""
     found = {}
@@ -52,7 +57,7 @@ def problems(name, on_success, on_failure, graph):
     return found
 
 
-def find_cycle(graph, start):
+def find_cycle(graph: dict[str, tuple[list[str], list[str]]], start: str) -> list[str] | None:
     """[start, ..., start] when a chain from `start` leads back to it."""
     path, seen = [start], set()
 

@@ -35,9 +35,9 @@ class JobHealth(models.Model):
     class Meta:
         verbose_name_plural = "job health"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.job_id}: streak {self.failure_streak}"
 
-    def runs(self):
+    def runs(self) -> dict[str, int]:
         """{state: count} of the counted final states."""
         return {state: getattr(self, state) for state in self.COUNTED_STATES}

@@ -8,11 +8,16 @@ after a save: a warning, never a refusal (the runner may simply not be
 started yet).
 """
 
+from collections.abc import Iterable
+from typing import Any
+
 from django.apps import apps
 from django.contrib import messages
+from django.forms import ModelForm
+from django.http import HttpRequest
 
 
-def label_warnings(jobs):
+def label_warnings(jobs: Iterable[tuple[str, list[str]]]) -> list[str]:
     jobs = list(jobs)
     found = []
     for config in apps.get_app_configs():
@@ -22,7 +27,7 @@ def label_warnings(jobs):
     return found
 
 
-def document_label_warnings(document):
+def document_label_warnings(document: dict[str, Any]) -> list[str]:
     """The warnings of an applied apply document (its items are well
     formed): its jobs' labels, then what the apps say of their own
     sections (an app config's `apply_warnings(document)`)."""
@@ -41,7 +46,9 @@ class WarnsOfUnservedLabels:
     save on adding and changing alike, and the job admin keeps its own
     `save_model`.)"""
 
-    def save_related(self, request, form, formsets, change):
+    def save_related(
+        self, request: HttpRequest, form: ModelForm, formsets: list[Any], change: bool
+    ) -> None:
         super().save_related(request, form, formsets, change)
         job = form.instance
         for warning in label_warnings([(job.name, job.labels)]):

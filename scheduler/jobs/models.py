@@ -4,18 +4,20 @@ fires next (`Job.upcoming`)."""
 
 import hashlib
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from calendars.rules import CalendarRules
 from calendars.validators import validate_timezone
 from core.ownership import Owned
 from scheduler.firing import job_edits
 from scheduler.runs.models import Execution
 
 
-def default_labels():
+def default_labels() -> list[str]:
     return []
 
 
@@ -30,7 +32,7 @@ MAX_RETRY_BACKOFF = 86400
 MAX_RETRY_DELAY = 86400
 
 
-def jitter_offset(name, jitter):
+def jitter_offset(name: str, jitter: int) -> timedelta:
     """The fixed delay of a job's instants: below `jitter` seconds, from a
     hash of its name (the same in every process and after a restart)."""
     if not jitter:
@@ -44,7 +46,7 @@ def jitter_offset(name, jitter):
 PARAMETER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def validate_parameters(value):
+def validate_parameters(value: Any) -> None:
     from django.core.exceptions import ValidationError
 
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -305,17 +307,17 @@ class Job(Owned):
     def __str__(self):
         return self.name
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         self.sync_overlap()
         super().save(*args, **kwargs)
         job_edits.saved()  # a sleeping loop looks whether it is due sooner
 
     @property
-    def is_active(self):
+    def is_active(self) -> bool:
         return self.enabled and self.paused_at is None and not self.error
 
     @property
-    def one_live(self):
+    def one_live(self) -> bool:
         """Whether the job may have only one live (pending or running)
         execution: the database's singleton index then guards it."""
         if self.overlap == self.QUEUE:
@@ -329,27 +331,29 @@ class Job(Owned):
             return self.max_concurrent or 1
         return 1 if self.overlap in (self.SKIP, self.REPLACE) else None
 
-    def sync_overlap(self):
+    def sync_overlap(self) -> None:
         """Keep `singleton` (the older name of overlap skip) and `overlap`
         in step: a job saved with `singleton` set and no other policy skips."""
         if self.singleton and self.overlap == self.ALLOW:
             self.overlap = self.SKIP
         self.singleton = self.overlap == self.SKIP
 
-    def chain_problems(self, graph=None):
+    def chain_problems(
+        self, graph: dict[str, tuple[list[str], list[str]]] | None = None
+    ) -> dict[str, str]:
         """{field: message} for chains naming a missing job or closing a
         cycle (scheduler.jobs.job_checks.chain_problems)."""
         from scheduler.jobs import job_checks
 
         return job_checks.chain_problems(self, graph)
 
-    def overlap_problems(self):
+    def overlap_problems(self) -> dict[str, str]:
         """{field: message} for an overlap policy that cannot hold."""
         from scheduler.jobs import job_checks
 
         return job_checks.overlap_problems(self)
 
-    def clear_error(self):
+    def clear_error(self) -> list[str]:
         """Lift the quarantine; returns the fields to save when there was one."""
         if not self.error:
             return []
@@ -357,18 +361,22 @@ class Job(Owned):
         return ["error", "error_at"]
 
     @property
-    def offset(self):
+    def offset(self) -> timedelta:
         """The job's `jitter` delay: each instant is the schedule's plus it."""
         return jitter_offset(self.name, self.jitter)
 
-    def next_fire_after(self, after, blocked=None):
+    def next_fire_after(
+        self, after: datetime, blocked: list[datetime] | None = None
+    ) -> datetime | None:
         """The first fire instant strictly after `after`, calendar applied,
         jitter added (scheduler.jobs.fire_times.next_fire_after)."""
         from scheduler.jobs import fire_times
 
         return fire_times.next_fire_after(self, after, blocked)
 
-    def upcoming(self, after, count, blocked=None):
+    def upcoming(
+        self, after: datetime, count: int, blocked: list[datetime] | None = None
+    ) -> list[datetime]:
         """Up to `count` instants this job fires strictly after `after`, calendar
         applied: the one answer to "when does this job fire next"
         (scheduler.jobs.fire_times.upcoming)."""
@@ -376,40 +384,46 @@ class Job(Owned):
 
         return fire_times.upcoming(self, after, count, blocked)
 
-    def first_fire_after(self, after, blocked=None):
+    def first_fire_after(
+        self, after: datetime, blocked: list[datetime] | None = None
+    ) -> datetime | None:
         """The first instant the job fires strictly after `after`, an `@every`
         job on its grid (scheduler.jobs.fire_times.first_fire_after)."""
         from scheduler.jobs import fire_times
 
         return fire_times.first_fire_after(self, after, blocked)
 
-    def fire_after_pause(self, until, blocked=None):
+    def fire_after_pause(
+        self, until: datetime, blocked: list[datetime] | None = None
+    ) -> datetime | None:
         """The first instant the job fires once a pause ends at `until`
         (scheduler.jobs.fire_times.fire_after_pause)."""
         from scheduler.jobs import fire_times
 
         return fire_times.fire_after_pause(self, until, blocked)
 
-    def no_fires_reason(self, after):
+    def no_fires_reason(self, after: datetime) -> str:
         """Why `upcoming(after, ...)` is empty, in a sentence."""
         from scheduler.jobs import fire_times
 
         return fire_times.no_fires_reason(self, after)
 
-    def wall_time(self, instant):
+    def wall_time(self, instant: datetime) -> datetime:
         """An instant on the clock of the job's timezone, where its schedule is read."""
         from scheduler.jobs import fire_times
 
         return fire_times.wall_time(self, instant)
 
-    def wall_and_utc(self, instant):
+    def wall_and_utc(self, instant: datetime) -> tuple[str, str | None]:
         """An instant as the admin and the dashboard show it: (on the job's
         clock, in UTC) (scheduler.jobs.fire_times.wall_and_utc)."""
         from scheduler.jobs import fire_times
 
         return fire_times.wall_and_utc(self, instant)
 
-    def calendar_rules(self, shared=None):
+    def calendar_rules(
+        self, shared: dict[int, CalendarRules] | None = None
+    ) -> CalendarRules | None:
         """The calendar as CalendarRules, built once per instance (it costs
         queries); `shared` is a {calendar id: rules} dict reused across jobs."""
         if not self.calendar_id:
@@ -424,14 +438,14 @@ class Job(Owned):
             self._calendar_rules = (self.calendar_id, rules)
         return self._calendar_rules[1]
 
-    def due_instant(self, rules):
+    def due_instant(self, rules: CalendarRules | None) -> datetime | None:
         """next_run_at checked against the calendar `rules` as they are now
         (scheduler.jobs.fire_times.due_instant)."""
         from scheduler.jobs import fire_times
 
         return fire_times.due_instant(self, rules)
 
-    def reschedule(self, now):
+    def reschedule(self, now: datetime) -> None:
         """Point next_run_at at the first instant after `now` (after an edit).
 
         What the loop created ahead of an instant still to come is withdrawn
@@ -440,7 +454,7 @@ class Job(Owned):
         self.withdraw_ahead(now)
         self.next_run_at = self.next_fire_after(now) if self.is_active else None
 
-    def withdraw_ahead(self, now):
+    def withdraw_ahead(self, now: datetime) -> int:
         """Delete the executions the loop created ahead of their instant
         (`scheduler.firing.ticks.FIRE_LEAD`) that are not yet due; returns how many.
         Only those whose instant is still ahead: a run whose instant passed
@@ -458,7 +472,7 @@ class Job(Owned):
         ).delete()
         return withdrawn
 
-    def locked(self):
+    def locked(self) -> "Job":
         """This job read again with its row locked until the transaction
         ends (calendar loaded); OperationRefused when it was deleted since."""
         from scheduler.runs.refusals import OperationRefused
@@ -469,7 +483,7 @@ class Job(Owned):
             raise OperationRefused(f"{self.name} was deleted")
         return job
 
-    def clean(self):
+    def clean(self) -> None:
         from scheduler.jobs import job_checks
 
         job_checks.clean(self)

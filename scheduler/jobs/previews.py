@@ -9,8 +9,10 @@ A preview never guesses an anchor of its own: the stored job (and so its
 anchored on `now`, as saving it would reschedule it (`Job.reschedule`).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from calendars.models import Calendar
 from calendars.zones import RulesError, get_zone, local_midnight
@@ -42,7 +44,7 @@ class ScheduleForm:
     jitter: int | None = None
 
 
-def read_form(params):
+def read_form(params: Mapping[str, str]) -> ScheduleForm:
     """A ScheduleForm from the query string's fields; PreviewError when malformed."""
     policy = params.get("calendar_policy") or Job.SKIP
     if policy not in dict(Job.CALENDAR_POLICIES):
@@ -58,7 +60,7 @@ def read_form(params):
     )
 
 
-def optional_id(text, kind):
+def optional_id(text: str | None, kind: str) -> int | None:
     text = (text or "").strip()
     if not text:
         return None
@@ -67,7 +69,7 @@ def optional_id(text, kind):
     return int(text)
 
 
-def load_draft(form):
+def load_draft(form: ScheduleForm) -> Job:
     """The job the form would save; PreviewError for an unknown job or calendar."""
     stored = None
     if form.job_id is not None:
@@ -82,7 +84,7 @@ def load_draft(form):
     return draft(form, stored, calendar)
 
 
-def draft(form, stored, calendar):
+def draft(form: ScheduleForm, stored: Job | None, calendar: Calendar | None) -> Job:
     """The stored job when saving the form keeps its schedule (and anchor),
     else an unsaved job with the form's schedule, anchored on the save."""
     name = form.name or (stored.name if stored else "")
@@ -108,7 +110,7 @@ def draft(form, stored, calendar):
     return job
 
 
-def check(form, name):
+def check(form: ScheduleForm, name: str) -> None:
     try:
         parse_schedule(form.schedule, key=name)
         get_zone(form.timezone)
@@ -116,7 +118,7 @@ def check(form, name):
         raise PreviewError(str(e)) from None
 
 
-def keeps_schedule(stored, form):
+def keeps_schedule(stored: Job | None, form: ScheduleForm) -> bool:
     """Whether saving the form leaves next_run_at alone (see JobAdmin.save_model;
     a new name moves the H forms, which hash it)."""
     renamed = form.name and form.name != stored.name
@@ -132,7 +134,7 @@ def keeps_schedule(stored, form):
     ) == (form.schedule, form.timezone, form.calendar_id, form.policy, form.jitter)
 
 
-def preview(job, now, more=False):
+def preview(job: Job, now: datetime, more: bool = False) -> dict[str, Any]:
     """The job's next fire times after `now`, with the blocked candidates
     between them, as a JSON-ready dict (times on the job's clock, UTC beside)."""
     blocked = []
@@ -161,7 +163,7 @@ def preview(job, now, more=False):
     }
 
 
-def fire_entry(job, at):
+def fire_entry(job: Job, at: datetime) -> dict[str, Any]:
     wall, utc = job.wall_and_utc(at)
     return {
         "at": iso(at),
@@ -173,7 +175,7 @@ def fire_entry(job, at):
     }
 
 
-def blocked_entry(job, at):
+def blocked_entry(job: Job, at: datetime) -> dict[str, Any]:
     rules = job.calendar_rules()
     why = rules.block_reason(at) or "blocked"
     outcome = "skipped" if job.calendar_policy == Job.SKIP else "deferred to the next allowed time"
@@ -182,7 +184,7 @@ def blocked_entry(job, at):
     return entry
 
 
-def skipped_entry(job, first_day, note):
+def skipped_entry(job: Job, first_day: datetime, note: str) -> dict[str, Any]:
     """A month an `@business_day` job has no occurrence in, as an entry at its start."""
     at = local_midnight(get_zone(job.timezone), first_day)
     return {
@@ -195,7 +197,7 @@ def skipped_entry(job, first_day, note):
     }
 
 
-def skipped_months(job, after, until):
+def skipped_months(job: Job, after: datetime, until: datetime) -> list[tuple[datetime, str]]:
     """[(first day, sentence)] for each month from `after`'s to `until`'s in which
     an `@business_day` job has fewer allowed days than it counts to; [] for
     other schedules."""
@@ -217,11 +219,11 @@ def skipped_months(job, after, until):
     ]
 
 
-def plural(count, word):
+def plural(count: int, word: str) -> str:
     return word if count == 1 else f"{word}s"
 
 
-def anchor_note(job):
+def anchor_note(job: Job) -> str:
     """How an `@every` job's instants are counted, in a sentence ("" for cron)."""
     every = parse_schedule(job.schedule, key=job.name).every
     if every is None:
@@ -232,5 +234,5 @@ def anchor_note(job):
     return "counted from the moment the job is saved"
 
 
-def iso(at):
+def iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

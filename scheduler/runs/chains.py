@@ -22,6 +22,7 @@ check took its lock) would otherwise chain for ever.
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
@@ -40,7 +41,7 @@ MAX_CHAIN_DEPTH = 100
 logger = logging.getLogger(__name__)
 
 
-def after_settle(execution, now: datetime):
+def after_settle(execution: Execution, now: datetime) -> list[Execution]:
     """Start the jobs `execution`'s job chains to its final outcome; part of
     the settle's transaction. Returns the runs created."""
     job = execution.job
@@ -57,7 +58,7 @@ def after_settle(execution, now: datetime):
     return [run for name in names if (run := start(name, execution, now, depth)) is not None]
 
 
-def chain_depth(execution, limit):
+def chain_depth(execution: Execution, limit: int) -> int:
     """How many upstream links lead to `execution` (0: nothing chained it),
     counted up to `limit`: one query walking `upstream` by primary key."""
     table = connection.ops.quote_name(Execution._meta.db_table)
@@ -75,7 +76,7 @@ def chain_depth(execution, limit):
         return cursor.fetchone()[0]
 
 
-def occurrence_outcome(execution):
+def occurrence_outcome(execution: Execution) -> str | None:
     """The worst outcome of a pinned run's occurrence once all its runs have
     ended; None while one is still open.
 
@@ -92,7 +93,7 @@ def occurrence_outcome(execution):
     return fanout.worst(states)
 
 
-def start(name, upstream, now: datetime, depth: int = 1):
+def start(name: str, upstream: Execution, now: datetime, depth: int = 1) -> Execution | None:
     """One downstream run of the job `name`, `depth` links below the run
     that began its chain, or None (gone, its policy refused it, or the chain
     too deep: audited either way)."""
@@ -132,7 +133,7 @@ def start(name, upstream, now: datetime, depth: int = 1):
     return None
 
 
-def record(upstream, name, now: datetime, **data) -> None:
+def record(upstream: Execution, name: str, now: datetime, **data: Any) -> None:
     audit.record(
         "job.chained",
         target=upstream,

@@ -31,5 +31,5 @@ class ConcurrencyGroup(Owned):
     def __str__(self):
         return self.name
 
-    def clean(self):
+    def clean(self) -> None:
         validate_stored_text(self)

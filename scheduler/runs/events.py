@@ -11,6 +11,12 @@ sink registered, emitting does nothing.
 Event names are docs/design.md §9's.
 """
 
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from scheduler.models import Execution, Job
+
 NAMES = (
     "execution.failed",
     "execution.given_up",
@@ -32,14 +38,23 @@ NAMES = (
 _sinks = []
 
 
-def on_event(sink) -> None:
+def on_event(sink: Callable[..., object]) -> None:
     """Call `sink(name, at=, job=, execution=, runner=, data=, key=)` for
     every event. Registering the same sink twice registers it once."""
     if sink not in _sinks:
         _sinks.append(sink)
 
 
-def emit(name, *, at, job=None, execution=None, runner=None, data=None, key=None):
+def emit(
+    name: str,
+    *,
+    at: datetime,
+    job: Job | None = None,
+    execution: Execution | None = None,
+    runner: Any = None,
+    data: dict[str, Any] | None = None,
+    key: str | None = None,
+) -> None:
     """Hand one event to the sinks. `key`, when given, makes the event
     once-only: a second event with the same key is dropped by the sink."""
     if name not in NAMES:

@@ -6,9 +6,11 @@ a takeover, a newer lease), which callers treat as a normal outcome.
 """
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 import audit
 from scheduler.models import MAX_RETRY_DELAY, Execution
@@ -24,7 +26,14 @@ RUNNER_DRAINED = "runner_drained"
 RUNNER_GONE = "pinned_runner_gone"
 
 
-def settle(execution, state, now: datetime, within=None, retry_after_lease: bool = False, **fields):
+def settle(
+    execution: Execution,
+    state: str,
+    now: datetime,
+    within: QuerySet | None = None,
+    retry_after_lease: bool = False,
+    **fields: Any,
+) -> Execution | None | bool:
     """Move a running execution held under `execution.lease` to a final state.
 
     `within`, a queryset, adds its conditions to the update (they are checked
@@ -47,7 +56,9 @@ def settle(execution, state, now: datetime, within=None, retry_after_lease: bool
         return after_final(execution, now, not_before)
 
 
-def after_final(execution, now: datetime, not_before=None):
+def after_final(
+    execution: Execution, now: datetime, not_before: datetime | None = None
+) -> Execution | None:
     """Count the outcome, create the retry the job's policy asks for, and
     update the job's health (with the events it causes) in the same
     transaction. A failing attempt that gets no retry lands in the dead
@@ -67,11 +78,11 @@ def after_final(execution, now: datetime, not_before=None):
     return retry
 
 
-def count_final(state, amount: int = 1) -> None:
+def count_final(state: str, amount: int = 1) -> None:
     audit.increment("croniq_executions_total", amount, state=state)
 
 
-def retry_delay(execution):
+def retry_delay(execution: Execution) -> timedelta | None:
     """None when no retry is due; otherwise how long to wait before it runs."""
     attempts = Execution.objects.filter(
         job_id=execution.job_id, scheduled_for=execution.scheduled_for
@@ -96,7 +107,7 @@ def retry_delay(execution):
     return None
 
 
-def backoff(first, failures):
+def backoff(first: int, failures: int) -> timedelta:
     """The wait before the retry after `failures` failures: `first` seconds,
     doubled for each failure after the first, at most MAX_RETRY_DELAY. The
     cap holds for rows stored before the job's bounds existed too: an
@@ -105,7 +116,9 @@ def backoff(first, failures):
     return timedelta(seconds=min(first * 2**doublings, MAX_RETRY_DELAY))
 
 
-def create_retry(execution, now: datetime, not_before=None):
+def create_retry(
+    execution: Execution, now: datetime, not_before: datetime | None = None
+) -> Execution | None:
     """The retry the job's policy asks for; it runs no earlier than `not_before`."""
     delay = retry_delay(execution)
     if delay is None:
@@ -140,7 +153,9 @@ def create_retry(execution, now: datetime, not_before=None):
     return retry
 
 
-def next_attempt(execution, attempt, run_after, now: datetime):
+def next_attempt(
+    execution: Execution, attempt: int, run_after: datetime, now: datetime
+) -> Execution | None:
     """A pending retry of the same instant, or None when that attempt exists
     already or a singleton job has a live execution again."""
     try:
@@ -160,7 +175,9 @@ def next_attempt(execution, attempt, run_after, now: datetime):
         return None
 
 
-def confirm_kill(execution, now: datetime, actor=None):
+def confirm_kill(
+    execution: Execution, now: datetime, actor: object | None = None
+) -> Execution | None:
     """The runner of an execution settled without it (a server-side timeout)
     reports, under the execution's own lease, that its process has ended.
 
@@ -208,7 +225,7 @@ def confirm_kill(execution, now: datetime, actor=None):
     return retry
 
 
-def drop_pinned(execution, now: datetime) -> bool:
+def drop_pinned(execution: Execution, now: datetime) -> bool:
     """A pending run pinned to a runner that is gone becomes lost, without a
     retry; its occurrence may end with it (chains). Part of the caller's
     transaction; False when it was claimed or ended in the meantime."""
@@ -234,7 +251,9 @@ def drop_pinned(execution, now: datetime) -> bool:
     return True
 
 
-def release(executions, reason, now: datetime, actor=None):
+def release(
+    executions: QuerySet, reason: str, now: datetime, actor: object | None = None
+) -> list[Execution]:
     """Mark running executions lost at once (takeover, forget, expired lease).
 
     Returns the executions actually released; ones that finished or moved on
@@ -248,7 +267,9 @@ def release(executions, reason, now: datetime, actor=None):
 
 
 @transaction.atomic
-def release_one(execution, within, reason, now: datetime, actor) -> bool:
+def release_one(
+    execution: Execution, within: QuerySet, reason: str, now: datetime, actor: object
+) -> bool:
     """The state change and its audit event commit together (invariant 4)."""
     # `within`: a lease renewed since the read (heartbeat racing the
     # reaper) no longer matches "lease expired", so it is left alone.

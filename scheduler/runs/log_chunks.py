@@ -29,7 +29,7 @@ class LogChunk(models.Model):
 LOG_TRUNCATED_MARKER = "\n[croniq: log truncated at {limit} bytes]\n"
 
 
-def read_log(execution_id: int, offset):
+def read_log(execution_id: int, offset: int) -> tuple[str, int]:
     """(text, end): the execution's stored log from byte `offset` (of its
     UTF-8 encoding, the truncation marker included) to its end, and the
     byte offset of that end. ValueError when `offset` lies past the end."""

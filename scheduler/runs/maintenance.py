@@ -10,8 +10,10 @@ as skipped, or, for a job with `maintenance: defer`, keeps one pending run
 for the end of the window (`covering`).
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -30,15 +32,15 @@ class Window:
     id: int | None = None
     reason: str = ""
 
-    def active(self, instant: datetime):
+    def active(self, instant: datetime) -> bool:
         return self.start <= instant < self.end
 
-    def covers_labels(self, job_labels):
+    def covers_labels(self, job_labels: Iterable[str] | None) -> bool:
         """An unlabelled window covers every job; a labelled one, the jobs
         carrying one of its labels."""
         return not self.labels or bool(self.labels & set(job_labels or ()))
 
-    def describe(self):
+    def describe(self) -> str:
         """ "maintenance switch", "maintenance window 3"."""
         if self.start is None:
             return "maintenance switch"
@@ -53,14 +55,14 @@ class Maintenance:
     switch_on: bool = False
     windows: tuple = ()
 
-    def active(self, now: datetime):
+    def active(self, now: datetime) -> bool:
         """Whether any maintenance is in force at `now` (the banner, the gauge)."""
         return self.switch_on or any(w.active(now) for w in self.windows)
 
-    def active_windows(self, now: datetime):
+    def active_windows(self, now: datetime) -> list[Window]:
         return [w for w in self.windows if w.active(now)]
 
-    def held(self, now: datetime, until=None):
+    def held(self, now: datetime, until: datetime | None = None) -> frozenset[str] | str | None:
         """What claims must leave alone from `now` to `until` (default: at
         `now`; a claim made ahead runs at its instant): None (nothing),
         EVERYTHING, or a frozenset of labels (jobs carrying any of them)."""
@@ -76,7 +78,7 @@ class Maintenance:
             labels |= window.labels
         return frozenset(labels) or None
 
-    def covering(self, job_labels, instant: datetime):
+    def covering(self, job_labels: Iterable[str] | None, instant: datetime) -> Window | None:
         """The maintenance an occurrence at `instant` of a job carrying
         `job_labels` falls in: SWITCH, the window that ends last, or None."""
         if self.switch_on:
@@ -85,7 +87,7 @@ class Maintenance:
         return max(windows, key=lambda w: w.end) if windows else None
 
 
-def banner(current, now: datetime, reason: str = ""):
+def banner(current: Maintenance, now: datetime, reason: str = "") -> str | None:
     """The admin's and the dashboard's line while a maintenance is in
     force at `now`, or None."""
     if current.switch_on:
@@ -105,14 +107,14 @@ def banner(current, now: datetime, reason: str = ""):
     return f"{text} {reasons}" if reasons else text
 
 
-def is_held(held, job_labels):
+def is_held(held: frozenset[str] | str | None, job_labels: Iterable[str] | None) -> bool:
     """Whether a claim must leave a job carrying `job_labels` alone."""
     if held is None:
         return False
     return held == EVERYTHING or bool(held & set(job_labels or ()))
 
 
-def check_window(start, end):
+def check_window(start: datetime, end: datetime) -> None:
     """ValueError naming the field when `[start, end)` is not a window."""
     if start is None:
         raise ValueError("start: required")
@@ -122,7 +124,7 @@ def check_window(start, end):
         raise ValueError(f"end: {end.isoformat()} is not after start {start.isoformat()}")
 
 
-def check_not_ended(end, now: datetime):
+def check_not_ended(end: datetime, now: datetime) -> None:
     """ValueError naming the field when a window ended by `now`."""
     if end <= now:
         raise ValueError(f"end: {end.isoformat()} is already past; a window must end after now")
@@ -131,7 +133,7 @@ def check_not_ended(end, now: datetime):
 # Reading the stored rows
 
 
-def load(now: datetime, since=None):
+def load(now: datetime, since: datetime | None = None) -> Maintenance:
     """The maintenance as stored, with the windows not ended by `since`
     (default `now`: an occurrence due earlier may still be judged)."""
     since = since or now
@@ -142,7 +144,7 @@ def load(now: datetime, since=None):
     return Maintenance(switch_on=switch_on, windows=windows)
 
 
-def stored_flags(since):
+def stored_flags(since: datetime) -> tuple[bool, bool]:
     """(whether the switch is on, whether a window ends after `since`), in one read."""
     q = connection.ops.quote_name
     switch, windows = MaintenanceSwitch._meta.db_table, MaintenanceWindow._meta.db_table
@@ -157,12 +159,12 @@ def stored_flags(since):
     return bool(switch_on), bool(any_windows)
 
 
-def as_window(row):
+def as_window(row: MaintenanceWindow) -> Window:
     labels = frozenset(row.labels or ())
     return Window(start=row.start, end=row.end, labels=labels, id=row.pk, reason=row.reason)
 
 
-def in_force(now: datetime):
+def in_force(now: datetime) -> bool:
     """Whether a maintenance is in force at `now`, in one read: every
     scrape and every admin and dashboard page asks."""
     q = connection.ops.quote_name
@@ -177,7 +179,7 @@ def in_force(now: datetime):
         return bool(cursor.fetchone()[0])
 
 
-def current_banner(now: datetime):
+def current_banner(now: datetime) -> str | None:
     """`banner` as stored at `now`; one read while none is in force."""
     if not in_force(now):
         return None
@@ -187,13 +189,13 @@ def current_banner(now: datetime):
     return banner(current, now, reason=row.reason if row else "")
 
 
-def switch():
+def switch() -> MaintenanceSwitch:
     """The switch's row (created off on first use: the admin edits it)."""
     row, _ = MaintenanceSwitch.objects.get_or_create(pk=MaintenanceSwitch.PK)
     return row
 
 
-def switch_read():
+def switch_read() -> MaintenanceSwitch:
     """The switch as stored, or off; never writes (a GET may call it)."""
     return MaintenanceSwitch.objects.filter(pk=MaintenanceSwitch.PK).first() or MaintenanceSwitch()
 
@@ -201,7 +203,7 @@ def switch_read():
 # Changing them, audited
 
 
-def set_switch(on, now: datetime, actor, reason: str = "") -> bool:
+def set_switch(on: bool, now: datetime, actor: object, reason: str = "") -> bool:
     """Turn the switch on or off; returns whether it changed."""
     with transaction.atomic():
         row = MaintenanceSwitch.objects.select_for_update().filter(pk=MaintenanceSwitch.PK).first()
@@ -217,13 +219,20 @@ def set_switch(on, now: datetime, actor, reason: str = "") -> bool:
     return True
 
 
-def add_window(start, end, now: datetime, actor, labels=(), reason: str = ""):
+def add_window(
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    actor: object,
+    labels: Iterable[str] = (),
+    reason: str = "",
+) -> MaintenanceWindow:
     """A new window; ValueError naming the field when it ends before it starts."""
     window = MaintenanceWindow(start=start, end=end, labels=sorted(set(labels)), reason=reason)
     return save_window(window, now, actor)
 
 
-def save_window(window, now: datetime, actor):
+def save_window(window: MaintenanceWindow, now: datetime, actor: object) -> MaintenanceWindow:
     """Store a new window (built by the caller, e.g. the admin's form), audited."""
     check_window(window.start, window.end)
     with transaction.atomic():
@@ -232,14 +241,14 @@ def save_window(window, now: datetime, actor):
     return window
 
 
-def delete_window(window, now: datetime, actor) -> None:
+def delete_window(window: MaintenanceWindow, now: datetime, actor: object) -> None:
     with transaction.atomic():
         record_window("maintenance.window_deleted", window, now, actor)
         window.delete()
         transaction.on_commit(notifier.new_work)
 
 
-def replace_windows(wanted, now: datetime, actor):
+def replace_windows(wanted: list[dict[str, Any]], now: datetime, actor: object) -> None:
     """Make the windows not yet ended at `now` exactly `wanted`
     ([{start, end, labels, reason}]): equal ones stay, others are deleted
     or created, each audited. Ended windows are history and stay. All are
@@ -272,7 +281,7 @@ def replace_windows(wanted, now: datetime, actor):
                 add_window(item["start"], item["end"], now, actor, labels=labels, reason=reason)
 
 
-def without_stored_history(wanted, now: datetime):
+def without_stored_history(wanted: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
     """`wanted` less the ended windows stored as they are; ValueError naming
     the item for an ended window that is not stored."""
     history = {window_key(vars(row)) for row in MaintenanceWindow.objects.filter(end__lte=now)}
@@ -289,12 +298,12 @@ def without_stored_history(wanted, now: datetime):
     return kept
 
 
-def window_key(item):
+def window_key(item: dict[str, Any]) -> tuple[Any, ...]:
     labels = tuple(sorted(set(item.get("labels") or ())))
     return (item["start"], item["end"], labels, item.get("reason") or "")
 
 
-def record_window(action, window, now: datetime, actor) -> None:
+def record_window(action: str, window: MaintenanceWindow, now: datetime, actor: object) -> None:
     audit.record(
         action,
         target=window,

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 
-def no_labels():
+def no_labels() -> list[str]:
     return []
 
 
@@ -61,7 +61,7 @@ class MaintenanceWindow(models.Model):
     def __str__(self) -> str:
         return f"maintenance {self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M}"
 
-    def clean(self):
+    def clean(self) -> None:
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ValidationError({"end": "must be after start: a window is [start, end)"})
         if not isinstance(self.labels, list) or not all(

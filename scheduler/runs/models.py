@@ -1,6 +1,8 @@
 """An execution: one attempt to run a job for one scheduled instant, and the
 idempotency keys of triggered runs."""
 
+from datetime import timedelta
+
 from django.db import models
 
 
@@ -198,7 +200,7 @@ class Execution(models.Model):
         return f"{self.job_id}@{self.scheduled_for:%Y-%m-%dT%H:%M:%SZ}#{self.attempt}"
 
     @property
-    def duration(self):
+    def duration(self) -> timedelta | None:
         if self.claimed_at and self.finished_at:
             return self.finished_at - self.claimed_at
         return None

@@ -1,6 +1,7 @@
 """Operator actions on jobs and executions (admin, dashboard, management
 API). Each is audited."""
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -13,7 +14,14 @@ from scheduler.runs import lifecycle, outcomes, overlap
 from scheduler.runs.refusals import OperationRefused  # noqa: F401 - callers catch it from here
 
 
-def run_now(job, now: datetime, actor, scheduled_for=None, env=None, note=None):
+def run_now(
+    job: Job,
+    now: datetime,
+    actor: object,
+    scheduled_for: datetime | None = None,
+    env: dict[str, str] | None = None,
+    note: str | None = None,
+) -> Execution:
     """A manual execution now, for the logical instant `scheduled_for`
     (default: now), with `env` added to the job's; it waits its turn, or is
     refused, as the job's overlap policy says (a singleton job with one
@@ -44,7 +52,13 @@ def run_now(job, now: datetime, actor, scheduled_for=None, env=None, note=None):
     return execution
 
 
-def pause(jobs, now: datetime, actor, reason: str = "", until=None):
+def pause(
+    jobs: Iterable[Job],
+    now: datetime,
+    actor: object,
+    reason: str = "",
+    until: datetime | None = None,
+) -> int:
     """Take the jobs that are not paused out of the schedule; with `until`,
     each resumes by itself at that instant (`resume_ended_pauses`)."""
     paused = 0
@@ -66,7 +80,7 @@ def pause(jobs, now: datetime, actor, reason: str = "", until=None):
     return paused
 
 
-def resume(jobs, now: datetime, actor):
+def resume(jobs: Iterable[Job], now: datetime, actor: object) -> int:
     """Paused jobs, and jobs quarantined by an error, fire again from now."""
     resumed = 0
     stopped = Q(paused_at__isnull=False) | ~Q(error="")
@@ -95,7 +109,7 @@ def resume(jobs, now: datetime, actor):
 PAUSES_CHECKED_AT_LEAST_EVERY = 30.0
 
 
-def next_pause_end(now: datetime):
+def next_pause_end(now: datetime) -> datetime:
     """When resume_ended_pauses may next find an ended pause (`Step.until`):
     the earliest `paused_until` (the job_pause_ends index), at the latest
     PAUSES_CHECKED_AT_LEAST_EVERY from now. A pause taken meanwhile is a
@@ -105,7 +119,7 @@ def next_pause_end(now: datetime):
     return latest if earliest["at"] is None else min(earliest["at"], latest)
 
 
-def resume_ended_pauses(now: datetime):
+def resume_ended_pauses(now: datetime) -> int:
     """The loop step: jobs paused `until` an instant now past fire again,
     from that instant on (an occurrence at it fires). Returns how many.
 
@@ -149,7 +163,7 @@ def resume_ended_pauses(now: datetime):
 WAITING = (Execution.QUEUED, Execution.PENDING)
 
 
-def cancel(executions, now: datetime, actor):
+def cancel(executions: Iterable[Execution], now: datetime, actor: object) -> int:
     """Queued and pending ones are cancelled at once; running ones are asked to stop
     through the runner's next heartbeat (its `cancel` list)."""
     cancelled = 0
@@ -180,7 +194,7 @@ def cancel(executions, now: datetime, actor):
 RETRYABLE = (Execution.FAILED, Execution.TIMED_OUT, Execution.LOST, Execution.CANCELLED)
 
 
-def retry(execution, now: datetime, actor):
+def retry(execution: Execution, now: datetime, actor: object) -> Execution:
     """A new attempt of a finished execution, now."""
     if execution.state not in RETRYABLE:
         raise OperationRefused(f"execution {execution.pk} is {execution.state}, not retryable")

@@ -24,7 +24,7 @@ ATTEMPT_EVENTS = {
 }
 
 
-def settled(execution, now: datetime, retry=None) -> None:
+def settled(execution: Execution, now: datetime, retry: Execution | None = None) -> None:
     """Update the job's health for `execution`, just settled, and emit the
     events it causes. `retry`: the attempt created after it, if any; a
     failing attempt without one has failed for good (`execution.given_up`)."""
@@ -40,7 +40,7 @@ def settled(execution, now: datetime, retry=None) -> None:
     health.save()
 
 
-def succeeded(health, execution, now: datetime) -> None:
+def succeeded(health: JobHealth, execution: Execution, now: datetime) -> None:
     health.last_success_at = now
     if health.failure_streak:
         events.emit(
@@ -66,7 +66,7 @@ def succeeded(health, execution, now: datetime) -> None:
         )
 
 
-def failed(health, execution, now: datetime, given_up) -> None:
+def failed(health: JobHealth, execution: Execution, now: datetime, given_up: bool) -> None:
     health.last_failure_at = now
     job = execution.job
     events.emit(ATTEMPT_EVENTS[execution.state], at=now, job=job, execution=execution)
@@ -91,7 +91,7 @@ def failed(health, execution, now: datetime, given_up) -> None:
     pause_if_failing(job, health.failure_streak, execution, now)
 
 
-def pause_if_failing(job, streak, execution, now: datetime) -> bool:
+def pause_if_failing(job: Job, streak: int, execution: Execution, now: datetime) -> bool:
     """`pause_after_failures: N`: a job whose streak reached N pauses itself,
     audited and as a `job.paused` event, in the transaction that settled the
     run. An operator's resume lets it try again; the next failure of the
@@ -112,7 +112,7 @@ def pause_if_failing(job, streak, execution, now: datetime) -> bool:
     return True
 
 
-def counted(job_id: int, state) -> None:
+def counted(job_id: int, state: str) -> None:
     """Count an execution that ended without running: skipped (its singleton
     job was still live) or cancelled while pending."""
     health = locked_health(job_id)
@@ -121,7 +121,7 @@ def counted(job_id: int, state) -> None:
     health.save(update_fields=[state, "last_state"])
 
 
-def locked_health(job_id: int):
+def locked_health(job_id: int) -> JobHealth:
     health, _ = JobHealth.objects.select_for_update().get_or_create(job_id=job_id)
     return health
 
@@ -151,7 +151,7 @@ SUCCESS_PLAIN = PLAIN_SUCCESS.format(
 )
 
 
-def succeeded_plainly(job_id: int, now: datetime):
+def succeeded_plainly(job_id: int, now: datetime) -> bool:
     """The health update of a success that needs no event; False when the
     job needs more (a streak ends, a minimum duration to check)."""
     params = [connection.ops.adapt_datetimefield_value(now), Execution.SUCCEEDED, job_id]
@@ -160,5 +160,5 @@ def succeeded_plainly(job_id: int, now: datetime):
         return cursor.rowcount == 1
 
 
-def iso(instant: datetime):
+def iso(instant: datetime) -> str | None:
     return instant.isoformat() if instant else None

@@ -10,5 +10,5 @@ register = template.Library()
 
 
 @register.inclusion_tag("scheduler/maintenance_banner.html")
-def maintenance_banner():
+def maintenance_banner() -> dict[str, str | None]:
     return {"text": maintenance.current_banner(timezone.now())}

@@ -9,11 +9,11 @@ transaction that creates the execution (and two replays racing for the same
 attempt meet the `execution_once` constraint).
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 
 import audit
 from scheduler.firing import notifier
@@ -23,11 +23,11 @@ from scheduler.runs.refusals import OperationRefused
 from scheduler.triage.dead_letters import DeadLetter, with_status
 
 
-def replay_max_age():
+def replay_max_age() -> timedelta:
     return timedelta(seconds=settings.CRONIQ_REPLAY_MAX_AGE)
 
 
-def in_words(age):
+def in_words(age: timedelta) -> str:
     """A replay age as people write it: "7 days", "36 hours", "90 seconds"."""
     seconds = int(age.total_seconds())
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
@@ -37,12 +37,12 @@ def in_words(age):
     return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
-def is_stale(dead_letter, now):
+def is_stale(dead_letter: DeadLetter, now: datetime) -> bool:
     """Whether replaying `dead_letter` at `now` needs force."""
     return now - dead_letter.execution.scheduled_for > replay_max_age()
 
 
-def replay(dead_letter, now, actor, force=False):
+def replay(dead_letter: DeadLetter, now: datetime, actor: object, force: bool = False) -> Execution:
     """The new execution replaying `dead_letter`; OperationRefused when it
     is not open any more, is stale and not forced, or its job cannot take
     the new attempt (a singleton's live execution)."""
@@ -79,12 +79,12 @@ def replay(dead_letter, now, actor, force=False):
     return new
 
 
-def refuse_unless_open(dead_letter):
+def refuse_unless_open(dead_letter: DeadLetter) -> None:
     if dead_letter.status != DeadLetter.OPEN:
         raise OperationRefused(f"dead letter {dead_letter.pk} was {dead_letter.status} already")
 
 
-def new_attempt(execution, now):
+def new_attempt(execution: Execution, now: datetime) -> Execution:
     """The replay's execution: the same job and instant, one attempt above
     the highest there is; pending at once."""
     job = execution.job
@@ -110,7 +110,7 @@ def new_attempt(execution, now):
         ) from None
 
 
-def discard(dead_letters, now, actor):
+def discard(dead_letters: QuerySet, now: datetime, actor: object) -> int:
     """Discard the open ones of `dead_letters` (a queryset); returns how
     many. Their executions stay; only the dead letter is closed."""
     discarded = 0

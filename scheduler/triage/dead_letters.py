@@ -15,11 +15,15 @@ replays or discards it; then it goes with its execution, at the execution's
 retention age (`scheduler.housekeeping.retention`).
 """
 
+from collections.abc import Collection
+from datetime import datetime
+
 from django.db import models
 from django.db.models import Q
 
 from scheduler.housekeeping import rows_by_id
 from scheduler.runs.log_chunks import LogChunk
+from scheduler.runs.models import Execution
 
 # The log tail kept: the last lines, at most this many, of at most this many bytes.
 TAIL_LINES = 20
@@ -76,11 +80,11 @@ class DeadLetter(models.Model):
             ),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"dead letter {self.pk} ({self.execution_id})"
 
     @property
-    def status(self):
+    def status(self) -> str:
         if self.replayed_at is not None:
             return self.REPLAYED
         if self.discarded_at is not None:
@@ -88,7 +92,7 @@ class DeadLetter(models.Model):
         return self.OPEN
 
 
-def with_status(status):
+def with_status(status: str) -> Q:
     """The condition selecting dead letters of `status` (one of STATUSES)."""
     return {
         DeadLetter.OPEN: Q(replayed_at__isnull=True, discarded_at__isnull=True),
@@ -97,7 +101,7 @@ def with_status(status):
     }[status]
 
 
-def land(execution, now):
+def land(execution: Execution, now: datetime) -> DeadLetter:
     """File `execution`, a failing attempt that gets no retry, as a dead
     letter. Called inside the transaction that settles it."""
     return DeadLetter.objects.create(
@@ -109,7 +113,7 @@ def land(execution, now):
     )
 
 
-def detail_of(execution):
+def detail_of(execution: Execution) -> str:
     parts = []
     if execution.exit_code is not None:
         parts.append(f"exit code {execution.exit_code}")
@@ -120,7 +124,7 @@ def detail_of(execution):
     return "; ".join(parts)
 
 
-def log_tail(execution_id, lines=TAIL_LINES, limit=TAIL_BYTES):
+def log_tail(execution_id: int, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> str:
     """The last `lines` lines of an execution's log, at most `limit` bytes
     (its oldest bytes cut), read from its last chunks only."""
     chunks = LogChunk.objects.filter(execution_id=execution_id).order_by("-seq")
@@ -139,7 +143,7 @@ def log_tail(execution_id, lines=TAIL_LINES, limit=TAIL_BYTES):
     return tail
 
 
-def before_executions_deleted(ids):
+def before_executions_deleted(ids: Collection[int]) -> int:
     """Retention deletes executions with one raw DELETE, which runs no
     cascade: their dead letters go first, and a replay pointing at one of
     them forgets it (the dead letter stays replayed). Returns how many

@@ -1,11 +1,13 @@
 import getpass
 import json
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from scheduler.apply.document import ApplyError, apply, load, plan, source_name
+from scheduler.apply.report import Change
 from scheduler.jobs.label_checks import document_label_warnings
 
 
@@ -15,7 +17,7 @@ class Command(BaseCommand):
         "channels and rules) from a YAML or JSON file (all or nothing, audited)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
         parser.add_argument(
             "--dry-run", action="store_true", help="Print the plan, change nothing."
@@ -35,7 +37,16 @@ class Command(BaseCommand):
             "the file's name without its extension); --prune deletes only that name's.",
         )
 
-    def handle(self, *args, file, dry_run, prune, as_json, source, **options):
+    def handle(
+        self,
+        *args: Any,
+        file: str,
+        dry_run: bool,
+        prune: bool,
+        as_json: bool,
+        source: str,
+        **options: Any,
+    ) -> None:
         try:
             managed_source = source_name(Path(file).stem if source is None else source)
             document = load(file)
@@ -55,7 +66,7 @@ class Command(BaseCommand):
         self.report(changes, dry_run, as_json)
         self.warn_about_labels(document)
 
-    def report(self, changes, dry_run, as_json):
+    def report(self, changes: list[Change], dry_run: bool, as_json: bool) -> None:
         if as_json:
             self.stdout.write(json.dumps(plan(changes), default=str))
             return
@@ -70,7 +81,7 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"{prefix} {len(real)} change(s)")
 
-    def warn_about_labels(self, document):
+    def warn_about_labels(self, document: dict[str, Any]) -> None:
         """Jobs whose labels no runner carries: a warning on stderr (stdout
         stays the plan, --json stays parseable); the file is applied anyway."""
         for warning in document_label_warnings(document):

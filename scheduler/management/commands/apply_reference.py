@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand
 
 from scheduler.apply.reference import reference
@@ -9,5 +11,5 @@ class Command(BaseCommand):
         "apply validates: croniq-admin apply_reference > docs/apply.md"
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(reference(), ending="")

@@ -2,8 +2,9 @@
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from calendars.rules import RulesError
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         "without an occurrence among them are named on stderr."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("job", help="Job name.")
         parser.add_argument(
             "--after",
@@ -32,7 +33,15 @@ class Command(BaseCommand):
             "--json", dest="as_json", action="store_true", help="Print a JSON list."
         )
 
-    def handle(self, *args, job, after, count, as_json, **options):
+    def handle(
+        self,
+        *args: Any,
+        job: str,
+        after: datetime | None,
+        count: int,
+        as_json: bool,
+        **options: Any,
+    ) -> None:
         found = Job.objects.select_related("calendar").filter(name=job).first()
         if found is None:
             raise CommandError(f"unknown job {job!r}", returncode=1)
@@ -53,7 +62,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{fire.isoformat()}  {found.wall_time(fire).isoformat()}")
 
 
-def parse_after(text):
+def parse_after(text: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -64,7 +73,7 @@ def parse_after(text):
 parse_after.__name__ = "ISO 8601 instant"  # argparse names the type in its error
 
 
-def positive_int(text):
+def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError(text)

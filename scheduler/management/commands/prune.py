@@ -1,9 +1,11 @@
 import getpass
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from scheduler.housekeeping import retention
+from scheduler.housekeeping.retention import Pruned
 
 
 class Command(BaseCommand):
@@ -12,12 +14,12 @@ class Command(BaseCommand):
         "logs older than CRONIQ_LOG_RETENTION_DAYS (in short batches, audited)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--dry-run", action="store_true", help="Print what would go, delete nothing."
         )
 
-    def handle(self, *args, dry_run, **options):
+    def handle(self, *args: Any, dry_run: bool, **options: Any) -> None:
         now = timezone.now()
         cutoffs = (
             f"executions finished before {retention.execution_cutoff(now):%Y-%m-%d %H:%M} UTC, "
@@ -33,5 +35,5 @@ class Command(BaseCommand):
         self.stdout.write(f"pruned {describe(pruned)} ({cutoffs})")
 
 
-def describe(pruned):
+def describe(pruned: Pruned) -> str:
     return f"{pruned.executions} execution(s) and {pruned.logs} log chunk(s)"

@@ -5,9 +5,10 @@ scheduler.firing.loop.SchedulerLoop, whose `tick(now)` tests call directly.
 """
 
 import signal
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from scheduler.firing.loop import SchedulerLoop
 
@@ -15,7 +16,7 @@ from scheduler.firing.loop import SchedulerLoop
 class Command(BaseCommand):
     help = "Fire due jobs and reap orphaned executions, until SIGTERM/SIGINT."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="Run a single tick and exit.")
         parser.add_argument(
             "--interval",
@@ -24,7 +25,7 @@ class Command(BaseCommand):
             help="Longest sleep between ticks, in seconds (default CRONIQ_TICK_INTERVAL).",
         )
 
-    def handle(self, *args, once, interval, **options):
+    def handle(self, *args: Any, once: bool, interval: float, **options: Any) -> None:
         loop = SchedulerLoop(interval=interval)
         if once:
             loop.run_once()

@@ -1,7 +1,9 @@
 """The web server and the scheduler loop in one process (scheduler.firing.serve)."""
 
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from scheduler.firing.loop import SchedulerLoop
 from scheduler.firing.serve import OneProcess, web_server
@@ -14,7 +16,7 @@ class Command(BaseCommand):
         "several processes run uvicorn and scheduler_loop apart."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="Address to bind.")
         parser.add_argument("--port", type=int, default=8000, help="Port to bind.")
         parser.add_argument(
@@ -29,7 +31,9 @@ class Command(BaseCommand):
             help="Log every HTTP request (off by default: runners' long-polls are most of them).",
         )
 
-    def handle(self, *args, host, port, interval, access_log, **options):
+    def handle(
+        self, *args: Any, host: str, port: int, interval: float, access_log: bool, **options: Any
+    ) -> None:
         server = web_server(host, port, access_log=access_log)
         process = OneProcess(server, SchedulerLoop(interval=interval))
         code = process.run()
