@@ -1,10 +1,13 @@
 import json
+from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
-from django.urls import path, reverse
+from django.urls import URLPattern, URLResolver, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -44,7 +47,9 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
     # secret-looking env values are; who may change it edits the real ones.
     MASKED = {"url": "url_masked", "headers": "headers_masked"}
 
-    def get_fieldsets(self, request, obj=None):
+    def get_fieldsets(
+        self, request: HttpRequest, obj: Channel | None = None
+    ) -> list[tuple[str | None, dict[str, Any]]]:
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None or self.has_change_permission(request, obj):
             return fieldsets
@@ -53,29 +58,31 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
             for title, options in fieldsets
         ]
 
-    def get_list_display(self, request):
+    def get_list_display(self, request: HttpRequest) -> list[str]:
         shown = super().get_list_display(request)
         if self.has_change_permission(request):
             return shown
         return ["target_masked" if f == "target" else f for f in shown]
 
     @admin.display(description="sends to")
-    def target(self, channel):
+    def target(self, channel: Channel) -> str:
         return ", ".join(channel.to) if channel.kind == Channel.EMAIL else channel.url
 
     @admin.display(description="sends to")
-    def target_masked(self, channel):
+    def target_masked(self, channel: Channel) -> str:
         return ", ".join(channel.to) if channel.kind == Channel.EMAIL else masked_url(channel.url)
 
     @admin.display(description="url")
-    def url_masked(self, channel):
+    def url_masked(self, channel: Channel) -> str:
         return masked_url(channel.url)
 
     @admin.display(description="headers")
-    def headers_masked(self, channel):
+    def headers_masked(self, channel: Channel) -> str:
         return "\n".join(f"{name}: {MASK}" for name in channel.headers) or "—"
 
-    def audit(self, request, obj, verb, data=None):
+    def audit(
+        self, request: HttpRequest, obj: Channel, verb: str, data: dict[str, Any] | None = None
+    ) -> Any:
         # Header values and URL paths may hold secrets: never in the trail.
         # (An adoption's data says who owned it, not a diff.)
         if verb != "adopted":
@@ -84,27 +91,29 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
 
     # The secret is a reference, so (masked) it joins the diff: a changed
     # secret is audited like any other change.
-    def channel_snapshot(self, channel):
+    def channel_snapshot(self, channel: Channel) -> dict[str, Any]:
         return {**snapshot(channel, self.audit_exclude), "secret": channel.secret}
 
-    def stored_snapshot(self, obj):
+    def stored_snapshot(self, obj: Channel) -> dict[str, Any]:
         stored = Channel.objects.filter(pk=obj.pk).first()
         return self.channel_snapshot(stored) if stored is not None else {}
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Channel, form: ModelForm, change: bool) -> None:
         self.adopt(request, obj, change)
         super().save_model(request, obj, form, change)
 
-    def audit_saved(self, request, obj, before, change):
+    def audit_saved(
+        self, request: HttpRequest, obj: Channel, before: dict[str, Any], change: bool
+    ) -> Any:
         changes = diff(before, self.channel_snapshot(obj))
         if change and not changes:
             return None
         return self.audit(request, obj, "changed" if change else "created", changes)
 
-    def audit_deleted(self, request, obj):
+    def audit_deleted(self, request: HttpRequest, obj: Channel) -> Any:
         return self.audit(request, obj, "deleted", diff(self.channel_snapshot(obj), {}))
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern | URLResolver]:
         test = path(
             "<path:object_id>/test/",
             self.admin_site.admin_view(self.test_view),
@@ -112,15 +121,23 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
         )
         return [test, *super().get_urls()]
 
-    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Channel | None = None,
+    ) -> HttpResponse:
         context["can_send_test"] = obj is not None and self.has_test_permission(request, obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
-    def has_test_permission(self, request, obj=None):
+    def has_test_permission(self, request: HttpRequest, obj: Channel | None = None) -> bool:
         # A test reaches real people: whoever may change the channel may test it.
         return self.has_change_permission(request, obj)
 
-    def test_view(self, request, object_id):
+    def test_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         channel = get_object_or_404(Channel, pk=object_id)
@@ -132,11 +149,11 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
         )
 
     @admin.action(description="Send a test notification", permissions=["test"])
-    def send_test(self, request, queryset):
+    def send_test(self, request: HttpRequest, queryset: QuerySet) -> None:
         for channel in queryset:
             self.send_one_test(request, channel)
 
-    def send_one_test(self, request, channel):
+    def send_one_test(self, request: HttpRequest, channel: Channel) -> None:
         from notifications.delivery import send_test
 
         # A failed try (an unset secret, a refusing receiver) is a Result too.
@@ -185,29 +202,31 @@ class RuleAdmin(AdoptedOnSave, AuditedModelAdmin):
         ("Managed", {"fields": ["managed_by", "managed_source"]}),
     ]
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).prefetch_related("channels")
 
     @admin.display(description="events")
-    def events_text(self, rule):
+    def events_text(self, rule: Rule) -> str:
         return ", ".join(rule.events)
 
     @admin.display(description="channels")
-    def channels_text(self, rule):
+    def channels_text(self, rule: Rule) -> str:
         return ", ".join(c.name for c in rule.channels.all())
 
-    def rule_snapshot(self, rule):
+    def rule_snapshot(self, rule: Rule) -> dict[str, Any]:
         names = sorted(c.name for c in rule.channels.all()) if rule.pk else []
         return {**snapshot(rule, self.audit_exclude), "channels": names}
 
     # The channels are saved after the rule (save_related): audit once both are.
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Rule, form: ModelForm, change: bool) -> None:
         stored = Rule.objects.filter(pk=obj.pk).first() if change else None
         form.audit_before = self.rule_snapshot(stored) if stored else {}
         self.adopt(request, obj, change)
         obj.save()
 
-    def save_related(self, request, form, formsets, change):
+    def save_related(
+        self, request: HttpRequest, form: ModelForm, formsets: list[Any], change: bool
+    ) -> None:
         super().save_related(request, form, formsets, change)
         changes = diff(form.audit_before, self.rule_snapshot(form.instance))
         if changes or not change:
@@ -227,19 +246,19 @@ class MuteAdmin(AuditedModelAdmin):
     actions = ["end_now"]
 
     @admin.display(description="muted")
-    def subject(self, mute):
+    def subject(self, mute: Mute) -> object:
         return mute.rule or mute.job or "everything"
 
     @admin.display(description="active", boolean=True)
-    def active(self, mute):
+    def active(self, mute: Mute) -> bool:
         return mute.until > timezone.now()
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Mute | None = None) -> list[str]:
         if obj is None:
             return ["created_by", "created_at"]
         return ["rule", "job", "until", "note", "created_by", "created_at"]
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Mute, form: ModelForm, change: bool) -> None:
         if change:
             return  # nothing to write: a mute's fields are read-only
         from notifications.mutes import mute
@@ -261,11 +280,11 @@ class MuteAdmin(AuditedModelAdmin):
         )
         obj._state.adding = False
 
-    def has_end_permission(self, request):
+    def has_end_permission(self, request: HttpRequest) -> bool:
         return self.has_change_permission(request)
 
     @admin.action(description="End selected mutes now", permissions=["end"])
-    def end_now(self, request, queryset):
+    def end_now(self, request: HttpRequest, queryset: QuerySet) -> None:
         from notifications.mutes import unmute
 
         now = timezone.now()
@@ -280,10 +299,10 @@ class DeliveryInline(admin.TabularInline):
     readonly_fields = fields
     can_delete = False
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Notification | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Notification | None = None) -> bool:
         return False
 
 
@@ -327,12 +346,12 @@ class NotificationAdmin(ReadOnlyModelAdmin):
     readonly_fields = fields
 
     @admin.display(description="last error")
-    def last_error_short(self, notification):
+    def last_error_short(self, notification: Notification) -> str:
         error = notification.last_error
         return error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
 
     @admin.display(description="message")
-    def message_json(self, notification):
+    def message_json(self, notification: Notification) -> str:
         text = json.dumps(notification.message, indent=2, sort_keys=True, default=str)
         return format_html("<pre style='white-space:pre-wrap'>{}</pre>", text)
 

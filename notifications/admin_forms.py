@@ -3,6 +3,9 @@
 checked with the apply file's checks (`notifications.applyitems`) so the
 admin and `manage.py apply` refuse the same things with the same words."""
 
+from datetime import datetime
+from typing import Any
+
 from django import forms
 from django.utils import timezone
 
@@ -20,7 +23,7 @@ KIND_FIELDS = {
 }
 
 
-def comma_list(text):
+def comma_list(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").replace("\n", ",").split(",") if part.strip()]
 
 
@@ -59,7 +62,7 @@ class ChannelForm(forms.ModelForm):
             "enabled": "A disabled channel receives nothing.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if "timeout" in self.fields:  # not when the form is only viewed
             self.fields["timeout"].required = False  # email channels have none
@@ -69,14 +72,14 @@ class ChannelForm(forms.ModelForm):
                 f"{name}: {value}" for name, value in self.instance.headers.items()
             )
 
-    def clean_timeout(self):
+    def clean_timeout(self) -> float:
         timeout = self.cleaned_data["timeout"]
         return channels.DEFAULT_TIMEOUT if timeout is None else timeout
 
-    def clean_to(self):
+    def clean_to(self) -> list[str]:
         return comma_list(self.cleaned_data["to"])
 
-    def clean_headers(self):
+    def clean_headers(self) -> dict[str, str]:
         headers = {}
         for number, line in enumerate(self.cleaned_data["headers"].splitlines(), start=1):
             if not line.strip():
@@ -87,7 +90,7 @@ class ChannelForm(forms.ModelForm):
             headers[name.strip()] = value.strip()
         return headers
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         kind = cleaned.get("kind")
         if kind not in KIND_FIELDS or any(f in self.errors for f in KIND_FIELDS[kind]):
@@ -101,10 +104,10 @@ class ChannelForm(forms.ModelForm):
 class DurationField(forms.CharField):
     """Seconds, typed as "900" or "15m" (the apply file's durations)."""
 
-    def prepare_value(self, value):
+    def prepare_value(self, value: Any) -> str:
         return "" if value is None else str(value)
 
-    def clean(self, value):
+    def clean(self, value: Any) -> int | None:
         text = super().clean(value).strip()
         if not text:
             return None
@@ -155,7 +158,7 @@ class RuleForm(forms.ModelForm):
             "calendar": "Only jobs on this calendar.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if "channels" in self.fields:  # not when the form is only viewed
             # Empty is refused below, with the apply file's words.
@@ -163,23 +166,23 @@ class RuleForm(forms.ModelForm):
         if self.instance.pk:
             self.initial["labels"] = ", ".join(self.instance.labels)
 
-    def clean_events(self):
+    def clean_events(self) -> list[str]:
         return checked("events", applyitems.event_names)(self.cleaned_data["events"])
 
-    def clean_labels(self):
+    def clean_labels(self) -> list[str]:
         return comma_list(self.cleaned_data["labels"])
 
-    def clean_failures_in_a_row(self):
+    def clean_failures_in_a_row(self) -> int:
         value = self.cleaned_data["failures_in_a_row"]
         return checked("failures_in_a_row", lambda f, v: applyitems.count(f, v, least=1))(value)
 
-    def clean_slow_factor(self):
+    def clean_slow_factor(self) -> float | None:
         return checked("slow_factor", applyitems.factor)(self.cleaned_data["slow_factor"])
 
-    def clean_throttle(self):
+    def clean_throttle(self) -> int:
         return self.cleaned_data["throttle"] or 0
 
-    def clean_channels(self):
+    def clean_channels(self) -> list[Channel]:
         channels = self.cleaned_data["channels"]
         if not channels:
             raise forms.ValidationError("a rule must route to at least one channel")
@@ -197,7 +200,7 @@ class MuteForm(forms.ModelForm):
             "note": "Why, for whoever is on call next.",
         }
 
-    def clean_until(self):
+    def clean_until(self) -> datetime:
         until = self.cleaned_data["until"]
         if until <= timezone.now():
             raise forms.ValidationError("must be in the future")

@@ -19,6 +19,7 @@ are whole seconds (`1800`) or texts in `@every`'s grammar (`"30m"`,
 """
 
 import copy
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.db.models import Q
@@ -116,7 +117,7 @@ RULE_DEFAULTS = defaults(RULE_FIELDS)
 # -- field checks, shared with the admin's forms -------------------------------
 
 
-def event_names(where, value):
+def event_names(where: str, value: Any) -> list[str]:
     """A non-empty list of docs/design.md §9 event names, each once."""
     if not isinstance(value, list) or not value:
         raise ApplyError(f"{where}: required: a list of event names, e.g. [job.failing]")
@@ -126,7 +127,7 @@ def event_names(where, value):
     return list(dict.fromkeys(value))
 
 
-def count(where, value, least):
+def count(where: str, value: Any, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApplyError(f"{where}: a whole number of at least {least}, got {value!r}")
     if value < least:
@@ -134,7 +135,7 @@ def count(where, value, least):
     return value
 
 
-def factor(where, value):
+def factor(where: str, value: Any) -> float | None:
     """A slow factor: how many times the job's usual (p95) duration is slow."""
     if value is None:
         return None
@@ -145,13 +146,13 @@ def factor(where, value):
     return float(value)
 
 
-def boolean(where, value):
+def boolean(where: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ApplyError(f"{where}: true or false, got {value!r}")
     return value
 
 
-def text(where, value):
+def text(where: str, value: Any) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -159,13 +160,13 @@ def text(where, value):
     return value
 
 
-def channel_names(where, value):
+def channel_names(where: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not value:
         raise ApplyError(f"{where}: a rule must route to at least one channel")
     return list(dict.fromkeys(string_list(where, value)))
 
 
-def channel_problems(kind, config):
+def channel_problems(kind: str, config: dict[str, Any]) -> dict[str, str]:
     """{field: message} of a channel's config, as `channels.validate` words
     it without the leading "field: " (the caller says where)."""
     return {
@@ -174,7 +175,7 @@ def channel_problems(kind, config):
     }
 
 
-def without_empty(config):
+def without_empty(config: dict[str, Any]) -> dict[str, Any]:
     """A channel's config without the settings left empty (a form's blanks)."""
     return {key: value for key, value in config.items() if value not in ("", None, [], {})}
 
@@ -182,7 +183,7 @@ def without_empty(config):
 # -- channels -------------------------------------------------------------------
 
 
-def channel_values(where, item):
+def channel_values(where: str, item: dict[str, Any]) -> dict[str, Any]:
     """The Channel field values of a `channels:` item; ApplyError names each problem."""
     kind = item.get("kind")
     if kind is None:
@@ -210,7 +211,7 @@ def channel_values(where, item):
     }
 
 
-def channel_state(channel):
+def channel_state(channel: Channel) -> dict[str, Any]:
     """A comparable picture of a channel: what it sends with, and who owns it."""
     return {
         "kind": channel.kind,
@@ -221,7 +222,7 @@ def channel_state(channel):
     }
 
 
-def masked_url(url):
+def masked_url(url: str) -> str:
     """A URL as the audit trail and apply's answer may show it. Credentials
     (`user:pass@`) never show. Chat webhook URLs carry their token in the
     path, and others in the query, so a literal URL shows only its scheme
@@ -242,7 +243,7 @@ def masked_url(url):
     return f"{parts.scheme}://{host}/{MASK}" if rest else f"{parts.scheme}://{host}{parts.path}"
 
 
-def masked_channel_diff(diff):
+def masked_channel_diff(diff: dict[str, Any]) -> dict[str, Any]:
     """A channel's diff as it may be printed and audited: the secret
     reference, header values and URL paths masked; that they changed still shows."""
 
@@ -263,7 +264,9 @@ def masked_channel_diff(diff):
 # -- what apply must know and say about the sections ----------------------------
 
 
-def writes_notifications(document, prune, source, managed_source):
+def writes_notifications(
+    document: dict[str, Any], prune: bool, source: str, managed_source: str
+) -> bool:
     """Whether applying `document` may write channels or rules: it has a
     `channels:` or `notify:` section, or `prune` would delete channels or
     rules this file made (those `NotifySections.prune` deletes from)."""
@@ -275,7 +278,7 @@ def writes_notifications(document, prune, source, managed_source):
     return Channel.objects.filter(managed).exists() or Rule.objects.filter(managed).exists()
 
 
-def file_rows(source, managed_source):
+def file_rows(source: str, managed_source: str) -> Q:
     """What apply of `managed_source` manages: its channels and rules. Rows
     an apply stamped with the file's path (or "api:<key>", its `source`)
     before files had names are still its own."""
@@ -283,7 +286,7 @@ def file_rows(source, managed_source):
     return Q(managed_by=ManagedBy.APPLY, managed_source__in=sources)
 
 
-def environment_warnings(document):
+def environment_warnings(document: dict[str, Any]) -> list[str]:
     """A warning for each `${CRONIQ_SECRET_*}` reference of the document's
     channels: apply checked it in its own environment, but the notifier
     reads it from its own, which may lack it. (A `file:` reference is read
@@ -331,7 +334,7 @@ RULE_CHECKS = {
 }
 
 
-def rule_values(where, item):
+def rule_values(where: str, item: dict[str, Any]) -> dict[str, Any]:
     """The Rule field values of a `notify:` item (channels and calendar by
     name); ApplyError names every field that is wrong."""
     item = {**RULE_DEFAULTS, **item}
@@ -356,7 +359,7 @@ def rule_values(where, item):
     return values
 
 
-def rule_state(rule, channel_names=None):
+def rule_state(rule: Rule, channel_names: list[str] | None = None) -> dict[str, Any]:
     if channel_names is None:
         channel_names = [c.name for c in rule.channels.all()] if rule.pk else []
     return {
@@ -389,12 +392,12 @@ class NotifySections:
     # What docs/apply.md says of the sections (`manage.py apply_reference`).
     FIELDS = {"channels": CHANNEL_FIELDS, "notify": RULE_FIELDS}
 
-    def __init__(self, applier):
+    def __init__(self, applier) -> None:
         self.applier = applier
         self.channel_names = []  # every channel the file names, good or bad
         self.rule_names = []
 
-    def apply(self, sections):
+    def apply(self, sections: dict[str, Any]) -> None:
         for where, item in self.applier.check_items("channels", sections["channels"], CHANNEL_KEYS):
             self.channel_names.append(item["name"])
             self.applier.attempt(self.apply_channel, where, item)
@@ -402,7 +405,7 @@ class NotifySections:
             self.rule_names.append(item["name"])
             self.applier.attempt(self.apply_rule, where, item)
 
-    def apply_channel(self, where, item):
+    def apply_channel(self, where: str, item: dict[str, Any]) -> None:
         # Written now, inside the apply's transaction: rules refer to them.
         upsert(
             self.applier,
@@ -415,7 +418,7 @@ class NotifySections:
             mask=masked_channel_diff,
         )
 
-    def apply_rule(self, where, item):
+    def apply_rule(self, where: str, item: dict[str, Any]) -> None:
         errors, values = [], {}
         try:
             values = rule_values(where, item)
@@ -437,7 +440,7 @@ class NotifySections:
         if len(found) < len(names):
             return  # a refused channel of the file: its error says why
 
-        def write(rule, *_):
+        def write(rule, *_) -> None:
             rule.save()
             rule.channels.set(found.values())
 
@@ -452,7 +455,7 @@ class NotifySections:
             write=write,
         )
 
-    def prune(self):
+    def prune(self) -> None:
         """Delete the channels and rules this file made that it no longer
         names; never those made or adopted in the admin, or of another file."""
         managed = file_rows(self.applier.source, self.applier.managed_source)

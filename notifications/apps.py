@@ -1,11 +1,19 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from django.apps import AppConfig
+
+if TYPE_CHECKING:  # the loop and its steps import models: not before the apps are ready
+    from scheduler.firing.loop import SchedulerLoop
+    from scheduler.firing.steps import Step
 
 
 class NotificationsConfig(AppConfig):
     name = "notifications"
     verbose_name = "Notifications"
 
-    def ready(self):
+    def ready(self) -> None:
         from notifications import checks  # noqa: F401 (registers the system checks)
         from notifications.applyitems import NotifySections
         from notifications.recording import record_event
@@ -17,14 +25,14 @@ class NotificationsConfig(AppConfig):
         # `channels:` and `notify:` in apply files, applied with the jobs.
         applyfile.add_sections(NotifySections.KEYS, NotifySections)
 
-    def apply_warnings(self, document):
+    def apply_warnings(self, document: dict[str, Any]) -> list[str]:
         """For `manage.py apply` and the API: channel secrets read from the
         environment of another process (scheduler.jobs.label_checks)."""
         from notifications.applyitems import environment_warnings
 
         return environment_warnings(document)
 
-    def before_executions_deleted(self, ids):
+    def before_executions_deleted(self, ids: list[int]) -> None:
         """For `scheduler.housekeeping.retention`: events about pruned executions keep
         their data and lose the link (SET_NULL, which the raw DELETE skips)."""
         from notifications.models import Event
@@ -32,7 +40,7 @@ class NotificationsConfig(AppConfig):
 
         rows_by_id.clear_where(Event, "execution", ids)
 
-    def loop_steps(self, loop):
+    def loop_steps(self, loop: SchedulerLoop) -> list[Step]:
         from notifications import detectors, digests, incidents, notifier_process, retention
         from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
 

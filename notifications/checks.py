@@ -9,6 +9,9 @@ and disabling them would silence alerts without a word, so the upgrade
 says which channels to change instead, where the operator runs it.
 """
 
+from collections.abc import Iterator
+from typing import Any
+
 from django.core import checks
 from django.db import DatabaseError, connections
 
@@ -18,7 +21,9 @@ STORED_REFERENCE_REFUSED = "croniq.W101"
 
 
 @checks.register(checks.Tags.database)
-def stored_channel_references(app_configs=None, databases=None, **kwargs):
+def stored_channel_references(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """A warning for each stored channel whose references no longer resolve."""
     found = []
     for alias in databases or ():
@@ -35,7 +40,7 @@ def stored_channel_references(app_configs=None, databases=None, **kwargs):
     return found
 
 
-def refused_references(alias):
+def refused_references(alias: str) -> list[tuple[str, str]]:
     """(channel name, "field: why") of the stored channels on database `alias`."""
     from notifications.models import Channel
 
@@ -53,7 +58,7 @@ def refused_references(alias):
     ]
 
 
-def channel_problems(channel):
+def channel_problems(channel: Any) -> Iterator[tuple[str, str]]:
     texts = [("url", channel.url), ("secret", channel.secret)]
     texts += [(f"headers: {name}", value) for name, value in (channel.headers or {}).items()]
     for field, text in texts:

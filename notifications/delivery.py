@@ -24,13 +24,15 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Min, Q, QuerySet
 from django.db.utils import InterfaceError, OperationalError
 
 import audit
@@ -61,18 +63,18 @@ class Claim:
     notification: Notification | None = field(default=None, compare=False, repr=False)
 
 
-def backoff(attempts):
+def backoff(attempts: int) -> float:
     """Seconds to wait after `attempts` failed tries: 1, 2, 4 ... 600."""
     exponent = min(max(attempts, 1) - 1, 20)
     return min(MAX_BACKOFF, FIRST_BACKOFF * 2**exponent)
 
 
-def default_owner():
+def default_owner() -> str:
     """Who claims: this host and process (written in `claimed_by`)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def due(now):
+def due(now: datetime) -> QuerySet:
     """Pending notifications that may be tried at `now`, oldest first (the
     `notification_due` index; routing sets `next_attempt_at`)."""
     return (
@@ -84,7 +86,7 @@ def due(now):
     )
 
 
-def next_due_at(now):
+def next_due_at(now: datetime) -> datetime | None:
     """When the earliest pending notification comes due after `now`, or
     None: its next attempt, or the end of a claim on it (a notifier that
     died holding it: then anyone may take it)."""
@@ -96,7 +98,7 @@ def next_due_at(now):
     return min((at for at in found.values() if at is not None), default=None)
 
 
-def lease_seconds(timeout):
+def lease_seconds(timeout: float) -> float:
     return timeout + LEASE_MARGIN
 
 
@@ -104,7 +106,7 @@ def lease_seconds(timeout):
 BATCH = 4
 
 
-def claim(now, count=1, owner=None):
+def claim(now: datetime, count: int = 1, owner: str | None = None) -> list[Claim]:
     """Claim up to `count` due notifications for one try each; [Claim].
 
     Another notifier's unexpired claim is skipped (on PostgreSQL without
@@ -119,7 +121,7 @@ def claim(now, count=1, owner=None):
         return write_claims(list(candidates[:count]), token, now)
 
 
-def write_claims(notifications, token, now):
+def write_claims(notifications: list[Notification], token: str, now: datetime) -> list[Claim]:
     """Claim `notifications` (PostgreSQL, locked by the caller) to be sent
     one after another: each lease covers the tries before it.
 
@@ -156,7 +158,7 @@ CLAIM_LEASES = f"""
 """
 
 
-def claim_in_one_statement(now, count, token):
+def claim_in_one_statement(now: datetime, count: int, token: str) -> list[Claim]:
     """SQLite: the claim is one UPDATE of the due rows, so the notifier holds
     the database's single write lock, which the scheduler loop's tick needs
     too, for one statement (a read and an update per row held it for 16 ms
@@ -177,7 +179,7 @@ def claim_in_one_statement(now, count, token):
 # -- one try -------------------------------------------------------------------
 
 
-def deliver(claimed, now, retry=True):
+def deliver(claimed: Claim, now: datetime, retry: bool = True) -> channels.Result:
     """Try once to deliver a claimed notification and write the try; the
     Result (channels.Result).
 
@@ -189,7 +191,7 @@ def deliver(claimed, now, retry=True):
     return tried.result
 
 
-def attempt(claimed, now, retry=True):
+def attempt(claimed: Claim, now: datetime, retry: bool = True) -> "Tried":
     """Send a claimed notification once; the Tried, not written yet."""
     notification = claimed.notification
     if notification is None:
@@ -198,7 +200,7 @@ def attempt(claimed, now, retry=True):
     return Tried(notification, claimed, result, now, retry, sent)
 
 
-def write(*tries):
+def write(*tries: "Tried") -> None:
     """record_many, saying which claims lapsed while they were tried."""
     for tried, outcome in zip(tries, record_many(tries), strict=True):
         if outcome is None:
@@ -208,7 +210,9 @@ def write(*tries):
             )
 
 
-def send(notification, channel, now):
+def send(
+    notification: Notification, channel: Channel, now: datetime
+) -> tuple[channels.Result, bool]:
     """(Result, whether anything was sent). A bad config or an unset secret
     is a failed try with its message (it names the variable, never a value)."""
     try:
@@ -223,7 +227,7 @@ def send(notification, channel, now):
         return channels.Result(False, None, f"internal error: {type(error).__name__}", 0.0), False
 
 
-def message_of(notification):
+def message_of(notification: Notification) -> dict[str, Any]:
     """The §9 body; its `id` is always the delivery id."""
     message = dict(notification.message)
     message["id"] = str(notification.pk)
@@ -243,14 +247,21 @@ class Tried:
     sent: bool = True  # something went out: its latency goes into the histogram
 
 
-def record(notification, claimed, result, now, retry=True, observe=True):
+def record(
+    notification: Notification,
+    claimed: Claim,
+    result: channels.Result,
+    now: datetime,
+    retry: bool = True,
+    observe: bool = True,
+) -> str | None:
     """Write the try and its consequence, if the claim still holds; the
     outcome (DELIVERED, FAILED or GIVEN_UP), or None when the claim was lost.
     `observe`: the try's latency goes into the histogram (something was sent)."""
     return record_many([Tried(notification, claimed, result, now, retry, observe)])[0]
 
 
-def record_many(tries):
+def record_many(tries: list[Tried]) -> list[str | None]:
     """Write tries in one transaction; their outcomes in order (None where
     the claim was lost). A burst of deliveries then takes a few write
     transactions instead of one per try: on SQLite each one waits for the
@@ -291,7 +302,7 @@ def record_many(tries):
     return outcomes
 
 
-def write_try(tried):
+def write_try(tried: Tried) -> str | None:
     """The notification's new state after `tried`, written if the claim
     still holds; the outcome, or None."""
     notification, result, now = tried.notification, tried.result, tried.at
@@ -325,7 +336,7 @@ def write_try(tried):
     return outcome if held else None
 
 
-def prepared(name, value):
+def prepared(name: str, value: Any) -> Any:
     """`value` for the notification's column `name`, as the ORM writes it."""
     return Notification._meta.get_field(name).get_db_prep_save(value, connection)
 
@@ -348,12 +359,14 @@ WRITE_TRY = "UPDATE {} SET {} WHERE id = %s AND state = %s AND claimed_by = %s".
 )
 
 
-def given_up(notification, now):
+def given_up(notification: Notification, now: datetime) -> bool:
     age = (now - notification.created_at).total_seconds()
     return age > settings.CRONIQ_NOTIFY_GIVE_UP
 
 
-def give_up(notification, attempts, result, now):
+def give_up(
+    notification: Notification, attempts: int, result: channels.Result, now: datetime
+) -> None:
     audit.record(
         "notification.given_up",
         target=notification,
@@ -374,23 +387,31 @@ def give_up(notification, attempts, result, now):
 class Budget:
     """How many more notifications the lanes of one round may claim."""
 
-    def __init__(self, limit):
+    def __init__(self, limit) -> None:
         self.left = limit
         self.lock = threading.Lock()
 
-    def take(self, wanted):
+    def take(self, wanted: int) -> int:
         """Up to `wanted` of what is left (0 when spent)."""
         with self.lock:
             granted = max(0, min(wanted, self.left))
             self.left -= granted
             return granted
 
-    def give_back(self, unused):
+    def give_back(self, unused: int) -> None:
         with self.lock:
             self.left += unused
 
 
-def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=False, batch=BATCH):
+def lane(
+    clock: Callable[[], datetime],
+    owner: str,
+    budget: Budget,
+    stopping: threading.Event | None = None,
+    recorder: "Recorder | None" = None,
+    keep_connection: bool = False,
+    batch: int = BATCH,
+) -> int:
     """One worker: claim a few due notifications (BATCH), deliver them one
     after another, repeat until none is due, the budget is spent or
     `stopping` is set; how many it tried.
@@ -410,7 +431,14 @@ def lane(clock, owner, budget, stopping=None, recorder=None, keep_connection=Fal
     return tried
 
 
-def deliver_in_turn(clock, owner, budget, stopping=None, recorder=None, batch=BATCH):
+def deliver_in_turn(
+    clock: Callable[[], datetime],
+    owner: str,
+    budget: Budget,
+    stopping: threading.Event | None = None,
+    recorder: "Recorder | None" = None,
+    batch: int = BATCH,
+) -> int:
     """The lane's work, claiming `batch` at a time; with a `recorder` the
     tries are written by it (a batch per transaction), otherwise one by one."""
     tried = 0
@@ -452,24 +480,24 @@ class Recorder:
     the wait in the queue.
     """
 
-    def __init__(self, written=None):
+    def __init__(self, written=None) -> None:
         self.written = written  # called after each write (the notifier wakes)
         self.queue = queue.SimpleQueue()
         self.thread = threading.Thread(target=self.run, name="croniq-record", daemon=True)
 
-    def start(self):
+    def start(self) -> "Recorder":
         self.thread.start()
         return self
 
-    def put(self, tried):
+    def put(self, tried: Tried) -> None:
         self.queue.put(tried)
 
-    def close(self, timeout=30.0):
+    def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, then end (call once no lane puts any more)."""
         self.queue.put(None)
         self.thread.join(timeout)
 
-    def run(self):
+    def run(self) -> None:
         try:
             while True:
                 batch = self.take()
@@ -482,7 +510,7 @@ class Recorder:
         finally:
             connection.close()
 
-    def take(self):
+    def take(self) -> list[Tried]:
         """The next batch: waits for one try, then takes what else is queued."""
         batch = [self.queue.get()]
         while batch[-1] is not None and len(batch) < MOST_PER_WRITE:
@@ -492,7 +520,7 @@ class Recorder:
                 break
         return batch
 
-    def write(self, tries):
+    def write(self, tries: list[Tried]) -> None:
         for pause in (0.0, *WRITE_RETRIES):
             time.sleep(pause)
             try:
@@ -513,7 +541,7 @@ class Recorder:
             self.written()
 
 
-def release(claims):
+def release(claims: Iterable[Claim]) -> None:
     """Give back claims not tried (a stop): due again at once for anyone."""
     for claimed in claims:
         Notification.objects.filter(pk=claimed.id, claimed_by=claimed.token).update(
@@ -521,7 +549,7 @@ def release(claims):
         )
 
 
-def lane_plan(now, workers):
+def lane_plan(now: datetime, workers: int) -> tuple[int, int]:
     """(lanes, batch): how many lanes are worth starting (no more than there
     is due work) and how many each claims at a time, so the due work is
     spread over them: four due and two free lanes make two lanes of two, not
@@ -533,7 +561,9 @@ def lane_plan(now, workers):
     return lanes, min(BATCH, -(-waiting // lanes))
 
 
-def deliver_due(now, limit=200, owner=None, workers=None):
+def deliver_due(
+    now: datetime, limit: int = 200, owner: str | None = None, workers: int | None = None
+) -> int:
     """Deliver up to `limit` notifications due at `now`, each tried once, in
     up to CRONIQ_NOTIFY_WORKERS threads; how many were tried.
 
@@ -555,7 +585,7 @@ def deliver_due(now, limit=200, owner=None, workers=None):
 # -- a test message --------------------------------------------------------------
 
 
-def send_test(channel, now, actor):
+def send_test(channel: Channel, now: datetime, actor: object) -> channels.Result:
     """Send "Test notification from Croniq" on `channel` now, through the
     delivery log (a Notification named "test"); the Result. Audited."""
     token = f"{default_owner()[:80]}/test-{uuid.uuid4().hex[:8]}"

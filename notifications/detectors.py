@@ -41,12 +41,14 @@ before it started. Two ways are seen:
 import hashlib
 import math
 import operator
-from datetime import timedelta
+from collections.abc import Callable, Collection, Iterable
+from datetime import datetime, timedelta
 from functools import reduce
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import CharField, Count, Exists, F, OuterRef, Q, Value
+from django.db.models import CharField, Count, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
 from notifications.models import Event, Rule
@@ -91,7 +93,7 @@ SCAN_SLACK = timedelta(minutes=1)
 ID_SLACK = 1000
 
 
-def detect_slow(now):
+def detect_slow(now: datetime) -> int:
     """job.slow for each running execution past its job's max_duration or,
     without one, past each factor x the job's p95 duration (and past
     BASELINE_FLOOR). Returns how many events were emitted."""
@@ -112,7 +114,9 @@ def detect_slow(now):
     return emitted
 
 
-def slowness(job_id, elapsed, max_duration, factors):
+def slowness(
+    job_id: int, elapsed: float, max_duration: int | None, factors: list[float]
+) -> list[tuple[float | None, dict[str, Any]]]:
     """[(factor or None, data)] for each threshold the run is past."""
     data = {"elapsed": round(elapsed, 3), "max_duration": max_duration, "p95": None}
     if max_duration is not None:
@@ -127,14 +131,14 @@ def slowness(job_id, elapsed, max_duration, factors):
     ]
 
 
-def baseline(job_id, now):
+def baseline(job_id: int, now: datetime) -> float | None:
     """The job's p95 duration (seconds) over its last successful runs, or
     None with fewer than CRONIQ_SLOW_MIN_HISTORY of them. Cached a minute."""
     load_baselines([job_id], now)
     return _baselines[job_id][1]
 
 
-def load_baselines(job_ids, now):
+def load_baselines(job_ids: Iterable[int], now: datetime) -> None:
     """Read the p95 of the jobs not cached: one query on PostgreSQL."""
     missing = [job_id for job_id in job_ids if job_id not in _baselines]
     wanted = max(BASELINE_RUNS, settings.CRONIQ_SLOW_MIN_HISTORY)
@@ -147,7 +151,7 @@ def load_baselines(job_ids, now):
         _baselines[job_id] = (now, percentile_95(runs) if enough else None)
 
 
-def last_successes(job_ids, count):
+def last_successes(job_ids: list[int], count: int) -> list[tuple[int, float]]:
     """[(job id, seconds)] of the last `count` successful runs of each job,
     newest first, each read through the exec_job_history index."""
     if connection.vendor == "postgresql":
@@ -181,13 +185,13 @@ def last_successes(job_ids, count):
     return runs
 
 
-def percentile_95(values):
+def percentile_95(values: list[float]) -> float:
     """The nearest-rank 95th percentile."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def forget_baselines(now):
+def forget_baselines(now: datetime) -> None:
     """Drop the p95s read more than BASELINE_TTL before `now` (or after it:
     the clock went back)."""
     for job_id, (at, _) in list(_baselines.items()):
@@ -195,7 +199,7 @@ def forget_baselines(now):
             del _baselines[job_id]
 
 
-def forget():
+def forget() -> None:
     """Drop what this process remembers (tests: rolled-back ids come back)."""
     _baselines.clear()
     _recorded.clear()
@@ -203,7 +207,7 @@ def forget():
     _label_sets.clear()
 
 
-def detect_missed(now):
+def detect_missed(now: datetime) -> int:
     """job.missed for each scheduled instant whose grace passed before its
     execution started (module docstring). Returns how many were emitted."""
     graces = thresholds("job.missed", "grace", settings.CRONIQ_MISSED_GRACE)
@@ -234,7 +238,7 @@ def detect_missed(now):
     return emitted
 
 
-def missed_executions(now, grace):
+def missed_executions(now: datetime, grace: float) -> tuple[list[Execution], Any]:
     """Executions of the schedule that missed `grace` and are not yet
     reported for it: pending (`pending_past_grace`) or started late (running,
     or finished within LATE_LOOKBACK); and the pending scan to remember."""
@@ -253,7 +257,9 @@ def missed_executions(now, grace):
     return found, scan
 
 
-def pending_past_grace(scheduled, now, grace):
+def pending_past_grace(
+    scheduled: QuerySet, now: datetime, grace: float
+) -> tuple[list[Execution], Any]:
     """The unreported pending executions whose run_after + `grace` passed,
     and the scan to remember once they are recorded (None: not all read).
 
@@ -287,7 +293,7 @@ def pending_past_grace(scheduled, now, grace):
     return list(found.values()), (cutoff, newest) if complete else None
 
 
-def missed_key_sql(grace):
+def missed_key_sql(grace: float) -> Concat:
     """`missed_key` of the outer execution, in SQL (the Event.key index)."""
     return Concat(
         Value("job.missed:"),
@@ -297,14 +303,14 @@ def missed_key_sql(grace):
     )
 
 
-def why_started_late(execution, late):
+def why_started_late(execution: Execution, late: timedelta) -> str:
     if execution.created_at - execution.scheduled_for > late:
         return "the scheduler was not running at the instant"
     waited = (execution.claimed_at - execution.run_after).total_seconds()
     return f"it waited {waited:.0f}s in the queue before a runner took it"
 
 
-def missed_key(pk, grace):
+def missed_key(pk: int, grace: float) -> str:
     return f"job.missed:{pk}:{number(grace)}"
 
 
@@ -312,7 +318,7 @@ class RunnerPool:
     """The runners that can take work now (online, not drained), read once
     per step, and why an execution is still waiting for one of them."""
 
-    def __init__(self, now):
+    def __init__(self, now: datetime) -> None:
         self.now = now
         self.runners = list(
             Runner.objects.filter(state=Runner.ONLINE, drained=False).values_list(
@@ -322,15 +328,15 @@ class RunnerPool:
         self.reasons = {}  # label set -> reason
         self.ready = None
 
-    def carriers(self, labels):
+    def carriers(self, labels: Collection[str]) -> list[tuple[Any, ...]]:
         """The online runners whose labels include all of `labels`: the
         matching `runners.claims.claimable` does."""
         return [r for r in self.runners if carries(r[2], labels)]
 
-    def listed(self):
+    def listed(self) -> list[dict[str, Any]]:
         return [{"name": name, "labels": list(labels or ())} for _, name, labels, _ in self.runners]
 
-    def why_waiting(self, execution, late):
+    def why_waiting(self, execution: Execution, late: timedelta) -> str:
         if execution.created_at - execution.scheduled_for > late:
             return "the scheduler was not running at the instant"
         labels = frozenset(execution.job.labels or ())
@@ -338,7 +344,7 @@ class RunnerPool:
             self.reasons[labels] = self.reason(labels)
         return self.reasons[labels]
 
-    def reason(self, labels):
+    def reason(self, labels: Collection[str]) -> str:
         carriers = self.carriers(labels)
         if not carriers:
             if not labels:
@@ -358,7 +364,7 @@ class RunnerPool:
             "but none has claimed it"
         )
 
-    def queued(self):
+    def queued(self) -> int | None:
         """Ready executions waiting, counted up to QUEUE_COUNTED ("10000+")."""
         if self.ready is None:
             ready = Execution.objects.filter(state=Execution.PENDING, run_after__lte=self.now)
@@ -367,7 +373,7 @@ class RunnerPool:
         return self.ready
 
 
-def detect_unserved(now):
+def detect_unserved(now: datetime) -> int:
     """labels.unserved for each label set whose pending work, older than a
     grace, no online runner carries: one event per episode, the episode
     starting at the oldest such execution's run_after. Returns how many were
@@ -401,7 +407,9 @@ def detect_unserved(now):
     return emitted
 
 
-def unserved_facts(waiting, labels, since, grace, pool):
+def unserved_facts(
+    waiting: QuerySet, labels: list[str], since: datetime, grace: float, pool: RunnerPool
+) -> dict[str, Any]:
     """The event's data, read when it is emitted."""
 
     def facts():
@@ -419,7 +427,7 @@ def unserved_facts(waiting, labels, since, grace, pool):
     return facts
 
 
-def label_sets(now):
+def label_sets(now: datetime) -> list[Any]:
     """The distinct label sets of the jobs, read once a minute."""
     cached = _label_sets.get("sets")
     if cached is None or not (cached[0] <= now < cached[0] + CACHE_TTL):
@@ -435,7 +443,7 @@ def label_sets(now):
     return list(cached[1])
 
 
-def jobs_carrying_exactly(labels, now):
+def jobs_carrying_exactly(labels: Any, now: datetime) -> list[int]:
     """Ids of the jobs whose label set is `labels`, read once a minute."""
     if labels not in _label_sets:
         spellings = _label_sets["sets"][1][labels]  # ["a","b"] and ["b","a"]
@@ -454,11 +462,11 @@ GRACE_CHECK_MIN = 5.0
 GRACE_CHECK_MAX = 30.0
 
 
-def grace_check_every(graces):
+def grace_check_every(graces: list[float]) -> float:
     return min(GRACE_CHECK_MAX, max(GRACE_CHECK_MIN, min(graces) / 10))
 
 
-def next_check(event, setting):
+def next_check(event: str, setting: str) -> Callable[[datetime], datetime]:
     """The `Step.until` of the detector of `event`, whose default grace is
     the setting named `setting`: what it finds is reported at most a tenth
     of its grace late."""
@@ -474,7 +482,7 @@ next_missed_check = next_check("job.missed", "CRONIQ_MISSED_GRACE")
 next_unserved_check = next_check("labels.unserved", "CRONIQ_UNSERVED_GRACE")
 
 
-def thresholds(event, field, default):
+def thresholds(event: str, field: str, default: float) -> list[float]:
     """The setting's value and each distinct `field` of the enabled rules
     routing `event`, smallest first."""
     values = {float(default)}
@@ -485,7 +493,7 @@ def thresholds(event, field, default):
     return sorted(values)
 
 
-def threshold_matches(rule, name, data):
+def threshold_matches(rule: Rule, name: str, data: dict[str, Any]) -> bool:
     """Whether an event a detector emitted is meant for `rule`: each carries
     the threshold it crossed, and a rule hears the events of its own
     threshold (the setting's when it has none). Other events: always."""
@@ -504,7 +512,9 @@ def threshold_matches(rule, name, data):
     return math.isclose(data["grace"], rule.grace or defaults[name])
 
 
-def emit_new(name, found, now):
+def emit_new(
+    name: str, found: dict[str, tuple[int | None, dict[str, Any]]], now: datetime
+) -> tuple[int, bool]:
     """Emit `found` ({key: (execution id or None, data)}) but the keys
     already recorded, EMIT_LIMIT at most, in one transaction; returns (how
     many were emitted, whether that was all of them). The keys known
@@ -542,16 +552,16 @@ def emit_new(name, found, now):
     return len(new), complete
 
 
-def number(value):
+def number(value: float) -> str:
     """3.0 -> "3", 2.5 -> "2.5": thresholds as keys write them."""
     return f"{value:g}"
 
 
-def iso(instant):
+def iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant is not None else None
 
 
-def fitted(key):
+def fitted(key: str) -> str:
     """A key within Event.key's length: long label sets are hashed."""
     if len(key) <= KEY_LENGTH:
         return key

@@ -26,7 +26,7 @@ DIGEST = "digest"
 MAX_DETAILS = 200
 
 
-def send_digests(now):
+def send_digests(now: dt.datetime) -> int:
     """Send the digests due at `now`; returns how many were created."""
     with transaction.atomic():
         waiting = Notification.objects.filter(
@@ -44,7 +44,7 @@ def send_digests(now):
     return sent
 
 
-def send(members, now):
+def send(members: list[Notification], now: dt.datetime) -> None:
     first = members[0]
     digest = Notification(
         id=uuid.uuid4(),
@@ -69,7 +69,7 @@ def send(members, now):
     )
 
 
-def detail_lines(members):
+def detail_lines(members: list[Notification]) -> list[str]:
     lines = [
         f"{messages.clock(happened(member))} {member.message.get('summary', member.name)}"
         for member in members
@@ -80,13 +80,13 @@ def detail_lines(members):
     return lines
 
 
-def happened(member):
+def happened(member: Notification) -> dt.datetime:
     """When the member's event happened (its body's "at")."""
     at = member.message.get("at")
     return messages.parse(at) if at else member.created_at
 
 
-def digest_time():
+def digest_time() -> dt.time:
     """CRONIQ_DIGEST_AT as a time of day."""
     try:
         return dt.time.fromisoformat(settings.CRONIQ_DIGEST_AT)
@@ -96,7 +96,7 @@ def digest_time():
         ) from None
 
 
-def last_digest_time(now):
+def last_digest_time(now: dt.datetime) -> dt.datetime:
     """The latest digest time at or before `now`."""
     zone = messages.zone()
     local = now.astimezone(zone)

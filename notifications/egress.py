@@ -25,6 +25,7 @@ import itertools
 import socket
 import threading
 import time
+from typing import Any
 
 import requests
 from django.conf import settings
@@ -40,7 +41,7 @@ class ForbiddenAddress(OSError):
     """The receiver's address is one a channel may not reach."""
 
 
-def refusal(address, allowed=None):
+def refusal(address: str, allowed: Any = None) -> str | None:
     """Why a channel may not connect to `address` (an IP as text), or None."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone is not the address
     if ip.version == 6 and ip.ipv4_mapped is not None:
@@ -56,7 +57,7 @@ def refusal(address, allowed=None):
     )
 
 
-def _kind(ip):
+def _kind(ip) -> str:
     if ip.is_loopback:
         return "a loopback address"
     if ip.is_link_local:
@@ -66,7 +67,7 @@ def _kind(ip):
     return "not a public address"
 
 
-def literal_refusal(host):
+def literal_refusal(host: str) -> str | None:
     """`refusal` of a URL's host when it is an IP address written out (a
     name is checked when it resolves, at delivery)."""
     try:
@@ -75,7 +76,12 @@ def literal_refusal(host):
         return None  # a host name
 
 
-def connect(address, timeout, source_address=None, socket_options=None):
+def connect(
+    address: tuple[str, int],
+    timeout: float | None,
+    source_address: tuple[str, int] | None = None,
+    socket_options: list[Any] | None = None,
+) -> socket.socket:
     """urllib3's create_connection, but each resolved address is checked
     before it is connected to, and the connected peer after."""
     host, port = address
@@ -166,17 +172,17 @@ GUARDED_POOLS = {"http": GuardedHTTPConnectionPool, "https": GuardedHTTPSConnect
 class GuardedAdapter(requests.adapters.HTTPAdapter):
     """requests' adapter whose connections, direct or to a proxy, are guarded."""
 
-    def init_poolmanager(self, *args, **kwargs):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = GUARDED_POOLS
 
-    def proxy_manager_for(self, proxy, **proxy_kwargs):
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         manager.pool_classes_by_scheme = GUARDED_POOLS
         return manager
 
 
-def guard(session):
+def guard(session: requests.Session) -> requests.Session:
     """`session` with every http(s) connection guarded."""
     adapter = GuardedAdapter()
     session.mount("http://", adapter)
@@ -198,7 +204,7 @@ class Deadline:
     sockets are watched through duplicates: TLS takes over the original's
     descriptor, and a closed descriptor's number may be reused."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds) -> None:
         self.seconds = seconds
         self.passed = False
         self.over = False  # the try ended: nothing to shut any more
@@ -213,7 +219,7 @@ class Deadline:
         WATCHDOG.add(self)
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info) -> bool:
         CURRENT.reset(self.token)
         with self.lock:
             self.over = True
@@ -222,17 +228,17 @@ class Deadline:
             self.sockets.clear()
         return False
 
-    def left(self):
+    def left(self) -> float:
         return self.due - time.monotonic()
 
-    def watch(self, sock):
+    def watch(self, sock: socket.socket) -> None:
         duplicate = sock.dup()
         with self.lock:
             self.sockets.append(duplicate)
             if self.passed:
                 _shut(duplicate)
 
-    def expire(self):
+    def expire(self) -> None:
         with self.lock:
             if self.over:
                 return
@@ -246,13 +252,13 @@ class Watchdog:
     thread per try cost 0.2 ms of CPU, about a tenth of a delivery's.)
     A try that ended stays in the heap until its time, then is dropped."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.condition = threading.Condition()
         self.heap = []
         self.order = itertools.count()  # equal instants: first in, first out
         self.thread = None
 
-    def add(self, deadline):
+    def add(self, deadline: Deadline) -> None:
         with self.condition:
             heapq.heappush(self.heap, (deadline.due, next(self.order), deadline))
             if self.thread is None or not self.thread.is_alive():
@@ -263,7 +269,7 @@ class Watchdog:
             if self.heap[0][2] is deadline:
                 self.condition.notify()  # earlier than the one it waits for
 
-    def run(self):
+    def run(self) -> None:
         with self.condition:
             while True:
                 now = time.monotonic()
@@ -275,6 +281,6 @@ class Watchdog:
 WATCHDOG = Watchdog()
 
 
-def _shut(sock):
+def _shut(sock) -> None:
     with contextlib.suppress(OSError):  # already closed by the other end
         sock.shutdown(socket.SHUT_RDWR)

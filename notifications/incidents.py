@@ -26,14 +26,15 @@ digest is not grouped and does not count.
 import math
 import uuid
 from collections import Counter, defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, QuerySet
 
 from notifications import messages, wakeup
-from notifications.models import Notification
+from notifications.models import Event, Notification
 
 INCIDENT = "incident.grouped"
 FAILURES = (
@@ -51,15 +52,15 @@ MAX_DETAILS = 50
 CLOSE_CHECK_AT_LEAST_EVERY = 5.0
 
 
-def window():
+def window() -> timedelta:
     return timedelta(seconds=settings.CRONIQ_INCIDENT_WINDOW)
 
 
-def groupable(event):
+def groupable(event: Event) -> bool:
     return event.name in FAILURES and bool(event.data.get("job"))
 
 
-def keys_of(notification, event):
+def keys_of(notification: Notification, event: Event) -> None:
     """Set the grouping keys of a failure notification (nothing else has any)."""
     if not groupable(event):
         return
@@ -74,7 +75,7 @@ class Grouping:
     those opened within two windows (closed less than a window ago: the
     storm goes on)."""
 
-    def __init__(self, now):
+    def __init__(self, now: datetime) -> None:
         self.now = now
         found = Notification.objects.filter(name=INCIDENT, state=Notification.GROUPED)
         if connection.vendor == "postgresql":
@@ -85,7 +86,7 @@ class Grouping:
             (n.channel_id, key_of(n)) for n in recent.only("channel", "pool", "runner_name")
         }
 
-    def fold(self, notification, event):
+    def fold(self, notification: Notification, event: Event) -> bool:
         """Attach a failure notification (keys set, not saved) to its
         channel's open incident, opening one when it is the storm's first
         beyond the threshold. True when folded (its state is then `grouped`)."""
@@ -107,7 +108,9 @@ class Grouping:
         notification.group = incident
         return True
 
-    def storm(self, notification, keys):
+    def storm(
+        self, notification: Notification, keys: list[tuple[str, str]]
+    ) -> tuple[str, str] | None:
         """The first key whose failures make a storm, or None."""
         channel = notification.channel_id
         going_on = [key for key in keys if (channel, key) in self.recent]
@@ -131,18 +134,18 @@ class Grouping:
         return None
 
 
-def incident_keys(notification):
+def incident_keys(notification: Notification) -> list[tuple[str, str]]:
     return [("pool", notification.pool), ("runner_name", notification.runner_name)]
 
 
-def key_of(incident):
+def key_of(incident: Notification) -> tuple[str, str]:
     """An incident's one key; a pool's incident has no runner_name."""
     if incident.runner_name:
         return "runner_name", incident.runner_name
     return "pool", incident.pool
 
 
-def alone_recently(channel_id, key, since):
+def alone_recently(channel_id: int, key: tuple[str, str], since: datetime) -> QuerySet:
     """The failure notifications with `key` that went out alone since `since`."""
     field, value = key
     return Notification.objects.filter(
@@ -154,7 +157,7 @@ def alone_recently(channel_id, key, since):
     )
 
 
-def open_one(channel, key, now):
+def open_one(channel: Any, key: tuple[str, str], now: datetime) -> Notification:
     field, value = key
     closes = now + window()
     incident = Notification(
@@ -179,7 +182,7 @@ def open_one(channel, key, now):
     return incident
 
 
-def next_close(now):
+def next_close(now: datetime) -> datetime:
     """`Step.until` of close_incidents: the earliest end of an open
     incident's window, at the latest CLOSE_CHECK_AT_LEAST_EVERY from now (an
     incident opened meanwhile closes a window from its opening, no sooner,
@@ -191,7 +194,7 @@ def next_close(now):
     return latest if earliest is None else min(earliest, latest)
 
 
-def close_incidents(now):
+def close_incidents(now: datetime) -> int:
     """Send every incident whose window has ended; returns how many."""
     due = Notification.objects.filter(
         name=INCIDENT, state=Notification.GROUPED, next_attempt_at__lte=now
@@ -212,7 +215,7 @@ def close_incidents(now):
     return closed
 
 
-def close(incident, now):
+def close(incident: Notification, now: datetime) -> None:
     key = key_of(incident)
     before = alone_recently(incident.channel_id, key, incident.created_at - window()).filter(
         created_at__lte=incident.created_at
@@ -229,7 +232,7 @@ def close(incident, now):
     incident.save(update_fields=["message", "state", "next_attempt_at"])
 
 
-def told_before(incident, key):
+def told_before(incident: Notification, key: tuple[str, str]) -> Notification | None:
     """The incident of the same key and channel opened before this one."""
     field, value = key
     same = {"runner_name": value} if field == "runner_name" else {"pool": value, "runner_name": ""}
@@ -242,7 +245,9 @@ def told_before(incident, key):
     return earlier.order_by("-created_at").first()
 
 
-def summary_message(incident, key, failures, now):
+def summary_message(
+    incident: Notification, key: tuple[str, str], failures: list[Notification], now: datetime
+) -> dict[str, Any]:
     per_job = defaultdict(Counter)
     for failure in failures:
         per_job[(failure.message.get("job") or {}).get("name", "a deleted job")][failure.name] += 1
@@ -265,12 +270,12 @@ def summary_message(incident, key, failures, now):
     return messages.body(incident.id, INCIDENT, now, text, path, **fields)
 
 
-def pool_jobs(pool, jobs="jobs"):
+def pool_jobs(pool: str, jobs: str = "jobs"):
     """ "12 jobs needing `linux,db`"; jobs without labels run anywhere."""
     return f"{jobs} needing `{pool}`" if pool else f"{jobs} without labels"
 
 
-def detail_lines(per_job):
+def detail_lines(per_job: dict[str, Any]) -> list[str]:
     """ "billing-sync: execution.failed x2, job.failing", one line per job
     in the order they first failed."""
     lines = []

@@ -22,11 +22,12 @@ Thresholds are part of matching, so each event is routed once:
 
 import fnmatch
 import math
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Prefetch
 
-from notifications.models import Channel, Rule
+from notifications.models import Channel, Event, Rule
 
 GRACE_SETTINGS = {
     "job.missed": "CRONIQ_MISSED_GRACE",
@@ -35,7 +36,7 @@ GRACE_SETTINGS = {
 }
 
 
-def matches(rule, event):
+def matches(rule: Rule, event: Event) -> bool:
     """True when every filter and threshold of `rule` holds for `event`.
     Whether the rule is enabled (and fallback rules) is the router's call."""
     return (
@@ -48,19 +49,19 @@ def matches(rule, event):
     )
 
 
-def job_of(event):
+def job_of(event: Event) -> dict[str, Any] | None:
     """The job snapshot {"name", "owner", "labels"}, or None."""
     return event.data.get("job") or None
 
 
-def job_name_matches(rule, event):
+def job_name_matches(rule: Rule, event: Event) -> bool:
     if not rule.jobs:
         return True
     job = job_of(event)
     return job is not None and fnmatch.fnmatchcase(job["name"], rule.jobs)
 
 
-def subject_labels(event):
+def subject_labels(event: Event) -> list[str]:
     """The labels a rule's `labels` filter looks at: the job's; for runner
     events the runner's; for labels.unserved the labels nobody serves."""
     if event.name == "labels.unserved" or event.name.startswith("runner."):
@@ -72,24 +73,24 @@ def subject_labels(event):
     return job.get("labels", []) if job else []
 
 
-def labels_match(rule, event):
+def labels_match(rule: Rule, event: Event) -> bool:
     return set(rule.labels or []) <= set(subject_labels(event))
 
 
-def calendar_matches(rule, event):
+def calendar_matches(rule: Rule, event: Event) -> bool:
     if rule.calendar_id is None:
         return True
     return event.job is not None and event.job.calendar_id == rule.calendar_id
 
 
-def owner_matches(rule, event):
+def owner_matches(rule: Rule, event: Event) -> bool:
     if not rule.owner:
         return True
     job = job_of(event)
     return job is not None and job.get("owner") == rule.owner
 
 
-def threshold_reached(rule, event):
+def threshold_reached(rule: Rule, event: Event) -> bool:
     data = event.data
     if event.name == "job.failing":
         return data.get("streak") == rule.failures_in_a_row
@@ -105,7 +106,7 @@ def threshold_reached(rule, event):
     return True
 
 
-def enabled_rules():
+def enabled_rules() -> list[Rule]:
     """The enabled rules, each with `live_channels`: its enabled channels."""
     live = Prefetch(
         "channels", queryset=Channel.objects.filter(enabled=True), to_attr="live_channels"
@@ -113,7 +114,7 @@ def enabled_rules():
     return list(Rule.objects.filter(enabled=True).prefetch_related(live))
 
 
-def routes(event, rules):
+def routes(event: Event, rules: list[Rule]) -> list[tuple[Rule, Channel]]:
     """The (rule, channel) pairs `event` goes to, among `rules` (from
     `enabled_rules`). Fallback rules take the event only when no other rule
     that reaches an enabled channel matched it: disabling a team's channel

@@ -7,12 +7,17 @@ sends the same bytes. Times read in settings.TIME_ZONE, the dashboard's.
 
 import datetime as dt
 import zoneinfo
+from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
 
+from notifications.models import Event
 
-def message(notification_id, event, extra=None):
+
+def message(
+    notification_id: Any, event: Event, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The §9 body of the notification `notification_id` telling `event`:
     {"id", "event", "at", "summary", "job"?, "execution"?, "runner"?, "url"}.
     `extra` adds fields, such as "details" (a list of lines: what a throttle
@@ -30,7 +35,9 @@ def message(notification_id, event, extra=None):
     )
 
 
-def body(notification_id, name, at, summary_line, path, **fields):
+def body(
+    notification_id: Any, name: str, at: dt.datetime, summary_line: str, path: str, **fields: Any
+) -> dict[str, Any]:
     """A §9 body; `fields` are the optional parts ("job", "details"...)."""
     return {
         "id": str(notification_id),
@@ -42,11 +49,11 @@ def body(notification_id, name, at, summary_line, path, **fields):
     }
 
 
-def url(path):
+def url(path: str) -> str:
     return settings.CRONIQ_PUBLIC_URL + path
 
 
-def page_of(event):
+def page_of(event: Event) -> str:
     """The dashboard page that shows what the event is about."""
     data = event.data
     if data.get("execution"):
@@ -58,7 +65,7 @@ def page_of(event):
     return reverse("dashboard:overview")
 
 
-def summary(event):
+def summary(event: Event) -> str:
     """One line saying what happened, in an operator's words."""
     describe = SUMMARIES.get(event.name)
     if describe is None:
@@ -66,7 +73,7 @@ def summary(event):
     return describe(event, event.data)
 
 
-def subject_name(event):
+def subject_name(event: Event) -> str:
     data = event.data
     for key in ("job", "runner"):
         if data.get(key):
@@ -74,11 +81,11 @@ def subject_name(event):
     return "Croniq"
 
 
-def job_name(event):
+def job_name(event: Event) -> str:
     return (event.data.get("job") or {}).get("name", "a deleted job")
 
 
-def runner_name(event):
+def runner_name(event: Event) -> str | None:
     """The runner an event is about, or that ran its execution (None if unknown)."""
     if event.data.get("runner"):
         return event.data["runner"]["name"]
@@ -88,7 +95,7 @@ def runner_name(event):
     return None
 
 
-def attempt_of(event):
+def attempt_of(event: Event) -> str:
     """ "attempt 2 of 3" (of 3 only when the job's retries say so)."""
     attempt = (event.data.get("execution") or {}).get("attempt")
     if attempt is None:
@@ -99,32 +106,32 @@ def attempt_of(event):
     return f"attempt {attempt}"
 
 
-def on_runner(event):
+def on_runner(event: Event) -> str:
     runner = runner_name(event)
     return f" on {runner}" if runner else ""
 
 
-def with_attempt(text, event):
+def with_attempt(text: str, event: Event) -> str:
     attempt = attempt_of(event)
     return f"{text}, {attempt}" if attempt else text
 
 
-def exit_of(event):
+def exit_of(event: Event) -> str:
     code = (event.data.get("execution") or {}).get("exit_code")
     return f" (exit {code})" if code is not None else ""
 
 
-def execution_failed(event, data):
+def execution_failed(event: Event, data: dict[str, Any]) -> str:
     return with_attempt(f"{job_name(event)} failed{exit_of(event)}{on_runner(event)}", event)
 
 
-def execution_timed_out(event, data):
+def execution_timed_out(event: Event, data: dict[str, Any]) -> str:
     took = (data.get("execution") or {}).get("duration")
     after = f" after {duration(took)}" if took is not None else ""
     return with_attempt(f"{job_name(event)} timed out{after}{on_runner(event)}", event)
 
 
-def execution_lost(event, data):
+def execution_lost(event: Event, data: dict[str, Any]) -> str:
     lost = f"{job_name(event)} was lost{on_runner(event)} (its runner stopped answering)"
     return with_attempt(lost, event)
 
@@ -132,25 +139,25 @@ def execution_lost(event, data):
 GIVEN_UP = {"timed_out": "timed out for good", "lost": "was lost for good"}
 
 
-def execution_given_up(event, data):
+def execution_given_up(event: Event, data: dict[str, Any]) -> str:
     attempts = data.get("attempts") or (data.get("execution") or {}).get("attempt")
     tries = f" after {plural(attempts, 'attempt')}" if attempts else ""
     how = GIVEN_UP.get((data.get("execution") or {}).get("state"), "failed for good")
     return f"{job_name(event)} {how}{tries}{exit_of(event)}{on_runner(event)}"
 
 
-def job_failing(event, data):
+def job_failing(event: Event, data: dict[str, Any]) -> str:
     streak = data.get("streak", 1)
     since = data.get("failing_since")
     since_text = f" since {clock(parse(since))}" if since else ""
     return f"{job_name(event)} has failed {plural(streak, 'run')} in a row{since_text}"
 
 
-def job_recovered(event, data):
+def job_recovered(event: Event, data: dict[str, Any]) -> str:
     return f"{job_name(event)} recovered after {plural(data.get('streak', 1), 'failed run')}"
 
 
-def job_missed(event, data):
+def job_missed(event: Event, data: dict[str, Any]) -> str:
     due = data.get("scheduled_for")
     run = f"its {clock(parse(due))} run" if due else "a run"
     grace = data.get("grace")
@@ -159,7 +166,7 @@ def job_missed(event, data):
     return f"{job_name(event)} missed {run}{late}{reason}"
 
 
-def job_slow(event, data):
+def job_slow(event: Event, data: dict[str, Any]) -> str:
     """`elapsed` (the detectors') or `duration`; the baseline is the job's p95."""
     running = data.get("elapsed", data.get("duration"))
     text = f"{job_name(event)} is slow"
@@ -175,25 +182,25 @@ def job_slow(event, data):
     return text
 
 
-def job_fast(event, data):
+def job_fast(event: Event, data: dict[str, Any]) -> str:
     took = duration(data.get("duration", 0))
     minimum = data.get("min_duration")
     under = f", under its minimum of {duration(minimum)}" if minimum is not None else ""
     return f"{job_name(event)} finished in {took}{under}"
 
 
-def job_paused(event, data):
+def job_paused(event: Event, data: dict[str, Any]) -> str:
     reason = data.get("reason")
     return f"{job_name(event)} was paused" + (f": {reason}" if reason else "")
 
 
-def runner_offline(event, data):
+def runner_offline(event: Event, data: dict[str, Any]) -> str:
     seen = data.get("last_seen_at")
     last = f" (last seen {clock(parse(seen), seconds=True)})" if seen else ""
     return f"runner {subject_name(event)} is offline{last}"
 
 
-def runner_flapping(event, data):
+def runner_flapping(event: Event, data: dict[str, Any]) -> str:
     takeovers, window = data.get("takeovers"), data.get("window")
     if takeovers is None or window is None:
         return f"runner {subject_name(event)} is flapping"
@@ -203,14 +210,14 @@ def runner_flapping(event, data):
     )
 
 
-def labels_unserved(event, data):
+def labels_unserved(event: Event, data: dict[str, Any]) -> str:
     labels = ",".join(data.get("labels") or []) or "(none)"
     count = data.get("pending", data.get("count"))
     waiting = f"{plural(count, 'execution')} wait" if count else "executions wait"
     return f"{waiting} for labels {labels}: no online runner carries them"
 
 
-def scheduler_stalled(event, data):
+def scheduler_stalled(event: Event, data: dict[str, Any]) -> str:
     quiet = data.get("stalled_for")
     if quiet is None and data.get("last_tick"):
         quiet = (event.at - parse(data["last_tick"])).total_seconds()
@@ -237,11 +244,11 @@ SUMMARIES = {
 }
 
 
-def plural(count, noun):
+def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def duration(seconds):
+def duration(seconds: float) -> str:
     """2s, 2m10s, 15m, 1h05m, 2d3h: short, exact to the second under an hour."""
     seconds = int(round(seconds))
     if seconds < 60:
@@ -256,15 +263,15 @@ def duration(seconds):
     return f"{days}d{hours}h" if hours else f"{days}d"
 
 
-def zone():
+def zone() -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(settings.TIME_ZONE)
 
 
-def clock(instant, seconds=False):
+def clock(instant: dt.datetime, seconds: bool = False) -> str:
     """ "02:00 UTC", or "02:04:11 UTC" with `seconds`."""
     local = instant.astimezone(zone())
     return local.strftime("%H:%M:%S %Z" if seconds else "%H:%M %Z")
 
 
-def parse(text):
+def parse(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text)

@@ -9,17 +9,18 @@ Delivery row: the delivery log.
 """
 
 import uuid
+from typing import Any
 
 from django.db import models
 
 from core.ownership import Owned
 
 
-def empty_list():
+def empty_list() -> list[Any]:
     return []
 
 
-def empty_dict():
+def empty_dict() -> dict[str, Any]:
     return {}
 
 
@@ -52,7 +53,7 @@ class Event(models.Model):
             models.Index(fields=["at"], name="event_at"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
@@ -101,7 +102,7 @@ class Channel(Owned):
     def __str__(self):
         return self.name
 
-    def config(self):
+    def config(self) -> dict[str, Any]:
         """The plain dict `notifications.channels` validates and sends with."""
         if self.kind == self.EMAIL:
             return {"to": list(self.to)}
@@ -175,7 +176,7 @@ class Mute(models.Model):
     class Meta:
         ordering = ["-until"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         subject = self.rule or self.job or "everything"
         return f"{subject} muted until {self.until:%Y-%m-%d %H:%M}"
 
@@ -258,7 +259,7 @@ class Notification(models.Model):
             ),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.name} -> {self.channel_id} ({self.state})"
 
 
@@ -279,5 +280,5 @@ class Delivery(models.Model):
         ordering = ["-at"]
         verbose_name_plural = "deliveries"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.notification_id} #{self.attempt}: {'ok' if self.ok else self.error}"

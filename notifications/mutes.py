@@ -5,6 +5,9 @@ ended mute is kept (its `until` moved to the moment it was lifted) so the
 alerts page can show who silenced what and why.
 """
 
+from datetime import datetime
+from typing import Any
+
 from django.db import transaction
 
 import audit
@@ -14,13 +17,15 @@ from notifications.models import Mute
 class InvalidMute(ValueError):
     """Bad input for a mute; `field` names the culprit."""
 
-    def __init__(self, field, message):
+    def __init__(self, field, message) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
 
 
 @transaction.atomic
-def mute(*, rule=None, job=None, until, note, actor, now):
+def mute(
+    *, rule: Any = None, job: Any = None, until: datetime, note: str, actor: object, now: datetime
+) -> Mute:
     """Silence `rule` and/or `job` (neither: everything) until `until`."""
     if until <= now:
         raise InvalidMute("until", "must be in the future")
@@ -40,7 +45,7 @@ def mute(*, rule=None, job=None, until, note, actor, now):
 
 
 @transaction.atomic
-def unmute(mute, actor, now):
+def unmute(mute: Mute, actor: object, now: datetime) -> bool:
     """Lift `mute` now. False (and nothing recorded) when it had ended."""
     if not Mute.objects.filter(pk=mute.pk, until__gt=now).update(until=now):
         return False
@@ -49,18 +54,18 @@ def unmute(mute, actor, now):
     return True
 
 
-def active_mutes(now):
+def active_mutes(now: datetime) -> list[Mute]:
     return list(Mute.objects.filter(until__gt=now))
 
 
-def covers(mute, rule, job_id):
+def covers(mute: Mute, rule: Any, job_id: int | None) -> bool:
     """Does `mute` silence notifications of `rule` about the job `job_id`?"""
     return (mute.rule_id is None or mute.rule_id == rule.pk) and (
         mute.job_id is None or mute.job_id == job_id
     )
 
 
-def facts(mute):
+def facts(mute: Mute) -> dict[str, Any]:
     return {
         "rule": mute.rule.name if mute.rule else None,
         "job": mute.job.name if mute.job else None,
@@ -69,7 +74,7 @@ def facts(mute):
     }
 
 
-def audit_name(actor):
+def audit_name(actor: object) -> str:
     if actor is None:
         return ""
     if isinstance(actor, tuple):  # audit's (kind, name)

@@ -25,6 +25,8 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -67,16 +69,16 @@ class DeliveryPool(ThreadPoolExecutor):
     notification does not wait for a connect; the connections are closed
     when the pool has shut down."""
 
-    def __init__(self, workers):
+    def __init__(self, workers: int) -> None:
         self.connections = []
         super().__init__(
             workers, thread_name_prefix="croniq-deliver", initializer=self.remember_connection
         )
 
-    def remember_connection(self):
+    def remember_connection(self) -> None:
         self.connections.append(connections[DEFAULT_DB_ALIAS])
 
-    def shutdown(self, wait=True, **kwargs):
+    def shutdown(self, wait: bool = True, **kwargs: Any) -> None:
         super().shutdown(wait=wait, **kwargs)
         if wait:
             # Their threads have ended: nothing else uses these connections.
@@ -85,12 +87,14 @@ class DeliveryPool(ThreadPoolExecutor):
                 wrapper.close()
 
 
-def on_postgres():
+def on_postgres() -> bool:
     return db.on_postgres()
 
 
 class Notifier:
-    def __init__(self, clock=timezone.now, workers=None, before=None, owner=None, stopping=None):
+    def __init__(
+        self, clock=timezone.now, workers=None, before=None, owner=None, stopping=None
+    ) -> None:
         self.clock = clock
         self.workers = workers or settings.CRONIQ_NOTIFY_WORKERS
         self.before = [routing.route_pending] if before is None else list(before)
@@ -116,7 +120,7 @@ class Notifier:
 
     # -- life ------------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> "Notifier":
         self.pool = DeliveryPool(self.workers)
         self.recorder = delivery.Recorder(written=wakeup.local.set).start()
         self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
@@ -138,14 +142,14 @@ class Notifier:
         _running.add(self)
         return self
 
-    def is_set(self):
+    def is_set(self) -> bool:
         """Whether the notifier is stopping (lanes read it as an Event)."""
         return self.stopping.is_set() or bool(self.loop_stopping and self.loop_stopping.is_set())
 
-    def alive(self):
+    def alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
 
-    def stop(self, timeout=30.0):
+    def stop(self, timeout: float = 30.0) -> None:
         """Stop claiming; the tries under way end (each within its timeout)."""
         self.stopping.set()
         wakeup.local.set()
@@ -164,7 +168,7 @@ class Notifier:
             self.interrupt = None
         _running.discard(self)
 
-    def run(self):
+    def run(self) -> None:
         log.info("notifier started (%d delivery workers)", self.workers)
         try:
             while not self.is_set():
@@ -176,7 +180,7 @@ class Notifier:
             connection.close()
             log.info("notifier stopped")
 
-    def sleep(self, seconds):
+    def sleep(self, seconds: float) -> None:
         """Until `seconds` pass, a wake-up, another connection's commit
         (SQLite) or a stop."""
         deadline = time.monotonic() + seconds
@@ -193,7 +197,7 @@ class Notifier:
 
     # -- rounds ----------------------------------------------------------------
 
-    def round_safely(self):
+    def round_safely(self) -> float:
         """One round; the seconds to sleep before the next."""
         try:
             # The connection stays open between rounds (a new one per round
@@ -219,7 +223,7 @@ class Notifier:
             log.exception("notifier error; carrying on in %.1fs", ERROR_PAUSE)
             return ERROR_PAUSE
 
-    def round(self, now):
+    def round(self, now: datetime) -> int:
         """Route, then start lanes for the due notifications; how many started."""
         for step in self.before:
             try:
@@ -232,7 +236,7 @@ class Notifier:
                 log.exception("notifier: %s failed", getattr(step, "__qualname__", step))
         return self.start_lanes(now)
 
-    def start_lanes(self, now):
+    def start_lanes(self, now: datetime) -> int:
         with self.lock:
             free = self.workers - self.active
         if free <= 0:
@@ -255,7 +259,7 @@ class Notifier:
             lane.add_done_callback(self.lane_done)
         return wanted
 
-    def lane_done(self, lane):
+    def lane_done(self, lane: Any) -> None:
         with self.lock:
             self.active -= 1
         error = lane.exception()
@@ -264,14 +268,14 @@ class Notifier:
         # Its failures are due again soon: recompute the sleep.
         wakeup.local.set()
 
-    def wait_after(self, now):
+    def wait_after(self, now: datetime) -> float:
         poll = LISTENING_POLL if self.listening else self.poll
         upcoming = delivery.next_due_at(now)
         if upcoming is None:
             return poll
         return min(poll, max(0.0, (upcoming - now).total_seconds()))
 
-    def watch_commits(self, watcher):
+    def watch_commits(self, watcher: Any) -> None:
         """SQLite: wake the rounds when another connection commits (the
         watcher's own raw connection never commits: the lanes' commits
         count)."""
@@ -288,11 +292,11 @@ class Notifier:
             self.watching = False
             watcher.close()
 
-    def heard_from(self, up):
+    def heard_from(self, up: bool) -> None:
         self.listening = up
 
 
-def stop_all(timeout=30.0):
+def stop_all(timeout: float = 30.0) -> None:
     """Stop every notifier of this process (tests, after each test)."""
     for notifier in list(_running):
         notifier.stop(timeout)

@@ -2,13 +2,25 @@
 transaction (the first half of the outbox; `notifications.routing` does the
 rest)."""
 
+from datetime import datetime
+from typing import Any
+
 from django.db import IntegrityError, transaction
 
 from notifications import wakeup
 from notifications.models import Event
 
 
-def record_event(name, *, at, job=None, execution=None, runner=None, data=None, key=None):
+def record_event(
+    name: str,
+    *,
+    at: datetime,
+    job: Any = None,
+    execution: Any = None,
+    runner: Any = None,
+    data: dict[str, Any] | None = None,
+    key: str | None = None,
+) -> Event | None:
     """Write the event with snapshots of its subjects (docs/design.md §9 body
     shapes), so the message still reads right after a job is renamed or
     deleted. Returns the Event, or None when `key` was recorded before."""
@@ -40,11 +52,11 @@ def record_event(name, *, at, job=None, execution=None, runner=None, data=None, 
     return event
 
 
-def job_facts(job):
+def job_facts(job: Any) -> dict[str, Any]:
     return {"name": job.name, "owner": job.owner, "labels": list(job.labels)}
 
 
-def execution_facts(execution):
+def execution_facts(execution: Any) -> dict[str, Any]:
     duration = execution.duration
     return {
         "id": execution.pk,

@@ -7,11 +7,11 @@ pending notification, one waiting for its digest, an open grouped incident
 and its members, or an event not yet routed stays whatever its age.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 import audit
 from notifications import channels, delivery
@@ -26,7 +26,7 @@ INCIDENT = "incident.grouped"
 OPEN_INCIDENT = Q(name=INCIDENT, state=Notification.GROUPED)
 
 
-def expire_stranded(now):
+def expire_stranded(now: datetime) -> int:
     """Give up the pending notifications of a disabled channel once they are
     older than CRONIQ_NOTIFY_GIVE_UP, as a failing delivery would be: a
     disabled channel sends nothing, so they would wait for ever, counted
@@ -61,11 +61,11 @@ def expire_stranded(now):
     return expired
 
 
-def cutoff(now):
+def cutoff(now: datetime) -> datetime:
     return now - timedelta(days=settings.CRONIQ_NOTIFICATION_RETENTION_DAYS)
 
 
-def prune(now, *, batch_size=BATCH_SIZE, max_batches=MAX_BATCHES):
+def prune(now: datetime, *, batch_size: int = BATCH_SIZE, max_batches: int = MAX_BATCHES) -> int:
     """Delete finished notifications (their deliveries cascade) and routed
     events with no notification left, older than the retention; returns
     how many rows of either went, with the notifications of disabled
@@ -87,7 +87,7 @@ def prune(now, *, batch_size=BATCH_SIZE, max_batches=MAX_BATCHES):
     return expired + deleted + delete_in_batches(spent, batch_size, max_batches)
 
 
-def delete_in_batches(rows, batch_size, max_batches):
+def delete_in_batches(rows: QuerySet, batch_size: int, max_batches: int) -> int:
     deleted = 0
     for _ in range(max_batches):
         ids = list(rows.values_list("pk", flat=True)[:batch_size])

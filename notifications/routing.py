@@ -26,7 +26,8 @@ A notification's state, first that applies:
 """
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Min
@@ -36,7 +37,7 @@ from notifications import incidents, matching, messages, mutes, wakeup
 from notifications.models import Event, Notification
 
 
-def route_pending(now, limit=200):
+def route_pending(now: datetime, limit: int = 200) -> int:
     """Route up to `limit` unrouted events; returns how many were routed
     (fewer than `limit`: nothing is left waiting)."""
     if not Event.objects.filter(routed_at__isnull=True).exists():
@@ -71,11 +72,11 @@ def route_pending(now, limit=200):
 ROUTING_LOCK = 0x63726E71  # "crnq"
 
 
-def take_turn():
+def take_turn() -> None:
     db.advisory_xact_lock(ROUTING_LOCK)
 
 
-def claim(limit):
+def claim(limit: int) -> list[Event]:
     """The oldest unrouted events, locked against other routers."""
     unrouted = Event.objects.filter(routed_at__isnull=True).order_by("id")
     unrouted = db.skip_locked(unrouted)
@@ -90,7 +91,15 @@ def claim(limit):
 QUIET = (Notification.GROUPED, Notification.MUTED, Notification.DIGEST)
 
 
-def route(event, rule, channel, active_mutes, grouping, quiet, now):
+def route(
+    event: Event,
+    rule: Any,
+    channel: Any,
+    active_mutes: list[Any],
+    grouping: incidents.Grouping,
+    quiet: list[Notification],
+    now: datetime,
+) -> Notification:
     """Create the notification of `event` for (rule, channel); those in a
     QUIET state are added to `quiet` for the caller to write."""
     notification = Notification(
@@ -121,7 +130,14 @@ def route(event, rule, channel, active_mutes, grouping, quiet, now):
     return notification
 
 
-def state_of(notification, event, rule, active_mutes, grouping, now):
+def state_of(
+    notification: Notification,
+    event: Event,
+    rule: Any,
+    active_mutes: list[Any],
+    grouping: incidents.Grouping,
+    now: datetime,
+) -> str:
     if any(mutes.covers(mute, rule, notification.job_id) for mute in active_mutes):
         return Notification.MUTED
     if rule.digest:
@@ -138,7 +154,7 @@ def state_of(notification, event, rule, active_mutes, grouping, now):
 UNTHROTTLED = ("job.recovered",)
 
 
-def throttled(notification, rule, now):
+def throttled(notification: Notification, rule: Any, now: datetime) -> bool:
     if not rule.throttle or notification.name in UNTHROTTLED:
         return False
     return (
@@ -151,7 +167,7 @@ def throttled(notification, rule, now):
     )
 
 
-def same_subject(notification):
+def same_subject(notification: Notification) -> Any:
     """Notifications of the same rule and channel about the same job, or
     for events without a job the same runner (runner.*), or none
     (labels.unserved, scheduler.stalled: one throttle per rule)."""
@@ -163,7 +179,7 @@ def same_subject(notification):
     )
 
 
-def suppressed_since(notification):
+def suppressed_since(notification: Notification) -> list[tuple[str, list[Any]]]:
     """[(line, ids)]: what the throttle held back of this (rule, job,
     channel) and no notification has summed up yet, per event name."""
     waiting = same_subject(notification).filter(state=Notification.SUPPRESSED, group__isnull=True)

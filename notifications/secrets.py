@@ -30,7 +30,7 @@ NOT_A_REFERENCE = (
 )
 
 
-def is_reference(text):
+def is_reference(text: str) -> bool:
     """Whether `text` is one whole reference: `${NAME}` or `file:...`.
 
     A relative `file:` path counts, so that resolving it says what is wrong.
@@ -40,12 +40,12 @@ def is_reference(text):
     return bool(ENV_REFERENCE.fullmatch(text)) or text.startswith(FILE_PREFIX)
 
 
-def validate_reference(text):
+def validate_reference(text: str) -> None:
     """Raise ValueError unless `text` is a reference that resolves now."""
     resolve(text)
 
 
-def resolve(text):
+def resolve(text: str) -> str:
     """The secret `text` refers to; ValueError says why it cannot be read."""
     if not is_reference(text):
         raise ValueError(NOT_A_REFERENCE)
@@ -55,7 +55,7 @@ def resolve(text):
     return _from_file(text.removeprefix(FILE_PREFIX))
 
 
-def expand(text):
+def expand(text: str) -> str:
     """`text` with every `${NAME}` inside it replaced by its value.
 
     For URLs and header values that hold a secret among other text
@@ -67,12 +67,12 @@ def expand(text):
     return ENV_REFERENCE.sub(lambda match: _from_environment(match.group(1)), text)
 
 
-def names_in(text):
+def names_in(text: str) -> list[str]:
     """The environment variables `text` refers to, in order."""
     return ENV_REFERENCE.findall(text)
 
 
-def forbidden(text):
+def forbidden(text: str) -> str | None:
     """Why `text` (a URL, header value or secret) refers to something a
     channel may not read, or None: the limits alone, whether or not the
     variable is set or the file exists here (the notifier's process may
@@ -100,7 +100,7 @@ def _from_environment(name):
     return value
 
 
-def _not_a_secret_variable(name):
+def _not_a_secret_variable(name) -> str:
     suggested = ENV_PREFIX + name.upper().removeprefix("CRONIQ_")
     return (
         f"${{{name}}}: a channel reads only environment variables named {ENV_PREFIX}*, "
@@ -108,7 +108,7 @@ def _not_a_secret_variable(name):
     )
 
 
-def secrets_dir():
+def secrets_dir() -> str:
     """CRONIQ_SECRETS_DIR as written (what messages name)."""
     return settings.CRONIQ_SECRETS_DIR
 

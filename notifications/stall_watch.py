@@ -24,7 +24,7 @@ an install whose loop never ticked (there is no last tick to name; the
 
 import logging
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -46,7 +46,7 @@ _watch = None
 _watch_lock = threading.Lock()
 
 
-def check_stall(now):
+def check_stall(now: datetime) -> Event | None:
     """Record scheduler.stalled for each grace the last tick is older than,
     unless recorded already, and, the loop being stalled, route and deliver
     what is due. Returns the Event this call recorded (the smallest
@@ -65,15 +65,15 @@ def check_stall(now):
     return recorded[0] if recorded else None
 
 
-def stall_key(last, grace):
+def stall_key(last: datetime, grace: float) -> str:
     return f"scheduler.stalled:{last.isoformat()}:{number(grace)}"
 
 
-def stall_graces():
+def stall_graces() -> list[float]:
     return thresholds("scheduler.stalled", "grace", settings.CRONIQ_STALL_GRACE)
 
 
-def record_stall(now, graces):
+def record_stall(now: datetime, graces: list[float]) -> list[Event]:
     """[Event] recorded by this call, under the heartbeat row's lock."""
     recorded = []
     with transaction.atomic():
@@ -103,7 +103,7 @@ def record_stall(now, graces):
     return recorded
 
 
-def deliver_now(now):
+def deliver_now(now: datetime) -> None:
     """Route the unrouted events and deliver what is due, here and now (the
     loop's notifier is not running). A failure is logged: the event stays
     recorded and unrouted, for the next look or the loop's return."""
@@ -124,18 +124,18 @@ class StallWatch(threading.Thread):
     """The web process's thread: `check_stall` every `every` seconds; a
     failing check (the database away) is logged and the next one tried."""
 
-    def __init__(self, every=CHECK_EVERY, clock=timezone.now):
+    def __init__(self, every=CHECK_EVERY, clock=timezone.now) -> None:
         super().__init__(name="croniq-stall-watch", daemon=True)
         self.every = every
         self.clock = clock
         self.stopped = threading.Event()
 
-    def run(self):
+    def run(self) -> None:
         while not self.stopped.is_set():
             self.check_once()
             self.stopped.wait(self.every)
 
-    def check_once(self):
+    def check_once(self) -> Event | None:
         try:
             event = check_stall(self.clock())
         except DatabaseError as error:
@@ -158,11 +158,11 @@ class StallWatch(threading.Thread):
             )
         return event
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopped.set()
 
 
-def start():
+def start() -> "StallWatch | None":
     """Start this process's watch once (unless CRONIQ_STALL_WATCH is off);
     returns it, or None."""
     global _watch
