@@ -270,7 +270,7 @@ def summary_message(
     return messages.body(incident.id, INCIDENT, now, text, path, **fields)
 
 
-def pool_jobs(pool: str, jobs: str = "jobs"):
+def pool_jobs(pool: str, jobs: str = "jobs") -> str:
     """ "12 jobs needing `linux,db`"; jobs without labels run anywhere."""
     return f"{jobs} needing `{pool}`" if pool else f"{jobs} without labels"
 
