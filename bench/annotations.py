@@ -24,6 +24,7 @@ APPS = [
     "calendars",
     "scheduler",
     "runners",
+    "dispatch",
     "notifications",
     "control",
     "dashboard",
