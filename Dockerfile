@@ -15,6 +15,7 @@ COPY core ./core
 COPY calendars ./calendars
 COPY scheduler ./scheduler
 COPY runners ./runners
+COPY dispatch ./dispatch
 COPY audit ./audit
 COPY notifications ./notifications
 COPY control ./control

@@ -148,7 +148,7 @@ def new_token():
 
 
 def notify():
-    from runners.notify import notify_new_work
+    from dispatch.notify import notify_new_work
 
     notify_new_work()
 

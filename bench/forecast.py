@@ -1,4 +1,4 @@
-"""The capacity forecast at 2,000 jobs: how long `runners.capacity.forecast`
+"""The capacity forecast at 2,000 jobs: how long `dispatch.capacity.forecast`
 takes over the next 24 hours (target 500 ms, issue 19). Prints one JSON
 line with the median and p95 of several runs and the number of queries.
 
@@ -240,7 +240,7 @@ def measure(now, backend):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from runners.capacity import forecast
+    from dispatch.capacity import forecast
 
     result = forecast(now)  # warm-up: zone and holiday tables, parsed schedules
     times, cpu = [], []

@@ -557,7 +557,7 @@ def answered_histogram():
     from django.db import connections
 
     from audit.models import Counter
-    from runners.latency import LATENCY
+    from dispatch.latency import LATENCY
 
     found = defaultdict(int)
     for labels, value in Counter.objects.filter(name=f"{LATENCY}__bucket").values_list(

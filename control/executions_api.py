@@ -2,7 +2,7 @@
 an operator's cancel and retry.
 
 Mounted at /v1/ as "executions/...", beside the runner protocol's
-/v1/executions/{id}/logs and /finish (runners.api): the paths differ
+/v1/executions/{id}/logs and /finish (dispatch.api): the paths differ
 ("log", not "logs"), so neither shadows the other.
 """
 

@@ -1,4 +1,4 @@
-"""`GET /api/v1/forecast`: the capacity forecast (runners.capacity) as the
+"""`GET /api/v1/forecast`: the capacity forecast (dispatch.capacity) as the
 dashboard's Capacity page shows it: per job label set, the runs expected at
 once in each quarter hour against the slots of the runners taking work, and
 the spans over capacity. Read once a minute per web process."""
@@ -11,7 +11,7 @@ from ninja import Field, Query, Router, Schema
 
 from control import auth, scopes
 from control.schemas import ERRORS
-from runners import capacity
+from dispatch import capacity
 
 router = Router(tags=["forecast"])
 

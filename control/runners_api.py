@@ -1,5 +1,5 @@
 """Runners over the management API (docs/design.md §8): list them, drain, resume
-or forget one, as the admin's actions do (runners.identity).
+or forget one, as the admin's actions do (dispatch.identity).
 
 Mounted under /v1/ beside the runner protocol's /v1/runners/ routes, with
 paths of its own (`runners`, `runners/{runner_id}/drain`), so that protocol
@@ -16,7 +16,7 @@ from ninja.errors import HttpError
 
 from control import auth, paging, scopes
 from control.schemas import ERRORS, PageQuery
-from runners import identity
+from dispatch import identity
 from runners.models import Runner
 from scheduler.models import Execution
 

@@ -57,8 +57,8 @@ def database_unavailable(request, exc):
 def add_app_routers():
     """Routers are added lazily so apps can import this module freely."""
     from control.api import routers
-    from runners.api import executions_router, runners_router
-    from runners.refusals import Refused
+    from dispatch.api import executions_router, runners_router
+    from dispatch.refusals import Refused
 
     api.add_router("/v1/runners/", runners_router)
     api.add_router("/v1/executions/", executions_router)

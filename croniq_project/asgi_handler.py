@@ -14,7 +14,7 @@ here on the event loop alone; every other path (admin, dashboard, metrics)
 goes through Django's handler unchanged. A poll answered with work claimed
 ahead of its instant is rendered at once and sent at the instant; a poll
 whose runner hangs up before its answer leaves hands its work back
-(`runners.polls.AnswerHold`). The management API's sync views share
+(`dispatch.polls.AnswerHold`). The management API's sync views share
 `/api/v1/` and this path; the stale connection of the thread they run in is
 closed around each call, as the skipped signals would (`answer_in_a_thread`).
 
@@ -35,7 +35,7 @@ A framework override (core/framework_overrides.py): it calls ASGIHandler's
 undocumented steps (read_body, create_request, run_get_response,
 send_response). With CRONIQ_STOCK_DJANGO naming `asgi_handler`, or on a
 Django release it has not been verified with, every request goes through
-Django's handler (runners.polls then holds a poll's answer in the view).
+Django's handler (dispatch.polls then holds a poll's answer in the view).
 """
 
 import asyncio
@@ -53,8 +53,8 @@ from django.urls import Resolver404, resolve, set_script_prefix
 
 from core.framework_overrides import in_use
 from croniq_project.middleware import RUNNER_API_PREFIX
-from runners.hub import hub
-from runners.polls import AnswerHold, sleep_until
+from dispatch.hub import hub
+from dispatch.polls import AnswerHold, sleep_until
 
 log = logging.getLogger(__name__)
 

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "calendars",
     "scheduler",
     "runners",
+    "dispatch",
     "notifications",
     "control",
     "dashboard",

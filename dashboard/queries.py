@@ -30,8 +30,8 @@ from django.utils.dateparse import parse_datetime
 import audit
 from audit.models import AuditEvent, Counter
 from dashboard import charts, stats
+from dispatch import coverage
 from notifications.models import Delivery, Mute, Notification
-from runners import coverage
 from runners.models import Runner
 from scheduler.models import Execution, Job, JobHealth, LogChunk
 from scheduler.runs.outcomes import FAILING

@@ -1,7 +1,7 @@
 """The operator's dashboard: pages over jobs, runs, runners and the audit
 trail, and buttons for the operator actions the user holds the permission
 for. Views stay thin; the reads are in `dashboard.queries`, the actions in
-`scheduler.runs.operations` and `runners.identity`."""
+`scheduler.runs.operations` and `dispatch.identity`."""
 
 from functools import wraps
 from urllib.parse import urlencode
@@ -23,9 +23,9 @@ from core import permissions
 from dashboard import queries, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags
+from dispatch import capacity as capacity_forecast
+from dispatch import coverage, identity
 from notifications.models import Notification
-from runners import capacity as capacity_forecast
-from runners import coverage, identity
 from runners.models import Runner
 from scheduler import forecast as forecast_core
 from scheduler.firing import fanout

@@ -51,8 +51,8 @@ from django.db import connection, transaction
 from django.db.models import CharField, Count, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
+from dispatch.coverage import carries
 from notifications.models import Event, Rule
-from runners.coverage import carries
 from runners.models import Runner
 from scheduler.models import Execution, Job
 from scheduler.runs import events
@@ -330,7 +330,7 @@ class RunnerPool:
 
     def carriers(self, labels: Collection[str]) -> list[tuple[Any, ...]]:
         """The online runners whose labels include all of `labels`: the
-        matching `runners.claims.claimable` does."""
+        matching `dispatch.claims.claimable` does."""
         return [r for r in self.runners if carries(r[2], labels)]
 
     def listed(self) -> list[dict[str, Any]]:

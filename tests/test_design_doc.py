@@ -97,8 +97,8 @@ def calls(path, prefix, router="router"):
 
 
 def test_every_http_call_is_in_the_design_doc():
-    found = calls("runners/api.py", "/api/v1/runners/", "runners_router")
-    found |= calls("runners/api.py", "/api/v1/executions/", "executions_router")
+    found = calls("dispatch/api.py", "/api/v1/runners/", "runners_router")
+    found |= calls("dispatch/api.py", "/api/v1/executions/", "executions_router")
     for path in sorted((ROOT / "control").glob("*_api.py")):
         found |= calls(path.relative_to(ROOT), "/")
     assert {"POST /api/v1/runners/{}/poll", "POST /jobs/{}/trigger"} <= found

@@ -11,7 +11,7 @@ from django.utils.safestring import mark_safe
 
 from core import permissions
 from dashboard.charts import format_seconds
-from runners import coverage
+from dispatch import coverage
 from scheduler.models import Execution
 
 register = template.Library()

@@ -30,7 +30,7 @@ NO_LEAD = timedelta(0)
 # An instant shared by more jobs than LARGE_INSTANT fires earlier still, by
 # LEAD_PER_JOB for each job past it and at most MAX_FIRE_LEAD ahead: the web
 # processes claim its runs and hand them out ahead in proportion
-# (`runners.hub.claim_ahead`), and several hundred answers take longer than
+# (`dispatch.hub.claim_ahead`), and several hundred answers take longer than
 # FIRE_LEAD leaves. The margin over the claim's lead leaves the loops time to
 # create the rows (bench/top_of_band.py: 2,000 at the top of an hour).
 LARGE_INSTANT = 100

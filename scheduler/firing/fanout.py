@@ -7,7 +7,7 @@ claims it, with its own lease, logs and result, and its retries stay
 pinned to it. With `stagger`, the runners start that many seconds apart in
 the order of their names. A runner that comes online later gets no past
 occurrence; a run whose runner goes offline before starting it is lost
-(`runners.loop_steps.drop_orphaned_pins`).
+(`dispatch.loop_steps.drop_orphaned_pins`).
 
 The occurrence's summary is the worst outcome of its runs (`worst`), and
 its chains start once, when the last of its runs has ended (`chains`).

@@ -6,7 +6,7 @@ that label set (issue 19, part 6).
 `RunnerSlots`, a `Forecast` back); `fires` gives a job its fire instants from
 the loop's own next-fire math; `reading` is the database side (`job_loads`:
 active jobs, calendars shared, expected durations from one query).
-`runners.capacity.forecast` adds the runners. The names callers use are
+`dispatch.capacity.forecast` adds the runners. The names callers use are
 importable from here.
 """
 

@@ -2,7 +2,7 @@
 events an operator may want to hear about (docs/design.md §9).
 
 Called inside the transaction that settles the execution
-(`lifecycle.after_final`, and the success fast path in runners.dispatch), so
+(`lifecycle.after_final`, and the success fast path in dispatch.leases), so
 the streak, the counts and the events commit with the state change or not at
 all.
 """
@@ -126,7 +126,7 @@ def locked_health(job_id: int) -> JobHealth:
     return health
 
 
-# The success fast path (runners.dispatch.finished_ok) settles most runs in
+# The success fast path (dispatch.leases.finished_ok) settles most runs in
 # one hand-written write; this is its health update, as plain: a job with no
 # streak to end and no minimum duration to check needs only its count and
 # last success moved (its row created on its first run). Anything else

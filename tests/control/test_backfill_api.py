@@ -8,7 +8,7 @@ import pytest
 import time_machine
 
 from audit.models import AuditEvent
-from runners.claims import ready_executions
+from dispatch.claims import ready_executions
 from scheduler.models import Execution
 from scheduler.runs import lifecycle, operations, overlap
 from tests.control.conftest import management_as

@@ -10,7 +10,7 @@ from control.keys_api import KeyIn
 from control.maintenance_api import MaintenanceIn
 from control.triggers_api import BackfillIn, TriggerIn
 from croniq_project.api import api as ninja_api
-from runners.api import FinishIn, HandBackIn, HeartbeatIn, LogIn, PollIn, RegisterIn
+from dispatch.api import FinishIn, HandBackIn, HeartbeatIn, LogIn, PollIn, RegisterIn
 from tests.control.keyed_client import KeyedClient
 
 SCHEMAS = [

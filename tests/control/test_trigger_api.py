@@ -10,7 +10,7 @@ import time_machine
 from django.db import connection, connections
 
 from audit.models import AuditEvent
-from runners.claims import assignment
+from dispatch.claims import assignment
 from scheduler.firing import notifier
 from scheduler.models import Execution, TriggerKey
 from scheduler.runs import lifecycle

@@ -16,7 +16,7 @@ import json, time
 from datetime import timedelta
 from django.utils import timezone
 from scheduler.models import Execution, Job
-from runners.notify import notify_new_work
+from dispatch.notify import notify_new_work
 
 now = timezone.now()
 ids = []

@@ -355,7 +355,7 @@ def test_after_a_reap_and_a_new_claim_the_old_lease_changes_nothing(server, secr
         from scheduler.models import Execution
         held = Execution.objects.filter(pk={pk})
         lifecycle.release(held, lifecycle.LEASE_EXPIRED, timezone.now())
-        from runners.notify import notify_new_work
+        from dispatch.notify import notify_new_work
         notify_new_work()
         result = None
         """,

@@ -7,9 +7,10 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from dispatch import claims, identity
+from dispatch import leases as dispatch
+from dispatch.loop_steps import update_runner_states
 from notifications.models import Event
-from runners import claims, dispatch, identity
-from runners.loop_steps import update_runner_states
 from runners.models import Runner, RunnerToken
 from scheduler.firing import ticks
 from scheduler.jobs.job_health import JobHealth

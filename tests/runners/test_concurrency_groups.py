@@ -9,8 +9,8 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from runners import claims
-from runners.hub import Waiter
+from dispatch import claims
+from dispatch.hub import Waiter
 from scheduler.models import ConcurrencyGroup, Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 

@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runners import coverage
-from runners.coverage import Coverage, liveness
+from dispatch import coverage
+from dispatch.coverage import Coverage, liveness
 from runners.models import Runner
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -10,8 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from audit.models import AuditEvent, Counter
 from croniq_project.collector import CroniqCollector
-from runners import claims, dispatch, identity, latency, polls, refusals
-from runners.hub import Waiter
+from dispatch import claims, identity, latency, polls, refusals
+from dispatch import leases as dispatch
+from dispatch.hub import Waiter
 from runners.models import Runner, RunnerToken
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 from tests.factories import JobFactory, RunnerFactory

@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from audit.models import Counter
 from core.db_threads import steps_in_caller_thread
 from croniq_project.collector import unmatched_pending
-from runners import hub as hub_module
-from runners import identity, refusals
-from runners.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
+from dispatch import hub as hub_module
+from dispatch import identity, refusals
+from dispatch.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
 from runners.models import Runner
 from scheduler.firing import ticks
 from scheduler.models import Execution
@@ -422,7 +422,7 @@ def test_latency_samples_are_written_together_shortly_after_their_answers_leave(
 
 
 def local_hub_with_a_waiter(loop):
-    from runners.hub import _hubs
+    from dispatch.hub import _hubs
 
     current = _hubs[loop] = Hub(loop)
     current.waiters[object()] = None  # a poll waiting (start() is not needed here)
@@ -430,7 +430,7 @@ def local_hub_with_a_waiter(loop):
 
 
 def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
-    from runners.hub import wake_local_hubs
+    from dispatch.hub import wake_local_hubs
     from scheduler.firing import notifier
 
     current = local_hub_with_a_waiter(loop)
@@ -455,7 +455,7 @@ def test_work_committed_in_this_process_wakes_its_hub_at_once(db, loop):
 def test_work_made_inside_a_transaction_wakes_the_hub_only_at_its_commit(transactional_db, loop):
     from django.db import transaction
 
-    from runners.hub import wake_local_hubs
+    from dispatch.hub import wake_local_hubs
 
     current = local_hub_with_a_waiter(loop)
     with transaction.atomic():

@@ -3,8 +3,9 @@ import datetime as dt
 import pytest
 
 from audit.models import AuditEvent, Counter
-from runners import claims, dispatch, identity, polls, refusals
-from runners.loop_steps import update_runner_states
+from dispatch import claims, identity, polls, refusals
+from dispatch import leases as dispatch
+from dispatch.loop_steps import update_runner_states
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution
 from tests.factories import RunnerFactory

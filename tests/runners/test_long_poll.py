@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, Counter
 from core import db_threads
-from runners import hub, polls
+from dispatch import hub, polls
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.runners.conftest import pending

@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 
 from audit import mark_tick
 from core.db import listen_params
-from runners.hub import LISTENING_SAFETY_SCAN_INTERVAL, SAFETY_SCAN_INTERVAL, Hub
-from runners.notify import CHANNEL, notify_new_work
+from dispatch.hub import LISTENING_SAFETY_SCAN_INTERVAL, SAFETY_SCAN_INTERVAL, Hub
+from dispatch.notify import CHANNEL, notify_new_work
 from scheduler.firing import ticks
 from tests.factories import JobFactory
 

@@ -10,8 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import Counter
+from dispatch import claims, identity
+from dispatch import leases as dispatch
 from notifications.models import Event
-from runners import claims, dispatch, identity
 from runners.models import RunnerToken
 from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution

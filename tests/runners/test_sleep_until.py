@@ -6,7 +6,7 @@ import datetime as dt
 import uvloop
 from django.utils import timezone
 
-from runners.polls import sleep_until
+from dispatch.polls import sleep_until
 
 
 def test_sleep_until_never_returns_before_the_instant():

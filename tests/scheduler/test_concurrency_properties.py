@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit.models import AuditEvent
-from runners import claims
+from dispatch import claims
 from scheduler.firing import ticks
 from scheduler.models import ConcurrencyGroup, Execution, Job
 from scheduler.runs import lifecycle

@@ -11,7 +11,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from audit.models import AuditEvent
-from runners import claims, dispatch, identity
+from dispatch import claims, identity
+from dispatch import leases as dispatch
 from runners.models import RunnerToken
 from scheduler.models import Execution
 from scheduler.runs import lifecycle

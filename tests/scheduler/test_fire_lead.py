@@ -102,7 +102,7 @@ def test_many_held_back_jobs_do_not_stall_the_batches(monkeypatch):
 
 
 def test_an_execution_fired_ahead_is_not_claimable_before_its_instant():
-    from runners.claims import ready_executions
+    from dispatch.claims import ready_executions
 
     JobFactory(schedule="@every 1s", next_run_at=T0)
     ticks.trigger_due(JUST_BEFORE, LEAD)

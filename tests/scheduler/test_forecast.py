@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from calendars.models import Calendar
 from calendars.rules import CalendarRules
-from runners.capacity import forecast
+from dispatch.capacity import forecast
 from runners.models import Runner
 from scheduler import forecast as core
 from scheduler.forecast import JobLoad, RunnerSlots, forecast_load

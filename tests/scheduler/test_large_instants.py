@@ -1,6 +1,6 @@
 """An instant shared by many jobs fires earlier than FIRE_LEAD, in
 proportion to its size (`ticks.fire_lead_for`), so its runs can be claimed
-and handed out ahead (`runners.hub.claim_ahead`). Only that instant's jobs
+and handed out ahead (`dispatch.hub.claim_ahead`). Only that instant's jobs
 fire early, each for that instant alone."""
 
 import datetime as dt

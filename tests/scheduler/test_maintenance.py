@@ -14,8 +14,9 @@ from prometheus_client.core import CollectorRegistry
 
 from audit.models import AuditEvent
 from croniq_project.collector import CroniqCollector
-from runners import claims, dispatch, identity
-from runners.hub import Waiter
+from dispatch import claims, identity
+from dispatch import leases as dispatch
+from dispatch.hub import Waiter
 from runners.models import RunnerToken
 from scheduler.firing import ticks
 from scheduler.models import Execution, Job, MaintenanceSwitch, MaintenanceWindow

@@ -22,7 +22,7 @@ def heard(monkeypatch):
 
 
 def test_runners_registers_its_wake_up_when_it_starts():
-    from runners.notify import notify_new_work
+    from dispatch.notify import notify_new_work
 
     assert notify_new_work in notifier._listeners
 

@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 
 from audit.models import AuditEvent
-from runners import claims, loop_steps
+from dispatch import claims, loop_steps
 from scheduler.firing import ticks
 from scheduler.models import Execution, Job
 from scheduler.runs import lifecycle, operations

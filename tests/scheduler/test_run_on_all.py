@@ -8,8 +8,9 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from audit.models import AuditEvent, Counter
-from runners import claims, dispatch, identity, loop_steps
-from runners.hub import Waiter
+from dispatch import claims, identity, loop_steps
+from dispatch import leases as dispatch
+from dispatch.hub import Waiter
 from runners.models import Runner, RunnerToken
 from scheduler.apply import document as applyfile
 from scheduler.apply.document import ApplyError

@@ -8,7 +8,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, Counter
-from runners import loop_steps
+from dispatch import loop_steps
 from scheduler.firing import ticks
 from scheduler.models import Execution, Job
 from scheduler.runs import lifecycle
@@ -461,7 +461,7 @@ def test_a_blackout_added_just_before_an_instant_is_honoured_at_fire_time(
 
 
 def test_a_singleton_timed_out_on_the_server_is_retried_only_once_its_lease_ran_out():
-    from runners import claims
+    from dispatch import claims
 
     job = JobFactory(singleton=True, timeout=60, retries=1, retry_backoff=0, labels=[])
     execution = running(job, at(0), lease_for=80)  # the runner renewed its lease at 0:50

@@ -102,7 +102,7 @@
 
   // "last seen 17 s ago" on the runners page, counted on from the ISO time
   // of the last heartbeat, and coloured as the server does
-  // (runners.coverage.liveness): yellow after one missed heartbeat, red past
+  // (dispatch.coverage.liveness): yellow after one missed heartbeat, red past
   // the offline threshold until the loop marks it offline.
   function ago(seconds) {
     var units = [["d", 86400], ["h", 3600], ["min", 60]];

@@ -6,7 +6,7 @@ one of two ways (docs/design.md §4, "Long-poll"):
 
 - PostgreSQL: the process's listener (`core.wakeups`, one LISTEN
   connection) hands it each NOTIFY on the `croniq_work` channel; whoever
-  commits new pending executions calls `runners.notify.notify_new_work()`.
+  commits new pending executions calls `dispatch.notify.notify_new_work()`.
 - SQLite: the loop is another process on the same file, so the hub checks
   the highest execution id while polls wait, whenever another connection
   committed (`core.commits`, looked at every `WATCH_INTERVAL` seconds).
@@ -31,11 +31,11 @@ from django.utils import timezone
 
 from core import commits, db, wakeups
 from core.db_threads import run_db, run_hub
-from runners.claims import Handed, serve_waiters
-from runners.identity import come_back
-from runners.latency import record_latency
+from dispatch.claims import Handed, serve_waiters
+from dispatch.identity import come_back
+from dispatch.latency import record_latency
+from dispatch.notify import CHANNEL
 from runners.models import Runner
-from runners.notify import CHANNEL
 from scheduler.models import Execution
 
 # SQLite: how often the web process looks for other connections' commits
@@ -56,7 +56,7 @@ QUIET_AFTER = 2.0
 # case a hint was lost (listener reconnecting, a writer that did not notify).
 SAFETY_SCAN_INTERVAL = 1.0
 # PostgreSQL, while this process's LISTEN connection is up: every writer of
-# new work sends a NOTIFY (`runners.notify`), which reaches a connected
+# new work sends a NOTIFY (`dispatch.notify`), which reaches a connected
 # listener, and the listener scans when it (re)connects. The full look is
 # then a guard, not the path work takes, and once a second it was a third of
 # an idle web process's CPU (bench/idle_cost.py). SQLite, while the watch
@@ -175,7 +175,7 @@ class Waiter:
     """One poll waiting for work its runner can run.
 
     `token`, `session`, `capacity` and `slots` (as the poll asked, or None)
-    are what `runners.claims.serve_waiters` needs to claim for it.
+    are what `dispatch.claims.serve_waiters` needs to claim for it.
     """
 
     def __init__(self, loop, runner_id, token, session, capacity, slots=None):

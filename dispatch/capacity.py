@@ -16,7 +16,7 @@ CACHE_SECONDS = 60
 
 def runner_slots():
     """[RunnerSlots] of every registered runner: online and not drained ones
-    take work (`runners.coverage.Coverage.taking_work` counts the same)."""
+    take work (`dispatch.coverage.Coverage.taking_work` counts the same)."""
     rows = Runner.objects.only("name", "labels", "capacity", "state", "drained")
     return [
         RunnerSlots(

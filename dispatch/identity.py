@@ -17,9 +17,9 @@ from django.db.models import Case, Value, When
 
 import audit
 from audit.models import AuditEvent
+from dispatch.notify import notify_new_work
+from dispatch.refusals import Conflict, Forbidden, NotFound, Unauthorized
 from runners.models import Runner, RunnerToken
-from runners.notify import notify_new_work
-from runners.refusals import Conflict, Forbidden, NotFound, Unauthorized
 from scheduler.models import Execution
 from scheduler.runs import events, lifecycle
 

@@ -1,6 +1,6 @@
 """What runners do with the work handed to them: every write under a lease.
 
-Claiming is in `runners.claims`, the long-poll in `runners.polls`. Every
+Claiming is in `dispatch.claims`, the long-poll in `dispatch.polls`. Every
 write after the claim (hand-back, heartbeat, logs, finish) is conditional
 on the execution id, the runner's session, the lease token and state
 `running`. Nothing
@@ -18,11 +18,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
 import audit
-from runners import identity, settle_many
-from runners.claims import lease_deadline
+from dispatch import identity, settle_many
+from dispatch.claims import lease_deadline
+from dispatch.notify import notify_new_work
+from dispatch.refusals import Conflict, NotFound, Refused, TooLarge
 from runners.models import RunnerToken
-from runners.notify import notify_new_work
-from runners.refusals import Conflict, NotFound, Refused, TooLarge
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 from scheduler.runs import lifecycle, outcomes, overlap
 

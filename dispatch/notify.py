@@ -1,7 +1,7 @@
 """The new-work hint between processes (docs/design.md §4, "Long-poll").
 
 Whoever commits new pending executions calls `notify_new_work()`; each web
-process's hub subscribes to `CHANNEL` (`runners.hub`, `core.wakeups`). The scheduler reaches it
+process's hub subscribes to `CHANNEL` (`dispatch.hub`, `core.wakeups`). The scheduler reaches it
 through `scheduler.firing.notifier`, where `RunnersConfig.ready` registers it.
 """
 

@@ -2,7 +2,7 @@
 
 Views stay thin: they read the clock once, hand the call to `identity`,
 `polls` or `dispatch` in a database thread, and shape the answer. Errors are
-raised as `runners.refusals.Refused` and mapped to `{"detail": ...}` once, in
+raised as `dispatch.refusals.Refused` and mapped to `{"detail": ...}` once, in
 `croniq_project.api`.
 """
 
@@ -18,7 +18,8 @@ from pydantic import ConfigDict, StrictBool, StrictInt, StrictStr
 
 from core.db_threads import run_db
 from core.text import Text
-from runners import dispatch, identity, polls
+from dispatch import identity, polls
+from dispatch import leases as dispatch
 
 INT32_MAX = 2**31 - 1
 # Calls added to the protocol that an agent checks for before using them

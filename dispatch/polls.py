@@ -15,11 +15,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.db_threads import run_db, run_dispatch
-from runners import identity
-from runners.claims import Handed, answer, claim, wanted
-from runners.dispatch import hand_back
-from runners.hub import hub
-from runners.latency import latencies
+from dispatch import identity
+from dispatch.claims import Handed, answer, claim, wanted
+from dispatch.hub import hub
+from dispatch.latency import latencies
+from dispatch.leases import hand_back
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ whether a runner has gone quiet: what the dashboard, `manage.py apply` and
 the job admin tell an operator.
 
 A runner carries a job's labels when its labels include all of them (DESIGN
-§4 "Matching"; `runners.claims.claimable` applies the same rule in SQL and
+§4 "Matching"; `dispatch.claims.claimable` applies the same rule in SQL and
 `notifications.detectors.RunnerPool` through `carries`). Everything here
 reads the runners once (`Coverage.read`) and takes `now` as an argument.
 """

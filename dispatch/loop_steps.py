@@ -11,9 +11,9 @@ from django.db import transaction
 from django.db.models import Min, Q
 
 import audit
-from runners import coverage, identity
+from dispatch import coverage, identity
+from dispatch.notify import notify_new_work
 from runners.models import Runner
-from runners.notify import notify_new_work
 from scheduler.models import Execution
 from scheduler.runs import events, lifecycle
 

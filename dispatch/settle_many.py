@@ -18,9 +18,9 @@ import collections
 
 from django.db import connection, transaction
 
-from runners import identity
+from dispatch import identity
+from dispatch.notify import notify_new_work
 from runners.models import Runner, RunnerToken
-from runners.notify import notify_new_work
 from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution, Job
 from scheduler.runs import chains, lifecycle, outcomes, overlap

@@ -17,9 +17,9 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, Value, When
 from django.db.models.functions import Greatest
 
-from runners import identity
+from dispatch import identity
+from dispatch.refusals import Refused
 from runners.models import Runner
-from runners.refusals import Refused
 from scheduler.models import Execution
 from scheduler.runs import groups, maintenance
 
@@ -112,7 +112,7 @@ def hand_over(claims, now: datetime) -> None:
             session=session_of,
             lease=F("lease") + 1,
             lease_expires_at=deadline,
-            # A claim made ahead of the instant (`runners.hub.CLAIM_AHEAD`)
+            # A claim made ahead of the instant (`dispatch.hub.CLAIM_AHEAD`)
             # reaches the runner at the instant: that is when it started.
             claimed_at=Greatest(Value(now), F("run_after")),
         )

@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from audit.audited_admin import AuditedModelAdmin
 from core import permissions
 from core.admin_mixins import ShowsSecretOnce
-from runners import identity
+from dispatch import identity
 from runners.models import TOKEN_PREFIX, Runner, RunnerToken, hash_secret
 
 
