@@ -9,12 +9,12 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from notifications import applyitems, channels
+from notifications import applyitems, channel_config
 from notifications.models import Channel, Mute, Rule
 from scheduler.admin.forms import checked
 from scheduler.runs.events import NAMES
 
-# The settings of each kind the channel form sends to `channels.validate`;
+# The settings of each kind the channel form sends to `channel_config.validate`;
 # `timeout` and `format` always hold a value, so they count only where they apply.
 KIND_FIELDS = {
     Channel.EMAIL: ("to", "url", "secret", "headers", "username"),
@@ -74,7 +74,7 @@ class ChannelForm(forms.ModelForm):
 
     def clean_timeout(self) -> float:
         timeout = self.cleaned_data["timeout"]
-        return channels.DEFAULT_TIMEOUT if timeout is None else timeout
+        return channel_config.DEFAULT_TIMEOUT if timeout is None else timeout
 
     def clean_to(self) -> list[str]:
         return comma_list(self.cleaned_data["to"])

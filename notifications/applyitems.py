@@ -27,7 +27,7 @@ from django.db.models import Q
 from audit.changes import MASK, masked_diff
 from calendars.models import Calendar
 from core.ownership import ManagedBy
-from notifications import channels, secrets
+from notifications import channel_config, secrets
 from notifications.models import Channel, Rule
 from scheduler.apply.fields import REQUIRED, Field, defaults, field_names
 from scheduler.apply.items import ApplyError, seconds, string_list
@@ -36,7 +36,7 @@ from scheduler.runs.events import NAMES
 
 CHANNEL_FIELDS = (
     Field("name", "slug", "Unique name; rules route to the channel by it.", REQUIRED),
-    Field("kind", " | ".join(channels.KINDS), "How it delivers.", REQUIRED),
+    Field("kind", " | ".join(channel_config.KINDS), "How it delivers.", REQUIRED),
     Field("to", "list of addresses", "email: the recipients (required).", []),
     Field(
         "url",
@@ -46,7 +46,9 @@ CHANNEL_FIELDS = (
         "link-local addresses are refused unless CRONIQ_NOTIFY_ALLOW_NETS lists them.",
         "",
     ),
-    Field("format", " | ".join(channels.FORMATS), "slack: the chat's message format.", "slack"),
+    Field(
+        "format", " | ".join(channel_config.FORMATS), "slack: the chat's message format.", "slack"
+    ),
     Field(
         "secret",
         "secret reference",
@@ -64,8 +66,8 @@ CHANNEL_FIELDS = (
         "timeout",
         "seconds",
         f"webhook, slack: a delivery try ends after it, however slowly the receiver "
-        f"answers (at most {channels.MAX_TIMEOUT:g}).",
-        channels.DEFAULT_TIMEOUT,
+        f"answers (at most {channel_config.MAX_TIMEOUT:g}).",
+        channel_config.DEFAULT_TIMEOUT,
     ),
     Field(
         "username",
@@ -75,7 +77,7 @@ CHANNEL_FIELDS = (
     ),
     Field("enabled", "true | false", "A disabled channel sends nothing.", True),
 )
-# What a channel says besides its config (which `channels.validate` checks).
+# What a channel says besides its config (which `channel_config.validate` checks).
 CHANNEL_OWN_KEYS = {"name", "kind", "enabled"}
 RULE_FIELDS = (
     Field("name", "slug", "Unique name.", REQUIRED),
@@ -167,11 +169,11 @@ def channel_names(where: str, value: Any) -> list[str]:
 
 
 def channel_problems(kind: str, config: dict[str, Any]) -> dict[str, str]:
-    """{field: message} of a channel's config, as `channels.validate` words
+    """{field: message} of a channel's config, as `channel_config.validate` words
     it without the leading "field: " (the caller says where)."""
     return {
         field: message.removeprefix(f"{field}: ")
-        for field, message in channels.validate(kind, config).items()
+        for field, message in channel_config.validate(kind, config).items()
     }
 
 
@@ -187,7 +189,7 @@ def channel_values(where: str, item: dict[str, Any]) -> dict[str, Any]:
     """The Channel field values of a `channels:` item; ApplyError names each problem."""
     kind = item.get("kind")
     if kind is None:
-        raise ApplyError(f"{where}.kind: required: one of {', '.join(channels.KINDS)}")
+        raise ApplyError(f"{where}.kind: required: one of {', '.join(channel_config.KINDS)}")
     config = {key: value for key, value in item.items() if key not in CHANNEL_OWN_KEYS}
     errors = [
         f"{where}.{field}: {message}" for field, message in channel_problems(kind, config).items()
@@ -205,7 +207,7 @@ def channel_values(where: str, item: dict[str, Any]) -> dict[str, Any]:
         "url": config.get("url", ""),
         "secret": config.get("secret") or "",
         "headers": dict(config.get("headers") or {}),
-        "timeout": float(config.get("timeout", channels.DEFAULT_TIMEOUT)),
+        "timeout": float(config.get("timeout", channel_config.DEFAULT_TIMEOUT)),
         "username": config.get("username") or "",
         "enabled": enabled,
     }

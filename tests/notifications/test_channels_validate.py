@@ -1,6 +1,6 @@
 import pytest
 
-from notifications import channels
+from notifications import channels, payloads
 
 
 @pytest.fixture(autouse=True)
@@ -223,7 +223,7 @@ def test_a_url_held_in_a_secret_is_never_echoed(monkeypatch):
 def test_a_bad_config_is_refused_by_render_and_send(message):
     bad = {"url": "ftp://x"}
     with pytest.raises(ValueError, match=r"^url: not an http\(s\) URL: 'ftp://x'$"):
-        channels.render("webhook", bad, message, now=0)
+        payloads.render("webhook", bad, message, now=0)
     with pytest.raises(ValueError, match=r"^url: not an http\(s\) URL"):
         channels.send("webhook", bad, message, now=0)
     with pytest.raises(ValueError, match="^to: required$"):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from notifications import channels
+from notifications import channels, payloads
 from tests.notifications.conftest import NOW
 
 
@@ -69,7 +69,7 @@ def test_teams_shows_the_first_details_of_a_big_incident(receiver, message):
     message["details"] = [f"job-{n} failed" for n in range(120)]
     card = deliver(receiver, message, format="teams")["attachments"][0]["content"]
     texts = [block["text"] for block in card["body"]]
-    assert len(texts) == 1 + channels.MAX_DETAILS + 1
+    assert len(texts) == 1 + payloads.MAX_DETAILS + 1
     assert texts[-1] == "… and 70 more"
 
 

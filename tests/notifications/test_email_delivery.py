@@ -10,7 +10,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from core import mail
-from notifications import channels
+from notifications import channels, payloads
 from tests.notifications.conftest import NOW
 
 TO = {"to": ["ops@example.com", "oncall@team-a.example.org"]}
@@ -140,7 +140,7 @@ def test_a_long_or_multiline_summary_gives_one_short_subject_line(smtp, message)
     _, mail = received(inbox)
     subject = subject_of(mail)
     assert subject.startswith("[Croniq] 12 jobs needing linux,db failed in 5 min, last runner")
-    assert subject.endswith("…") and len(subject) <= channels.SUBJECT_LIMIT
+    assert subject.endswith("…") and len(subject) <= payloads.SUBJECT_LIMIT
     assert "\n" not in subject
     assert not subject[:-1].endswith(" ")
 
@@ -188,7 +188,7 @@ def test_a_silent_smtp_server_times_out(settings, message):
 
 
 def test_email_message_builds_without_sending(message):
-    mail = channels.email_message(TO, message, "alerts@croniq.example.org")
+    mail = payloads.email_message(TO, message, "alerts@croniq.example.org")
     assert mail.subject == "[Croniq] billing-sync failed 3 times in a row"
     assert mail.to == TO["to"] and mail.from_email == "alerts@croniq.example.org"
     assert mail.extra_headers["Message-ID"] == f"<croniq.{message['id']}@croniq.example.org>"

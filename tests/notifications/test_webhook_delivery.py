@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 import requests
 
-from notifications import channels
+from notifications import channels, payloads
 from tests.notifications.conftest import NOW
 
 SECRET = "whsec-0123456789"
@@ -86,7 +86,7 @@ def test_a_stale_signature_is_refused(receiver, message):
 
 
 def test_a_rotated_secret_verifies_with_either_signature(message):
-    body = channels._json(message)
+    body = payloads._json(message)
     old = channels.sign("old-secret", NOW, body)
     new = channels.sign("new-secret", NOW, body)
     both = f"{old},{new.split(',')[1]}"
@@ -105,8 +105,8 @@ def test_sign_matches_the_documented_formula():
 
 def test_the_body_is_the_same_bytes_on_every_retry_and_only_t_moves(receiver, message):
     config = signed(receiver)
-    first, first_headers = channels.render("webhook", config, message, now=NOW)
-    again, again_headers = channels.render("webhook", config, message, now=NOW + timedelta(1))
+    first, first_headers = payloads.render("webhook", config, message, now=NOW)
+    again, again_headers = payloads.render("webhook", config, message, now=NOW + timedelta(1))
     assert first == again
     assert first_headers["Croniq-Delivery"] == again_headers["Croniq-Delivery"]
     assert first_headers["Croniq-Signature"] != again_headers["Croniq-Signature"]
