@@ -1,5 +1,9 @@
+from datetime import datetime
+
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 
 from audit.audited_admin import AuditedModelAdmin
@@ -21,10 +25,10 @@ class ApiKeyForm(forms.ModelForm):
         fields = ["name", "scopes", "expires_at"]
         help_texts = {"expires_at": "Leave empty for a key that never expires."}
 
-    def clean_scopes(self):
+    def clean_scopes(self) -> list[str]:
         return scopes.parse(self.cleaned_data["scopes"])
 
-    def clean_expires_at(self):
+    def clean_expires_at(self) -> datetime | None:
         expires_at = self.cleaned_data["expires_at"]
         if expires_at is not None and expires_at <= timezone.now():
             raise forms.ValidationError("The key would be expired already.")
@@ -61,20 +65,22 @@ class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
         "revoked_at",
     ]
 
-    def get_fields(self, request, obj=None):
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return ["name", "scopes", "expires_at"] if obj is None else self.shown
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return [] if obj is None else self.shown
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
         return False
 
     @admin.display(description="scopes")
-    def scopes_text(self, key):
+    def scopes_text(self, key: ApiKey) -> str:
         return ", ".join(key.scopes)
 
-    def save_model(self, request, obj, form, change):
+    def save_model(
+        self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool
+    ) -> None:
         if not change:
             # Shown once by the add view's answer (ShowsSecretOnce), never stored.
             obj.shown_once_secret = new_secret()
@@ -82,11 +88,11 @@ class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
             obj.created_by = f"admin {request.user.get_username()}"
         super().save_model(request, obj, form, change)
 
-    def has_revoke_permission(self, request):
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
         return permissions.allows(request.user, "apikey.revoke")
 
     @admin.action(description="Revoke: its calls answer 401 from now on", permissions=["revoke"])
-    def revoke(self, request, queryset):
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
         now = timezone.now()
         count = sum(keys.revoke(key, now, actor=request.user) for key in queryset)
         self.message_user(request, f"{count} API key(s) revoked.")

@@ -2,8 +2,10 @@
 the runner protocol by `croniq_project.api`. Each call names its scope with
 `auth=needs(...)` (control.auth)."""
 
+from ninja import Router
 
-def routers():
+
+def routers() -> list[tuple[str, Router]]:
     """[(prefix, Router)] of the management API, in mounting order."""
     from control import (
         apply_api,

@@ -20,6 +20,7 @@ does: the jobs and calendars it writes are managed under that name, and
 from datetime import datetime
 from typing import Any
 
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -64,7 +65,7 @@ class ApplyOut(Schema):
     warnings: list[str] = []
 
 
-def document_of(request):
+def document_of(request: HttpRequest) -> Any:
     """The request's apply document, checked as `manage.py apply` checks a
     file's; ApplyError when it is not one."""
     syntax = "YAML" if request.content_type in YAML_TYPES else "JSON"
@@ -84,8 +85,11 @@ def document_of(request):
     openapi_extra=DOCUMENT_BODY,
 )
 def apply_document(
-    request, dry_run: bool = False, prune: bool = False, source: str = DEFAULT_SOURCE
-):
+    request: HttpRequest,
+    dry_run: bool = False,
+    prune: bool = False,
+    source: str = DEFAULT_SOURCE,
+) -> dict[str, Any]:
     key = request.auth
     try:
         document = document_of(request)

@@ -4,7 +4,8 @@ filtered by action prefix, actor, target and time."""
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
 from audit.models import AuditEvent
@@ -40,7 +41,7 @@ class AuditFilters(PageQuery):
     since: Instant | None = Field(None, description="At or after this instant (ISO 8601).")
 
 
-def events(filters):
+def events(filters: AuditFilters) -> QuerySet:
     found = AuditEvent.objects.all()
     if filters.action:
         found = found.filter(action__startswith=filters.action)
@@ -54,7 +55,7 @@ def events(filters):
 
 
 @router.get("audit", auth=auth.needs(scopes.AUDIT_READ), response={200: AuditPage, **ERRORS})
-def list_events(request, filters: Query[AuditFilters]):
+def list_events(request: HttpRequest, filters: Query[AuditFilters]) -> dict[str, Any]:
     """Audit events, newest first (by id: the order they were written)."""
     rows, cursor = paging.page(
         events(filters), "id", filters.limit, filters.cursor, descending=True

@@ -6,8 +6,9 @@ call changes nothing. A call made with `any_key()` takes every usable key
 (creating a key: it checks the caller's reach itself).
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
@@ -39,14 +40,14 @@ class ApiKeyAuth(HttpBearer):
         return super().__call__(request)
 
     @property
-    def scope(self):
+    def scope(self) -> str | list[str] | None:
         """What the call needs: a scope, a list when it needs several, None
         when any usable key may make it."""
         if not self.scopes:
             return None
         return self.scopes[0] if len(self.scopes) == 1 else list(self.scopes)
 
-    def authenticate(self, request, token):
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
         now = timezone.now()
         key = ApiKey.objects.authenticate(token.strip(), now)
         if key is None:
@@ -58,28 +59,28 @@ class ApiKeyAuth(HttpBearer):
         return key
 
 
-def needs(scope):
+def needs(scope: str) -> ApiKeyAuth:
     """The `auth=` of a call that needs `scope`."""
     return ApiKeyAuth(scope)
 
 
-def needs_all(*scopes):
+def needs_all(*scopes: str) -> ApiKeyAuth:
     """The `auth=` of a call that needs every one of `scopes` (apply writes
     jobs and calendars); a key missing one is told the first it lacks."""
     return ApiKeyAuth(*scopes)
 
 
-def needs_in_db_thread(scope):
+def needs_in_db_thread(scope: str) -> ApiKeyAuth:
     """`needs(scope)` for an async view whose steps run in `run_db`."""
     return ApiKeyAuth(scope, in_db_thread=True)
 
 
-def any_key():
+def any_key() -> ApiKeyAuth:
     """The `auth=` of a call any usable key may make."""
     return ApiKeyAuth()
 
 
-def require(key, scope):
+def require(key: ApiKey, scope: str) -> None:
     """For a call whose scope depends on what it is asked (apply with
     channels): 403 `needs scope ...`, as the bearer check answers, unless
     `key` holds `scope`. Call it before the view changes anything."""
@@ -87,11 +88,11 @@ def require(key, scope):
         raise HttpError(403, f"needs scope {scope}")
 
 
-def note_use(key, now):
+def note_use(key: ApiKey, now: datetime) -> None:
     if key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
 
 
-def actor(key):
+def actor(key: ApiKey) -> tuple[str, str]:
     """The audit actor of a call made with `key`: the key's name."""
     return (AuditEvent.API_KEY, key.name)

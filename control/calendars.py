@@ -2,13 +2,14 @@
 apply file, checked and written by the code `manage.py apply` runs; PUT
 creates or replaces. Ownership as for jobs (control.ownership)."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from ninja.errors import HttpError
 
 from calendars.models import Calendar, CalendarPeriod
-from calendars.rules import RulesError
+from calendars.rules import CalendarRules, RulesError
 from calendars.validators import text_problem
 from control import ownership, paging
 from control.fields import checked_instant
@@ -21,7 +22,7 @@ MAX_PREVIEW = timedelta(days=366)
 DEFAULT_PREVIEW = timedelta(days=30)
 
 
-def fields(calendar):
+def fields(calendar: Calendar) -> dict[str, Any]:
     """The calendar as the API shows it: the apply file's fields."""
     periods = list(calendar.periods.all())
     return {
@@ -50,12 +51,12 @@ def fields(calendar):
     }
 
 
-def period(row):
+def period(row: CalendarPeriod) -> dict[str, str]:
     start, end = (row.start_date, row.end_date) if row.start_date else (row.start_at, row.end_at)
     return {"start": start.isoformat(), "end": end.isoformat(), "label": row.label}
 
 
-def get(name):
+def get(name: str) -> Calendar:
     """The calendar named `name`, or 404. A name with NUL names no calendar
     (PostgreSQL refuses it in a query)."""
     calendar = (
@@ -68,12 +69,14 @@ def get(name):
     return calendar
 
 
-def listed(*, limit=paging.DEFAULT_LIMIT, cursor=None):
+def listed(
+    *, limit: int = paging.DEFAULT_LIMIT, cursor: str | None = None
+) -> tuple[list[Calendar], str | None]:
     calendars = Calendar.objects.select_related("base").prefetch_related("periods")
     return paging.page(calendars, "name", limit=limit, cursor=cursor)
 
 
-def put(name, item, *, now, actor):
+def put(name: str, item: Any, *, now: datetime, actor: object) -> tuple[Calendar, bool]:
     """Create or replace the calendar `name`; (calendar, created)."""
     if not isinstance(item, dict):
         raise HttpError(422, "expected a mapping of calendar fields")
@@ -98,7 +101,9 @@ def put(name, item, *, now, actor):
     return get(name), calendar is None
 
 
-def preview(name, *, start, end=None):
+def preview(
+    name: str, *, start: datetime, end: datetime | None = None
+) -> list[tuple[datetime, datetime]]:
     """[(start, end)]: the allowed stretches within [start, end), cut at both
     ends; without `end`, DEFAULT_PREVIEW from start."""
     start = checked_instant("start", start)
@@ -116,7 +121,9 @@ def preview(name, *, start, end=None):
         raise HttpError(422, f"calendar {name}: {e}") from None
 
 
-def stretches(rules, start, end):
+def stretches(
+    rules: CalendarRules, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime]]:
     found = []
     t = rules.next_allowed(start, horizon=end)
     while t is not None and t < end:

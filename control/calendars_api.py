@@ -5,6 +5,7 @@ in control.calendars."""
 from datetime import datetime
 from typing import Any
 
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Body, Router, Schema
 
@@ -59,13 +60,15 @@ class PreviewOut(Schema):
 
 
 @router.get("calendars", response=CalendarPage, auth=auth.needs(scopes.CALENDARS_READ))
-def list_calendars(request, limit: int = paging.DEFAULT_LIMIT, cursor: str | None = None):
+def list_calendars(
+    request: HttpRequest, limit: int = paging.DEFAULT_LIMIT, cursor: str | None = None
+) -> dict[str, Any]:
     rows, next_cursor = calendars.listed(limit=limit, cursor=cursor)
     return {"items": [calendars.fields(c) for c in rows], "next_cursor": next_cursor}
 
 
 @router.get("calendars/{name}", response=CalendarOut, auth=auth.needs(scopes.CALENDARS_READ))
-def get_calendar(request, name: str):
+def get_calendar(request: HttpRequest, name: str) -> dict[str, Any]:
     return calendars.fields(calendars.get(name))
 
 
@@ -75,12 +78,14 @@ def get_calendar(request, name: str):
     auth=auth.needs(scopes.CALENDARS_WRITE),
     openapi_extra=examples.body(examples.CALENDAR),
 )
-def put_calendar(request, name: str, item: Body[dict[str, Any]]):
+def put_calendar(request: HttpRequest, name: str, item: Body[dict[str, Any]]) -> dict[str, Any]:
     calendar, _ = calendars.put(name, item, now=timezone.now(), actor=auth.actor(request.auth))
     return calendars.fields(calendar)
 
 
 @router.get("calendars/{name}/preview", response=PreviewOut, auth=auth.needs(scopes.CALENDARS_READ))
-def preview(request, name: str, start: datetime | None = None, end: datetime | None = None):
+def preview(
+    request: HttpRequest, name: str, start: datetime | None = None, end: datetime | None = None
+) -> dict[str, Any]:
     found = calendars.preview(name, start=start or timezone.now(), end=end)
     return {"allowed": [{"start": s, "end": e} for s, e in found]}

@@ -4,7 +4,10 @@ without force) and their discard, one or in bulk. The rules are in
 scheduler.triage.dead_letter_actions."""
 
 from datetime import datetime
+from typing import Any
 
+from django.db.models import QuerySet
+from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -64,7 +67,7 @@ class DiscardOut(Schema):
     discarded: int
 
 
-def as_json(dead_letter):
+def as_json(dead_letter: DeadLetter) -> dict[str, Any]:
     execution = dead_letter.execution
     return {
         "id": dead_letter.pk,
@@ -83,7 +86,7 @@ def as_json(dead_letter):
     }
 
 
-def dead_letter_numbered(dead_letter_id):
+def dead_letter_numbered(dead_letter_id: int) -> DeadLetter:
     rows = DeadLetter.objects.select_related("execution__job")
     dead_letter = rows.filter(pk=dead_letter_id).first()
     if dead_letter is None:
@@ -91,7 +94,7 @@ def dead_letter_numbered(dead_letter_id):
     return dead_letter
 
 
-def filtered(filters):
+def filtered(filters: DeadLetterFilters) -> QuerySet:
     if filters.status not in (*DeadLetter.STATUSES, "all"):
         raise HttpError(422, f"status: one of {', '.join(DeadLetter.STATUSES)}, all")
     rows = DeadLetter.objects.select_related("execution__job")
@@ -103,7 +106,7 @@ def filtered(filters):
 
 
 @router.get("dead-letters", response=DeadLetterPage, auth=auth.needs(scopes.DEAD_LETTERS_READ))
-def list_dead_letters(request, filters: Query[DeadLetterFilters]):
+def list_dead_letters(request: HttpRequest, filters: Query[DeadLetterFilters]) -> dict[str, Any]:
     rows, cursor = paging.page(
         filtered(filters), "id", filters.limit, filters.cursor, descending=True
     )
@@ -115,7 +118,7 @@ def list_dead_letters(request, filters: Query[DeadLetterFilters]):
     response=DiscardOut,
     auth=auth.needs(scopes.DEAD_LETTERS_WRITE),
 )
-def discard_many(request, body: DiscardIn):
+def discard_many(request: HttpRequest, body: DiscardIn) -> dict[str, int]:
     """Discard the open dead letters among `ids`; others are left alone."""
     if any(not 1 <= each <= ID_MAX for each in body.ids):
         raise HttpError(422, f"ids: each between 1 and {ID_MAX}")
@@ -129,7 +132,7 @@ def discard_many(request, body: DiscardIn):
     response=DeadLetterOut,
     auth=auth.needs(scopes.DEAD_LETTERS_READ),
 )
-def show(request, dead_letter_id: RowId):
+def show(request: HttpRequest, dead_letter_id: RowId) -> dict[str, Any]:
     return as_json(dead_letter_numbered(dead_letter_id))
 
 
@@ -138,7 +141,9 @@ def show(request, dead_letter_id: RowId):
     response={202: ExecutionOut},
     auth=auth.needs(scopes.DEAD_LETTERS_WRITE),
 )
-def replay(request, dead_letter_id: RowId, body: ReplayIn | None = None):
+def replay(
+    request: HttpRequest, dead_letter_id: RowId, body: ReplayIn | None = None
+) -> Status | JsonResponse:
     body = body or ReplayIn()
     dead_letter = dead_letter_numbered(dead_letter_id)
     try:
@@ -155,7 +160,7 @@ def replay(request, dead_letter_id: RowId, body: ReplayIn | None = None):
     response={204: None},
     auth=auth.needs(scopes.DEAD_LETTERS_WRITE),
 )
-def discard(request, dead_letter_id: RowId):
+def discard(request: HttpRequest, dead_letter_id: RowId) -> Status | JsonResponse:
     dead_letter = dead_letter_numbered(dead_letter_id)
     rows = DeadLetter.objects.filter(pk=dead_letter.pk)
     if not dead_letter_actions.discard(rows, timezone.now(), auth.actor(request.auth)):

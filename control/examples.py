@@ -1,6 +1,8 @@
 """Request examples for /api/docs: what a caller sends, as Swagger UI fills
 it in. tests/control/test_openapi_examples.py sends each to the real API."""
 
+from typing import Any
+
 JOB = {
     "name": "morning-report",
     "schedule": "30 7 * * 1-5",
@@ -69,11 +71,11 @@ MAINTENANCE = {
 }
 
 
-def body(example, content_type="application/json"):
+def body(example: dict[str, Any], content_type: str = "application/json") -> dict[str, Any]:
     """The `openapi_extra` of a call whose body is a free mapping."""
     return {"requestBody": {"content": {content_type: {"example": example}}}}
 
 
-def schema(example):
+def schema(example: dict[str, Any]) -> dict[str, Any]:
     """A Schema's `model_config` extra: its example in /api/docs."""
     return {"examples": [example]}

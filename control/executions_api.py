@@ -7,8 +7,10 @@ Mounted at /v1/ as "executions/...", beside the runner protocol's
 """
 
 from datetime import datetime
+from typing import Any
 
-from django.http import JsonResponse
+from django.db.models import QuerySet
+from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -75,7 +77,7 @@ class LogOut(Schema):
     complete: bool
 
 
-def as_json(execution, job_name, runner_name):
+def as_json(execution: Execution, job_name: str, runner_name: str | None) -> dict[str, Any]:
     return {
         "id": execution.pk,
         "job": job_name,
@@ -93,12 +95,12 @@ def as_json(execution, job_name, runner_name):
     }
 
 
-def one_as_json(execution):
+def one_as_json(execution: Execution) -> dict[str, Any]:
     runner_name = execution.runner.name if execution.runner_id else None
     return as_json(execution, execution.job.name, runner_name)
 
 
-def page_as_json(rows):
+def page_as_json(rows: list[Execution]) -> list[dict[str, Any]]:
     """A page's executions with their job and runner names, read in one
     query each: joined into the page's own query, the planner may start
     from the jobs and sort, instead of reading the newest ids in order."""
@@ -108,19 +110,19 @@ def page_as_json(rows):
     return [as_json(e, jobs[e.job_id], runners.get(e.runner_id)) for e in rows]
 
 
-def execution_numbered(execution_id):
+def execution_numbered(execution_id: int) -> Execution:
     execution = Execution.objects.select_related("job", "runner").filter(pk=execution_id).first()
     if execution is None:
         raise HttpError(404, f"no execution {execution_id}")
     return execution
 
 
-def one_of(field, value, known):
+def one_of(field: str, value: str | None, known: tuple[str, ...] | list[str]) -> None:
     if value is not None and value not in known:
         raise HttpError(422, f"{field}: one of {', '.join(known)}")
 
 
-def filtered(filters):
+def filtered(filters: ExecutionFilters) -> QuerySet:
     """The executions the filters select; the job by name (a name that
     names no job selects none)."""
     one_of("state", filters.state, STATES)
@@ -146,7 +148,7 @@ def filtered(filters):
     response=ExecutionPage,
     summary="Executions, newest first",
 )
-def list_executions(request, filters: Query[ExecutionFilters]):
+def list_executions(request: HttpRequest, filters: Query[ExecutionFilters]) -> JsonResponse:
     # Newest first by id: the primary key (or exec_job_newest for one job)
     # is read backwards from the cursor, however many rows there are.
     rows, cursor = paging.page(
@@ -159,12 +161,12 @@ def list_executions(request, filters: Query[ExecutionFilters]):
 
 
 @router.get("executions/{execution_id}", auth=needs(scopes.EXECUTIONS_READ), response=ExecutionOut)
-def show(request, execution_id: RowId):
+def show(request: HttpRequest, execution_id: RowId) -> dict[str, Any]:
     return one_as_json(execution_numbered(execution_id))
 
 
 @router.get("executions/{execution_id}/log", auth=needs(scopes.EXECUTIONS_READ), response=LogOut)
-def log(request, execution_id: RowId, offset: int = 0):
+def log(request: HttpRequest, execution_id: RowId, offset: int = 0) -> dict[str, Any]:
     execution = execution_numbered(execution_id)
     if offset < 0:
         raise HttpError(422, "offset: must be 0 or more")
@@ -180,7 +182,7 @@ def log(request, execution_id: RowId, offset: int = 0):
 @router.post(
     "executions/{execution_id}/cancel", auth=needs(scopes.EXECUTIONS_WRITE), response=ExecutionOut
 )
-def cancel(request, execution_id: RowId):
+def cancel(request: HttpRequest, execution_id: RowId) -> dict[str, Any] | JsonResponse:
     execution = execution_numbered(execution_id)
     if execution.state in Execution.FINAL_STATES and execution.state != Execution.CANCELLED:
         return refusals.response(
@@ -196,7 +198,7 @@ def cancel(request, execution_id: RowId):
     auth=needs(scopes.EXECUTIONS_WRITE),
     response={202: ExecutionOut},
 )
-def retry(request, execution_id: RowId):
+def retry(request: HttpRequest, execution_id: RowId) -> Status | JsonResponse:
     execution = execution_numbered(execution_id)
     try:
         new = operations.retry(execution, timezone.now(), auth.actor(request.auth))

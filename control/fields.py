@@ -1,7 +1,7 @@
 """Input types of the management API's calls: values the database can hold,
 so bad input is a 422 naming the field, never a 500 from the database."""
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Annotated
 
 from ninja import Path
@@ -14,7 +14,7 @@ from core.text import Text
 ID_MAX = 2**63 - 1
 
 
-def within_range(value):
+def within_range(value: datetime) -> datetime:
     """The instant in UTC: PostgreSQL refuses offsets past 15:59 that Python
     accepts (+16:00 was a 500), and the instant is the same."""
     if out_of_range(value):
@@ -22,7 +22,7 @@ def within_range(value):
     return value.astimezone(UTC)
 
 
-def checked_instant(where, value):
+def checked_instant(where: str, value: datetime) -> datetime:
     """`value` in UTC, or a 422 naming `where`: for instants a call reads
     itself (an optional body or query field with its own messages)."""
     if value.tzinfo is None or value.utcoffset() is None:

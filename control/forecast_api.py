@@ -4,8 +4,9 @@ once in each quarter hour against the slots of the runners taking work, and
 the spans over capacity. Read once a minute per web process."""
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
@@ -57,7 +58,7 @@ class ForecastOut(Schema):
     auth=auth.needs_all(scopes.JOBS_READ, scopes.RUNNERS_READ),
     response={200: ForecastOut, **ERRORS},
 )
-def read_forecast(request, query: Query[ForecastQuery]):
+def read_forecast(request: HttpRequest, query: Query[ForecastQuery]) -> dict[str, Any]:
     """The capacity forecast from now over `hours` in quarter hours."""
     result = capacity.cached_forecast(timezone.now(), query.hours)
     return {

@@ -14,9 +14,11 @@ masked value with nothing stored under its name is refused.
 """
 
 import json
+from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import TextField
+from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from ninja.errors import HttpError
 
@@ -34,7 +36,7 @@ from scheduler.runs import operations
 MAX_NEXT = 100
 
 
-def fields(job):
+def fields(job: Job) -> dict[str, Any]:
     """The job as the API shows it."""
     state = job_state(job)
     state["env"] = masked_env(state["env"])
@@ -48,7 +50,7 @@ def fields(job):
     }
 
 
-def get(name):
+def get(name: str) -> Job:
     """The job named `name`, or 404. A name with NUL names no job
     (PostgreSQL refuses it in a query)."""
     job = (
@@ -59,7 +61,7 @@ def get(name):
     return job
 
 
-def locked(name):
+def locked(name: str) -> Job:
     """The job named `name` with its row locked until the transaction ends,
     or 404, in one query (its calendar is not loaded)."""
     if "\x00" in name:
@@ -70,7 +72,14 @@ def locked(name):
     return job
 
 
-def listed(*, label=None, enabled=None, name=None, limit=paging.DEFAULT_LIMIT, cursor=None):
+def listed(
+    *,
+    label: str | None = None,
+    enabled: bool | None = None,
+    name: str | None = None,
+    limit: int = paging.DEFAULT_LIMIT,
+    cursor: str | None = None,
+) -> tuple[list[Job], str | None]:
     """(jobs, next_cursor): jobs by name, filtered."""
     jobs = Job.objects.select_related("calendar")
     if label is not None:
@@ -82,7 +91,7 @@ def listed(*, label=None, enabled=None, name=None, limit=paging.DEFAULT_LIMIT, c
     return paging.page(jobs, "name", limit=limit, cursor=cursor)
 
 
-def carrying(jobs, label):
+def carrying(jobs: QuerySet, label: str) -> QuerySet:
     """Jobs whose labels include `label`. PostgreSQL tests JSON containment;
     SQLite has no such lookup, but stores the list as the JSON text Django
     wrote, where an element is exactly its JSON-quoted self."""
@@ -92,7 +101,7 @@ def carrying(jobs, label):
     return jobs.annotate(labels_text=text).filter(labels_text__contains=json.dumps(label))
 
 
-def kept_secrets(env, stored):
+def kept_secrets(env: Any, stored: dict[str, str]) -> Any:
     """`env` as sent, each masked secret replaced by the value `stored` holds
     under its name; 422 naming the variable when there is none."""
     if not isinstance(env, dict):
@@ -110,7 +119,7 @@ def kept_secrets(env, stored):
     return kept
 
 
-def refuse_unstorable_text(item):
+def refuse_unstorable_text(item: Any) -> None:
     """422 naming the first field whose text the database cannot store."""
     problems = text_problems(item)
     if problems:
@@ -118,14 +127,14 @@ def refuse_unstorable_text(item):
         raise HttpError(422, f"{where}: {problem}")
 
 
-def write(item, *, now, actor):
+def write(item: dict[str, Any], *, now: datetime, actor: object) -> Any:
     try:
         return apply_item("job", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None
 
 
-def create(item, *, now, actor):
+def create(item: dict[str, Any], *, now: datetime, actor: object) -> Job:
     """201: a new job, managed by the API; 409 when the name is taken."""
     refuse_unstorable_text(item)  # before the name is looked up
     if "env" in item:
@@ -142,7 +151,7 @@ def create(item, *, now, actor):
     return get(name)
 
 
-def update(name, patch, *, now, actor):
+def update(name: str, patch: dict[str, Any], *, now: datetime, actor: object) -> Job:
     """Some fields of a job changed; the others as they are."""
     patch = dict(patch)
     adopt = ownership.adopt_flag(patch.pop("adopt", False))
@@ -163,7 +172,7 @@ def update(name, patch, *, now, actor):
     return get(name)
 
 
-def delete(name, *, adopt, now, actor):
+def delete(name: str, *, adopt: bool, now: datetime, actor: object) -> None:
     """The job and its history, gone; audited with what it was."""
     with transaction.atomic():
         job = locked(name)
@@ -176,7 +185,7 @@ def delete(name, *, adopt, now, actor):
         job.delete()
 
 
-def pause(name, *, reason, until, now, actor):
+def pause(name: str, *, reason: str, until: datetime | None, now: datetime, actor: object) -> Job:
     """Pause a job (a paused one stays as it is); with `until` it resumes
     by itself at that instant."""
     if until is not None:
@@ -194,13 +203,13 @@ def pause(name, *, reason, until, now, actor):
     return get(name)
 
 
-def resume(name, *, now, actor):
+def resume(name: str, *, now: datetime, actor: object) -> Job:
     job = get(name)
     operations.resume(Job.objects.filter(pk=job.pk), now, actor)
     return get(name)
 
 
-def upcoming(name, *, count, after):
+def upcoming(name: str, *, count: int, after: datetime) -> list[datetime]:
     """The next `count` instants the job fires strictly after `after`."""
     if not 1 <= count <= MAX_NEXT:
         raise HttpError(422, f"count: between 1 and {MAX_NEXT}")

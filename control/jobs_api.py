@@ -5,6 +5,7 @@ are in control.jobs; each view names its scope."""
 from datetime import datetime
 from typing import Any
 
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Body, Query, Router, Schema, Status
 from pydantic import ConfigDict
@@ -78,7 +79,7 @@ class JobFilters(Schema):
 
 
 @router.get("jobs", response=JobPage, auth=auth.needs(scopes.JOBS_READ))
-def list_jobs(request, filters: Query[JobFilters]):
+def list_jobs(request: HttpRequest, filters: Query[JobFilters]) -> dict[str, Any]:
     rows, cursor = jobs.listed(**filters.dict())
     return {"items": [jobs.fields(job) for job in rows], "next_cursor": cursor}
 
@@ -89,13 +90,13 @@ def list_jobs(request, filters: Query[JobFilters]):
     auth=auth.needs(scopes.JOBS_WRITE),
     openapi_extra=examples.body(examples.JOB),
 )
-def create_job(request, item: Body[dict[str, Any]]):
+def create_job(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
     job = jobs.create(item, now=timezone.now(), actor=auth.actor(request.auth))
     return Status(201, jobs.fields(job))
 
 
 @router.get("jobs/{name}", response=JobOut, auth=auth.needs(scopes.JOBS_READ))
-def get_job(request, name: str):
+def get_job(request: HttpRequest, name: str) -> dict[str, Any]:
     return jobs.fields(jobs.get(name))
 
 
@@ -105,19 +106,19 @@ def get_job(request, name: str):
     auth=auth.needs(scopes.JOBS_WRITE),
     openapi_extra=examples.body(examples.JOB_PATCH),
 )
-def change_job(request, name: str, patch: Body[dict[str, Any]]):
+def change_job(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -> dict[str, Any]:
     job = jobs.update(name, patch, now=timezone.now(), actor=auth.actor(request.auth))
     return jobs.fields(job)
 
 
 @router.delete("jobs/{name}", response={204: None}, auth=auth.needs(scopes.JOBS_WRITE))
-def delete_job(request, name: str, adopt: bool = False):
+def delete_job(request: HttpRequest, name: str, adopt: bool = False) -> Status:
     jobs.delete(name, adopt=adopt, now=timezone.now(), actor=auth.actor(request.auth))
     return Status(204, None)
 
 
 @router.post("jobs/{name}/pause", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
-def pause_job(request, name: str, body: PauseIn | None = None):
+def pause_job(request: HttpRequest, name: str, body: PauseIn | None = None) -> dict[str, Any]:
     body = body or PauseIn()
     job = jobs.pause(
         name,
@@ -130,12 +131,14 @@ def pause_job(request, name: str, body: PauseIn | None = None):
 
 
 @router.post("jobs/{name}/resume", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
-def resume_job(request, name: str):
+def resume_job(request: HttpRequest, name: str) -> dict[str, Any]:
     job = jobs.resume(name, now=timezone.now(), actor=auth.actor(request.auth))
     return jobs.fields(job)
 
 
 @router.get("jobs/{name}/next", response=NextOut, auth=auth.needs(scopes.JOBS_READ))
-def next_runs(request, name: str, count: int = 10, after: datetime | None = None):
+def next_runs(
+    request: HttpRequest, name: str, count: int = 10, after: datetime | None = None
+) -> dict[str, list[str]]:
     instants = jobs.upcoming(name, count=count, after=after or timezone.now())
     return {"instants": [instant.isoformat() for instant in instants]}

@@ -5,6 +5,9 @@ cover, no expiry later than its own (docs/design.md §8, "a key can never mint a
 broader key").
 """
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from django.db import IntegrityError, transaction
 
 import audit
@@ -21,7 +24,7 @@ class KeyRefused(Exception):
         self.detail = detail
 
 
-def beyond(parent, wanted_scopes, expires_at):
+def beyond(parent: ApiKey, wanted_scopes: list[str], expires_at: datetime | None) -> str | None:
     """Why `parent` may not mint a key with these scopes and expiry, or None."""
     if not scopes.within(wanted_scopes, parent.scopes):
         extra = [s for s in wanted_scopes if not scopes.within([s], parent.scopes)]
@@ -36,7 +39,14 @@ def beyond(parent, wanted_scopes, expires_at):
     return None
 
 
-def mint(parent, name, wanted_scopes, expires_at, now, actor):
+def mint(
+    parent: ApiKey,
+    name: str,
+    wanted_scopes: str | Iterable[str],
+    expires_at: datetime | None,
+    now: datetime,
+    actor: object,
+) -> tuple[ApiKey, str]:
     """A new key (key, secret) made by the key `parent`, which it records;
     KeyRefused when it would reach further than `parent`, the name is
     taken, or `parent` was revoked meanwhile."""
@@ -54,7 +64,15 @@ def mint(parent, name, wanted_scopes, expires_at, now, actor):
         return issue(name, wanted, expires_at, now, actor, f"key {parent.name}", parent=parent)
 
 
-def issue(name, key_scopes, expires_at, now, actor, created_by, parent=None):
+def issue(
+    name: str,
+    key_scopes: str | Iterable[str],
+    expires_at: datetime | None,
+    now: datetime,
+    actor: object,
+    created_by: str,
+    parent: ApiKey | None = None,
+) -> tuple[ApiKey, str]:
     try:
         with transaction.atomic():
             key, secret = ApiKey.issue(
@@ -72,7 +90,7 @@ def issue(name, key_scopes, expires_at, now, actor, created_by, parent=None):
     return key, secret
 
 
-def revoke(key, now, actor=None):
+def revoke(key: ApiKey, now: datetime, actor: object = None) -> int:
     """Revoke `key` and every key minted from it, its children's children
     included, in one transaction, each audited: their calls get 401 from
     now on. Returns how many were revoked (0: all were already)."""
@@ -93,7 +111,7 @@ def revoke(key, now, actor=None):
     return revoked
 
 
-def with_descendants(key):
+def with_descendants(key: ApiKey) -> list[ApiKey]:
     """[key, its children, their children, ...], each generation's rows
     locked before its children are read: a key minting a child now either
     stores it first (and it is found here) or waits and is refused."""
@@ -105,5 +123,5 @@ def with_descendants(key):
     return found
 
 
-def iso(instant):
+def iso(instant: datetime | None) -> str | None:
     return instant.isoformat() if instant is not None else None

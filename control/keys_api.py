@@ -2,8 +2,9 @@
 key within its own reach; listing and revoking need `admin`."""
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -65,7 +66,7 @@ class KeyPage(Schema):
 
 
 @router.post("keys", auth=auth.any_key(), response={201: NewKeyOut, **ERRORS})
-def create_key(request, body: KeyIn):
+def create_key(request: HttpRequest, body: KeyIn) -> Status:
     """Create a key with at most the calling key's scopes and expiry."""
     now = timezone.now()
     try:
@@ -80,14 +81,14 @@ def create_key(request, body: KeyIn):
 
 
 @router.get("keys", auth=auth.needs(scopes.ADMIN), response={200: KeyPage, **ERRORS})
-def list_keys(request, page: Query[PageQuery]):
+def list_keys(request: HttpRequest, page: Query[PageQuery]) -> dict[str, Any]:
     """Every key, revoked and expired ones too, by name; never a secret."""
     rows, cursor = paging.page(ApiKey.objects.all(), "name", page.limit, page.cursor)
     return {"items": rows, "next_cursor": cursor}
 
 
 @router.delete("keys/{name}", auth=auth.needs(scopes.ADMIN), response={204: None, **ERRORS})
-def revoke_key(request, name: Text(1, 100)):
+def revoke_key(request: HttpRequest, name: Text(1, 100)) -> Status:
     """Revoke a key: its calls answer 401 from now on. Revoking twice is fine."""
     key = ApiKey.objects.filter(name=name).first()
     if key is None:

@@ -3,8 +3,10 @@ the global switch and the windows not yet ended. The rules are in
 scheduler.runs.maintenance; every change is audited with the key as actor."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import transaction
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Schema
 from ninja.errors import HttpError
@@ -53,7 +55,7 @@ class MaintenanceOut(Schema):
     windows: list[WindowOut]
 
 
-def current(now):
+def current(now: datetime) -> dict[str, Any]:
     switch = maintenance.switch_read()
     windows = MaintenanceWindow.objects.filter(end__gt=now)
     return {
@@ -75,7 +77,7 @@ def current(now):
     }
 
 
-def in_utc(window):
+def in_utc(window: WindowIn) -> dict[str, Any]:
     """A window's fields, its ends in UTC: PostgreSQL refuses offsets past
     15:59 that Python (and ISO 8601 text) allow."""
     return {
@@ -86,12 +88,12 @@ def in_utc(window):
 
 
 @router.get("maintenance", response=MaintenanceOut, auth=auth.needs(scopes.RUNNERS_READ))
-def get_maintenance(request):
+def get_maintenance(request: HttpRequest) -> dict[str, Any]:
     return current(timezone.now())
 
 
 @router.put("maintenance", response=MaintenanceOut, auth=auth.needs(scopes.ADMIN))
-def put_maintenance(request, body: MaintenanceIn):
+def put_maintenance(request: HttpRequest, body: MaintenanceIn) -> dict[str, Any]:
     now, actor = timezone.now(), auth.actor(request.auth)
     with transaction.atomic():
         if body.windows is not None:

@@ -1,5 +1,7 @@
 import hashlib
 import secrets
+from collections.abc import Iterable
+from datetime import datetime
 
 from django.db import models
 
@@ -8,23 +10,23 @@ from control import scopes
 KEY_PREFIX = "crk_"
 
 
-def new_secret():
+def new_secret() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def hash_secret(secret):
+def hash_secret(secret: str) -> str:
     # Keys are 256-bit random strings: a fast hash is enough (see
     # runners.models.hash_secret).
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class ApiKeyQuerySet(models.QuerySet):
-    def usable(self, now):
+    def usable(self, now: datetime) -> models.QuerySet:
         return self.filter(revoked_at__isnull=True).filter(
             models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
         )
 
-    def authenticate(self, secret, now):
+    def authenticate(self, secret: str, now: datetime) -> "ApiKey | None":
         """The usable key for `secret`, or None (unknown, revoked, expired,
         or not an API key at all, such as a runner token)."""
         if not secret or not secret.startswith(KEY_PREFIX):
@@ -68,7 +70,14 @@ class ApiKey(models.Model):
         return self.name
 
     @classmethod
-    def issue(cls, name, key_scopes, expires_at=None, created_by="", parent=None):
+    def issue(
+        cls,
+        name: str,
+        key_scopes: str | Iterable[str],
+        expires_at: datetime | None = None,
+        created_by: str = "",
+        parent: "ApiKey | None" = None,
+    ) -> "tuple[ApiKey, str]":
         """Create a key (minted by the key `parent`, if any); returns (key,
         secret). The secret is not stored. ValueError for unknown scopes."""
         secret = new_secret()
@@ -82,8 +91,8 @@ class ApiKey(models.Model):
         )
         return key, secret
 
-    def usable(self, now):
+    def usable(self, now: datetime) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
-    def allows(self, scope):
+    def allows(self, scope: str) -> bool:
         return scopes.covers(self.scopes, scope)

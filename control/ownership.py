@@ -6,19 +6,23 @@ What `apply` manages belongs to the file: an API write to it is refused
 then on. Rows made in the admin or through the API are anyone's to change.
 """
 
+from datetime import datetime
+from typing import Any
+
+from django.db import models
 from ninja.errors import HttpError
 
 import audit
 from core.ownership import ManagedBy, adoption, manager_text
 
 
-def adopt_flag(value, where="adopt"):
+def adopt_flag(value: Any, where: str = "adopt") -> bool:
     if not isinstance(value, bool):
         raise HttpError(422, f"{where}: expected true or false")
     return value
 
 
-def check(obj, adopt):
+def check(obj: models.Model, adopt: bool) -> bool:
     """409 when `obj` is managed by apply and the call does not adopt it;
     returns whether the write adopts it."""
     if obj.managed_by != ManagedBy.APPLY:
@@ -31,7 +35,7 @@ def check(obj, adopt):
     return True
 
 
-def record_adopted(obj, *, now, actor):
+def record_adopted(obj: models.Model, *, now: datetime, actor: object) -> None:
     """Audit the API's adoption of `obj` (as read before the write)."""
     data = adoption(obj, ManagedBy.API)
     if data is not None:

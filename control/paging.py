@@ -9,19 +9,20 @@ repeat nor shift the pages after them.
 
 import base64
 import json
+from typing import Any
 
-from django.db.models import IntegerField
+from django.db.models import Field, IntegerField, Model, QuerySet
 from ninja.errors import HttpError
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 
 
-def encode(value):
+def encode(value: Any) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
 
-def decode(cursor):
+def decode(cursor: str) -> Any:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         return json.loads(base64.urlsafe_b64decode(padded.encode()))
@@ -29,7 +30,13 @@ def decode(cursor):
         raise HttpError(422, "cursor: not a cursor of this list") from None
 
 
-def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
+def page(
+    queryset: QuerySet,
+    key: str,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+    descending: bool = False,
+) -> tuple[list[Any], str | None]:
     """(rows, next_cursor): up to `limit` rows of `queryset` ordered by the
     unique field `key` (an id or a name), after the row `cursor` names."""
     if not 1 <= limit <= MAX_LIMIT:
@@ -46,7 +53,7 @@ def page(queryset, key, limit=DEFAULT_LIMIT, cursor=None, descending=False):
     return rows, encode(getattr(rows[-1], key))
 
 
-def fits(field, value):
+def fits(field: Field, value: Any) -> bool:
     """Whether a decoded cursor can be compared with `field`: an id cursor
     given to a list by name, an integer beyond 64 bits or a NUL the
     database refuses is bad input, not a 500."""
@@ -57,5 +64,5 @@ def fits(field, value):
     return isinstance(value, str) and "\x00" not in value
 
 
-def field_of(model, key):
+def field_of(model: type[Model], key: str) -> Field:
     return model._meta.pk if key == "pk" else model._meta.get_field(key)

@@ -5,9 +5,10 @@ the field, a full queue 429 with Retry-After, any other refusal 409; always
 from django.http import JsonResponse
 
 from scheduler.firing.triggers import QueueFull
+from scheduler.runs.refusals import OperationRefused
 
 
-def response(refusal):
+def response(refusal: OperationRefused) -> JsonResponse:
     if getattr(refusal, "field", None):
         return JsonResponse({"detail": str(refusal)}, status=422)
     if isinstance(refusal, QueueFull):

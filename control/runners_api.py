@@ -7,9 +7,10 @@ is untouched.
 """
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Query, Router, Schema
 from ninja.errors import HttpError
@@ -53,13 +54,13 @@ class RunnerFilters(PageQuery):
     state: Literal[Runner.ONLINE, Runner.DRAINING, Runner.OFFLINE] | None = None
 
 
-def with_running(queryset):
+def with_running(queryset: QuerySet) -> QuerySet:
     return queryset.annotate(
         running=Count("executions", filter=Q(executions__state=Execution.RUNNING))
     )
 
 
-def find(runner_id):
+def find(runner_id: int) -> Runner:
     runner = None
     if identity.is_db_id(runner_id):
         runner = with_running(Runner.objects.filter(pk=runner_id)).first()
@@ -69,7 +70,7 @@ def find(runner_id):
 
 
 @router.get("runners", auth=auth.needs(scopes.RUNNERS_READ), response={200: RunnerPage, **ERRORS})
-def list_runners(request, filters: Query[RunnerFilters]):
+def list_runners(request: HttpRequest, filters: Query[RunnerFilters]) -> dict[str, Any]:
     """Runners by id, with how many executions each is running."""
     runners = with_running(Runner.objects.all())
     if filters.state:
@@ -83,7 +84,7 @@ def list_runners(request, filters: Query[RunnerFilters]):
     auth=auth.needs(scopes.RUNNERS_WRITE),
     response={200: RunnerOut, **ERRORS},
 )
-def drain(request, runner_id: int):
+def drain(request: HttpRequest, runner_id: int) -> Runner:
     """Give the runner no new work; what it runs now may finish."""
     runner = find(runner_id)
     identity.drain(runner, timezone.now(), actor=auth.actor(request.auth))
@@ -95,7 +96,7 @@ def drain(request, runner_id: int):
     auth=auth.needs(scopes.RUNNERS_WRITE),
     response={200: RunnerOut, **ERRORS},
 )
-def resume(request, runner_id: int):
+def resume(request: HttpRequest, runner_id: int) -> Runner:
     """Undo a drain: the runner gets work again."""
     runner = find(runner_id)
     identity.resume(runner, timezone.now(), actor=auth.actor(request.auth))
@@ -107,7 +108,7 @@ def resume(request, runner_id: int):
     auth=auth.needs(scopes.RUNNERS_WRITE),
     response={200: ForgottenOut, **ERRORS},
 )
-def forget(request, runner_id: int):
+def forget(request: HttpRequest, runner_id: int) -> dict[str, Any]:
     """Release the runner's executions now and delete it; it registers anew
     if it comes back."""
     runner = find(runner_id)

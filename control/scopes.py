@@ -1,6 +1,8 @@
 """What an API key may do (docs/design.md §8): each call needs one scope, and
 `admin` holds them all."""
 
+from collections.abc import Collection, Iterable
+
 JOBS_READ = "jobs:read"
 JOBS_WRITE = "jobs:write"
 JOBS_TRIGGER = "jobs:trigger"
@@ -35,7 +37,7 @@ ALL = (
 )
 
 
-def parse(value):
+def parse(value: str | Iterable[str]) -> list[str]:
     """Scopes from a list or a space- or comma-separated string, sorted and
     without repeats; ValueError naming the first unknown one."""
     words = value.replace(",", " ").split() if isinstance(value, str) else list(value)
@@ -47,12 +49,12 @@ def parse(value):
     return sorted(set(words))
 
 
-def covers(granted, needed):
+def covers(granted: Collection[str], needed: str) -> bool:
     """Whether a key holding `granted` may make a call that needs `needed`."""
     return ADMIN in granted or needed in granted
 
 
-def within(requested, granted):
+def within(requested: Collection[str], granted: Collection[str]) -> bool:
     """Whether every scope of `requested` is covered by `granted`: a key
     never mints a broader one."""
     if ADMIN in requested:

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from django.db import transaction
+from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from ninja import Body, Router, Schema, Status
 from pydantic import ConfigDict, StrictBool
@@ -59,7 +60,9 @@ class BackfillOut(Schema):
     response={202: TriggerOut},
     summary="Run a job now",
 )
-async def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] = None):
+async def trigger(
+    request: HttpRequest, name: str, body: Annotated[TriggerIn | None, Body()] = None
+) -> Status | JsonResponse:
     body = body or TriggerIn()
     actor = auth.actor(request.auth)
     try:
@@ -70,7 +73,9 @@ async def trigger(request, name: str, body: Annotated[TriggerIn | None, Body()] 
     return Status(202, {**answer, "execution_ids": runs})
 
 
-def trigger_step(name, now, actor, body):
+def trigger_step(
+    name: str, now: datetime, actor: object, body: TriggerIn
+) -> tuple[triggers.Triggered, list[int]]:
     """(Triggered, the ids of every run of its occurrence)."""
     # The job is read and locked in one query (a round trip fewer than
     # reading it, then locking it).
@@ -89,7 +94,7 @@ def trigger_step(name, now, actor, body):
     response={202: BackfillOut},
     summary="Run a job for the past instants of its schedule in a range",
 )
-def backfill_range(request, name: str, body: BackfillIn):
+def backfill_range(request: HttpRequest, name: str, body: BackfillIn) -> Status | JsonResponse:
     job = jobs.get(name)
     actor = auth.actor(request.auth)
     try:

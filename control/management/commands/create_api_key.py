@@ -1,4 +1,6 @@
+from argparse import ArgumentParser
 from datetime import timedelta
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError, transaction
@@ -12,7 +14,7 @@ from scheduler.apply.items import ApplyError, seconds
 class Command(BaseCommand):
     help = "Create an API key for the management API and print it (shown only this once)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name", help="A name for the key: who or what uses it.")
         parser.add_argument(
             "--scopes",
@@ -24,7 +26,14 @@ class Command(BaseCommand):
             "--expires-in", help="A duration such as 90d or 12h; the key never expires without it."
         )
 
-    def handle(self, *args, name, scopes, expires_in=None, **options):
+    def handle(
+        self,
+        *args: Any,
+        name: str,
+        scopes: list[str],
+        expires_in: str | None = None,
+        **options: Any,
+    ) -> None:
         name = name.strip()
         if not name or len(name) > ApiKey._meta.get_field("name").max_length:
             raise CommandError("key name: 1 to 100 characters")
