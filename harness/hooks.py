@@ -59,7 +59,10 @@ class Hook(ThreadingHTTPServer):
 
 class HookHandler(BaseHTTPRequestHandler):
     def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        length = int(self.headers.get("Content-Length", 0))
+        raw = self.rfile.read(length)
+        if len(raw) < length:
+            return  # a sender killed mid-request: no request arrived
         hook = self.server
         verified = hook.secret is None or channels.verify(
             hook.secret, self.headers.get("Croniq-Signature"), raw, hook.now()
