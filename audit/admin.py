@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html
 
 from audit.models import AuditEvent, Counter, Heartbeat
@@ -17,12 +19,12 @@ class RecentValuesFilter(admin.SimpleListFilter):
 
     window = 10_000
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         newest = AuditEvent.objects.order_by("-at", "-id")[: self.window]
         values = set(newest.values_list(self.parameter_name, flat=True)) - {""}
         return [(value, value) for value in sorted(values)]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value():
             return queryset.filter(**{self.parameter_name: self.value()})
         return queryset
@@ -59,7 +61,7 @@ class AuditEventAdmin(ReadOnlyModelAdmin):
     list_per_page = 100
 
     @admin.display(description="data")
-    def pretty_data(self, event):
+    def pretty_data(self, event: AuditEvent) -> str:
         return format_html("<pre>{}</pre>", json.dumps(event.data, indent=2, sort_keys=True))
 
 

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 # Audit retention needs no sub-second precision (as the scheduler's
@@ -11,7 +13,7 @@ class AuditConfig(AppConfig):
     name = "audit"
     verbose_name = "Audit"
 
-    def loop_steps(self, loop):
+    def loop_steps(self, loop: Any) -> list[tuple[Any, ...]]:
         """Pruning old events, a step of `scheduler_loop`: a plain
         (name, run, every, until, idle_every) tuple, as audit sits below
         the scheduler."""

@@ -8,6 +8,8 @@ values of variables named like secrets (`*_TOKEN`, `*_PASSWORD`, `*_SECRET`,
 """
 
 import json
+from collections.abc import Collection, Iterator
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
@@ -18,25 +20,25 @@ ENV_FIELDS = {"env"}
 MASK = "********"
 
 
-def is_secret(field_name):
+def is_secret(field_name: str) -> bool:
     name = field_name.lower()
     return any(marker in name for marker in SECRET_MARKERS)
 
 
-def is_secret_env(variable):
+def is_secret_env(variable: str) -> bool:
     """`API_TOKEN`, `DB_PASSWORD`, `aws_secret_access_key`, `SECRET`..."""
     name = variable.upper()
     return any(name == word or name.endswith("_" + word) for word in SECRET_ENV_WORDS)
 
 
-def masked_env(env):
+def masked_env(env: Any) -> Any:
     """A job's environment as it may be shown: secret-looking values masked."""
     if not isinstance(env, dict):
         return env
     return {name: MASK if is_secret_env(name) else value for name, value in env.items()}
 
 
-def masked_diff(changes):
+def masked_diff(changes: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """A diff ({"field": [old, new]}) whose environment fields are masked."""
     return {
         name: [masked_env(side) for side in sides] if name in ENV_FIELDS else sides
@@ -44,7 +46,9 @@ def masked_diff(changes):
     }
 
 
-def audited_fields(model, exclude=()):
+def audited_fields(
+    model: type[models.Model], exclude: Collection[str] = ()
+) -> Iterator[models.Field]:
     """Concrete fields worth recording: no primary key, no auto timestamps, no secrets."""
     for field in model._meta.concrete_fields:
         if field.primary_key or field.name in exclude or is_secret(field.name):
@@ -54,11 +58,11 @@ def audited_fields(model, exclude=()):
         yield field
 
 
-def json_safe(value):
+def json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
-def snapshot(obj, exclude=()):
+def snapshot(obj: models.Model, exclude: Collection[str] = ()) -> dict[str, Any]:
     """{field name: JSON-safe value} of an instance's audited fields."""
     return {
         field.name: json_safe(field.value_from_object(obj))
@@ -66,7 +70,7 @@ def snapshot(obj, exclude=()):
     }
 
 
-def diff(old, new):
+def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
     """{"field": [old, new]} for every field whose value differs, secrets masked.
 
     `old` or `new` may be empty (a creation or a deletion): missing values

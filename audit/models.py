@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.db import models
 
 
@@ -38,12 +40,12 @@ class AuditEvent(models.Model):
 
 
 class CounterQuerySet(models.QuerySet):
-    def totals(self):
+    def totals(self) -> list[tuple[str, str, Any]]:
         """(name, labels, value) per series, its shards summed."""
         series = self.values("name", "labels").annotate(total=models.Sum("value")).order_by()
         return [(row["name"], row["labels"], row["total"]) for row in series]
 
-    def value_of(self, name, labels=""):
+    def value_of(self, name: str, labels: str = "") -> int:
         """The value of one series (0 when it was never incremented)."""
         found = self.filter(name=name, labels=labels).aggregate(total=models.Sum("value"))
         return found["total"] or 0
@@ -77,7 +79,7 @@ class Counter(models.Model):
     def __str__(self):
         return f"{self.name}{{{self.labels}}} {self.value}"
 
-    def label_dict(self):
+    def label_dict(self) -> dict[str, str]:
         if not self.labels:
             return {}
         return dict(pair.split("=", 1) for pair in self.labels.split(","))

@@ -1,15 +1,18 @@
 import collections
 import itertools
 import threading
+from collections.abc import Iterable
 from contextlib import nullcontext
+from datetime import datetime
+from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from audit.models import AuditEvent, Counter, Heartbeat
 
 
-def actor_of(actor):
+def actor_of(actor: object) -> tuple[str, str]:
     """(kind, name) for a user, a runner, a (kind, name) pair, or None (system)."""
     if actor is None:
         return AuditEvent.SYSTEM, ""
@@ -22,7 +25,15 @@ def actor_of(actor):
     return AuditEvent.SYSTEM, str(actor)
 
 
-def record(action, *, target=None, actor=None, data=None, at=None, counter=None):
+def record(
+    action: str,
+    *,
+    target: models.Model | None = None,
+    actor: object = None,
+    data: dict[str, Any] | None = None,
+    at: datetime | None = None,
+    counter: tuple[str, dict[str, Any]] | None = None,
+) -> AuditEvent:
     """Write one AuditEvent; with `counter=(name, labels)` also bump that counter."""
     event = event_of(action, target=target, actor=actor, data=data, at=at)
     event.save()
@@ -32,13 +43,20 @@ def record(action, *, target=None, actor=None, data=None, at=None, counter=None)
     return event
 
 
-def record_many(events):
+def record_many(events: Iterable[AuditEvent]) -> None:
     """Write the AuditEvents `events` (from `event_of`) in a few statements:
     a change of thousands of rows (apply) records one event each."""
     AuditEvent.objects.bulk_create(events, batch_size=500)
 
 
-def event_of(action, *, target=None, actor=None, data=None, at=None):
+def event_of(
+    action: str,
+    *,
+    target: models.Model | None = None,
+    actor: object = None,
+    data: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> AuditEvent:
     """The AuditEvent `record` writes, unsaved."""
     kind, name = actor_of(actor)
     return AuditEvent(
@@ -53,12 +71,12 @@ def event_of(action, *, target=None, actor=None, data=None, at=None):
     )
 
 
-def label_value(value):
+def label_value(value: object) -> str:
     """A label value as stored: commas would break the k=v,k=v key."""
     return str(value).replace(",", "_")
 
 
-def labels_key(labels):
+def labels_key(labels: dict[str, Any]) -> str:
     return ",".join(f"{k}={label_value(v)}" for k, v in sorted(labels.items()))
 
 
@@ -68,7 +86,7 @@ _threads = itertools.count()
 _local = threading.local()
 
 
-def shard():
+def shard() -> int:
     """This thread's counter shard: the database threads of a process get
     different ones, so their increments never wait for each other."""
     if not hasattr(_local, "shard"):
@@ -84,7 +102,7 @@ ADD_TO_COUNTER = (
 )
 
 
-def increment(name, amount=1, **labels):
+def increment(name: str, amount: int = 1, **labels: Any) -> None:
     key = labels_key(labels)
     row = shard()
     with connection.cursor() as cursor:
@@ -104,14 +122,14 @@ def increment(name, amount=1, **labels):
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
-def bucket_of(seconds):
+def bucket_of(seconds: float) -> str:
     for bound in LATENCY_BUCKETS:
         if seconds <= bound:
             return str(bound)
     return "+Inf"
 
 
-def observe(name, *seconds):
+def observe(name: str, *seconds: float) -> None:
     """Observations: the bucket each falls in (not cumulative), the count, and
     the sum in microseconds (Counter values are integers). Several at once
     move each series once."""
@@ -130,7 +148,7 @@ def observe(name, *seconds):
 SCHEDULER_TICK = "scheduler_tick"
 
 
-def beat(name, now):
+def beat(name: str, now: datetime) -> None:
     """Remember that `name` did its periodic work at `now` (one row per name)."""
     # On SQLite a transaction even for one UPDATE: the scheduler loop's
     # connection then takes the write lock as soon as it is free
@@ -151,6 +169,6 @@ def beat(name, now):
             Heartbeat.objects.filter(name=name).update(at=now)
 
 
-def last_beat(name):
+def last_beat(name: str) -> datetime | None:
     """When `name` last did its work, or None if it never did."""
     return Heartbeat.objects.filter(name=name).values_list("at", flat=True).first()

@@ -1,7 +1,8 @@
 """Audit retention: the loop prunes events older than CRONIQ_AUDIT_RETENTION_DAYS."""
 
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -15,12 +16,18 @@ MAX_BATCHES = 50
 BUDGET = 0.01
 
 
-def cutoff(now):
+def cutoff(now: datetime) -> datetime:
     return now - timedelta(days=settings.CRONIQ_AUDIT_RETENTION_DAYS)
 
 
-def prune(now, *, batch_size=BATCH_SIZE, max_batches=MAX_BATCHES, budget=BUDGET,
-          clock=time.monotonic):  # fmt: skip
+def prune(
+    now: datetime,
+    *,
+    batch_size: int = BATCH_SIZE,
+    max_batches: int = MAX_BATCHES,
+    budget: float | None = BUDGET,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
     """Delete events older than the retention period, oldest first.
 
     Each batch is one short DELETE by primary key, so the web process and the
