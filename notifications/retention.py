@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 import audit
-from notifications import channels, delivery
+from notifications import channels, delivery_log
 from notifications.models import Event, Notification
 
 BATCH_SIZE = 500
@@ -50,12 +50,12 @@ def expire_stranded(now: datetime) -> int:
             if not done:
                 continue
             result = channels.Result(ok=False, error="its channel is disabled")
-            delivery.give_up(notification, notification.attempts, result, now)
+            delivery_log.give_up(notification, notification.attempts, result, now)
             audit.increment(
-                delivery.TOTAL,
+                delivery_log.TOTAL,
                 channel=notification.channel.name,
                 event=notification.name,
-                outcome=delivery.GIVEN_UP,
+                outcome=delivery_log.GIVEN_UP,
             )
             expired += 1
     return expired

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from audit.models import AuditEvent, Counter
 from harness.hooks import SECRET, Hook
-from notifications import delivery
+from notifications import delivery, delivery_log
 from notifications.models import Delivery, Notification
 from tests.notifications.factories import NOW, SECRET_VARIABLE, counted, notification, webhook
 
@@ -39,10 +39,10 @@ def later(seconds):
 
 
 def test_backoff_doubles_from_one_second_up_to_ten_minutes():
-    assert [delivery.backoff(n) for n in range(1, 12)] == [
+    assert [delivery_log.backoff(n) for n in range(1, 12)] == [
         1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 600,
     ]  # fmt: skip
-    assert delivery.backoff(500) == 600
+    assert delivery_log.backoff(500) == 600
 
 
 def test_a_due_notification_is_delivered_and_logged(db, hook):
@@ -70,8 +70,8 @@ def test_delivery_moves_the_counter_and_the_latency_histogram(db, hook):
     delivery.deliver_due(NOW)
 
     assert counted(channel) == 2
-    assert Counter.objects.value_of(f"{delivery.LATENCY}__count") == 2
-    assert Counter.objects.value_of(f"{delivery.LATENCY}__sum_us") > 0
+    assert Counter.objects.value_of(f"{delivery_log.LATENCY}__count") == 2
+    assert Counter.objects.value_of(f"{delivery_log.LATENCY}__sum_us") > 0
 
 
 def test_nothing_due_yet_is_left_alone(db, hook):
@@ -197,7 +197,7 @@ def test_a_claimed_notification_is_not_claimed_again_until_its_lease_lapses(db, 
     assert held.state == Notification.DELIVERED
     assert hook.ids() == [str(held.pk)]  # the same Croniq-Delivery id
     # loop-a comes back with its lapsed claim: its result is not written.
-    assert delivery.record(held, first, delivery.channels.Result(False, 500), NOW) is None
+    assert delivery_log.record(held, first, delivery.channels.Result(False, 500), NOW) is None
     assert held.deliveries.count() == 1
 
 
@@ -351,13 +351,13 @@ def test_tries_written_together_keep_each_outcome_and_move_each_series_once(db):
     answered = delivery.channels.Result(True, 200, "", 0.02)
     refused = delivery.channels.Result(False, 503, "HTTP 503", 0.3)
     tries = [
-        delivery.Tried(row, by_id[row.pk], result, NOW)
+        delivery_log.Tried(row, by_id[row.pk], result, NOW)
         for row, result in ((ok, answered), (lost, answered), (failed, refused))
     ]
 
-    outcomes = delivery.record_many(tries)
+    outcomes = delivery_log.record_many(tries)
 
-    assert outcomes == [delivery.DELIVERED, None, delivery.FAILED]
+    assert outcomes == [delivery_log.DELIVERED, None, delivery_log.FAILED]
     assert Notification.objects.get(pk=ok.pk).state == Notification.DELIVERED
     assert Notification.objects.get(pk=lost.pk).attempts == 0
     assert Notification.objects.get(pk=failed.pk).next_attempt_at == later(1)
@@ -366,9 +366,9 @@ def test_tries_written_together_keep_each_outcome_and_move_each_series_once(db):
     )
     assert counted(channel) == 1
     assert counted(channel, outcome="failed") == 1
-    assert Counter.objects.value_of(f"{delivery.LATENCY}__count") == 2
-    assert Counter.objects.value_of(f"{delivery.LATENCY}__sum_us") == 320_000
-    assert Counter.objects.filter(name=f"{delivery.LATENCY}__bucket").count() == 2
+    assert Counter.objects.value_of(f"{delivery_log.LATENCY}__count") == 2
+    assert Counter.objects.value_of(f"{delivery_log.LATENCY}__sum_us") == 320_000
+    assert Counter.objects.filter(name=f"{delivery_log.LATENCY}__bucket").count() == 2
 
 
 def test_a_batch_claim_leases_each_notification_past_the_tries_before_it(db):
