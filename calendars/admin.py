@@ -1,4 +1,8 @@
+from typing import Any
+
+from django import forms
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -32,21 +36,21 @@ class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
     change_form_template = "admin/calendars/calendar/change_form.html"
 
     @admin.display(description="weekdays")
-    def weekdays_shown(self, calendar):
+    def weekdays_shown(self, calendar: Calendar) -> str:
         return ", ".join(calendar.weekdays) or "none"
 
     @admin.display(description="holidays")
-    def holidays_shown(self, calendar):
+    def holidays_shown(self, calendar: Calendar) -> str:
         return "-".join(filter(None, [calendar.holiday_country, calendar.holiday_subdivision]))
 
     @admin.display(description="daily window")
-    def window_shown(self, calendar):
+    def window_shown(self, calendar: Calendar) -> str:
         if calendar.window_start is None:
             return "all day"
         return f"{calendar.window_start:%H:%M}-{calendar.window_end:%H:%M}"
 
     @admin.display(description="next allowed time (from now)")
-    def next_allowed_preview(self, calendar):
+    def next_allowed_preview(self, calendar: Calendar) -> str:
         if not calendar.pk:
             return "shown after saving"
         try:
@@ -59,12 +63,18 @@ class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
         rows = ((_local(rules, start), _local(rules, end)) for start, end in stretches)
         return format_html("<ol>{}</ol>", format_html_join("", "<li>{} until {}</li>", rows))
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         calendar = self.get_object(request, object_id)
         extra_context = {**(extra_context or {}), **self.grid_context(calendar)}
         return super().change_view(request, object_id, form_url, extra_context)
 
-    def grid_context(self, calendar):
+    def grid_context(self, calendar: Calendar | None) -> dict[str, Any]:
         if calendar is None:
             return {}
         try:
@@ -75,11 +85,19 @@ class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
         grid = month_grid(rules, today, GRID_MONTHS)
         return {"month_grid": grid, "grid_timezone": rules.timezone}
 
-    def save_model(self, request, obj, form, change):
+    def save_model(
+        self, request: HttpRequest, obj: Calendar, form: forms.ModelForm, change: bool
+    ) -> None:
         self.adopt(request, obj, change)
         super().save_model(request, obj, form, change)
 
-    def save_related(self, request, form, formsets, change):
+    def save_related(
+        self,
+        request: HttpRequest,
+        form: forms.ModelForm,
+        formsets: list[forms.BaseInlineFormSet],
+        change: bool,
+    ) -> None:
         super().save_related(request, form, formsets, change)
         # Periods are saved with the inline: only now do the rules the jobs
         # depend on stand complete.

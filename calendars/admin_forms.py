@@ -9,6 +9,7 @@ a ModelForm runs on the values parsed here. Scripts that post the old JSON
 
 import functools
 import zoneinfo
+from typing import Any
 
 from django import forms
 
@@ -19,7 +20,7 @@ from core.admin_widgets import Checkboxes, NamesField, SuggestionsInput
 
 
 @functools.cache
-def timezone_names():
+def timezone_names() -> list[str]:
     return sorted(zoneinfo.available_timezones())
 
 
@@ -36,7 +37,7 @@ class TimezoneField(forms.CharField):
         )
 
 
-def lower_names(names):
+def lower_names(names: list[Any]) -> list[Any]:
     """Day names as apply reads them (`Mon` is `mon`); anything else is left
     for the model's check to name."""
     return [name.lower() if isinstance(name, str) else name for name in names]
@@ -75,5 +76,5 @@ class CalendarAdminForm(forms.ModelForm):
             choices = [(name, name.replace("_", " ")) for name in known_categories()]
             self.fields["holiday_categories"].widget.choices = choices
 
-    def clean_weekdays(self):
+    def clean_weekdays(self) -> list[Any]:
         return lower_names(self.cleaned_data["weekdays"])

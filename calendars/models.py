@@ -1,3 +1,5 @@
+from collections.abc import Iterable
+
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -9,7 +11,7 @@ from core.ownership import Owned
 WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 
 
-def all_weekdays():
+def all_weekdays() -> list[str]:
     return list(WEEKDAYS)
 
 
@@ -57,7 +59,7 @@ class Calendar(Owned):
     def __str__(self):
         return self.name
 
-    def rules(self):
+    def rules(self) -> CalendarRules:
         """This calendar, its periods and its base chain as a CalendarRules value."""
         return self._rules(seen=frozenset())
 
@@ -68,7 +70,9 @@ class Calendar(Owned):
         base = self.base._rules(seen | {self.pk}) if self.base_id else None
         return self.rules_with(periods, base)
 
-    def rules_with(self, periods, base):
+    def rules_with(
+        self, periods: Iterable["CalendarPeriod"], base: CalendarRules | None
+    ) -> CalendarRules:
         """CalendarRules of this calendar's fields with `periods` and the
         `base` rules given: apply checks jobs against a calendar as its
         document makes it, before anything is stored."""
@@ -86,7 +90,7 @@ class Calendar(Owned):
             name=self.name,
         )
 
-    def clean(self):
+    def clean(self) -> None:
         validate_stored_text(self)  # before the checks that read the fields
         errors = {}
         for field, problem in (
@@ -198,12 +202,12 @@ class CalendarPeriod(models.Model):
         end = self.end_date or self.end_at
         return f"{self.kind} {start}..{end} {self.label}".strip()
 
-    def as_period(self):
+    def as_period(self) -> Period:
         if self.start_date is not None:
             return Period(self.start_date, self.end_date, self.label)
         return Period(self.start_at, self.end_at, self.label)
 
-    def clean(self):
+    def clean(self) -> None:
         validate_stored_text(self)
         self._validate_range()
         dates = (self.start_date, self.end_date)

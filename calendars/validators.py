@@ -1,10 +1,11 @@
 import zoneinfo
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
 
 
-def validate_timezone(value):
+def validate_timezone(value: str) -> None:
     try:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
@@ -21,7 +22,7 @@ NUL_PROBLEM = "must not contain NUL characters"
 SURROGATE_PROBLEM = "must be valid Unicode text (no lone surrogates)"
 
 
-def text_problem(value):
+def text_problem(value: str) -> str:
     """Why the string `value` cannot be stored, or ""."""
     if "\x00" in value:
         return NUL_PROBLEM
@@ -32,7 +33,7 @@ def text_problem(value):
     return ""
 
 
-def text_problems(value, where=""):
+def text_problems(value: Any, where: str = "") -> list[tuple[str, str]]:
     """[(where, problem)]: each string in `value` (text, or JSON: lists and
     mappings, their keys too) that cannot be stored, named as the apply file
     names fields from `where` on (`env.API_URL`, `labels[0]`)."""
@@ -54,7 +55,7 @@ def text_problems(value, where=""):
     return found
 
 
-def stored_text_errors(instance):
+def stored_text_errors(instance: models.Model) -> dict[str, str]:
     """{field name: message} for the text and JSON fields of a model instance
     holding text the database cannot store; for a model's clean()."""
     errors = {}
@@ -69,7 +70,7 @@ def stored_text_errors(instance):
     return errors
 
 
-def validate_stored_text(instance):
+def validate_stored_text(instance: models.Model) -> None:
     """ValidationError naming each field of `instance` whose text cannot be stored."""
     errors = stored_text_errors(instance)
     if errors:
