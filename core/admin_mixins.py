@@ -90,7 +90,9 @@ class ShowsSecretOnce:
     shown_once_template = "admin/shown_once.html"
     shown_once_note = "It is shown only now: Croniq keeps only its hash."
 
-    def response_add(self, request, obj, post_url_continue=None) -> HttpResponse:
+    def response_add(
+        self, request: HttpRequest, obj: models.Model, post_url_continue: str | None = None
+    ) -> HttpResponse:
         secret = getattr(obj, "shown_once_secret", None)
         if secret is None:
             return super().response_add(request, obj, post_url_continue)
@@ -98,7 +100,7 @@ class ShowsSecretOnce:
             request, self.shown_once_template, self.shown_once_context(request, obj, secret)
         )
 
-    def shown_once_context(self, request: HttpRequest, obj, secret: str) -> dict:
+    def shown_once_context(self, request: HttpRequest, obj: models.Model, secret: str) -> dict:
         opts = self.opts
         admin_url = f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}"
         return {
@@ -121,7 +123,7 @@ class CheapPaginator(Paginator):
     count_limit = 10_000
 
     @cached_property
-    def count(self):
+    def count(self) -> int:
         return self.object_list[: self.count_limit].count()
 
 
@@ -130,11 +132,11 @@ class ReadOnlyModelAdmin(FilterLookupsOnly, admin.ModelAdmin):
 
     actions = None
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
         return False

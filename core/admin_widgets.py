@@ -9,14 +9,16 @@ admin and `manage.py apply` refuse the same things with the same words.
 """
 
 import json
+from collections.abc import Iterable
 from itertools import zip_longest
+from typing import Any
 
 from django import forms
 
 MEDIA = forms.Media(js=["croniq/admin_widgets.js"], css={"all": ["croniq/admin_widgets.css"]})
 
 
-def names_in(value):
+def names_in(value: Any) -> list[Any]:
     """The names in what a form posts: a text ("linux, gpu"), several
     values (ticked checkboxes), or a JSON list ('["mon", "tue"]', as the
     admin's JSON inputs took them and scripts may still post). Items of a
@@ -38,7 +40,7 @@ def names_in(value):
     return [part.strip() for part in text.replace("\n", ",").split(",") if part.strip()]
 
 
-def mapping_in(value):
+def mapping_in(value: Any) -> Any:
     """The {name: value} in what a form posts: rows of (name, value), a
     text of NAME=value lines, or a JSON object ('{"A": "1"}'). A JSON value
     that is not an object is returned as it is, for a check to refuse."""
@@ -55,7 +57,7 @@ def mapping_in(value):
     return mapping_of_lines(text)
 
 
-def mapping_of_rows(rows):
+def mapping_of_rows(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     mapping = {}
     for number, (name, value) in enumerate(rows, start=1):
         name = name.strip()
@@ -69,7 +71,7 @@ def mapping_of_rows(rows):
     return mapping
 
 
-def mapping_of_lines(text):
+def mapping_of_lines(text: str) -> dict[str, str]:
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -89,11 +91,11 @@ class CheckedField(forms.Field):
         self.check = check
         super().__init__(**kwargs)
 
-    def clean(self, value):
+    def clean(self, value: Any) -> Any:
         value = super().clean(value)
         return self.check(value) if self.check else value
 
-    def has_changed(self, initial, data):
+    def has_changed(self, initial: Any, data: Any) -> bool:
         try:
             return self.to_python(data) != self.to_python(initial)
         except forms.ValidationError:
@@ -106,13 +108,13 @@ class TagsInput(forms.TextInput):
     def __init__(self, attrs=None):
         super().__init__({"class": "vTextField", "data-tags": "", **(attrs or {})})
 
-    def format_value(self, value):
+    def format_value(self, value: Any) -> str | None:
         if isinstance(value, (list, tuple)):
             return ", ".join(str(name) for name in value)
         return super().format_value(value)
 
     @property
-    def media(self):
+    def media(self) -> forms.Media:
         return MEDIA
 
 
@@ -121,10 +123,10 @@ class NamesField(CheckedField):
 
     widget = TagsInput
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> list[Any]:
         return names_in(value)
 
-    def prepare_value(self, value):
+    def prepare_value(self, value: Any) -> list[Any]:
         return names_in(value)
 
 
@@ -135,7 +137,7 @@ class Checkboxes(forms.CheckboxSelectMultiple):
         super().__init__(attrs={"class": layout}, choices=choices)
 
     @property
-    def media(self):
+    def media(self) -> forms.Media:
         return MEDIA
 
 
@@ -147,11 +149,11 @@ class KeyValueRows(forms.Widget):
 
     template_name = "croniq/widgets/key_value_rows.html"
 
-    def format_value(self, value):
+    def format_value(self, value: Any) -> list[tuple[str, str]]:
         rows = [(str(k), "" if v is None else str(v)) for k, v in value or []]
         return [*rows, ("", "")]
 
-    def value_from_datadict(self, data, files, name):
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
         if name in data:
             return data[name]
         names, values = values_of(data, f"{name}__name"), values_of(data, f"{name}__value")
@@ -159,18 +161,18 @@ class KeyValueRows(forms.Widget):
             return None
         return list(zip_longest(names, values, fillvalue=""))
 
-    def value_omitted_from_data(self, data, files, name):
+    def value_omitted_from_data(self, data: Any, files: Any, name: str) -> bool:
         return name not in data and f"{name}__name" not in data
 
-    def id_for_label(self, id_):
+    def id_for_label(self, id_: str | None) -> str | None:
         return f"{id_}__name_0" if id_ else id_
 
     @property
-    def media(self):
+    def media(self) -> forms.Media:
         return MEDIA
 
 
-def values_of(data, key):
+def values_of(data: Any, key: str) -> list[Any]:
     if hasattr(data, "getlist"):
         return data.getlist(key)
     value = data.get(key, [])
@@ -182,10 +184,10 @@ class MappingField(CheckedField):
 
     widget = KeyValueRows
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> Any:
         return mapping_in(value)
 
-    def prepare_value(self, value):
+    def prepare_value(self, value: Any) -> Any:
         """(name, value) rows for the widget, also from input that does not parse."""
         if isinstance(value, (list, tuple)):
             return value
@@ -206,7 +208,7 @@ class SuggestionsInput(forms.TextInput):
         self.options = options
         super().__init__({"class": "vTextField", "autocomplete": "off", **(attrs or {})})
 
-    def get_context(self, name, value, attrs):
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
         widget = context["widget"]
         widget["datalist_id"] = f"{widget['attrs'].get('id') or name}_options"

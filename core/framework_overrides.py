@@ -27,6 +27,7 @@ release to VERIFIED below.
 
 import importlib.metadata
 import logging
+from collections.abc import Collection
 
 import django
 from django.core.exceptions import ImproperlyConfigured
@@ -52,7 +53,7 @@ OVERRIDES = {
 ALL = "all"
 
 
-def stock_from_env(value):
+def stock_from_env(value: str | None) -> frozenset[str]:
     """CRONIQ_STOCK_DJANGO's value -> the set of overrides turned off.
 
     Empty or unset: none. `all`: every one. Otherwise names from OVERRIDES,
@@ -69,7 +70,7 @@ def stock_from_env(value):
     return frozenset(names)
 
 
-def in_use(name, stock=None):
+def in_use(name: str, stock: Collection[str] | None = None) -> bool:
     """Whether the override `name` is on: not switched off (`stock`, by
     default settings.CRONIQ_STOCK_DJANGO) and verified with the installed
     Django (and WhiteNoise)."""
@@ -88,7 +89,11 @@ def in_use(name, stock=None):
     return True
 
 
-def unverified(name, django_version=None, whitenoise_version=None):
+def unverified(
+    name: str,
+    django_version: tuple[int | str, ...] | None = None,
+    whitenoise_version: str | None = None,
+) -> str | None:
     """Why the override `name` must not run on these versions (by default the
     installed ones), or None when it was verified with them."""
     if not OVERRIDES[name]:
@@ -105,14 +110,14 @@ def unverified(name, django_version=None, whitenoise_version=None):
     return None
 
 
-def installed_version(package):
+def installed_version(package: str) -> str:
     return importlib.metadata.version(package)
 
 
 WARNED = set()
 
 
-def warn_once(name, reason):
+def warn_once(name: str, reason: str) -> None:
     if name in WARNED:
         return
     WARNED.add(name)

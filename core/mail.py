@@ -6,26 +6,29 @@ same environment variables into one or the other (croniq_project/settings.py)
 and this module reads them back: the channel asks here, not Django.
 """
 
+from typing import Any
+
 from django.conf import settings
 from django.core import mail
+from django.core.mail.backends.base import BaseEmailBackend
 from django.utils.module_loading import import_string
 
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 
 
-def uses_mailers():
+def uses_mailers() -> bool:
     """Whether the settings configure mail in MAILERS (Django 6.1 and later)."""
     return hasattr(settings, "MAILERS")
 
 
-def configured_timeout():
+def configured_timeout() -> float | None:
     """The server's timeout in seconds as configured (EMAIL_TIMEOUT), or None."""
     if uses_mailers():
         return default_mailer().get("OPTIONS", {}).get("timeout")
     return settings.EMAIL_TIMEOUT
 
 
-def connection(timeout):
+def connection(timeout: float | None) -> BaseEmailBackend:
     """A connection to the configured server that gives up after `timeout`
     seconds (the channel's own, not the configured one)."""
     if not uses_mailers():
@@ -38,5 +41,5 @@ def connection(timeout):
     return import_string(backend)(alias="default", **options)
 
 
-def default_mailer():
+def default_mailer() -> dict[str, Any]:
     return settings.MAILERS["default"]

@@ -8,8 +8,11 @@ to whoever edited it, belongs to no file, and `apply --prune` leaves it
 alone from then on, so jobs-as-code never silently undoes a hand edit.
 """
 
+from typing import Any
+
 from django.contrib import messages
 from django.db import models
+from django.http import HttpRequest, HttpResponse
 
 
 class ManagedBy(models.TextChoices):
@@ -46,20 +49,20 @@ class Owned(models.Model):
         abstract = True
 
 
-def manager_text(row):
+def manager_text(row: Owned) -> str:
     """Who manages an apply-managed `row`, in words: "apply of file croniq"."""
     if row.managed_source:
         return f"apply of file {row.managed_source}"
     return "apply"
 
 
-def own(row, managed_by, managed_source=""):
+def own(row: Owned, managed_by: str, managed_source: str = "") -> None:
     """Mark `row` as written by `managed_by`: only apply's rows belong to a file."""
     row.managed_by = managed_by
     row.managed_source = managed_source if managed_by == ManagedBy.APPLY else ""
 
 
-def adoption(row, by):
+def adoption(row: Owned, by: str) -> dict[str, str] | None:
     """The data of the `<model>.adopted` audit event of a hand edit of `row`
     by `by` (the admin, the API), or None when apply does not manage it."""
     if row.managed_by != ManagedBy.APPLY:
@@ -67,7 +70,7 @@ def adoption(row, by):
     return {"from": ManagedBy.APPLY, "to": by, "source": row.managed_source}
 
 
-def adopt(row, by):
+def adopt(row: Owned, by: str) -> dict[str, str] | None:
     """A hand edit of `row` by `by`: when apply manages it, it passes to
     `by` and belongs to no file. Returns `adoption`'s audit data."""
     data = adoption(row, by)
@@ -81,13 +84,19 @@ class AdoptedOnSave:
     row warns, and saving it adopts it (audited `<model>.adopted`, through
     the admin's `audit`), so `apply --prune` no longer deletes it."""
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         obj = self.get_object(request, object_id)
         if request.method == "GET" and obj is not None and obj.managed_by == ManagedBy.APPLY:
             self.message_user(request, apply_warning(obj), messages.WARNING)
         return super().change_view(request, object_id, form_url, extra_context)
 
-    def adopt(self, request, obj, change):
+    def adopt(self, request: HttpRequest, obj: Owned, change: bool) -> list[str]:
         """Mark `obj` adopted before its save; returns the fields that changed."""
         data = adopt(obj, ManagedBy.ADMIN) if change else None
         if data is None:
@@ -96,7 +105,7 @@ class AdoptedOnSave:
         return ["managed_by", "managed_source"]
 
 
-def apply_warning(obj):
+def apply_warning(obj: Owned) -> str:
     """What the change form of an apply-managed row says before an edit."""
     kind = obj._meta.verbose_name
     listing = f"{obj.managed_source}" if obj.managed_source else "a file that lists it"

@@ -9,6 +9,8 @@ Superusers hold every permission; other staff hold what their groups grant
 (see the "Croniq viewers / operators / admins" groups).
 """
 
+from typing import Any
+
 from django.core.exceptions import PermissionDenied
 
 # action -> the permission it needs ("app_label.codename"). Resuming needs
@@ -29,12 +31,12 @@ ACTIONS = {
 }
 
 
-def allows(user, action):
+def allows(user: Any, action: str) -> bool:
     """Whether `user` may do `action` (a key of ACTIONS)."""
     return user.has_perm(ACTIONS[action])
 
 
-def require(user, action):
+def require(user: Any, action: str) -> None:
     """Raise PermissionDenied (a 403) unless `user` may do `action`."""
     if not allows(user, action):
         raise PermissionDenied(f"{action} needs the permission {ACTIONS[action]}")

@@ -6,12 +6,12 @@ typed `Text(min, max)` refuses both with a 422 that names the field, instead
 of a 500 from the driver, the same on either backend.
 """
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, StrictStr, StringConstraints
 
 
-def no_nul_or_surrogates(value):
+def no_nul_or_surrogates(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
     try:
@@ -21,7 +21,7 @@ def no_nul_or_surrogates(value):
     return value
 
 
-def Text(min_length=0, max_length=None):  # noqa: N802 - reads as a type in schemas
+def Text(min_length: int = 0, max_length: int | None = None) -> Any:  # noqa: N802 - reads as a type in schemas
     return Annotated[
         StrictStr,
         StringConstraints(min_length=min_length, max_length=max_length),
