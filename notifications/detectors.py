@@ -8,9 +8,9 @@ executions, pending ones by run_after, recently finished ones by
 finished_at), and returns how many events it emitted. Every event carries a
 `key` naming what it reports and the threshold it crossed, so the Event.key
 unique constraint reports it once however often the step runs and however
-many loops run it. Keys already recorded are looked up (one indexed read)
-and remembered while the condition lasts, so a lasting condition costs no
-insert and no lookup; at most EMIT_LIMIT events are emitted per run, the
+many loops run it (`detection.emit_new`). Keys already recorded are looked
+up (one indexed read) and remembered while the condition lasts, so a
+lasting condition costs no insert and no lookup; at most EMIT_LIMIT events are emitted per run, the
 rest at the next runs, so an outage's burst never holds the loop for long.
 What the steps remember is per process and only saves work: a new process
 starts by reading everything once.
@@ -38,24 +38,25 @@ before it started. Two ways are seen:
   them, and the stall itself is scheduler.stalled).
 """
 
-import hashlib
 import math
 import operator
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 from functools import reduce
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import CharField, Count, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Cast, Concat
 
+from core import db
 from dispatch.coverage import carries
-from notifications.models import Event, Rule
+from notifications import detection
+from notifications.detection import BATCH, emit_new, fitted, iso, next_check, number, thresholds
+from notifications.models import Event
 from runners.models import Runner
 from scheduler.models import Execution, Job
-from scheduler.runs import events
 
 # The successful runs a job's usual duration (p95) is taken over.
 BASELINE_RUNS = 20
@@ -65,10 +66,6 @@ BASELINE_FLOOR = 30.0
 # A job's p95, and the jobs' label sets, are read again after this long
 # (they change slowly).
 BASELINE_TTL = CACHE_TTL = timedelta(minutes=1)
-# Executions examined per query, and events emitted per run of a step: its
-# work per run stays bounded (what is left is found again at the next run).
-BATCH = 500
-EMIT_LIMIT = 50
 # Started executions this recent are checked for a late start: several runs
 # of the step, so one delayed run of the loop loses none.
 LATE_LOOKBACK = timedelta(minutes=2)
@@ -77,13 +74,11 @@ QUEUE_COUNTED = 10000
 # Jobs and online runners named in a labels.unserved event.
 LISTED = 10
 SCHEDULED = (Execution.SCHEDULE, Execution.CATCH_UP)
-KEY_LENGTH = 200  # Event.key's max_length
 
-# Per process: {job id: (computed at, p95 seconds or None)}; {event name:
-# keys known recorded, among those the step last found}; {grace: (cutoff,
-# highest execution id) of the last complete job.missed scan}.
+# Per process: {job id: (computed at, p95 seconds or None)}; {grace: (cutoff,
+# highest execution id) of the last complete job.missed scan}. The keys known
+# recorded are `detection`'s.
 _baselines = {}
-_recorded = {}
 _missed_scans = {}
 # {"sets": (read at, {label set: [its spellings]}), label set: [job ids]}.
 _label_sets = {}
@@ -154,7 +149,7 @@ def load_baselines(job_ids: Iterable[int], now: datetime) -> None:
 def last_successes(job_ids: list[int], count: int) -> list[tuple[int, float]]:
     """[(job id, seconds)] of the last `count` successful runs of each job,
     newest first, each read through the exec_job_history index."""
-    if connection.vendor == "postgresql":
+    if db.on_postgres():
         # One query for all the jobs: LIMIT per job, which the ORM cannot say.
         table = Execution._meta.db_table
         with connection.cursor() as cursor:
@@ -202,7 +197,7 @@ def forget_baselines(now: datetime) -> None:
 def forget() -> None:
     """Drop what this process remembers (tests: rolled-back ids come back)."""
     _baselines.clear()
-    _recorded.clear()
+    detection.forget()
     _missed_scans.clear()
     _label_sets.clear()
 
@@ -454,115 +449,5 @@ def jobs_carrying_exactly(labels: Any, now: datetime) -> list[int]:
     return _label_sets[labels]
 
 
-# How often the grace-based checks (job.missed, labels.unserved) look: a
-# tenth of the shortest grace in force, within these bounds. With the
-# default 300 s grace, every 30 s: at rest the missed-job check was half of
-# an idle loop's CPU when it ran every 5 s (bench/idle_cost.py).
-GRACE_CHECK_MIN = 5.0
-GRACE_CHECK_MAX = 30.0
-
-
-def grace_check_every(graces: list[float]) -> float:
-    return min(GRACE_CHECK_MAX, max(GRACE_CHECK_MIN, min(graces) / 10))
-
-
-def next_check(event: str, setting: str) -> Callable[[datetime], datetime]:
-    """The `Step.until` of the detector of `event`, whose default grace is
-    the setting named `setting`: what it finds is reported at most a tenth
-    of its grace late."""
-
-    def until(now):
-        graces = thresholds(event, "grace", getattr(settings, setting))
-        return now + timedelta(seconds=grace_check_every(graces))
-
-    return until
-
-
 next_missed_check = next_check("job.missed", "CRONIQ_MISSED_GRACE")
 next_unserved_check = next_check("labels.unserved", "CRONIQ_UNSERVED_GRACE")
-
-
-def thresholds(event: str, field: str, default: float) -> list[float]:
-    """The setting's value and each distinct `field` of the enabled rules
-    routing `event`, smallest first."""
-    values = {float(default)}
-    rules = Rule.objects.filter(enabled=True, **{f"{field}__isnull": False})
-    for routed, value in rules.values_list("events", field):
-        if event in (routed or ()) and value > 0:
-            values.add(float(value))
-    return sorted(values)
-
-
-def threshold_matches(rule: Rule, name: str, data: dict[str, Any]) -> bool:
-    """Whether an event a detector emitted is meant for `rule`: each carries
-    the threshold it crossed, and a rule hears the events of its own
-    threshold (the setting's when it has none). Other events: always."""
-    if name == "job.slow":
-        if data.get("factor") is None:
-            return True  # past the job's own max_duration
-        wanted = rule.slow_factor or settings.CRONIQ_SLOW_FACTOR
-        return math.isclose(data["factor"], wanted)
-    defaults = {
-        "job.missed": settings.CRONIQ_MISSED_GRACE,
-        "labels.unserved": settings.CRONIQ_UNSERVED_GRACE,
-        "scheduler.stalled": settings.CRONIQ_STALL_GRACE,
-    }
-    if name not in defaults or data.get("grace") is None:
-        return True
-    return math.isclose(data["grace"], rule.grace or defaults[name])
-
-
-def emit_new(
-    name: str, found: dict[str, tuple[int | None, dict[str, Any]]], now: datetime
-) -> tuple[int, bool]:
-    """Emit `found` ({key: (execution id or None, data)}) but the keys
-    already recorded, EMIT_LIMIT at most, in one transaction; returns (how
-    many were emitted, whether that was all of them). The keys known
-    recorded are remembered while the step keeps finding them, so a lasting
-    condition costs no query."""
-    known = _recorded.get(name, set()) & found.keys()
-    unknown = [key for key in found if key not in known]
-    for start in range(0, len(unknown), BATCH):
-        chunk = unknown[start : start + BATCH]
-        known.update(Event.objects.filter(key__in=chunk).values_list("key", flat=True))
-    new = [key for key in unknown if key not in known]
-    complete = len(new) <= EMIT_LIMIT
-    new = new[:EMIT_LIMIT]
-    _recorded[name] = known
-    if not new:
-        return 0, complete
-    executions = Execution.objects.select_related("job", "runner").in_bulk(
-        [found[key][0] for key in new if found[key][0] is not None]
-    )
-    with transaction.atomic():
-        for key in new:
-            pk, data = found[key]
-            data = data() if callable(data) else data
-            execution = executions.get(pk)
-            events.emit(
-                name,
-                at=now,
-                job=execution.job if execution else None,
-                execution=execution,
-                runner=execution.runner if execution else None,
-                data=data,
-                key=key,
-            )
-    known.update(new)
-    return len(new), complete
-
-
-def number(value: float) -> str:
-    """3.0 -> "3", 2.5 -> "2.5": thresholds as keys write them."""
-    return f"{value:g}"
-
-
-def iso(instant: datetime | None) -> str | None:
-    return instant.isoformat() if instant is not None else None
-
-
-def fitted(key: str) -> str:
-    """A key within Event.key's length: long label sets are hashed."""
-    if len(key) <= KEY_LENGTH:
-        return key
-    return key[: KEY_LENGTH - 41] + "~" + hashlib.sha1(key.encode()).hexdigest()

@@ -16,8 +16,9 @@ import uuid
 from itertools import groupby
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
+from core import db
 from notifications import messages, wakeup
 from notifications.models import Notification
 
@@ -32,8 +33,7 @@ def send_digests(now: dt.datetime) -> int:
         waiting = Notification.objects.filter(
             state=Notification.DIGEST, created_at__lte=last_digest_time(now)
         ).order_by("rule_id", "channel_id", "event__at", "created_at", "id")
-        if connection.vendor == "postgresql":
-            waiting = waiting.select_for_update(skip_locked=True, of=("self",))
+        waiting = db.for_update(waiting, skip_locked=True, of=("self",))
         waiting = waiting.select_related("rule", "channel")
         sent = 0
         for _, members in groupby(waiting, key=lambda n: (n.rule_id, n.channel_id)):

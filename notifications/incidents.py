@@ -30,9 +30,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Min, Q, QuerySet
 
+from core import db
 from notifications import messages, wakeup
 from notifications.models import Event, Notification
 
@@ -78,8 +79,7 @@ class Grouping:
     def __init__(self, now: datetime) -> None:
         self.now = now
         found = Notification.objects.filter(name=INCIDENT, state=Notification.GROUPED)
-        if connection.vendor == "postgresql":
-            found = found.select_for_update()
+        found = db.for_update(found)
         self.open = {(n.channel_id, key_of(n)): n for n in found.order_by("created_at")}
         recent = Notification.objects.filter(name=INCIDENT, created_at__gte=now - 2 * window())
         self.recent = {
@@ -204,8 +204,7 @@ def close_incidents(now: datetime) -> int:
         # SQLite would wait for the notifier's writes (a loop step, each second).
         return 0
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            due = due.select_for_update(skip_locked=True)
+        due = db.skip_locked(due)
         closed = 0
         for incident in due:
             close(incident, now)

@@ -33,7 +33,7 @@ from django.utils import timezone
 import audit
 from audit.models import Heartbeat
 from audit.recording import SCHEDULER_TICK
-from notifications.detectors import number, thresholds
+from notifications.detection import number, thresholds
 from notifications.models import Event
 from scheduler.runs import events
 

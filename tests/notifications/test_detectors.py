@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from notifications import detectors
+from notifications import detection, detectors
 from notifications.models import Channel, Event, Rule
 from runners.models import Runner
 from scheduler.firing.loop import SchedulerLoop
@@ -312,7 +312,7 @@ def test_after_a_complete_scan_only_what_joined_since_is_read(settings, monkeypa
 
 def test_a_backlog_is_reported_a_few_at_a_time_and_wholly(settings, monkeypatch):
     settings.CRONIQ_MISSED_GRACE = 60.0
-    monkeypatch.setattr(detectors, "EMIT_LIMIT", 3)
+    monkeypatch.setattr(detection, "EMIT_LIMIT", 3)
     monkeypatch.setattr(detectors, "BATCH", 4)
     monkeypatch.setattr(detectors, "ID_SLACK", 0)
     job = JobFactory()
@@ -440,13 +440,13 @@ def test_an_event_is_meant_for_the_rules_of_its_threshold(settings):
     default = Rule(name="default", events=["job.missed", "job.slow"])
     quick = Rule(name="quick", events=["job.missed"], grace=60, slow_factor=2.0)
 
-    assert detectors.threshold_matches(default, "job.missed", {"grace": 300.0})
-    assert not detectors.threshold_matches(default, "job.missed", {"grace": 60.0})
-    assert detectors.threshold_matches(quick, "job.missed", {"grace": 60.0})
-    assert detectors.threshold_matches(quick, "job.slow", {"factor": 2.0})
-    assert not detectors.threshold_matches(quick, "job.slow", {"factor": 3.0})
-    assert detectors.threshold_matches(quick, "job.slow", {"factor": None})
-    assert detectors.threshold_matches(quick, "job.failing", {"streak": 3})
+    assert detection.threshold_matches(default, "job.missed", {"grace": 300.0})
+    assert not detection.threshold_matches(default, "job.missed", {"grace": 60.0})
+    assert detection.threshold_matches(quick, "job.missed", {"grace": 60.0})
+    assert detection.threshold_matches(quick, "job.slow", {"factor": 2.0})
+    assert not detection.threshold_matches(quick, "job.slow", {"factor": 3.0})
+    assert detection.threshold_matches(quick, "job.slow", {"factor": None})
+    assert detection.threshold_matches(quick, "job.failing", {"streak": 3})
 
 
 DETECTORS = (detectors.detect_slow, detectors.detect_missed, detectors.detect_unserved)
