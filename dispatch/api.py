@@ -7,10 +7,12 @@ raised as `dispatch.refusals.Refused` and mapped to `{"detail": ...}` once, in
 """
 
 import functools
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from django.conf import settings
+from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
@@ -35,7 +37,7 @@ ExecutionId = Annotated[StrictInt, Field(description="An execution id.")]
 SESSION_EXAMPLE = "3f6c1a9e-5b7d-4c2e-9a11-2b8e4f0d7c55"
 
 
-def example(payload):
+def example(payload: dict[str, Any]) -> ConfigDict:
     """A request schema's config: its example in /api/docs."""
     return ConfigDict(json_schema_extra={"examples": [payload]})
 
@@ -55,11 +57,13 @@ class RunnerAuth(HttpBearer):
             return None
         return identity.Credential(secret)
 
-    def authenticate(self, request, token):  # pragma: no cover - __call__ does it
+    def authenticate(  # pragma: no cover - __call__ does it
+        self, request: HttpRequest, token: str
+    ) -> NoReturn:
         raise NotImplementedError
 
 
-async def as_runner(request, fn, *args, **kwargs):
+async def as_runner(request: HttpRequest, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run `fn(token, *args, now=now, **kwargs)` in one database step."""
     now = timezone.now()
 
@@ -130,7 +134,7 @@ class RegisterOut(Schema):
 
 
 @runners_router.post("/register", response={200: RegisterOut, **ERRORS})
-async def register(request, body: RegisterIn):
+async def register(request: HttpRequest, body: RegisterIn) -> dict[str, Any]:
     """Register (or re-register) a runner; a new session for a known name is a takeover."""
     runner, takeover = await as_runner(
         request,
@@ -208,7 +212,7 @@ class PollOut(Schema):
 
 
 @runners_router.post("/{runner_id}/poll", response={200: PollOut, **ERRORS})
-async def poll(request, runner_id: int, body: PollIn):
+async def poll(request: HttpRequest, runner_id: int, body: PollIn) -> dict[str, Any]:
     """Claim work, waiting up to `wait` seconds for some (long-poll)."""
     handed = await polls.long_poll(
         request.auth, runner_id, body.session, body.wait, body.capacity, body.slots
@@ -248,7 +252,7 @@ class HeartbeatOut(Schema):
 
 
 @runners_router.post("/{runner_id}/heartbeat", response={200: HeartbeatOut, **ERRORS})
-async def heartbeat(request, runner_id: int, body: HeartbeatIn):
+async def heartbeat(request: HttpRequest, runner_id: int, body: HeartbeatIn) -> dict[str, Any]:
     """Renew held leases; report lost and cancelled executions."""
     held = [(item.id, item.lease) for item in body.executions]
     return await run_db(
@@ -271,7 +275,7 @@ class HandBackOut(Schema):
 
 
 @runners_router.post("/{runner_id}/hand-back", response={200: HandBackOut, **ERRORS})
-async def hand_back(request, runner_id: int, body: HandBackIn):
+async def hand_back(request: HttpRequest, runner_id: int, body: HandBackIn) -> dict[str, Any]:
     """Give back executions received but not started (e.g. while shutting
     down): pending again at once, the same attempt. Ones the session no
     longer holds under that lease are left alone and not listed."""
@@ -303,7 +307,7 @@ class LogOut(Schema):
 
 
 @executions_router.post("/{execution_id}/logs", response={200: LogOut, **ERRORS})
-async def logs(request, execution_id: int, body: LogIn):
+async def logs(request: HttpRequest, execution_id: int, body: LogIn) -> dict[str, bool]:
     """Append a log chunk (at most 64 KiB); a repeated `seq` is accepted once."""
     await as_runner(
         request,
@@ -337,7 +341,7 @@ class FinishOut(Schema):
 
 
 @executions_router.post("/{execution_id}/finish", response={200: FinishOut, **ERRORS})
-async def finish(request, execution_id: int, body: FinishIn):
+async def finish(request: HttpRequest, execution_id: int, body: FinishIn) -> dict[str, str]:
     """Report the outcome; answers the execution's final state."""
     state = await run_db(
         dispatch.finish,
@@ -391,7 +395,7 @@ class FinishManyOut(Schema):
 
 
 @runners_router.post("/{runner_id}/finish", response={200: FinishManyOut, **ERRORS})
-async def finish_many(request, runner_id: int, body: FinishManyIn):
+async def finish_many(request: HttpRequest, runner_id: int, body: FinishManyIn) -> dict[str, Any]:
     """Report the outcomes of several executions in one call, each answered
     on its own as its own `finish` would be (an addition to the protocol;
     the registration's `features` lists `finish-many`)."""

@@ -8,7 +8,8 @@ A runner carries a job's labels when its labels include all of them (DESIGN
 reads the runners once (`Coverage.read`) and takes `now` as an argument.
 """
 
-from datetime import timedelta
+from collections.abc import Collection, Iterable
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
@@ -27,12 +28,12 @@ QUIET_AFTER_HEARTBEATS = 1.5
 NAMED = 5
 
 
-def carries(runner_labels, labels):
+def carries(runner_labels: Iterable[str] | None, labels: Iterable[str] | None) -> bool:
     """Whether a runner with `runner_labels` may take work asking for `labels`."""
     return set(labels or ()) <= set(runner_labels or ())
 
 
-def online_with(labels):
+def online_with(labels: Iterable[str] | None) -> list[str]:
     """Names of the runners online now, and not drained, that carry
     `labels`: those a run-on-all occurrence runs on (`scheduler.firing.fanout`)."""
     online = Runner.objects.filter(state=Runner.ONLINE, drained=False)
@@ -40,7 +41,7 @@ def online_with(labels):
     return sorted(name for name, own in rows if carries(own, labels))
 
 
-def listed(labels):
+def listed(labels: Iterable[str]) -> str:
     return ", ".join(sorted(labels))
 
 
@@ -61,20 +62,20 @@ class Coverage:
         self._running = running
 
     @classmethod
-    def read(cls):
+    def read(cls) -> "Coverage":
         return cls(list(Runner.objects.only("name", "labels", "state", "drained", "capacity")))
 
-    def seen_with(self, labels):
+    def seen_with(self, labels: Collection[str] | None) -> list[Runner]:
         """The registered runners that carry `labels`, whatever their state."""
         return [r for r in self.runners if carries(r.labels, labels)]
 
-    def taking_work(self, runners):
+    def taking_work(self, runners: Iterable[Runner]) -> list[Runner]:
         return [r for r in runners if r.state == Runner.ONLINE and not r.drained]
 
-    def online(self):
+    def online(self) -> list[Runner]:
         return [r for r in self.runners if r.state != Runner.OFFLINE]
 
-    def running(self):
+    def running(self) -> dict[int, int]:
         if self._running is None:
             rows = (
                 Execution.objects.filter(state=Execution.RUNNING)
@@ -85,14 +86,16 @@ class Coverage:
             self._running = dict(rows)
         return self._running
 
-    def never_seen(self, labels):
+    def never_seen(self, labels: Collection[str] | None) -> str | None:
         """A warning when no registered runner carries `labels` (a job
         without labels suits any runner: nothing to warn about)."""
         if not labels or self.seen_with(labels):
             return None
         return f"no runner with labels {listed(labels)} has been seen"
 
-    def why_waiting(self, labels, run_after, now):
+    def why_waiting(
+        self, labels: Collection[str] | None, run_after: datetime, now: datetime
+    ) -> Waiting:
         """Why a pending execution of a job with `labels`, ready from
         `run_after`, has not started."""
         seen = self.seen_with(labels)
@@ -118,12 +121,12 @@ class Coverage:
             " it starts at the next poll",
         )
 
-    def nobody_carries(self, labels):
+    def nobody_carries(self, labels: Collection[str] | None) -> str:
         if labels:
             return f"no runner with labels {listed(labels)} has been seen"
         return "no runner has registered yet"
 
-    def online_summary(self):
+    def online_summary(self) -> str:
         online = self.online()
         if not online:
             return "no runner is online"
@@ -131,7 +134,7 @@ class Coverage:
         kinds = listed(carried) if carried else "none has labels"
         return f"{plural(len(online), 'runner')} online: {kinds}"
 
-    def unavailable(self, labels, seen):
+    def unavailable(self, labels: Collection[str] | None, seen: list[Runner]) -> str:
         states = [f"{r.name} {'draining' if r.drained else r.state}" for r in seen[:NAMED]]
         more = f" and {len(seen) - NAMED} more" if len(seen) > NAMED else ""
         return (
@@ -139,15 +142,17 @@ class Coverage:
         )
 
 
-def with_labels(labels):
+def with_labels(labels: Collection[str] | None) -> str:
     return f"with labels {listed(labels)}" if labels else "online"
 
 
-def plural(n, word):
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def label_warnings(jobs, coverage=None):
+def label_warnings(
+    jobs: Iterable[tuple[str, list[str]]], coverage: Coverage | None = None
+) -> list[str]:
     """["job X: ..."] for each job whose labels no registered runner carries."""
     coverage = coverage or Coverage.read()
     found = []
@@ -161,11 +166,11 @@ def label_warnings(jobs, coverage=None):
 # -- a runner's liveness ------------------------------------------------------
 
 
-def heartbeat():
+def heartbeat() -> timedelta:
     return timedelta(seconds=settings.CRONIQ_HEARTBEAT_INTERVAL)
 
 
-def offline_after():
+def offline_after() -> timedelta:
     """Silence after which the loop marks a runner offline."""
     return OFFLINE_AFTER_HEARTBEATS * heartbeat()
 
@@ -175,7 +180,9 @@ class Liveness(NamedTuple):
     age: timedelta
 
 
-def liveness(state, last_seen_at, now, interval=None):
+def liveness(
+    state: str, last_seen_at: datetime, now: datetime, interval: timedelta | None = None
+) -> Liveness:
     """How a runner last seen at `last_seen_at` looks at `now`."""
     interval = interval or heartbeat()
     age = max(now - last_seen_at, timedelta(0))
@@ -188,7 +195,7 @@ def liveness(state, last_seen_at, now, interval=None):
     return Liveness("fresh", age)
 
 
-def ago(age):
+def ago(age: timedelta) -> str:
     """ "17 s ago", "4 min ago", "3 h ago", "2 d ago" (whole units, rounded down)."""
     seconds = int(age.total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):

@@ -2,16 +2,22 @@
 poll's answer left, written to the histogram rows `/metrics` exports."""
 
 import collections
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
 import audit
 from audit.recording import bucket_of
 
+if TYPE_CHECKING:
+    from dispatch.claims import Handed
+
 LATENCY = "croniq_dispatch_latency_seconds"
 
 
-def latencies(handed, at):
+def latencies(handed: "Handed", at: datetime) -> list[float]:
     """Dispatch latency, in seconds, of each execution in `handed` whose
     answer leaves at `at`: from the instant it became ready (`run_after`) to
     that moment. Work claimed ahead is held until its instant, so its sample
@@ -19,7 +25,7 @@ def latencies(handed, at):
     return [max(0.0, (at - ready).total_seconds()) for ready in handed.ready_at]
 
 
-def record_latency(waits):
+def record_latency(waits: Iterable[float]) -> None:
     """Add dispatch latency samples (seconds) to the histogram's rows.
 
     The same rows `audit.observe` writes, one increment per bucket rather

@@ -4,7 +4,7 @@ Each takes `now` and returns how much it did; tests call them with fixed
 instants.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -18,7 +18,7 @@ from scheduler.models import Execution
 from scheduler.runs import events, lifecycle
 
 
-def reap_expired_leases(now):
+def reap_expired_leases(now: datetime) -> int:
     """Running executions whose lease ran out become lost and are retried."""
     expired = Execution.objects.filter(state=Execution.RUNNING, lease_expires_at__lt=now)
     released = lifecycle.release(expired, lifecycle.LEASE_EXPIRED, now)
@@ -31,7 +31,7 @@ def reap_expired_leases(now):
 REAP_AT_LEAST_EVERY = 5.0
 
 
-def next_lease_expiry(now):
+def next_lease_expiry(now: datetime) -> datetime:
     """When the reaper may next find an expired lease (`Step.until`): the
     earliest lease of a running execution, and at the latest a lease's
     length from now, since a lease taken later ends no sooner (claims take
@@ -44,7 +44,7 @@ def next_lease_expiry(now):
     return latest if earliest is None else min(earliest, latest)
 
 
-def update_runner_states(now):
+def update_runner_states(now: datetime) -> int:
     """Mark silent runners offline and forget long-offline ones (each change
     audited). The flapping mark of runners that went quiet is cleared by a
     step of its own (`identity.clear_quiet_flapping`)."""
@@ -62,7 +62,7 @@ def update_runner_states(now):
     return changed + drop_orphaned_pins(now)
 
 
-def next_runner_change(now):
+def next_runner_change(now: datetime) -> datetime:
     """When update_runner_states may next have work (`Step.until`): the
     earliest instant a runner now online or draining goes silent, or one
     offline is forgotten. A runner seen later goes silent no sooner than
@@ -84,7 +84,7 @@ def next_runner_change(now):
     return at
 
 
-def drop_orphaned_pins(now):
+def drop_orphaned_pins(now: datetime) -> int:
     """Pending runs pinned to a runner (run_on: all) that is offline or
     forgotten are lost: no other runner may take them, and the runner, when
     back, has moved on to newer occurrences. A drained runner keeps its
@@ -104,7 +104,7 @@ def drop_orphaned_pins(now):
 
 
 @transaction.atomic
-def mark_offline(runner, now):
+def mark_offline(runner: Runner, now: datetime) -> int:
     """One silent runner goes offline; the change, its audit event and the
     `runner.offline` event commit together. 0 when it spoke in the meantime."""
     if not Runner.objects.filter(pk=runner.pk, last_seen_at=runner.last_seen_at).update(

@@ -8,7 +8,7 @@ through `scheduler.firing.notifier`, where `RunnersConfig.ready` registers it.
 CHANNEL = "croniq_work"
 
 
-def notify_new_work(using="default"):
+def notify_new_work(using: str = "default") -> None:
     """Tell every web process that pending executions were committed.
 
     Call it after the commit, or inside the transaction that creates them

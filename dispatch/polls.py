@@ -10,21 +10,34 @@ answer left is handed back (`return_unanswered`).
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 from django.db import transaction
+from django.http import HttpRequest
 from django.utils import timezone
 
 from core.db_threads import run_db, run_dispatch
 from dispatch import identity
 from dispatch.claims import Handed, answer, claim, wanted
 from dispatch.hub import hub
+from dispatch.identity import Credential
 from dispatch.latency import latencies
 from dispatch.leases import hand_back
+from runners.models import Runner, RunnerToken
 
 log = logging.getLogger(__name__)
 
 
-async def long_poll(credential, runner_id, session, wait, capacity=None, slots=None):
+async def long_poll(
+    credential: Credential,
+    runner_id: int,
+    session: str,
+    wait: float,
+    capacity: int | None = None,
+    slots: int | None = None,
+) -> Handed:
     """Claim work for the runner, waiting up to `wait` seconds for some.
 
     Returns a `Handed`: its assignments, and when work was claimed ahead of
@@ -52,7 +65,9 @@ async def long_poll(credential, runner_id, session, wait, capacity=None, slots=N
     return Handed([])
 
 
-async def first_step(credential, runner_id, session, capacity):
+async def first_step(
+    credential: Credential, runner_id: int, session: str, capacity: int | None
+) -> tuple[RunnerToken, Runner, Handed]:
     """`first_poll` in a database thread.
 
     A cancelled poll (its runner hung up) cannot stop the step's thread: the
@@ -68,14 +83,21 @@ async def first_step(credential, runner_id, session, capacity):
         raise
 
 
-def hand_back_first_step(runner_id, session, step):
+def hand_back_first_step(runner_id: int, session: str, step: asyncio.Future) -> None:
     if not step.cancelled() and step.exception() is None:
         _, _, found = step.result()
         if found.assignments:
             hub().spawn(return_unanswered(runner_id, session, found.assignments))
 
 
-async def wait_and_claim(token, runner, session, capacity, slots, deadline):
+async def wait_and_claim(
+    token: RunnerToken,
+    runner: Runner,
+    session: str,
+    capacity: int | None,
+    slots: int | None,
+    deadline: float,
+) -> Handed:
     """Wait in the hub until it claims work for us, or until `deadline`."""
     loop = asyncio.get_running_loop()
     current = hub()
@@ -86,7 +108,9 @@ async def wait_and_claim(token, runner, session, capacity, slots, deadline):
     return await current.wait(waiter, deadline - loop.time(), unanswered)
 
 
-def first_poll(credential, runner_id, session, capacity, now):
+def first_poll(
+    credential: Credential, runner_id: int, session: str, capacity: int | None, now: datetime
+) -> tuple[RunnerToken, Runner, Handed]:
     """Authenticate, count the poll as a heartbeat and claim, in one database
     step; returns (token, runner, Handed)."""
     with transaction.atomic():
@@ -99,14 +123,14 @@ def first_poll(credential, runner_id, session, capacity, now):
     return token, runner, answer(runner, executions, now)
 
 
-def check_in(token, runner_id, session, now):
+def check_in(token: RunnerToken, runner_id: int, session: str, now: datetime) -> Runner:
     """The end of a poll that found nothing: still the current session?"""
     runner = identity.current_runner(token, runner_id, session)
     identity.touch(runner, now)
     return runner
 
 
-def handed_over(handed, at):
+def handed_over(handed: Handed, at: datetime) -> None:
     """The poll's answer with `handed` leaves for its runner at `at`: sample
     the dispatch latency of each assignment in it (see `latencies`)."""
     waits = latencies(handed, at)
@@ -114,7 +138,7 @@ def handed_over(handed, at):
         hub().observe_latencies(waits)
 
 
-async def return_unanswered(runner_id, session, assignments):
+async def return_unanswered(runner_id: int, session: str, assignments: list) -> None:
     """`hand_back` from the event loop (the poll's caller is gone)."""
     if assignments:
         ids = await run_db(hand_back, runner_id, session, assignments, timezone.now())
@@ -143,12 +167,12 @@ class AnswerHold:
     unanswered = None
     answered = None
 
-    def release(self):
+    def release(self) -> None:
         if self.answered is not None:
             self.answered(timezone.now())
 
 
-def with_starts_in(handed, now):
+def with_starts_in(handed: Handed, now: datetime) -> list[dict[str, Any]]:
     """`handed`'s assignments for an `early` poll: each with `starts_in`,
     the seconds from `now` to its instant (its run_after)."""
     return [
@@ -157,7 +181,12 @@ def with_starts_in(handed, now):
     ]
 
 
-async def answer_not_before(request, instant, unanswered, answered=None):
+async def answer_not_before(
+    request: HttpRequest,
+    instant: datetime | None,
+    unanswered: Callable[[], Any],
+    answered: Callable[[datetime], Any] | None = None,
+) -> None:
     """Make `request`'s answer leave at `instant` (None: at once), not
     earlier; if the caller hangs up before it leaves, run `unanswered()`;
     when it leaves, `answered(at)`."""
@@ -177,7 +206,7 @@ async def answer_not_before(request, instant, unanswered, answered=None):
     hold.release()
 
 
-async def sleep_until(instant):
+async def sleep_until(instant: datetime | None) -> None:
     """Return once the wall clock has passed `instant` (None: at once).
 
     One sleep is not enough: uvloop's timers count whole milliseconds on a

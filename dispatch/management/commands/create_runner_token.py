@@ -1,3 +1,6 @@
+from argparse import ArgumentParser
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -9,10 +12,10 @@ from runners.models import RunnerToken
 class Command(BaseCommand):
     help = "Create a runner token and print its secret (shown only this once)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name", help="A name for the token, e.g. the machine or team.")
 
-    def handle(self, *args, name, **options):
+    def handle(self, *args: Any, name: str, **options: Any) -> None:
         name = name.strip()
         if not name or len(name) > RunnerToken._meta.get_field("name").max_length:
             raise CommandError("token name: 1 to 100 characters")

@@ -1,7 +1,9 @@
 """Prepare a local demo: an admin user, the demo jobs and a runner token."""
 
 import os
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command, get_commands
@@ -22,7 +24,7 @@ class Command(BaseCommand):
         "(a runner token, console email)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--env-file",
             required=True,
@@ -32,7 +34,7 @@ class Command(BaseCommand):
             "--url", default="http://127.0.0.1:8000/", help="Where the demo will answer."
         )
 
-    def handle(self, *args, env_file, url, **options):
+    def handle(self, *args: Any, env_file: str, url: str, **options: Any) -> None:
         self.ensure_admin()
         if "apply" in get_commands():
             call_command("apply", str(DEMO_FILE))
@@ -43,7 +45,7 @@ class Command(BaseCommand):
             f"Open {admin} (user {DEMO_USER!r}, password {DEMO_PASSWORD!r}); the dashboard is {url}"
         )
 
-    def ensure_admin(self):
+    def ensure_admin(self) -> None:
         User = get_user_model()
         user, created = User.objects.get_or_create(
             username=DEMO_USER, defaults={"is_staff": True, "is_superuser": True}
@@ -53,7 +55,7 @@ class Command(BaseCommand):
             user.save()
         self.stdout.write(f"Demo admin (demo only): user {DEMO_USER!r}, password {DEMO_PASSWORD!r}")
 
-    def write_env(self, path, public_url):
+    def write_env(self, path: Path, public_url: str) -> None:
         RunnerToken.objects.filter(name="demo").delete()
         _, secret = RunnerToken.issue("demo")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Runner token 'demo' written to {path}")
 
 
-def public_url_of(url):
+def public_url_of(url: str) -> str:
     """Where notification links point: the demo's own address (its port may
     not be 8000), unless CRONIQ_PUBLIC_URL is already set."""
     return os.environ.get("CRONIQ_PUBLIC_URL") or url.rstrip("/")
