@@ -4,11 +4,12 @@ hours (overview) and the capacity forecast's demand against the runners'
 slots (capacity page). Pure functions of their rows and `now`."""
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from scheduler.forecast import EPSILON
+from scheduler.forecast import EPSILON, LabelForecast
 
 WIDTH = 720
 HEIGHT = 180
@@ -39,7 +40,7 @@ TICK_STEPS = [
 EPOCH = datetime(1970, 1, 5, tzinfo=UTC)
 
 
-def format_seconds(seconds):
+def format_seconds(seconds: float) -> str:
     if seconds == 0:
         return "0 s"
     if seconds < 1:
@@ -92,15 +93,15 @@ class DurationChart:
     right: int = WIDTH - RIGHT
 
     @property
-    def max_label(self):
+    def max_label(self) -> str:
         return format_seconds(self.max_seconds)
 
     @property
-    def failures(self):
+    def failures(self) -> int:
         return sum(1 for point in self.points if point.run.failed)
 
 
-def duration_chart(runs, now):
+def duration_chart(runs: Sequence[DurationRun], now: datetime) -> DurationChart | None:
     """Each run a point at its start time (x, from the oldest run to `now`)
     and its duration (y, from 0 to the longest); None without runs."""
     if not runs:
@@ -121,7 +122,7 @@ def duration_chart(runs, now):
     )
 
 
-def time_span(instants, now):
+def time_span(instants: Sequence[datetime], now: datetime) -> tuple[datetime, datetime]:
     """(start, end) of the time axis: the oldest instant to `now` (or the
     newest instant, should a clock run ahead), at least MIN_SPAN wide."""
     end = max(max(instants), now)
@@ -129,13 +130,13 @@ def time_span(instants, now):
     return start, end
 
 
-def time_x(at, start, end):
+def time_x(at: datetime, start: datetime, end: datetime) -> float:
     """The x of instant `at` on an axis from `start` (LEFT) to `end` (WIDTH - RIGHT)."""
     fraction = (at - start) / (end - start)
     return round(LEFT + fraction * (WIDTH - LEFT - RIGHT), 2)
 
 
-def time_ticks(start, end, max_ticks=MAX_TICKS):
+def time_ticks(start: datetime, end: datetime, max_ticks: int = MAX_TICKS) -> list[Tick]:
     """Ticks at round UTC instants (whole hours, midnights, ...) between
     `start` and `end`: the smallest step that needs at most `max_ticks`."""
     span = end - start
@@ -148,14 +149,14 @@ def time_ticks(start, end, max_ticks=MAX_TICKS):
     return ticks
 
 
-def round_up(at, step):
+def round_up(at: datetime, step: timedelta) -> datetime:
     """The first multiple of `step` since EPOCH at or after `at` (for a day
     or more: a UTC midnight)."""
     steps, rest = divmod(at - EPOCH, step)
     return EPOCH + (steps + (1 if rest else 0)) * step
 
 
-def tick_label(at, step):
+def tick_label(at: datetime, step: timedelta) -> str:
     at = at.astimezone(UTC)
     if step < DAY:
         return f"{at:%b %d %H:%M}"
@@ -183,7 +184,7 @@ class HeatCell:
     level: str
 
     @property
-    def share(self):
+    def share(self) -> float:
         return self.failed / self.total if self.total else 0.0
 
 
@@ -195,11 +196,11 @@ class HeatRow:
     cells: list
 
     @property
-    def failed(self):
+    def failed(self) -> int:
         return sum(cell.failed for cell in self.cells)
 
     @property
-    def total(self):
+    def total(self) -> int:
         return sum(cell.total for cell in self.cells)
 
 
@@ -215,14 +216,14 @@ class HeatMap:
     left: int = HEAT_LABEL
 
 
-def hour_buckets(now, hours):
+def hour_buckets(now: datetime, hours: int) -> list[datetime]:
     """The start instants of the last `hours` clock hours, the current
     (unfinished) hour last."""
     current = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     return [current - (hours - 1 - i) * HOUR for i in range(hours)]
 
 
-def heat_level(failed, total):
+def heat_level(failed: int, total: int) -> str:
     """ "none" without runs, else 0 (no failure) to 4 (more than half failed)."""
     if not total:
         return "none"
@@ -232,7 +233,9 @@ def heat_level(failed, total):
     return str(sum(1 for threshold in HEAT_LEVELS if share > threshold))
 
 
-def failure_heatmap(rows, now, hours):
+def failure_heatmap(
+    rows: Sequence[tuple[str, str, dict[int, tuple[int, int]]]], now: datetime, hours: int
+) -> HeatMap:
     """`rows`: [(label, job_name, {bucket: (failed, total)})], bucket 0 the
     oldest of hour_buckets(now, hours). One row of cells each, one column per hour."""
     starts = hour_buckets(now, hours)
@@ -264,7 +267,7 @@ def failure_heatmap(rows, now, hours):
     )
 
 
-def short(label, length=24):
+def short(label: str, length: int = 24) -> str:
     return label if len(label) <= length else label[: length - 1] + "…"
 
 
@@ -294,23 +297,25 @@ class CapacityChart:
     right: int = WIDTH - RIGHT
 
     @property
-    def plot_height(self):
+    def plot_height(self) -> int:
         return self.baseline - self.top
 
     @property
-    def top_label(self):
+    def top_label(self) -> str:
         return f"{self.top_value:g}"
 
     @property
-    def capacity_y(self):
+    def capacity_y(self) -> float:
         return self.y(self.capacity)
 
-    def y(self, value):
+    def y(self, value: float) -> float:
         plot_height = HEIGHT - BOTTOM - TOP
         return round(HEIGHT - BOTTOM - plot_height * value / self.top_value, 2)
 
 
-def capacity_chart(label_forecast, starts, bucket):
+def capacity_chart(
+    label_forecast: LabelForecast, starts: Sequence[datetime], bucket: timedelta
+) -> CapacityChart:
     """A CapacityChart of a `scheduler.forecast.LabelForecast` whose buckets
     start at `starts`, each `bucket` long."""
     start, end = starts[0], starts[-1] + bucket
@@ -343,7 +348,7 @@ def capacity_chart(label_forecast, starts, bucket):
     return chart
 
 
-def step_path(edges, ys):
+def step_path(edges: Sequence[float], ys: Sequence[float]) -> str:
     """An SVG path holding each value from its bucket's left edge to its right."""
     if not ys:
         return ""

@@ -1,9 +1,11 @@
 """The dashboard's dead letters page and its replay and discard buttons.
 Thin: the actions are in `scheduler.triage.dead_letter_actions`."""
 
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
@@ -17,7 +19,7 @@ PER_PAGE = 50
 SHOWN = [*DeadLetter.STATUSES, "all"]
 
 
-def dead_letters_page(status, number, now):
+def dead_letters_page(status: str, number: int, now: datetime) -> queries.Page:
     rows = DeadLetter.objects.select_related("execution__job").order_by("-id")
     if status != "all":
         rows = rows.filter(with_status(status))
@@ -28,7 +30,7 @@ def dead_letters_page(status, number, now):
 
 
 @staff_page("scheduler.view_deadletter")
-def dead_letters(request):
+def dead_letters(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", DeadLetter.OPEN)
     if status not in SHOWN:
         status = DeadLetter.OPEN
@@ -44,7 +46,7 @@ def dead_letters(request):
 
 
 @staff_action("deadletter.replay")
-def replay_dead_letter(request, pk):
+def replay_dead_letter(request: HttpRequest, pk: int) -> HttpResponse:
     dead_letter = get_object_or_404(DeadLetter.objects.select_related("execution__job"), pk=pk)
     force = request.POST.get("force") == "on"
     try:
@@ -57,7 +59,7 @@ def replay_dead_letter(request, pk):
 
 
 @staff_action("deadletter.discard")
-def discard_dead_letter(request, pk):
+def discard_dead_letter(request: HttpRequest, pk: int) -> HttpResponse:
     get_object_or_404(DeadLetter, pk=pk)
     if dead_letter_actions.discard(DeadLetter.objects.filter(pk=pk), timezone.now(), request.user):
         messages.success(request, f"Dead letter {pk} discarded.")
@@ -67,7 +69,7 @@ def discard_dead_letter(request, pk):
 
 
 @staff_action("deadletter.discard")
-def discard_dead_letters(request):
+def discard_dead_letters(request: HttpRequest) -> HttpResponse:
     ids = [value for value in request.POST.getlist("ids") if value.isdigit() and len(value) < 19]
     if not ids:
         messages.error(request, "Nothing discarded: select the dead letters to discard.")

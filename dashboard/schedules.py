@@ -5,9 +5,11 @@ give too; this module only turns errors into a sentence for the page.
 """
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 
 from scheduler.jobs.cron import describe as describe_text
+from scheduler.models import Job
 
 UPCOMING_SHOWN = 10
 
@@ -19,13 +21,13 @@ class Upcoming:
     reason: str = ""
 
 
-def describe(job):
+def describe(job: Job) -> str:
     """The schedule in words, or the raw schedule when it cannot be read."""
     return describe_schedule(job.schedule, job.name)
 
 
 @lru_cache(maxsize=4096)
-def describe_schedule(schedule, name):
+def describe_schedule(schedule: str, name: str) -> str:
     # About a millisecond per call (cron-descriptor), and the overview shows
     # fifty at a time; schedules repeat a lot across jobs, so remember them.
     try:
@@ -34,7 +36,7 @@ def describe_schedule(schedule, name):
         return schedule
 
 
-def upcoming(job, now, count=UPCOMING_SHOWN):
+def upcoming(job: Job, now: datetime, count: int = UPCOMING_SHOWN) -> Upcoming:
     try:
         times = job.upcoming(now, count)
         if not times:

@@ -2,13 +2,14 @@
 success rate. Pure functions; `queries.run_stats` fills them from the
 database."""
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import ceil, floor
 
 PERCENTILES = (0.5, 0.95, 0.99)
 
 
-def percentile(ordered, fraction):
+def percentile(ordered: Sequence[float], fraction: float) -> float | None:
     """The `fraction` percentile of sorted values, interpolating between the
     two nearest (as PostgreSQL's percentile_cont); None without values."""
     if not ordered:
@@ -18,12 +19,14 @@ def percentile(ordered, fraction):
     return low + (high - low) * (position - floor(position))
 
 
-def percentiles(values, fractions=PERCENTILES):
+def percentiles(
+    values: Iterable[float], fractions: Iterable[float] = PERCENTILES
+) -> list[float | None]:
     ordered = sorted(values)
     return [percentile(ordered, fraction) for fraction in fractions]
 
 
-def success_rate(succeeded, settled):
+def success_rate(succeeded: int, settled: int) -> float | None:
     """The share of settled runs that succeeded; None before any settled."""
     return succeeded / settled if settled else None
 
@@ -44,9 +47,9 @@ class WindowStats:
     sampled: bool = False
 
     @property
-    def success_rate(self):
+    def success_rate(self) -> float | None:
         return success_rate(self.succeeded, self.settled)
 
     @property
-    def failed(self):
+    def failed(self) -> int:
         return self.settled - self.succeeded

@@ -3,14 +3,16 @@ trail, and buttons for the operator actions the user holds the permission
 for. Views stay thin; the reads are in `dashboard.queries`, the actions in
 `scheduler.runs.operations` and `dispatch.identity`."""
 
+from collections.abc import Callable
 from functools import wraps
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import NoReverseMatch, reverse
@@ -32,8 +34,10 @@ from scheduler.firing import fanout
 from scheduler.models import Execution, Job
 from scheduler.runs import groups, operations
 
+View = Callable[..., HttpResponse]
 
-def staff_page(*needed):
+
+def staff_page(*needed: str) -> Callable[[View], View]:
     """A page for staff holding the `needed` permissions, the view
     permissions of what it shows (as in the admin); others get 403. Pages
     only read: other methods than GET/HEAD get 405."""
@@ -50,7 +54,7 @@ def staff_page(*needed):
     return decorate
 
 
-def staff_action(action):
+def staff_action(action: str) -> Callable[[View], View]:
     """A button's POST: staff only, and a 403 unless the user holds the
     permission `action` needs (core.permissions), checked before anything
     is looked up or changed."""
@@ -66,7 +70,7 @@ def staff_action(action):
     return decorate
 
 
-def staff_only(view):
+def staff_only(view: View) -> View:
     @wraps(view)
     def wrapper(request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -78,7 +82,7 @@ def staff_only(view):
     return wrapper
 
 
-def admin_url(name, *args):
+def admin_url(name: str, *args: Any) -> str | None:
     """The admin page for an object, or None while its model is not registered."""
     try:
         return reverse(name, args=args)
@@ -86,7 +90,7 @@ def admin_url(name, *args):
         return None
 
 
-def unsearchable(filters):
+def unsearchable(filters: dict[str, str]) -> HttpResponseBadRequest | None:
     """A 400 naming the first filter whose text no database can search for
     (PostgreSQL refuses a NUL even in a query), or None."""
     for key, value in filters.items():
@@ -98,7 +102,7 @@ def unsearchable(filters):
 
 
 @staff_page("scheduler.view_job")
-def overview(request):
+def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     search = request.GET.get("q", "").strip()
     if refused := unsearchable({"q": search}):
@@ -134,7 +138,7 @@ def overview(request):
 
 
 @staff_page("scheduler.view_job")
-def job_detail(request, name):
+def job_detail(request: HttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
     job = get_object_or_404(Job.objects.select_related("calendar", "health"), name=name)
     state = request.GET.get("state", "")
@@ -161,7 +165,7 @@ def job_detail(request, name):
 
 
 @staff_page("scheduler.view_execution")
-def execution_detail(request, pk):
+def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     now = timezone.now()
     execution = get_object_or_404(
         Execution.objects.select_related("job", "runner", "upstream__job"), pk=pk
@@ -182,7 +186,7 @@ def execution_detail(request, pk):
 
 
 @staff_page("scheduler.view_execution")
-def execution_log(request, pk):
+def execution_log(request: HttpRequest, pk: int) -> HttpResponse:
     """Log chunks after `?after=<seq>`, for the execution page's live tail,
     with the metadata that changes while an execution runs."""
     execution = get_object_or_404(Execution.objects.select_related("runner"), pk=pk)
@@ -205,7 +209,7 @@ def execution_log(request, pk):
     )
 
 
-def live_fields(execution):
+def live_fields(execution: Execution) -> dict[str, str]:
     """HTML of the execution page's fields that change while it runs."""
     return {
         "runner": escape(execution.runner.name) if execution.runner else "—",
@@ -221,7 +225,7 @@ RUNNER_FILTERS = [*dict(Runner.STATES), "flapping"]
 
 
 @staff_page("runners.view_runner")
-def runners(request):
+def runners(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "")
     if state not in RUNNER_FILTERS:
         state = ""
@@ -238,7 +242,7 @@ def runners(request):
 
 
 @staff_page("scheduler.view_job", "runners.view_runner")
-def capacity(request):
+def capacity(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     result = capacity_forecast.cached_forecast(now)
     context = {
@@ -257,7 +261,7 @@ def capacity(request):
 
 
 @staff_page("audit.view_auditevent")
-def audit(request):
+def audit(request: HttpRequest) -> HttpResponse:
     filters = {key: request.GET.get(key, "").strip() for key in ("action", "actor", "target")}
     if refused := unsearchable(filters):
         return refused
@@ -269,7 +273,7 @@ def audit(request):
 
 
 @staff_page("notifications.view_notification")
-def alerts(request):
+def alerts(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     state = request.GET.get("state", "")
     if state not in dict(Notification.STATES):
@@ -287,7 +291,7 @@ def alerts(request):
 
 
 @staff_action("job.run")
-def run_job(request, name):
+def run_job(request: HttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(Job, name=name)
     try:
         execution = operations.run_now(job, timezone.now(), request.user)
@@ -301,7 +305,7 @@ PAUSE_REASON_LENGTH = Job._meta.get_field("pause_reason").max_length
 
 
 @staff_action("job.pause")
-def pause_job(request, name):
+def pause_job(request: HttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(Job, name=name)
     reason = request.POST.get("reason", "").strip()
     if not reason or len(reason) > PAUSE_REASON_LENGTH:
@@ -319,7 +323,7 @@ def pause_job(request, name):
 
 
 @staff_action("job.resume")
-def resume_job(request, name):
+def resume_job(request: HttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(Job, name=name)
     if operations.resume(Job.objects.filter(pk=job.pk), timezone.now(), request.user):
         messages.success(request, f"{job.name} resumed.")
@@ -329,7 +333,7 @@ def resume_job(request, name):
 
 
 @staff_action("execution.cancel")
-def cancel_execution(request, pk):
+def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
     execution = get_object_or_404(Execution, pk=pk)
     if operations.cancel(Execution.objects.filter(pk=pk), timezone.now(), request.user):
         messages.success(request, f"Run {pk} cancelled or asked to stop.")
@@ -339,7 +343,7 @@ def cancel_execution(request, pk):
 
 
 @staff_action("execution.retry")
-def retry_execution(request, pk):
+def retry_execution(request: HttpRequest, pk: int) -> HttpResponse:
     execution = get_object_or_404(Execution.objects.select_related("job"), pk=pk)
     try:
         new = operations.retry(execution, timezone.now(), request.user)
@@ -351,7 +355,7 @@ def retry_execution(request, pk):
 
 
 @staff_action("runner.drain")
-def drain_runner(request, pk):
+def drain_runner(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
     if identity.drain(runner, timezone.now(), actor=request.user):
         messages.success(request, f"{runner.name} is draining.")
@@ -361,7 +365,7 @@ def drain_runner(request, pk):
 
 
 @staff_action("runner.resume")
-def resume_runner(request, pk):
+def resume_runner(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
     if identity.resume(runner, timezone.now(), actor=request.user):
         messages.success(request, f"{runner.name} takes new work again.")
@@ -371,7 +375,7 @@ def resume_runner(request, pk):
 
 
 @staff_action("runner.forget")
-def forget_runner(request, pk):
+def forget_runner(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
     released = identity.forget(runner, timezone.now(), actor=request.user)
     messages.success(request, f"{runner.name} forgotten, {len(released)} run(s) released.")

@@ -2,30 +2,34 @@
 and whether the user may use a button."""
 
 import json
-from datetime import UTC, timedelta
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django import template
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
+from audit.models import AuditEvent
 from core import permissions
-from dashboard.charts import format_seconds
+from dashboard.charts import DurationChart, HeatMap, HeatRow, format_seconds
 from dispatch import coverage
-from scheduler.models import Execution
+from scheduler.forecast import Span
+from scheduler.models import Execution, Job
 
 register = template.Library()
 
 
 @register.filter
-def may(user, action):
+def may(user: Any, action: str) -> bool:
     """`{% if request.user|may:"job.run" %}`: show only the buttons the user
     may use (the views refuse the others with 403 all the same)."""
     return permissions.allows(user, action)
 
 
 @register.simple_tag
-def when(value, empty="—"):
+def when(value: datetime | None, empty: str = "—") -> str:
     """A UTC instant as <time>: the script shows it in the viewer's timezone
     and the title keeps the UTC value for hovering."""
     if value is None:
@@ -41,7 +45,7 @@ def when(value, empty="—"):
 
 
 @register.simple_tag
-def job_time(job, value, empty="—"):
+def job_time(job: Job, value: datetime | None, empty: str = "—") -> str:
     """A fire time on the job's own clock, with UTC beside it. The script
     leaves it as it is (data-job-zone): `0 9 * * 1-5` in Europe/Berlin reads
     09:00 wherever the viewer sits; the title keeps the full UTC value."""
@@ -61,7 +65,7 @@ def job_time(job, value, empty="—"):
 
 
 @register.filter
-def seconds(value):
+def seconds(value: timedelta | float | str | None) -> str:
     """A timedelta (or seconds) in a short human form."""
     if value is None or value == "":
         return "—"
@@ -71,12 +75,12 @@ def seconds(value):
 
 
 @register.simple_tag
-def state(value, label=None):
+def state(value: str, label: str | None = None) -> str:
     return format_html('<span class="state state-{}">{}</span>', value, label or value)
 
 
 @register.filter
-def utc(value):
+def utc(value: datetime | None) -> str:
     """An instant as plain UTC text, for title attributes."""
     if value is None:
         return ""
@@ -84,18 +88,18 @@ def utc(value):
 
 
 @register.filter
-def ago(age):
+def ago(age: timedelta) -> str:
     """A timedelta as "17 s ago" (dashboard.js keeps it up to date)."""
     return coverage.ago(age)
 
 
 @register.filter
-def as_json(value):
+def as_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
 @register.simple_tag
-def result_strip(runs):
+def result_strip(runs: Sequence[Any]) -> str:
     """The coloured cells of a job's recent runs, oldest left. Built in Python:
     the overview draws up to 1,000 of them and template loops are slow."""
     if not runs:
@@ -116,7 +120,7 @@ def result_strip(runs):
 
 
 @register.filter
-def percent(value):
+def percent(value: float | None) -> str:
     """A share (0..1) as a percentage; "—" for none."""
     if value is None:
         return "—"
@@ -124,12 +128,12 @@ def percent(value):
 
 
 @register.filter
-def iso(value):
+def iso(value: datetime | None) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else ""
 
 
 @register.simple_tag
-def duration_points(chart):
+def duration_points(chart: DurationChart) -> str:
     """The duration chart's points: a dot per run, a cross per failure, each
     linked to its run. Built in Python: up to 1,000 of them."""
     base = reverse("dashboard:execution", args=[0]).removesuffix("0/")
@@ -158,7 +162,7 @@ def duration_points(chart):
 
 
 @register.simple_tag
-def heat_cells(row, heatmap):
+def heat_cells(row: HeatRow, heatmap: HeatMap) -> str:
     """A heat-map row's cells, coloured by their level (charts.heat_level)."""
     cells = []
     for cell in row.cells:
@@ -183,7 +187,7 @@ TARGET_PAGES = {
 
 
 @register.simple_tag
-def audit_target(event):
+def audit_target(event: AuditEvent) -> str:
     """An audit event's target, linked to its dashboard page when it has one."""
     if not event.target_type:
         return ""
@@ -203,7 +207,7 @@ def audit_target(event):
 
 
 @register.simple_tag
-def label_set(labels):
+def label_set(labels: Iterable[str] | None) -> str:
     """A job label set as code, or "any runner" for jobs that ask for none."""
     if not labels:
         return mark_safe('<span class="label-set">any runner</span>')  # noqa: S308 (constant)
@@ -211,7 +215,7 @@ def label_set(labels):
 
 
 @register.simple_tag
-def clock(value):
+def clock(value: datetime) -> str:
     """An instant as hours and minutes (UTC here; dashboard.js shows it in
     the viewer's timezone), the full UTC value in the title."""
     return format_html(
@@ -223,7 +227,7 @@ def clock(value):
 
 
 @register.simple_tag
-def over_capacity(span):
+def over_capacity(span: Span) -> str:
     """ "02:00–02:15: 14 slots needed on `linux`, 8 online", a span of the
     capacity forecast (scheduler.forecast.Span)."""
     return format_html(
