@@ -56,7 +56,7 @@ def format_seconds(seconds: float) -> str:
 
 
 class DurationRun(NamedTuple):
-    """A finished run as the chart needs it (queries.duration_runs)."""
+    """A finished run as the chart needs it (run_stats.duration_runs)."""
 
     pk: int
     state: str

@@ -1,5 +1,5 @@
 """A job's run statistics over a window of days: duration percentiles and
-success rate. Pure functions; `queries.run_stats` fills them from the
+success rate. Pure functions; `run_stats.run_stats` fills them from the
 database."""
 
 from collections.abc import Iterable, Sequence

@@ -1,6 +1,7 @@
 """The operator's dashboard: pages over jobs, runs, runners and the audit
 trail, and buttons for the operator actions the user holds the permission
-for. Views stay thin; the reads are in `dashboard.queries`, the actions in
+for. Views stay thin; the reads are in `dashboard.queries` (and what runs
+add up to in `dashboard.run_stats`), the actions in
 `scheduler.runs.operations` and `dispatch.identity`."""
 
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from calendars.validators import text_problem
 from core import permissions
-from dashboard import queries, schedules
+from dashboard import queries, run_stats, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags
 from dispatch import capacity as capacity_forecast
@@ -124,7 +125,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "job_counts": queries.job_filter_counts(now),
         "lag": queries.scheduler_lag(now),
         "heatmap": failure_heatmap(
-            queries.cached_failure_heatmap_rows(now), now, queries.HEATMAP_HOURS
+            run_stats.cached_failure_heatmap_rows(now), now, run_stats.HEATMAP_HOURS
         ),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
@@ -153,9 +154,9 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         "state": state,
         "states": Execution.STATES,
         "query": urlencode({"state": state}) if state else "",
-        "chart": duration_chart(queries.duration_runs(job), now),
-        "run_stats": queries.cached_run_stats(job, now),
-        "stats_sample": queries.STATS_SAMPLE,
+        "chart": duration_chart(run_stats.duration_runs(job), now),
+        "run_stats": run_stats.cached_run_stats(job, now),
+        "stats_sample": run_stats.STATS_SAMPLE,
         "admin_url": admin_url("admin:scheduler_job_change", job.pk),
         # No row until the job's first run settles.
         "health": getattr(job, "health", None),

@@ -10,7 +10,7 @@ from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from dashboard import queries
+from dashboard import run_stats
 from dashboard.stats import percentiles
 from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution
@@ -61,7 +61,7 @@ def test_duration_runs_are_the_finished_runs_oldest_first_with_database_seconds(
     make_execution(job, NOW, state=Execution.PENDING)  # no duration yet
     make_execution(job, NOW - H(1), state=Execution.RUNNING, claimed_at=NOW - H(1))
 
-    runs = queries.duration_runs(job)
+    runs = run_stats.duration_runs(job)
 
     assert [run.pk for run in runs] == [old.pk, failed.pk]
     assert runs[0].seconds == pytest.approx(90.25, abs=0.001)
@@ -72,7 +72,7 @@ def test_duration_runs_are_the_finished_runs_oldest_first_with_database_seconds(
 def test_duration_runs_keep_only_the_newest_up_to_the_limit(make_job, make_run):
     job = make_job()
     runs = [make_run(job, H(h)) for h in range(12, 0, -1)]
-    assert [run.pk for run in queries.duration_runs(job, limit=5)] == [r.pk for r in runs[-5:]]
+    assert [run.pk for run in run_stats.duration_runs(job, limit=5)] == [r.pk for r in runs[-5:]]
 
 
 # Statistics over 7 and 30 days
@@ -95,7 +95,7 @@ def month_of_runs(make_job, make_run):
 
 
 def test_success_rate_counts_settled_runs_in_each_window(month_of_runs):
-    week, month = queries.run_stats(month_of_runs, NOW)
+    week, month = run_stats.run_stats(month_of_runs, NOW)
 
     assert (week.days, week.settled, week.succeeded) == (7, 20, 16)
     assert week.success_rate == 0.8
@@ -103,7 +103,7 @@ def test_success_rate_counts_settled_runs_in_each_window(month_of_runs):
 
 
 def test_percentiles_cover_the_finished_runs_of_each_window(month_of_runs):
-    week, month = queries.run_stats(month_of_runs, NOW)
+    week, month = run_stats.run_stats(month_of_runs, NOW)
 
     week_durations = [i + 1.0 for i in range(20)] + [500.0]  # the cancelled run ran
     month_durations = week_durations + [100.0 + i for i in range(10)]
@@ -117,14 +117,14 @@ def test_percentiles_cover_the_finished_runs_of_each_window(month_of_runs):
 
 
 def test_a_job_without_runs_has_no_rate_and_no_percentiles(make_job):
-    week, month = queries.run_stats(make_job(), NOW)
+    week, month = run_stats.run_stats(make_job(), NOW)
     assert (week.settled, week.success_rate, week.p50, month.p99) == (0, None, None, None)
 
 
 @only_sqlite
 def test_sqlite_percentiles_read_only_the_newest_runs(month_of_runs, monkeypatch):
-    monkeypatch.setattr(queries, "STATS_SAMPLE", 5)
-    week, month = queries.run_stats(month_of_runs, NOW)
+    monkeypatch.setattr(run_stats, "STATS_SAMPLE", 5)
+    week, month = run_stats.run_stats(month_of_runs, NOW)
     # The five newest runs: one not finished by NOW, then those of 1..4 s.
     assert week.p50 == month.p50 == pytest.approx(2.5, abs=0.001)
     assert week.sampled and month.sampled
@@ -132,15 +132,15 @@ def test_sqlite_percentiles_read_only_the_newest_runs(month_of_runs, monkeypatch
 
 
 def test_a_window_read_whole_is_not_marked_sampled(month_of_runs, monkeypatch):
-    monkeypatch.setattr(queries, "STATS_SAMPLE", 31)  # the 7-day window fits
-    week, month = queries.run_stats(month_of_runs, NOW)
+    monkeypatch.setattr(run_stats, "STATS_SAMPLE", 31)  # the 7-day window fits
+    week, month = run_stats.run_stats(month_of_runs, NOW)
     assert not week.sampled
     assert month.sampled == (connection.vendor == "sqlite")
 
 
 def test_stats_are_two_queries_whatever_the_history(month_of_runs, django_assert_num_queries):
     with django_assert_num_queries(2):
-        queries.run_stats(month_of_runs, NOW)
+        run_stats.run_stats(month_of_runs, NOW)
 
 
 # Failure heat-map
@@ -161,7 +161,7 @@ def test_heatmap_counts_failed_and_settled_runs_per_clock_hour(make_job, make_ex
     finished(calm, NOW - H(5) + timedelta(minutes=1), Execution.CANCELLED)  # no verdict
     finished(calm, NOW - H(5), Execution.LOST)
 
-    rows = queries.failure_heatmap_rows(now)
+    rows = run_stats.failure_heatmap_rows(now)
 
     everything, noisy_row, calm_row = rows
     assert everything == ("All jobs", "", {23: (2, 2), 22: (0, 1), 0: (0, 1), 18: (1, 1)})
@@ -176,14 +176,14 @@ def test_heatmap_lists_the_jobs_failing_most_and_no_more(make_job, make_executio
             at = NOW - timedelta(minutes=n)
             make_execution(job, at, state=Execution.FAILED, claimed_at=at, finished_at=at)
 
-    rows = queries.failure_heatmap_rows(NOW, jobs=2)
+    rows = run_stats.failure_heatmap_rows(NOW, jobs=2)
 
     assert [label for label, _, _ in rows] == ["All jobs", "job-3", "job-2"]
 
 
 def test_heatmap_of_a_quiet_day_is_one_row_in_one_query(db, django_assert_num_queries):
     with django_assert_num_queries(2):
-        rows = queries.failure_heatmap_rows(NOW)
+        rows = run_stats.failure_heatmap_rows(NOW)
     assert rows == [("All jobs", "", {})]
 
 
@@ -226,12 +226,12 @@ def test_job_page_with_a_thousand_runs_draws_a_thousand_points(
             claimed_at=NOW - timedelta(minutes=i),
             finished_at=NOW - timedelta(minutes=i) + timedelta(seconds=1 + i % 30),
         )
-        for i in range(queries.CHART_POINTS + 20)
+        for i in range(run_stats.CHART_POINTS + 20)
     )
     with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(JOB_QUERIES):
         html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
-    assert html.count('class="point') == queries.CHART_POINTS
-    assert html.count("data-failed") == queries.CHART_POINTS // 10
+    assert html.count('class="point') == run_stats.CHART_POINTS
+    assert html.count("data-failed") == run_stats.CHART_POINTS // 10
 
 
 def test_overview_shows_the_failure_heatmap(staff_client, make_job, make_run):
@@ -255,11 +255,11 @@ def test_overview_shows_the_failure_heatmap(staff_client, make_job, make_run):
 def test_overview_query_count_with_failing_jobs_stays_bounded(
     staff_client, make_job, make_run, django_assert_max_num_queries
 ):
-    for i in range(queries.HEATMAP_JOBS + 5):
+    for i in range(run_stats.HEATMAP_JOBS + 5):
         make_run(make_job(f"job-{i:02}"), H(1), state=Execution.FAILED)
     with time_machine.travel(NOW, tick=False), django_assert_max_num_queries(OVERVIEW_QUERIES):
         html = staff_client.get(reverse("dashboard:overview")).content.decode()
-    assert html.count("data-heat-row=") == 1 + queries.HEATMAP_JOBS
+    assert html.count("data-heat-row=") == 1 + run_stats.HEATMAP_JOBS
 
 
 # The outcome indexes serve these counts, and only the queries that name them
@@ -277,8 +277,8 @@ def test_heatmap_and_window_counts_read_the_outcome_indexes_alone(make_job, make
     make_run(job, H(1))
     since = NOW - D(7)
     with CaptureQueriesContext(connection) as captured:
-        queries.failure_heatmap_rows(NOW)
-        queries.scalar_counts([(queries.SETTLED, job.pk, since, NOW)])
+        run_stats.failure_heatmap_rows(NOW)
+        run_stats.scalar_counts([(run_stats.SETTLED, job.pk, since, NOW)])
     plans = [query_plan(query["sql"], []) for query in captured.captured_queries]
     assert "COVERING INDEX exec_state_finished" in plans[0]
     assert "COVERING INDEX exec_job_state_finished" in plans[-1]

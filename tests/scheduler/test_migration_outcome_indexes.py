@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from dashboard import queries
+from dashboard import run_stats
 from tests.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +44,7 @@ def test_existing_executions_are_indexed_and_counted():
     try:
         migrate(AFTER)
         assert execution_indexes() >= INDEXES
-        rows = queries.failure_heatmap_rows(T0)
+        rows = run_stats.failure_heatmap_rows(T0)
         assert rows[0][2] == {22: (1, 3)}  # 11:00-12:00 UTC, the hour before T0
         assert rows[1][1] == "report"
     finally:
