@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from audit.models import AuditEvent, Counter, Heartbeat
+from core import db
 
 
 def actor_of(actor: object) -> tuple[str, str]:
@@ -156,7 +157,7 @@ def beat(name: str, now: datetime) -> None:
     # SQLite's busy handler behind the notifier's writes (up to 0.8 s a
     # tick in a burst of deliveries). On PostgreSQL the bare UPDATE is one
     # round trip where BEGIN, UPDATE, COMMIT are three.
-    writing = transaction.atomic() if connection.vendor == "sqlite" else nullcontext()
+    writing = transaction.atomic() if db.on_sqlite() else nullcontext()
     with writing:
         if Heartbeat.objects.filter(name=name).update(at=now):
             return

@@ -13,13 +13,11 @@ that name, so a read-modify-write never replaces a secret with its mask; a
 masked value with nothing stored under its name is refused.
 """
 
-import json
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from ninja.errors import HttpError
 
 import audit
@@ -27,6 +25,7 @@ from audit.changes import MASK, is_secret_env, masked_diff, masked_env
 from calendars.validators import text_problem, text_problems
 from control import ownership, paging
 from control.fields import checked_instant
+from core import db
 from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
 from scheduler.apply.items import ApplyError, job_state, overlap_of
@@ -92,13 +91,8 @@ def listed(
 
 
 def carrying(jobs: QuerySet, label: str) -> QuerySet:
-    """Jobs whose labels include `label`. PostgreSQL tests JSON containment;
-    SQLite has no such lookup, but stores the list as the JSON text Django
-    wrote, where an element is exactly its JSON-quoted self."""
-    if connection.vendor == "postgresql":
-        return jobs.filter(labels__contains=[label])
-    text = Cast("labels", output_field=TextField())
-    return jobs.annotate(labels_text=text).filter(labels_text__contains=json.dumps(label))
+    """Jobs whose labels include `label`."""
+    return db.list_holds(jobs, "labels", label)
 
 
 def kept_secrets(env: Any, stored: dict[str, str]) -> Any:

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, Value, When
 from django.db.models.functions import Greatest
 
+from core import db
 from dispatch import identity
 from dispatch.refusals import Refused
 from runners.models import Runner
@@ -96,7 +97,8 @@ def hand_over(claims, now: datetime) -> None:
     on the objects read instead of reading them again.
     """
     deadline = lease_deadline(now)
-    if len(claims) > 1 and connection.vendor == "postgresql":
+    # By design: PostgreSQL sets each row from a VALUES list, SQLite through CASEs.
+    if len(claims) > 1 and db.on_postgres():
         mark_claimed_from_values(claims, now, deadline)
     else:
         if len(claims) == 1:
@@ -211,7 +213,8 @@ def choose(ready, labels, capacity, held, others=()):
     others = [set(other) for other in others]
     if any(mine <= other for other in others):
         others = []  # a wider set fits all this one does: nothing comes first
-    if connection.vendor == "postgresql":
+    # By design: PostgreSQL fits labels in SQL and skips locked rows; SQLite in Python.
+    if db.on_postgres():
         chosen = ready.filter(job__labels__contained_by=list(labels))
         if held:
             # jsonb ?| on an array: does it hold any of these strings?

@@ -18,6 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 
 import audit
+from core import db
 from dispatch import identity, settle_many
 from dispatch.claims import lease_deadline
 from dispatch.notify import notify_new_work
@@ -380,12 +381,13 @@ def finished_ok(
     ]
     with transaction.atomic():
         with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
+            # By design: one round trip on PostgreSQL (a CTE), three on SQLite.
+            if db.on_postgres():
                 health = [params[1], Execution.SUCCEEDED, Execution.QUEUED]
                 cursor.execute(SUCCEED_HELD_PLAINLY, params + health)
                 settled = cursor.fetchone()
             else:
-                cursor.execute(SUCCEED_HELD[connection.vendor], params)
+                cursor.execute(SUCCEED_HELD[db.vendor()], params)
                 settled = cursor.fetchone()
                 if settled is not None:
                     settled = settled[1:]

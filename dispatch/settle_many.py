@@ -18,6 +18,7 @@ import collections
 
 from django.db import connection, transaction
 
+from core import db
 from dispatch import identity
 from dispatch.notify import notify_new_work
 from runners.models import Runner, RunnerToken
@@ -101,7 +102,8 @@ def succeed_held(secret_hash, session, reports, now):
     """The executions settled, in job order (the order their health rows lock)."""
     at = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        # By design: PostgreSQL settles the batch in one statement, SQLite one by one.
+        if db.on_postgres():
             params = [Execution.SUCCEEDED, at, *(value for report in reports for value in report)]
             params += [session, Execution.RUNNING, secret_hash]
             rows = ", ".join([REPORT_ROW] * len(reports))

@@ -29,6 +29,7 @@ from django.db import (
 from django.db.models import Max, prefetch_related_objects
 
 import audit
+from core import db
 from core.framework_overrides import in_use
 from scheduler.firing import fanout, notifier
 from scheduler.firing.due import (
@@ -192,8 +193,7 @@ def lock_due_jobs(now, lead=NO_LEAD, held=(), ahead=(), pk=None):
         where.append("id = %s")
         params.append(pk)
     sql = f"{JOB_SELECT} WHERE {' AND '.join(where)} ORDER BY next_run_at LIMIT {TRIGGER_BATCH}"
-    if connection.features.has_select_for_update_skip_locked:
-        sql += " FOR UPDATE SKIP LOCKED"
+    sql += db.skip_locked_sql()
     jobs = read_jobs(sql, params)
     if any(job.calendar_id is not None for job in jobs):
         # One query. Without a calendar to read, the ORM would still build

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from core import db
 from scheduler.forecast.core import DEFAULT_SECONDS, HISTORY_RUNS, JobLoad
 from scheduler.forecast.fires import delayed, failing, schedule_fires
 
@@ -133,14 +134,15 @@ def expected_seconds(job_ids: list[int]) -> dict[int, float]:
         return {}
     quote = connection.ops.quote_name
     settled = ", ".join(f"'{state}'" for state in Execution.SETTLED_STATES)
-    sql = HISTORY_SQL[connection.vendor].format(
+    sql = HISTORY_SQL[db.vendor()].format(
         job=quote(Job._meta.db_table),
         execution=quote(Execution._meta.db_table),
         settled=f"e.state IN ({settled})",
         settled2=f"e2.state IN ({settled})",
         ids=", ".join(str(int(pk)) for pk in job_ids),
     )
-    postgres = connection.vendor == "postgresql"
+    # By design: PostgreSQL takes the median in SQL, SQLite's rows are medianed here.
+    postgres = db.on_postgres()
     params = [HISTORY_RUNS] + ([list(job_ids)] if postgres else [])
     # SET LOCAL lasts for its transaction.
     with transaction.atomic() if postgres else nullcontext(), connection.cursor() as cursor:

@@ -4,9 +4,8 @@ ticks (`TickWatch`)."""
 
 from datetime import datetime, timedelta
 
-from django.db import connection
-
 from audit.recording import SCHEDULER_TICK, last_beat
+from core import db
 
 # Batches are sized by time, not rows: each one's transaction aims to take
 # about this long, from the time per row the last one took. On SQLite a
@@ -120,7 +119,8 @@ def next_wake(now: datetime) -> datetime | None:
 
 
 def default_pacer() -> Pacer:
-    seconds = SQLITE_BATCH_SECONDS if connection.vendor == "sqlite" else POSTGRES_BATCH_SECONDS
+    # By design: a batch on SQLite holds the one write lock the tick needs.
+    seconds = SQLITE_BATCH_SECONDS if db.on_sqlite() else POSTGRES_BATCH_SECONDS
     return Pacer(seconds)
 
 

@@ -40,6 +40,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 import audit
 from audit.recording import beat, last_beat
+from core import db
 from scheduler.housekeeping import rows_by_id
 from scheduler.housekeeping.prune_pacing import Pacer, TickWatch, default_pacer, loop_pacer
 from scheduler.models import Execution, LogChunk, TriggerKey
@@ -184,7 +185,8 @@ class Run:
         self.deadline = None if budget is None else clock() + budget
         self.batches = 0  # in this call, both kinds
         self.announced = None
-        sqlite = connection.vendor == "sqlite"
+        # By design: SQLite's one writer needs pauses and its WAL checkpoints.
+        sqlite = db.on_sqlite()
         self.shortest_pause = SQLITE_PAUSE if sqlite else 0.0
         # On SQLite the pruner moves the WAL back into the database itself,
         # in its pauses: a commit that finds the WAL past its autocheckpoint

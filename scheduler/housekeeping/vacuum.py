@@ -12,6 +12,8 @@ import logging
 
 from django.db import connection
 
+from core import db
+
 log = logging.getLogger("croniq.scheduler")
 
 WARNING = (
@@ -23,7 +25,7 @@ WARNING = (
 
 def autovacuum_off() -> bool:
     """True when the database is PostgreSQL and its autovacuum is off."""
-    if connection.vendor != "postgresql":
+    if not db.on_postgres():  # by design: only PostgreSQL has an autovacuum
         return False
     with connection.cursor() as cursor:
         cursor.execute("SHOW autovacuum")

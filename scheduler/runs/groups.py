@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import connection
 
+from core import db
 from scheduler.models import Execution, Job
 from scheduler.runs.concurrency_models import ConcurrencyGroup
 
@@ -90,8 +91,7 @@ class Budget:
         executions as committed now."""
         ordered = sorted(group_ids)
         groups = ConcurrencyGroup.objects.filter(pk__in=ordered).order_by("pk")
-        if connection.features.has_select_for_update:
-            groups = groups.select_for_update()
+        groups = db.for_update(groups)
         budgets = dict(groups.values_list("pk", "max_concurrent"))
         used = running_counts(ordered)
         for pk in ordered:

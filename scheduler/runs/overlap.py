@@ -28,6 +28,7 @@ from datetime import datetime
 from django.db import IntegrityError, connection, transaction
 
 import audit
+from core import db
 from scheduler.firing import fanout, notifier
 from scheduler.models import Execution, Job
 from scheduler.runs.refusals import OperationRefused
@@ -218,8 +219,7 @@ def save_spread(execution: Execution) -> Execution:
 def lock(job_id: int) -> None:
     """Lock the job's row on PostgreSQL (admissions and promotions of one
     job take turns); SQLite's write transactions already do."""
-    if connection.features.has_select_for_update:
-        list(Job.objects.filter(pk=job_id).select_for_update().values_list("pk"))
+    list(db.for_update(Job.objects.filter(pk=job_id)).values_list("pk"))
 
 
 def promote_waiting(now: datetime) -> int:
