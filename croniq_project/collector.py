@@ -8,21 +8,30 @@ exports the same numbers, and they survive restarts of any process.
 
 A scrape costs a fixed handful of queries, whatever the size of the
 execution table: counters are rows, not counts over executions, and the
-per-job series come from one read of the jobs joined to their health.
+per-job series (`job_metrics`) come from one read of the jobs joined to
+their health.
 """
 
 import logging
 import math
 import re
-import threading
 from collections import defaultdict
-from datetime import UTC, datetime
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
+
+from croniq_project.job_metrics import JobRow, job_families, job_rows
+
+# Stored counter rows of one family: [(labels, value)].
+Rows = list[tuple[dict[str, str], float]]
+# A runner as the gauges read it: (name, state, flapping, labels).
+RunnerRow = tuple[str, str, bool, list[str] | None]
 
 logger = logging.getLogger(__name__)
 
@@ -139,19 +148,19 @@ class CroniqCollector:
     `clock` is the seam tests use to scrape at a fixed instant.
     """
 
-    def __init__(self, clock=timezone.now):
+    def __init__(self, clock: Callable[[], datetime] = timezone.now) -> None:
         self.clock = clock
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         # Declaring nothing up front keeps registration from querying the
         # database (at import time there may be no tables yet).
         return []
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         return families(self.clock())
 
 
-def families(now):
+def families(now: datetime) -> Iterator[Metric]:
     """Every Croniq metric family, as of `now`."""
     from runners.models import Runner
 
@@ -174,14 +183,14 @@ def families(now):
 # Stored rows
 
 
-def label_dict(key):
+def label_dict(key: str) -> dict[str, str]:
     """Counter.labels ("k=v,k=v") -> dict."""
     if not key:
         return {}
     return dict(pair.split("=", 1) for pair in key.split(",") if "=" in pair)
 
 
-def stored_series():
+def stored_series() -> tuple[dict[str, Rows], dict[str, dict[str, Any]]]:
     """All Counter rows in one query, split into counters and histograms.
 
     Counters: {family name without _total: [(labels dict, value)]}; a row
@@ -205,7 +214,13 @@ def stored_series():
     return counters, histograms
 
 
-def counter_family(name, help_text, label_names, rows, seeds=()):
+def counter_family(
+    name: str,
+    help_text: str,
+    label_names: Sequence[str],
+    rows: Rows,
+    seeds: Iterable[tuple[str, ...]] = (),
+) -> CounterMetricFamily:
     """A counter family summed onto `label_names`; `seeds` are label value
     tuples exported as 0 until their first increment, so `increase()` sees
     the first event too."""
@@ -219,7 +234,9 @@ def counter_family(name, help_text, label_names, rows, seeds=()):
     return family
 
 
-def contract_counters(counters, runners, jobs):
+def contract_counters(
+    counters: dict[str, Rows], runners: list[RunnerRow], jobs: list[JobRow]
+) -> Iterator[Metric]:
     from audit.recording import label_value
 
     seeds = {
@@ -252,7 +269,7 @@ def contract_counters(counters, runners, jobs):
         yield counter_family(name, help_text, label_names, rows, seeds[name])
 
 
-def other_counters(counters):
+def other_counters(counters: dict[str, Rows]) -> Iterator[Metric]:
     """Counters COUNTERS does not name: exported as stored, with a generic help."""
     taken = {name.removesuffix("_total") for name in COUNTERS} | set(HISTOGRAMS) | GAUGES
     for name, rows in sorted(counters.items()):
@@ -265,11 +282,11 @@ def other_counters(counters):
         yield counter_family(name, f"Croniq counter {name}.", label_names, rows)
 
 
-def valid_label_name(label):
+def valid_label_name(label: str) -> bool:
     return bool(LABEL_NAME.match(label)) and not label.startswith("__") and label != "le"
 
 
-def histogram_family(name, stored):
+def histogram_family(name: str, stored: dict[str, Any]) -> HistogramMetricFamily:
     """A Prometheus histogram from audit.observe's per-bucket (non-cumulative) rows."""
     from audit.recording import LATENCY_BUCKETS
 
@@ -295,7 +312,7 @@ def histogram_family(name, stored):
 # Known label values, exported as zeros before their first increment
 
 
-def reap_reasons():
+def reap_reasons() -> list[str]:
     from scheduler.runs import lifecycle
 
     return sorted(
@@ -309,7 +326,7 @@ def reap_reasons():
     )
 
 
-def retry_reasons():
+def retry_reasons() -> list[str]:
     """What a retry is counted under: the state of the run it repeats (see
     scheduler.runs.lifecycle.create_retry), or an operator's retry."""
     from scheduler.models import Execution
@@ -317,13 +334,13 @@ def retry_reasons():
     return sorted({Execution.FAILED, Execution.TIMED_OUT, Execution.LOST, "operator"})
 
 
-def final_states():
+def final_states() -> Sequence[str]:
     from scheduler.models import Execution
 
     return Execution.FINAL_STATES
 
 
-def notification_routes():
+def notification_routes() -> list[tuple[str, str, str]]:
     """(channel, event, outcome) for each event an enabled rule sends to an
     enabled channel: bounded by the configuration, not by the traffic."""
     from audit.recording import label_value
@@ -341,7 +358,7 @@ def notification_routes():
 # Gauges read at scrape time
 
 
-def runner_gauges(runners):
+def runner_gauges(runners: list[RunnerRow]) -> Iterator[Metric]:
     from audit.recording import label_value
     from runners.models import Runner
 
@@ -361,7 +378,7 @@ def runner_gauges(runners):
     yield states
 
 
-def execution_gauges(runners):
+def execution_gauges(runners: list[RunnerRow]) -> Iterator[Metric]:
     from runners.models import Runner
     from scheduler.models import Execution
 
@@ -380,7 +397,7 @@ def execution_gauges(runners):
     yield unmatched
 
 
-def unmatched_pending(pending, online_label_sets):
+def unmatched_pending(pending: QuerySet, online_label_sets: list[set[str]]) -> dict[str, int]:
     """{"a,b": n} for pending executions no online runner could take.
 
     One GROUP BY over the pending executions' job labels; the matching runs
@@ -395,7 +412,7 @@ def unmatched_pending(pending, online_label_sets):
     return result
 
 
-def scheduler_gauges(now, jobs):
+def scheduler_gauges(now: datetime, jobs: list[JobRow]) -> Iterator[Metric]:
     import audit
     from scheduler.models import Job
 
@@ -426,7 +443,7 @@ def scheduler_gauges(now, jobs):
     yield quarantined
 
 
-def maintenance_gauge(now):
+def maintenance_gauge(now: datetime) -> GaugeMetricFamily:
     from scheduler.runs import maintenance
 
     gauge = GaugeMetricFamily(
@@ -437,7 +454,7 @@ def maintenance_gauge(now):
     return gauge
 
 
-def group_gauges():
+def group_gauges() -> Iterator[Metric]:
     """Each concurrency group's budget and how much of it runs now."""
     from scheduler.models import ConcurrencyGroup
     from scheduler.runs import groups
@@ -461,7 +478,7 @@ def group_gauges():
     yield budget
 
 
-def notification_gauge():
+def notification_gauge() -> GaugeMetricFamily:
     from notifications.models import Notification
 
     # Counted through the `notification_due` partial index (state pending).
@@ -471,199 +488,3 @@ def notification_gauge():
     )
     pending.add_metric([], Notification.objects.filter(state=Notification.PENDING).count())
     return pending
-
-
-# Per-job series: one read of the jobs joined to their health rows
-
-# Exported at 0 before the first such run, so `increase()` sees the first
-# failure too; the rarer states appear once they happened (six series for
-# each of 2,000 jobs would triple the size of a scrape).
-ALWAYS_COUNTED = ("succeeded", "failed")
-
-
-class JobRow(NamedTuple):
-    name: str
-    singleton: bool
-    overlap: str
-    run_on: str
-    quarantined: bool
-    active: bool
-    schedule: str
-    timezone: str
-    calendar_id: int | None
-    calendar_policy: str
-    next_run_at: datetime | None
-    last_success_at: datetime | None
-    last_failure_at: datetime | None
-    runs: tuple  # counts in JobHealth.COUNTED_STATES order; zeros without a health row
-
-
-def job_rows():
-    """Every job with its health, in one LEFT JOIN: the series it feeds are
-    bounded by the job count, never by the history."""
-    from scheduler.models import Job, JobHealth
-
-    counted = [f"health__{state}" for state in JobHealth.COUNTED_STATES]
-    rows = Job.objects.order_by("name").values_list(
-        "name",
-        "singleton",
-        "overlap",
-        "run_on",
-        "error",
-        "enabled",
-        "paused_at",
-        "schedule",
-        "timezone",
-        "calendar_id",
-        "calendar_policy",
-        "next_run_at",
-        "health__last_success_at",
-        "health__last_failure_at",
-        *counted,
-    )
-    jobs = []
-    for name, singleton, overlap, run_on, error, enabled, paused_at, *rest in rows:
-        quarantined = bool(error)
-        active = enabled and paused_at is None and not quarantined
-        schedule, last, runs = rest[:5], rest[5:7], tuple(count or 0 for count in rest[7:])
-        jobs.append(
-            JobRow(name, singleton, overlap, run_on, quarantined, active, *schedule, *last, runs)
-        )
-    return jobs
-
-
-def job_families(jobs, now):
-    from audit.recording import label_value
-    from scheduler.models import JobHealth
-
-    success = GaugeMetricFamily(
-        "croniq_job_last_success_timestamp_seconds",
-        "Unix time of the job's last successful run (absent: it never succeeded).",
-        labels=["job"],
-    )
-    failure = GaugeMetricFamily(
-        "croniq_job_last_failure_timestamp_seconds",
-        "Unix time of the job's last failing run: failed, timed out or lost (absent: never).",
-        labels=["job"],
-    )
-    runs = CounterMetricFamily(
-        "croniq_job_runs",
-        "Runs of the job that reached a final state, by state "
-        "(succeeded and failed always, the other states once they happened).",
-        labels=["job", "state"],
-    )
-    period = GaugeMetricFamily(
-        "croniq_job_period_seconds",
-        "Seconds between the job's next two fire times (absent: disabled, paused, "
-        "quarantined or not firing twice more).",
-        labels=["job"],
-    )
-    periods = job_periods(jobs, now)
-    for job in jobs:
-        name = label_value(job.name)
-        if job.last_success_at is not None:
-            success.add_metric([name], job.last_success_at.timestamp())
-        if job.last_failure_at is not None:
-            failure.add_metric([name], job.last_failure_at.timestamp())
-        for state, count in zip(JobHealth.COUNTED_STATES, job.runs, strict=True):
-            if count or state in ALWAYS_COUNTED:
-                runs.add_metric([name, state], count)
-        if job.name in periods:
-            period.add_metric([name], periods[job.name])
-    yield from (success, failure, runs, period)
-
-
-class PeriodCache:
-    """Seconds between the next two fire times, per (schedule, timezone,
-    calendar rules, calendar policy): 2,000 jobs share far fewer schedules.
-
-    An answer stands until the first of those two instants passes, so it is
-    kept across scrapes: a scrape recomputes only the schedules that fired
-    since the last one.
-    """
-
-    LIMIT = 10_000
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._kept = {}
-
-    def get(self, key, now):
-        """(found, seconds or None): found when computed for an instant
-        between the one it was computed at and the first fire time."""
-        with self._lock:
-            kept = self._kept.get(key)
-        if kept is None or not kept[0] <= now < kept[1]:
-            return False, None
-        return True, kept[2]
-
-    def put(self, key, now, until, seconds):
-        with self._lock:
-            if len(self._kept) >= self.LIMIT:
-                self._kept.clear()
-            self._kept[key] = (now, until, seconds)
-
-
-PERIODS = PeriodCache()
-# A schedule that never fires twice does not start to later.
-NEVER = datetime.max.replace(tzinfo=UTC)
-
-
-def job_periods(jobs, now):
-    """{job name: seconds between its next two fire times} for active jobs."""
-    active = [job for job in jobs if job.active]
-    # The calendars as they are now, part of the cache key: an edited
-    # calendar (or one of its periods) is a new key.
-    calendars = calendar_rules_by_id() if any(j.calendar_id for j in active) else {}
-    periods = {}
-    for job in active:
-        if job.calendar_id is not None and job.calendar_id not in calendars:
-            continue  # a calendar that cannot be evaluated (logged)
-        rules = calendars.get(job.calendar_id)
-        key = (job.schedule, job.timezone, rules, job.calendar_policy)
-        found, seconds = PERIODS.get(key, now)
-        if not found:
-            until, seconds = next_period(job, now, calendars)
-            PERIODS.put(key, now, until, seconds)
-        if seconds is not None:
-            periods[job.name] = seconds
-    return periods
-
-
-def next_period(row, now, calendars):
-    """(valid until, seconds or None) for a job like `row`."""
-    from scheduler.models import Job
-
-    job = Job(
-        schedule=row.schedule,
-        timezone=row.timezone,
-        calendar_id=row.calendar_id,
-        calendar_policy=row.calendar_policy,
-        next_run_at=row.next_run_at,
-    )
-    job.calendar_rules(shared=calendars)
-    try:
-        fires = job.upcoming(now, 2)
-    except ValueError:  # ScheduleError, RulesError: quarantine's business
-        return NEVER, None
-    if len(fires) < 2:
-        return (fires[0] if fires else NEVER), None
-    return fires[0], (fires[1] - fires[0]).total_seconds()
-
-
-def calendar_rules_by_id():
-    """{calendar id: CalendarRules} of every calendar in two queries (the
-    calendars, their periods); base chains are linked in memory."""
-    from calendars.models import Calendar
-
-    calendars = {calendar.pk: calendar for calendar in Calendar.objects.prefetch_related("periods")}
-    for calendar in calendars.values():
-        if calendar.base_id is not None:
-            calendar.base = calendars.get(calendar.base_id)
-    rules = {}
-    for pk, calendar in calendars.items():
-        try:
-            rules[pk] = calendar.rules()
-        except ValueError as e:
-            logger.warning("metrics: calendar %r cannot be evaluated: %s", calendar.name, e)
-    return rules
