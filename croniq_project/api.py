@@ -4,8 +4,11 @@ Errors are answered once, here, as JSON `{"detail": "..."}` (docs/design.md §4)
 bad input never becomes a 500.
 """
 
+from collections.abc import Iterable
+
 from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 
@@ -13,7 +16,7 @@ api = NinjaAPI(title="Croniq", version="1", urls_namespace="api")
 
 
 @api.exception_handler(ValidationError)
-def invalid_input(request, exc):
+def invalid_input(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     errors = [
         {
             "loc": location(error.get("loc", ())),
@@ -26,7 +29,7 @@ def invalid_input(request, exc):
     return api.create_response(request, {"detail": detail, "errors": errors}, status=422)
 
 
-def location(loc):
+def location(loc: Iterable[object]) -> list[str]:
     """("body", "body", "wait") -> ["body", "wait"]: ninja repeats the parameter name."""
     parts = [str(part) for part in loc]
     if len(parts) > 1 and parts[0] == parts[1]:
@@ -35,7 +38,7 @@ def location(loc):
 
 
 @api.exception_handler(HttpError)
-def http_error(request, exc):
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     status = exc.status_code
     if status == 400:
         # django-ninja answers an unparsable JSON body with 400; the
@@ -45,16 +48,16 @@ def http_error(request, exc):
 
 
 @api.exception_handler(RequestDataTooBig)
-def too_big(request, exc):
+def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return api.create_response(request, {"detail": "request body too large"}, status=413)
 
 
 @api.exception_handler(OperationalError)
-def database_unavailable(request, exc):
+def database_unavailable(request: HttpRequest, exc: OperationalError) -> HttpResponse:
     return api.create_response(request, {"detail": "database unavailable"}, status=503)
 
 
-def add_app_routers():
+def add_app_routers() -> None:
     """Routers are added lazily so apps can import this module freely."""
     from control.api import routers
     from dispatch.api import executions_router, runners_router

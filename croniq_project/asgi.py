@@ -1,11 +1,15 @@
 import os
+from typing import TYPE_CHECKING
 
 from croniq_project.startup import web_application
+
+if TYPE_CHECKING:  # imported once Django is set up
+    from croniq_project.asgi_handler import CroniqASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
 
 
-def get_application():
+def get_application() -> "CroniqASGIHandler":
     """Django's `get_asgi_application`, with Croniq's handler."""
     import django
 

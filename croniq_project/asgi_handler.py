@@ -43,12 +43,13 @@ import contextlib
 import functools
 import logging
 import re
+from typing import Any
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.exceptions import DisallowedHost, RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.db import close_old_connections
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
 from core.framework_overrides import in_use
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 NUMBERS = re.compile(r"\d+")
 
 
-def runs_in_a_thread(path):
+def runs_in_a_thread(path: str) -> bool:
     """Whether the view of `path` (under /api/v1/) is sync: Django runs it in
     a thread. Asked on every runner call, and resolving costs about a tenth
     of such a call, so the answer is cached by the path with its numbers
@@ -72,14 +73,14 @@ def runs_in_a_thread(path):
 
 
 @functools.lru_cache(maxsize=1024)
-def resolves_to_sync(path):
+def resolves_to_sync(path: str) -> bool:
     try:
         return not iscoroutinefunction(resolve(path).func)
     except Resolver404:
         return False
 
 
-def refused_host(request):
+def refused_host(request: HttpRequest) -> JsonResponse | None:
     """A JSON 400 for a Host header Django refuses, or None.
 
     Django's middleware would answer it with an HTML page and log a
@@ -105,7 +106,7 @@ class CroniqASGIHandler(ASGIHandler):
         else:
             await super().__call__(scope, receive, send)
 
-    async def handle_runner_call(self, scope, receive, send):
+    async def handle_runner_call(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -123,7 +124,7 @@ class CroniqASGIHandler(ASGIHandler):
             if response is not None:
                 await self.send_response(response, send)
 
-    async def answer_in_a_thread(self, request):
+    async def answer_in_a_thread(self, request: HttpRequest) -> HttpResponse:
         """A sync view's response (the management API's calls beside the
         runner protocol). Django runs it in the one thread of sync code; what
         request_started and request_finished would do for that thread's
@@ -135,7 +136,7 @@ class CroniqASGIHandler(ASGIHandler):
         finally:
             await sync_to_async(close_old_connections)()
 
-    async def answer_unless_gone(self, request, receive):
+    async def answer_unless_gone(self, request: HttpRequest, receive: Any) -> HttpResponse | None:
         """The view's response when its hold ends, or None when the caller
         hung up first.
 
@@ -158,7 +159,7 @@ class CroniqASGIHandler(ASGIHandler):
             hub().spawn(request.answer_hold.unanswered())
         return None
 
-    async def held_response(self, request):
+    async def held_response(self, request: HttpRequest) -> HttpResponse:
         response = await self.run_get_response(request)
         await sleep_until(request.answer_hold.until)
         request.answer_hold.release()

@@ -9,7 +9,7 @@ import os
 import sys
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "croniq_project.settings")
     from django.core.management import execute_from_command_line
 

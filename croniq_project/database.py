@@ -1,6 +1,7 @@
 """DATABASE_URL -> Django DATABASES entry, with Croniq's per-backend tuning."""
 
 import re
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -16,12 +17,12 @@ SUPPORTED_ENGINES = {
 PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:).*@")
 
 
-def redacted(url):
+def redacted(url: str) -> str:
     """The URL as it may be printed: its password replaced by `***`."""
     return PASSWORD_IN_URL.sub(r"\1***@", url, count=1)
 
 
-def database_from_url(url):
+def database_from_url(url: str) -> dict[str, Any]:
     shown = redacted(url)
     try:
         config = dj_database_url.parse(url, conn_max_age=0)

@@ -7,14 +7,17 @@ of a default silently taking its place.
 import ipaddress
 import math
 import os
+from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
+
+Number = TypeVar("Number", int, float)
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
 
 
-def env(name, default=None):
+def env(name: str, default: str | None = None) -> str | None:
     """The value of `name`, or of the file named by `name_FILE` (for secrets)."""
     path = os.environ.get(f"{name}_FILE")
     if path:
@@ -26,7 +29,7 @@ def env(name, default=None):
     return os.environ.get(name, default)
 
 
-def envbool(name, default):
+def envbool(name: str, default: bool) -> bool:
     value = env(name)
     if value is None:
         return default
@@ -38,7 +41,7 @@ def envbool(name, default):
     raise ImproperlyConfigured(f"{name}: expected a boolean (1/0, true/false), got {value!r}")
 
 
-def envint(name, default, minimum=0):
+def envint(name: str, default: int, minimum: int | None = 0) -> int:
     """An integer; negative values are refused unless `minimum` allows them."""
     value = env(name)
     if value is None or value.strip() == "":
@@ -50,7 +53,7 @@ def envint(name, default, minimum=0):
     return at_least(name, number, minimum)
 
 
-def envfloat(name, default, minimum=0):
+def envfloat(name: str, default: float, minimum: float | None = 0) -> float:
     """A finite number: `nan` and `inf` parse as floats but mean nothing here."""
     value = env(name)
     if value is None or value.strip() == "":
@@ -64,20 +67,20 @@ def envfloat(name, default, minimum=0):
     return at_least(name, number, minimum)
 
 
-def at_least(name, number, minimum):
+def at_least(name: str, number: Number, minimum: float | None) -> Number:
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}: must be at least {minimum}, got {number}")
     return number
 
 
-def envlist(name, default):
+def envlist(name: str, default: list[str]) -> list[str]:
     value = env(name)
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def envnetworks(name):
+def envnetworks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """Comma-separated networks ("10.0.0.0/8, fd00::/8", or one address)
     as ipaddress networks; empty when unset."""
     networks = []
@@ -91,7 +94,7 @@ def envnetworks(name):
     return networks
 
 
-def envproxyheader(name):
+def envproxyheader(name: str) -> tuple[str, str] | None:
     """`X-Forwarded-Proto` or `X-Forwarded-Ssl: on` -> Django's
     SECURE_PROXY_SSL_HEADER tuple (the value defaults to `https`); None when unset."""
     value = (env(name) or "").strip()
@@ -106,7 +109,7 @@ def envproxyheader(name):
     return ("HTTP_" + header.upper().replace("-", "_"), expected)
 
 
-def check_heartbeat_fits_lease(heartbeat_interval, lease_ttl):
+def check_heartbeat_fits_lease(heartbeat_interval: float, lease_ttl: float) -> None:
     """A runner renews its leases with each heartbeat; with fewer than three
     heartbeats per lease, one late heartbeat loses every healthy job."""
     if heartbeat_interval > lease_ttl / 3:

@@ -11,12 +11,12 @@ With CRONIQ_METRICS_TOKEN set, a scrape must send `Authorization: Bearer
 import hmac
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django_prometheus.exports import ExportToDjangoView
 from prometheus_client import REGISTRY
 
 
-def metrics_view(request):
+def metrics_view(request: HttpRequest) -> HttpResponse:
     if not scrape_allowed(request, settings.CRONIQ_METRICS_TOKEN):
         response = HttpResponse("metrics need a bearer token\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="croniq metrics"'
@@ -25,7 +25,7 @@ def metrics_view(request):
     return ExportToDjangoView(request)
 
 
-def scrape_allowed(request, token):
+def scrape_allowed(request: HttpRequest, token: str) -> bool:
     if not token:
         return True
     scheme, _, sent = request.headers.get("Authorization", "").partition(" ")
@@ -34,7 +34,7 @@ def scrape_allowed(request, token):
     return hmac.compare_digest(sent.strip().encode(), token.encode())
 
 
-def register_collector():
+def register_collector() -> None:
     """Add Croniq's collector to the registry, once per process (at the first
     scrape: only the web process serves /metrics)."""
     from croniq_project.collector import CroniqCollector

@@ -12,12 +12,14 @@ verified with, MIDDLEWARE names the stock classes instead
 """
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
@@ -61,7 +63,7 @@ class StaticFilesMiddleware(AsyncCapable, WhiteNoiseMiddleware):
 STATIC_BLOCK_SIZE = 64 * 1024
 
 
-def read_in_threads(response):
+def read_in_threads(response: HttpResponse) -> HttpResponse:
     """WhiteNoise's file response, its body read by an async iterator.
 
     WhiteNoise streams through a plain iterator, which Django's ASGI handler
@@ -73,7 +75,7 @@ def read_in_threads(response):
     return response
 
 
-async def file_blocks(file):
+async def file_blocks(file: IO[bytes] | None) -> AsyncIterator[bytes]:
     if file is None:  # HEAD, 304: headers only
         return
     while block := await asyncio.to_thread(file.read, STATIC_BLOCK_SIZE):
@@ -95,12 +97,20 @@ class MetricsAfterMiddleware(AsyncCapable, PrometheusAfterMiddleware):
 
     # Declared async so Django calls them on the event loop, not in a thread;
     # they only update in-process counters.
-    async def process_view(self, request, view_func, *view_args, **view_kwargs):
+    async def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        *view_args: Any,
+        **view_kwargs: Any,
+    ) -> HttpResponse | None:
         return PrometheusAfterMiddleware.process_view(
             self, request, view_func, *view_args, **view_kwargs
         )
 
-    async def process_exception(self, request, exception):
+    async def process_exception(
+        self, request: HttpRequest, exception: Exception
+    ) -> HttpResponse | None:
         return PrometheusAfterMiddleware.process_exception(self, request, exception)
 
 
@@ -121,7 +131,7 @@ class MetricsAfterMiddleware(AsyncCapable, PrometheusAfterMiddleware):
 RUNNER_API_PREFIX = "/api/v1/"
 
 
-def is_runner_api(request):
+def is_runner_api(request: HttpRequest) -> bool:
     return request.path_info.startswith(RUNNER_API_PREFIX)
 
 
@@ -169,7 +179,7 @@ class ApiErrors(MiddlewareMixin):
 
     DETAILS = {404: "Not Found", 405: "Method Not Allowed"}
 
-    def process_response(self, request, response):
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         detail = self.DETAILS.get(response.status_code)
         if detail is None or not request.path_info.startswith("/api/"):
             return response
@@ -198,7 +208,13 @@ class BrowserCsrfMiddleware(SkippedForRunnerApi, CsrfViewMiddleware):
             # and checks everything else in a thread as before.
             self.process_view = self.process_view_async
 
-    async def process_view_async(self, request, callback, callback_args, callback_kwargs):
+    async def process_view_async(
+        self,
+        request: HttpRequest,
+        callback: Callable[..., Any],
+        callback_args: tuple[Any, ...],
+        callback_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
         if is_runner_api(request):
             return None
         return await sync_to_async(CsrfViewMiddleware.process_view, thread_sensitive=True)(

@@ -9,6 +9,8 @@ CSRF cookie. This list answers such questions for subclasses too, so every
 Django check sees the middleware as it really is.
 """
 
+from collections.abc import Collection, Iterable
+
 from django.utils.module_loading import import_string
 
 from core.framework_overrides import in_use
@@ -67,7 +69,7 @@ STOCK_MIDDLEWARE = {
 }
 
 
-def middleware_setting(paths, stock):
+def middleware_setting(paths: Iterable[str], stock: Collection[str]) -> list[str]:
     """MIDDLEWARE from Croniq's `paths`, with the overrides `stock` turns off
     (CRONIQ_STOCK_DJANGO, core.framework_overrides) replaced by Django's
     own: the stock middleware, a plain list."""

@@ -1,11 +1,13 @@
 """Turn configuration mistakes into one clear line instead of a traceback."""
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
 
-def fail_on_bad_configuration(start):
+def fail_on_bad_configuration(start: Callable[[], Any]) -> Any:
     try:
         return start()
     except ImproperlyConfigured as e:
@@ -13,7 +15,7 @@ def fail_on_bad_configuration(start):
         raise SystemExit(2) from None
 
 
-def web_application(make_application):
+def web_application(make_application: Callable[[], Any]) -> Any:
     """The web application, refusing to start without a real SECRET_KEY."""
 
     def start():

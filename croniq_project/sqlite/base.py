@@ -63,7 +63,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         finally:
             raw.execute(f"PRAGMA busy_timeout = {patience}")
 
-    def busy_timeout(self):
+    def busy_timeout(self) -> int:
         """The connection's busy timeout (ms), as its settings set it (read
         on its first eager transaction)."""
         self.ensure_connection()
