@@ -171,7 +171,7 @@ class Execution(models.Model):
             ),
             # The dashboard's failure heat-map: settled runs per state and hour
             # of the last day, and the jobs failing most, counted from the
-            # index alone (dashboard.queries). Partial on SETTLED_STATES:
+            # index alone (dashboard.run_stats). Partial on SETTLED_STATES:
             # SQLite uses it only for queries that name that very IN list,
             # so it never lures a "newest runs of a job" query into a sort.
             models.Index(
@@ -180,7 +180,7 @@ class Execution(models.Model):
                 name="exec_state_finished",
             ),
             # One job's settled runs by outcome and time: the job page's
-            # success rate, its row on the heat-map (dashboard.queries).
+            # success rate, its row on the heat-map (dashboard.run_stats).
             models.Index(
                 fields=["job", "state", "finished_at"],
                 condition=models.Q(state__in=["succeeded", "failed", "timed_out", "lost"]),
