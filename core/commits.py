@@ -24,6 +24,8 @@ import os
 import select
 import sqlite3
 import time
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("croniq.scheduler")
 
@@ -52,38 +54,40 @@ class Commits:
     # edit marker to know whether it saved a job (`scheduler.firing.job_edits`).
     reads_marker = True
 
-    def __init__(self, connect, writes=None):
+    def __init__(self, connect: Callable[[], Any], writes: "FileWrites | None" = None) -> None:
         self.connect = connect
         self.seen = None
         self.writes = writes  # FileWrites of the database, or None
+        # The SETTLE_PAUSES left after the last write: a wait that ends
+        # first (its `seconds`, an interrupt) leaves them to the next.
+        self.pauses = iter(())
 
     @property
-    def blocks(self):
+    def blocks(self) -> bool:
         """Whether `wait` blocks until a write (else callers look in turn)."""
         return self.writes is not None
 
-    def forget_writes(self):
+    def forget_writes(self) -> None:
         """Drop the writes seen so far: the waiter's own commits, just made
         (a commit of another connection among them is visible by now, and
         the next look sees it)."""
         if self.writes is not None:
             self.writes.clear()
 
-    def close(self):
+    def close(self) -> None:
         if self.writes is not None:
             self.writes.close()
             self.writes = None
 
-    def wait(self, seconds, interrupt=None):
+    def wait(self, seconds: float, interrupt: int | None = None) -> bool:
         """Block until another connection may have committed (True), or
         until `seconds` passed or the file descriptor `interrupt` is
         readable (False). Only when `blocks`."""
         deadline = time.monotonic() + seconds
         waited = [self.writes] if interrupt is None else [self.writes, interrupt]
-        pauses = iter(())
         while not self.moved():
             left = max(0.0, deadline - time.monotonic())
-            pause = next(pauses, None)
+            pause = next(self.pauses, None)
             readable, _, _ = select.select(
                 waited, [], [], left if pause is None else min(left, pause)
             )
@@ -95,10 +99,11 @@ class Commits:
                 # after the log is written (SQLite updates the log's index
                 # then): look again after each of SETTLE_PAUSES.
                 self.writes.clear()
-                pauses = iter(SETTLE_PAUSES)
+                self.pauses = iter(SETTLE_PAUSES)
+        self.pauses = iter(())  # its commit was seen
         return True
 
-    def moved(self):
+    def moved(self) -> bool:
         try:
             raw = self.connect()
             now = (raw, raw.execute("PRAGMA data_version").fetchone()[0])
@@ -121,7 +126,7 @@ class FileWrites:
     watcher wakes when someone commits, and only then.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         from inotify_simple import INotify, flags
 
         directory, name = os.path.split(os.path.abspath(path))
@@ -134,10 +139,10 @@ class FileWrites:
             self.inotify.close()
             raise
 
-    def fileno(self):
+    def fileno(self) -> int:
         return self.inotify.fileno()
 
-    def clear(self):
+    def clear(self) -> bool:
         """Read the events that came; whether one was the database's (or
         events were lost: the kernel's queue overflowed)."""
         try:
@@ -146,11 +151,11 @@ class FileWrites:
             return False
         return any(e.name in self.names or e.mask & self.overflow for e in events)
 
-    def close(self):
+    def close(self) -> None:
         self.inotify.close()
 
 
-def file_writes(name):
+def file_writes(name: Any) -> FileWrites | None:
     """FileWrites for the database file `name` (Django's NAME), or None
     where it cannot be had: not Linux, an in-memory database, no inotify
     watch left (the kernel's per-user limit). Callers then look in turn."""
@@ -164,7 +169,7 @@ def file_writes(name):
         return None
 
 
-def of_django(connection, watch=True):
+def of_django(connection: Any, watch: bool = True) -> Commits:
     """Commits seen by a Django connection (the loop's own): its own
     commits do not count, every other connection's do. `watch=False`: no
     FileWrites (the caller only looks in turn)."""
@@ -177,7 +182,7 @@ def of_django(connection, watch=True):
     return Commits(raw, writes)
 
 
-def own_connection(name):
+def own_connection(name: Any) -> Commits:
     """Commits seen by a raw connection of its own to the database file
     `name` (Django's NAME), opened on first use: for an asyncio event loop,
     which must not block on Django's connection. It never waits for a lock

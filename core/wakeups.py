@@ -14,10 +14,16 @@ writes subscribes here, and is called when one may have come.
 
 A subscriber gives `wake()`, called on the listener's thread at each hint
 of its channel (and after each (re)connect), and optionally `connected(up)`,
-told when the hints start and stop coming. Both must be quick and must not
-block: set an event, write to a pipe (`Flag`), or hand over to an event
-loop (`loop.call_soon_threadsafe`). One that raises is logged; the others
-are still called. The thread ends with the last subscription.
+told when the hints start and stop coming, and `every`: it is woken at most
+that often, a hint that comes sooner held until then (never dropped; on
+SQLite a burst of commits is then one wake-up, not one each). Both
+callables must be quick and must not block: set an event, write to a pipe
+(`Flag`), or hand over to an event loop (`loop.call_soon_threadsafe`). One
+that raises is logged; the others are still called. The thread ends with
+the last subscription.
+
+On SQLite the hub, the scheduler loop and the notifier all subscribe here:
+one thread and one inotify watch per process where each ran its own.
 """
 
 import contextlib
@@ -26,6 +32,8 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from django.db import connection
 
@@ -41,39 +49,49 @@ class Flag:
     """A wake-up a thread can block on with select(): `set()` from any
     thread; `clear()` says whether it was set."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.read, self.write = os.pipe()
         os.set_blocking(self.read, False)
         os.set_blocking(self.write, False)
 
-    def fileno(self):
+    def fileno(self) -> int:
         return self.read
 
-    def set(self):
+    def set(self) -> None:
         with contextlib.suppress(OSError):  # full: it is set already; closed: nobody waits
             os.write(self.write, b"!")
 
-    def clear(self):
+    def clear(self) -> bool:
         try:
             return bool(os.read(self.read, 4096))
         except (BlockingIOError, OSError):
             return False
 
-    def close(self):
+    def close(self) -> None:
         for end in (self.read, self.write):
             with contextlib.suppress(OSError):
                 os.close(end)
 
 
 class Subscription:
-    def __init__(self, listener, channel, wake, connected):
+    def __init__(
+        self,
+        listener: "Listener",
+        channel: str,
+        wake: Callable[[], Any],
+        connected: Callable[[bool], Any] | None,
+        every: float | None = None,
+    ) -> None:
         self.listener = listener
         self.channel = channel
         self.wake = wake
         self.connected = connected
         self.up = False  # hints of its channel reach it
+        self.every = every
+        self.next_at = 0.0  # time.monotonic() before which it is not woken again
+        self.held = False  # a hint came before next_at
 
-    def cancel(self):
+    def cancel(self) -> None:
         self.listener.unsubscribe(self)
 
 
@@ -82,14 +100,20 @@ class Listener:
 
     delivers = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.subscriptions = []
         self.thread = None
         self.control = Flag()  # wakes the thread: a subscription came or went
 
-    def subscribe(self, channel, wake, connected=None):
-        subscription = Subscription(self, channel, wake, connected)
+    def subscribe(
+        self,
+        channel: str,
+        wake: Callable[[], Any],
+        connected: Callable[[bool], Any] | None = None,
+        every: float | None = None,
+    ) -> Subscription:
+        subscription = Subscription(self, channel, wake, connected, every)
         with self.lock:
             self.subscriptions.append(subscription)
             if self.thread is None and self.delivers:
@@ -98,13 +122,13 @@ class Listener:
         self.control.set()
         return subscription
 
-    def unsubscribe(self, subscription):
+    def unsubscribe(self, subscription: Subscription) -> None:
         with self.lock:
             if subscription in self.subscriptions:
                 self.subscriptions.remove(subscription)
         self.control.set()
 
-    def current(self):
+    def current(self) -> list[Subscription] | None:
         """The subscriptions now, or None (the thread ends) when none is left."""
         with self.lock:
             if not self.subscriptions:
@@ -112,23 +136,48 @@ class Listener:
                 return None
             return list(self.subscriptions)
 
-    def call(self, function, *args):
+    def call(self, function: Callable[..., Any], *args: Any) -> None:
         try:
             function(*args)
         except Exception:
             log.exception("wake-ups: a subscriber failed; the others are still called")
 
-    def up(self, subscriptions):
+    def hint(self, subscription: Subscription, now: float) -> None:
+        """Wake `subscription`, or hold the hint until its `every` allows."""
+        if now < subscription.next_at:
+            subscription.held = True
+            return
+        subscription.held = False
+        if subscription.every:
+            subscription.next_at = now + subscription.every
+        self.call(subscription.wake)
+
+    def release(self, subscriptions: list[Subscription]) -> float | None:
+        """Wake the subscriptions whose held hint is due now; the seconds
+        until the next one is (None: none is held)."""
+        now = time.monotonic()
+        soonest = None
+        for subscription in subscriptions:
+            if subscription.held:
+                if now >= subscription.next_at:
+                    self.hint(subscription, now)
+                else:
+                    left = subscription.next_at - now
+                    soonest = left if soonest is None else min(soonest, left)
+        return soonest
+
+    def up(self, subscriptions: list[Subscription]) -> None:
         """Hints reach `subscriptions` from now on: tell them, and wake them
         for what came before."""
         for subscription in subscriptions:
             if not subscription.up:
                 subscription.up = True
-                self.call(subscription.wake)  # first: who is told it is up has the wake-up
+                # First: who is told it is up has the wake-up.
+                self.hint(subscription, time.monotonic())
                 if subscription.connected is not None:
                     self.call(subscription.connected, True)
 
-    def down(self):
+    def down(self) -> None:
         with self.lock:
             subscriptions = list(self.subscriptions)
         for subscription in subscriptions:
@@ -137,7 +186,7 @@ class Listener:
                 if subscription.connected is not None:
                     self.call(subscription.connected, False)
 
-    def pause(self, seconds):
+    def pause(self, seconds: float) -> bool:
         """Wait `seconds`, or less once no subscriber is left (True)."""
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
@@ -148,7 +197,7 @@ class Listener:
                     return True
         return self.current() is None
 
-    def run(self):
+    def run(self) -> None:
         pause = FIRST_RECONNECT_PAUSE
         while True:
             try:
@@ -164,7 +213,7 @@ class Listener:
 
 
 class PostgresListener(Listener):
-    def serve(self):
+    def serve(self) -> bool:
         """Listen on one connection until no subscriber is left (True);
         raises when the connection is lost."""
         with db.listen_connection() as conn:
@@ -173,7 +222,7 @@ class PostgresListener(Listener):
             finally:
                 self.down()
 
-    def listen(self, conn):
+    def listen(self, conn: Any) -> bool:
         listened = set()
         socket = conn.fileno()
         heard = set()  # channels notified, not yet dispatched
@@ -190,19 +239,21 @@ class PostgresListener(Listener):
                 conn.execute(f"UNLISTEN {channel}")
             listened = channels
             self.up(subscriptions)
-            if not heard and socket in self.wait(socket):
+            held = self.release(subscriptions)
+            if not heard and socket in self.wait(socket, held):
                 # Read what the socket holds, no round trip (psycopg's
                 # notifies() would wake every 100 ms while it waits).
                 conn.pgconn.consume_input()  # a lost connection raises
                 while (notify := conn.pgconn.notifies()) is not None:
                     heard.add(notify.relname.decode())
+            now = time.monotonic()
             for subscription in subscriptions:
                 if subscription.channel in heard:
-                    self.call(subscription.wake)
+                    self.hint(subscription, now)
             heard.clear()
 
-    def wait(self, socket):
-        readable, _, _ = select.select([socket, self.control], [], [])
+    def wait(self, socket: int, timeout: float | None) -> list[Any]:
+        readable, _, _ = select.select([socket, self.control], [], [], timeout)
         if self.control in readable:
             self.control.clear()
         return readable
@@ -211,7 +262,7 @@ class PostgresListener(Listener):
 class CommitListener(Listener):
     """SQLite: every subscriber is woken by any other connection's commit."""
 
-    def __init__(self, name):
+    def __init__(self, name: Any) -> None:
         super().__init__()
         self.name = str(name)
         writes = commits.file_writes(self.name)
@@ -219,7 +270,7 @@ class CommitListener(Listener):
         if writes is not None:
             writes.close()  # the thread opens its own
 
-    def serve(self):
+    def serve(self) -> bool:
         watcher = commits.own_connection(self.name)
         if not watcher.blocks:
             raise ConnectionError("the database's writes cannot be watched")
@@ -230,9 +281,12 @@ class CommitListener(Listener):
                 if subscriptions is None:
                     return True
                 self.up(subscriptions)
-                if watcher.wait(MAX_RECONNECT_PAUSE, self.control.fileno()):
+                held = self.release(subscriptions)
+                seconds = MAX_RECONNECT_PAUSE if held is None else held
+                if watcher.wait(seconds, self.control.fileno()):
+                    now = time.monotonic()
                     for subscription in subscriptions:
-                        self.call(subscription.wake)
+                        self.hint(subscription, now)
                 else:
                     self.control.clear()
         finally:
@@ -244,7 +298,7 @@ _listener = None
 _listener_lock = threading.Lock()
 
 
-def listener():
+def listener() -> Listener:
     """The process's listener (made on first use, for the default database)."""
     global _listener
     with _listener_lock:
@@ -256,7 +310,7 @@ def listener():
         return _listener
 
 
-def reset():
+def reset() -> None:
     """Cancel every subscription and forget the listener (its thread ends,
     closing its connection): tests, and a process about to drop its
     database."""

@@ -10,17 +10,16 @@ until none is due, so one hanging receiver holds one lane while the others
 go on. The round does not wait for the lanes.
 
 Between rounds it sleeps until the next retry is due, a wake-up or a short
-poll: `wakeup.local` wakes it in the same process; on PostgreSQL the
-process's listener (`core.wakeups`) wakes it when another process commits an event; on SQLite, where
-other processes cannot signal, a commit of any other connection wakes it
-(`core.commits`: a thread blocks until the database's log is written,
-on Linux; elsewhere the notifier looks every 50 ms, at a counter). A
+poll: `wakeup.local` wakes it in the same process; the process's listener
+(`core.wakeups`) wakes it when another process commits an event: on
+PostgreSQL a NOTIFY, on SQLite, where other processes cannot signal, any
+commit (the listener blocks until the database's log is written, on Linux;
+elsewhere the notifier looks every 50 ms, at a counter: `core.commits`). A
 database outage is logged and retried with backoff; nothing ends the thread
 but a stop.
 """
 
 import logging
-import os
 import threading
 import time
 import weakref
@@ -49,8 +48,9 @@ POLL = 5.0
 # events pokes it (`wakeup.poke_after_commit`), and it wakes on connecting.
 LISTENING_POLL = 30.0
 # SQLite: how often the notifier looks for other connections' commits, and
-# at most how often they wake it when a thread watches for them: in a burst
-# each delivery commits, and a round for each would cost more than it finds.
+# at most how often they wake it when the process's listener watches for
+# them (its subscription's `every`): in a burst each delivery commits, and a
+# round for each would cost more than it finds.
 COMMIT_CHECK = 0.05
 MAX_OUTAGE_BACKOFF = 30.0
 ERROR_PAUSE = 1.0
@@ -87,10 +87,6 @@ class DeliveryPool(ThreadPoolExecutor):
                 wrapper.close()
 
 
-def on_postgres() -> bool:
-    return db.on_postgres()
-
-
 class Notifier:
     def __init__(
         self, clock=timezone.now, workers=None, before=None, owner=None, stopping=None
@@ -107,16 +103,16 @@ class Notifier:
         self.pool = None
         self.recorder = None
         self.thread = None
-        self.listener = None  # SQLite: the thread watching commits
-        self.subscription = None  # PostgreSQL: to the process's listener
+        self.subscription = None  # to the process's listener
         self.poll = POLL
-        self.listening = False  # PostgreSQL: hints reach its subscription
-        # SQLite: its thread watches the database's writes, so the rounds
+        # PostgreSQL: NOTIFYs reach its subscription.
+        self.listening = False
+        # SQLite: the listener watches the database's writes, so the rounds
         # need not look for commits; they still poll every POLL, for a
-        # commit the thread did not see (`commits.SETTLE_PAUSES`).
+        # commit it did not see (`commits.SETTLE_PAUSES`).
         self.watching = False
-        self.interrupt = None  # a pipe stop() writes to, ending the listener's wait
-        self.commits = None if on_postgres() else commits.of_django(connection, watch=False)
+        # By design: NOTIFY needs no look; SQLite's commits may (`sleep`).
+        self.commits = None if db.on_postgres() else commits.of_django(connection, watch=False)
 
     # -- life ------------------------------------------------------------------
 
@@ -124,20 +120,7 @@ class Notifier:
         self.pool = DeliveryPool(self.workers)
         self.recorder = delivery.Recorder(written=wakeup.local.set).start()
         self.thread = threading.Thread(target=self.run, name="croniq-notifier", daemon=True)
-        if on_postgres():
-            # The process's listener hands it each NOTIFY (`core.wakeups`).
-            self.subscription = wakeups.listener().subscribe(
-                wakeup.CHANNEL, wakeup.local.set, self.heard_from
-            )
-        elif (watcher := commits.own_connection(connection.settings_dict["NAME"])).blocks:
-            self.interrupt = os.pipe()
-            self.listener = threading.Thread(
-                target=self.watch_commits,
-                args=(watcher,),
-                name="croniq-notifier-commits",
-                daemon=True,
-            )
-            self.listener.start()
+        self.subscribe()
         self.thread.start()
         _running.add(self)
         return self
@@ -149,6 +132,21 @@ class Notifier:
     def alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
 
+    def subscribe(self) -> None:
+        """The process's listener (`core.wakeups`) sets `wakeup.local` at
+        each NOTIFY (PostgreSQL) or commit (SQLite, at most every
+        COMMIT_CHECK); where it cannot watch SQLite's writes, the rounds look
+        for commits themselves (`sleep`)."""
+        listener = wakeups.listener()
+        if self.commits is None:
+            self.subscription = listener.subscribe(
+                wakeup.CHANNEL, wakeup.local.set, self.heard_from
+            )
+        elif listener.delivers:
+            self.subscription = listener.subscribe(
+                wakeup.CHANNEL, wakeup.local.set, self.watched, every=COMMIT_CHECK
+            )
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop claiming; the tries under way end (each within its timeout)."""
         self.stopping.set()
@@ -156,16 +154,9 @@ class Notifier:
         if self.subscription is not None:
             self.subscription.cancel()
             self.subscription = None
-            self.listening = False
-        if self.interrupt is not None:
-            os.write(self.interrupt[1], b"!")
-        for thread in (self.thread, self.listener):
-            if thread is not None:
-                thread.join(timeout)
-        if self.interrupt is not None and not (self.listener and self.listener.is_alive()):
-            for end in self.interrupt:
-                os.close(end)
-            self.interrupt = None
+            self.listening = self.watching = False
+        if self.thread is not None:
+            self.thread.join(timeout)
         _running.discard(self)
 
     def run(self) -> None:
@@ -184,8 +175,8 @@ class Notifier:
         """Until `seconds` pass, a wake-up, another connection's commit
         (SQLite) or a stop."""
         deadline = time.monotonic() + seconds
-        # stop() sets wakeup.local: on PostgreSQL, or while a thread watches
-        # for commits, nothing needs a look between wake-ups.
+        # stop() sets wakeup.local: on PostgreSQL, or while the listener
+        # watches for commits, nothing needs a look between wake-ups.
         polls = self.commits is not None and not self.watching
         check = COMMIT_CHECK if polls else None
         while not self.is_set():
@@ -275,25 +266,13 @@ class Notifier:
             return poll
         return min(poll, max(0.0, (upcoming - now).total_seconds()))
 
-    def watch_commits(self, watcher: Any) -> None:
-        """SQLite: wake the rounds when another connection commits (the
-        watcher's own raw connection never commits: the lanes' commits
-        count)."""
-        self.watching = True
-        try:
-            while not self.is_set():
-                if watcher.wait(LISTENING_POLL, self.interrupt[0]):
-                    wakeup.local.set()
-                    self.stopping.wait(COMMIT_CHECK)
-        except Exception:
-            # The rounds look for commits themselves again (`sleep`).
-            log.exception("notifier: cannot watch the database's writes; looking in turn")
-        finally:
-            self.watching = False
-            watcher.close()
-
     def heard_from(self, up: bool) -> None:
         self.listening = up
+
+    def watched(self, up: bool) -> None:
+        """SQLite: the listener watches the database's writes (or, `up`
+        false, stopped: the rounds look for commits themselves again)."""
+        self.watching = up
 
 
 def stop_all(timeout: float = 30.0) -> None:

@@ -4,14 +4,17 @@ The loop sleeps until its earliest due job, at most its interval; a job
 saved meanwhile may be due sooner. The loop then reads the jobs' edit marker
 (`ticks.last_job_edit`, a MAX over the job table) and ticks if it moved.
 It reads the marker only when something may have changed
-(`watcher(connection).moved()`):
+(`watcher(connection).moved()`). The loop blocks on a subscription to the
+process's listener (`core.wakeups`) until a hint comes (`Listening.wait`):
 
-- SQLite: another connection committed (`core.commits`); the loop
-  blocks until the database's log is written (Linux), elsewhere it looks
-  every EDIT_CHECK_INTERVAL (scheduler.firing.loop);
-- PostgreSQL: a NOTIFY on CHANNEL reached the process's listener
-  (`core.wakeups`); `Job.save` sends one at its commit (`saved`). The loop
-  blocks on its subscription's pipe until one comes (`Listening.wait`).
+- PostgreSQL: a NOTIFY on CHANNEL; `Job.save` sends one at its commit
+  (`saved`).
+- SQLite: a commit of any connection (the listener blocks until the
+  database's log is written, Linux); the loop's own connection then tells
+  whether another one committed (`core.commits`), so its own ticks' commits
+  cost no read of the marker. Where the listener cannot watch the writes
+  (not Linux, an in-memory database) the loop looks for commits every
+  EDIT_CHECK_INTERVAL (scheduler.firing.loop).
 
 A hint lost (a new connection, a writer that does not notify) costs at most
 one interval: each tick reads the earliest due job anew.
@@ -47,18 +50,28 @@ def notify() -> None:
 
 
 class Listening:
-    """PostgreSQL: `moved()` is true when a NOTIFY on CHANNEL came since
-    the last call, and once the subscription is up (what was saved before
-    is unknown). The hints come through the process's listener
-    (`core.wakeups`), not the loop's own connection, which may be pooled."""
+    """`moved()` is true when a hint came since the last call, and once the
+    subscription is up (what was saved before is unknown). The hints come
+    through the process's listener (`core.wakeups`), not the loop's own
+    connection, which may be pooled.
+
+    PostgreSQL: a hint is a NOTIFY on CHANNEL, a job saved. SQLite (given
+    `commits`, the loop connection's): a hint is any commit, the loop's
+    own among them, so `moved()` asks `commits` whether another connection
+    committed, and the loop reads the jobs' edit marker to know whether it
+    saved a job."""
 
     blocks = True  # `wait` blocks until a hint comes
-    # A NOTIFY is a job saved: no need to read the jobs' edit marker.
-    reads_marker = False
 
-    def __init__(self) -> None:
+    def __init__(self, commits: "commits.Commits | None" = None) -> None:
         self.flag = None
         self.subscription = None
+        self.commits = commits
+
+    @property
+    def reads_marker(self) -> bool:
+        # A NOTIFY is a job saved: no need to read the jobs' edit marker.
+        return self.commits is not None
 
     def subscribe(self) -> bool:
         """Subscribe on first use, and wait (at most SUBSCRIBE_PATIENCE) until
@@ -75,10 +88,19 @@ class Listening:
         return True
 
     def forget_writes(self) -> None:
-        """Nothing to forget: its own commits send no NOTIFY."""
+        """Drop the hints of the loop's own commits, just made (SQLite; its
+        own commits send no NOTIFY). Another connection's among them is
+        still seen: `moved()` asks the loop's connection."""
+        if self.flag is not None:
+            self.flag.clear()
 
     def moved(self) -> bool:
-        return self.subscribe() or self.flag.clear()
+        if self.subscribe():
+            return True
+        hinted = self.flag.clear()
+        if self.commits is None:
+            return hinted
+        return self.commits.moved()  # 10 µs, whether hinted or not
 
     def wait(self, seconds: float, interrupt: int) -> bool:
         """Block until a NOTIFY may have come (True), or until `seconds`
@@ -100,4 +122,7 @@ def watcher(connection: Any) -> Any:
     """What tells the loop, on `connection`, that a job may have been saved."""
     if db.on_postgres(connection.alias):
         return Listening()
-    return commits.of_django(connection)
+    seen = commits.of_django(connection, watch=False)
+    if wakeups.listener().delivers:
+        return Listening(seen)
+    return seen  # the loop looks in turn (`Commits.blocks` is false)

@@ -107,37 +107,45 @@ def test_on_sqlite_an_idle_notifier_sleeps_until_another_connection_commits(tran
     assert time.monotonic() - started < 0.6
 
 
-def test_on_sqlite_a_thread_wakes_the_rounds_when_the_database_is_written(tmp_path):
+def test_on_sqlite_the_listener_wakes_the_rounds_when_the_database_is_written(
+    tmp_path, monkeypatch
+):
     import sqlite3
 
-    from core import commits
+    from core import wakeups
 
     path = tmp_path / "watched.sqlite3"
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.execute("CREATE TABLE t (x)")
-    watcher = commits.own_connection(str(path))
-    assert watcher.blocks
+    listener = wakeups.CommitListener(path)
+    assert listener.delivers
+    monkeypatch.setattr(wakeups, "_listener", listener)
     idle = notifier.Notifier(before=[])
-    idle.interrupt = os.pipe()
-    thread = threading.Thread(target=idle.watch_commits, args=(watcher,))
-    thread.start()
+    if idle.commits is None:
+        pytest.skip("on PostgreSQL NOTIFY wakes the rounds")
+    idle.subscribe()
     try:
         wait_for(lambda: idle.watching)
-        time.sleep(0.2)  # its first look (moved) has woken the rounds
+        time.sleep(0.2)  # its coming up has woken the rounds
         wakeup.local.clear()
         assert not wakeup.local.wait(0.3)  # nothing written: nothing wakes them
         writer.execute("INSERT INTO t VALUES (1)")
         assert wakeup.local.wait(1.0)
+        wakeup.local.clear()
+        # A burst of commits wakes them at most every COMMIT_CHECK.
+        woken, started = [], time.monotonic()
+        for n in range(20):
+            writer.execute("INSERT INTO t VALUES (?)", [n])
+            woken.append(wakeup.local.wait(0.005))
+            wakeup.local.clear()
+        elapsed = time.monotonic() - started
+        assert woken.count(True) <= elapsed / notifier.COMMIT_CHECK + 2 < 20
     finally:
-        idle.stopping.set()
-        os.write(idle.interrupt[1], b"!")
-        thread.join(5)
+        idle.stop()
         writer.close()
-        for end in idle.interrupt:
-            os.close(end)
-    assert not thread.is_alive()
     assert not idle.watching  # the rounds look for commits themselves again
+    wait_for(lambda: listener.thread is None)
 
 
 def test_on_sqlite_the_rounds_look_for_commits_while_no_thread_watches(monkeypatch):
