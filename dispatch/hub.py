@@ -1,15 +1,9 @@
 """Wake-ups for waiting long-polls: the process's hub, and how it learns of new work.
 
 A waiting poll holds neither a worker thread nor a database connection: it
-awaits a `Waiter` in this process's `Hub`. The hub learns about new work in
-one of two ways (docs/design.md §4, "Long-poll"):
-
-- PostgreSQL: the process's listener (`core.wakeups`, one LISTEN
-  connection) hands it each NOTIFY on the `croniq_work` channel; whoever
-  commits new pending executions calls `dispatch.notify.notify_new_work()`.
-- SQLite: the loop is another process on the same file, so the hub checks
-  the highest execution id while polls wait, whenever another connection
-  committed (`core.commits`, looked at every `WATCH_INTERVAL` seconds).
+awaits a `Waiter` in this process's `Hub`. The hub learns about new work
+from the process's listener (`core.wakeups`): a NOTIFY on PostgreSQL, a
+commit on SQLite (docs/design.md §4, "Long-poll"; `dispatch.hints`).
 
 On a hint the hub claims, in one database transaction, the ready work for
 its waiting polls, oldest execution first, dealt round the polls it fits. One
@@ -18,40 +12,27 @@ database, and a burst for a hundred polls is one transaction, not a hundred.
 """
 
 import asyncio
-import contextlib
 import logging
 import time
 import weakref
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from core import commits, db, wakeups
+from core import db
 from core.db_threads import run_db, run_hub
+from dispatch import hints
 from dispatch.claims import Handed, serve_waiters
 from dispatch.identity import come_back
 from dispatch.latency import record_latency
-from dispatch.notify import CHANNEL
 from runners.models import Runner
 from scheduler.models import Execution
 
-# SQLite: how often the web process looks for other connections' commits
-# while polls wait (the highest execution id is read only after one); where
-# it can block until the database is written (Linux), at most this often.
-WATCH_INTERVAL = 0.025
-# ...and, where it cannot block, this often once no new execution was
-# committed for QUIET_AFTER seconds: at rest, a quarter of the wake-ups.
-# Other commits (the loop's heartbeat, a finish) do not count: at rest they
-# came every few seconds and kept the watch at its quick pace most of the
-# time. Work the loop creates is committed
-# `scheduler.firing.ticks.FIRE_LEAD` (200 ms) ahead of its instant, so a first
-# commit seen up to 100 ms late is still claimed ahead and handed over at
-# the instant; only work due at once (a retry) may wait that much longer.
-QUIET_WATCH_INTERVAL = 0.1
-QUIET_AFTER = 2.0
 # Both backends: a full look at pending work this often while polls wait, in
 # case a hint was lost (listener reconnecting, a writer that did not notify).
 SAFETY_SCAN_INTERVAL = 1.0
@@ -59,9 +40,9 @@ SAFETY_SCAN_INTERVAL = 1.0
 # new work sends a NOTIFY (`dispatch.notify`), which reaches a connected
 # listener, and the listener scans when it (re)connects. The full look is
 # then a guard, not the path work takes, and once a second it was a third of
-# an idle web process's CPU (bench/idle_cost.py). SQLite, while the watch
+# an idle web process's CPU (bench/idle_cost.py). SQLite, while the listener
 # blocks until the database is written: it sees every commit, and new or
-# re-pended work in the work signature it reads then (`work_signature`).
+# re-pended work in the work signature read then (`hints.work_signature`).
 LISTENING_SAFETY_SCAN_INTERVAL = 5.0
 # How long before an instant the hub claims the work that becomes ready
 # then (created ahead by the loop, `scheduler.firing.ticks.FIRE_LEAD`): the claim's
@@ -94,27 +75,23 @@ LATENCY_FLUSH_DELAY = 0.5
 log = logging.getLogger(__name__)
 
 
-def on_postgres():
-    return db.on_postgres()
-
-
 # -- reading pending work (runs in a database thread) -----------------------
 
 
-def next_ready_at(now):
+def next_ready_at(now: datetime) -> datetime | None:
     """When the earliest pending execution not yet ready becomes ready (or None)."""
     upcoming = Execution.objects.filter(state=Execution.PENDING, run_after__gt=now)
     return upcoming.aggregate(at=Min("run_after"))["at"]
 
 
-def claim_ahead(runs):
+def claim_ahead(runs: int) -> float:
     """How many seconds before an instant of `runs` pending runs the hub claims them."""
     if runs <= LARGE_INSTANT:
         return CLAIM_AHEAD
     return min(CLAIM_AHEAD + (runs - LARGE_INSTANT) * CLAIM_AHEAD_PER_RUN, MAX_CLAIM_AHEAD)
 
 
-def upcoming_work(until):
+def upcoming_work(until: datetime) -> list[tuple[datetime, int | None]]:
     """[(instant, runs)] of the pending work not ready by `until`: the
     earliest instant (runs None: not counted), and the instants within
     MAX_CLAIM_AHEAD of `until` with more than LARGE_INSTANT runs. Those
@@ -133,35 +110,7 @@ def upcoming_work(until):
     return [(at, None), *large]
 
 
-# What the SQLite watch reads after another connection's commit: the
-# highest execution id (new work), and the pending executions' count and
-# sum of ids (work made ready again: a lease reaped, a queued run promoted,
-# a runner's runs released). The pending rows are read from their partial
-# index (exec_pending_order), not the table.
-WORK_SIGNATURE = """
-SELECT (SELECT MAX(id) FROM scheduler_execution), COUNT(*), COALESCE(SUM(id), 0)
-FROM scheduler_execution WHERE state = 'pending'
-"""
-
-
-def work_signature():
-    """(highest execution id, pending count, sum of the pending ids)."""
-    with connection.cursor() as cursor:
-        cursor.execute(WORK_SIGNATURE)
-        top, count, total = cursor.fetchone()
-    return top or 0, count, total
-
-
-def more_work(before, after):
-    """Whether the work signature `after` may hold work that `before` did
-    not: a new execution, more pending, or other pending ones. Fewer
-    pending (claimed, cancelled) is no news for waiting polls."""
-    top, count, ids = after
-    was_top, was_count, was_ids = before
-    return top != was_top or count > was_count or (count == was_count and ids != was_ids)
-
-
-def touch_runners(runner_ids, now):
+def touch_runners(runner_ids: Collection[int], now: datetime) -> None:
     """Waiting polls keep their runners' last_seen_at fresh, one query per interval."""
     waiting = Runner.objects.filter(pk__in=runner_ids)
     waiting.update(last_seen_at=now)
@@ -178,7 +127,15 @@ class Waiter:
     are what `dispatch.claims.serve_waiters` needs to claim for it.
     """
 
-    def __init__(self, loop, runner_id, token, session, capacity, slots=None):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        runner_id: int,
+        token: Any,
+        session: str,
+        capacity: int | None,
+        slots: int | None = None,
+    ) -> None:
         self.runner_id = runner_id
         self.token = token
         self.session = session
@@ -192,7 +149,9 @@ class Waiter:
         self.step_done = asyncio.Event()
 
 
-def serve(waiters, now, until=None):
+def serve(
+    waiters: list[Waiter], now: datetime, until: datetime | None = None
+) -> tuple[list[tuple[Waiter, Any]], list[tuple[datetime, int | None]]]:
     """One database step: claim the work ready by `until` (default `now`)
     for the waiters it fits.
 
@@ -202,14 +161,8 @@ def serve(waiters, now, until=None):
     return serve_waiters(waiters, now, until), upcoming_work(until)
 
 
-def watch_interval(since_new_work):
-    """SQLite: how long the hub's watch sleeps, `since_new_work` seconds
-    after it last saw a new execution committed."""
-    return QUIET_WATCH_INTERVAL if since_new_work >= QUIET_AFTER else WATCH_INTERVAL
-
-
 class Hub:
-    def __init__(self, loop):
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         # Insertion-ordered: the longest-waiting poll is served first.
         self.waiters = {}
@@ -230,15 +183,22 @@ class Hub:
         # work becomes ready: the next poll to wait asks for a scan.
         self.timer_unknown = False
         self.last_touch = 0.0
-        # PostgreSQL: the LISTEN connection is up; SQLite: the watch blocks
-        # until the database is written, and so sees every commit.
+        # PostgreSQL: the LISTEN connection is up; SQLite: the listener
+        # blocks until the database is written, and so sees every commit.
         self.listening = False
         self.latencies = []  # seconds, not yet written (see `observe_latencies`)
         self.flush_due = False
 
     # waiting
 
-    def add(self, runner_id, token, session, capacity, slots=None):
+    def add(
+        self,
+        runner_id: int,
+        token: Any,
+        session: str,
+        capacity: int | None,
+        slots: int | None = None,
+    ) -> Waiter:
         self.start()
         waiter = Waiter(self.loop, runner_id, token, session, capacity, slots)
         self.waiters[waiter] = None
@@ -250,10 +210,15 @@ class Hub:
             self.signal()
         return waiter
 
-    def remove(self, waiter):
+    def remove(self, waiter: Waiter) -> None:
         self.waiters.pop(waiter, None)
 
-    async def wait(self, waiter, timeout, unanswered):
+    async def wait(
+        self,
+        waiter: Waiter,
+        timeout: float | None,
+        unanswered: Callable[[list[dict[str, Any]]], Awaitable[Any]],
+    ) -> Handed:
         """What was claimed for `waiter` (a `Handed`, empty when `timeout`
         ran out).
 
@@ -272,7 +237,7 @@ class Hub:
             self.remove(waiter)
         return waiter.future.result() if waiter.future.done() else Handed([])
 
-    async def last_step(self, waiter):
+    async def last_step(self, waiter: Waiter) -> None:
         """From here no new step takes `waiter`; wait for a step already
         under way, which may still claim for it: never drop what it gets.
         (Without `leaving`, the scanner could start its next step with this
@@ -282,24 +247,26 @@ class Hub:
         while waiter.serving:
             await waiter.step_done.wait()
 
-    async def hand_back_claims(self, waiter, unanswered):
+    async def hand_back_claims(
+        self, waiter: Waiter, unanswered: Callable[[list[dict[str, Any]]], Awaitable[Any]]
+    ) -> None:
         await self.last_step(waiter)
         future = waiter.future
         if future.done() and future.exception() is None:
             await unanswered(future.result().assignments)
 
-    def spawn(self, coroutine):
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run `coroutine` to its end in the background, whoever is cancelled."""
         task = self.loop.create_task(coroutine)
         self.spawned.add(task)
         task.add_done_callback(self.spawned_done)
 
-    def spawned_done(self, task):
+    def spawned_done(self, task: asyncio.Task) -> None:
         self.spawned.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("croniq hub: background step failed", exc_info=task.exception())
 
-    def observe_latencies(self, seconds):
+    def observe_latencies(self, seconds: Iterable[float]) -> None:
         """Dispatch latency samples of answers that left just now: written
         to the database within LATENCY_FLUSH_DELAY, together with the others
         that come meanwhile."""
@@ -308,7 +275,7 @@ class Hub:
             self.flush_due = True
             self.loop.call_later(LATENCY_FLUSH_DELAY, lambda: self.spawn(self.flush_latencies()))
 
-    async def flush_latencies(self):
+    async def flush_latencies(self) -> None:
         self.flush_due = False
         samples, self.latencies = self.latencies, []
         if not samples:
@@ -319,21 +286,22 @@ class Hub:
             log.warning("croniq hub: cannot record dispatch latency: %s", e)
             self.observe_latencies(samples)
 
-    def signal(self):
+    def signal(self) -> None:
         """A hint that work may be ready; scans are coalesced."""
         self.scan_requested.set()
 
     # background tasks, started with the first waiting poll of this loop
 
-    def start(self):
+    def start(self) -> None:
         if self.tasks:
             return
         self.tasks.append(self.loop.create_task(self.scanner()))
         self.tasks.append(self.loop.create_task(self.safety_net()))
-        watch = self.listen if on_postgres() else self.watch
+        # By design: PostgreSQL's writers NOTIFY; SQLite's hub reads what commits changed.
+        watch = self.listen if db.on_postgres() else self.watch
         self.tasks.append(self.loop.create_task(watch()))
 
-    async def scanner(self):
+    async def scanner(self) -> None:
         while True:
             await self.scan_requested.wait()
             self.scan_requested.clear()
@@ -347,7 +315,7 @@ class Hub:
                 log.exception("croniq hub: dispatch step failed")
                 await asyncio.sleep(0.5)
 
-    async def scan(self):
+    async def scan(self) -> None:
         waiters = [w for w in self.waiters if not w.future.done() and not w.leaving]
         start = self.next_slice if self.next_slice < len(waiters) else 0
         self.next_slice = start + STEP_POLLS if start + STEP_POLLS < len(waiters) else 0
@@ -381,7 +349,7 @@ class Hub:
             self.signal()
         self.wake_at(upcoming, timezone.now())
 
-    def claim_until(self, now):
+    def claim_until(self, now: datetime) -> datetime:
         """Up to which instant a scan at `now` claims: CLAIM_AHEAD from now,
         or a large instant whose earlier claim has begun."""
         until = now + timedelta(seconds=CLAIM_AHEAD)
@@ -394,7 +362,7 @@ class Hub:
         self.claiming_to = until if until > now + timedelta(seconds=CLAIM_AHEAD) else None
         return until
 
-    def wake_at(self, upcoming, now):
+    def wake_at(self, upcoming: list[tuple[datetime, int | None]], now: datetime) -> None:
         """Scan again when the claim of the work to come begins:
         CLAIM_AHEAD before the earliest not-yet-ready execution becomes ready,
         earlier for a large instant (`claim_ahead`). `upcoming` is
@@ -409,13 +377,13 @@ class Hub:
             )
             self.timer = self.loop.call_later(max(0.0, delay), self.signal)
 
-    def safety_interval(self):
+    def safety_interval(self) -> float:
         """How long the safety net sleeps between full looks (and between
         looks whether the waiting runners are due a touch)."""
         interval = LISTENING_SAFETY_SCAN_INTERVAL if self.listening else SAFETY_SCAN_INTERVAL
         return min(interval, settings.CRONIQ_HEARTBEAT_INTERVAL)
 
-    async def safety_net(self):
+    async def safety_net(self) -> None:
         heartbeat = settings.CRONIQ_HEARTBEAT_INTERVAL
         while True:
             await asyncio.sleep(self.safety_interval())
@@ -430,104 +398,25 @@ class Hub:
                 except Exception as e:  # noqa: BLE001 - logged; the next round retries
                     log.warning("croniq hub: cannot touch waiting runners: %s", e)
 
-    async def watch(self):
-        """SQLite: wake the scanner when the highest execution id moves.
+    async def watch(self) -> None:
+        """SQLite: wake the scanner when new work may have been committed
+        (`dispatch.hints.watch`)."""
+        await hints.watch(self)
 
-        It is read in a database thread only after a commit of another
-        connection, seen on the event loop by one of its own (a thread hop
-        and an ORM query every WATCH_INTERVAL cost an idle web process
-        about 3% of a core, bench/idle_cost.py). Where the database's
-        writes can be watched (`commits.FileWrites`), the watch sleeps until
-        one, and looks at most every WATCH_INTERVAL; elsewhere it looks
-        every WATCH_INTERVAL, or QUIET_WATCH_INTERVAL at rest."""
-        seen = None
-        watcher = commits.own_connection(connection.settings_dict["NAME"])
-        written = self.written(watcher)
-        # It sees every commit: the full look is a guard, as with LISTEN.
-        self.listening = written is not None
-        last_new_work = time.monotonic()
-        # After a write whose commit was not seen yet: look again after each
-        # of these (`commits.SETTLE_PAUSES`).
-        pauses = iter(())
-        try:
-            while True:
-                if written is not None and written.is_set():
-                    written.clear()  # before the look: a write after it sets it again
-                    pauses = iter(commits.SETTLE_PAUSES)
-                if not (self.waiters or seen is None):
-                    pauses = iter(())  # nobody waits: a new poll scans for itself
-                elif watcher.moved():
-                    pauses = iter(())  # its commit was seen
-                    try:
-                        work = await run_db(work_signature)
-                    except Exception as e:  # noqa: BLE001 - logged; the next round retries
-                        log.warning("croniq hub: cannot watch executions: %s", e)
-                        watcher.seen = None  # look again next round, commit or not
-                        await asyncio.sleep(0.5)
-                        continue
-                    if seen is not None and more_work(seen, work):
-                        last_new_work = time.monotonic()
-                        self.signal()
-                    seen = work
-                if written is None:
-                    await asyncio.sleep(watch_interval(time.monotonic() - last_new_work))
-                    continue
-                await asyncio.sleep(WATCH_INTERVAL)
-                # A commit becomes visible a moment after its log is written.
-                pause = next(pauses, None)
-                if pause is None:
-                    await written.wait()
-                elif not written.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(written.wait(), pause)
-        finally:
-            self.listening = False
-            if written is not None:
-                self.loop.remove_reader(watcher.writes.fileno())
-            watcher.close()
-
-    def written(self, watcher):
-        """An asyncio.Event set when the database is written (cleared by
-        the watch), or None where the writes cannot be watched."""
-        if not watcher.blocks:
-            return None
-        written = asyncio.Event()
-
-        def read():
-            if watcher.writes.clear():
-                written.set()
-
-        self.loop.add_reader(watcher.writes.fileno(), read)
-        return written
-
-    async def listen(self):
-        """PostgreSQL: a subscription to CHANNEL on the process's listener
-        (`core.wakeups`), until cancelled. Its thread hands each NOTIFY to
-        this event loop; on (re)connecting it wakes the scanner for what was
-        committed while nobody listened."""
-
-        def connected(up):
-            self.loop.call_soon_threadsafe(setattr, self, "listening", up)
-
-        def wake():
-            self.loop.call_soon_threadsafe(self.signal)
-
-        subscription = wakeups.listener().subscribe(CHANNEL, wake, connected)
-        try:
-            await self.loop.create_future()  # until cancelled
-        finally:
-            subscription.cancel()
-            self.listening = False
+    async def listen(self) -> None:
+        """PostgreSQL: wake the scanner at each NOTIFY of new work
+        (`dispatch.hints.listen`)."""
+        await hints.listen(self)
 
 
 _hubs = weakref.WeakKeyDictionary()
 
 
-def wake_local_hubs():
+def wake_local_hubs() -> None:
     """New work was committed in this process: wake its hubs now.
 
     A hint from elsewhere takes a round trip (PostgreSQL's NOTIFY) or up to
-    WATCH_INTERVAL (SQLite's watch); work made here (a trigger, a run-now, a
+    `hints.WATCH_INTERVAL` (SQLite's watch); work made here (a trigger, a run-now, a
     retry) is handed to a poll waiting in this process at once. Safe from any
     thread: the hub's own loop runs the signal, after the commit.
     """
@@ -541,7 +430,7 @@ def wake_local_hubs():
             loop.call_soon_threadsafe(current.signal)
 
 
-def hub():
+def hub() -> Hub:
     """The hub of the running event loop (one per web process under uvicorn)."""
     loop = asyncio.get_running_loop()
     current = _hubs.get(loop)

@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from audit.models import Counter
 from core.db_threads import steps_in_caller_thread
 from croniq_project.collector import unmatched_pending
+from dispatch import hints, identity, refusals
 from dispatch import hub as hub_module
-from dispatch import identity, refusals
 from dispatch.hub import CLAIM_AHEAD, Hub, Waiter, serve, touch_runners
 from runners.models import Runner
 from scheduler.firing import ticks
@@ -520,7 +520,7 @@ def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
     transactional_db, loop, runners, monkeypatch
 ):
 
-    monkeypatch.setattr(hub_module, "QUIET_AFTER", 0.2)
+    monkeypatch.setattr(hints, "QUIET_AFTER", 0.2)
     looks = count_looks(monkeypatch)
     current = local_hub_with_a_waiter(loop)
     watch = loop.create_task(current.watch())
@@ -534,7 +534,7 @@ def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
         loop.run_until_complete(asyncio.sleep(0.4))  # quiet: every 100 ms
         Runner.objects.update(last_seen_at=NOW)  # a commit, but no new execution
         # At 25 ms it would look 20 times.
-        assert looks_within(0.5) <= 0.5 / hub_module.QUIET_WATCH_INTERVAL + 2
+        assert looks_within(0.5) <= 0.5 / hints.QUIET_WATCH_INTERVAL + 2
         pending(now=NOW, labels=["linux"])
         loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
         assert looks_within(0.15) >= 3  # new work: every 25 ms again
@@ -549,21 +549,31 @@ def test_on_sqlite_the_watch_sleeps_until_the_database_is_written(
 ):
     import sqlite3
 
-    # The test database is in memory: the watch watches a file of its own,
-    # which the test writes to as another process would commit.
+    from core import wakeups
+
+    # The test database is in memory: the process's listener watches a file
+    # of its own, which the test writes to as another process would commit.
     path = tmp_path / "watched.sqlite3"
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.execute("CREATE TABLE t (x)")
-    looks = count_looks(monkeypatch, path)
+    listener = wakeups.CommitListener(path)
+    if not listener.delivers:
+        pytest.skip("the database's writes cannot be watched here")
+    monkeypatch.setattr(wakeups, "_listener", listener)
+    reads = []
+    signature = hints.work_signature
+    monkeypatch.setattr(
+        hints, "work_signature", lambda: reads.append(time.monotonic()) or signature()
+    )
     current = local_hub_with_a_waiter(loop)
     watch = loop.create_task(current.watch())
     try:
         loop.run_until_complete(asyncio.sleep(0.3))
         start = time.monotonic()
         loop.run_until_complete(asyncio.sleep(0.5))
-        # Nothing written: no look (every 100 ms at rest, it would look 5 times).
-        assert not [at for at in looks if at >= start]
+        # Nothing written: no read (every 100 ms at rest, it would look 5 times).
+        assert reads and not [at for at in reads if at >= start]
         pending(now=NOW, labels=["linux"])
         writer.execute("INSERT INTO t VALUES (1)")
         loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
@@ -572,30 +582,31 @@ def test_on_sqlite_the_watch_sleeps_until_the_database_is_written(
         watch.cancel()
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
         writer.close()
+    assert not current.listening
 
 
 def test_the_work_signature_tells_new_or_re_pended_work_from_work_taken(db):
     first = pending(now=NOW, labels=["linux"])
-    before = hub_module.work_signature()
+    before = hints.work_signature()
     Execution.objects.filter(pk=first.pk).update(state=Execution.RUNNING)  # claimed
-    claimed = hub_module.work_signature()
-    assert not hub_module.more_work(before, claimed)
+    claimed = hints.work_signature()
+    assert not hints.more_work(before, claimed)
 
     Execution.objects.filter(pk=first.pk).update(state=Execution.PENDING)  # reaped: no new id
-    released = hub_module.work_signature()
+    released = hints.work_signature()
     assert released[0] == claimed[0]
-    assert hub_module.more_work(claimed, released)
+    assert hints.more_work(claimed, released)
 
     second = pending(now=NOW, labels=["linux"])
     Execution.objects.filter(pk=first.pk).update(state=Execution.RUNNING)
     # One claimed and one new between two looks: the new id says it.
-    assert hub_module.more_work(released, hub_module.work_signature())
-    second_pending = hub_module.work_signature()
+    assert hints.more_work(released, hints.work_signature())
+    second_pending = hints.work_signature()
     Execution.objects.filter(pk=second.pk).update(state=Execution.RUNNING)
     Execution.objects.filter(pk=first.pk).update(state=Execution.PENDING)
     # As many pending as before, but another one: one was claimed and one
     # made ready again between two looks.
-    assert hub_module.more_work(second_pending, hub_module.work_signature())
+    assert hints.more_work(second_pending, hints.work_signature())
 
 
 def test_a_hub_whose_watch_sees_every_commit_looks_in_full_every_5_seconds(settings):
@@ -610,12 +621,12 @@ def test_a_hub_whose_watch_sees_every_commit_looks_in_full_every_5_seconds(setti
 
 
 def test_the_sqlite_watch_slows_down_once_nothing_was_committed_for_a_while():
-    assert hub_module.watch_interval(0.0) == hub_module.WATCH_INTERVAL
-    assert hub_module.watch_interval(hub_module.QUIET_AFTER - 0.01) == hub_module.WATCH_INTERVAL
-    assert hub_module.watch_interval(hub_module.QUIET_AFTER) == hub_module.QUIET_WATCH_INTERVAL
+    assert hints.watch_interval(0.0) == hints.WATCH_INTERVAL
+    assert hints.watch_interval(hints.QUIET_AFTER - 0.01) == hints.WATCH_INTERVAL
+    assert hints.watch_interval(hints.QUIET_AFTER) == hints.QUIET_WATCH_INTERVAL
     # Seen up to the quiet interval late, work the loop fires ahead is still
     # seen (and claimed) before its instant.
-    assert ticks.FIRE_LEAD.total_seconds() > hub_module.QUIET_WATCH_INTERVAL
+    assert ticks.FIRE_LEAD.total_seconds() > hints.QUIET_WATCH_INTERVAL
 
 
 # -- large instants are claimed earlier --------------------------------------
