@@ -10,7 +10,9 @@ import contextlib
 import functools
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection
@@ -37,6 +39,8 @@ HUB_THREADS = {"postgresql": 1}
 IDLE_CHECK_AFTER = 5.0
 
 
+T = TypeVar("T")
+
 _executor_lock = threading.Lock()
 _executors = {}  # pool name -> pool
 _lane_pools = {}  # lane -> its pool (dispatch may share the calls pool)
@@ -44,7 +48,7 @@ _local = threading.local()
 CALLS, DISPATCH, HUB = "calls", "dispatch", "hub"
 
 
-def pool_for(lane):
+def pool_for(lane: str) -> tuple[str, int]:
     """(pool name, threads) for a lane: dispatch and the hub share the calls
     pool where they have no threads of their own."""
     vendor = connection.vendor
@@ -54,7 +58,7 @@ def pool_for(lane):
     return CALLS, DB_THREADS.get(vendor, 4)
 
 
-def executor(lane=CALLS):
+def executor(lane: str = CALLS) -> ThreadPoolExecutor:
     # Every runner call passes here on the event loop: no lock, and no
     # `connection` (each request's context would build a new wrapper for it).
     pool = _lane_pools.get(lane)
@@ -87,17 +91,17 @@ def _run_in_db_thread(fn, args, kwargs):
 _caller_thread = False
 
 
-async def run_db(fn, *args, **kwargs):
+async def run_db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run `fn` in a database thread; the caller's coroutine holds no connection."""
     return await _run_in(CALLS, fn, args, kwargs)
 
 
-async def run_dispatch(fn, *args, **kwargs):
+async def run_dispatch(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`run_db` for claims: in the dispatch threads where there are some."""
     return await _run_in(DISPATCH, fn, args, kwargs)
 
 
-async def run_hub(fn, *args, **kwargs):
+async def run_hub(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`run_db` for the hub's claims: in its own thread where there is one."""
     return await _run_in(HUB, fn, args, kwargs)
 
@@ -111,7 +115,7 @@ async def _run_in(lane, fn, args, kwargs):
 
 
 @contextlib.contextmanager
-def steps_in_caller_thread():
+def steps_in_caller_thread() -> Iterator[None]:
     """Run database steps on the thread that drives the event loop (tests)."""
     global _caller_thread
     _caller_thread = True
@@ -121,7 +125,7 @@ def steps_in_caller_thread():
         _caller_thread = False
 
 
-def close_connections(timeout=5.0):
+def close_connections(timeout: float = 5.0) -> None:
     """Close the database connection of every database thread (the test
     suite, before it drops its database). Each thread closes its own: one
     task per thread, held at a barrier until all have come."""

@@ -10,11 +10,13 @@ for itself (`claim`); the hub claims for all its waiting polls at once
 
 import collections
 import typing
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, Count, F, Q, Value, When
+from django.db.models import Case, Count, F, Q, QuerySet, Value, When
 from django.db.models.functions import Greatest
 
 from core import db
@@ -57,11 +59,17 @@ class Handed(typing.NamedTuple):
     ready_at: tuple = ()
 
 
-def lease_deadline(now: datetime):
+# What one claim hands to one poll: its runner, session and executions.
+Claim = tuple[Runner, str, list[Execution]]
+# What a maintenance holds back (`scheduler.runs.maintenance.Maintenance.held`).
+Held = frozenset[str] | str | None
+
+
+def lease_deadline(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.CRONIQ_LEASE_TTL)
 
 
-def claim(runner, session: str, capacity, now: datetime):
+def claim(runner: Runner, session: str, capacity: int, now: datetime) -> list[Execution]:
     """Claim up to `capacity` ready executions the runner's labels allow.
 
     Returns them (job loaded) oldest first; an empty list when the runner is
@@ -87,7 +95,7 @@ def claim(runner, session: str, capacity, now: datetime):
     return executions
 
 
-def hand_over(claims, now: datetime) -> None:
+def hand_over(claims: list[Claim], now: datetime) -> None:
     """Mark executions as claimed, in one UPDATE: `claims` is
     [(runner, session, [execution, ...])], the executions read and locked by
     this transaction.
@@ -128,7 +136,7 @@ def hand_over(claims, now: datetime) -> None:
             execution.claimed_at = max(now, execution.run_after)
 
 
-def mark_claimed_from_values(claims, now: datetime, deadline) -> None:
+def mark_claimed_from_values(claims: list[Claim], now: datetime, deadline: datetime) -> None:
     """hand_over's UPDATE on PostgreSQL for several runners: each row's
     runner and session joined from a VALUES list.
 
@@ -158,19 +166,26 @@ def mark_claimed_from_values(claims, now: datetime, deadline) -> None:
         cursor.execute(sql, params)
 
 
-def when_among(executions, value):
+def when_among(executions: Iterable[Execution], value: Any) -> When:
     return When(pk__in=[e.pk for e in executions], then=value)
 
 
-def ready_executions(now: datetime):
+def ready_executions(now: datetime) -> QuerySet[Execution]:
     return Execution.objects.filter(
         state=Execution.PENDING, run_after__lte=now, cancel_requested_at__isnull=True
     ).order_by(*CLAIM_ORDER)
 
 
 def claimable(
-    labels, capacity, now: datetime, exclude=(), held=None, budget=None, names=(), others=()
-):
+    labels: Iterable[str],
+    capacity: int,
+    now: datetime,
+    exclude: Iterable[int] = (),
+    held: Held = None,
+    budget: groups.Budget | None = None,
+    names: Iterable[str] = (),
+    others: Iterable[Iterable[str]] = (),
+) -> list[Execution]:
     """The oldest ready executions whose job labels are all in `labels` (job
     loaded), leaving out the ids in `exclude` (taken by this transaction),
     the jobs a maintenance holds (`held`, see `Maintenance.held`), runs
@@ -206,7 +221,13 @@ def claimable(
     return sorted(chosen, key=claim_order)
 
 
-def choose(ready, labels, capacity, held, others=()):
+def choose(
+    ready: QuerySet[Execution],
+    labels: Iterable[str],
+    capacity: int,
+    held: Held,
+    others: Iterable[Iterable[str]] = (),
+) -> list[Execution]:
     """Up to `capacity` of `ready` that `labels` fit and no maintenance holds;
     what none of `others` fits first."""
     mine = set(labels)
@@ -245,7 +266,7 @@ def choose(ready, labels, capacity, held, others=()):
     return list(ready.filter(pk__in=ids)) if ids else []
 
 
-def assignment(execution):
+def assignment(execution: Execution) -> dict[str, Any]:
     """The contract's Assignment for a claimed execution (docs/design.md §4)."""
     job = execution.job
     return {
@@ -262,12 +283,12 @@ def assignment(execution):
     }
 
 
-def wanted(runner, capacity):
+def wanted(runner: Runner, capacity: int | None) -> int:
     """How many executions a poll asks for: its `capacity`, else the runner's."""
     return runner.capacity if capacity is None else capacity
 
 
-def answer(runner, executions, now: datetime):
+def answer(runner: Runner, executions: list[Execution], now: datetime) -> Handed:
     """A poll's `Handed` (after the commit); a flapping mark may clear here."""
     if runner.flapping:
         identity.check_flapping(runner, now)
@@ -278,7 +299,9 @@ def answer(runner, executions, now: datetime):
     )
 
 
-def serve_waiters(waiters, now: datetime, until):
+def serve_waiters(
+    waiters: list[Any], now: datetime, until: datetime
+) -> list[tuple[Any, Handed | Refused]]:
     """Claim ready work for waiting polls in one transaction.
 
     The oldest ready executions are dealt round the polls they fit (their
@@ -305,13 +328,15 @@ def serve_waiters(waiters, now: datetime, until):
     return refused + served
 
 
-def not_before(executions, now: datetime):
+def not_before(executions: Iterable[Execution], now: datetime) -> datetime | None:
     """The instant the last of `executions` becomes ready, if after `now`."""
     latest = max(e.run_after for e in executions)
     return latest if latest > now else None
 
 
-def runners_with_room(waiters):
+def runners_with_room(
+    waiters: list[Any],
+) -> tuple[dict[Any, tuple[Runner, int]], list[tuple[Any, Refused]]]:
     """({waiter: (runner, how many it takes)}, [(waiter, refusal)]): the waiters
     still entitled to work, and the refused ones (superseded, forgotten)."""
     runners = Runner.objects.in_bulk({w.runner_id for w in waiters})
@@ -333,7 +358,7 @@ def runners_with_room(waiters):
     return room, refused
 
 
-def refills(waiter):
+def refills(waiter: Any) -> bool:
     """Whether a waiting poll takes the slots its runner's runs free while
     it waits: it said how many slots its runner has (`slots`), and more
     than it asked for (`capacity`) when it was sent.
@@ -348,7 +373,7 @@ def refills(waiter):
     return waiter.slots is not None and waiter.slots > (waiter.capacity or 0)
 
 
-def open_runs(runner_ids):
+def open_runs(runner_ids: Collection[int]) -> dict[int, int]:
     """{runner id: executions the server counts as running on it}. A run
     whose finish is on its way still counts: a runner is never offered more
     than the slots it has free, only sometimes fewer."""
@@ -363,7 +388,12 @@ def open_runs(runner_ids):
     return dict(rows)
 
 
-def hand_out(room, now: datetime, held=None, budget=None):
+def hand_out(
+    room: dict[Any, tuple[Runner, int]],
+    now: datetime,
+    held: Held = None,
+    budget: groups.Budget | None = None,
+) -> dict[Any, list[Execution]]:
     """{waiter: [execution, ...]}: ready work, oldest first, dealt round the
     waiters it fits in turn, longest-waiting first.
 
@@ -400,7 +430,12 @@ def hand_out(room, now: datetime, held=None, budget=None):
     return {waiter: sorted(got, key=claim_order) for waiter, got in handed.items()}
 
 
-def scarcest_first(executions, fits, left, names):
+def scarcest_first(
+    executions: list[Execution],
+    fits: dict[Any, frozenset[str]],
+    left: dict[Any, int],
+    names: dict[Any, str],
+) -> list[Execution]:
     """`executions` by how many of the waiting slots fit them (fewest first),
     oldest first among equals."""
     slots = {}  # {(job labels, pinned runner): waiting slots that fit}
@@ -421,7 +456,14 @@ def scarcest_first(executions, fits, left, names):
     )
 
 
-def candidates(fits, left, now: datetime, held=None, budget=None, names=None):
+def candidates(
+    fits: dict[Any, frozenset[str]],
+    left: dict[Any, int],
+    now: datetime,
+    held: Held = None,
+    budget: groups.Budget | None = None,
+    names: dict[Any, str] | None = None,
+) -> list[Execution]:
     """The ready executions the waiters can run, oldest first: for each
     distinct set of runner labels (in the order of its longest-waiting
     poll), the oldest that fit it, as many as those polls have room for.
@@ -449,5 +491,5 @@ def candidates(fits, left, now: datetime, held=None, budget=None, names=None):
     return sorted(chosen.values(), key=claim_order)
 
 
-def claim_order(execution):
+def claim_order(execution: Execution) -> tuple[Any, ...]:
     return tuple(getattr(execution, field) for field in CLAIM_ORDER)

@@ -11,7 +11,9 @@ counted (invariant 3, fencing).
 
 import functools
 import logging
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -21,6 +23,7 @@ import audit
 from core import db
 from dispatch import identity, settle_many
 from dispatch.claims import lease_deadline
+from dispatch.identity import Credential
 from dispatch.notify import notify_new_work
 from dispatch.refusals import Conflict, NotFound, Refused, TooLarge
 from runners.models import RunnerToken
@@ -28,6 +31,7 @@ from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
 from scheduler.runs import lifecycle, outcomes, overlap
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_ERROR_CHARS = 10_000
 # Final states a runner's finish call produces (not lost, not skipped).
@@ -42,7 +46,9 @@ FINISHED_BY_RUNNER = (
 # -- handing back -----------------------------------------------------------
 
 
-def hand_back(runner_id: int, session: str, assignments, now: datetime):
+def hand_back(
+    runner_id: int, session: str, assignments: Iterable[dict[str, Any]], now: datetime
+) -> list[int]:
     """Put back work claimed for a poll whose runner hung up before the
     answer was sent.
 
@@ -77,7 +83,13 @@ def hand_back(runner_id: int, session: str, assignments, now: datetime):
     return [e.pk for e in held]
 
 
-def hand_back_unstarted(credential, runner_id: int, session: str, held, now: datetime):
+def hand_back_unstarted(
+    credential: Credential,
+    runner_id: int,
+    session: str,
+    held: Iterable[tuple[int, int]],
+    now: datetime,
+) -> list[int]:
     """The runner's own hand-back: work it received but will not start (it
     is shutting down). `held` is [(execution id, lease)]; returns the ids
     handed back. Only work the calling session holds under those leases."""
@@ -91,7 +103,13 @@ def hand_back_unstarted(credential, runner_id: int, session: str, held, now: dat
 # -- heartbeat -------------------------------------------------------------
 
 
-def heartbeat(credential, runner_id: int, session: str, held, now: datetime):
+def heartbeat(
+    credential: Credential,
+    runner_id: int,
+    session: str,
+    held: Iterable[tuple[int, int]],
+    now: datetime,
+) -> dict[str, Any]:
     """Renew the leases the runner still holds.
 
     `held` is a list of (execution id, lease). Returns the contract's answer:
@@ -132,7 +150,15 @@ def heartbeat(credential, runner_id: int, session: str, held, now: datetime):
 class StaleLease(Conflict):
     """A write under a lease the caller no longer holds."""
 
-    def __init__(self, execution, token, session: str, lease: int, call, at) -> None:
+    def __init__(
+        self,
+        execution: Execution,
+        token: RunnerToken,
+        session: str,
+        lease: int,
+        call: str,
+        at: datetime,
+    ) -> None:
         super().__init__(
             f"execution {execution.pk} is not held under lease {lease} by this session"
         )
@@ -158,7 +184,7 @@ class StaleLease(Conflict):
         )
 
 
-def under_lease(execution, token, session: str, lease: int):
+def under_lease(execution: Execution, token: RunnerToken, session: str, lease: int) -> bool:
     """Whether the call comes from the session, lease and token that last held
     `execution`, whatever its state now."""
     return (
@@ -169,11 +195,11 @@ def under_lease(execution, token, session: str, lease: int):
     )
 
 
-def holds(execution, token, session: str, lease: int):
+def holds(execution: Execution, token: RunnerToken, session: str, lease: int) -> bool:
     return execution.state == Execution.RUNNING and under_lease(execution, token, session, lease)
 
 
-def find_execution(execution_id: int, lock: bool = False):
+def find_execution(execution_id: int, lock: bool = False) -> Execution:
     found = Execution.objects.select_related("runner")
     if lock:
         found = found.select_for_update(of=("self",))
@@ -183,7 +209,7 @@ def find_execution(execution_id: int, lock: bool = False):
     return execution
 
 
-def audited(fn):
+def audited(fn: Callable[..., T]) -> Callable[..., T]:
     """Record a StaleLease after the transaction that found it rolled back."""
 
     @functools.wraps(fn)
@@ -197,14 +223,20 @@ def audited(fn):
     return run
 
 
-def clean_text(text):
+def clean_text(text: str) -> str:
     """Text the database can store: no NUL, no lone surrogates."""
     return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
 @audited
 def append_log(
-    token, execution_id: int, session: str, lease: int, seq: int, data, now: datetime
+    token: RunnerToken,
+    execution_id: int,
+    session: str,
+    lease: int,
+    seq: int,
+    data: str,
+    now: datetime,
 ) -> bool:
     """Append one chunk; a retried `seq` is accepted without a second row."""
     data = clean_text(data)
@@ -233,7 +265,7 @@ def append_log(
     return True
 
 
-def fit_log(data, size, used):
+def fit_log(data: str, size: int, used: int) -> tuple[str, int, bool]:
     """(text to store, bytes counted, truncated) under the per-execution cap."""
     limit = settings.CRONIQ_LOG_LIMIT
     room = max(0, limit - used)
@@ -243,7 +275,7 @@ def fit_log(data, size, used):
     return kept + LOG_TRUNCATED_MARKER.format(limit=limit), len(kept.encode("utf-8")), True
 
 
-def outcome(execution, exit_code, timed_out):
+def outcome(execution: Execution, exit_code: int | None, timed_out: bool) -> str:
     if timed_out:
         return Execution.TIMED_OUT
     if exit_code == 0:
@@ -254,15 +286,15 @@ def outcome(execution, exit_code, timed_out):
 
 
 def finish(
-    credential,
+    credential: Credential,
     execution_id: int,
     session: str,
     lease: int,
-    exit_code,
-    error,
-    timed_out,
+    exit_code: int | None,
+    error: str | None,
+    timed_out: bool,
     now: datetime,
-):
+) -> str:
     """Settle the execution for the caller; returns its final state.
 
     A success, by far the most common finish, is one conditional write that
@@ -279,7 +311,13 @@ def finish(
     return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
 
 
-def finish_many(credential, runner_id: int, session: str, reports, now: datetime):
+def finish_many(
+    credential: Credential,
+    runner_id: int,
+    session: str,
+    reports: Iterable[tuple[int, int, int | None, str | None, bool]],
+    now: datetime,
+) -> list[dict[str, Any]]:
     """The batch finish of runner `runner_id`: each report settled as
     `finish` settles it and answered on its own. The successes the caller
     holds are settled together, in one transaction (`settle_many`); every
@@ -320,7 +358,7 @@ def finish_many(credential, runner_id: int, session: str, reports, now: datetime
     return answers
 
 
-def clean_error(error):
+def clean_error(error: str | None) -> str:
     return clean_text(error or "")[:MAX_ERROR_CHARS]
 
 
@@ -363,7 +401,7 @@ SUCCEED_HELD_PLAINLY = f"""
 
 
 def finished_ok(
-    secret_hash, execution_id: int, session: str, lease: int, error, now: datetime
+    secret_hash: str | None, execution_id: int, session: str, lease: int, error: str, now: datetime
 ) -> bool:
     """Settle a success in one write, if the caller (the token `secret_hash`)
     holds the execution."""
@@ -408,8 +446,15 @@ def finished_ok(
 
 @audited
 def finish_held(
-    token, execution_id: int, session: str, lease: int, exit_code, error, timed_out, now: datetime
-):
+    token: RunnerToken,
+    execution_id: int,
+    session: str,
+    lease: int,
+    exit_code: int | None,
+    error: str,
+    timed_out: bool,
+    now: datetime,
+) -> str:
     """The full finish: read the execution, check the lease, settle.
 
     A retried finish of the same lease that was already accepted answers the
@@ -437,11 +482,11 @@ def finish_held(
     return state
 
 
-def lease_lapsed(execution, now: datetime):
+def lease_lapsed(execution: Execution, now: datetime) -> bool:
     return execution.lease_expires_at is not None and execution.lease_expires_at < now
 
 
-def reap_late(execution, now: datetime):
+def reap_late(execution: Execution, now: datetime) -> str:
     """A failure reported under a lease that has run out is settled as the
     reaper would have settled it: lost, and retried. The runner kills a job
     whose lease it could not renew and reports that kill only after the
@@ -457,13 +502,15 @@ def reap_late(execution, now: datetime):
     return execution.state
 
 
-def confirms_kill(execution, token, session: str, lease: int):
+def confirms_kill(execution: Execution, token: RunnerToken, session: str, lease: int) -> bool:
     """The end of a run the server timed out, reported by the runner that
     held it under that lease: its process is gone (see lifecycle.confirm_kill)."""
     return execution.state == Execution.TIMED_OUT and under_lease(execution, token, session, lease)
 
 
-def already_finished(execution, token, session: str, lease: int, exit_code):
+def already_finished(
+    execution: Execution, token: RunnerToken, session: str, lease: int, exit_code: int | None
+) -> bool:
     return (
         execution.state in FINISHED_BY_RUNNER
         and execution.exit_code == exit_code

@@ -15,6 +15,8 @@ counter. Two batches never wait on each other's rows in opposite orders.
 """
 
 import collections
+from collections.abc import Collection, Iterable
+from datetime import datetime
 
 from django.db import connection, transaction
 
@@ -80,7 +82,12 @@ NO_CHAIN = (None, "", "[]", [])
 Settled = collections.namedtuple("Settled", "id job_id pinned_to group on_success on_failure")
 
 
-def settle_successes(secret_hash, session, reports, now):
+def settle_successes(
+    secret_hash: str | None,
+    session: str,
+    reports: Iterable[tuple[int, int, str]],
+    now: datetime,
+) -> set[int]:
     """Settle the successes `reports` ((execution id, lease, error)) that the
     caller (the token `secret_hash`) holds under those leases; returns the
     ids settled. A report it leaves out changed nothing."""
@@ -98,7 +105,9 @@ def settle_successes(secret_hash, session, reports, now):
     return {row.id for row in settled}
 
 
-def succeed_held(secret_hash, session, reports, now):
+def succeed_held(
+    secret_hash: str, session: str, reports: list[tuple[int, int, str]], now: datetime
+) -> list[Settled]:
     """The executions settled, in job order (the order their health rows lock)."""
     at = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
@@ -118,7 +127,7 @@ def succeed_held(secret_hash, session, reports, now):
     return sorted((Settled(*row) for row in found), key=lambda row: (row.job_id, row.id))
 
 
-def follow_up(settled, plain, queued, now):
+def follow_up(settled: list[Settled], plain: set[int], queued: set[int], now: datetime) -> None:
     """What follows the successes `settled`, in their transaction: the full
     health update of the jobs not in `plain` (those whose plain update was
     taken), the jobs they start, the turn of the `queued` jobs' runs, the
@@ -143,7 +152,7 @@ def follow_up(settled, plain, queued, now):
     lifecycle.count_final(Execution.SUCCEEDED, amount=len(settled))
 
 
-def plain_successes(runs, now):
+def plain_successes(runs: collections.Counter, now: datetime) -> set[int]:
     """The jobs of `runs` ({job id: successes}) whose health took the plain update."""
     params = [value for job_id in sorted(runs) for value in (job_id, runs[job_id])]
     params += [connection.ops.adapt_datetimefield_value(now), Execution.SUCCEEDED]
@@ -152,7 +161,7 @@ def plain_successes(runs, now):
         return {job_id for (job_id,) in cursor.fetchall()}
 
 
-def queued_jobs(runs):
+def queued_jobs(runs: Collection[int]) -> set[int]:
     with connection.cursor() as cursor:
         ids = ", ".join(["%s"] * len(runs))
         cursor.execute(QUEUED_JOBS.format(ids=ids), [Execution.QUEUED, *sorted(runs)])
