@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# The dispatch bench's database set-up and helpers (bench/ is on sys.path).
-from dispatch import backend, drop_database, emit, new_token, percentile, prepare_database  # noqa: E402
+# The dispatch latency bench's database set-up and helpers (bench/ is on sys.path).
+from dispatch_latency import backend, drop_database, emit, new_token, percentile, prepare_database  # noqa: E402
 
 POLLS = 200
 WAIT = 8

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# The dispatch bench's database set-up and helpers (bench/ is on sys.path).
-from dispatch import children, cpu_seconds, emit, prepare_database  # noqa: E402
+# The dispatch latency bench's database set-up and helpers (bench/ is on sys.path).
+from dispatch_latency import children, cpu_seconds, emit, prepare_database  # noqa: E402
 
 JOBS = 2000
 WARM_UP = 10.0

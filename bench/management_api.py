@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.dispatch import (  # noqa: E402 - after the path is set
+from bench.dispatch_latency import (  # noqa: E402 - after the path is set
     Runner,
     backend,
     drop_database,

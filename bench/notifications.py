@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dispatch import children, cpu_seconds  # noqa: E402 (bench/ is on sys.path)
+from dispatch_latency import children, cpu_seconds  # noqa: E402 (bench/ is on sys.path)
 
 LATENCY_FAILURES = 200
 BURST = 1000

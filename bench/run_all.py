@@ -37,7 +37,7 @@ ROOT = BENCH.parent
 RESULTS_JSON = BENCH / "results.json"
 RESULTS_MD = BENCH / "results.md"
 # Scripts that never touch a database: one run covers both backends.
-NO_DATABASE = {"next_fire", "forecast_every_second"}
+NO_DATABASE = {"next_fire", "forecast_every_second", "annotations"}
 # Fields that name a figure rather than measure it.
 NAME_FIELDS = ("bench", "name", "scenario", "page", "step", "case", "backend", "finish")
 VERDICT_FIELDS = ("met", "target", "target_ms", "unit")

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# The dispatch bench's database set-up and helpers (bench/ is on sys.path).
-from dispatch import emit, percentile, prepare_database  # noqa: E402
+# The dispatch latency bench's database set-up and helpers (bench/ is on sys.path).
+from dispatch_latency import emit, percentile, prepare_database  # noqa: E402
 
 WARM_UP = 5.0
 TARGET_P99_MS = 25

@@ -57,8 +57,8 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# The dispatch bench's set-up, runner and measures (bench/ is on sys.path).
-from dispatch import (  # noqa: E402
+# The dispatch latency bench's set-up, runner and measures (bench/ is on sys.path).
+from dispatch_latency import (  # noqa: E402
     LeanClient,
     Runner,
     children,

@@ -1,7 +1,7 @@
 """Several web processes on one PostgreSQL (issue 21): 1, 2 and 4 uvicorn
 processes, the simulated runners dealt round them.
 
-The dispatch bench's scenarios (bench/dispatch.py), with runner n speaking
+The dispatch bench's scenarios (bench/dispatch_latency.py), with runner n speaking
 only to process n mod N, as a round-robin load balancer would send it:
 
 - steady: 50 jobs `@every 1s` through the real loop, 20 runners
@@ -39,8 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# The dispatch bench's scenarios and helpers (bench/ is on sys.path).
-from dispatch import (  # noqa: E402
+# The dispatch latency bench's scenarios and helpers (bench/ is on sys.path).
+from dispatch_latency import (  # noqa: E402
     BURST_EXECUTIONS,
     BURST_RUNNERS,
     STEADY_JOBS,

@@ -18,7 +18,7 @@ whose runner hangs up before its answer leaves hands its work back
 `/api/v1/` and this path; the stale connection of the thread they run in is
 closed around each call, as the skipped signals would (`answer_in_a_thread`).
 
-Why it stays (measured 2026-12-01, `bench/dispatch.py --only throughput`:
+Why it stays (measured 2026-12-01, `bench/dispatch_latency.py --only throughput`:
 2,000 claims+finishes over HTTP, 16 runners, one uvicorn worker, on a busy
 two-CPU machine), this handler against Django's plain `ASGIHandler`:
 

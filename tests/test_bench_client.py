@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "dispatch.py"
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "dispatch_latency.py"
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def running_counts(group_ids: Iterable[int] | None = None) -> dict[int, int]:
     group under the group's row lock. Not through the process either: with
     a thousand runs going, sending their job ids back to ask for the jobs
     cost 12 ms a claim on PostgreSQL, twice a claim, under that lock
-    (bench/dispatch.py --only burst,group_throughput).
+    (bench/dispatch_latency.py --only burst,group_throughput).
     """
     quote = connection.ops.quote_name
     group = quote("concurrency_group_id")

@@ -12,9 +12,9 @@ Prints one JSON line per figure (issue "Runner API", section "Speed"):
 - idle: 1,000 long-polls held by one uvicorn worker: its RSS and the
   database connections open meanwhile (pg_stat_activity on PostgreSQL).
 
-    .venv/bin/python bench/dispatch.py            # SQLite, a temporary file
+    .venv/bin/python bench/dispatch_latency.py            # SQLite, a temporary file
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_dispatch_bench \
-        .venv/bin/python bench/dispatch.py        # a fresh database, dropped after
+        .venv/bin/python bench/dispatch_latency.py        # a fresh database, dropped after
 
 Options: --only steady,burst,throughput,group_throughput,idle  --seconds N (steady duration)
          --jobs N (steady: jobs @every 1s, default 50).
