@@ -15,11 +15,12 @@ that does (`core.wakeups` holds it).
 """
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
@@ -76,6 +77,34 @@ def notify(channel: str, using: str = "default") -> None:
         return
     with conn.cursor() as cursor:
         cursor.execute(f"NOTIFY {channel}")
+
+
+@contextmanager
+def snapshot() -> Iterator[None]:
+    """Reads that all see the database as of the first one, holding no lock
+    a writer waits for (`croniq-admin export`: one consistent picture).
+    PostgreSQL: a REPEATABLE READ, READ ONLY transaction. SQLite: a DEFERRED
+    transaction, whose first read fixes what it sees (WAL mode), not the
+    IMMEDIATE one writes begin with, which would hold the write lock and
+    keep the loop's tick waiting. Inside a transaction already, the reads
+    are that transaction's."""
+    if connection.in_atomic_block:
+        yield
+        return
+    if on_postgres():
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+        return
+    connection.ensure_connection()  # connecting sets the mode the settings give
+    mode = connection.transaction_mode
+    connection.transaction_mode = "DEFERRED"
+    try:
+        with transaction.atomic():
+            yield
+    finally:
+        connection.transaction_mode = mode
 
 
 def skip_locked_sql() -> str:
