@@ -26,16 +26,20 @@ def as_postgres(args):
 
 
 class PrivatePostgres:
-    def __init__(self):
+    def __init__(self, port=None, initdb=True):
+        """A new cluster at `port` (a free one by default); without `initdb`
+        the data directory is left for the caller to fill (a standby's
+        base backup, harness/replica.py)."""
         self.bin = postgres_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="croniq-pg-"))
         self.data = self.dir / "data"
-        self.port = free_port()
+        self.port = port or free_port()
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres")
-        as_postgres(
-            [str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"]
-        )
+        if initdb:
+            as_postgres(
+                [str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"]
+            )
 
     @property
     def url(self):
