@@ -11,7 +11,8 @@ transaction-level, and a NOTIFY is sent inside the caller's transaction or
 as a statement of its own, so the connection behind a transaction-mode
 pooler (PgBouncer) can go to another client between transactions. LISTEN
 needs a session of its own: `listen_connection` makes it, the only place
-that does (`core.wakeups` holds it).
+that does (`core.wakeups` holds it), on CRONIQ_LISTEN_DATABASE_URL's
+direct connection when one is set.
 """
 
 import json
@@ -143,9 +144,11 @@ LISTEN_APPLICATION = "croniq wakeups"
 
 
 def listen_params() -> dict[str, Any]:
-    """psycopg connection parameters of the default database, for the one
-    connection of a process that LISTENs (`listen_connection`)."""
-    db = settings.DATABASES["default"]
+    """psycopg connection parameters of the one connection of a process
+    that LISTENs (`listen_connection`): CRONIQ_LISTEN_DATABASE_URL's, a
+    direct one when DATABASE_URL goes through a transaction-mode pooler,
+    else the default database's."""
+    db = settings.CRONIQ_LISTEN_DATABASE or settings.DATABASES["default"]
     params = {
         "dbname": db.get("NAME"),
         "user": db.get("USER"),
@@ -161,7 +164,9 @@ def listen_params() -> dict[str, Any]:
 def listen_connection() -> Any:
     """A new psycopg connection in autocommit for LISTEN, outside Django's
     connection handling and any pool: a session of its own, which LISTEN
-    needs (a transaction-mode pooler would drop it between statements)."""
+    needs (through a transaction-mode pooler it would hear nothing: the
+    server session that ran LISTEN goes to other clients between
+    statements, so CRONIQ_LISTEN_DATABASE_URL names the server itself)."""
     import psycopg
 
     params = {"application_name": LISTEN_APPLICATION, **listen_params()}

@@ -17,6 +17,7 @@ from croniq_project.env import (
     envproxyheader,
 )
 from croniq_project.middleware_list import middleware_setting
+from croniq_project.pooling import listen_database, pooler_safe
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -101,8 +102,13 @@ WSGI_APPLICATION = "croniq_project.wsgi.application"
 # Not kept as a setting of its own: Django prints settings (diffsettings, the
 # DEBUG error page) and would show the password in the URL.
 DATABASES = {
-    "default": database_from_url(env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'croniq.sqlite3'}")
+    "default": pooler_safe(
+        database_from_url(env("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'croniq.sqlite3'}")
+    )
 }
+# The direct connection each process LISTENs on when DATABASE_URL goes through
+# a transaction-mode pooler (croniq_project/pooling.py); None: DATABASE_URL's.
+CRONIQ_LISTEN_DATABASE = listen_database(env("CRONIQ_LISTEN_DATABASE_URL"), DATABASES["default"])
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
