@@ -1,0 +1,201 @@
+"""The previous release's agent against the current server, and the current
+agent against the previous release's server (harness/previous_release.py).
+
+Operators upgrade a server and its runners one after the other, never at
+once: for the upgrade's length one side speaks the protocol of a release
+ago. Each test runs the same four jobs through a real web server and
+scheduler loop of one release and a real agent of the other, set up and
+read only through the management API (a contract too): a success with its
+output, a failure with its exit code, a run killed at its timeout and one
+an operator cancels.
+"""
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import requests
+
+from harness.previous_release import (
+    PreviousServer,
+    previous_manage,
+    previous_migrated_database,
+    previous_runner_venv,
+    release_tree,
+    start_previous_agent,
+    start_previous_loop,
+)
+from harness.processes import (
+    Process,
+    Server,
+    drop_database,
+    manage,
+    migrated_database,
+    start_agent,
+    start_loop,
+    wait_for,
+)
+from tests.agent.world import ready
+
+pytestmark = pytest.mark.e2e
+
+# Cancels reach the agent with its next heartbeat.
+SERVER_ENV = {"CRONIQ_HEARTBEAT_INTERVAL": 0.5}
+LABEL = "mixed"
+JOBS = {
+    "ok": {"command": 'echo "hello from $CRONIQ_JOB"'},
+    "fails": {"command": "echo bad news >&2; exit 7"},
+    "times-out": {"command": "echo started; sleep 60", "timeout": 1},
+    "cancelled": {"command": "echo waiting; sleep 60"},
+}
+# What each run must end as, and a line its log must hold.
+OUTCOMES = {
+    "ok": ("succeeded", 0, "hello from ok"),
+    "fails": ("failed", 7, "bad news"),
+    "times-out": ("timed_out", None, "started"),
+    "cancelled": ("cancelled", None, "waiting"),
+}
+CREDENTIALS = """
+from control.models import ApiKey
+from runners.models import RunnerToken
+print("CREDENTIALS:" + json.dumps(
+    [RunnerToken.issue("mixed")[1], ApiKey.issue("mixed", ["admin"])[1]]
+))
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def previous_release_built():
+    """The release's tree and agent before the first test, not inside one
+    that waits on its processes."""
+    release_tree()
+    previous_runner_venv()
+
+
+def credentials(manage_command: Callable[..., subprocess.CompletedProcess[str]], db: str):
+    """(runner token, admin API key), issued by that release's own code."""
+    result = manage_command(db, "shell", "-c", "import json\n" + CREDENTIALS)
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("CREDENTIALS:")]
+    return json.loads(line.removeprefix("CREDENTIALS:"))
+
+
+class Api:
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url + "/api/v1/"
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {key}"
+
+    def call(self, method: str, path: str, **kwargs) -> dict:
+        answer = self.session.request(method, self.url + path, timeout=30, **kwargs)
+        assert answer.ok, f"{method} {path}: {answer.status_code} {answer.text}"
+        return answer.json()
+
+
+def trigger_jobs(api: Api) -> dict[str, int]:
+    """The jobs created and each run once now: {name: execution id}."""
+    runs = {}
+    for name, fields in JOBS.items():
+        # A schedule that never comes during the test: only the trigger runs it.
+        job = {"name": name, "schedule": "0 0 1 1 *", "labels": [LABEL], **fields}
+        api.call("POST", "jobs", json=job)
+        runs[name] = api.call("POST", f"jobs/{name}/trigger")["execution_id"]
+    return runs
+
+
+def outcome(api: Api, execution_id: int) -> tuple[str, int | None, str]:
+    run = api.call("GET", f"executions/{execution_id}")
+    log = api.call("GET", f"executions/{execution_id}/log")["data"]
+    return run["state"], run["exit_code"], log
+
+
+def run_the_jobs(api: Api, start: Callable[..., Process], tmp_path: Path) -> None:
+    """The four jobs through an agent `start` starts; their outcomes."""
+    runs = trigger_jobs(api)
+    agent = start(
+        *("--name", "mixed-agent", "--labels", LABEL, "--capacity", "4", "--poll-wait", "5"),
+    )
+    try:
+        cancelled = runs["cancelled"]
+        # Its output first: a cancel then ends a run that has been heard from.
+        wait_for(
+            lambda: "waiting" in api.call("GET", f"executions/{cancelled}/log")["data"],
+            timeout=60,
+            message="the run to cancel to start",
+        )
+        api.call("POST", f"executions/{cancelled}/cancel")
+        wait_for(
+            lambda: all(
+                api.call("GET", f"executions/{run}")["state"] == OUTCOMES[name][0]
+                for name, run in runs.items()
+            ),
+            timeout=60,
+            message="every run to end as expected",
+        )
+        found = {name: outcome(api, run) for name, run in runs.items()}
+        for name, (state, exit_code, line) in OUTCOMES.items():
+            assert found[name][:2] == (state, exit_code), (name, found[name])
+            assert line in found[name][2], (name, found[name])
+        assert agent.alive(), agent.output()
+    finally:
+        code = agent.stop()
+        print(f"--- agent\n{agent.output()}")
+    assert code == 0, agent.output()  # a clean drain, nothing refused
+
+
+def test_previous_agent_runs_jobs_on_the_current_server(tmp_path):
+    db = migrated_database(tmp_path)
+    server = Server(db, tmp_path / "web.log", **SERVER_ENV)
+    loop = start_loop(db, tmp_path / "loop.log", **SERVER_ENV)
+    try:
+        token, key = credentials(manage, db)
+        ready(server)
+
+        def previous_agent(*args: str) -> Process:
+            return start_previous_agent(server.url, token, tmp_path / "agent.log", *args)
+
+        run_the_jobs(Api(server.url, key), previous_agent, tmp_path)
+    finally:
+        for process in (server, loop):
+            process.stop()
+        drop_database(db)
+
+
+def test_current_agent_runs_jobs_on_the_previous_server(tmp_path):
+    db = previous_migrated_database(tmp_path)
+    server = PreviousServer(db, tmp_path / "web.log", **SERVER_ENV)
+    loop = start_previous_loop(db, tmp_path / "loop.log", **SERVER_ENV)
+    try:
+        token, key = credentials(previous_manage, db)
+        ready(server)
+
+        def current_agent(*args: str) -> Process:
+            return start_agent(server.url, token, tmp_path / "agent.log", *args)
+
+        run_the_jobs(Api(server.url, key), current_agent, tmp_path)
+    finally:
+        for process in (server, loop):
+            process.stop()
+        drop_database(db)
+
+
+def test_the_previous_server_runs_the_previous_release_code(tmp_path):
+    """What the tests above call the previous release is its own code: the
+    web server imports the old tree (the current checkout is installed in
+    the same virtualenv), and its agent is the old wheel."""
+    db = previous_migrated_database(tmp_path)
+    try:
+        result = previous_manage(
+            db, "shell", "-c", "import scheduler.models as m, sys; print(m.__file__)"
+        )
+        assert Path(result.stdout.split()[-1]).is_relative_to(release_tree())
+    finally:
+        drop_database(db)
+    agent = previous_runner_venv() / "croniq-runner"
+    assert (
+        "croniq-runner 0.2.0"
+        in subprocess.run(
+            [str(agent), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+    )
