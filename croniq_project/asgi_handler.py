@@ -53,8 +53,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
 from core.framework_overrides import in_use
+from croniq_project.lifespan import lifespan
 from croniq_project.middleware import RUNNER_API_PREFIX
-from dispatch.hub import hub
+from dispatch.hub import hub, stopping
 from dispatch.polls import AnswerHold, sleep_until
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,11 @@ class CroniqASGIHandler(ASGIHandler):
         self.lean = in_use("asgi_handler")
 
     async def __call__(self, scope, receive, send):
-        if self.lean and scope["type"] == "http" and scope["path"].startswith(RUNNER_API_PREFIX):
+        if scope["type"] == "lifespan":
+            # Django speaks no lifespan; Croniq's tells the process it is
+            # stopping (croniq_project.lifespan).
+            await lifespan(scope, receive, send)
+        elif self.lean and scope["type"] == "http" and scope["path"].startswith(RUNNER_API_PREFIX):
             await self.handle_runner_call(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
@@ -122,6 +127,11 @@ class CroniqASGIHandler(ASGIHandler):
                 request.answer_hold = AnswerHold()
                 response = await self.answer_unless_gone(request, receive)
             if response is not None:
+                if stopping():
+                    # The process is stopping: each connection closes after
+                    # its answer, so the runner's next call opens a new one,
+                    # which a balancer sends to a server that stays.
+                    response["Connection"] = "close"
                 await self.send_response(response, send)
 
     async def answer_in_a_thread(self, request: HttpRequest) -> HttpResponse:

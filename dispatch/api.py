@@ -22,6 +22,7 @@ from core.db_threads import run_db
 from core.text import Text
 from dispatch import identity, polls
 from dispatch import leases as dispatch
+from dispatch.hub import stopping
 
 INT32_MAX = 2**31 - 1
 # Calls added to the protocol that an agent checks for before using them
@@ -209,6 +210,15 @@ class AssignmentOut(Schema):
 
 class PollOut(Schema):
     executions: list[AssignmentOut]
+    stopping: bool = Field(
+        False,
+        # Every other answer stays as it always was, byte for byte.
+        exclude_if=lambda stopping: not stopping,
+        description="Sent (true) only when this server is stopping: the poll was answered "
+        "at once, with what was already claimed for it or nothing. Poll again at once: "
+        "another server (or this one, restarted) answers. An addition; agents that do not "
+        "know it poll again after any answer.",
+    )
 
 
 @runners_router.post("/{runner_id}/poll", response={200: PollOut, **ERRORS})
@@ -224,9 +234,16 @@ async def poll(request: HttpRequest, runner_id: int, body: PollIn) -> dict[str, 
     if body.early:
         # The runner waits for each instant itself: the answer leaves now.
         await polls.answer_not_before(request, None, unanswered, answered)
-        return {"executions": polls.with_starts_in(handed, timezone.now())}
+        return poll_answer(polls.with_starts_in(handed, timezone.now()))
     await polls.answer_not_before(request, handed.not_before, unanswered, answered)
-    return {"executions": handed.assignments}
+    return poll_answer(handed.assignments)
+
+
+def poll_answer(assignments: list[dict[str, Any]]) -> dict[str, Any]:
+    """A poll's answer; while the process stops, saying so (`stopping`)."""
+    if stopping():
+        return {"executions": assignments, "stopping": True}
+    return {"executions": assignments}
 
 
 # -- heartbeat -------------------------------------------------------------

@@ -9,9 +9,14 @@ On a hint the hub claims, in one database transaction, the ready work for
 its waiting polls, oldest execution first, dealt round the polls it fits. One
 new execution costs one claim, not a thousand polls rushing to the
 database, and a burst for a hundred polls is one transaction, not a hundred.
+
+When the process is asked to stop, `stop_waiting` ends every wait at once:
+no poll holds the stop for the rest of its `wait` (docs/design.md §4,
+`stopping`; `croniq_project.lifespan` calls it on SIGTERM).
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -188,6 +193,8 @@ class Hub:
         self.listening = False
         self.latencies = []  # seconds, not yet written (see `observe_latencies`)
         self.flush_due = False
+        # Set by `stop`: ends the idle wait of polls that take nothing.
+        self.stopped = asyncio.Event()
 
     # waiting
 
@@ -199,8 +206,11 @@ class Hub:
         capacity: int | None,
         slots: int | None = None,
     ) -> Waiter:
-        self.start()
         waiter = Waiter(self.loop, runner_id, token, session, capacity, slots)
+        if _stopping:
+            waiter.future.set_result(Handed([]))  # no poll waits in a stopping process
+            return waiter
+        self.start()
         self.waiters[waiter] = None
         if self.timer_unknown:
             # The loop's NOTIFY of new work may have come while no poll
@@ -212,6 +222,36 @@ class Hub:
 
     def remove(self, waiter: Waiter) -> None:
         self.waiters.pop(waiter, None)
+
+    async def idle(self, seconds: float) -> None:
+        """Sleep `seconds` (a poll that may take nothing), or until the
+        process stops."""
+        if _stopping:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopped.wait(), seconds)
+
+    def stop(self) -> None:
+        """The process is stopping (`stop_waiting`): every waiting poll is
+        answered now."""
+        self.stopped.set()
+        self.release_waiters()
+
+    async def wind_down(self, timeout: float) -> None:
+        """The process exits: write the latency samples held, and wait up to
+        `timeout` for the background steps under way (a hand-back)."""
+        if self.latencies:
+            self.spawn(self.flush_latencies())
+        if self.spawned:
+            await asyncio.wait(list(self.spawned), timeout=timeout)
+
+    def release_waiters(self) -> None:
+        """End the wait of every poll no claim is under way for, with
+        nothing. A poll a step is claiming for gets that step's outcome when
+        it returns (`scan`): what it claimed is answered, never dropped."""
+        for waiter in self.waiters:
+            if not waiter.serving and not waiter.future.done():
+                waiter.future.set_result(Handed([]))
 
     async def wait(
         self,
@@ -309,11 +349,17 @@ class Hub:
                 await self.scan()
             except DatabaseError as e:
                 log.warning("croniq hub: cannot dispatch to waiting polls: %s", e)
-                await asyncio.sleep(0.5)
+                await self.after_failed_step()
             except Exception:
                 # Never let one bad step end dispatching for this process.
                 log.exception("croniq hub: dispatch step failed")
-                await asyncio.sleep(0.5)
+                await self.after_failed_step()
+
+    async def after_failed_step(self) -> None:
+        if _stopping:
+            self.release_waiters()  # the failed step's polls, with nothing
+        else:
+            await asyncio.sleep(0.5)
 
     async def scan(self) -> None:
         waiters = [w for w in self.waiters if not w.future.done() and not w.leaving]
@@ -342,6 +388,11 @@ class Hub:
                 waiter.future.set_exception(outcome)
             else:
                 waiter.future.set_result(outcome)
+        if _stopping:
+            # The process stopped during the step: the polls it served
+            # nothing are answered too, and no step follows.
+            self.release_waiters()
+            return
         if served or self.next_slice:
             # Work that came in during the step, or that fit none of the
             # waiters served (while others wait on), or waiters past this
@@ -410,6 +461,31 @@ class Hub:
 
 
 _hubs = weakref.WeakKeyDictionary()
+# Set once, when the process is asked to stop; never cleared (the process
+# exits). A plain bool: it is set from a signal handler.
+_stopping = False
+
+
+def stopping() -> bool:
+    """Whether this process is stopping: no poll waits, and each answer
+    says so (docs/design.md §4, `stopping`)."""
+    return _stopping
+
+
+def stop_waiting() -> None:
+    """The process is stopping: end every wait in its hubs now, and every
+    wait that would begin from now on.
+
+    A waiting poll is answered with no work (or with what a claim under way
+    brings it) instead of holding the stop until its `wait` runs out, up to
+    60 s. Safe from a signal handler and from any thread: it sets a flag
+    and asks each hub's event loop to answer its polls.
+    """
+    global _stopping
+    _stopping = True
+    for loop, current in list(_hubs.items()):
+        with contextlib.suppress(RuntimeError):  # that loop has closed
+            loop.call_soon_threadsafe(current.stop)
 
 
 def wake_local_hubs() -> None:
@@ -437,3 +513,12 @@ def hub() -> Hub:
     if current is None:
         current = _hubs[loop] = Hub(loop)
     return current
+
+
+async def wind_down(timeout: float) -> None:
+    """The web server has stopped (every request has ended): let the hub of
+    the running loop, if it has one, end its background steps
+    (`Hub.wind_down`)."""
+    current = _hubs.get(asyncio.get_running_loop())
+    if current is not None:
+        await current.wind_down(timeout)

@@ -4,7 +4,8 @@ and hold the answer until its instant.
 While a poll waits it holds no database connection and no thread: database
 steps run in `core.db_threads`, the wait is an asyncio future in the
 process's hub. Work claimed for a poll whose runner hung up before the
-answer left is handed back (`return_unanswered`).
+answer left is handed back (`return_unanswered`). A stopping process
+answers its polls at once (`dispatch.hub.stop_waiting`).
 """
 
 import asyncio
@@ -21,7 +22,7 @@ from django.utils import timezone
 from core.db_threads import run_db, run_dispatch
 from dispatch import identity
 from dispatch.claims import Handed, answer, claim, wanted
-from dispatch.hub import hub
+from dispatch.hub import hub, stopping
 from dispatch.identity import Credential
 from dispatch.latency import latencies
 from dispatch.leases import hand_back
@@ -48,19 +49,31 @@ async def long_poll(
     While it waits it holds no database connection and no thread: database
     steps run in the hub's database threads, the wait is an asyncio event.
     """
+    if stopping():
+        # The process is stopping (SIGTERM): it stops accepting connections
+        # in a moment and exits. A poll that still reaches it is answered at
+        # once with no work, without a database step (nor the token check in
+        # it): claiming here could hand work to an answer the exit cuts, and
+        # the runner, told the server is stopping, polls again at once, where
+        # a server that stays answers it (behind the balancer, elsewhere).
+        return Handed([])
     token, runner, found = await first_step(credential, runner_id, session, capacity)
-    if found.assignments or wait <= 0:
+    if found.assignments or wait <= 0 or stopping():
         return found
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     if runner.is_drained or (wanted(runner, capacity) == 0 and not slots):
         # A drained runner (or a poll with no room, and none that its runs
-        # may free) gets nothing, however long it asks.
-        await asyncio.sleep(wait)
+        # may free) gets nothing, however long it asks (until a stop).
+        await hub().idle(wait)
     else:
         handed = await wait_and_claim(token, runner, session, capacity, slots, deadline)
         if handed.assignments:
             return handed
+    if stopping():
+        # Answered early by the stop: no check-in, a database step per poll
+        # for a thousand polls at once; the runner's next poll counts.
+        return Handed([])
     await run_db(check_in, token, runner_id, session, timezone.now())
     return Handed([])
 
