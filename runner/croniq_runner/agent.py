@@ -98,6 +98,7 @@ class Agent(Registration, LeaseKeeping):
         self.jobs_lock = threading.Lock()
         self.taken = 0  # executions accepted since start (for --once)
         self.polling = False  # a long-poll is in flight
+        self.stopping_answers = 0  # poll answers in a row saying the server is stopping
         self.poll_done = threading.Event()  # set when no poll is in flight or handled
         self.poll_done.set()
         self.last_beat_sent: float | None = None  # monotonic; answered or not
@@ -316,15 +317,36 @@ class Agent(Registration, LeaseKeeping):
             return backoff.next_delay()
         finally:
             self.polling = False
-        backoff.reset()
+        server_stopping = answer.get("stopping") is True
+        pause = self.server_stopping(backoff) if server_stopping else self.answered(backoff)
         received_at = self.clock()
         for assignment in answer.get("executions") or []:
             self.accept(assignment, received_at)
-        if self.config.once:
+        if self.config.once and not (server_stopping and not self.taken):
             if not self.taken:
                 log.info("--once: no work was waiting")
             self.run_once_then_stop()
-        return 0
+        return pause
+
+    def answered(self, backoff: Backoff) -> float:
+        self.stopping_answers = 0
+        backoff.reset()
+        return 0.0
+
+    def server_stopping(self, backoff: Backoff) -> float:
+        """The server answered at once because it is stopping (`stopping`,
+        docs/design.md §4): poll again at once, without backoff; a balancer
+        sends the new connection to a server that stays, and a restarted
+        server answers it. A second such answer in a row comes from the same
+        stopping server (no balancer in front, or one still sending to it):
+        back off as from a server that cannot be reached, instead of asking
+        it again in a tight loop until it has gone."""
+        self.stopping_answers += 1
+        if self.stopping_answers > 1:
+            return backoff.next_delay()
+        log.info("the server is stopping: polling again at once")
+        backoff.reset()
+        return 0.0
 
     def run_once_then_stop(self) -> None:
         while self.held() and not self.stopping.is_set():
