@@ -1,0 +1,109 @@
+"""Many open long-polls against a real web process, each on a raw socket of
+its own (no thread each): what the stop tests and bench/web_stop.py hold
+open when they send SIGTERM.
+
+Each poll is a runner of its own, created idle (last seen long ago), so the
+database tells when every poll has done its first step and waits in the
+hub: that step marks its runner seen (`polls_waiting`).
+"""
+
+import asyncio
+import json
+import resource
+import uuid
+
+from harness.processes import manage, query
+
+IDLE_RUNNERS = """
+import json
+from datetime import datetime, timezone
+from runners.models import Runner, RunnerToken
+
+token, secret = RunnerToken.issue({prefix!r})
+long_ago = datetime(2000, 1, 1, tzinfo=timezone.utc)
+runners = Runner.objects.bulk_create(
+    Runner(name=f"{prefix}-{{n}}", token=token, labels=["nothing-matches"], session=f"s{{n}}",
+           registered_at=long_ago, last_seen_at=long_ago)
+    for n in range({count})
+)
+print(json.dumps({{"secret": secret, "runners": [[r.pk, r.session] for r in runners]}}))
+"""
+
+
+def raise_open_file_limit(sockets: int) -> None:
+    """Let this process (and the servers it starts, which inherit it) hold
+    `sockets` connections: the soft limit is often 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = sockets + 512
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        limit = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+
+
+def idle_runners(database_url: str, count: int) -> tuple[str, str, list[tuple[int, str]]]:
+    """(prefix, token secret, [(runner id, session)]): `count` runners of one
+    new token, none of whose labels any job carries."""
+    prefix = f"idle-{uuid.uuid4().hex[:8]}"
+    code = IDLE_RUNNERS.format(prefix=prefix, count=count)
+    made = json.loads(manage(database_url, "shell", "-c", code).stdout.strip().splitlines()[-1])
+    return prefix, made["secret"], [(pk, session) for pk, session in made["runners"]]
+
+
+def polls_waiting(database_url: str, prefix: str) -> int:
+    """How many of the runners named `prefix-*` a poll has reached."""
+    sql = (
+        "SELECT COUNT(*) FROM runners_runner"
+        f" WHERE name LIKE '{prefix}-%' AND last_seen_at > '2001-01-01'"
+    )
+    return query(database_url, sql)[0][0]
+
+
+def poll_request(port: int, secret: str, runner_id: int, session: str, wait: float) -> bytes:
+    body = json.dumps({"session": session, "wait": wait, "capacity": 1}).encode()
+    head = (
+        f"POST /api/v1/runners/{runner_id}/poll HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {secret}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class OpenPoll:
+    """One long-poll on its own connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    async def answer(self) -> tuple[int, dict[str, str], object]:
+        """(status, headers, JSON body); (0, {}, reason) when the connection
+        closed without an answer."""
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError) as error:
+            return 0, {}, repr(error)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name:
+                headers[name.strip().lower()] = value.strip()
+        body = await self.reader.readexactly(int(headers.get("content-length", "0")))
+        return status, headers, json.loads(body) if body else None
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def open_polls(
+    port: int, secret: str, runners: list[tuple[int, str]], wait: float = 60
+) -> list[OpenPoll]:
+    """One long-poll per runner, sent; each waits up to `wait` seconds."""
+    polls = []
+    for runner_id, session in runners:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(poll_request(port, secret, runner_id, session, wait))
+        polls.append(OpenPoll(reader, writer))
+    await asyncio.gather(*(poll.writer.drain() for poll in polls))
+    return polls
