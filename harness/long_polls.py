@@ -2,31 +2,40 @@
 its own (no thread each): what the stop tests and bench/web_stop.py hold
 open when they send SIGTERM.
 
-Each poll is a runner of its own, created idle (last seen long ago), so the
+Each poll is a runner of its own, created a few seconds silent, so the
 database tells when every poll has done its first step and waits in the
-hub: that step marks its runner seen (`polls_waiting`).
+hub: that step marks its runner seen (`polls_waiting`). A few seconds, not
+more: a scheduler loop beside the server (`serve`) would take runners
+silent for longer offline, and forget those silent for days.
 """
 
 import asyncio
 import json
 import resource
 import uuid
+from typing import NamedTuple
 
 from harness.processes import manage, query
 
 IDLE_RUNNERS = """
 import json
-from datetime import datetime, timezone
+from datetime import timedelta
+from django.utils import timezone
 from runners.models import Runner, RunnerToken
 
 token, secret = RunnerToken.issue({prefix!r})
-long_ago = datetime(2000, 1, 1, tzinfo=timezone.utc)
+# Past the interval within which a call does not touch its runner again.
+seen = timezone.now() - timedelta(seconds=3)
 runners = Runner.objects.bulk_create(
     Runner(name=f"{prefix}-{{n}}", token=token, labels=["nothing-matches"], session=f"s{{n}}",
-           registered_at=long_ago, last_seen_at=long_ago)
+           registered_at=seen, last_seen_at=seen)
     for n in range({count})
 )
-print(json.dumps({{"secret": secret, "runners": [[r.pk, r.session] for r in runners]}}))
+print(json.dumps({{
+    "secret": secret,
+    "seen": seen.strftime("%Y-%m-%d %H:%M:%S.%f+00:00"),
+    "runners": [[r.pk, r.session] for r in runners],
+}}))
 """
 
 
@@ -40,22 +49,26 @@ def raise_open_file_limit(sockets: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
 
 
-def idle_runners(database_url: str, count: int) -> tuple[str, str, list[tuple[int, str]]]:
-    """(prefix, token secret, [(runner id, session)]): `count` runners of one
-    new token, none of whose labels any job carries."""
+class IdleRunners(NamedTuple):
+    prefix: str  # their names' (`prefix-N`)
+    secret: str  # their token's
+    seen: str  # when they were last seen, as SQL compares it on both backends
+    runners: list[tuple[int, str]]  # (runner id, session)
+
+
+def idle_runners(database_url: str, count: int) -> IdleRunners:
+    """`count` runners of one new token, none of whose labels any job carries."""
     prefix = f"idle-{uuid.uuid4().hex[:8]}"
     code = IDLE_RUNNERS.format(prefix=prefix, count=count)
     made = json.loads(manage(database_url, "shell", "-c", code).stdout.strip().splitlines()[-1])
-    return prefix, made["secret"], [(pk, session) for pk, session in made["runners"]]
+    runners = [(pk, session) for pk, session in made["runners"]]
+    return IdleRunners(prefix, made["secret"], made["seen"], runners)
 
 
-def polls_waiting(database_url: str, prefix: str) -> int:
-    """How many of the runners named `prefix-*` a poll has reached."""
-    sql = (
-        "SELECT COUNT(*) FROM runners_runner"
-        f" WHERE name LIKE '{prefix}-%' AND last_seen_at > '2001-01-01'"
-    )
-    return query(database_url, sql)[0][0]
+def polls_waiting(database_url: str, idle: IdleRunners) -> int:
+    """How many of the `idle` runners a poll has reached."""
+    sql = "SELECT COUNT(*) FROM runners_runner WHERE name LIKE %s AND last_seen_at > %s"
+    return query(database_url, sql, (f"{idle.prefix}-%", idle.seen))[0][0]
 
 
 def poll_request(port: int, secret: str, runner_id: int, session: str, wait: float) -> bytes:
