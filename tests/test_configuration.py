@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from croniq_project.database import database_from_url, redacted
 from croniq_project.env import envbool, envfloat, envint
+from croniq_project.pooling import listen_database, pooler_safe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -262,7 +263,61 @@ def test_the_debug_error_page_cannot_show_the_database_password():
         "from django.views.debug import SafeExceptionReporterFilter\n"
         "print(SafeExceptionReporterFilter().get_safe_settings())\n"
     )
-    result = run_check("-c", script, DEBUG="1", DATABASE_URL=PASSWORD_URL)
+    listen_url = PASSWORD_URL.replace("db.invalid", "listen.invalid")
+    result = run_check(
+        "-c", script, DEBUG="1", DATABASE_URL=PASSWORD_URL, CRONIQ_LISTEN_DATABASE_URL=listen_url
+    )
     assert result.returncode == 0, result.stderr
     assert "db.invalid" in result.stdout  # the settings were printed
+    assert "listen.invalid" in result.stdout
     assert "s3cret-pw" not in result.stdout
+
+
+# -- CRONIQ_LISTEN_DATABASE_URL: the direct connection LISTEN takes ----------
+
+POOLED_URL = "postgres://croniq:s3cret-pw@pgbouncer.invalid:6432/croniq"
+
+
+def test_the_listen_database_is_the_default_one_unless_set():
+    default = database_from_url(POOLED_URL)
+    assert listen_database(None, default) is None
+    assert listen_database("  ", default) is None
+    direct = listen_database("postgres://croniq:pw@db.invalid:5432/croniq", default)
+    assert (direct["HOST"], direct["PORT"], direct["NAME"]) == ("db.invalid", 5432, "croniq")
+
+
+@pytest.mark.parametrize(
+    ("database_url", "listen_url", "reason"),
+    [
+        (POOLED_URL, "sqlite:////srv/croniq.sqlite3", "expected a postgres:// URL"),
+        (POOLED_URL, "mysql://croniq:s3cret-pw@db.invalid/croniq", "unsupported scheme"),
+        (POOLED_URL, "postgres://croniq:s3cret-pw@db.invalid:notaport/croniq", "cannot parse"),
+        (POOLED_URL, "postgres://croniq:s3cret-pw@db.invalid/", "no database name"),
+        ("sqlite:////srv/croniq.sqlite3", "postgres://db.invalid/croniq", "SQLite has no LISTEN"),
+    ],
+)
+def test_a_bad_listen_database_url_is_refused_naming_the_setting(database_url, listen_url, reason):
+    with pytest.raises(ImproperlyConfigured) as refused:
+        listen_database(listen_url, database_from_url(database_url))
+    message = str(refused.value)
+    assert message.startswith("CRONIQ_LISTEN_DATABASE_URL: ")
+    assert reason in message
+    assert "s3cret-pw" not in message
+
+
+def test_a_bad_listen_database_url_stops_startup_with_one_line():
+    result = run_check(
+        DEBUG="1", DATABASE_URL=POOLED_URL, CRONIQ_LISTEN_DATABASE_URL="sqlite:////srv/c.db"
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("croniq: configuration error: CRONIQ_LISTEN_DATABASE_URL: ")
+
+
+def test_postgres_connections_keep_no_cursor_or_prepared_statement_in_the_session():
+    config = pooler_safe(database_from_url(POOLED_URL))
+    assert config["DISABLE_SERVER_SIDE_CURSORS"] is True
+    assert config["OPTIONS"]["prepare_threshold"] is None
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL: prepare_threshold"):
+        pooler_safe(database_from_url(POOLED_URL + "?server_side_binding=true&prepare_threshold=5"))
