@@ -42,7 +42,11 @@ from scheduler.housekeeping import vacuum
 
 log = logging.getLogger("croniq.scheduler")
 
-MAX_OUTAGE_BACKOFF = 30.0
+# The longest pause between two tries to reach the database in an outage.
+# A try is one failed connection; a longer pause is time the loop sleeps
+# after a failover's new primary takes writes (Patroni's take 10 to 30 s:
+# with 30 s pauses the loop came back up to 30 s after the database did).
+MAX_OUTAGE_BACKOFF = 5.0
 # Pause after an unexpected error outside any unit, so a bug cannot spin.
 ERROR_PAUSE = 1.0
 # How often a sleeping loop looks for edited jobs where it cannot block
@@ -75,6 +79,13 @@ HOUSEKEEPING_JOIN_TIMEOUT = 30.0
 
 def heartbeat_every() -> float:
     return min(HEARTBEAT_AT_LEAST_EVERY, settings.CRONIQ_STALL_GRACE / 6)
+
+
+def outage_pause(previous: float) -> float:
+    """The pause before the next try to reach the database, after a pause
+    of `previous` seconds (0: the first failure): doubling from 0.5 s up
+    to MAX_OUTAGE_BACKOFF."""
+    return min(MAX_OUTAGE_BACKOFF, max(0.5, previous * 2))
 
 
 def drop_broken_connection() -> bool:
@@ -318,7 +329,7 @@ class SchedulerLoop:
                 self.outage_backoff = 0.0
                 self.sleep_until_due()
             except (OperationalError, InterfaceError, DatabaseError) as e:
-                self.outage_backoff = min(MAX_OUTAGE_BACKOFF, max(0.5, self.outage_backoff * 2))
+                self.outage_backoff = outage_pause(self.outage_backoff)
                 log.warning(
                     "database unavailable (%s); retrying in %.1fs",
                     str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
@@ -364,7 +375,7 @@ class SchedulerLoop:
                     self.housekeeping_wake.wait(self.housekeeping_due_in(self.clock()))
                     self.housekeeping_wake.clear()
                 except (OperationalError, InterfaceError, DatabaseError) as e:
-                    backoff = min(MAX_OUTAGE_BACKOFF, max(0.5, backoff * 2))
+                    backoff = outage_pause(backoff)
                     log.warning("housekeeping: database unavailable (%s)", type(e).__name__)
                     close_old_connections()
                     self.stopping.wait(backoff)
