@@ -29,6 +29,7 @@ from calendars.models import Calendar
 from core.ownership import ManagedBy
 from notifications import channel_config, secrets
 from notifications.models import Channel, Rule
+from scheduler.apply.export import Selection, as_item, by_name
 from scheduler.apply.fields import REQUIRED, Field, defaults, field_names
 from scheduler.apply.items import ApplyError, seconds, string_list
 from scheduler.apply.upsert import upsert
@@ -263,6 +264,16 @@ def masked_channel_diff(diff: dict[str, Any]) -> dict[str, Any]:
     return {name: [mask(name, side) for side in sides] for name, sides in masked_diff(diff).items()}
 
 
+def channel_item(channel: Channel) -> dict[str, Any]:
+    """A channel as a `channels:` item (`croniq-admin export`): its kind's
+    settings as stored, so a secret stays the reference it is."""
+    values = {**defaults(CHANNEL_FIELDS), "name": channel.name, **channel_state(channel)}
+    values["headers"] = dict(sorted(values["headers"].items()))
+    if float(values["timeout"]).is_integer():
+        values["timeout"] = int(values["timeout"])  # 12, not 12.0
+    return as_item(CHANNEL_FIELDS, values)
+
+
 # -- what apply must know and say about the sections ----------------------------
 
 
@@ -383,6 +394,11 @@ def rule_state(rule: Rule, channel_names: list[str] | None = None) -> dict[str, 
     }
 
 
+def rule_item(rule: Rule) -> dict[str, Any]:
+    """A rule as a `notify:` item (`croniq-admin export`)."""
+    return as_item(RULE_FIELDS, {"name": rule.name, **rule_state(rule)})
+
+
 # -- the sections ---------------------------------------------------------------
 
 
@@ -398,6 +414,16 @@ class NotifySections:
         self.applier = applier
         self.channel_names = []  # every channel the file names, good or bad
         self.rule_names = []
+
+    @staticmethod
+    def export(select: Selection) -> dict[str, list[dict[str, Any]]]:
+        """The sections as `croniq-admin export` writes them (scheduler.apply.export)."""
+        channels = by_name(select(Channel.objects.all()))
+        rules = select(Rule.objects.select_related("calendar").prefetch_related("channels"))
+        return {
+            "channels": [channel_item(c) for c in channels],
+            "notify": [rule_item(r) for r in by_name(rules)],
+        }
 
     def apply(self, sections: dict[str, Any]) -> None:
         for where, item in self.applier.check_items("channels", sections["channels"], CHANNEL_KEYS):

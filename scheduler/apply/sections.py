@@ -20,7 +20,9 @@ def add_sections(keys: tuple[str, ...], factory: Callable[..., Any]) -> None:
     the apply's transaction (errors go to `applier.errors`, naming item and
     field; changes to `applier.record_change`) and whose `prune()` deletes
     what the file no longer names, before jobs and calendars are pruned.
-    Adding the same keys again replaces their factory.
+    `factory.export(select)` gives {key: [items]} of what is stored, for
+    `croniq-admin export` (scheduler.apply.export), which refuses a
+    section without it. Adding the same keys again replaces their factory.
     """
     keys = tuple(keys)
     _sections[:] = [(k, f) for k, f in _sections if k != keys]

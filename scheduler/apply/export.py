@@ -1,0 +1,284 @@
+"""`croniq-admin export`: the whole configuration as one apply document
+(docs/design.md §5, §16): calendars, concurrency groups, jobs, and the
+sections apps add (notification channels and rules). Applying it to an
+empty database makes the same configuration; a dry run of it against
+either database plans no change.
+
+Each item is written from the picture apply compares a row with
+(`scheduler.apply.items.job_state`, ...), in the order of apply's field
+lists and without the fields at their default, so what apply reads back is
+what is stored, and the document stays short. Only configuration: no
+executions, runners, fire times, pauses, health or audit. A channel's
+secrets are the references it stores, never their values. A job's `env`
+is written as stored (the export must recreate the job), and values named
+like secrets are warned about, so nobody commits them unawares.
+
+Rows are sorted by name here, not by the database's collation (PostgreSQL's
+locale order is not SQLite's), so the same configuration exports to the
+same text on either backend, and two exports diff cleanly.
+"""
+
+import datetime as dt
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from django.db.models import QuerySet
+
+from audit.changes import is_secret_env
+from calendars.models import Calendar, CalendarPeriod
+from core import db
+from scheduler.apply.fields import (
+    CALENDAR_FIELDS,
+    GROUP_FIELDS,
+    JOB_FIELDS,
+    PERIOD_FIELDS,
+    REQUIRED,
+    Field,
+)
+from scheduler.apply.items import group_state, job_state
+from scheduler.apply.sections import added_sections
+from scheduler.models import ConcurrencyGroup, Job
+
+# Which rows an export reads: a function narrowing each query.
+Selection = Callable[[QuerySet], QuerySet]
+
+HEADER = """\
+# Croniq's configuration, written by `croniq-admin export`. Apply it with
+# `croniq-admin apply FILE --source NAME`. Channel secrets are references;
+# job env values are as stored. No runs, runners, pauses or audit trail.
+"""
+
+# `singleton: true` is the older name of `overlap: skip` (docs/design.md §10):
+# the export writes the overlap policy alone, from which apply sets it.
+OLDER_NAMES = {"jobs": {"singleton"}}
+
+
+def everything(rows: QuerySet) -> QuerySet:
+    """The selection of a whole export. Projects (docs/design.md §11) will
+    bring one project's (`export --project P`: the rows of P, and
+    `project: P` at the top of the document)."""
+    return rows
+
+
+class ExportError(Exception):
+    pass
+
+
+@dataclass
+class Export:
+    document: dict[str, list[dict[str, Any]]]
+    # What the person exporting should know (stderr): secret-looking env
+    # values written out, pauses not carried.
+    warnings: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The document as YAML, after a short header comment."""
+        return HEADER + dumped(self.document)
+
+
+def export(select: Selection = everything) -> Export:
+    """The configuration `select` picks, read from one snapshot (a row
+    changed meanwhile cannot leave a job naming a calendar the document
+    lacks), as an apply document; ExportError when an app's section
+    cannot be exported."""
+    with db.snapshot():
+        calendars = by_name(select(Calendar.objects.select_related("base")))
+        periods = periods_by_calendar(select)
+        groups = by_name(select(ConcurrencyGroup.objects.all()))
+        jobs = by_name(select(Job.objects.select_related("calendar", "concurrency_group")))
+        sections = {
+            "calendars": [calendar_item(c, periods.get(c.pk, [])) for c in calendars],
+            "concurrency_groups": [group_item(g) for g in groups],
+            "jobs": [job_item(j) for j in jobs],
+        }
+        for keys, factory in added_sections():
+            exported = getattr(factory, "export", None)
+            if exported is None:
+                raise ExportError(
+                    f"the {', '.join(keys)} section(s) cannot be exported: "
+                    f"{factory.__qualname__} has no export()"
+                )
+            sections.update(exported(select))
+    document = {key: items for key, items in sections.items() if items}
+    return Export(document, [*secret_env_warnings(jobs), *pause_warnings(jobs)])
+
+
+def by_name(rows: Iterable[Any]) -> list[Any]:
+    return sorted(rows, key=lambda row: row.name)
+
+
+def as_item(
+    fields: tuple[Field, ...], values: dict[str, Any], older: Collection[str] = ()
+) -> dict[str, Any]:
+    """An apply item: `values` in the order of `fields`, leaving out those
+    at their default and the `older` names of fields written otherwise. A
+    field `values` lacks is a KeyError: an apply field the export does not
+    write would otherwise vanish from every backup."""
+    return {
+        f.name: values[f.name]
+        for f in fields
+        if f.name not in older and (f.default is REQUIRED or values[f.name] != f.default)
+    }
+
+
+# -- the built-in sections ---------------------------------------------------------
+
+
+def periods_by_calendar(select: Selection) -> dict[int, list[CalendarPeriod]]:
+    calendars = select(Calendar.objects.all())
+    periods = CalendarPeriod.objects.filter(calendar__in=calendars)
+    found = {}
+    for period in periods:
+        found.setdefault(period.calendar_id, []).append(period)
+    return found
+
+
+def calendar_item(calendar: Calendar, periods: list[CalendarPeriod]) -> dict[str, Any]:
+    nested = {f.name: f.fields for f in CALENDAR_FIELDS}
+    holidays = None
+    if calendar.holiday_country:
+        holidays = as_item(
+            nested["holidays"],
+            {
+                "country": calendar.holiday_country,
+                "subdivision": calendar.holiday_subdivision,
+                "categories": list(calendar.holiday_categories),
+            },
+        )
+    window = None
+    if calendar.window_start is not None and calendar.window_end is not None:
+        window = as_item(
+            nested["daily_window"],
+            {"start": clock(calendar.window_start), "end": clock(calendar.window_end)},
+        )
+    values = {
+        "name": calendar.name,
+        "description": calendar.description,
+        "timezone": calendar.timezone,
+        "weekdays": list(calendar.weekdays),
+        "holidays": holidays,
+        "daily_window": window,
+        "base": calendar.base.name if calendar.base is not None else None,
+    }
+    for kind in (CalendarPeriod.EXCLUDE, CalendarPeriod.INCLUDE):
+        values[kind] = [period_item(p) for p in sorted_periods(periods, kind)]
+    return as_item(CALENDAR_FIELDS, values)
+
+
+def sorted_periods(periods: list[CalendarPeriod], kind: str) -> list[CalendarPeriod]:
+    """The periods of `kind` in the order apply's picture of a calendar sorts them."""
+    return sorted(
+        (p for p in periods if p.kind == kind), key=lambda p: list(period_item(p).values())
+    )
+
+
+def period_item(period: CalendarPeriod) -> dict[str, Any]:
+    """A period as written: dates (whole days, end inclusive) or instants
+    with their offset (end exclusive), as ISO 8601 text."""
+    if period.start_date is not None:
+        start, end = period.start_date.isoformat(), period.end_date.isoformat()
+    else:
+        start, end = period.start_at.isoformat(), period.end_at.isoformat()
+    return as_item(PERIOD_FIELDS, {"start": start, "end": end, "label": period.label})
+
+
+def clock(time: dt.time) -> str:
+    """A time of day as `"HH:MM"`, with seconds only when it has them."""
+    return time.isoformat(timespec="minutes" if not (time.second or time.microsecond) else "auto")
+
+
+def group_item(group: ConcurrencyGroup) -> dict[str, Any]:
+    return as_item(GROUP_FIELDS, {"name": group.name, **group_state(group)})
+
+
+def job_item(job: Job) -> dict[str, Any]:
+    values = {"name": job.name, **job_state(job)}
+    # Sorted: PostgreSQL's jsonb keeps its own key order, SQLite the one written.
+    values["env"] = dict(sorted(values["env"].items()))
+    return as_item(JOB_FIELDS, values, OLDER_NAMES["jobs"])
+
+
+# -- what the person exporting is told ---------------------------------------------
+
+
+def secret_env_warnings(jobs: list[Job]) -> list[str]:
+    """One warning per job whose `env` has values named like secrets
+    (`*_TOKEN`, `*_PASSWORD`, `*_SECRET`, `*_KEY`): the export writes them
+    out, as it must to recreate the job."""
+    warnings = []
+    for job in jobs:
+        names = sorted(k for k, v in job.env.items() if is_secret_env(k) and v not in ("", None))
+        if names:
+            are, look = (
+                ("is", "looks like a secret") if len(names) == 1 else ("are", "look like secrets")
+            )
+            warnings.append(
+                f"job {job.name}: env {', '.join(names)} {are} written out as stored and "
+                f"{look}: do not commit the file as it is"
+            )
+    return warnings
+
+
+def pause_warnings(jobs: list[Job]) -> list[str]:
+    """Paused jobs: a pause is an operator's action, which apply leaves as it
+    is (docs/design.md §10), so the document does not carry it, and a job
+    applied from it to a new database is not paused."""
+    paused = [job.name for job in jobs if job.paused_at is not None]
+    if not paused:
+        return []
+    return [
+        "paused here, not in the document (a pause is an operator's state, which apply "
+        f"leaves alone): {', '.join(paused)}; applied to a new database, they are not paused"
+    ]
+
+
+# -- YAML ---------------------------------------------------------------------------
+
+
+class Dumper(yaml.SafeDumper):
+    """YAML apply reads back: no anchors or aliases (apply refuses them,
+    and PyYAML writes them for an object met twice), and text over
+    several lines as a block where that keeps it exact."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+# Line breaks YAML knows besides "\n", and the byte order mark: PyYAML
+# writes them raw outside double quotes, and reads them back as a space.
+ESCAPED = frozenset("\x85\u2028\u2029\ufeff")
+
+
+def represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    if ESCAPED.intersection(text):
+        style = '"'
+    elif "\n" in text:
+        style = "|"  # where the text allows it; quoted otherwise (trailing spaces...)
+    else:
+        style = None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+def represent_list(dumper: yaml.SafeDumper, items: list[Any]) -> yaml.SequenceNode:
+    # A list of words on one line, as people write them: [mon, tue, wed].
+    flow = all(isinstance(i, str | int | float) for i in items)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=flow)
+
+
+Dumper.add_representer(str, represent_text)
+Dumper.add_representer(list, represent_list)
+
+
+def dumped(document: dict[str, Any]) -> str:
+    if not document:
+        return "{}\n"
+    return yaml.dump(
+        document,
+        Dumper=Dumper,
+        sort_keys=False,  # an item's fields in apply's order: name first
+        allow_unicode=True,
+        default_flow_style=False,
+        width=1_000_000,  # a long command stays on its line: diffs show it whole
+    )
