@@ -52,7 +52,9 @@ LISTENING_POLL = 30.0
 # them (its subscription's `every`): in a burst each delivery commits, and a
 # round for each would cost more than it finds.
 COMMIT_CHECK = 0.05
-MAX_OUTAGE_BACKOFF = 30.0
+# As the scheduler loop's (scheduler.firing.loop): a failover's new primary is
+# reached within 5 s of taking writes.
+MAX_OUTAGE_BACKOFF = 5.0
 ERROR_PAUSE = 1.0
 # A lane claims without limit: it ends when nothing is due.
 LANE_BUDGET = 10**9
