@@ -42,7 +42,12 @@ from core import commits, db
 log = logging.getLogger("croniq.wakeups")
 
 FIRST_RECONNECT_PAUSE = 0.5
-MAX_RECONNECT_PAUSE = 30.0
+# At most this between two tries: after a failover the listener reaches the
+# new primary within 5 s of it taking writes (with 30 s, the hubs waited on
+# their slower safety scans that much longer).
+MAX_RECONNECT_PAUSE = 5.0
+# SQLite: the longest the listener blocks on the database's log at once.
+COMMIT_WAIT = 30.0
 
 
 class Flag:
@@ -209,7 +214,12 @@ class Listener:
                 log.warning("wake-ups: listening stopped (%s); again in %.1fs", error, pause)
                 if self.pause(pause):
                     return
-                pause = min(MAX_RECONNECT_PAUSE, pause * 2)
+                pause = next_pause(pause)
+
+
+def next_pause(pause: float) -> float:
+    """The pause before the next try to listen, after one of `pause`."""
+    return min(MAX_RECONNECT_PAUSE, pause * 2)
 
 
 class PostgresListener(Listener):
@@ -282,7 +292,7 @@ class CommitListener(Listener):
                     return True
                 self.up(subscriptions)
                 held = self.release(subscriptions)
-                seconds = MAX_RECONNECT_PAUSE if held is None else held
+                seconds = COMMIT_WAIT if held is None else held
                 if watcher.wait(seconds, self.control.fileno()):
                     now = time.monotonic()
                     for subscription in subscriptions:
