@@ -13,7 +13,7 @@ import asyncio
 import json
 import resource
 import uuid
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from harness.processes import manage, query
 
@@ -31,10 +31,13 @@ runners = Runner.objects.bulk_create(
            registered_at=seen, last_seen_at=seen)
     for n in range({count})
 )
+result = None
+{then}
 print(json.dumps({{
     "secret": secret,
     "seen": seen.strftime("%Y-%m-%d %H:%M:%S.%f+00:00"),
     "runners": [[r.pk, r.session] for r in runners],
+    "then": result,
 }}))
 """
 
@@ -54,15 +57,20 @@ class IdleRunners(NamedTuple):
     secret: str  # their token's
     seen: str  # when they were last seen, as SQL compares it on both backends
     runners: list[tuple[int, str]]  # (runner id, session)
+    then: Any  # what `then` set `result` to
 
 
-def idle_runners(database_url: str, count: int) -> IdleRunners:
-    """`count` runners of one new token, none of whose labels any job carries."""
+def idle_runners(database_url: str, count: int, then: str = "") -> IdleRunners:
+    """`count` runners of one new token, none of whose labels any job carries.
+
+    `then`: more Python for the same `manage.py shell` (one process start
+    less), at the top level, with `token` and `secret` at hand; what it
+    assigns to `result` comes back (JSON)."""
     prefix = f"idle-{uuid.uuid4().hex[:8]}"
-    code = IDLE_RUNNERS.format(prefix=prefix, count=count)
+    code = IDLE_RUNNERS.format(prefix=prefix, count=count, then=then)
     made = json.loads(manage(database_url, "shell", "-c", code).stdout.strip().splitlines()[-1])
     runners = [(pk, session) for pk, session in made["runners"]]
-    return IdleRunners(prefix, made["secret"], made["seen"], runners)
+    return IdleRunners(prefix, made["secret"], made["seen"], runners, made["then"])
 
 
 def polls_waiting(database_url: str, idle: IdleRunners) -> int:
