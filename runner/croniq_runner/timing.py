@@ -8,6 +8,13 @@ import threading
 import time
 from collections.abc import Callable
 
+# The longest pause between two tries of a call the server did not answer
+# (refused, timed out, 5xx): after a web restart or a database failover the
+# agent polls, reports and registers again within seconds of the server
+# answering. With 30 s, work fired after a failover waited up to 30 s for
+# the agent's next poll (bench/failover.py). A try costs the server little.
+RETRY_CAP = 5.0
+
 
 class Backoff:
     """Exponential backoff with jitter, capped.
@@ -18,7 +25,7 @@ class Backoff:
     """
 
     def __init__(
-        self, base: float = 0.5, cap: float = 30.0, rand: Callable[[], float] = random.random
+        self, base: float = 0.5, cap: float = RETRY_CAP, rand: Callable[[], float] = random.random
     ) -> None:
         self.base = base
         self.cap = cap
