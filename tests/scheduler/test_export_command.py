@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from harness.processes import process_env
+from harness.processes import on_postgres, process_env
 from scheduler.apply.document import apply
 from tests.scheduler.export_world import SECRET_ENV, SOURCE, rich, with_secrets
 
@@ -36,10 +36,9 @@ def copied_to(path):
         target.execute("PRAGMA journal_mode=WAL")
 
 
+@pytest.mark.skipif(on_postgres(), reason="croniq-admin on a SQLite file: one machine's install")
 @pytest.mark.django_db(transaction=True)
 def test_the_export_of_a_sqlite_file_applies_as_no_change(tmp_path, monkeypatch, settings):
-    if connection.vendor != "sqlite":
-        pytest.skip("croniq-admin on a SQLite file: the one-machine install")
     with_secrets(monkeypatch, settings, tmp_path)
     apply(rich(tmp_path), now=timezone.now(), source=SOURCE, managed_source=SOURCE)
     database = tmp_path / "croniq.sqlite3"
