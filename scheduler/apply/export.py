@@ -168,7 +168,7 @@ def calendar_item(calendar: Calendar, periods: list[CalendarPeriod]) -> dict[str
 
 
 def sorted_periods(periods: list[CalendarPeriod], kind: str) -> list[CalendarPeriod]:
-    """The periods of `kind` in the order apply's picture of a calendar sorts them."""
+    """The periods of `kind` by start, end and label, however they were stored."""
     return sorted(
         (p for p in periods if p.kind == kind), key=lambda p: list(period_item(p).values())
     )
