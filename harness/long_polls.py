@@ -12,7 +12,9 @@ silent for longer offline, and forget those silent for days.
 import asyncio
 import json
 import resource
+import sqlite3
 import uuid
+from contextlib import closing
 from typing import Any, NamedTuple
 
 from harness.processes import manage, query
@@ -128,3 +130,16 @@ async def open_polls(
         polls.append(OpenPoll(reader, writer))
     await asyncio.gather(*(poll.writer.drain() for poll in polls))
     return polls
+
+
+def execute(database_url: str, sql: str, params: tuple = ()) -> None:
+    """A statement that writes (`harness.processes.query` reads), committed."""
+    if database_url.startswith("sqlite"):
+        path = database_url.removeprefix("sqlite:///")
+        with closing(sqlite3.connect(path, timeout=20)) as conn, conn:
+            conn.execute(sql.replace("%s", "?"), params)
+        return
+    import psycopg
+
+    with psycopg.connect(database_url.replace("postgres://", "postgresql://")) as conn:
+        conn.execute(sql, params)
