@@ -130,6 +130,27 @@ class PgBouncer:
                     raise RuntimeError(message) from error
                 time.sleep(0.05)
 
+    def show(self, what: str) -> list[dict[str, Any]]:
+        """The rows of the admin console's `SHOW <what>` (STATS, POOLS, SERVERS...)."""
+        import psycopg
+
+        url = self.url_for(f"postgresql://{self.user}@x/pgbouncer")
+        # The console speaks only the simple query protocol: a client-side cursor.
+        with psycopg.connect(
+            url,
+            password=self.password or None,
+            autocommit=True,
+            cursor_factory=psycopg.ClientCursor,
+        ) as conn:
+            cursor = conn.execute(f"SHOW {what}")
+            names = [column.name for column in cursor.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def transactions(self, database: str) -> int:
+        """How many transactions went through the pooler to `database`."""
+        rows = [row for row in self.show("STATS") if row["database"] == database]
+        return int(rows[0]["total_xact_count"]) if rows else 0
+
     def stop(self, timeout: float = 10) -> None:
         """A safe shutdown (SIGINT: it waits for the transactions in flight),
         then an immediate one (SIGTERM), then SIGKILL."""
