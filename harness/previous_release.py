@@ -124,11 +124,44 @@ def previous_runner_venv() -> Path:
     return locked_build(f"{PREVIOUS_RELEASE[:12]}-runner-{python}", build_runner) / "venv" / "bin"
 
 
+def pycache() -> Path:
+    """Where the previous release's processes write their bytecode: a tree
+    mirroring the source paths of every module they imported."""
+    return CACHE / PREVIOUS_RELEASE / "pycache"
+
+
+def previous_paths() -> dict[str, object]:
+    """The environment that runs the previous release's code: its tree
+    first on the path, before the current checkout (installed editable in
+    the virtualenv, found only for a module the old tree does not have).
+    Bytecode is written (into pycache()) even where PYTHONDONTWRITEBYTECODE
+    is set: what it shows is how the tests know what the processes ran,
+    and it spares each later process compiling its modules again."""
+    return {
+        "PYTHONPATH": release_tree(),
+        "PYTHONPYCACHEPREFIX": pycache(),
+        "PYTHONDONTWRITEBYTECODE": "",
+    }
+
+
 def previous_env(database_url: str, **extra: object) -> dict[str, str]:
-    """process_env() for the previous release's code: its tree first on the
-    path, before the current checkout (installed editable in the venv,
-    found only for a module the old tree does not have)."""
-    return process_env(database_url, PYTHONPATH=release_tree(), **extra)
+    """process_env() for the previous release's code."""
+    return process_env(database_url, **previous_paths(), **extra)
+
+
+def compiled_sources(under: Path) -> set[Path]:
+    """The source files below `under` (relative to it) that a process of
+    the previous release ever imported: their bytecode is in pycache()."""
+    mirror = pycache() / under.relative_to(under.anchor)
+    return {path.relative_to(mirror) for path in mirror.rglob("*.pyc")}
+
+
+def current_code_imported() -> set[Path]:
+    """Modules of the current checkout a process of the previous release
+    ever imported: none, or the mixed-version tests test the current code
+    with itself. (.venv and .croniq, the release's own tree, are not the
+    checkout's code.)"""
+    return {path for path in compiled_sources(ROOT) if not path.parts[0].startswith(".")}
 
 
 def previous_manage(
@@ -153,12 +186,11 @@ def previous_python(
     """A Python script run inside the previous release's Django (the script
     calls django.setup())."""
     tree = release_tree()
+    settings = {"DJANGO_SETTINGS_MODULE": "croniq_project.settings"}
     return subprocess.run(
         [sys.executable, str(script), *args],
         cwd=tree,
-        env=previous_env(
-            database_url, DJANGO_SETTINGS_MODULE="croniq_project.settings", **extra_env
-        ),
+        env=previous_env(database_url, **settings, **extra_env),
         capture_output=True,
         text=True,
         timeout=300,
@@ -169,7 +201,7 @@ class PreviousServer(Server):
     """uvicorn serving the previous release's application."""
 
     def __init__(self, database_url: str, log_path: Path, **extra_env: object) -> None:
-        super().__init__(database_url, log_path, PYTHONPATH=release_tree(), **extra_env)
+        super().__init__(database_url, log_path, **previous_paths(), **extra_env)
 
     def command(self) -> list[str]:
         # --app-dir: uvicorn puts it first on the path, where it would put

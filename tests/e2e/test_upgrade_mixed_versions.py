@@ -20,6 +20,8 @@ import requests
 
 from harness.previous_release import (
     PreviousServer,
+    compiled_sources,
+    current_code_imported,
     previous_manage,
     previous_migrated_database,
     previous_runner_venv,
@@ -125,14 +127,18 @@ def run_the_jobs(api: Api, start: Callable[..., Process], tmp_path: Path) -> Non
             message="the run to cancel to start",
         )
         api.call("POST", f"executions/{cancelled}/cancel")
-        wait_for(
-            lambda: all(
-                api.call("GET", f"executions/{run}")["state"] == OUTCOMES[name][0]
-                for name, run in runs.items()
-            ),
-            timeout=60,
-            message="every run to end as expected",
-        )
+        states: dict[str, str] = {}
+
+        def ended() -> bool:
+            states.update(
+                {n: api.call("GET", f"executions/{run}")["state"] for n, run in runs.items()}
+            )
+            return all(states[name] == OUTCOMES[name][0] for name in runs)
+
+        try:
+            wait_for(ended, timeout=60, message="every run to end as expected")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; they are {states}") from None
         found = {name: outcome(api, run) for name, run in runs.items()}
         for name, (state, exit_code, line) in OUTCOMES.items():
             assert found[name][:2] == (state, exit_code), (name, found[name])
@@ -145,6 +151,12 @@ def run_the_jobs(api: Api, start: Callable[..., Process], tmp_path: Path) -> Non
 
 
 def test_previous_agent_runs_jobs_on_the_current_server(tmp_path):
+    # The agent is the release's own: its wheel holds the release's source.
+    [installed] = (previous_runner_venv().parent / "lib").glob(
+        "python*/site-packages/croniq_runner"
+    )
+    for module in (release_tree() / "runner" / "croniq_runner").glob("*.py"):
+        assert (installed / module.name).read_bytes() == module.read_bytes(), module.name
     db = migrated_database(tmp_path)
     server = Server(db, tmp_path / "web.log", **SERVER_ENV)
     loop = start_loop(db, tmp_path / "loop.log", **SERVER_ENV)
@@ -178,24 +190,72 @@ def test_current_agent_runs_jobs_on_the_previous_server(tmp_path):
         for process in (server, loop):
             process.stop()
         drop_database(db)
+    # The server was the release's own code: its processes imported the
+    # release's modules, never the current checkout's (installed in the
+    # same virtualenv).
+    assert {"asgi.py", "scheduler_loop.py"} <= {
+        path.name.split(".")[0] + ".py" for path in compiled_sources(release_tree())
+    }
+    assert current_code_imported() == set()
 
 
-def test_the_previous_server_runs_the_previous_release_code(tmp_path):
-    """What the tests above call the previous release is its own code: the
-    web server imports the old tree (the current checkout is installed in
-    the same virtualenv), and its agent is the old wheel."""
+def test_previous_agent_keeps_its_run_through_the_server_upgrade(tmp_path):
+    """Servers first, as the README says: the previous release's server is
+    stopped under a running job, its database migrated, the current server
+    started on the same address; the agent's run ends and is reported to
+    the new server, and the agent takes new work from it."""
     db = previous_migrated_database(tmp_path)
+    # A lease longer than the upgrade on a loaded machine: the agent would
+    # otherwise end its run itself (self-fencing) and the run be retried.
+    env = {**SERVER_ENV, "CRONIQ_LEASE_TTL": 300}
+    old = [
+        PreviousServer(db, tmp_path / "web-previous.log", **env),
+        start_previous_loop(db, tmp_path / "loop-previous.log", **env),
+    ]
+    new: list[Process] = []
+    agent = None
     try:
-        result = previous_manage(
-            db, "shell", "-c", "import scheduler.models as m, sys; print(m.__file__)"
+        token, key = credentials(previous_manage, db)
+        api = Api(ready(old[0]).url, key)
+        job = {"name": "across", "schedule": "0 0 1 1 *", "labels": [LABEL]}
+        api.call("POST", "jobs", json={**job, "command": "echo before; sleep 5; echo after"})
+        first = api.call("POST", "jobs/across/trigger")["execution_id"]
+        agent = start_previous_agent(
+            old[0].url, token, tmp_path / "agent.log", "--labels", LABEL, "--poll-wait", "5"
         )
-        assert Path(result.stdout.split()[-1]).is_relative_to(release_tree())
+        wait_for(
+            lambda: "before" in api.call("GET", f"executions/{first}/log")["data"],
+            timeout=60,
+            message="the run to start",
+        )
+
+        for process in old:
+            process.stop()
+        manage(db, "migrate", "--no-input")
+        new += [
+            Server(db, tmp_path / "web.log", port=old[0].port, **env),
+            start_loop(db, tmp_path / "loop.log", **env),
+        ]
+        ready(new[0])
+
+        wait_for(
+            lambda: api.call("GET", f"executions/{first}")["state"] != "running",
+            timeout=60,
+            message="the run's end to reach the new server",
+        )
+        assert outcome(api, first) == ("succeeded", 0, "before\nafter\n")
+        second = api.call("POST", "jobs/across/trigger")["execution_id"]
+        wait_for(
+            lambda: api.call("GET", f"executions/{second}")["state"] == "succeeded",
+            timeout=60,
+            message="the agent to run new work from the new server",
+        )
+        assert agent.alive(), agent.output()
     finally:
+        for process in [*old, *new]:
+            process.stop()
+        if agent is not None:
+            code = agent.stop()
+            print(f"--- agent\n{agent.output()}")
         drop_database(db)
-    agent = previous_runner_venv() / "croniq-runner"
-    assert (
-        "croniq-runner 0.2.0"
-        in subprocess.run(
-            [str(agent), "--version"], capture_output=True, text=True, check=True
-        ).stdout
-    )
+    assert code == 0, agent.output()
