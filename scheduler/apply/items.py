@@ -210,6 +210,13 @@ def period_values(where: str, kind: str, period: dict[str, Any]) -> dict[str, An
     return values
 
 
+def utc_text(instant: dt.datetime) -> str:
+    """An instant as UTC text: the database gives UTC back, a document may
+    write the same instant with another offset (`08:00+02:00`), and the two
+    must compare equal or every apply would rewrite the period."""
+    return instant.astimezone(dt.UTC).isoformat()
+
+
 def calendar_state(calendar: Any, periods: list[Any] | None = None) -> dict[str, Any]:
     """A comparable, JSON-friendly picture of a calendar and its periods."""
     if periods is None:
@@ -233,8 +240,8 @@ def calendar_state(calendar: Any, periods: list[Any] | None = None) -> dict[str,
         "periods": sorted(
             [
                 p.kind,
-                str(p.start_date or p.start_at.isoformat()),
-                str(p.end_date or p.end_at.isoformat()),
+                str(p.start_date or utc_text(p.start_at)),
+                str(p.end_date or utc_text(p.end_at)),
                 p.label,
             ]
             for p in periods

@@ -275,6 +275,25 @@ def test_datetime_periods_need_an_offset(tmp_path):
     assert period.start_at == dt.datetime(2026, 12, 24, 9, 0, tzinfo=dt.UTC)
 
 
+def test_a_period_written_with_an_offset_is_applied_once(tmp_path):
+    document = {
+        "calendars": [
+            {
+                "name": "c",
+                "exclude": [{"start": "2026-04-01T08:00+02:00", "end": "2026-04-01T09:00+02:00"}],
+            }
+        ]
+    }
+    path = write(tmp_path, document)
+    run_apply(path)
+    period_id = Calendar.objects.get(name="c").periods.get().pk
+
+    out, _ = run_apply(path, "--dry-run")
+    assert "~ calendar c" not in out
+    run_apply(path)
+    assert Calendar.objects.get(name="c").periods.get().pk == period_id
+
+
 def test_a_deferred_saturday_job_on_a_weekday_calendar_is_accepted(tmp_path):
     document = {
         "calendars": [{"name": "weekdays", "weekdays": ["mon", "tue", "wed", "thu", "fri"]}],
