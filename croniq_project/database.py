@@ -43,6 +43,22 @@ HOST_AND_PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+))(?::(?P<
 # a host list needs one that refuses the others (a standby fails every write).
 WRITABLE_SESSIONS = {"any", "read-write", "primary"}
 WRITE_ONLY_SESSIONS = {"read-write", "primary"}
+# libpq options a host list gets unless its URL sets them. A failover is
+# also a machine that vanished without a word: without these a connection
+# attempt to it waits 130 s before the next server is tried (psycopg's
+# default), and a query sent on a connection to it about 15 minutes of TCP
+# retransmissions, while the loop and the web's database threads wait.
+FAILOVER_OPTIONS = {
+    "connect_timeout": 3,  # seconds per server tried
+    "keepalives": 1,
+    # An idle connection (the LISTEN one) to a lost machine ends within 25 s.
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    # Milliseconds sent data may stay unacknowledged before the connection
+    # is given up: a query to a lost machine fails in 10 s.
+    "tcp_user_timeout": 10000,
+}
 
 
 def database_from_url(url: str, setting: str = "DATABASE_URL") -> dict[str, Any]:
@@ -89,6 +105,7 @@ def database_from_url(url: str, setting: str = "DATABASE_URL") -> dict[str, Any]
             # libpq: one port for all, or one each (empty: the default port).
             ports = [port for _, port in hosts]
             config["PORT"] = ",".join(ports) if any(ports) else ""
+            config["OPTIONS"] = {**FAILOVER_OPTIONS, **config["OPTIONS"]}
         config["CONN_HEALTH_CHECKS"] = True
     return config
 

@@ -22,8 +22,21 @@ def test_a_host_list_becomes_libpq_host_and_port_lists():
     assert config["NAME"] == "croniq"
     assert config["USER"] == "croniq"
     assert config["PASSWORD"] == "s3cret-pw"
-    assert config["OPTIONS"] == {"target_session_attrs": "read-write"}
+    assert config["OPTIONS"]["target_session_attrs"] == "read-write"
     assert config["CONN_HEALTH_CHECKS"] is True
+
+
+def test_a_host_list_gives_up_on_a_lost_machine_in_seconds_unless_told_otherwise():
+    config = database_from_url(FAILOVER_URL)
+    assert config["OPTIONS"]["connect_timeout"] == 3  # psycopg would wait 130 s
+    assert config["OPTIONS"]["tcp_user_timeout"] == 10000  # TCP would retry ~15 minutes
+    assert config["OPTIONS"]["keepalives_idle"] == 10
+    assert config["OPTIONS"]["keepalives_count"] == 3
+    mine = database_from_url(FAILOVER_URL + "&connect_timeout=10&tcp_user_timeout=0")
+    assert mine["OPTIONS"]["connect_timeout"] == 10
+    assert mine["OPTIONS"]["tcp_user_timeout"] == 0
+    # One server is read as before: its options are the URL's alone.
+    assert "connect_timeout" not in database_from_url("postgres://croniq@db/croniq")["OPTIONS"]
 
 
 @pytest.mark.parametrize(
