@@ -35,16 +35,16 @@ from dispatch_latency import emit  # noqa: E402
 TARGET_SECONDS = 15.0
 
 
-def measure(outage: float, number: int) -> dict:
+def measure(outage: float, number: int, unreachable: bool) -> dict:
     from harness import failover
 
     workdir = Path(tempfile.mkdtemp(prefix="croniq-failover-bench-"))
-    outcome = failover.run(workdir, outage=outage)
+    outcome = failover.run(workdir, outage=outage, unreachable=unreachable)
     promoted = outcome.promoted_after
     line = dict(
         bench="failover",
         backend="postgresql",
-        scenario=f"outage {outage:g}s",
+        scenario=f"outage {outage:g}s" + (", machine lost" if unreachable else ""),
         run=number,
         kill_to_promoted_s=round(promoted, 2),
         kill_to_first_fire_s=round(outcome.first_fire, 2),
@@ -79,6 +79,12 @@ def main() -> int:
         help="seconds from the kill to the promotion, one scenario each (default 0,20)",
     )
     parser.add_argument("--runs", type=int, default=1, help="runs of each scenario (default 1)")
+    parser.add_argument(
+        "--unreachable",
+        action="store_true",
+        help="the primary's machine is lost (its packets dropped: iptables, as root), "
+        "not only its server",
+    )
     options = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         emit(bench="failover", backend="sqlite", skipped="runs in the PostgreSQL pass", met=None)
@@ -97,7 +103,7 @@ def main() -> int:
     lines = []
     for outage in options.outages:
         for number in range(1, options.runs + 1):
-            lines.append(measure(outage, number))
+            lines.append(measure(outage, number, options.unreachable))
             emit(**lines[-1])
     fires = [line["promoted_to_first_fire_s"] for line in lines]
     dispatches = [line["promoted_to_first_dispatch_s"] for line in lines]

@@ -86,11 +86,15 @@ def jobs_file(path: Path, ledger: Path) -> Path:
     return path
 
 
-def run(workdir: Path, schema_from: str | None = None, outage: float = 0.0) -> Failover:
+def run(
+    workdir: Path, schema_from: str | None = None, outage: float = 0.0, unreachable: bool = False
+) -> Failover:
     """The scenario, on a new pair; `schema_from` is a migrated database to
-    copy (else `migrate` runs on the pair). The standby is promoted once the
-    loop has seen the primary gone and `outage` seconds have passed since
-    the kill (an HA manager's detection time: Patroni's is 10 to 30 s)."""
+    copy (else `migrate` runs on the pair). The standby is promoted
+    `outage` seconds after the kill (an HA manager's detection time:
+    Patroni's is 10 to 30 s), or with 0 once the loop has seen the primary
+    gone. `unreachable`: the primary's machine is lost (its packets
+    dropped), not only its server (harness/replica.py)."""
     pair = ReplicaPair()
     processes = []
     try:
@@ -120,12 +124,14 @@ def run(workdir: Path, schema_from: str | None = None, outage: float = 0.0) -> F
             message="finishes answered and a long run going",
         )
         acknowledged = reported(agent.output())
-        killed_at = pair.kill_primary()
-        # The processes find the primary gone before a new one is there.
-        wait_for(lambda: "database unavailable" in loop.output(), TIMEOUT, message="the outage")
-        time.sleep(max(0.0, killed_at + outage - time.time()))  # the outage, not a readiness wait
+        killed_at = pair.kill_primary(unreachable)
+        if outage:
+            time.sleep(max(0.0, killed_at + outage - time.time()))  # the outage itself
+        else:  # the processes find the primary gone before a new one is there
+            wait_for(lambda: "database unavailable" in loop.output(), TIMEOUT, message="outage")
         pair.promote()
         promoted_after = time.time() - killed_at
+        url = pair.primary_url("croniq")  # the harness's reads: the new primary alone
 
         def after_kill(column: str) -> float | None:
             row = query(url, f"SELECT MIN({column}) FROM scheduler_execution WHERE {column} > %s",

@@ -9,7 +9,10 @@ wait for it (`synchronous_standby_names = '*'`, `synchronous_commit = on`):
 what the primary acknowledged is on the standby when the primary dies.
 
 - `kill_primary()`: SIGKILL of the postmaster and every process it started,
-  as a machine losing power: nothing is flushed, nothing is sent.
+  as a server crashing: nothing is flushed, nothing is sent, and its port
+  refuses connections. With `unreachable=True` its port also drops every
+  packet first (iptables), as a machine losing power: a client's query or
+  connection attempt hangs until its own timeouts give up.
 - `promote()`: `pg_ctl promote` of the standby, returning once it takes
   writes. It commits alone (asynchronously) until it has a standby of its
   own: a primary that waits for a standby that is not there stops.
@@ -26,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from harness.private_postgres import PrivatePostgres, as_postgres
 from harness.processes import free_port
@@ -46,11 +50,17 @@ class ReplicaPair:
         self.ports = (self.primary.port, free_port())
         self.standby = self.new_standby(self.ports[1])
         self.failovers = 0
+        self.dropped: list[int] = []  # ports whose packets iptables drops
 
     def url(self, database: str = "postgres") -> str:
         """The URL Croniq gets: both servers, the one that takes writes wins."""
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.ports)
         return f"postgres://postgres@{hosts}/{database}?target_session_attrs=read-write"
+
+    def primary_url(self, database: str = "postgres") -> str:
+        """The primary alone: the harness's own reads, which must not wait
+        on a lost machine's timeouts as the processes under test do."""
+        return node_url(self.primary.port, database)
 
     def create_database(self, name: str, schema_from: str | None = None) -> str:
         """A new database on the primary (the standby follows); with
@@ -96,9 +106,12 @@ class ReplicaPair:
         )
         return rows[0][0]
 
-    def kill_primary(self) -> float:
+    def kill_primary(self, unreachable: bool = False) -> float:
         """SIGKILL the primary and its processes; returns when (time.time())."""
-        killed_at = kill_server(self.primary)
+        if unreachable:
+            drop_packets(self.primary.port)
+            self.dropped.append(self.primary.port)
+        killed_at = kill_server(self.primary, wait_refused=not unreachable)
         self.dead, self.primary = self.primary, None
         return killed_at
 
@@ -114,6 +127,9 @@ class ReplicaPair:
         """A new standby of the new primary where the dead primary was."""
         dead, self.dead = self.dead, None
         forget(dead)
+        if dead.port in self.dropped:
+            self.dropped.remove(dead.port)
+            drop_packets(dead.port, undo=True)
         self.standby = self.new_standby(dead.port)
 
     def destroy(self) -> None:
@@ -122,9 +138,12 @@ class ReplicaPair:
                 server.destroy()
         if self.dead is not None:
             forget(self.dead)
+        for port in self.dropped:
+            drop_packets(port, undo=True)
+        self.dropped = []
 
 
-def kill_server(server: PrivatePostgres) -> float:
+def kill_server(server: PrivatePostgres, wait_refused: bool = True) -> float:
     """SIGKILL a server's postmaster and every process it started (each a
     process group of its own), then wait until its port refuses connections."""
     pid = int((server.data / "postmaster.pid").read_text().split()[0])
@@ -137,8 +156,36 @@ def kill_server(server: PrivatePostgres) -> float:
             os.kill(int(child), signal.SIGKILL)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time()
-    wait(lambda: not answers(server.port), f"port {server.port} to refuse connections")
+    for process in [pid, *map(int, children)]:
+        wait(lambda process=process: gone(process), f"process {process} to end")
+    if wait_refused:
+        wait(lambda: not answers(server.port), f"port {server.port} to refuse connections")
     return killed_at
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie has: it holds no socket)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def can_drop_packets() -> bool:
+    """Whether this machine lets the harness drop packets (iptables, as root)."""
+    return os.geteuid() == 0 and shutil.which("iptables") is not None
+
+
+def drop_packets(port: int, undo: bool = False) -> None:
+    """Drop every packet to and from local TCP `port` (or stop dropping):
+    no reset, no refusal, as a machine that lost power. The rules name
+    Croniq's harness, so a leftover one is found by its comment."""
+    action = "-D" if undo else "-I"
+    comment = ["-m", "comment", "--comment", f"croniq-harness-{port}"]
+    for chain, direction in (("INPUT", "--dport"), ("OUTPUT", "--sport")):
+        rule = [chain, "-p", "tcp", direction, str(port), *comment, "-j", "DROP"]
+        subprocess.run(["iptables", action, *rule], check=not undo, capture_output=True)
 
 
 def forget(server: PrivatePostgres) -> None:
