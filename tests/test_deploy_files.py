@@ -78,6 +78,7 @@ def test_the_server_services_share_the_database_and_runners_reach_web(name):
     assert services["web"]["environment"]["SECRET_KEY"]
     assert services["runner"]["environment"]["CRONIQ_SERVER"] == "http://web:8000"
     assert "8000" in services["web"]["command"]
+    assert services["web"]["command"].split("&&")[-1].split()[0] == "exec"  # gets the SIGTERM
 
 
 def test_the_sqlite_deployment_is_one_serve_process_on_one_volume_and_no_database_service():
