@@ -107,12 +107,12 @@ def start_web(url, workdir):
     return start_webs(url, workdir, 1)[0]
 
 
-def start_webs(url, workdir, count):
+def start_webs(url, workdir, count, **env):
     """`count` uvicorn processes, each on its own port, all ready. They
     start side by side: each takes a second or two of CPU to import Django."""
     from harness.processes import Server
 
-    servers = [Server(url, workdir / f"web-{n}.log") for n in range(count)]
+    servers = [Server(url, workdir / f"web-{n}.log", **env) for n in range(count)]
     atexit.register(stop_webs, servers)  # a scenario that fails leaves none running
     return [server.wait_ready() for server in servers]
 
@@ -133,10 +133,10 @@ def by_process(webs, urls):
     return [sum(1 for u in urls if u == web.url) for web in webs]
 
 
-def start_loop(url, workdir):
+def start_loop(url, workdir, **env):
     from harness.processes import start_loop as start
 
-    loop = start(url, workdir / "loop.log")
+    loop = start(url, workdir / "loop.log", **env)
     atexit.register(loop.stop)
     return loop
 
@@ -245,21 +245,25 @@ def steady(url, workdir, seconds, jobs=STEADY_JOBS):
     )
 
 
-def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
-    """Run the steady scenario with the runners spread over `processes` web
-    processes; returns its figures (milliseconds)."""
+def steady_figures(
+    url, workdir, seconds, jobs=STEADY_JOBS, processes=1, runners=STEADY_RUNNERS, env=None
+):
+    """Run the steady scenario with `runners` runners spread over
+    `processes` web processes, which with the loop run on `url` and `env`;
+    returns its figures (milliseconds)."""
     from django.utils import timezone
 
     from scheduler.models import Execution, Job
 
-    webs = start_webs(url, workdir, processes)
+    env = env or {}
+    webs = start_webs(url, workdir, processes, **env)
     start_at = timezone.now().replace(microsecond=0) + timedelta(seconds=3)
     prefix = f"steady-{uuid.uuid4().hex[:6]}"
     Job.objects.bulk_create(
         Job(name=f"{prefix}-{n}", schedule="@every 1s", command="true", next_run_at=start_at)
         for n in range(jobs)
     )
-    loop = start_loop(url, workdir)
+    loop = start_loop(url, workdir, **env)
     secret = new_token()
     latencies = []
     after_parsing = []  # the same, once this Python client has parsed the answer
@@ -270,7 +274,7 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
     served_by = []  # the web process (URL) that answered each sample
     # Like the agent: runs finish on their own threads while the runner polls
     # again for its free slots.
-    finisher = ThreadPoolExecutor(STEADY_RUNNERS * 2)
+    finisher = ThreadPoolExecutor(runners * 2)
     failed_finishes = []
     sessions = threading.local()
 
@@ -329,8 +333,8 @@ def steady_figures(url, workdir, seconds, jobs=STEADY_JOBS, processes=1):
                     served_by.append(runner.url)
                 finish_later(runner, assignment)
 
-    runners = spread_runners(webs, secret, STEADY_RUNNERS, capacity=5)
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in runners]
+    pollers = spread_runners(webs, secret, runners, capacity=5)
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in pollers]
     for thread in threads:
         thread.start()
     time.sleep(max(0, warmup_until - time.time()) + seconds)
