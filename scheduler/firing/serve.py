@@ -8,10 +8,11 @@ IMMEDIATE transactions and a busy timeout, exactly as two processes would.
 Each part outlives the other's errors: the loop logs and isolates a failing
 step as it does in `scheduler_loop`, and a failing request is the web
 server's to answer. But neither runs alone: SIGTERM or SIGINT stops both
-(exit 0); a loop that ends without being asked stops the web server (exit
-1), and a web server that cannot start or dies stops the loop (exit 1), so
-a supervisor restarts the process instead of keeping a server that
-schedules nothing.
+(exit 0; the web server first, its open long-polls answered at once, then
+the loop once its current step has ended); a loop that ends without being
+asked stops the web server (exit 1), and a web server that cannot start or
+dies stops the loop (exit 1), so a supervisor restarts the process instead
+of keeping a server that schedules nothing.
 
 The ASGI application is named by string: `scheduler` imports nothing above
 it.
@@ -31,7 +32,9 @@ log = logging.getLogger("croniq.serve")
 
 ASGI_APPLICATION = "croniq_project.asgi:application"
 # After a stop, requests in flight get this long to finish before they are
-# cancelled, so that no request (a long-poll may wait 60 s) holds the stop.
+# cancelled, so that no slow request holds the stop. Long-polls do not wait
+# for it: the application answers them as the stop begins
+# (croniq_project.lifespan), and the process exits well within 2 s.
 SHUTDOWN_GRACE = 3.0
 # A stopped loop ends its current step first; one that takes longer than
 # this is reported and the process exits 1 without it.
