@@ -389,8 +389,8 @@ class Hub:
             else:
                 waiter.future.set_result(outcome)
         if _stopping:
-            # The process stopped during the step: the polls it served
-            # nothing are answered too, and no step follows.
+            # The process stopped during the step: the polls it claimed
+            # nothing for are answered too, and no step follows.
             self.release_waiters()
             return
         if served or self.next_slice:
