@@ -321,3 +321,20 @@ def test_postgres_connections_keep_no_cursor_or_prepared_statement_in_the_sessio
     assert config["OPTIONS"]["prepare_threshold"] is None
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL: prepare_threshold"):
         pooler_safe(database_from_url(POOLED_URL + "?server_side_binding=true&prepare_threshold=5"))
+
+
+def test_the_listen_connection_takes_the_listen_database_when_one_is_set(settings):
+    from core.db import listen_params
+
+    direct = "postgres://croniq:pw@db.invalid:5433/croniq?sslmode=require"
+    settings.CRONIQ_LISTEN_DATABASE = listen_database(direct, database_from_url(POOLED_URL))
+    assert listen_params() == {
+        "dbname": "croniq",
+        "user": "croniq",
+        "password": "pw",
+        "host": "db.invalid",
+        "port": 5433,
+        "sslmode": "require",
+    }
+    settings.CRONIQ_LISTEN_DATABASE = None
+    assert listen_params()["dbname"] == settings.DATABASES["default"]["NAME"]
