@@ -109,7 +109,7 @@ def run(
         web.wait_ready(timeout=TIMEOUT)
         agent = start_agent(
             web.url, token, workdir / "agent.log",
-            "--name", "failover", "--labels", LABEL, "--capacity", "4", "--poll-wait", "10",
+            "--name", "failover", "--labels", LABEL, "--capacity", "8", "--poll-wait", "10",
         )  # fmt: skip
         processes.append(agent)
         loop = start_loop(url, workdir / "loop.log", **SETTINGS)
