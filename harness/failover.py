@@ -98,6 +98,7 @@ def run(
     pair = ReplicaPair()
     processes = []
     try:
+        pair.start()
         url = pair.create_database("croniq", schema_from)
         if schema_from is None:
             manage(url, "migrate", "--no-input")

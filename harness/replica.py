@@ -19,6 +19,11 @@ what the primary acknowledged is on the standby when the primary dies.
 - `rebuild_standby()`: a new standby from the new primary, at the dead
   primary's port, synchronous again: the pair is ready for another failover.
 
+`start()`, `stop()`, `wait_ready()`, `url` and `destroy()` are those of
+PrivatePostgres, for the pair: the first start builds the standby, a later
+stop and start restart the primary (its standby reconnects), so the chaos
+suite runs on a pair as on one server (CRONIQ_CHAOS_REPLICA=1).
+
 Every step waits for the state it needs (the port refuses connections, the
 standby streams, the promoted server takes writes); none sleeps for it.
 """
@@ -35,24 +40,41 @@ from harness.private_postgres import PrivatePostgres, as_postgres
 from harness.processes import free_port
 
 READY_TIMEOUT = 60.0
-# A standby's own setting, after everything its base backup copied: once
-# promoted it has no standby, so it must not wait for one.
-ALONE = "\nsynchronous_standby_names = ''\n"
+# A standby's own settings, after everything its base backup copied: once
+# promoted it has no standby, so it must not wait for one; while it streams,
+# a restarted primary is asked again within half a second (not 5 s: its
+# commits wait for the standby meanwhile).
+STANDBY_SETTINGS = "\nsynchronous_standby_names = ''\nwal_retrieve_retry_interval = '500ms'\n"
 
 
 class ReplicaPair:
     def __init__(self) -> None:
-        self.primary = PrivatePostgres(free_port())
-        self.primary.start()
-        self.primary.wait_ready()
-        self.dead: PrivatePostgres | None = None
+        self.primary: PrivatePostgres | None = PrivatePostgres(free_port())
         self.standby: PrivatePostgres | None = None
+        self.dead: PrivatePostgres | None = None
         self.ports = (self.primary.port, free_port())
-        self.standby = self.new_standby(self.ports[1])
         self.failovers = 0
         self.dropped: list[int] = []  # ports whose packets iptables drops
 
-    def url(self, database: str = "postgres") -> str:
+    def start(self) -> None:
+        """Start the primary; the first time, build its standby too."""
+        self.primary.start()
+        if self.standby is None and self.dead is None:
+            self.primary.wait_ready()
+            self.standby = self.new_standby(self.ports[1])
+
+    def stop(self) -> None:
+        """Stop the primary (fast): its standby waits for it to come back."""
+        self.primary.stop()
+
+    def wait_ready(self) -> None:
+        self.primary.wait_ready()
+
+    @property
+    def url(self) -> str:
+        return self.database_url("postgres")
+
+    def database_url(self, database: str) -> str:
         """The URL Croniq gets: both servers, the one that takes writes wins."""
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.ports)
         return f"postgres://postgres@{hosts}/{database}?target_session_attrs=read-write"
@@ -77,7 +99,7 @@ class ReplicaPair:
                  "-d", libpq(node_url(self.primary.port, name))],
                 input=dump.stdout, check=True, capture_output=True, timeout=120,
             )  # fmt: skip
-        return self.url(name)
+        return self.database_url(name)
 
     def new_standby(self, port: int) -> PrivatePostgres:
         """A standby of the primary at `port`, streaming; the primary's
@@ -89,7 +111,7 @@ class ReplicaPair:
              "-R", "-X", "stream", "-c", "fast"]
         )  # fmt: skip
         auto_conf = standby.data / "postgresql.auto.conf"
-        auto_conf.write_text(auto_conf.read_text() + ALONE)
+        auto_conf.write_text(auto_conf.read_text() + STANDBY_SETTINGS)
         standby.start()
         standby.wait_ready()
         execute(self.primary.port, "ALTER SYSTEM SET synchronous_standby_names = '*'")
