@@ -79,7 +79,11 @@ async def stop_with_polls(server, url, count):
     seconds = time.monotonic() - sent
     for poll in polls:
         poll.close()
-    empty = [body for status, body in answers if status == 200 and body["executions"] == []]
+    empty = [
+        body
+        for status, body in answers
+        if status == 200 and isinstance(body, dict) and body.get("executions") == []
+    ]
     return dict(
         seconds=round(seconds, 3),
         last_answer_seconds=round(max(answered_at) - sent, 3) if answered_at else None,

@@ -99,8 +99,8 @@ class OpenPoll:
         self.writer = writer
 
     async def answer(self) -> tuple[int, dict[str, str], object]:
-        """(status, headers, JSON body); (0, {}, reason) when the connection
-        closed without an answer."""
+        """(status, headers, the body's JSON, or its text when it is not
+        JSON); (0, {}, reason) when the connection closed without an answer."""
         try:
             head = await self.reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, ConnectionError) as error:
@@ -113,7 +113,10 @@ class OpenPoll:
             if name:
                 headers[name.strip().lower()] = value.strip()
         body = await self.reader.readexactly(int(headers.get("content-length", "0")))
-        return status, headers, json.loads(body) if body else None
+        try:
+            return status, headers, json.loads(body)
+        except ValueError:  # an error page: its text
+            return status, headers, body.decode(errors="replace")
 
     def close(self) -> None:
         self.writer.close()
