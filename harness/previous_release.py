@@ -14,7 +14,9 @@ Its server runs on the current virtualenv with PYTHONPATH at the old tree:
 the lock keeps 5.2). Its agent runs from its own wheel, as on a runner host.
 The tree and the agent's virtualenv are kept in .croniq/previous-release/,
 named after the commit: built once, in the first test session that needs
-them (once per CI run, from a fresh clone).
+them (once per CI run, from a fresh clone). Its processes write their
+bytecode apart (pycache()), which also records every source file they
+imported: the tests check that none was the current checkout's.
 """
 
 import atexit
@@ -23,10 +25,14 @@ import functools
 import hashlib
 import io
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tarfile
 import tempfile
+import uuid
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from harness.processes import (
@@ -72,7 +78,7 @@ def check_history(commit: str = PREVIOUS_RELEASE) -> None:
     )
 
 
-def locked_build(name: str, build) -> Path:
+def locked_build(name: str, build: Callable[[Path], None]) -> Path:
     """CACHE/name, made by build(path) once: two suites started together
     (make test) wait for one build; a build cut short is started again."""
     target = CACHE / name
@@ -98,8 +104,14 @@ def extract(target: Path) -> None:
 
 @functools.cache
 def release_tree() -> Path:
-    """The previous release's source tree."""
-    return locked_build(PREVIOUS_RELEASE, extract) / "tree"
+    """The previous release's source tree. Once per session, forgets which
+    of the current checkout's modules earlier sessions' processes imported
+    (current_code_imported): a fixed mistake is not reported again."""
+    tree = locked_build(PREVIOUS_RELEASE, extract) / "tree"
+    mirror = pycache() / ROOT.relative_to(ROOT.anchor)
+    for path in mirror.glob("[!.]*"):
+        shutil.rmtree(path, ignore_errors=True)
+    return tree
 
 
 def build_runner(target: Path) -> None:
@@ -209,7 +221,9 @@ class PreviousServer(Server):
         return [*super().command(), "--app-dir", str(release_tree())]
 
 
-def start_previous_loop(database_url: str, log_path: Path, *args: str, **extra_env: object):
+def start_previous_loop(
+    database_url: str, log_path: Path, *args: str, **extra_env: object
+) -> Process:
     """The previous release's scheduler_loop."""
     return Process(
         [sys.executable, str(release_tree() / "manage.py"), "scheduler_loop", *args],
@@ -247,16 +261,11 @@ def previous_migrated_database(tmp_path: Path) -> str:
 
 def copy_database(template: str, tmp_path: Path) -> str:
     if not on_postgres():
-        import sqlite3
-        from contextlib import closing
-
         copy = Path(tmp_path) / "croniq-previous.sqlite3"
         source = sqlite3.connect(template.removeprefix("sqlite:///"))
         with closing(source), closing(sqlite3.connect(copy)) as target:
             source.backup(target)
         return f"sqlite:///{copy}"
-    import uuid
-
     import psycopg
 
     name = f"croniq_prev_{uuid.uuid4().hex[:12]}"

@@ -200,10 +200,11 @@ def test_current_agent_runs_jobs_on_the_previous_server(tmp_path):
 
 
 def test_previous_agent_keeps_its_run_through_the_server_upgrade(tmp_path):
-    """Servers first, as the README says: the previous release's server is
-    stopped under a running job, its database migrated, the current server
-    started on the same address; the agent's run ends and is reported to
-    the new server, and the agent takes new work from it."""
+    """Servers first, as the README says: the previous release's web server
+    and loop are stopped under a running job, the database migrated, the
+    current server started on the same address; the run, which ends only
+    once the new server is up, is reported to it, and the agent takes new
+    work from it."""
     db = previous_migrated_database(tmp_path)
     # A lease longer than the upgrade on a loaded machine: the agent would
     # otherwise end its run itself (self-fencing) and the run be retried.
@@ -214,11 +215,19 @@ def test_previous_agent_keeps_its_run_through_the_server_upgrade(tmp_path):
     ]
     new: list[Process] = []
     agent = None
+    go = tmp_path / "go"
     try:
         token, key = credentials(previous_manage, db)
         api = Api(ready(old[0]).url, key)
-        job = {"name": "across", "schedule": "0 0 1 1 *", "labels": [LABEL]}
-        api.call("POST", "jobs", json={**job, "command": "echo before; sleep 5; echo after"})
+        across = {
+            "name": "across",
+            "schedule": "0 0 1 1 *",
+            "labels": [LABEL],
+            "command": 'echo before; until [ -e "$GO" ]; do sleep 0.1; done; echo after',
+            "env": {"GO": str(go)},
+        }
+        api.call("POST", "jobs", json=across)
+        api.call("POST", "jobs", json={**across, "name": "next", "command": "echo next"})
         first = api.call("POST", "jobs/across/trigger")["execution_id"]
         agent = start_previous_agent(
             old[0].url, token, tmp_path / "agent.log", "--labels", LABEL, "--poll-wait", "5"
@@ -237,6 +246,8 @@ def test_previous_agent_keeps_its_run_through_the_server_upgrade(tmp_path):
             start_loop(db, tmp_path / "loop.log", **env),
         ]
         ready(new[0])
+        assert api.call("GET", f"executions/{first}")["state"] == "running"
+        go.touch()
 
         wait_for(
             lambda: api.call("GET", f"executions/{first}")["state"] != "running",
@@ -244,7 +255,7 @@ def test_previous_agent_keeps_its_run_through_the_server_upgrade(tmp_path):
             message="the run's end to reach the new server",
         )
         assert outcome(api, first) == ("succeeded", 0, "before\nafter\n")
-        second = api.call("POST", "jobs/across/trigger")["execution_id"]
+        second = api.call("POST", "jobs/next/trigger")["execution_id"]
         wait_for(
             lambda: api.call("GET", f"executions/{second}")["state"] == "succeeded",
             timeout=60,
@@ -252,6 +263,7 @@ def test_previous_agent_keeps_its_run_through_the_server_upgrade(tmp_path):
         )
         assert agent.alive(), agent.output()
     finally:
+        go.touch()  # never leave the job waiting
         for process in [*old, *new]:
             process.stop()
         if agent is not None:
