@@ -180,7 +180,12 @@ class Cluster:
                 postgres.url.replace("postgres://", "postgresql://"), autocommit=True
             ) as conn:
                 conn.execute("CREATE DATABASE croniq_chaos")
-            self.db = postgres.url.rsplit("/", 1)[0] + "/croniq_chaos"
+            # The server's URL with another database (and its options: a
+            # primary/standby pair's target_session_attrs).
+            server, _, options = postgres.url.partition("?")
+            self.db = (
+                server.rsplit("/", 1)[0] + "/croniq_chaos" + (f"?{options}" if options else "")
+            )
         else:
             self.db = f"sqlite:///{self.dir / 'croniq-chaos.sqlite3'}"
 
@@ -481,6 +486,8 @@ class Faults:
         }
         if self.cluster.postgres is not None:
             kinds["restart_postgres"] = 1
+        if self.failover_ready():
+            kinds["failover"] = 1
         if len(self.down_agents) >= 2:
             kinds.pop("kill_agent")
             kinds.pop("restart_agent")
@@ -623,6 +630,43 @@ class Faults:
 
         self.later(down_for, "start PostgreSQL", start)
 
+    def failover_ready(self):
+        """A primary/standby pair (CRONIQ_CHAOS_REPLICA=1, harness/replica.py)
+        whose primary is up and whose standby streams."""
+        postgres = self.cluster.postgres
+        pair = hasattr(postgres, "promote")
+        return pair and postgres.standby is not None and not self.postgres_down
+
+    def failover(self):
+        """Kill the PostgreSQL primary (SIGKILL of it and its processes: a
+        crash), promote its synchronous standby a moment later, then build a
+        new standby from the new primary where the old one was, so another
+        failover can come. The processes know only the multi-host URL."""
+        pair = self.cluster.postgres
+        old, new = pair.primary.port, pair.standby.port
+        down_for = self.rng.uniform(0.5, 3)
+        pair.kill_primary()
+        self.postgres_down = True
+        self.note("failover", f"SIGKILL primary :{old}; promote standby :{new} in {down_for:.1f}s")
+
+        def promote():
+            pair.promote()
+            self.postgres_down = False
+            self.later(1, f"a new standby at :{old}", rebuild)
+
+        def rebuild():
+            if self.postgres_down:  # restart_postgres stopped the new primary
+                self.later(1, f"a new standby at :{old}", rebuild)
+                return
+            pair.rebuild_standby()
+
+        self.later(down_for, f"promote :{new}", promote)
+
+    def failover_once(self):
+        """A failover at the start of every run on a pair (random ones follow)."""
+        if self.failover_ready():
+            self.failover()
+
     def fence_then_heal(self):
         """Cut a proxied agent while it runs a job longer than the lease, until
         it kills that job itself (self-fencing), then heal at once: the
@@ -659,7 +703,7 @@ class Faults:
         self,
         seconds,
         mean_gap,
-        scripted=("operator_save", "fence_then_heal", "kill_agent_alone_once"),
+        scripted=("operator_save", "fence_then_heal", "kill_agent_alone_once", "failover_once"),
     ):
         """Inject the scripted faults, then random ones for `seconds`."""
         deadline = time.monotonic() + seconds
