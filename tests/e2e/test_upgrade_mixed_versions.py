@@ -3,17 +3,17 @@ agent against the previous release's server (harness/previous_release.py).
 
 Operators upgrade a server and its runners one after the other, never at
 once: for the upgrade's length one side speaks the protocol of a release
-ago. Each test runs the same four jobs through a real web server and
-scheduler loop of one release and a real agent of the other, set up and
+ago. The first two tests run the same four jobs through a real web server
+and scheduler loop of one release and a real agent of the other, set up and
 read only through the management API (a contract too): a success with its
 output, a failure with its exit code, a run killed at its timeout and one
-an operator cancels.
+an operator cancels. The third upgrades the server under a running agent
+of the previous release.
 """
 
 import json
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import requests
@@ -112,8 +112,9 @@ def outcome(api: Api, execution_id: int) -> tuple[str, int | None, str]:
     return run["state"], run["exit_code"], log
 
 
-def run_the_jobs(api: Api, start: Callable[..., Process], tmp_path: Path) -> None:
-    """The four jobs through an agent `start` starts; their outcomes."""
+def run_the_jobs(api: Api, start: Callable[..., Process]) -> None:
+    """The four jobs through an agent `start` starts, each ending as
+    OUTCOMES says; the agent then stops cleanly."""
     runs = trigger_jobs(api)
     agent = start(
         *("--name", "mixed-agent", "--labels", LABEL, "--capacity", "4", "--poll-wait", "5"),
@@ -167,7 +168,7 @@ def test_previous_agent_runs_jobs_on_the_current_server(tmp_path):
         def previous_agent(*args: str) -> Process:
             return start_previous_agent(server.url, token, tmp_path / "agent.log", *args)
 
-        run_the_jobs(Api(server.url, key), previous_agent, tmp_path)
+        run_the_jobs(Api(server.url, key), previous_agent)
     finally:
         for process in (server, loop):
             process.stop()
@@ -185,7 +186,7 @@ def test_current_agent_runs_jobs_on_the_previous_server(tmp_path):
         def current_agent(*args: str) -> Process:
             return start_agent(server.url, token, tmp_path / "agent.log", *args)
 
-        run_the_jobs(Api(server.url, key), current_agent, tmp_path)
+        run_the_jobs(Api(server.url, key), current_agent)
     finally:
         for process in (server, loop):
             process.stop()
