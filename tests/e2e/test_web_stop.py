@@ -31,7 +31,8 @@ from tests.e2e.protocol_client import RunnerClient
 pytestmark = pytest.mark.e2e
 
 # docs/design.md §16. Measured from SIGTERM on a loaded two-core machine
-# (load average 8 to 11): 0.8 to 0.9 s with 1,000 polls (bench/web_stop.py).
+# (load average 5 to 11, this suite's processes at nice 19): 0.6 to 1.1 s
+# with 1,000 polls here, 0.3 to 0.55 s in bench/web_stop.py.
 STOP_WITHIN = 2.0
 POLLS = 1000
 SERVE_POLLS = 200
