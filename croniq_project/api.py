@@ -4,6 +4,7 @@ Errors are answered once, here, as JSON `{"detail": "..."}` (docs/design.md §4)
 bad input never becomes a 500.
 """
 
+import logging
 from collections.abc import Iterable
 
 from django.core.exceptions import RequestDataTooBig
@@ -13,6 +14,7 @@ from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 
 api = NinjaAPI(title="Croniq", version="1", urls_namespace="api")
+log = logging.getLogger(__name__)
 
 
 @api.exception_handler(ValidationError)
@@ -54,6 +56,9 @@ def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 
 @api.exception_handler(OperationalError)
 def database_unavailable(request: HttpRequest, exc: OperationalError) -> HttpResponse:
+    # The caller learns only that the database failed; the operator needs the
+    # reason (a server gone, or a schema not yet migrated: "no such column").
+    log.warning("%s %s: database unavailable: %s", request.method, request.path, exc)
     return api.create_response(request, {"detail": "database unavailable"}, status=503)
 
 

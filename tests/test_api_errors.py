@@ -38,3 +38,26 @@ def test_pages_outside_the_api_keep_django_s_html_404(client):
     answer = client.get("/no-such-page")
     assert answer.status_code == 404
     assert not answer["Content-Type"].startswith("application/json")
+
+
+def test_a_database_failure_answers_503_and_logs_its_reason(client, caplog):
+    from django.db import OperationalError, connection
+
+    from core import db_threads
+    from runners.models import RunnerToken
+
+    _, secret = RunnerToken.issue("errors")
+
+    def schema_not_migrated(execute, sql, params, many, context):
+        raise OperationalError("no such column: runners_runner.new_field")
+
+    with db_threads.steps_in_caller_thread(), connection.execute_wrapper(schema_not_migrated):
+        answer = client.post(
+            "/api/v1/runners/424242/heartbeat",
+            {"session": "s1"},
+            content_type="application/json",
+            headers={"authorization": f"Bearer {secret}"},
+        )
+    assert answer.status_code == 503
+    assert answer.json() == {"detail": "database unavailable"}  # the caller learns no more
+    assert "no such column: runners_runner.new_field" in caplog.text
