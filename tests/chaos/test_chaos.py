@@ -8,6 +8,9 @@ what is checked and why, tests/chaos/harness.py for the cluster and faults.
 
 CRONIQ_CHAOS_PROFILE=short|long picks the length, CRONIQ_CHAOS_SEED replays a run,
 CRONIQ_CHAOS_DIR=/some/dir keeps the logs, the ledger and chaos-report.txt.
+CRONIQ_CHAOS_PGBOUNCER=1 puts PgBouncer in transaction mode between the
+PostgreSQL run and its server (docs/design.md §16): every connection goes
+through it, but the LISTEN ones (CRONIQ_LISTEN_DATABASE_URL).
 CRONIQ_CHAOS_REPLICA=1 runs the PostgreSQL run on a primary and its synchronous
 standby (harness/replica.py), the processes on their multi-host URL, and adds
 the failover fault (tests/chaos/harness.py).
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.pgbouncer import PgBouncer, pgbouncer_bin
 from harness.private_postgres import PrivatePostgres, postgres_bin
 from harness.processes import on_postgres
 from harness.replica import ReplicaPair
@@ -38,9 +42,43 @@ def skip_reason(backend):
             return "runs in the PostgreSQL pass of the suite"
         if postgres_bin() is None:
             return "PostgreSQL server binaries not installed"
+        if through_pgbouncer() and pgbouncer_bin() is None:
+            return "CRONIQ_CHAOS_PGBOUNCER=1, but pgbouncer is not installed"
     elif on_postgres():
         return "runs in the SQLite pass of the suite"
     return None
+
+
+def through_pgbouncer():
+    return os.environ.get("CRONIQ_CHAOS_PGBOUNCER", "") in ("1", "true", "yes", "on")
+
+
+class PooledPostgres:
+    """The private server as Croniq sees it behind PgBouncer in transaction
+    mode: `url` is the pooler's; starts, stops and the rest are the
+    server's (restarting it leaves the pooler up, as in production)."""
+
+    def __init__(self, server):
+        self.server = server
+        # Every connection of two web processes, two loops and the harness
+        # at once: none waits in the pooler's queue for a server connection.
+        self.bouncer = PgBouncer(server.url, pool_size=60).start()
+        self.url = self.bouncer.url_for(server.url)
+
+    def __getattr__(self, name):
+        return getattr(self.server, name)
+
+    def direct(self, url):
+        """`url` (a database through the pooler) straight to the server."""
+        return url.replace(f":{self.bouncer.port}/", f":{self.server.port}/")
+
+    def wait_ready(self):
+        self.server.wait_ready()
+        self.bouncer.wait_ready()
+
+    def destroy(self):
+        self.bouncer.stop()
+        self.server.destroy()
 
 
 def on_a_pair():
@@ -50,17 +88,24 @@ def on_a_pair():
 def chaos_run(backend, workdir, say):
     run_seed = seed()
     chosen = profile()
+    pooled = backend == "postgresql" and through_pgbouncer()
     say(
-        f"chaos {backend}: profile {chosen.name}, seed {run_seed} "
-        f"(replay with CRONIQ_CHAOS_SEED={run_seed}); logs in {workdir}"
+        f"chaos {backend}{' through PgBouncer' if pooled else ''}: profile {chosen.name}, "
+        f"seed {run_seed} (replay with CRONIQ_CHAOS_SEED={run_seed}); logs in {workdir}"
     )
     postgres = None
     if backend == "postgresql":
         postgres = ReplicaPair() if on_a_pair() else PrivatePostgres()
         postgres.start()
         postgres.wait_ready()
+        if pooled:
+            postgres = PooledPostgres(postgres)
+            postgres.wait_ready()
     cluster = Cluster(backend, workdir, postgres)
     faults = Faults(cluster, random.Random(run_seed), say)
+    if pooled:
+        # The processes the cluster starts inherit it (harness.processes.process_env).
+        os.environ["CRONIQ_LISTEN_DATABASE_URL"] = postgres.direct(cluster.db)
     try:
         cluster.start()
         cluster.apply_jobs()
@@ -80,6 +125,8 @@ def chaos_run(backend, workdir, say):
         cluster.stop_webs()
     finally:
         cluster.kill_everything()
+        if pooled:
+            os.environ.pop("CRONIQ_LISTEN_DATABASE_URL", None)
         if postgres is not None:
             postgres.destroy()
     instants, fenced, outcomes = checks.check_instants(facts)
