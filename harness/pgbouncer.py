@@ -77,7 +77,7 @@ class PgBouncer:
                 f"auth_file = {self.dir / 'users.txt'}",
                 f"admin_users = {self.user}",
                 f"default_pool_size = {self.pool_size}",
-                "max_client_conn = 2000",
+                "max_client_conn = 1000",
                 # A server that restarts (the chaos suite) is tried again
                 # after a second, not the default 15.
                 "server_login_retry = 1",
