@@ -56,12 +56,7 @@ def listen_database(url: str | None, default: dict[str, Any]) -> dict[str, Any] 
             f"{LISTEN_SETTING}: set, but DATABASE_URL is not PostgreSQL; "
             "SQLite has no LISTEN (unset it)"
         )
-    try:
-        config = database_from_url(url.strip())
-    except ImproperlyConfigured as error:
-        # database_from_url names DATABASE_URL; this value is another's.
-        reason = str(error).removeprefix("DATABASE_URL: ")
-        raise ImproperlyConfigured(f"{LISTEN_SETTING}: {reason}") from None
+    config = database_from_url(url.strip(), setting=LISTEN_SETTING)
     if config.get("ENGINE") != POSTGRES:
         raise ImproperlyConfigured(
             f"{LISTEN_SETTING}: expected a postgres:// URL (a direct connection to the "
