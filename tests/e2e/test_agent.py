@@ -161,8 +161,13 @@ def test_runs_that_end_while_a_report_is_on_its_way_are_reported_together(world,
     behind the call on its way, and reach it together, each with its own
     outcome."""
     job = agents.label
-    specs = [dict(job=f"{job}-{n}", command="sleep 1", labels=[job]) for n in range(11)]
-    specs.append(dict(job=f"{job}-fails", command="sleep 1; exit 5", labels=[job]))
+    # Each run waits for the gate, opened once the cable is pulled: with a
+    # fixed sleep, a loaded machine started the last runs after the first
+    # had ended, and twelve were never running at once.
+    gate = tmp_path / "gate"
+    wait_for_gate = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    specs = [dict(job=f"{job}-{n}", command=wait_for_gate, labels=[job]) for n in range(11)]
+    specs.append(dict(job=f"{job}-fails", command=f"{wait_for_gate}; exit 5", labels=[job]))
     proxy = TcpProxy(world.server.port)
     agent = start_agent(
         proxy.url,
@@ -176,8 +181,10 @@ def test_runs_that_end_while_a_report_is_on_its_way_are_reported_together(world,
         wait_for(
             lambda: [run["state"] for run in executions(world.db, *names)] == ["running"] * 12,
             message="all twelve running",
+            timeout=60,
         )
         proxy.cut()
+        gate.touch()
         wait_for(lambda: agent.output().count(" ended: exit code ") == 12, message="all ended")
         proxy.heal()
         reported(agent, 12)
