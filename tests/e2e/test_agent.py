@@ -284,7 +284,13 @@ def test_work_that_reaches_a_draining_agent_is_handed_back_unstarted(world, agen
     """A stopping agent's long-poll is still in flight while its jobs drain;
     work it brings back is given back at once, not left to its lease."""
     job = agents.label
-    add_execution(world.db, job, "echo busy; sleep 4", labels=[job])
+    # The running job ends when the test says, once the late work is handed
+    # back: with a fixed sleep it ended first on a loaded machine, the drain
+    # was over, and the agent left with the late work's poll cut instead.
+    gate = tmp_path / "end-the-first-run"
+    add_execution(
+        world.db, job, f"echo busy; while [ ! -e {gate} ]; do sleep 0.05; done", labels=[job]
+    )
     agent = agents("--capacity", "2", "--drain-timeout", "30")
     wait_for(lambda: "started" in agent.output(), message="the first job to start")
     time.sleep(0.5)  # its poll for the free slot waits on the server now
@@ -296,8 +302,9 @@ def test_work_that_reaches_a_draining_agent_is_handed_back_unstarted(world, agen
         [run] = executions(world.db, f"{job}-late")
         return run["state"] == "pending" and "handed back" in agent.output() and run
 
-    run = wait_for(handed_back, timeout=10, message="the late execution to be handed back")
+    run = wait_for(handed_back, timeout=30, message="the late execution to be handed back")
     assert (run["id"], run["attempt"], run["claimed_at"]) == (late, 1, None)
+    gate.touch()
     assert exit_code(agent, timeout=20) == 0
     [first] = executions(world.db, job)
     assert first["state"] == "succeeded"  # the drain still let the running job finish

@@ -201,7 +201,13 @@ def test_the_agent_waits_for_a_late_server_and_its_job_rides_out_a_server_crash(
         time.sleep(0.5)
         # Back with shorter leases: the agent must notice, or it would fence too late.
         server = start_server(db, tmp_path / "web-2.log", port=port, CRONIQ_LEASE_TTL=6, **fast)
-        wait_for(lambda: " reported: " in agent.output(), message="the report after the restart")
+        # The agent registers again once it reaches the new server, and the
+        # report may get through first: wait for both.
+        wait_for(
+            lambda: " reported: " in agent.output() and "shorter leases" in agent.output(),
+            timeout=30,
+            message="the report and the new registration after the restart",
+        )
 
         [run] = executions(db, "steady")
         assert (run["state"], run["exit_code"]) == ("succeeded", 0)
