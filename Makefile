@@ -70,33 +70,22 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Both backends side by side, each in three runs: the tests that start real
-# processes (PROCESS_TESTS), in two runs, and the rest. Measured on two
-# cores, the rest is CPU in the pytest process itself (one core a run,
-# 8-9 minutes), while the process tests mostly wait on their processes'
-# instants, timeouts and leases: 16 minutes of wall time a backend in one
-# run, with the machine at 126% of its 200% (`/usr/bin/time` over the whole
-# CI). Two runs a backend lay that waiting side by side; more workers for
-# the CPU-bound rest (pytest-xdist) would only queue for the same two
-# cores. PROCESS_TESTS_A holds the long single tests (the short chaos run,
-# the fuzzers, failover, upgrades), about half of the waiting. -O prints
-# each run's output whole when it ends. The Docker base image is built
-# beside them (it mostly downloads); image builds and containers come after
-# the PostgreSQL runs, while the SQLite ones finish.
+# Both backends side by side, each in two runs: the tests that start real
+# processes (PROCESS_TESTS) and the rest. Measured on two cores, the rest is
+# CPU in the pytest process itself (one core a run), while the process tests
+# mostly wait on their processes' instants, timeouts and leases (alone: about
+# 12 minutes of wall time for 6 of CPU). One run a backend put the waiting
+# after the computing; four runs lay the waiting over it. More workers of the
+# same kind (pytest-xdist) would only queue for the same two cores. -O prints
+# each run's output whole when it ends. The Docker base image is built beside
+# them (it mostly downloads); image builds and containers come after the
+# PostgreSQL runs, while the SQLite ones finish.
 PROCESS_TESTS := tests/e2e tests/chaos tests/conformance
-PROCESS_TESTS_A := tests/chaos tests/conformance $(addprefix tests/e2e/test_,\
-	api_fuzz.py protocol_schema.py agent_lifecycle.py agent_faults.py failover.py \
-	upgrade_database.py upgrade_mixed_versions.py pgbouncer.py web_stop.py \
-	loop_survives_database_restart.py stall_watch.py)
-# The other end-to-end tests: tests/e2e without PROCESS_TESTS_A's files.
-PROCESS_TESTS_B := tests/e2e $(addprefix --ignore=,$(filter tests/e2e/%,$(PROCESS_TESTS_A)))
 
 .PHONY: test-sqlite-processes test-sqlite-rest test-postgres-processes test-postgres-rest
-.PHONY: test-sqlite-processes-a test-sqlite-processes-b
-.PHONY: test-postgres-processes-a test-postgres-processes-b
 
 test: lint
-	@$(MAKE) --no-print-directory -j7 -O test-sqlite postgres-then-docker
+	@$(MAKE) --no-print-directory -j5 -O test-sqlite postgres-then-docker
 
 postgres-then-docker: test-postgres docker-engine
 	@$(MAKE) --no-print-directory test-docker
@@ -104,15 +93,9 @@ postgres-then-docker: test-postgres docker-engine
 # Alone (no -j) the two halves run one after the other.
 test-sqlite: test-sqlite-processes test-sqlite-rest
 
-test-sqlite-processes: test-sqlite-processes-a test-sqlite-processes-b
-
-test-sqlite-processes-a: bytecode
-	@echo "=== tests that start processes, on SQLite: the long ones"
-	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS_A) $(PYTEST_ARGS)
-
-test-sqlite-processes-b: bytecode
-	@echo "=== tests that start processes, on SQLite: the other end-to-end tests"
-	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS_B) $(PYTEST_ARGS)
+test-sqlite-processes: bytecode
+	@echo "=== tests that start processes, on SQLite"
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS) $(PYTEST_ARGS)
 
 test-sqlite-rest: bytecode
 	@echo "=== the rest of the suite, on SQLite"
@@ -121,26 +104,14 @@ test-sqlite-rest: bytecode
 
 test-postgres: test-postgres-processes test-postgres-rest
 
-# The PostgreSQL runs side by side each need a test database of their own
+# The two PostgreSQL runs side by side each need a test database of their own
 # (pytest-django names it test_ and the URL's database): the process tests'
-# URLs name CRONIQ_TEST_POSTGRES_URL's database with _processes (and
-# _processes_b) after it.
-test-postgres-processes: test-postgres-processes-a test-postgres-processes-b
-
-test-postgres-processes-a: bytecode
+# URL names CRONIQ_TEST_POSTGRES_URL's database with _processes after it.
+test-postgres-processes: bytecode
 	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
-		echo "=== tests that start processes, on PostgreSQL: the long ones"; \
+		echo "=== tests that start processes, on PostgreSQL"; \
 		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_processes" \
-			$(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS_A) $(PYTEST_ARGS); \
-	else \
-		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
-	fi
-
-test-postgres-processes-b: bytecode
-	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
-		echo "=== tests that start processes, on PostgreSQL: the other end-to-end tests"; \
-		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_processes_b" \
-			$(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS_B) $(PYTEST_ARGS); \
+			$(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS) $(PYTEST_ARGS); \
 	else \
 		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
 	fi
