@@ -299,6 +299,9 @@ class Agent(Registration, LeaseKeeping):
             # may fill at once (a server that predates `slots` ignores it).
             body["slots"] = self.config.capacity
         self.polling = True
+        # From here the poll goes out even if a stop comes now: its answer is
+        # read and what it brings is handed back (`accept`).
+        log.debug("polling for %d free slot(s)", free)
         try:
             answer = self.client.post(path, body, timeout=self.config.poll_wait + 10)
         except Transient:

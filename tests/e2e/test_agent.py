@@ -85,6 +85,22 @@ def agents(world, tmp_path, request):
         print(f"--- {agent.log_path}\n{agent.output()}")
 
 
+# A stop test's agent logs each poll as it goes out, and its polls outlast
+# the test: a five-second poll could end unanswered on a loaded machine
+# before the test's late work arrived, and the draining agent not poll again.
+DRAINING = ("--log-level", "DEBUG", "--poll-wait", "30")
+
+
+def poll_for_the_free_slot_sent(agent):
+    """The agent's poll for the slot its one running job leaves free (of
+    two) has gone out: a stop now no longer keeps it from the server. A
+    fixed sleep raced it on a loaded machine, and the late work never came."""
+    wait_for(
+        lambda: "polling for 1 free slot" in agent.output(),
+        message=f"the poll for the free slot:\n{agent.output()}",
+    )
+
+
 def reported(agent, count=1, timeout=20):
     wait_for(
         lambda: (
@@ -291,9 +307,9 @@ def test_work_that_reaches_a_draining_agent_is_handed_back_unstarted(world, agen
     add_execution(
         world.db, job, f"echo busy; while [ ! -e {gate} ]; do sleep 0.05; done", labels=[job]
     )
-    agent = agents("--capacity", "2", "--drain-timeout", "30")
+    agent = agents(*DRAINING, "--capacity", "2", "--drain-timeout", "30")
     wait_for(lambda: "started" in agent.output(), message="the first job to start")
-    time.sleep(0.5)  # its poll for the free slot waits on the server now
+    poll_for_the_free_slot_sent(agent)
     agent.popen.send_signal(signal.SIGTERM)
     wait_for(lambda: "draining" in agent.output(), message="the agent to drain")
     late = add_execution(world.db, f"{job}-late", "echo never", labels=[job])
@@ -330,7 +346,7 @@ def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(
         overlap="queue",
         max_concurrent=1,
     )
-    agent = agents("--capacity", "2", "--drain-timeout", "30")
+    agent = agents(*DRAINING, "--capacity", "2", "--drain-timeout", "30")
     wait_for(lambda: "started" in agent.output(), message="the first run to start")
     queued = django(
         world.db,
@@ -341,7 +357,7 @@ def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(
         ).pk)
         """,
     )
-    time.sleep(0.5)  # the poll for the free slot waits on the server now
+    poll_for_the_free_slot_sent(agent)
     agent.popen.send_signal(signal.SIGTERM)
     wait_for(lambda: "draining" in agent.output(), message="the agent to drain")
     gate.touch()
@@ -355,9 +371,8 @@ def test_work_the_last_run_of_a_drain_lets_in_is_handed_back_not_taken_away(
 
 
 def test_an_idle_agent_stops_at_once_without_waiting_out_its_long_poll(agents):
-    agent = agents("--poll-wait", "30")
-    wait_for(lambda: "connected" in agent.output(), message="the agent to register")
-    time.sleep(0.5)  # its long-poll is waiting on the server now
+    agent = agents(*DRAINING)
+    wait_for(lambda: "polling for 1 free slot" in agent.output(), message="the agent to poll")
     stopped_at = time.monotonic()
     agent.popen.send_signal(signal.SIGTERM)
     assert exit_code(agent) == 0
