@@ -25,24 +25,20 @@ import functools
 import hashlib
 import io
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tarfile
 import tempfile
-import uuid
 from collections.abc import Callable
-from contextlib import closing
 from pathlib import Path
 
 from harness.processes import (
     ROOT,
     Process,
     Server,
+    copy_database,
     create_database,
     drop_template,
-    on_postgres,
-    postgres_admin_url,
     process_env,
 )
 from harness.runner_venv import checked, install, run
@@ -256,19 +252,6 @@ def previous_migrated_database(tmp_path: Path) -> str:
         previous_manage(url, "migrate", "--no-input")
         _template["url"] = url
         atexit.register(drop_template, url, folder)
-    return copy_database(_template["url"], tmp_path)
-
-
-def copy_database(template: str, tmp_path: Path) -> str:
-    if not on_postgres():
-        copy = Path(tmp_path) / "croniq-previous.sqlite3"
-        source = sqlite3.connect(template.removeprefix("sqlite:///"))
-        with closing(source), closing(sqlite3.connect(copy)) as target:
-            source.backup(target)
-        return f"sqlite:///{copy}"
-    import psycopg
-
-    name = f"croniq_prev_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin_url() + "/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template.rsplit("/", 1)[1]}"')
-    return f"{postgres_admin_url()}/{name}"
+    return copy_database(
+        _template["url"], Path(tmp_path) / "croniq-previous.sqlite3", "croniq_prev"
+    )

@@ -73,16 +73,22 @@ def migrated_database(tmp_path):
         manage(url, "migrate", "--no-input")
         _template["url"] = url
         atexit.register(drop_template, url, folder)
-    template = _template["url"]
+    return copy_database(_template["url"], tmp_path / "croniq-e2e.sqlite3", "croniq_e2e")
+
+
+def copy_database(template: str, sqlite_file: Path, postgres_prefix: str) -> str:
+    """A copy of the database at `template`: at `sqlite_file` on SQLite (the
+    backup API), a new database named `postgres_prefix` and a random tail on
+    PostgreSQL (CREATE DATABASE ... TEMPLATE; nothing may be connected to
+    the template meanwhile)."""
     if not on_postgres():
-        copy = tmp_path / "croniq-e2e.sqlite3"
         source = sqlite3.connect(template.removeprefix("sqlite:///"))
-        with closing(source), closing(sqlite3.connect(copy)) as target:
+        with closing(source), closing(sqlite3.connect(sqlite_file)) as target:
             source.backup(target)
-        return f"sqlite:///{copy}"
+        return f"sqlite:///{sqlite_file}"
     import psycopg
 
-    name = f"croniq_e2e_{uuid.uuid4().hex[:12]}"
+    name = f"{postgres_prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_admin_url() + "/postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template.rsplit("/", 1)[1]}"')
     return f"{postgres_admin_url()}/{name}"
