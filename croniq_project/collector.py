@@ -176,6 +176,7 @@ def families(now: datetime) -> Iterator[Metric]:
     yield from scheduler_gauges(now, jobs)
     yield from job_families(jobs, now)
     yield notification_gauge()
+    yield check_gauge()
     yield maintenance_gauge(now)
     yield from group_gauges()
 
@@ -476,6 +477,21 @@ def group_gauges() -> Iterator[Metric]:
         budget.add_metric([name], most)
     yield used
     yield budget
+
+
+def check_gauge() -> GaugeMetricFamily:
+    """Checks by state (docs/design.md §12), every state present (0 when none):
+    one grouped count over the checks table."""
+    from checks.models import Check
+    from checks.states import STATES
+
+    by_state = dict.fromkeys(STATES, 0)
+    for row in Check.objects.values("state").annotate(n=Count("id")).order_by():
+        by_state[row["state"]] = row["n"]
+    gauge = GaugeMetricFamily("croniq_checks", "Check-ins by state.", labels=["state"])
+    for state, count in sorted(by_state.items()):
+        gauge.add_metric([state], count)
+    return gauge
 
 
 def notification_gauge() -> GaugeMetricFamily:

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "runners",
     "dispatch",
     "notifications",
+    "checks",
     "control",
     "dashboard",
 ]

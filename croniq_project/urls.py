@@ -9,6 +9,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    path("ping/", include("checks.urls")),
     path("api/", api.urls),
     path("", include("dashboard.urls")),
 ]

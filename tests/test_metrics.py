@@ -282,10 +282,10 @@ def test_pending_work_no_online_runner_can_take_is_counted_by_labels(db):
 
 # Counters, runners, jobs joined to their health, notification routes,
 # pending executions, unmatched labels, lag, last tick, pending
-# notifications, maintenance in force, concurrency groups (their running
-# counts only when there is one); and the calendars with their periods
-# when a job has one.
-SCRAPE_QUERIES = 13
+# notifications, checks by state, maintenance in force, concurrency groups
+# (their running counts only when there is one); and the calendars with
+# their periods when a job has one.
+SCRAPE_QUERIES = 14
 
 
 def test_a_scrape_costs_the_same_few_queries_however_many_rows(db, django_assert_num_queries):

@@ -33,6 +33,8 @@ NAMES = (
     "labels.unserved",
     "scheduler.stalled",
     "incident.grouped",
+    "check.down",
+    "check.up",
 )
 
 _sinks = []

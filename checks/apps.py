@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.apps import AppConfig
+
+if TYPE_CHECKING:  # the loop and its steps import models: not before the apps are ready
+    from scheduler.firing.loop import SchedulerLoop
+    from scheduler.firing.steps import Step
+
+
+class ChecksConfig(AppConfig):
+    name = "checks"
+    verbose_name = "Check-ins"
+
+    def loop_steps(self, loop: SchedulerLoop) -> list[Step]:
+        from checks import evaluation, retention
+        from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
+
+        return [
+            # Late and down are told to people in minutes (grace defaults
+            # to one): a look every second is precise enough, and a look
+            # that finds nothing overdue is two index probes.
+            Step("checks", evaluation.evaluate, every=1.0),
+            Step(
+                "check_pings_pruned",
+                retention.prune,
+                every=HOUSEKEEPING_INTERVAL,
+                idle_every=IDLE_PRUNE_EVERY,
+            ),
+        ]
