@@ -9,6 +9,7 @@ Standard library and requests only.
 import contextlib
 import logging
 import os
+import pwd
 import select
 import signal
 import subprocess
@@ -19,17 +20,20 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from croniq_runner.client import Client, Conflict, NotFound, Rejected, Transient, Unauthorized
+from croniq_runner.config import Account
 from croniq_runner.logs import LogBatcher
 from croniq_runner.supervisor import kill_all, terminate
 from croniq_runner.timing import Backoff
 
 if TYPE_CHECKING:
-    from croniq_runner.config import Account
     from croniq_runner.ledger import Ledger
     from croniq_runner.reports import Reports
 
 # One execution as the server's poll answer hands it over (docs/design.md §4).
 Assignment = dict[str, Any]
+# The assignment fields this agent acts on, announced at registration: the
+# server hands a job that sets one only to agents that announced it.
+FEATURES = ("stdin", "run_as")
 
 log = logging.getLogger("croniq.runner")
 
@@ -98,6 +102,35 @@ def outcome(
     return body
 
 
+class RunAsError(Exception):
+    """The agent cannot run the job as its `run_as` user."""
+
+
+def job_account(assignment: Assignment, default: "Account | None") -> "Account | None":
+    """The account to run `assignment` as: its `run_as` user, which wins
+    over the agent's --run-as (`default`). The agent's own user needs no
+    switch; any other needs the agent to be root. RunAsError naming the
+    problem otherwise: never the wrong user."""
+    name = assignment.get("run_as") or ""
+    if not name:
+        return default
+    if not isinstance(name, str):
+        raise RunAsError(f"run_as: {name!r} is not a user name")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise RunAsError(f"run_as: no such user {name!r} on this machine") from None
+    if entry.pw_uid == os.geteuid() and os.geteuid() != 0:
+        return None  # the agent's own user: nothing to switch
+    if os.geteuid() != 0:
+        raise RunAsError(
+            f"run_as: running jobs as {name!r} needs the agent to run as root "
+            f"(it runs as uid {os.geteuid()})"
+        )
+    groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
+    return Account(entry.pw_name, entry.pw_uid, entry.pw_gid, tuple(groups), entry.pw_dir)
+
+
 class Job:
     def __init__(
         self,
@@ -131,7 +164,9 @@ class Job:
         self.giving_up = giving_up
         self.clock = clock
         self.orphan_grace = orphan_grace
-        self.account = account  # agent_config.Account to run as, or None
+        # The agent's --run-as (config.Account) or None; the job's own
+        # run_as replaces it when the job starts (`job_account`).
+        self.account = account
         self.ledger = ledger  # agent_ledger.Ledger of this agent, or None
         self.reports = reports  # reports.Reports sending finishes together, or None
         self._lifeline: int | None = None  # the agent's end of the supervisor's pipe
@@ -173,13 +208,21 @@ class Job:
     def start(self) -> None:
         # The supervisor reads end-of-file from this pipe once the agent is
         # gone; only the agent holds the write end (not inherited by jobs).
+        try:
+            self.account = job_account(self.assignment, self.account)
+        except RunAsError as error:
+            self.refuse_start(str(error))
+            return
+        stdin = self.assignment.get("stdin") or ""
         lifeline, self._lifeline = os.pipe()
         try:
             self.process = subprocess.Popen(
                 self.supervised(lifeline),
                 cwd=self.work_dir,
                 env=job_environment(self.assignment, os.environ, self.account),
-                stdin=subprocess.DEVNULL,
+                # The job's input through a pipe, as cron feeds a crontab
+                # line's `%` text; else nothing to read.
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kills reach every child
@@ -203,12 +246,34 @@ class Job:
                 self.assignment.get("attempt"),
                 self.process.pid,
             )
+            if stdin:
+                self._thread(lambda: self._feed(str(stdin)), "stdin")
             self._thread(self._read, "read")
             self._shipper: threading.Thread | None = self._thread(self._ship, "ship")
         else:
             self._output_closed = True
             self._shipper = None
         self._thread(self._run, "run")
+
+    def refuse_start(self, error: str) -> None:
+        """End the run before it starts, `error` its reason (reported as a
+        start that failed, through the usual finish)."""
+        self.start_error = error
+        log.error("execution %s not started: %s", self.id, error)
+        self.started_at = self.clock()
+        self._output_closed = True
+        self._shipper = None
+        self._thread(self._run, "run")
+
+    def _feed(self, text: str) -> None:
+        """Write the job's `stdin` and close it (end of input). A command
+        that exits without reading it all is no error."""
+        assert self.process is not None and self.process.stdin is not None
+        pipe = self.process.stdin
+        with contextlib.suppress(OSError):  # BrokenPipeError: it stopped reading
+            pipe.write(text.encode("utf-8", "surrogateescape"))
+        with contextlib.suppress(OSError):
+            pipe.close()
 
     def wait_for_instant(self) -> float:
         """Seconds until the supervisor starts the command (0: at once)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.config import VERSION
 from croniq_runner.exits import EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
+from croniq_runner.job import FEATURES
 from croniq_runner.timing import Backoff, renewal_interval
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ class Registration:
             "version": VERSION,
             "hostname": socket.gethostname(),
             "capacity": self.config.capacity,
+            # What it acts on in an assignment (stdin, run_as): older
+            # servers ignore the field, and give such jobs to no one.
+            "features": list(FEATURES),
         }
 
     def register(self) -> None:
