@@ -193,7 +193,7 @@ class RuleAdmin(AdoptedOnSave, AuditedModelAdmin):
         (
             "Filters",
             {
-                "fields": ["jobs", "labels", "owner", "calendar", "fallback"],
+                "fields": ["jobs", "checks", "labels", "owner", "calendar", "fallback"],
                 "description": "An event matches when its job passes every filter that is set.",
             },
         ),

@@ -148,7 +148,8 @@ class RuleForm(forms.ModelForm):
     class Meta:
         model = Rule
         fields = [
-            "name", "enabled", "events", "jobs", "labels", "owner", "calendar", "fallback",
+            "name", "enabled", "events", "jobs", "checks", "labels", "owner", "calendar",
+            "fallback",
             "failures_in_a_row", "slow_factor", "grace", "channels", "throttle", "digest",
         ]  # fmt: skip
         widgets = {"channels": forms.CheckboxSelectMultiple}

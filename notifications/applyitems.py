@@ -90,6 +90,12 @@ RULE_FIELDS = (
     ),
     Field("channels", "list of channel names", "Where it sends them.", REQUIRED),
     Field("jobs", "glob", 'Only jobs whose name matches ("billing-*"); empty: any job.', ""),
+    Field(
+        "checks",
+        "glob",
+        'Only check events of checks whose name matches ("backup-*"); empty: any check.',
+        "",
+    ),
     Field("labels", "list of text", "Only jobs (or runners) carrying all of these.", []),
     Field("calendar", "calendar name", "Only jobs on this calendar.", None),
     Field("owner", "text", "Only jobs of this owner.", ""),
@@ -334,6 +340,7 @@ def _reference_texts(item):
 RULE_CHECKS = {
     "events": event_names,
     "jobs": text,
+    "checks": text,
     "labels": string_list,
     "owner": text,
     "fallback": boolean,
@@ -378,6 +385,7 @@ def rule_state(rule: Rule, channel_names: list[str] | None = None) -> dict[str, 
     return {
         "events": list(rule.events),
         "jobs": rule.jobs,
+        "checks": rule.checks,
         "labels": list(rule.labels),
         "calendar": rule.calendar.name if rule.calendar_id else None,
         "owner": rule.owner,

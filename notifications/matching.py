@@ -42,6 +42,7 @@ def matches(rule: Rule, event: Event) -> bool:
     return (
         event.name in rule.events
         and job_name_matches(rule, event)
+        and check_name_matches(rule, event)
         and labels_match(rule, event)
         and calendar_matches(rule, event)
         and owner_matches(rule, event)
@@ -61,10 +62,23 @@ def job_name_matches(rule: Rule, event: Event) -> bool:
     return job is not None and fnmatch.fnmatchcase(job["name"], rule.jobs)
 
 
+def check_of(event: Event) -> dict[str, Any] | None:
+    """The check snapshot of a check.* event {"name", "project", ...}, or None."""
+    return event.data.get("check") or None
+
+
+def check_name_matches(rule: Rule, event: Event) -> bool:
+    """A rule with `checks` routes only check events of the checks it names."""
+    if not rule.checks:
+        return True
+    check = check_of(event)
+    return check is not None and fnmatch.fnmatchcase(check["name"], rule.checks)
+
+
 def subject_labels(event: Event) -> list[str]:
     """The labels a rule's `labels` filter looks at: the job's; for runner
     events the runner's; for labels.unserved the labels nobody serves."""
-    if event.name == "labels.unserved" or event.name.startswith("runner."):
+    if event.name == "labels.unserved" or event.name.startswith(("runner.", "check.")):
         labels = event.data.get("labels")
         if labels is None and event.runner is not None:
             labels = event.runner.labels  # runner.flapping carries none

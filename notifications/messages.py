@@ -19,11 +19,11 @@ def message(
     notification_id: Any, event: Event, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The §9 body of the notification `notification_id` telling `event`:
-    {"id", "event", "at", "summary", "job"?, "execution"?, "runner"?, "url"}.
+    {"id", "event", "at", "summary", "job"?, "execution"?, "runner"?, "check"?, "url"}.
     `extra` adds fields, such as "details" (a list of lines: what a throttle
     suppressed, the members of a group)."""
     data = event.data
-    fields = {key: data[key] for key in ("job", "execution", "runner") if data.get(key)}
+    fields = {key: data[key] for key in ("job", "execution", "runner", "check") if data.get(key)}
     return body(
         notification_id,
         event.name,
@@ -75,7 +75,7 @@ def summary(event: Event) -> str:
 
 def subject_name(event: Event) -> str:
     data = event.data
-    for key in ("job", "runner"):
+    for key in ("job", "runner", "check"):
         if data.get(key):
             return data[key]["name"]
     return "Croniq"
@@ -83,6 +83,10 @@ def subject_name(event: Event) -> str:
 
 def job_name(event: Event) -> str:
     return (event.data.get("job") or {}).get("name", "a deleted job")
+
+
+def check_name(event: Event) -> str:
+    return (event.data.get("check") or {}).get("name", "")
 
 
 def runner_name(event: Event) -> str | None:
@@ -226,6 +230,15 @@ def scheduler_stalled(event: Event, data: dict[str, Any]) -> str:
     return f"the scheduler has not ticked for {duration(quiet)}"
 
 
+def check_down(event: Event, data: dict[str, Any]) -> str:
+    reason = data.get("reason")
+    return f"check {check_name(event)} is down" + (f": {reason}" if reason else "")
+
+
+def check_up(event: Event, data: dict[str, Any]) -> str:
+    return f"check {check_name(event)} is up again"
+
+
 SUMMARIES = {
     "execution.failed": execution_failed,
     "execution.timed_out": execution_timed_out,
@@ -241,6 +254,8 @@ SUMMARIES = {
     "runner.flapping": runner_flapping,
     "labels.unserved": labels_unserved,
     "scheduler.stalled": scheduler_stalled,
+    "check.down": check_down,
+    "check.up": check_up,
 }
 
 

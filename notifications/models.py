@@ -124,6 +124,12 @@ class Rule(Owned):
     jobs = models.CharField(
         max_length=200, blank=True, help_text='Job name glob ("billing-*"); empty: any job.'
     )
+    checks = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text='Check name glob ("backup-*"): only check events of these checks; '
+        "empty: any check.",
+    )
     labels = models.JSONField(
         default=empty_list, blank=True, help_text="Only jobs (or runners) carrying all of these."
     )
@@ -226,6 +232,8 @@ class Notification(models.Model):
     # runner.* notification has its runner's name (its throttle's subject).
     pool = models.CharField(max_length=500, blank=True)
     runner_name = models.CharField(max_length=100, blank=True)
+    # A check.* notification's check (its throttle's subject).
+    check_name = models.CharField(max_length=100, blank=True)
     # The docs/design.md §9 body, fixed when routed so every retry sends the same.
     message = models.JSONField(default=empty_dict)
     state = models.CharField(max_length=10, choices=STATES, default=PENDING)

@@ -115,6 +115,8 @@ def route(
     incidents.keys_of(notification, event)
     if event.name.startswith("runner."):
         notification.runner_name = messages.runner_name(event) or ""
+    if event.name.startswith("check."):
+        notification.check_name = messages.check_name(event)
     notification.state = state_of(notification, event, rule, active_mutes, grouping, now)
     details = []
     if notification.state == Notification.PENDING:
@@ -151,7 +153,7 @@ def state_of(
 
 # Never held back by a throttle: the news that ends what it held back (and
 # carries its summary).
-UNTHROTTLED = ("job.recovered",)
+UNTHROTTLED = ("job.recovered", "check.up")
 
 
 def throttled(notification: Notification, rule: Any, now: datetime) -> bool:
@@ -169,11 +171,12 @@ def throttled(notification: Notification, rule: Any, now: datetime) -> bool:
 
 def same_subject(notification: Notification) -> Any:
     """Notifications of the same rule and channel about the same job, or
-    for events without a job the same runner (runner.*), or none
-    (labels.unserved, scheduler.stalled: one throttle per rule)."""
+    for events without a job the same runner (runner.*) or check (check.*),
+    or none (labels.unserved, scheduler.stalled: one throttle per rule)."""
     subject = {"job_id": notification.job_id}
     if notification.job_id is None:
         subject["runner_name"] = notification.runner_name
+        subject["check_name"] = notification.check_name
     return Notification.objects.filter(
         rule_id=notification.rule_id, channel_id=notification.channel_id, **subject
     )
