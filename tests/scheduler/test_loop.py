@@ -283,6 +283,8 @@ def test_the_loop_runs_the_steps_the_apps_contribute_firing_first():
         ("unserved", steps.HOUSEKEEPING_INTERVAL),
         ("digests", 30.0),
         ("notifications_pruned", steps.HOUSEKEEPING_INTERVAL),
+        ("checks", 1.0),
+        ("check_pings_pruned", steps.HOUSEKEEPING_INTERVAL),
     ]
 
 
@@ -640,6 +642,7 @@ def test_every_retention_step_rests_after_a_pass_that_found_nothing():
         "audit_pruned": steps.IDLE_PRUNE_EVERY,
         "pruned": steps.IDLE_PRUNE_EVERY,
         "notifications_pruned": steps.IDLE_PRUNE_EVERY,
+        "check_pings_pruned": steps.IDLE_PRUNE_EVERY,
     }
 
 
