@@ -23,6 +23,9 @@ class JobOut(Schema):
     timezone: str
     command: str
     env: dict[str, Any]
+    stdin: str = ""
+    run_as: str = ""
+    run_on_register: bool = False
     calendar: str | None
     calendar_policy: str
     labels: list[Any]

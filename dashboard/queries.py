@@ -278,7 +278,9 @@ def why_waiting(execution: Execution, now: datetime) -> coverage.Waiting | None:
     """Why a pending execution has not started (None for any other)."""
     if execution.state != Execution.PENDING:
         return None
-    return coverage.Coverage.read().why_waiting(execution.job.labels, execution.run_after, now)
+    return coverage.Coverage.read().why_waiting(
+        execution.job.requirements, execution.run_after, now
+    )
 
 
 def log_chunks(

@@ -21,6 +21,10 @@ class Upcoming:
     reason: str = ""
 
 
+# A job without a schedule (docs/design.md §13, run_on_register).
+NO_SCHEDULE = "when a runner starts"
+
+
 def describe(job: Job) -> str:
     """The schedule in words, or the raw schedule when it cannot be read."""
     return describe_schedule(job.schedule, job.name)
@@ -30,6 +34,8 @@ def describe(job: Job) -> str:
 def describe_schedule(schedule: str, name: str) -> str:
     # About a millisecond per call (cron-descriptor), and the overview shows
     # fifty at a time; schedules repeat a lot across jobs, so remember them.
+    if not schedule:
+        return NO_SCHEDULE
     try:
         return describe_text(schedule, key=name)
     except ValueError:

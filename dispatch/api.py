@@ -111,6 +111,7 @@ class RegisterIn(Schema):
             "version": "0.9.0",
             "hostname": "build-01.example.com",
             "capacity": 2,
+            "features": ["stdin", "run_as"],
         }
     )
 
@@ -120,6 +121,15 @@ class RegisterIn(Schema):
     version: Text(0, 50) | None = None
     hostname: Text(0, 255) | None = None
     capacity: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+    features: Annotated[
+        list[Text(1, 50)],
+        Field(
+            max_length=50,
+            description="Assignment fields this agent acts on (`stdin`, `run_as`): a job "
+            "that sets one goes only to runners that announced it. Unknown names are kept "
+            "and ignored. An addition: without it the runner gets no such job.",
+        ),
+    ] = []
 
 
 class RegisterOut(Schema):
@@ -146,6 +156,7 @@ async def register(request: HttpRequest, body: RegisterIn) -> dict[str, Any]:
         version=body.version,
         hostname=body.hostname,
         capacity=body.capacity,
+        features=body.features,
     )
     return {
         "runner_id": runner.pk,
@@ -206,6 +217,19 @@ class AssignmentOut(Schema):
     # Seconds after the answer arrives before the run may start: 0 unless
     # the poll asked `early` and the work's instant is still ahead.
     starts_in: float = 0.0
+    # Sent only when the job sets them, so an assignment of any other job
+    # stays as it always was; only runners that announced them get such work.
+    stdin: str = Field(
+        "",
+        exclude_if=lambda stdin: not stdin,
+        description="Text for the command's standard input (sent when the job has some).",
+    )
+    run_as: str = Field(
+        "",
+        exclude_if=lambda run_as: not run_as,
+        description="The user to run the command as (sent when the job names one); "
+        "a runner that cannot switch to it fails the run saying why.",
+    )
 
 
 class PollOut(Schema):

@@ -22,7 +22,7 @@ from django.db.models.functions import Greatest
 from core import db
 from dispatch import identity
 from dispatch.refusals import Refused
-from runners.models import Runner
+from runners.models import JOB_FEATURES, Runner, feature_marks, split_requirements
 from scheduler.models import Execution
 from scheduler.runs import groups, maintenance
 
@@ -46,6 +46,8 @@ CLAIMED_FIELDS = (
     "job__timeout",
     "job__labels",
     "job__concurrency_group",
+    "job__stdin",
+    "job__run_as",
 )
 
 
@@ -61,6 +63,12 @@ class Handed(typing.NamedTuple):
 
 # What one claim hands to one poll: its runner, session and executions.
 Claim = tuple[Runner, str, list[Execution]]
+# Whether an execution's job needs each feature (`understood`), read with
+# its labels where the labels are matched in Python.
+NEEDS = {
+    feature: Case(When(**{f"job__{feature}": ""}, then=Value(False)), default=Value(True))
+    for feature in JOB_FEATURES
+}
 # What a maintenance holds back (`scheduler.runs.maintenance.Maintenance.held`).
 Held = frozenset[str] | str | None
 
@@ -87,7 +95,7 @@ def claim(runner: Runner, session: str, capacity: int, now: datetime) -> list[Ex
     with transaction.atomic(savepoint=False):
         held = maintenance.load(now).held(now)
         executions = claimable(
-            runner.labels, capacity, now, held=held, budget=groups.Budget(), names=(runner.name,)
+            runner.fits, capacity, now, held=held, budget=groups.Budget(), names=(runner.name,)
         )
         if not executions:
             return []
@@ -187,7 +195,9 @@ def claimable(
     others: Iterable[Iterable[str]] = (),
 ) -> list[Execution]:
     """The oldest ready executions whose job labels are all in `labels` (job
-    loaded), leaving out the ids in `exclude` (taken by this transaction),
+    loaded; `labels` is a runner's `fits`: a job needing a feature whose mark
+    it lacks is left out, see `understood`), leaving out the ids in `exclude`
+    (taken by this transaction),
     the jobs a maintenance holds (`held`, see `Maintenance.held`), runs
     pinned to a runner not in `names` (run_on: all) and, with a `budget`
     (`scheduler.runs.groups.Budget`), what would overrun a concurrency group.
@@ -197,6 +207,7 @@ def claimable(
         return []
     ready = ready_executions(now).select_related("job").only(*CLAIMED_FIELDS)
     ready = ready.filter(Q(pinned_to="") | Q(pinned_to__in=list(names)))
+    ready = ready.filter(understood(labels))
     if exclude:
         ready = ready.exclude(pk__in=list(exclude))
     if budget is None or not budget.exists:
@@ -221,6 +232,19 @@ def claimable(
     return sorted(chosen, key=claim_order)
 
 
+def understood(fits: Iterable[str]) -> Q:
+    """The executions whose job needs no feature missing from `fits`
+    (`runners.models.Runner.fits`): an agent that did not announce `stdin`
+    would run the command without its input, one without `run_as` as the
+    wrong user (docs/design.md §4)."""
+    _, features = split_requirements(fits)
+    condition = Q()
+    for feature in JOB_FEATURES:
+        if feature not in features:
+            condition &= Q(**{f"job__{feature}": ""})
+    return condition
+
+
 def choose(
     ready: QuerySet[Execution],
     labels: Iterable[str],
@@ -236,14 +260,18 @@ def choose(
         others = []  # a wider set fits all this one does: nothing comes first
     # By design: PostgreSQL fits labels in SQL and skips locked rows; SQLite in Python.
     if db.on_postgres():
-        chosen = ready.filter(job__labels__contained_by=list(labels))
+        # Only the labels: a feature's mark holds a NUL, which jsonb refuses
+        # (the features are matched by `understood`).
+        chosen = ready.filter(job__labels__contained_by=split_requirements(labels)[0])
         if held:
             # jsonb ?| on an array: does it hold any of these strings?
             chosen = chosen.exclude(job__labels__has_any_keys=sorted(held))
         if others:
             elsewhere = Q()
             for other in others:
-                elsewhere |= Q(job__labels__contained_by=sorted(other))
+                elsewhere |= Q(job__labels__contained_by=split_requirements(other)[0]) & understood(
+                    other
+                )
             shared = Case(When(elsewhere, then=Value(1)), default=Value(0))
             chosen = chosen.alias(shared=shared).order_by("shared", *CLAIM_ORDER)
         chosen = chosen.select_for_update(skip_locked=True, of=("self",))
@@ -251,8 +279,10 @@ def choose(
     # SQLite has no JSON containment; the IMMEDIATE transaction holds the
     # write lock, so filtering in Python here cannot race another claim.
     ids, shared = [], []
-    for pk, job_labels in ready.values_list("id", "job__labels").iterator(chunk_size=500):
-        needs = set(job_labels or ())
+    rows = ready.annotate(**NEEDS).values_list("id", "job__labels", *NEEDS)
+    for pk, job_labels, *needed in rows.iterator(chunk_size=500):
+        features = [feature for feature, needs in zip(NEEDS, needed, strict=True) if needs]
+        needs = set(job_labels or ()) | feature_marks(features)
         if not needs <= mine or maintenance.is_held(held, job_labels):
             continue
         if any(needs <= other for other in others):
@@ -269,7 +299,7 @@ def choose(
 def assignment(execution: Execution) -> dict[str, Any]:
     """The contract's Assignment for a claimed execution (docs/design.md §4)."""
     job = execution.job
-    return {
+    given = {
         "id": execution.pk,
         "job": job.name,
         "command": job.command,
@@ -281,6 +311,13 @@ def assignment(execution: Execution) -> dict[str, Any]:
         "lease": execution.lease,
         "lease_expires_at": execution.lease_expires_at,
     }
+    # Only when set (docs/design.md §4), so other assignments stay as they
+    # were; only runners that announced the feature claim such a job
+    # (`understood`).
+    for feature in JOB_FEATURES:
+        if getattr(job, feature):
+            given[feature] = getattr(job, feature)
+    return given
 
 
 def wanted(runner: Runner, capacity: int | None) -> int:
@@ -411,12 +448,12 @@ def hand_out(
     """
     turn = collections.deque(room)
     left = {waiter: want for waiter, (_, want) in room.items()}
-    fits = {waiter: frozenset(runner.labels) for waiter, (runner, _) in room.items()}
+    fits = {waiter: runner.fits for waiter, (runner, _) in room.items()}
     names = {waiter: runner.name for waiter, (runner, _) in room.items()}
     handed = {}
     found = candidates(fits, left, now, held, budget, names)
     for execution in scarcest_first(found, fits, left, names):
-        job_labels = frozenset(execution.job.labels or ())
+        job_labels = execution.job.requirements
         for _ in range(len(turn)):
             waiter = turn.popleft()
             pinned = execution.pinned_to
@@ -441,7 +478,7 @@ def scarcest_first(
     slots = {}  # {(job labels, pinned runner): waiting slots that fit}
 
     def fitting_slots(execution):
-        key = (frozenset(execution.job.labels or ()), execution.pinned_to)
+        key = (execution.job.requirements, execution.pinned_to)
         if key not in slots:
             labels, pinned = key
             slots[key] = sum(

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db.models import Count
 
-from runners.models import Runner
+from runners.models import Runner, split_requirements
 from scheduler.models import Execution
 
 # The loop marks a runner offline after this many heartbeat intervals of
@@ -29,16 +29,19 @@ NAMED = 5
 
 
 def carries(runner_labels: Iterable[str] | None, labels: Iterable[str] | None) -> bool:
-    """Whether a runner with `runner_labels` may take work asking for `labels`."""
+    """Whether a runner with `runner_labels` may take work asking for `labels`
+    (either may hold feature marks: `Runner.fits`, `Job.requirements`)."""
     return set(labels or ()) <= set(runner_labels or ())
 
 
 def online_with(labels: Iterable[str] | None) -> list[str]:
     """Names of the runners online now, and not drained, that carry
-    `labels`: those a run-on-all occurrence runs on (`scheduler.firing.fanout`)."""
+    `labels` (a job's `requirements`: its labels and the features it
+    needs): those a run-on-all occurrence runs on (`scheduler.firing.fanout`)."""
     online = Runner.objects.filter(state=Runner.ONLINE, drained=False)
-    rows = online.values_list("name", "labels")
-    return sorted(name for name, own in rows if carries(own, labels))
+    return sorted(
+        r.name for r in online.only("name", "labels", "features") if carries(r.fits, labels)
+    )
 
 
 def listed(labels: Iterable[str]) -> str:
@@ -63,11 +66,13 @@ class Coverage:
 
     @classmethod
     def read(cls) -> "Coverage":
-        return cls(list(Runner.objects.only("name", "labels", "state", "drained", "capacity")))
+        fields = ("name", "labels", "features", "version", "state", "drained", "capacity")
+        return cls(list(Runner.objects.only(*fields)))
 
     def seen_with(self, labels: Collection[str] | None) -> list[Runner]:
-        """The registered runners that carry `labels`, whatever their state."""
-        return [r for r in self.runners if carries(r.labels, labels)]
+        """The registered runners that carry `labels` (a job's labels, or its
+        `requirements` with the features it needs), whatever their state."""
+        return [r for r in self.runners if carries(r.fits, labels)]
 
     def taking_work(self, runners: Iterable[Runner]) -> list[Runner]:
         return [r for r in runners if r.state == Runner.ONLINE and not r.drained]
@@ -100,7 +105,12 @@ class Coverage:
         `run_after`, has not started."""
         seen = self.seen_with(labels)
         if not seen:
+            outdated = self.outdated(labels)
+            if outdated:
+                return Waiting("unknown", outdated)
+            labels, _ = split_requirements(labels or ())
             return Waiting("unknown", f"{self.nobody_carries(labels)}; {self.online_summary()}")
+        labels, _ = split_requirements(labels or ())
         ready = self.taking_work(seen)
         if not ready:
             return Waiting("unavailable", self.unavailable(labels, seen))
@@ -119,6 +129,22 @@ class Coverage:
             "free",
             f"{who} {'has' if one else 'have'} {plural(free, 'free slot')};"
             " it starts at the next poll",
+        )
+
+    def outdated(self, requirements: Collection[str] | None) -> str | None:
+        """Why no runner fits `requirements` when some carry their labels but
+        announced none of the features the job needs (an older agent), or None."""
+        labels, features = split_requirements(requirements or ())
+        if not features:
+            return None
+        seen = self.seen_with(labels)
+        if not seen:
+            return None
+        named = ", ".join(f"{r.name} ({r.version or 'version unknown'})" for r in seen[:NAMED])
+        more = f" and {len(seen) - NAMED} more" if len(seen) > NAMED else ""
+        return (
+            f"the job needs {listed(features)}, which the agents of the runners "
+            f"{with_labels(labels)} do not support: {named}{more}; upgrade croniq-runner"
         )
 
     def nobody_carries(self, labels: Collection[str] | None) -> str:

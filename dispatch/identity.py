@@ -17,6 +17,7 @@ from django.db.models import Case, Value, When
 
 import audit
 from audit.models import AuditEvent
+from dispatch import register_runs
 from dispatch.notify import notify_new_work
 from dispatch.refusals import Conflict, Forbidden, NotFound, Unauthorized
 from runners.models import Runner, RunnerToken
@@ -70,14 +71,18 @@ def register(
     version: str = "",
     hostname: str = "",
     capacity: int = 1,
+    features: Sequence[str] = (),
 ) -> tuple[Runner, bool]:
     """Create or re-register the runner called `name`; returns (runner, takeover).
 
+    A new session (a new agent process: a start, a restart, a takeover;
+    not a re-registration of the same session) starts the runs of the jobs
+    that run on register (`dispatch.register_runs`), in the same transaction.
     Raises Forbidden when the name is bound to another token.
     """
     try:
         runner, takeover = register_locked(
-            token, name, session, now, labels, version, hostname, capacity
+            token, name, session, now, labels, version, hostname, capacity, features
         )
     except BindingRefused as refusal:
         # Recorded after the rollback, so the audit row survives the refusal.
@@ -98,6 +103,7 @@ def register_locked(
     version: str,
     hostname: str,
     capacity: int,
+    features: Sequence[str] = (),
 ) -> tuple[Runner, bool]:
     runner = lock_or_create(token, name, session, now)
     if runner.token_id is None:
@@ -107,17 +113,21 @@ def register_locked(
     takeover = bool(runner.session) and runner.session != session
     if takeover:
         take_over(runner, session, now)
-    if runner.session != session and runner.is_drained:
+    started = runner.session != session
+    if started and runner.is_drained:
         end_drain(runner, now, actor=runner, why="new session")
     runner.session = session
     runner.labels = sorted(set(labels))
     runner.version = version or ""
     runner.hostname = hostname or ""
     runner.capacity = capacity
+    runner.features = sorted(set(features))
     runner.last_seen_at = now
     if runner.state == Runner.OFFLINE:
         runner.state = runner.state_when_back
     runner.save()
+    if started:
+        register_runs.start(runner, now)
     return runner, takeover
 
 

@@ -1,9 +1,35 @@
 import hashlib
 import secrets
+from collections.abc import Iterable
 
 from django.db import models
 
 TOKEN_PREFIX = "crq_"
+
+# Assignment fields a job may need its runner's agent to act on
+# (docs/design.md §4): an agent that ignores one would run the job wrong (as
+# its own user, without its input), so it gets such work only when it
+# announced the feature at registration.
+JOB_FEATURES = ("stdin", "run_as")
+# A feature as a label in the sets claims match (`Runner.fits`,
+# `Job.requirements`): no label holds a NUL character (the API, apply and
+# the admin refuse it), so a mark never meets a real label.
+FEATURE_MARK = "\x00feature:"
+
+
+def feature_marks(features: Iterable[str]) -> frozenset[str]:
+    return frozenset(FEATURE_MARK + feature for feature in features)
+
+
+def split_requirements(requirements: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(labels, features) of a requirement or fit set, each sorted."""
+    labels, features = [], []
+    for item in requirements:
+        if item.startswith(FEATURE_MARK):
+            features.append(item.removeprefix(FEATURE_MARK))
+        else:
+            labels.append(item)
+    return sorted(labels), sorted(features)
 
 
 def hash_secret(secret):
@@ -77,6 +103,13 @@ class Runner(models.Model):
     version = models.CharField(max_length=50, blank=True)
     hostname = models.CharField(max_length=255, blank=True)
     capacity = models.PositiveIntegerField(default=1)
+    features = models.JSONField(
+        default=list,
+        db_default=[],
+        blank=True,
+        help_text="What its agent announced it understands (stdin, run_as): work "
+        "needing more waits for another runner.",
+    )
     session = models.CharField(max_length=64, help_text="Current process session.")
     state = models.CharField(max_length=10, choices=STATES, default=ONLINE)
     drained = models.BooleanField(
@@ -112,6 +145,13 @@ class Runner(models.Model):
         """It gets no new work: its state says so while it is online, and
         `drained` remembers the drain while it is offline."""
         return self.drained or self.state == self.DRAINING
+
+    @property
+    def fits(self) -> frozenset[str]:
+        """Its labels and the marks of its agent's features: it may take
+        work whose `Job.requirements` are all among them."""
+        known = [f for f in self.features or () if f in JOB_FEATURES]
+        return frozenset(self.labels or ()) | feature_marks(known)
 
     @property
     def state_when_back(self):

@@ -61,6 +61,13 @@ class JobAdminForm(forms.ModelForm):
         help_text="Names of environment variables a manual trigger may set, "
         "e.g. REPORT_DATE, REGION.",
     )
+    # As typed: a trailing newline is part of the input the command reads.
+    stdin = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Text fed to the command's standard input, as typed. Empty: no input.",
+    )
     timezone = TimezoneField(
         initial="UTC", help_text="The IANA timezone the schedule is read in, e.g. Europe/Berlin."
     )
@@ -73,7 +80,8 @@ class JobAdminForm(forms.ModelForm):
         }
         model = Job
         fields = [
-            "name", "description", "command", "env", "parameters", "labels", "schedule",
+            "name", "description", "command", "stdin", "run_as", "env", "parameters", "labels",
+            "schedule", "run_on_register",
             "timezone", "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
             "max_concurrent", "max_queue", "concurrency_group", "run_on", "stagger",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",

@@ -31,6 +31,8 @@ LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 def schedule_in_words(schedule: str, name: str) -> str:
     from scheduler.jobs.cron import ScheduleError, describe
 
+    if not schedule:
+        return "no schedule: runs when a runner starts (run on register)"
     try:
         return describe(schedule, key=name)
     except ScheduleError as e:

@@ -130,12 +130,40 @@ JOB_FIELDS = (
         "-1 is the last). Cron also takes "
         "the Quartz day forms L, LW, 15W (day of month), 5L, 1#2 (day of week) and "
         '"H", "H(0-29)", "H/15" in the minute and hour fields (a value hashed from '
-        "the job's name).",
+        "the job's name). A job with `run_on_register: true` may have none "
+        '(`""`, or left out when it is created): it then runs when a runner starts, '
+        "or when triggered. Left out of a later apply, the stored schedule stays.",
         REQUIRED,
     ),
     Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),
     Field("command", "text", "Shell command the runner executes (sh -c).", REQUIRED),
     Field("env", "mapping of text", "Extra environment variables of the run.", {}),
+    Field(
+        "stdin",
+        "text",
+        "Fed to the command's standard input (at most 64 KiB); none: no input. Only "
+        "runners whose agent announces it take the job (agents of 0.2.0 and before do "
+        "not: the job waits).",
+        "",
+    ),
+    Field(
+        "run_as",
+        "user name",
+        "The user the runner runs the command as, over the agent's `--run-as` (the agent "
+        "must run as root, or be that user; else the run fails saying so). Only runners "
+        "whose agent announces it take the job (agents of 0.2.0 and before do not: the "
+        "job waits).",
+        "",
+    ),
+    Field(
+        "run_on_register",
+        "true | false",
+        "Like cron's @reboot: one run on each runner carrying the job's labels each time "
+        "its agent starts (a new agent process, a restart included; not a reconnection), "
+        "pinned to it, trigger `register`. A paused, disabled or quarantined job gets "
+        "none; with a schedule it fires on that too.",
+        False,
+    ),
     Field("calendar", "calendar name", "When the job may fire.", None),
     Field(
         "calendar_policy",

@@ -351,6 +351,8 @@ class Planner:
     def check_fires(self, where: str, job: Job, rules: Any) -> None:
         """The check full_clean makes of a job whose calendar is still to be
         created: its schedule must fire within the horizon."""
+        if not job.schedule:
+            return  # run on register only (Job.clean checked it)
         reason = never_fires_reason(
             job.schedule,
             job.timezone,

@@ -127,7 +127,7 @@ def backfill(
         waits = job.overlap != Job.ALLOW
         state = Execution.QUEUED if waits else Execution.PENDING
         # A run-on-all job's instants run on each runner online now.
-        roster = fanout.runners_for(job.labels) if job.run_on == Job.ALL else None
+        roster = fanout.runners_for(job.requirements) if job.run_on == Job.ALL else None
         if roster == []:
             raise OperationRefused(
                 f"{job.name} runs on all matching runners, and none with its labels is online"

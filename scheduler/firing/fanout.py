@@ -57,7 +57,7 @@ def spread(execution: Execution, names: list[str] | None = None) -> list[Executi
     if job.run_on != Job.ALL or execution.pinned_to:
         return [execution]
     if names is None:
-        names = runners_for(job.labels)
+        names = runners_for(job.requirements)
     step = timedelta(seconds=job.stagger or 0)
     return [pinned(execution, name, step * n) for n, name in enumerate(names)]
 

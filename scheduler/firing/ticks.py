@@ -324,7 +324,7 @@ def roster(job, rosters):
     read once per label set for the whole batch."""
     if job.run_on != Job.ALL:
         return None
-    key = tuple(sorted(job.labels or ()))
+    key = tuple(sorted(job.requirements))
     if key not in rosters:
         rosters[key] = fanout.runners_for(key)
     return rosters[key]

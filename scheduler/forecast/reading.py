@@ -29,6 +29,7 @@ def job_loads(until: datetime) -> list[JobLoad]:
 
     rows = list(
         Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
+        .exclude(schedule="")  # run on register only: no instants to forecast
         .order_by("pk")
         .values_list(*JOB_FIELDS)
     )

@@ -49,12 +49,19 @@ class Firing(Protocol):
     def wall_time(self, instant: datetime) -> datetime: ...
 
 
+# Why a job without a schedule never fires by itself.
+NO_SCHEDULE = "it has no schedule: it runs when a runner starts (run on register) or is triggered"
+
+
 def next_fire_after(
     job: Firing, after: datetime, blocked: list[datetime] | None = None
 ) -> datetime | None:
     """The first fire instant strictly after `after`, calendar applied
     (`blocked`: see `scheduler.jobs.cron.next_fire`). With `jitter`, the
-    schedule's instant (the one the calendar judges) plus the job's offset."""
+    schedule's instant (the one the calendar judges) plus the job's offset.
+    A job without a schedule (run on register only) has none."""
+    if not job.schedule:
+        return None
     offset = job.offset
     instant = next_fire(
         job.schedule,
@@ -106,6 +113,8 @@ def first_fire_after(
     A job without next_run_at (paused, disabled) counts from `after`, as
     resuming it at `after` would.
     """
+    if not job.schedule:
+        return None
     every = parse_schedule(job.schedule, key=job.name).every
     if every is None or job.next_run_at is None:
         return job.next_fire_after(after, blocked)
@@ -122,6 +131,8 @@ def fire_after_pause(
     from `until`, as an operator's resume at that instant would (counting
     from just before it would fire a microsecond early).
     """
+    if not job.schedule:
+        return None
     if parse_schedule(job.schedule, key=job.name).every is None:
         until -= timedelta(microseconds=1)  # next_fire_after is strictly after
     return job.next_fire_after(until, blocked)
@@ -129,6 +140,8 @@ def fire_after_pause(
 
 def no_fires_reason(job: Firing, after: datetime) -> str:
     """Why `upcoming(after, ...)` is empty, in a sentence."""
+    if not job.schedule:
+        return NO_SCHEDULE
     reason = never_fires_reason(
         job.schedule,
         job.timezone,

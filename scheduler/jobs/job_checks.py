@@ -70,6 +70,12 @@ def clean(job: Job) -> None:
     if problems:
         raise ValidationError(problems)
     job.sync_overlap()
+    if not job.schedule:
+        if not job.run_on_register:
+            raise ValidationError(
+                {"schedule": "required, unless the job runs on register (run_on_register: true)"}
+            )
+        return  # nothing to parse: it runs when a runner starts, or when triggered
     try:
         parse_schedule(job.schedule, key=job.name)
     except ScheduleError as e:

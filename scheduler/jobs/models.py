@@ -13,6 +13,7 @@ from django.db import models
 from calendars.rules import CalendarRules
 from calendars.validators import validate_timezone
 from core.ownership import Owned
+from runners.models import feature_marks
 from scheduler.firing import job_edits
 from scheduler.runs.models import Execution
 
@@ -30,6 +31,13 @@ MAX_JITTER = 86400
 MAX_RETRIES = 100
 MAX_RETRY_BACKOFF = 86400
 MAX_RETRY_DELAY = 86400
+# The largest `stdin`, in bytes of UTF-8: it travels in every assignment of
+# the job (docs/design.md §4), beside the command; a crontab's `%` input is
+# a few lines.
+MAX_STDIN = 64 * 1024
+# A POSIX user name (the portable filename characters, no leading hyphen),
+# at most 32 characters as useradd allows.
+RUN_AS_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,31}")
 
 
 def jitter_offset(name: str, jitter: int) -> timedelta:
@@ -44,6 +52,24 @@ def jitter_offset(name: str, jitter: int) -> timedelta:
 # What a trigger may set: an environment variable's name, not one of the
 # variables the agent sets itself (CRONIQ_...).
 PARAMETER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def validate_run_as(value: str) -> None:
+    from django.core.exceptions import ValidationError
+
+    if value and (not RUN_AS_RE.fullmatch(value) or value.isdigit()):
+        raise ValidationError(
+            f"{value!r} is not a user name (letters, digits, '.', '_' and '-', "
+            "not starting with '-', not all digits, at most 32 characters)"
+        )
+
+
+def validate_stdin(value: str) -> None:
+    from django.core.exceptions import ValidationError
+
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_STDIN:
+        raise ValidationError(f"at most {MAX_STDIN} bytes (got {size})")
 
 
 def validate_parameters(value: Any) -> None:
@@ -111,7 +137,10 @@ class Job(Owned):
     description = models.TextField(blank=True)
     schedule = models.CharField(
         max_length=200,
-        help_text='5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m".',
+        blank=True,
+        help_text='5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m". '
+        "Empty only with run on register: the job then runs when a runner starts "
+        "and when triggered.",
     )
     timezone = models.CharField(
         max_length=64,
@@ -121,6 +150,29 @@ class Job(Owned):
     )
     command = models.TextField(help_text="Shell command the runner executes (sh -c).")
     env = models.JSONField(default=dict, blank=True, help_text="Extra environment variables.")
+    stdin = models.TextField(
+        blank=True,
+        default="",
+        db_default="",
+        validators=[validate_stdin],
+        help_text=f"Text fed to the command's standard input (at most {MAX_STDIN} bytes). "
+        "Empty: no input.",
+    )
+    run_as = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        db_default="",
+        validators=[validate_run_as],
+        help_text="The user the runner runs the command as (its agent must run as root). "
+        "Empty: the agent's --run-as, else the agent's own user.",
+    )
+    run_on_register = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Also run once on each runner carrying the job's labels when it starts "
+        "(a new agent process), like cron's @reboot.",
+    )
     calendar = models.ForeignKey(
         "calendars.Calendar",
         null=True,
@@ -315,6 +367,22 @@ class Job(Owned):
     @property
     def is_active(self) -> bool:
         return self.enabled and self.paused_at is None and not self.error
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What its runner's agent must understand to run the job right
+        (`runners.models.JOB_FEATURES`; docs/design.md §4)."""
+        return frozenset(
+            feature
+            for feature, needed in (("stdin", self.stdin), ("run_as", self.run_as))
+            if needed
+        )
+
+    @property
+    def requirements(self) -> frozenset[str]:
+        """What a runner must carry to take the job's work: its labels and
+        the marks of the features it needs (`runners.models.Runner.fits`)."""
+        return frozenset(self.labels or ()) | feature_marks(self.features)
 
     @property
     def one_live(self) -> bool:

@@ -45,6 +45,7 @@ class Execution(models.Model):
     BACKFILL = "backfill"
     REPLAY = "replay"
     CHAIN = "chain"
+    REGISTER = "register"
     TRIGGERS = [
         (SCHEDULE, "schedule"),
         (MANUAL, "manual"),
@@ -53,6 +54,7 @@ class Execution(models.Model):
         (BACKFILL, "backfill"),
         (REPLAY, "replay of a dead letter"),
         (CHAIN, "chain: an upstream job's run settled"),
+        (REGISTER, "register: a runner started (run on register)"),
     ]
 
     job = models.ForeignKey(

@@ -61,6 +61,8 @@ def rich(secrets_dir):
                 "timezone": "Europe/Berlin",
                 "command": "python report.py \\\n  --verbose\n",
                 "env": {"REPORT_DIR": "/srv/reports", "API_TOKEN": "t0k3n-as-stored"},
+                "stdin": "day=monday\n100% done\n",
+                "run_as": "reports",
                 "calendar": "narrow",
                 "calendar_policy": "defer",
                 "labels": ["linux", "gpu"],
@@ -84,6 +86,8 @@ def rich(secrets_dir):
                 "pause_after_failures": 4,
             },
             {"name": "page", "schedule": "@daily", "command": "page-oncall", "singleton": True},
+            # No schedule: it runs when a runner starts (cron's @reboot).
+            {"name": "warm-cache", "command": "warm-cache", "run_on_register": True},
             {
                 "name": "cleanup",
                 "schedule": "@every 1h",

@@ -1,0 +1,105 @@
+"""Jobs needing a feature of their runner's agent (stdin, run_as;
+docs/design.md §4): an agent announces what it supports at registration,
+and a claim never hands such a job to a runner that did not announce it."""
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+from dispatch import claims, coverage, identity
+from dispatch.hub import Waiter
+from runners.models import Runner
+from scheduler.models import Execution
+from tests.factories import JobFactory, RunnerFactory
+from tests.runners.conftest import NOW, pending
+
+BEFORE = NOW - dt.timedelta(seconds=1)
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def runner_with(token, name, features=(), labels=("linux",)):
+    return RunnerFactory(
+        token=token, name=name, labels=list(labels), features=list(features), session=f"s-{name}"
+    )
+
+
+def claim(runner, capacity=5):
+    return [e.pk for e in claims.claim(runner, runner.session, capacity, NOW)]
+
+
+def test_registration_stores_the_features_the_agent_announces(token):
+    runner, _ = identity.register(
+        token, "build-1", "s1", NOW, features=["stdin", "run_as", "stdin", "future"]
+    )
+    runner.refresh_from_db()
+    assert runner.features == ["future", "run_as", "stdin"]
+    # Unknown names are kept but never match anything.
+    assert runner.fits == frozenset({"\x00feature:run_as", "\x00feature:stdin"})
+
+
+def test_an_agent_that_announced_nothing_never_gets_a_stdin_or_run_as_job(token):
+    old = runner_with(token, "old")
+    plain = pending(now=BEFORE, labels=["linux"])
+    pending(now=BEFORE, job=JobFactory(labels=["linux"], stdin="input\n"))
+    pending(now=BEFORE, job=JobFactory(labels=["linux"], run_as="nobody"))
+    assert claim(old) == [plain.pk]
+    assert Execution.objects.filter(state=Execution.PENDING).count() == 2
+
+
+def test_a_runner_gets_the_jobs_needing_exactly_the_features_it_announced(token):
+    stdin_only = runner_with(token, "stdin-only", ["stdin"])
+    fed = pending(now=BEFORE, job=JobFactory(stdin="input\n"))
+    both = pending(now=BEFORE, job=JobFactory(stdin="x", run_as="nobody"))
+    assert claim(stdin_only) == [fed.pk]
+    current = runner_with(token, "current", ["stdin", "run_as"])
+    assert claim(current) == [both.pk]
+
+
+def test_the_assignment_carries_stdin_and_run_as_only_when_the_job_sets_them(token):
+    current = runner_with(token, "current", ["stdin", "run_as"])
+    fed = pending(now=BEFORE, job=JobFactory(stdin="a%b\n", run_as="nobody"))
+    plain = pending(now=BEFORE)
+    claimed = claims.claim(current, current.session, 5, NOW)
+    found = {a["id"]: a for a in claims.answer(current, claimed, NOW).assignments}
+    assert (found[fed.pk]["stdin"], found[fed.pk]["run_as"]) == ("a%b\n", "nobody")
+    assert "stdin" not in found[plain.pk] and "run_as" not in found[plain.pk]
+
+
+def test_the_hub_deals_feature_jobs_only_to_the_waiting_polls_that_announced_them(token, loop):
+    old = runner_with(token, "a-old")
+    current = runner_with(token, "b-current", ["stdin", "run_as"])
+    fed = pending(now=BEFORE, job=JobFactory(labels=["linux"], stdin="input\n"))
+    # The old runner waits longest: without the gate it would be dealt first.
+    waiters = [
+        Waiter(loop, runner.pk, runner.token, runner.session, None) for runner in (old, current)
+    ]
+    served = claims.serve_waiters(waiters, NOW, NOW)
+    got = {waiter.runner_id: [a["id"] for a in handed.assignments] for waiter, handed in served}
+    assert got == {current.pk: [fed.pk]}
+
+
+def test_pending_work_for_a_missing_feature_says_the_agents_are_too_old(token):
+    runner_with(token, "old-1")
+    Runner.objects.filter(name="old-1").update(version="0.2.0")
+    job = JobFactory(labels=["linux"], run_as="nobody")
+    waiting = coverage.Coverage.read().why_waiting(job.requirements, BEFORE, NOW)
+    assert waiting.kind == "unknown"
+    assert waiting.text == (
+        "the job needs run_as, which the agents of the runners with labels linux do not "
+        "support: old-1 (0.2.0); upgrade croniq-runner"
+    )
+
+
+def test_a_run_on_all_job_needing_a_feature_runs_only_on_runners_that_announced_it(token):
+    runner_with(token, "old")
+    runner_with(token, "current", ["stdin", "run_as"])
+    job = JobFactory(labels=["linux"], stdin="x")
+    assert coverage.online_with(job.requirements) == ["current"]
+    assert coverage.online_with(JobFactory(labels=["linux"]).requirements) == ["current", "old"]
