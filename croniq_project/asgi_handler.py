@@ -10,10 +10,11 @@ Runner calls (`/api/v1/`) are async views whose database steps run in the
 hub's own database threads (`core.db_threads.run_db`), never on the request's
 thread: those signals have nothing to do for them, and at a few hundred
 calls a second the threads cost more than the calls. So they are handled
-here on the event loop alone; every other path (admin, dashboard, metrics)
-goes through Django's handler unchanged. A poll answered with work claimed
-ahead of its instant is rendered at once and sent at the instant; a poll
-whose runner hangs up before its answer leaves hands its work back
+here on the event loop alone, and so are check-in pings (`/ping/`, async
+views on the same database threads, a thousand a second); every other path
+(admin, dashboard, metrics) goes through Django's handler unchanged. A
+poll answered with work claimed ahead of its instant is rendered at once
+and sent at the instant; a poll whose runner hangs up before its answer leaves hands its work back
 (`dispatch.polls.AnswerHold`). The management API's sync views share
 `/api/v1/` and this path; the stale connection of the thread they run in is
 closed around each call, as the skipped signals would (`answer_in_a_thread`).
@@ -54,7 +55,7 @@ from django.urls import Resolver404, resolve, set_script_prefix
 
 from core.framework_overrides import in_use
 from croniq_project.lifespan import lifespan
-from croniq_project.middleware import RUNNER_API_PREFIX
+from croniq_project.middleware import MACHINE_PREFIXES, PING_PREFIX, RUNNER_API_PREFIX
 from dispatch.hub import hub, stopping
 from dispatch.polls import AnswerHold, sleep_until
 
@@ -68,7 +69,10 @@ def runs_in_a_thread(path: str) -> bool:
     """Whether the view of `path` (under /api/v1/) is sync: Django runs it in
     a thread. Asked on every runner call, and resolving costs about a tenth
     of such a call, so the answer is cached by the path with its numbers
-    zeroed: the protocol's paths differ only in their ids."""
+    zeroed: the protocol's paths differ only in their ids. The pings'
+    view (checks.views.ping) is async, whatever its token."""
+    if path.startswith(PING_PREFIX):
+        return False
     rest = path.removeprefix(RUNNER_API_PREFIX)
     return resolves_to_sync(RUNNER_API_PREFIX + NUMBERS.sub("0", rest))
 
@@ -106,7 +110,7 @@ class CroniqASGIHandler(ASGIHandler):
             # Django speaks no lifespan; Croniq's tells the process it is
             # stopping (croniq_project.lifespan).
             await lifespan(scope, receive, send)
-        elif self.lean and scope["type"] == "http" and scope["path"].startswith(RUNNER_API_PREFIX):
+        elif self.lean and scope["type"] == "http" and scope["path"].startswith(MACHINE_PREFIXES):
             await self.handle_runner_call(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)

@@ -129,10 +129,15 @@ class MetricsAfterMiddleware(AsyncCapable, PrometheusAfterMiddleware):
 
 
 RUNNER_API_PREFIX = "/api/v1/"
+# Check-in pings (checks.views, docs/design.md §12): calls of machines too,
+# a thousand a second, which no browser session, CSRF cookie or message touches.
+PING_PREFIX = "/ping/"
+MACHINE_PREFIXES = (RUNNER_API_PREFIX, PING_PREFIX)
 
 
 def is_runner_api(request: HttpRequest) -> bool:
-    return request.path_info.startswith(RUNNER_API_PREFIX)
+    """A runner call or a ping: the browser middleware goes straight past."""
+    return request.path_info.startswith(MACHINE_PREFIXES)
 
 
 class Inline:

@@ -1,0 +1,78 @@
+"""Pings through the project's ASGI handler take the runner calls' lean
+path: no request thread, no request signals, no browser middleware (no
+session, CSRF or message work), as they come a thousand a second."""
+
+import asyncio
+
+import pytest
+from django.core.signals import request_started
+
+from checks import states
+from checks.models import Check
+from croniq_project.asgi_handler import CroniqASGIHandler, runs_in_a_thread
+from croniq_project.middleware import is_runner_api
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def asgi(method, path, body=b""):
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "server": ("testserver", 80), "client": ("10.1.2.3", 5000),
+        "headers": [(b"host", b"testserver"), (b"user-agent", b"curl/8.5")],
+    }  # fmt: skip
+    sent, messages = [], [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(3600)  # the client stays connected until answered
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(CroniqASGIHandler()(scope, receive, send))
+    headers = {name.decode().lower(): value.decode() for name, value in sent[0]["headers"]}
+    return sent[0]["status"], headers, b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.fixture
+def started():
+    seen = []
+
+    def note(**kwargs):
+        seen.append(kwargs)
+
+    request_started.connect(note)
+    yield seen
+    request_started.disconnect(note)
+
+
+def test_a_ping_is_answered_on_the_lean_path(started):
+    check = Check.objects.create(name="backup", period=3600)
+    status, headers, body = asgi("POST", f"/ping/{check.token}/fail", b"disk full")
+    assert (status, body) == (200, b"OK")
+    assert started == []  # Django's handler would have sent request_started
+    assert "set-cookie" not in headers and "cookie" not in headers.get("vary", "").lower()
+    check.refresh_from_db()
+    assert check.state == states.DOWN
+    ping = check.pings.get()
+    assert (ping.body, ping.remote_addr, ping.user_agent) == ("disk full", "10.1.2.3", "curl/8.5")
+
+
+def test_an_unknown_token_is_a_plain_404_on_the_lean_path(started):
+    status, _, body = asgi("GET", "/ping/" + "A" * 43)
+    assert (status, body) == (404, b"not found")
+    assert started == []
+
+
+def test_pings_are_machine_calls_and_async():
+    assert not runs_in_a_thread("/ping/abc123/0")
+
+    class Request:
+        path_info = "/ping/abc"
+
+    assert is_runner_api(Request())
+    Request.path_info = "/pinged"
+    assert not is_runner_api(Request())
