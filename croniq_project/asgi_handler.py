@@ -14,8 +14,8 @@ here on the event loop alone, and so are check-in pings (`/ping/`, async
 views on the same database threads, a thousand a second); every other path
 (admin, dashboard, metrics) goes through Django's handler unchanged. A
 poll answered with work claimed ahead of its instant is rendered at once
-and sent at the instant; a poll whose runner hangs up before its answer leaves hands its work back
-(`dispatch.polls.AnswerHold`). The management API's sync views share
+and sent at the instant; a poll whose runner hangs up before its answer
+leaves hands its work back (`dispatch.polls.AnswerHold`). The management API's sync views share
 `/api/v1/` and this path; the stale connection of the thread they run in is
 closed around each call, as the skipped signals would (`answer_in_a_thread`).
 
