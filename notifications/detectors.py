@@ -317,7 +317,7 @@ class RunnerPool:
         self.now = now
         self.runners = list(
             Runner.objects.filter(state=Runner.ONLINE, drained=False).values_list(
-                "pk", "name", "labels", "capacity"
+                "pk", "name", "labels", "capacity", "features"
             )
         )
         self.reasons = {}  # label set -> reason
@@ -329,18 +329,30 @@ class RunnerPool:
         return [r for r in self.runners if carries(r[2], labels)]
 
     def listed(self) -> list[dict[str, Any]]:
-        return [{"name": name, "labels": list(labels or ())} for _, name, labels, _ in self.runners]
+        return [
+            {"name": name, "labels": list(labels or ())} for _, name, labels, *_ in self.runners
+        ]
 
     def why_waiting(self, execution: Execution, late: timedelta) -> str:
         if execution.created_at - execution.scheduled_for > late:
             return "the scheduler was not running at the instant"
         labels = frozenset(execution.job.labels or ())
-        if labels not in self.reasons:
-            self.reasons[labels] = self.reason(labels)
-        return self.reasons[labels]
+        features = execution.job.features
+        if (labels, features) not in self.reasons:
+            self.reasons[labels, features] = self.reason(labels, features)
+        return self.reasons[labels, features]
 
-    def reason(self, labels: Collection[str]) -> str:
+    def reason(self, labels: Collection[str], features: Collection[str] = ()) -> str:
         carriers = self.carriers(labels)
+        if carriers and features:
+            # Only runners whose agent announced the features take the job
+            # (dispatch.claims.understood): older agents carry its labels in vain.
+            carriers = [r for r in carriers if set(features) <= set(r[4] or ())]
+            if not carriers:
+                return (
+                    f"the online runners carrying its labels run agents that do not support "
+                    f"{', '.join(sorted(features))}: upgrade croniq-runner"
+                )
         if not carriers:
             if not labels:
                 return "no runner is online"

@@ -9,6 +9,8 @@ import pytest
 
 from dispatch import claims, coverage, identity
 from dispatch.hub import Waiter
+from notifications import detectors
+from notifications.models import Event
 from runners.models import Runner
 from scheduler.models import Execution
 from tests.factories import JobFactory, RunnerFactory
@@ -103,3 +105,18 @@ def test_a_run_on_all_job_needing_a_feature_runs_only_on_runners_that_announced_
     job = JobFactory(labels=["linux"], stdin="x")
     assert coverage.online_with(job.requirements) == ["current"]
     assert coverage.online_with(JobFactory(labels=["linux"]).requirements) == ["current", "old"]
+
+
+def test_a_missed_run_says_when_only_older_agents_carry_its_labels(settings, token):
+    settings.CRONIQ_MISSED_GRACE = 60.0
+    detectors.forget()
+    runner_with(token, "old")
+    job = JobFactory(name="fed", labels=["linux"], stdin="input\n")
+    pending(now=NOW, job=job)
+    assert detectors.detect_missed(NOW + dt.timedelta(seconds=61)) == 1
+    [event] = Event.objects.filter(name="job.missed")
+    assert event.data["reason"] == (
+        "the online runners carrying its labels run agents that do not support stdin: "
+        "upgrade croniq-runner"
+    )
+    detectors.forget()
