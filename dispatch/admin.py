@@ -38,6 +38,7 @@ class RunnerAdmin(AuditedModelAdmin):
         "token",
         "labels",
         "version",
+        "features",
         "hostname",
         "capacity",
         "session",

@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 
 import pytest
+from django.urls import reverse
 
 from dispatch import claims, coverage, identity
 from dispatch.hub import Waiter
@@ -120,3 +121,11 @@ def test_a_missed_run_says_when_only_older_agents_carry_its_labels(settings, tok
         "upgrade croniq-runner"
     )
     detectors.forget()
+
+
+def test_the_runner_page_shows_what_its_agent_announced(admin_client, token):
+    runner = runner_with(token, "current", ["run_as", "stdin"])
+    page = admin_client.get(reverse("admin:runners_runner_change", args=[runner.pk]))
+    assert page.status_code == 200
+    assert "Features" in page.content.decode()
+    assert "[&quot;run_as&quot;, &quot;stdin&quot;]" in page.content.decode()
