@@ -200,7 +200,8 @@ def pending_work(
         return {}
     found = {}
     runners = runners or coverage.Coverage.read()
-    labels = {job.pk: job.labels for job in jobs}
+    # The labels, and the features only some agents support (docs/design.md §4).
+    labels = {job.pk: job.requirements for job in jobs}
     for job_id, n, since in rows:
         found[job_id] = PendingWork(n, since, runners.why_waiting(labels[job_id], since, now))
     return found

@@ -17,6 +17,7 @@ from typing import Any
 from calendars.models import Calendar
 from calendars.zones import RulesError, get_zone, local_midnight
 from scheduler.jobs.cron import ScheduleError, months_without_occurrence, parse_schedule, uses_key
+from scheduler.jobs.fire_times import NO_SCHEDULE
 from scheduler.models import Job
 
 SHOWN = 10
@@ -111,6 +112,8 @@ def draft(form: ScheduleForm, stored: Job | None, calendar: Calendar | None) -> 
 
 
 def check(form: ScheduleForm, name: str) -> None:
+    if not form.schedule.strip():
+        raise PreviewError(NO_SCHEDULE)  # allowed with run on register
     try:
         parse_schedule(form.schedule, key=name)
         get_zone(form.timezone)

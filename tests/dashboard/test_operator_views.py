@@ -157,3 +157,19 @@ def test_a_quiet_runner_shows_how_long_ago_it_was_seen_in_a_warning_colour(
     assert seen("gone")[0] == "seen-offline"
     assert "<time" in seen("gone")[1]
     assert 'data-quiet-after="15" data-offline-after="30"' in html
+
+
+def test_a_run_only_older_agents_could_take_says_they_need_upgrading(
+    staff_client, make_job, make_execution, make_runner, at_now
+):
+    make_runner("web-1", labels=["linux"], version="0.2.0")
+    job = make_job("fed", labels=["linux"], stdin="input\n")
+    run = make_execution(job, NOW - timedelta(minutes=2), state=Execution.PENDING)
+    why = (
+        "the job needs stdin, which the agents of the runners with labels linux do not "
+        "support: web-1 (0.2.0); upgrade croniq-runner"
+    )
+    html = html_of(staff_client, reverse("dashboard:execution", args=[run.pk]))
+    assert pending_why(html) == [f"Waiting for a runner: {why}"]
+    html = html_of(staff_client, reverse("dashboard:overview"))
+    assert pending_why(html) == [f"1 waiting: {why}"]

@@ -173,7 +173,7 @@ def test_an_unchanged_every_job_keeps_its_grid_and_a_changed_one_counts_from_the
     "fields, message",
     [
         ({"schedule": "61 * * * *"}, "minute field: 61 is out of range 0-59"),
-        ({"schedule": ""}, "schedule is empty"),
+        ({"schedule": ""}, "it has no schedule: it runs when a runner starts"),
         ({"schedule": "@every 0s"}, "longer than zero"),
         ({"timezone": "Mars/Olympus"}, "'Mars/Olympus' is not a known IANA timezone"),
         ({"timezone": ""}, "'' is not a known IANA timezone"),
