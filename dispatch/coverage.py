@@ -92,10 +92,15 @@ class Coverage:
         return self._running
 
     def never_seen(self, labels: Collection[str] | None) -> str | None:
-        """A warning when no registered runner carries `labels` (a job
-        without labels suits any runner: nothing to warn about)."""
+        """A warning when no registered runner carries `labels` (a job's
+        `requirements`: a job without labels or features suits any runner,
+        nothing to warn about)."""
         if not labels or self.seen_with(labels):
             return None
+        outdated = self.outdated(labels)
+        if outdated:
+            return outdated
+        labels, _ = split_requirements(labels)
         return f"no runner with labels {listed(labels)} has been seen"
 
     def why_waiting(

@@ -80,12 +80,27 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
     ]
     actions = ["run_now", "pause", "resume"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "command", "env", "parameters", "labels"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "description",
+                    "command",
+                    "stdin",
+                    "run_as",
+                    "env",
+                    "parameters",
+                    "labels",
+                ]
+            },
+        ),
         (
             "Schedule",
             {
                 "fields": [
                     "schedule",
+                    "run_on_register",
                     "timezone",
                     "calendar",
                     "calendar_policy",

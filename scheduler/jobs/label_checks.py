@@ -1,7 +1,8 @@
 """Warnings about jobs' labels from the apps that know the runners.
 
 The scheduler imports nothing from the apps above it, so an app config with
-a `label_warnings(jobs)` method ([(name, labels)] -> ["job x: ..."])
+a `label_warnings(jobs)` method ([(name, labels)] -> ["job x: ..."]; the
+labels hold the marks of the features the job needs, `Job.requirements`)
 contributes them, as `loop_steps` contributes loop steps. `manage.py apply`
 prints them, `POST /api/v1/apply` answers them and the job admin shows them
 after a save: a warning, never a refusal (the runner may simply not be
@@ -15,6 +16,8 @@ from django.apps import apps
 from django.contrib import messages
 from django.forms import ModelForm
 from django.http import HttpRequest
+
+from runners.models import JOB_FEATURES, feature_marks
 
 
 def label_warnings(jobs: Iterable[tuple[str, list[str]]]) -> list[str]:
@@ -32,12 +35,19 @@ def document_label_warnings(document: dict[str, Any]) -> list[str]:
     formed): its jobs' labels, then what the apps say of their own
     sections (an app config's `apply_warnings(document)`)."""
     jobs = document.get("jobs") or []
-    found = label_warnings((item["name"], item.get("labels") or []) for item in jobs)
+    found = label_warnings((item["name"], requirements(item)) for item in jobs)
     for config in apps.get_app_configs():
         check = getattr(config, "apply_warnings", None)
         if check is not None:
             found += check(document)
     return found
+
+
+def requirements(item: dict[str, Any]) -> list[str]:
+    """What a runner must carry to take an apply item's job: its labels and
+    the marks of the features it needs (`Job.requirements`)."""
+    needed = [feature for feature in JOB_FEATURES if item.get(feature)]
+    return sorted({*(item.get("labels") or []), *feature_marks(needed)})
 
 
 class WarnsOfUnservedLabels:
@@ -51,5 +61,5 @@ class WarnsOfUnservedLabels:
     ) -> None:
         super().save_related(request, form, formsets, change)
         job = form.instance
-        for warning in label_warnings([(job.name, job.labels)]):
+        for warning in label_warnings([(job.name, sorted(job.requirements))]):
             self.message_user(request, warning, messages.WARNING)

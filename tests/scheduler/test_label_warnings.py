@@ -89,3 +89,33 @@ def test_the_job_admin_stays_quiet_when_a_runner_carries_the_labels(staff, linux
         reverse("admin:scheduler_job_add"), job_form(labels='["linux"]'), follow=True
     )
     assert [level for level, _ in messages_of(answer)] == ["success"]
+
+
+def test_apply_warns_when_only_older_agents_carry_a_feature_jobs_labels(tmp_path, linux_runner):
+    Runner.objects.filter(pk=linux_runner.pk).update(version="0.2.0")
+    path = tmp_path / "croniq.yaml"
+    fed = {"name": "fed", "schedule": "@every 5m", "command": "cat", "labels": ["linux"]}
+    path.write_text(yaml.safe_dump({"jobs": [{**fed, "stdin": "x\n", "run_as": "nobody"}]}))
+    err = StringIO()
+    call_command("apply", str(path), stdout=StringIO(), stderr=err)
+    assert err.getvalue().splitlines() == [
+        "warning: job fed: the job needs run_as, stdin, which the agents of the runners "
+        "with labels linux do not support: web-1 (0.2.0); upgrade croniq-runner; its runs "
+        "wait until one registers"
+    ]
+    Runner.objects.filter(pk=linux_runner.pk).update(features=["run_as", "stdin"])
+    err = StringIO()
+    call_command("apply", str(path), stdout=StringIO(), stderr=err)
+    assert err.getvalue() == ""
+
+
+def test_the_job_admin_warns_when_only_older_agents_carry_a_run_as_jobs_labels(staff, linux_runner):
+    form = job_form(labels='["linux"]', run_as="nobody")
+    answer = staff.post(reverse("admin:scheduler_job_add"), form, follow=True)
+    assert Job.objects.get(name="report").run_as == "nobody"
+    assert (
+        "warning",
+        "job report: the job needs run_as, which the agents of the runners with labels linux "
+        "do not support: web-1 (version unknown); upgrade croniq-runner; its runs wait until "
+        "one registers",
+    ) in messages_of(answer)
