@@ -8,7 +8,8 @@ import pwd
 import pytest
 
 from croniq_runner import job as job_module
-from croniq_runner.config import Account
+from croniq_runner.agent import Agent
+from croniq_runner.config import Account, Config
 from croniq_runner.job import FEATURES, RunAsError, job_account
 from tests.agent.test_job import RecordingServer, run_job
 
@@ -98,3 +99,10 @@ def test_the_agents_own_user_needs_no_switch(monkeypatch):
 def test_a_run_as_that_is_not_text_is_refused():
     with pytest.raises(RunAsError, match="run_as: 1000 is not a user name"):
         job_account({"run_as": 1000}, None)
+
+
+def test_the_registration_announces_them_to_the_server():
+    agent = Agent(Config(server="http://croniq.test", token="t", name="n"))
+    body = agent.registration()
+    assert body["features"] == ["stdin", "run_as"]
+    assert body["name"] == "n"
