@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from scheduler.admin.forms import JobAdminForm
 from scheduler.apply.document import ApplyError, apply
@@ -162,3 +163,23 @@ def test_the_api_takes_and_shows_the_three_fields(client):
     changed = api.patch("jobs/boot", {"run_as": "", "schedule": "@daily"})
     assert changed.status_code == 200, changed.content
     assert changed.json()["run_as"] == ""
+
+
+def test_the_job_admin_saves_and_shows_a_job_that_only_runs_on_register(admin_client):
+    form = job_form(schedule="", run_on_register="on", stdin="a\nb\n", run_as="backup")
+    answer = admin_client.post(reverse("admin:scheduler_job_add"), form, follow=True)
+    assert answer.status_code == 200
+    job = Job.objects.get(name="report")
+    assert (job.schedule, job.run_on_register, job.stdin, job.next_run_at) == (
+        "",
+        True,
+        "a\nb\n",
+        None,
+    )
+    page = admin_client.get(reverse("admin:scheduler_job_change", args=[job.pk]))
+    assert page.status_code == 200
+    assert NO_SCHEDULE in page.content.decode()
+    listed = admin_client.get(reverse("admin:scheduler_job_changelist")).content.decode()
+    assert "no schedule: runs when a runner starts (run on register)" in listed
+    refused = admin_client.post(reverse("admin:scheduler_job_add"), job_form(name="x", schedule=""))
+    assert "required, unless the job runs on register" in refused.content.decode()
