@@ -183,3 +183,13 @@ def test_the_job_admin_saves_and_shows_a_job_that_only_runs_on_register(admin_cl
     assert "no schedule: runs when a runner starts (run on register)" in listed
     refused = admin_client.post(reverse("admin:scheduler_job_add"), job_form(name="x", schedule=""))
     assert "required, unless the job runs on register" in refused.content.decode()
+
+
+def test_the_dashboard_shows_a_job_without_a_schedule(admin_client):
+    JobFactory(name="boot", schedule="", run_on_register=True, next_run_at=None)
+    overview = admin_client.get(reverse("dashboard:overview"))
+    assert overview.status_code == 200
+    assert "when a runner starts" in overview.content.decode()
+    page = admin_client.get(reverse("dashboard:job", args=["boot"]))
+    assert page.status_code == 200
+    assert NO_SCHEDULE in page.content.decode()
