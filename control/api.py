@@ -11,6 +11,7 @@ def routers() -> list[tuple[str, Router]]:
         apply_api,
         audit_api,
         calendars_api,
+        checks_api,
         dead_letters_api,
         executions_api,
         forecast_api,
@@ -33,4 +34,5 @@ def routers() -> list[tuple[str, Router]]:
         ("/v1/", dead_letters_api.router),
         ("/v1/", maintenance_api.router),
         ("/v1/", forecast_api.router),
+        ("/v1/", checks_api.router),
     ]

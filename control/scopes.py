@@ -17,6 +17,9 @@ DEAD_LETTERS_WRITE = "dead-letters:write"
 AUDIT_READ = "audit:read"
 # Channels and rules: a channel sends what it reads to the URL it names.
 NOTIFICATIONS_WRITE = "notifications:write"
+# Check-ins (docs/design.md §12): reading one shows its ping URL, the secret.
+CHECKS_READ = "checks:read"
+CHECKS_WRITE = "checks:write"
 ADMIN = "admin"
 
 ALL = (
@@ -33,6 +36,8 @@ ALL = (
     DEAD_LETTERS_WRITE,
     AUDIT_READ,
     NOTIFICATIONS_WRITE,
+    CHECKS_READ,
+    CHECKS_WRITE,
     ADMIN,
 )
 
