@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from dispatch.capacity import forecast
 from scheduler.admin.forms import JobAdminForm
 from scheduler.apply.document import ApplyError, apply
 from scheduler.firing import ticks
@@ -193,3 +194,12 @@ def test_the_dashboard_shows_a_job_without_a_schedule(admin_client):
     page = admin_client.get(reverse("dashboard:job", args=["boot"]))
     assert page.status_code == 200
     assert NO_SCHEDULE in page.content.decode()
+
+
+def test_the_capacity_forecast_leaves_a_job_without_a_schedule_out_unblamed():
+    JobFactory(name="hourly", schedule="@hourly", labels=["linux"])
+    JobFactory(name="boot", schedule="", run_on_register=True, labels=["linux"])
+    result = forecast(NOW)
+    assert result.skipped == {}
+    [linux] = [found for found in result.label_sets if found.labels == ("linux",)]
+    assert linux.jobs == 1
