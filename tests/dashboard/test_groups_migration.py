@@ -41,6 +41,7 @@ VIEWING = {
 }
 NOTIFICATIONS = ["event", "channel", "rule", "mute", "notification", "delivery"]
 VIEWING |= {f"notifications.view_{model}" for model in NOTIFICATIONS}
+VIEWING |= {"checks.view_check", "checks.view_ping"}
 MUTING = {"notifications.add_mute", "notifications.change_mute"}
 DAY_TO_DAY = {
     "scheduler.run_job",
@@ -140,6 +141,7 @@ def test_the_upgrade_creates_the_permissions_and_the_three_groups(wave_one):
         "scheduler.add_job",
         "notifications.change_channel",
         "notifications.add_rule",
+        "checks.change_check",
     } | VIEWING | DAY_TO_DAY | MUTING <= granted(admins)
     assert not {p for p in granted(admins) if p.split(".")[0] in {"auth", "sessions"}}
 
