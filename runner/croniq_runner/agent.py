@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from croniq_runner import discover, wrap
 from croniq_runner.client import (
     Client,
     Conflict,
@@ -444,9 +445,21 @@ def configure_logging(level: str) -> None:
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
+# `croniq-runner SUBCOMMAND ...`: the agent itself takes only flags, so a
+# first word naming one of these was a usage error before and cannot change
+# what an old invocation (`croniq-runner --server ... --token ...`) means.
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "discover": discover.main,
+    "wrap": wrap.main,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int | str | None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[args[0]](args[1:])
     try:
-        config = parse_args(argv)
+        config = parse_args(args)
     except UsageError as error:
         if not isinstance(error, SetupError):
             build_parser().print_usage(sys.stderr)
