@@ -22,11 +22,14 @@ COPY control ./control
 COPY dashboard ./dashboard
 COPY templates ./templates
 COPY deploy ./deploy
+# The server requires croniq-runner (`import_crontab` reads crontabs with
+# its parser): this checkout's, at the same version, its requests from the lock.
+COPY runner ./runner
 ENV STATIC_ROOT=/app/staticfiles
 # uid 1000 as in the runner image: both mount the runner token's volume.
 # The processes import Croniq from /app, which uid 1000 cannot write:
 # its bytecode is compiled here, or every start would compile it anew.
-RUN pip install --no-deps . \
+RUN pip install --no-deps ./runner . \
     && pip check \
     && SECRET_KEY=build python manage.py collectstatic --no-input \
     && python -m compileall -q . \

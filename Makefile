@@ -42,11 +42,16 @@ install: $(STAMP)
 UV_COMPILE := $(BIN)/uv pip compile --quiet --python-version 3.11 \
 	--python-platform x86_64-unknown-linux-gnu --generate-hashes --custom-compile-command 'make lock'
 LOCK_ARGS ?=
+# The server requires croniq-runner, which is this checkout's runner/ (found
+# there through pyproject.toml's tool.uv.sources): its requirements are
+# locked, the package itself is left out (a directory has no hash) and
+# installed from ./runner with --no-deps, as every install does.
+OWN := --no-emit-package croniq-runner
 
 lock: install
-	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra demo --extra dev -o requirements/dev.txt
-	$(UV_COMPILE) pyproject.toml --extra demo -c requirements/dev.txt -o requirements/run.txt
-	$(UV_COMPILE) pyproject.toml -c requirements/dev.txt -o requirements/server.txt
+	$(UV_COMPILE) $(LOCK_ARGS) pyproject.toml --extra demo --extra dev $(OWN) -o requirements/dev.txt
+	$(UV_COMPILE) pyproject.toml --extra demo -c requirements/dev.txt $(OWN) -o requirements/run.txt
+	$(UV_COMPILE) pyproject.toml -c requirements/dev.txt $(OWN) -o requirements/server.txt
 	$(UV_COMPILE) runner/pyproject.toml -c requirements/dev.txt -o runner/requirements.txt
 
 # Croniq's own modules compiled ahead. Where PYTHONDONTWRITEBYTECODE is set

@@ -41,6 +41,10 @@ INSTALLS = {
     "Dockerfile.runner": "runner/requirements.txt",
 }
 PIN = re.compile(r"^([A-Za-z0-9._-]+)==(\S+)")
+# Croniq's own packages a project requires: installed from this checkout
+# with --no-deps, never from a lock (`make lock` leaves them out; their own
+# requirements are locked).
+FROM_THE_CHECKOUT = {"croniq-runner"}
 
 
 def read_lock(lock):
@@ -73,7 +77,8 @@ def direct_requirements(lock):
     return [
         r
         for r, extra in requirements
-        if not r.marker or r.marker.evaluate(TARGET | {"extra": extra})
+        if (not r.marker or r.marker.evaluate(TARGET | {"extra": extra}))
+        and canonicalize_name(r.name) not in FROM_THE_CHECKOUT
     ]
 
 
@@ -179,3 +184,30 @@ def copied_to(dockerfile, source):
 def test_the_images_install_from_their_lock(dockerfile):
     read = locks_read(pip_installs_of_dockerfile(dockerfile), dockerfile)
     assert read == {copied_to(dockerfile, INSTALLS[dockerfile])}
+
+
+def test_the_server_requires_its_own_release_of_the_runner_package():
+    """import_crontab reads crontabs with croniq_runner.crontab (docs/design.md §13)."""
+    project, _ = project_of("requirements/server.txt")
+    [runner] = [Requirement(r) for r in project["dependencies"] if r.startswith("croniq-runner")]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert str(runner.specifier) == f"=={version}"
+
+
+@pytest.mark.parametrize("lock", [lock for lock in LOCKS if LOCKS[lock][0] == "."])
+def test_the_server_locks_hold_the_runner_packages_requirements_but_not_the_package(lock):
+    entries = read_lock(lock)
+    assert not FROM_THE_CHECKOUT & set(entries)
+    assert "croniq-runner" in entries["requests"][2], f"{lock}: run `make lock`"
+
+
+@pytest.mark.parametrize("target", ["install-run", "install"])
+def test_make_installs_the_runner_package_from_the_checkout(target):
+    installs = pip_installs_of_make(target)
+    assert any("./runner" in words and "--no-deps" in words for words in installs)
+
+
+def test_the_server_image_installs_the_runner_package_from_the_checkout():
+    assert copied_to("Dockerfile", "runner") == "runner"
+    installs = pip_installs_of_dockerfile("Dockerfile")
+    assert any("./runner" in words and "--no-deps" in words for words in installs)
