@@ -42,6 +42,7 @@ Django's handler (dispatch.polls then holds a poll's answer in the view).
 import asyncio
 import contextlib
 import functools
+import io
 import logging
 import re
 from typing import Any
@@ -53,6 +54,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
+from checks.models import MAX_BODY
 from core.framework_overrides import in_use
 from croniq_project.lifespan import lifespan
 from croniq_project.middleware import MACHINE_PREFIXES, PING_PREFIX, RUNNER_API_PREFIX
@@ -63,6 +65,11 @@ log = logging.getLogger(__name__)
 
 
 NUMBERS = re.compile(r"\d+")
+# A ping keeps the first 100 KB of its body; one byte more tells the view it
+# was cut (checks.views). A ping needs no key, so its body is anyone's to
+# send: the rest is read and dropped, never spooled to disk as Django's
+# read_body would (it has no limit of its own).
+PING_BODY_KEPT = MAX_BODY + 1
 
 
 def runs_in_a_thread(path: str) -> bool:
@@ -100,6 +107,23 @@ def refused_host(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
+async def read_capped_body(receive: Any, limit: int) -> io.BytesIO:
+    """The first `limit` bytes of the request's body, in memory; the rest is
+    read (the client may send it whole) and dropped."""
+    kept = io.BytesIO()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestAborted()
+        room = limit - kept.tell()
+        if room > 0:
+            kept.write(message.get("body", b"")[:room])
+        if not message.get("more_body", False):
+            break
+    kept.seek(0)
+    return kept
+
+
 class CroniqASGIHandler(ASGIHandler):
     def __init__(self):
         super().__init__()
@@ -117,7 +141,10 @@ class CroniqASGIHandler(ASGIHandler):
 
     async def handle_runner_call(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
-            body_file = await self.read_body(receive)
+            if scope["path"].startswith(PING_PREFIX):
+                body_file = await read_capped_body(receive, PING_BODY_KEPT)
+            else:
+                body_file = await self.read_body(receive)
         except RequestAborted:
             return
         with body_file:

@@ -8,21 +8,26 @@ import pytest
 from django.core.signals import request_started
 
 from checks import states
-from checks.models import Check
-from croniq_project.asgi_handler import CroniqASGIHandler, runs_in_a_thread
+from checks.models import MAX_BODY, Check
+from croniq_project.asgi_handler import CroniqASGIHandler, read_capped_body, runs_in_a_thread
 from croniq_project.middleware import is_runner_api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def asgi(method, path, body=b""):
+def asgi(method, path, body=b"", chunks=None):
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
         "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
         "root_path": "", "server": ("testserver", 80), "client": ("10.1.2.3", 5000),
         "headers": [(b"host", b"testserver"), (b"user-agent", b"curl/8.5")],
     }  # fmt: skip
-    sent, messages = [], [{"type": "http.request", "body": body, "more_body": False}]
+    parts = chunks if chunks is not None else [body]
+    messages = [
+        {"type": "http.request", "body": part, "more_body": n < len(parts) - 1}
+        for n, part in enumerate(parts)
+    ][::-1]
+    sent = []
 
     async def receive():
         if messages:
@@ -76,3 +81,29 @@ def test_pings_are_machine_calls_and_async():
     assert is_runner_api(Request())
     Request.path_info = "/pinged"
     assert not is_runner_api(Request())
+
+
+def test_a_huge_body_is_cut_to_100_kb_as_it_arrives():
+    check = Check.objects.create(name="backup", period=3600)
+    megabyte = b"x" * 1024 * 1024
+    status, headers, body = asgi("POST", f"/ping/{check.token}", chunks=[megabyte] * 8)
+    assert (status, body, headers["croniq-body-truncated"]) == (200, b"OK", "true")
+    ping = check.pings.get()
+    assert (len(ping.body), ping.body_truncated) == (MAX_BODY, True)
+
+
+def test_the_capped_reader_keeps_its_limit_and_reads_to_the_end():
+    messages = [
+        {"type": "http.request", "body": b"a" * 70, "more_body": True},
+        {"type": "http.request", "body": b"b" * 70, "more_body": True},
+        {"type": "http.request", "body": b"c" * 70, "more_body": False},
+    ]
+    read = []
+
+    async def receive():
+        read.append(messages[len(read)])
+        return read[-1]
+
+    kept = asyncio.run(read_capped_body(receive, 100))
+    assert kept.read() == b"a" * 70 + b"b" * 30
+    assert len(read) == 3  # the whole body was read, and dropped past the limit
