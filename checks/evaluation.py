@@ -20,8 +20,8 @@ from checks import events, states
 from checks.models import Check
 from core import db
 
-# Checks moved down in one transaction; the rest wait for the next pass
-# (the step reports a full batch, so the loop runs it again at once).
+# Checks moved down in one transaction (one event each); the rest wait for
+# the next pass, a second later.
 BATCH = 5000
 
 

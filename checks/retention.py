@@ -17,7 +17,8 @@ from django.db.models import F
 from checks.models import Check, Ping
 
 KEPT = 100
-# Checks pruned in one pass; a full batch tells the loop there is more.
+# Checks pruned in one pass; the rest at the next (5 s later, as the pass
+# found work).
 BATCH = 100
 
 
