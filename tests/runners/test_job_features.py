@@ -7,6 +7,7 @@ import datetime as dt
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from dispatch import claims, coverage, identity
 from dispatch.hub import Waiter
@@ -129,3 +130,24 @@ def test_the_runner_page_shows_what_its_agent_announced(admin_client, token):
     assert page.status_code == 200
     assert "Features" in page.content.decode()
     assert "[&quot;run_as&quot;, &quot;stdin&quot;]" in page.content.decode()
+
+
+def test_over_http_an_announcing_agent_gets_stdin_and_run_as_and_others_none(api_client):
+    body = {"name": "r1", "labels": ["linux"], "session": "s1", "features": ["stdin", "run_as"]}
+    runner_id = api_client.post("/v1/runners/register", body).json()["runner_id"]
+    assert Runner.objects.get(pk=runner_id).features == ["run_as", "stdin"]
+    now = timezone.now()
+    fed = pending(now=now, job=JobFactory(labels=["linux"], stdin="in\n", run_as="nobody"))
+    plain = pending(now=now, labels=["linux"])
+    answer = api_client.post(f"/v1/runners/{runner_id}/poll", {"session": "s1", "capacity": 2})
+    assert answer.status_code == 200, answer.content
+    found = {a["id"]: a for a in answer.json()["executions"]}
+    assert (found[fed.pk]["stdin"], found[fed.pk]["run_as"]) == ("in\n", "nobody")
+    # An assignment of any other job is as it always was.
+    assert not {"stdin", "run_as"} & set(found[plain.pk])
+
+
+@pytest.mark.parametrize("features", [[7], ["x" * 51], [""], ["f"] * 51, "stdin"])
+def test_malformed_features_are_refused_422(api_client, features):
+    body = {"name": "r1", "labels": ["linux"], "session": "s1", "features": features}
+    assert api_client.post("/v1/runners/register", body).status_code == 422
