@@ -44,7 +44,12 @@ FAILURES = (
     "execution.timed_out",
     "execution.lost",
     "job.failing",
+    "check.down",
 )
+# The pool key of a check.down: its check's labels behind this prefix (no
+# job's pool has it), so checks storm apart from jobs. A host that dies
+# takes all its cron jobs' checks down at once: one incident, not fifty.
+CHECK_POOL = "checks:"
 # States of a failure notification that went out (or is going out) alone.
 ALONE = (Notification.PENDING, Notification.DELIVERED, Notification.GIVEN_UP)
 # Lines of an incident's "details" before "... and N more jobs".
@@ -58,12 +63,15 @@ def window() -> timedelta:
 
 
 def groupable(event: Event) -> bool:
-    return event.name in FAILURES and bool(event.data.get("job"))
+    return event.name in FAILURES and bool(event.data.get("job") or event.data.get("check"))
 
 
 def keys_of(notification: Notification, event: Event) -> None:
     """Set the grouping keys of a failure notification (nothing else has any)."""
     if not groupable(event):
+        return
+    if event.data.get("check"):
+        notification.pool = CHECK_POOL + ",".join(sorted(event.data.get("labels") or []))
         return
     notification.pool = ",".join(sorted(event.data["job"].get("labels") or []))
     notification.runner_name = messages.runner_name(event) or ""
@@ -128,10 +136,18 @@ class Grouping:
         )
         for field, value in keys:
             if counts[field] >= settings.CRONIQ_INCIDENT_THRESHOLD:
-                others = recent.filter(**{field: value}).exclude(job_id=notification.job_id)
+                others = recent.filter(**{field: value}).exclude(**same_subject(notification))
                 if others.exists():
                     return field, value
         return None
+
+
+def same_subject(notification: Notification) -> dict[str, Any]:
+    """The lookup of notifications about the same job, or the same check:
+    one subject failing again and again is never a storm."""
+    if notification.check_name:
+        return {"check_name": notification.check_name}
+    return {"job_id": notification.job_id}
 
 
 def incident_keys(notification: Notification) -> list[tuple[str, str]]:
@@ -249,12 +265,14 @@ def summary_message(
 ) -> dict[str, Any]:
     per_job = defaultdict(Counter)
     for failure in failures:
-        per_job[(failure.message.get("job") or {}).get("name", "a deleted job")][failure.name] += 1
+        subject = failure.message.get("job") or failure.message.get("check") or {}
+        per_job[subject.get("name", "a deleted job")][failure.name] += 1
     span = (failures[-1].created_at - failures[0].created_at).total_seconds() if failures else 0
     minutes = max(1, math.ceil(span / 60))
     last_runner = next((f.runner_name for f in reversed(failures) if f.runner_name), None)
-    jobs = messages.plural(len(per_job), "job")
     field, value = key
+    noun = "check" if field == "pool" and value.startswith(CHECK_POOL) else "job"
+    jobs = messages.plural(len(per_job), noun)
     fields = {}
     if field == "pool":
         text = f"{pool_jobs(value, jobs)} failed in {minutes} min"
@@ -265,16 +283,21 @@ def summary_message(
         text = f"{jobs} failed on runner {value} in {minutes} min"
         fields["runner"] = {"name": value}
         path = "/runners/"
-    fields["details"] = detail_lines(per_job)
+    fields["details"] = detail_lines(per_job, noun)
     return messages.body(incident.id, INCIDENT, now, text, path, **fields)
 
 
 def pool_jobs(pool: str, jobs: str = "jobs") -> str:
-    """ "12 jobs needing `linux,db`"; jobs without labels run anywhere."""
+    """ "12 jobs needing `linux,db`"; jobs without labels run anywhere.
+    A pool of checks: "5 checks labelled `db`"."""
+    if pool.startswith(CHECK_POOL):
+        labels = pool.removeprefix(CHECK_POOL)
+        jobs = jobs.replace("jobs", "checks")
+        return f"{jobs} labelled `{labels}`" if labels else f"{jobs} without labels"
     return f"{jobs} needing `{pool}`" if pool else f"{jobs} without labels"
 
 
-def detail_lines(per_job: dict[str, Any]) -> list[str]:
+def detail_lines(per_job: dict[str, Any], noun: str = "job") -> list[str]:
     """ "billing-sync: execution.failed x2, job.failing", one line per job
     in the order they first failed."""
     lines = []
@@ -285,5 +308,5 @@ def detail_lines(per_job: dict[str, Any]) -> list[str]:
         lines.append(f"{name}: {told}")
     if len(lines) > MAX_DETAILS:
         more = len(lines) - MAX_DETAILS
-        lines = [*lines[:MAX_DETAILS], f"... and {messages.plural(more, 'more job')}"]
+        lines = [*lines[:MAX_DETAILS], f"... and {messages.plural(more, f'more {noun}')}"]
     return lines

@@ -153,3 +153,50 @@ def test_the_admin_s_rule_form_takes_a_checks_glob():
     )
     assert form.is_valid(), form.errors
     assert form.save().checks == "backup-*"
+
+
+def test_a_storm_of_checks_going_down_is_one_grouped_incident(settings):
+    """A host dies: its checks (labelled alike) all go down within the
+    window. The first THRESHOLD go out alone, the rest fold into one
+    incident.grouped that names them all when it closes."""
+    from notifications import incidents
+
+    settings.CRONIQ_INCIDENT_THRESHOLD = 2
+    rule("all", ["check.down"])
+    host = [CheckFactory(name=f"cron-{n}", labels=["host-a"], period=3600) for n in range(5)]
+    elsewhere = CheckFactory(name="elsewhere", labels=["host-b"], period=3600)
+    for check in [*host, elsewhere]:
+        ping(check, T0)
+    evaluation.evaluate(at(65))
+    made = routed(at(65))
+    states_by_check = {n.check_name: n.state for n in made if n.name == "check.down"}
+    assert states_by_check == {
+        "cron-0": Notification.PENDING,
+        "cron-1": Notification.PENDING,
+        "cron-2": Notification.GROUPED,
+        "cron-3": Notification.GROUPED,
+        "cron-4": Notification.GROUPED,
+        "elsewhere": Notification.PENDING,  # another pool
+    }
+    [incident] = [n for n in made if n.name == incidents.INCIDENT]
+    assert incident.pool == "checks:host-a"
+    assert incidents.close_incidents(at(65) + incidents.window()) == 1
+    incident.refresh_from_db()
+    assert incident.state == Notification.PENDING
+    assert incident.message["summary"].startswith("5 checks labelled `host-a` failed in")
+    # Routed in one batch, at one instant: the order among them is the ids'.
+    assert sorted(incident.message["details"]) == [f"cron-{n}: check.down" for n in range(5)]
+
+
+def test_one_check_failing_again_and_again_is_no_storm(settings):
+    settings.CRONIQ_INCIDENT_THRESHOLD = 1
+    rule("all", ["check.down", "check.up"])
+    check = CheckFactory(name="flaky", labels=["db"])
+    for minute in range(0, 8, 2):
+        ping(check, at(minute), states.FAIL)
+        routed(at(minute))
+        ping(check, at(minute + 1))
+        routed(at(minute + 1))
+    downs = Notification.objects.filter(name="check.down")
+    assert set(downs.values_list("state", flat=True)) == {Notification.PENDING}
+    assert not Notification.objects.filter(name="incident.grouped").exists()
