@@ -13,8 +13,10 @@ job's overlap policy admits it as it admits a manual run.
 
 Not started, each audited as `job.register_run_skipped` with the reason:
 a run for a job that already has one waiting on this runner from an
-earlier session (a runner restarting faster than it takes its work, or
-flapping, does not pile them up), a runner whose agent did not announce a
+earlier session, or that run's retry (a runner restarting faster than it
+takes its work, or flapping, does not pile them up; a run the restart
+interrupted is lost and retried at once, and that retry stands for this
+start's run), a runner whose agent did not announce a
 feature the job needs (it could never take the run: docs/design.md §4), and
 a run the overlap policy refuses. A paused, disabled or quarantined job
 gets none, and none later: the start has passed.
@@ -75,12 +77,10 @@ def refusal(job: Job, runner: Runner, fits: frozenset[str]) -> str | None:
             f"runner {runner.name}'s agent does not support {', '.join(missing)} "
             f"(version {runner.version or 'unknown'}): upgrade croniq-runner"
         )
-    waiting = Execution.objects.filter(
-        job=job,
-        pinned_to=runner.name,
-        trigger=Execution.REGISTER,
-        state__in=(Execution.QUEUED, Execution.PENDING),
-    )
+    mine = Execution.objects.filter(job=job, pinned_to=runner.name)
+    # A register run and its retries share its instant (the registration).
+    starts = mine.filter(trigger=Execution.REGISTER).values("scheduled_for")
+    waiting = mine.filter(scheduled_for__in=starts, state__in=(Execution.QUEUED, Execution.PENDING))
     if waiting.exists():
         return f"a register run from an earlier start still waits on runner {runner.name}"
     return None

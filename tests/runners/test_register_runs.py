@@ -55,12 +55,25 @@ def test_the_same_session_registering_again_is_no_start(token):
 def test_a_restart_with_a_new_session_is_a_start(token):
     job = on_register()
     runner = register(token)
-    claims.claim(runner, "s1", 1, NOW)  # the first start's run was taken
+    [first] = claims.claim(runner, "s1", 1, NOW)
+    Execution.objects.filter(pk=first.pk).update(state=Execution.SUCCEEDED, finished_at=NOW)
     register(token, session="s2", now=LATER)  # a takeover: a new agent process
-    started = [r for r in runs(job) if r.trigger == "register"]
-    assert [(r.scheduled_for, r.pinned_to) for r in started] == [(NOW, "web-1"), (LATER, "web-1")]
-    # The first start's run, released by the takeover, is retried on its own.
-    assert [r.trigger for r in runs(job)] == ["register", "retry", "register"]
+    started = [(r.trigger, r.scheduled_for, r.pinned_to) for r in runs(job)]
+    assert started == [("register", NOW, "web-1"), ("register", LATER, "web-1")]
+
+
+def test_a_run_the_restart_interrupted_is_retried_as_the_new_starts_run(token):
+    job = on_register()
+    runner = register(token)
+    claims.claim(runner, "s1", 1, NOW)  # running when its agent restarts
+    register(token, session="s2", now=LATER)
+    lost, retry = runs(job)
+    assert (lost.state, retry.trigger, retry.state) == ("lost", "retry", "pending")
+    assert (retry.scheduled_for, retry.pinned_to) == (NOW, "web-1")
+    skipped = AuditEvent.objects.get(action="job.register_run_skipped")
+    assert skipped.data == {
+        "reason": "a register run from an earlier start still waits on runner web-1"
+    }
 
 
 def test_a_run_still_waiting_from_an_earlier_start_is_not_doubled(token):
