@@ -7,6 +7,7 @@ Durations (`period`, `grace`) are whole seconds (`3600`) or texts in
 `@every`'s grammar (`"1h"`, `"90s"`), as elsewhere in apply files.
 """
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -53,8 +54,9 @@ def stored(check: Check) -> dict[str, Any]:
     return {key: value for key, value in fields(check).items() if key in KEYS}
 
 
-def values(item: dict[str, Any]) -> dict[str, Any]:
-    """The Check field values of `item`; ApplyError naming every bad field."""
+def values(item: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The Check field values of `item` (a schedule must come after `now`);
+    ApplyError naming every bad field."""
     errors = [f"{key}: unknown field" for key in item if key not in KEYS]
     errors += [f"{where}: {problem}" for where, problem in text_problems(item)]
     if errors:
@@ -66,7 +68,7 @@ def values(item: dict[str, Any]) -> dict[str, Any]:
         except ApplyError as e:
             errors += e.errors
     if not errors:
-        errors = timing_problems(found)
+        errors = timing_problems(found, now)
     if errors:
         raise ApplyError(errors)
     return found
@@ -147,11 +149,11 @@ CHECKS = {
 }
 
 
-def timing_problems(found: dict[str, Any]) -> list[str]:
+def timing_problems(found: dict[str, Any], now: datetime) -> list[str]:
     if bool(found["schedule"]) == (found["period"] is not None):
         return ["schedule: give either a schedule (cron or a macro) or a period, not both"]
     if found["schedule"]:
-        problem = states.schedule_problem(found["schedule"], found["timezone"], found["name"])
+        problem = states.schedule_problem(found["schedule"], found["timezone"], found["name"], now)
         if problem:
             return [f"schedule: {problem}"]
     return []

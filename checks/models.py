@@ -11,7 +11,6 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -142,16 +141,6 @@ class Check(Owned):
         self.last_start_at = status.last_start_at
         self.next_expected_at = status.next_expected_at
         self.down_at = status.down_at
-
-    def clean(self) -> None:
-        if bool(self.schedule) == (self.period is not None):
-            raise ValidationError(
-                {"schedule": "give either a schedule (cron or macro) or a period, not both"}
-            )
-        if self.schedule:
-            problem = states.schedule_problem(self.schedule, self.timezone, self.name)
-            if problem:
-                raise ValidationError({"schedule": problem})
 
 
 class Ping(models.Model):

@@ -134,14 +134,14 @@ def retimed(timing: Timing, status: Status) -> Status:
     return replace(again, last_start_at=status.last_start_at)
 
 
-def schedule_problem(schedule: str, timezone: str, key: str) -> str | None:
-    """Why `schedule` cannot time a check, in words, or None. A check is
-    timed by cron text or a macro; `@every` is a job's grammar, and a check
-    says the same with `period`."""
+def schedule_problem(schedule: str, timezone: str, key: str, now: datetime) -> str | None:
+    """Why `schedule` cannot time a check from `now` on, in words, or None.
+    A check is timed by cron text or a macro; `@every` is a job's grammar,
+    and a check says the same with `period`. One that never comes (30
+    February) would leave the check up for ever."""
     if schedule.strip().lower().startswith("@every"):
         return "@every is not a check schedule: give the check a period instead"
     try:
-        cron.parse_schedule(schedule, key or None)
+        return cron.never_fires_reason(schedule, timezone, None, now, key=key or None)
     except cron.ScheduleError as e:
         return str(e)
-    return None

@@ -67,9 +67,9 @@ def get(name: str, *, lock: bool = False) -> Check:
     return found
 
 
-def checked(item: dict[str, Any]) -> dict[str, Any]:
+def checked(item: dict[str, Any], now: datetime) -> dict[str, Any]:
     try:
-        return items.values(item)
+        return items.values(item, now)
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None
 
@@ -87,11 +87,11 @@ def list_checks(request: HttpRequest, filters: Query[CheckFilters]) -> dict[str,
 
 @router.post("checks", response={201: CheckOut}, auth=auth.needs(scopes.CHECKS_WRITE))
 def create_check(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
-    found = checked(item)
+    now = timezone.now()
+    found = checked(item, now)
     taken = HttpError(409, f"a check named {found['name']!r} already exists")
     if Check.objects.filter(name=found["name"]).exists():
         raise taken
-    now = timezone.now()
     try:
         with transaction.atomic():
             check = items.create(found, managed_by=ManagedBy.API)
@@ -126,7 +126,7 @@ def change_check(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -
         check = get(name, lock=True)
         adopted = ownership.check(check, adopt)
         before = items.stored(check)
-        found = checked({**before, **patch})
+        found = checked({**before, **patch}, now)
         if adopted:
             ownership.record_adopted(check, now=now, actor=actor)
             check.managed_by, check.managed_source = ManagedBy.API, ""

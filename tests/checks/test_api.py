@@ -96,6 +96,7 @@ def test_a_cron_check_defaults_its_grace_and_shows_when_the_next_ping_is_due(cli
         ({"name": "x", "period": 60, "schedule": "@daily"}, "not both"),
         ({"name": "x", "schedule": "61 * * * *"}, "schedule: "),
         ({"name": "x", "schedule": "@every 5m"}, "give the check a period instead"),
+        ({"name": "x", "schedule": "0 0 30 2 *"}, "schedule: never fires"),
         ({"name": "x", "period": "soon"}, "period: 'soon' is not a duration"),
         ({"name": "x", "period": 0}, "period: must be at least 1"),
         ({"name": "x", "period": 60, "grace": -1}, "grace: must be at least 0"),

@@ -244,12 +244,13 @@ def test_retiming_leaves_checks_without_deadlines_alone(state):
         ("61 * * * *", "minute"),
         ("@fortnightly", "unknown macro"),
         ("", "empty"),
+        ("0 0 30 2 *", "never fires"),  # 30 February
     ],
 )
 def test_bad_schedules_are_explained(schedule, problem):
-    assert problem in (states.schedule_problem(schedule, "UTC", "x") or "")
+    assert problem in (states.schedule_problem(schedule, "UTC", "x", T0) or "")
 
 
 @pytest.mark.parametrize("schedule", ["*/5 * * * *", "@daily", "30 2 * * 1-5", "H 3 * * *"])
 def test_good_schedules_pass(schedule):
-    assert states.schedule_problem(schedule, "UTC", "nightly") is None
+    assert states.schedule_problem(schedule, "UTC", "nightly", T0) is None
