@@ -49,8 +49,10 @@ CRON_SETTINGS = frozenset(
 # A user name in a system crontab, as the job's run_as takes it.
 USER_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,31}")
 # cronie's load_env: a name (quoted, or up to `=` or a blank), `=`, the value.
-ENV_RE = re.compile(r"""\s*(?:"([^"]*)"|'([^']*)'|([^\s="']+))\s*=(.*)""", re.DOTALL)
-NUMBER_RE = re.compile(r"\d+")
+ENV_RE = re.compile(r"""[ \t]*(?:"([^"]*)"|'([^']*)'|([^ \t="']+))[ \t]*=(.*)""", re.DOTALL)
+BLANKS = " \t"
+BLANKS_RE = re.compile(r"[ \t]+")
+NUMBER_RE = re.compile(r"[0-9]+")  # ASCII digits: cron reads no others
 NAME_LIMIT = 100  # a job's, channel's and rule's name (SlugField max_length)
 OWNER_LIMIT = 100  # Job.owner's max_length
 SLUG_LIMIT = 60  # the command's part of a job name
@@ -172,6 +174,9 @@ def import_crontabs(
         raise ValueError(f"timezone: {timezone!r} is not an IANA timezone (e.g. Europe/Berlin)")
     if host is not None and not slug(host):
         raise ValueError(f"host: {host!r} has no letters or digits to name jobs after")
+    if host is not None and (host != host.strip() or "," in host or any(c.isspace() for c in host)):
+        # A runner reads --labels as a comma-separated list: it could never carry it.
+        raise ValueError(f"host: {host!r}: a label holds no commas or blanks")
     builder = _Builder(host=host, system=system, timezone=timezone)
     for crontab in crontabs:
         _read(builder, crontab)
@@ -186,7 +191,7 @@ def _read(builder: _Builder, crontab: Crontab) -> None:
     state = _State()
     for number, raw in enumerate(crontab.text.split("\n"), start=1):
         line = raw.removesuffix("\r")
-        if not line.strip() or line.lstrip().startswith("#"):
+        if not line.strip(BLANKS) or line.lstrip(BLANKS).startswith("#"):
             continue
         try:
             outcome, job = _line(builder, state, crontab.source, number, line)
@@ -203,7 +208,7 @@ def _line(
     assignment = parse_assignment(line)
     if assignment is not None:
         return _setting(builder, state, number, *assignment), None
-    if line.lstrip().startswith("-"):
+    if line.lstrip(BLANKS).startswith("-"):
         raise LineError(
             "a '-' before the schedule (cron's 'do not log this job') has no Croniq "
             "counterpart: remove the '-' to import the job"
@@ -221,12 +226,12 @@ def parse_assignment(line: str) -> tuple[str, str] | None:
     if match is None:
         return None
     name = next(group for group in match.groups()[:3] if group is not None)
-    value = match[4].strip()
+    value = match[4].strip(BLANKS)
     if value[:1] in ("'", '"'):
         closing = value.find(value[0], 1)
         if closing < 0:
             raise LineError(f"{name}: the value's opening {value[0]} is never closed")
-        if value[closing + 1 :].strip():
+        if value[closing + 1 :].strip(BLANKS):
             raise LineError(f"{name}: text after the value's closing {value[0]}")
         value = value[1:closing]
     if not name:
@@ -290,13 +295,13 @@ def _mailto(builder: _Builder, state: _State, value: str) -> str:
 
 
 def _job(builder: _Builder, state: _State, source: str, number: int, line: str) -> dict[str, Any]:
-    words = line.split(None, 1)
+    words = blank_split(line, 1)
     if words[0].startswith("@"):
         schedule, rest = words[0], words[1] if len(words) > 1 else ""
         if schedule != REBOOT and schedule not in MACROS:
             raise LineError(f"unknown macro {schedule!r} (cron's: {', '.join((REBOOT,) + MACROS)})")
     else:
-        fields = line.split(None, 5)
+        fields = blank_split(line, 5)
         if len(fields) < 6:
             raise LineError(
                 f"{len(fields)} fields and no command: a job line has 5 schedule "
@@ -306,13 +311,13 @@ def _job(builder: _Builder, state: _State, source: str, number: int, line: str) 
         check_fields(fields[:5])
     user = None
     if builder.system:
-        parts = rest.split(None, 1)
+        parts = blank_split(rest, 1)
         if len(parts) < 2:
             raise LineError("a system crontab's line needs a user and a command after the schedule")
         user, rest = parts
         if not USER_RE.fullmatch(user):
             raise LineError(f"{user!r} is not a user name")
-    command, stdin = split_percent(rest.lstrip())
+    command, stdin = split_percent(rest.lstrip(BLANKS))
     if not command.strip():
         raise LineError("no command")
     if state.timezone_problem:
@@ -374,6 +379,13 @@ def _unique_name(builder: _Builder, schedule: str, command: str) -> str:
         n += 1
         candidate = f"{hashed}-{n}"
     return candidate
+
+
+def blank_split(text: str, most: int) -> list[str]:
+    """`text` split at runs of spaces and tabs, as cron separates fields
+    (str.split would split at any Unicode space too), at most `most` times."""
+    # Only the start is stripped: the command keeps its trailing blanks, as in cron.
+    return [part for part in BLANKS_RE.split(text.lstrip(BLANKS), maxsplit=most) if part != ""]
 
 
 def check_fields(fields: Sequence[str]) -> None:

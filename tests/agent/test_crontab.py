@@ -347,6 +347,10 @@ def test_bad_options_are_refused_naming_them():
         imported("", timezone="Mars/Olympus")
     with pytest.raises(ValueError, match="host: '---'"):
         imported("", host="---")
+    with pytest.raises(ValueError, match="host: 'web 1': a label holds no commas or blanks"):
+        imported("", host="web 1")
+    with pytest.raises(ValueError, match="host: 'a,b'"):
+        imported("", host="a,b")
 
 
 def test_the_machine_timezone_comes_from_tz_then_etc_timezone_then_localtime(tmp_path):
@@ -445,3 +449,21 @@ def test_a_whole_document_reads_back_as_the_dict():
     """
     result = imported(text, host="web1", system=False)
     assert yaml.safe_load(render(result)) == result.document
+
+
+def test_fields_are_separated_by_spaces_and_tabs_only_and_numbers_are_ascii():
+    assert reasons("0\u00a01 * * * * x\n") == {1: "minute field: '0\\xa01' is not a number in 0-59"}
+    assert reasons("\u0663 * * * * x\n") == {1: "minute field: '\u0663' is not a number in 0-59"}
+    assert reasons("\u00a0\n") == {
+        1: "1 fields and no command: a job line has 5 schedule fields (minute hour "
+        "day-of-month month day-of-week) and a command"
+    }
+
+
+def test_the_command_keeps_its_trailing_blanks_as_cron_does():
+    job = only_job("0 1 * * * mysql -e 'CALL x()' % \n")
+    assert (job["command"], job["stdin"]) == ("mysql -e 'CALL x()' ", " ")
+    assert reasons("0 1 * * *   \n") == {
+        1: "5 fields and no command: a job line has 5 schedule fields (minute hour "
+        "day-of-month month day-of-week) and a command"
+    }
