@@ -222,3 +222,11 @@ def test_sigterm_to_wrap_reaches_the_command_and_its_status_is_pinged(server):
 def test_usage_errors_exit_2_and_run_nothing(args, problem, capsys):
     assert agent_main(["wrap", *args]) == 2
     assert problem in capsys.readouterr().err
+
+
+def test_everything_after_the_double_dash_is_the_commands(server):
+    script = 'echo "$@"'
+    args = ["--check", TOKEN, "--server", server.url, "--", "sh", "-c", script, "sh"]
+    done = wrap_process([*args, "--server", "elsewhere", "--check", "x"])
+    assert done.stdout == b"--server elsewhere --check x\n"
+    assert server.paths == [f"/ping/{TOKEN}/start", f"/ping/{TOKEN}"]
