@@ -281,6 +281,10 @@ def _mailto(builder: _Builder, state: _State, value: str) -> str:
     owner = bounded(", ".join(addresses), OWNER_LIMIT)
     state.mail = _Mail(owner=owner, addresses=addresses)
     name = bounded("mailto-" + slug(" ".join(addresses)), NAME_LIMIT)
+    if name in builder.channels and builder.channels[name]["to"] != list(addresses):
+        # Other addresses with the same slug (a.b@x and a-b@x): a name of their own.
+        digest = hashlib.sha256(owner.encode()).hexdigest()[:8]
+        name = f"{bounded(name, NAME_LIMIT - 9)}-{digest}"
     builder.channels[name] = {"name": name, "kind": "email", "to": list(addresses)}
     builder.rules[name] = {
         "name": name,

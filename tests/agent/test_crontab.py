@@ -467,3 +467,13 @@ def test_the_command_keeps_its_trailing_blanks_as_cron_does():
         1: "5 fields and no command: a job line has 5 schedule fields (minute hour "
         "day-of-month month day-of-week) and a command"
     }
+
+
+def test_addresses_with_the_same_slug_get_channels_of_their_own():
+    text = "MAILTO=a.b@example.com\n0 1 * * * x\nMAILTO=a-b@example.com\n0 2 * * * y\n"
+    result = imported(text)
+    channels = {c["name"]: c["to"] for c in result.document["channels"]}
+    assert len(channels) == 2 and ["a.b@example.com"] in channels.values()
+    rules = {r["owner"]: r["channels"] for r in result.document["notify"]}
+    assert channels[rules["a-b@example.com"][0]] == ["a-b@example.com"]
+    assert channels[rules["a.b@example.com"][0]] == ["a.b@example.com"]
