@@ -194,6 +194,15 @@ def test_the_dashboard_shows_a_job_without_a_schedule(admin_client):
     page = admin_client.get(reverse("dashboard:job", args=["boot"]))
     assert page.status_code == 200
     assert NO_SCHEDULE in page.content.decode()
+    assert "once on each matching runner when it starts" in page.content.decode()
+
+
+def test_the_dashboards_job_page_shows_the_user_and_the_size_of_the_input(admin_client):
+    JobFactory(name="fed", stdin="secret-ish\n", run_as="backup")
+    html = admin_client.get(reverse("dashboard:job", args=["fed"])).content.decode()
+    assert "11 characters on standard input" in html
+    assert "secret-ish" not in html  # the input itself is not shown
+    assert "<code>backup</code>" in html
 
 
 def test_the_capacity_forecast_leaves_a_job_without_a_schedule_out_unblamed():
