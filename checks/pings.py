@@ -27,12 +27,6 @@ from checks import events, states
 from checks.models import MAX_BODY, Check, Ping
 from core import db
 
-# Pings a token may send per window before it is answered 429. A job pings
-# twice a run (start, then its end); sixty a minute lets a job run every
-# two seconds and stops a loop gone wild. Settings may change both.
-PING_LIMIT = 60
-PING_WINDOW = 60  # seconds
-
 FOUND, NOT_FOUND, LIMITED = "ok", "not found", "limited"
 
 
@@ -50,11 +44,9 @@ class Received:
 
 
 def limit() -> tuple[int, int]:
-    """(pings, window seconds) of the flood limit."""
-    return (
-        getattr(settings, "CRONIQ_PING_LIMIT", PING_LIMIT),
-        getattr(settings, "CRONIQ_PING_WINDOW", PING_WINDOW),
-    )
+    """(pings, window seconds) of the flood limit: CRONIQ_PING_LIMIT and
+    CRONIQ_PING_WINDOW (docs/design.md §6), checked when the settings load."""
+    return settings.CRONIQ_PING_LIMIT, settings.CRONIQ_PING_WINDOW
 
 
 def body_text(raw: bytes) -> tuple[str, bool]:

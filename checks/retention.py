@@ -1,5 +1,5 @@
 """Ping retention: each check keeps its last CRONIQ_CHECK_PINGS_KEPT pings
-(100 unless the settings say otherwise), as healthchecks keeps a check's
+(docs/design.md §6; 100 unless set otherwise), as healthchecks keeps a check's
 last N; a loop step prunes the older ones (`ChecksConfig.loop_steps`).
 
 Pings are numbered per check (`Ping.n`, from the check's `n_pings`), so a
@@ -16,14 +16,13 @@ from django.db.models import F
 
 from checks.models import Check, Ping
 
-KEPT = 100
 # Checks pruned in one pass; the rest at the next (5 s later, as the pass
 # found work).
 BATCH = 100
 
 
 def kept() -> int:
-    return int(getattr(settings, "CRONIQ_CHECK_PINGS_KEPT", KEPT))
+    return settings.CRONIQ_CHECK_PINGS_KEPT
 
 
 def prune(now: datetime) -> int:

@@ -190,6 +190,14 @@ CRONIQ_REPLAY_MAX_AGE = envfloat("CRONIQ_REPLAY_MAX_AGE", 7 * 24 * 3600.0, minim
 # /metrics asks for `Authorization: Bearer <token>` when set.
 CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None
 
+# Check-ins (docs/design.md §12). A ping token may send CRONIQ_PING_LIMIT
+# pings per CRONIQ_PING_WINDOW seconds before it is answered 429: a job pings
+# twice a run, so 60 a minute lets one run every two seconds.
+CRONIQ_PING_LIMIT = envint("CRONIQ_PING_LIMIT", 60, minimum=1)
+CRONIQ_PING_WINDOW = envint("CRONIQ_PING_WINDOW", 60, minimum=1)
+# Each check keeps its last this many pings (the older are pruned by the loop).
+CRONIQ_CHECK_PINGS_KEPT = envint("CRONIQ_CHECK_PINGS_KEPT", 100, minimum=1)
+
 # Notifications (docs/design.md §9, README "Notifications").
 # The dashboard's address as operators reach it: links in notifications.
 CRONIQ_PUBLIC_URL = (env("CRONIQ_PUBLIC_URL") or "http://localhost:8000").rstrip("/")
