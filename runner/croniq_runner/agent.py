@@ -401,6 +401,7 @@ class Agent(Registration, LeaseKeeping):
             ledger=self.ledger,
             start_at=start_at(assignment),
             reports=self.reports,
+            allowed_users=self.config.allow_run_as,
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.
@@ -473,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int | str | None:
         log.warning("--token shows in `ps` to every user of this machine: prefer --token-file")
     if config.run_as is not None:
         log.info("jobs run as %s (uid %d)", config.run_as.name, config.run_as.uid)
+    if config.allow_run_as:
+        log.info("a job's run_as may name %s", ", ".join(config.allow_run_as))
     agent = Agent(config)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _frame: agent.stop(f"received {signal.Signals(s).name}"))

@@ -21,6 +21,11 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 N = TypeVar("N", int, float)
 
+# A user name as a job's `run_as` takes it: the server's rule
+# (scheduler/jobs/models.py RUN_AS_RE, and not all digits), so a name this
+# agent allows is one a job can name.
+USER_RE = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,31}")
+
 
 class UsageError(Exception):
     """A missing or invalid setting; the agent exits 2."""
@@ -58,6 +63,9 @@ class Config:
     state_dir: str = ""
     state_dir_given: bool = False  # else a default that may be unusable
     run_as: Account | None = None
+    # The users a job's `run_as` may name (--allow-run-as); none: every job
+    # that names one fails without running.
+    allow_run_as: tuple[str, ...] = ()
     token_on_command_line: bool = False
 
 
@@ -101,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-as",
         metavar="USER",
         help="run jobs as this user (the agent must run as root) [CRONIQ_RUN_AS]",
+    )
+    add(
+        "--allow-run-as",
+        metavar="USER,USER",
+        help="comma-separated users a job's run_as may name (default: none; a job naming "
+        "another user fails without running; the agent must run as root, or allow only "
+        "its own user) [CRONIQ_ALLOW_RUN_AS]",
     )
     add(
         "--log-level",
@@ -199,6 +214,42 @@ def account(user: str, source: str) -> Account:
     return Account(entry.pw_name, entry.pw_uid, entry.pw_gid, tuple(groups), entry.pw_dir)
 
 
+def allowed_users(text: str | None, source: str) -> tuple[str, ...]:
+    """The users of --allow-run-as ('postgres, root' -> ('postgres', 'root')),
+    each one that exists and that this agent can run a command as; a blank
+    value allows none. UsageError for an empty or malformed name, and for
+    `*`: the operator names each user (a wildcard would hand root to
+    whoever may write jobs)."""
+    if not text or not text.strip():
+        return ()
+    names: list[str] = []
+    for name in (part.strip() for part in text.split(",")):
+        if not name:
+            raise UsageError(f"{source}: an empty user name in {text!r} (USER[,USER...])")
+        if name == "*":
+            raise UsageError(f"{source}: '*' is not supported: name each user jobs may run as")
+        if not USER_RE.fullmatch(name) or name.isdigit():
+            raise UsageError(
+                f"{source}: {name!r} is not a user name (letters, digits, '.', '_' and '-', "
+                "not starting with '-', not all digits, at most 32 characters)"
+            )
+        runnable(name, source)
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def runnable(name: str, source: str) -> None:
+    """SetupError unless the agent can run a command as user `name`: it
+    exists, and it is the agent's own user or the agent is root."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SetupError(f"{source}: no such user {name!r}") from None
+    if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+        raise SetupError(f"{source}: running jobs as {name!r} needs the agent to run as root")
+
+
 def forget_token(environ: MutableMapping[str, str] = os.environ) -> None:
     """Drop CRONIQ_TOKEN from this process's environment, so no process of
     the same user reads it in /proc/PID/environ. That file shows the
@@ -248,6 +299,7 @@ def parse_args(
 
     state_dir, _ = _pick(args, "state-dir", environ, "CRONIQ_STATE_DIR")
     run_as, source = _pick(args, "run-as", environ, "CRONIQ_RUN_AS")
+    allowed, allowed_source = _pick(args, "allow-run-as", environ, "CRONIQ_ALLOW_RUN_AS")
 
     return Config(
         server=server.rstrip("/"),
@@ -270,5 +322,6 @@ def parse_args(
         state_dir=os.path.abspath(state_dir or default_state_dir(name.strip(), environ)),
         state_dir_given=bool(state_dir),
         run_as=account(run_as.strip(), source) if run_as and run_as.strip() else None,
+        allow_run_as=allowed_users(allowed, allowed_source),
         token_on_command_line=args.token is not None,
     )

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from croniq_runner.client import Client, Conflict, NotFound, Rejected, Transient, Unauthorized
@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 # One execution as the server's poll answer hands it over (docs/design.md §4).
 Assignment = dict[str, Any]
-# The assignment fields this agent acts on, announced at registration: the
-# server hands a job that sets one only to agents that announced it.
+# The assignment fields this agent acts on. Announced at registration
+# (`announced_features`): the server hands a job that sets one only to
+# agents that announced it.
 FEATURES = ("stdin", "run_as")
 
 log = logging.getLogger("croniq.runner")
@@ -106,16 +107,33 @@ class RunAsError(Exception):
     """The agent cannot run the job as its `run_as` user."""
 
 
-def job_account(assignment: Assignment, default: "Account | None") -> "Account | None":
-    """The account to run `assignment` as: its `run_as` user, which wins
-    over the agent's --run-as (`default`). The agent's own user needs no
-    switch; any other needs the agent to be root. RunAsError naming the
-    problem otherwise: never the wrong user."""
+def announced_features(allowed_users: Collection[str]) -> list[str]:
+    """The features to announce at registration: stdin always, run_as only
+    when --allow-run-as names a user. An agent allowing none would fail
+    every run_as job, so the server keeps them for agents that may run
+    them (and says why they wait)."""
+    return [f for f in FEATURES if f != "run_as" or allowed_users]
+
+
+def job_account(
+    assignment: Assignment, default: "Account | None", allowed_users: Collection[str]
+) -> "Account | None":
+    """The account to run `assignment` as: its `run_as` user when the
+    machine's operator allowed that user (--allow-run-as, `allowed_users`),
+    else the agent's --run-as (`default`). Whoever writes jobs must not
+    choose a user the operator did not: an agent run as root with --run-as
+    nobody runs nothing as root unless root is allowed. The agent's own
+    user needs no switch; any other needs the agent to be root. RunAsError
+    naming the problem otherwise: never the wrong user."""
     name = assignment.get("run_as") or ""
     if not name:
         return default
     if not isinstance(name, str):
         raise RunAsError(f"run_as: {name!r} is not a user name")
+    if name not in allowed_users:
+        raise RunAsError(
+            f"run_as: user {name!r} is not allowed on this runner (croniq-runner --allow-run-as)"
+        )
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -148,6 +166,7 @@ class Job:
         ledger: "Ledger | None" = None,
         start_at: float | None = None,
         reports: "Reports | None" = None,
+        allowed_users: Collection[str] = (),
     ) -> None:
         self.assignment = assignment
         # time.monotonic() before which the job's command must not start
@@ -165,8 +184,10 @@ class Job:
         self.clock = clock
         self.orphan_grace = orphan_grace
         # The agent's --run-as (config.Account) or None; the job's own
-        # run_as replaces it when the job starts (`job_account`).
+        # run_as replaces it when the job starts, if one of `allowed_users`
+        # (--allow-run-as; `job_account`).
         self.account = account
+        self.allowed_users = allowed_users
         self.ledger = ledger  # agent_ledger.Ledger of this agent, or None
         self.reports = reports  # reports.Reports sending finishes together, or None
         self._lifeline: int | None = None  # the agent's end of the supervisor's pipe
@@ -209,7 +230,7 @@ class Job:
         # The supervisor reads end-of-file from this pipe once the agent is
         # gone; only the agent holds the write end (not inherited by jobs).
         try:
-            self.account = job_account(self.assignment, self.account)
+            self.account = job_account(self.assignment, self.account, self.allowed_users)
         except RunAsError as error:
             self.refuse_start(str(error))
             return

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from croniq_runner.client import Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.config import VERSION
 from croniq_runner.exits import EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
-from croniq_runner.job import FEATURES
+from croniq_runner.job import announced_features
 from croniq_runner.timing import Backoff, renewal_interval
 
 if TYPE_CHECKING:
@@ -59,9 +59,10 @@ class Registration:
             "version": VERSION,
             "hostname": socket.gethostname(),
             "capacity": self.config.capacity,
-            # What it acts on in an assignment (stdin, run_as): older
-            # servers ignore the field, and give such jobs to no one.
-            "features": list(FEATURES),
+            # What it acts on in an assignment (stdin; run_as only with
+            # --allow-run-as): older servers ignore the field, and give such
+            # jobs to no one.
+            "features": announced_features(self.config.allow_run_as),
         }
 
     def register(self) -> None:

@@ -5,8 +5,10 @@ previous release's agent beside the current one.
 The previous release's agent ignores assignment fields it does not know:
 handed a `stdin` job it would run the command without its input, a
 `run_as` job as its own user. It announces no features, so it is handed
-neither: they wait for the current agent, which runs them right. Each
-agent's start runs the job that runs on register once, on that agent.
+neither: they wait for the current agent, which runs them right. The
+current agent announces run_as only when its --allow-run-as names a user:
+without it the run_as job waits for one that does. Each agent's start runs
+the job that runs on register once, on that agent.
 """
 
 import os
@@ -57,7 +59,7 @@ def boot_runs(api: Api) -> list[dict]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="run_as needs the agent to run as root")
-def test_only_an_agent_that_announced_stdin_and_run_as_runs_such_jobs(tmp_path):
+def test_only_an_agent_that_announced_stdin_or_run_as_runs_such_jobs(tmp_path):
     db = migrated_database(tmp_path)
     server = Server(db, tmp_path / "web.log", **SERVER_ENV)
     loop = start_loop(db, tmp_path / "loop.log", **SERVER_ENV)
@@ -91,26 +93,45 @@ def test_only_an_agent_that_announced_stdin_and_run_as_runs_such_jobs(tmp_path):
         )
         assert states(api, runs) == {"plain": "succeeded", "fed": "pending", "as-nobody": "pending"}
 
+        # The current agent allowing no user: stdin, but no run_as.
         agents.append(
             start_agent(server.url, token, tmp_path / "new.log", "--name", "new", *common)
         )
         wait_for(
-            lambda: set(states(api, runs).values()) == {"succeeded"},
-            timeout=60,
-            message="the current agent to run the stdin and run_as jobs",
-        )
-        assert log(api, runs["fed"]) == "line one\n100% done\n<end>\n"
-        assert log(api, runs["as-nobody"]) == "nobody\n"
-        for name in ("fed", "as-nobody"):
-            assert api.call("GET", f"executions/{runs[name]}")["runner"] == "new"
-
-        wait_for(
-            lambda: sorted(r["state"] for r in boot_runs(api)) == ["succeeded", "succeeded"],
+            lambda: [r["state"] for r in boot_runs(api)] == ["succeeded"] * 2,
             timeout=60,
             message="the current agent's start to run the boot job",
         )
+        wait_for(
+            lambda: states(api, {"fed": runs["fed"]})["fed"] == "succeeded",
+            timeout=60,
+            message="the current agent to run the stdin job",
+        )
+        assert states(api, runs)["as-nobody"] == "pending"
+
+        allowing = ("--allow-run-as", "nobody")
+        agents.append(
+            start_agent(
+                server.url, token, tmp_path / "allowed.log", "--name", "allowed", *common, *allowing
+            )
+        )
+        wait_for(
+            lambda: set(states(api, runs).values()) == {"succeeded"},
+            timeout=60,
+            message="the agent allowing nobody to run the run_as job",
+        )
+        assert log(api, runs["fed"]) == "line one\n100% done\n<end>\n"
+        assert log(api, runs["as-nobody"]) == "nobody\n"
+        assert api.call("GET", f"executions/{runs['fed']}")["runner"] == "new"
+        assert api.call("GET", f"executions/{runs['as-nobody']}")["runner"] == "allowed"
+
+        wait_for(
+            lambda: [r["state"] for r in boot_runs(api)] == ["succeeded"] * 3,
+            timeout=60,
+            message="the allowing agent's start to run the boot job",
+        )
         boots = boot_runs(api)
-        assert sorted(r["runner"] for r in boots) == ["new", "old"]
+        assert sorted(r["runner"] for r in boots) == ["allowed", "new", "old"]
         assert {r["trigger"] for r in boots} == {"register"}
         assert all(log(api, r["id"]) == "boot on boot\n" for r in boots)
         for agent in agents:
