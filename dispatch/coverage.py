@@ -48,6 +48,25 @@ def listed(labels: Iterable[str]) -> str:
     return ", ".join(sorted(labels))
 
 
+def lacking(missing: Collection[str], one: bool = False) -> tuple[str, str]:
+    """How agents that did not announce the `missing` features a job needs
+    fall short (a verb phrase the features follow: "do not support") and
+    what to do about it; `one`: said of a single agent. An agent announces
+    run_as only when its --allow-run-as names a user, so run_as alone
+    missing is as likely the operator's choice as an agent that predates
+    it; stdin missing means an older agent."""
+    do, their = ("does", "its") if one else ("do", "their")
+    allow = f"name the job's user in {their} --allow-run-as"
+    if "run_as" not in missing:
+        return f"{do} not support", "upgrade croniq-runner"
+    if set(missing) == {"run_as"}:
+        return (
+            f"{do} not allow (croniq-runner --allow-run-as) or predate",
+            f"{allow}, or upgrade croniq-runner",
+        )
+    return f"{do} not support", f"upgrade croniq-runner and {allow}"
+
+
 class Waiting(NamedTuple):
     """Why pending work waits: `kind` for styling and tests, `text` for people."""
 
@@ -138,18 +157,22 @@ class Coverage:
 
     def outdated(self, requirements: Collection[str] | None) -> str | None:
         """Why no runner fits `requirements` when some carry their labels but
-        announced none of the features the job needs (an older agent), or None."""
+        did not announce a feature the job needs (an older agent, or for
+        run_as one whose --allow-run-as names no user), or None."""
         labels, features = split_requirements(requirements or ())
         if not features:
             return None
         seen = self.seen_with(labels)
         if not seen:
             return None
+        # Called when none fits: each of them lacks one at least.
+        missing = set().union(*(set(features) - set(r.features or ()) for r in seen))
+        falls_short, remedy = lacking(missing)
         named = ", ".join(f"{r.name} ({r.version or 'version unknown'})" for r in seen[:NAMED])
         more = f" and {len(seen) - NAMED} more" if len(seen) > NAMED else ""
         return (
-            f"the job needs {listed(features)}, which the agents of the runners "
-            f"{with_labels(labels)} do not support: {named}{more}; upgrade croniq-runner"
+            f"the job needs {listed(missing)}, which the agents of the runners "
+            f"{with_labels(labels)} {falls_short}: {named}{more}; {remedy}"
         )
 
     def nobody_carries(self, labels: Collection[str] | None) -> str:

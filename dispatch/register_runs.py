@@ -27,6 +27,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 import audit
+from dispatch.coverage import lacking
 from dispatch.notify import notify_new_work
 from runners.models import Runner, split_requirements
 from scheduler.models import Execution, Job
@@ -73,9 +74,10 @@ def refusal(job: Job, runner: Runner, fits: frozenset[str]) -> str | None:
     """Why `runner` gets no register run of `job` now, or None."""
     _, missing = split_requirements(job.requirements - fits)
     if missing:
+        falls_short, remedy = lacking(missing, one=True)
         return (
-            f"runner {runner.name}'s agent does not support {', '.join(missing)} "
-            f"(version {runner.version or 'unknown'}): upgrade croniq-runner"
+            f"runner {runner.name}'s agent {falls_short} {', '.join(missing)} "
+            f"(version {runner.version or 'unknown'}): {remedy}"
         )
     mine = Execution.objects.filter(job=job, pinned_to=runner.name)
     # A register run and its retries share its instant (the registration).

@@ -51,7 +51,7 @@ from django.db.models import CharField, Count, Exists, F, OuterRef, Q, QuerySet,
 from django.db.models.functions import Cast, Concat
 
 from core import db
-from dispatch.coverage import carries
+from dispatch.coverage import carries, lacking
 from notifications import detection
 from notifications.detection import BATCH, emit_new, fitted, iso, next_check, number, thresholds
 from notifications.models import Event
@@ -346,13 +346,17 @@ class RunnerPool:
         carriers = self.carriers(labels)
         if carriers and features:
             # Only runners whose agent announced the features take the job
-            # (dispatch.claims.understood): older agents carry its labels in vain.
-            carriers = [r for r in carriers if set(features) <= set(r[4] or ())]
-            if not carriers:
+            # (dispatch.claims.understood): older agents, and for run_as those
+            # whose --allow-run-as names no user, carry its labels in vain.
+            fitting = [r for r in carriers if set(features) <= set(r[4] or ())]
+            if not fitting:
+                missing = set().union(*(set(features) - set(r[4] or ()) for r in carriers))
+                falls_short, remedy = lacking(missing)
                 return (
-                    f"the online runners carrying its labels run agents that do not support "
-                    f"{', '.join(sorted(features))}: upgrade croniq-runner"
+                    f"the online runners carrying its labels run agents that {falls_short} "
+                    f"{', '.join(sorted(missing))}: {remedy}"
                 )
+            carriers = fitting
         if not carriers:
             if not labels:
                 return "no runner is online"

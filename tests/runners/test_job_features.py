@@ -92,12 +92,34 @@ def test_the_hub_deals_feature_jobs_only_to_the_waiting_polls_that_announced_the
 def test_pending_work_for_a_missing_feature_says_the_agents_are_too_old(token):
     runner_with(token, "old-1")
     Runner.objects.filter(name="old-1").update(version="0.2.0")
-    job = JobFactory(labels=["linux"], run_as="nobody")
+    job = JobFactory(labels=["linux"], stdin="input\n")
+    waiting = coverage.Coverage.read().why_waiting(job.requirements, BEFORE, NOW)
+    assert waiting.kind == "unknown"
+    assert waiting.text == (
+        "the job needs stdin, which the agents of the runners with labels linux do not "
+        "support: old-1 (0.2.0); upgrade croniq-runner"
+    )
+
+
+def test_pending_run_as_work_names_the_allow_list_as_well_as_an_older_agent(token):
+    # A current agent without --allow-run-as announces stdin only.
+    runner_with(token, "web-1", ["stdin"])
+    Runner.objects.filter(name="web-1").update(version="0.3.0")
+    job = JobFactory(labels=["linux"], stdin="input\n", run_as="root")
     waiting = coverage.Coverage.read().why_waiting(job.requirements, BEFORE, NOW)
     assert waiting.kind == "unknown"
     assert waiting.text == (
         "the job needs run_as, which the agents of the runners with labels linux do not "
-        "support: old-1 (0.2.0); upgrade croniq-runner"
+        "allow (croniq-runner --allow-run-as) or predate: web-1 (0.3.0); name the job's "
+        "user in their --allow-run-as, or upgrade croniq-runner"
+    )
+    # With an older agent beside it, stdin is missing too: upgrading is needed.
+    runner_with(token, "old-1")
+    waiting = coverage.Coverage.read().why_waiting(job.requirements, BEFORE, NOW)
+    assert waiting.text == (
+        "the job needs run_as, stdin, which the agents of the runners with labels linux do "
+        "not support: old-1 (version unknown), web-1 (0.3.0); upgrade croniq-runner and "
+        "name the job's user in their --allow-run-as"
     )
 
 
@@ -120,6 +142,22 @@ def test_a_missed_run_says_when_only_older_agents_carry_its_labels(settings, tok
     assert event.data["reason"] == (
         "the online runners carrying its labels run agents that do not support stdin: "
         "upgrade croniq-runner"
+    )
+    detectors.forget()
+
+
+def test_a_missed_run_as_run_names_the_allow_list_when_the_agents_announced_stdin(settings, token):
+    settings.CRONIQ_MISSED_GRACE = 60.0
+    detectors.forget()
+    runner_with(token, "current", ["stdin"])
+    job = JobFactory(name="as-root", labels=["linux"], run_as="root")
+    pending(now=NOW, job=job)
+    assert detectors.detect_missed(NOW + dt.timedelta(seconds=61)) == 1
+    [event] = Event.objects.filter(name="job.missed")
+    assert event.data["reason"] == (
+        "the online runners carrying its labels run agents that do not allow "
+        "(croniq-runner --allow-run-as) or predate run_as: name the job's user in their "
+        "--allow-run-as, or upgrade croniq-runner"
     )
     detectors.forget()
 

@@ -116,6 +116,18 @@ def test_a_runner_whose_agent_lacks_a_feature_the_job_needs_gets_no_run(token):
     }
 
 
+def test_an_agent_allowing_no_user_gets_no_run_of_a_run_as_job_and_the_audit_says_why(token):
+    job = on_register(run_as="root")
+    register(token, features=["stdin"])  # croniq-runner without --allow-run-as
+    assert runs(job) == []
+    skipped = AuditEvent.objects.get(action="job.register_run_skipped")
+    assert skipped.data == {
+        "reason": "runner web-1's agent does not allow (croniq-runner --allow-run-as) or "
+        "predate run_as (version 0.3.0): name the job's user in its --allow-run-as, or "
+        "upgrade croniq-runner"
+    }
+
+
 def test_a_singleton_job_with_a_live_run_skips_the_register_run(token):
     job = on_register(overlap=Job.SKIP, schedule="@daily")
     live = Execution.objects.create(

@@ -100,8 +100,8 @@ def test_apply_warns_when_only_older_agents_carry_a_feature_jobs_labels(tmp_path
     call_command("apply", str(path), stdout=StringIO(), stderr=err)
     assert err.getvalue().splitlines() == [
         "warning: job fed: the job needs run_as, stdin, which the agents of the runners "
-        "with labels linux do not support: web-1 (0.2.0); upgrade croniq-runner; its runs "
-        "wait until one registers"
+        "with labels linux do not support: web-1 (0.2.0); upgrade croniq-runner and name "
+        "the job's user in their --allow-run-as; its runs wait until one registers"
     ]
     Runner.objects.filter(pk=linux_runner.pk).update(features=["run_as", "stdin"])
     err = StringIO()
@@ -116,6 +116,25 @@ def test_the_job_admin_warns_when_only_older_agents_carry_a_run_as_jobs_labels(s
     assert (
         "warning",
         "job report: the job needs run_as, which the agents of the runners with labels linux "
-        "do not support: web-1 (version unknown); upgrade croniq-runner; its runs wait until "
-        "one registers",
+        "do not allow (croniq-runner --allow-run-as) or predate: web-1 (version unknown); "
+        "name the job's user in their --allow-run-as, or upgrade croniq-runner; its runs wait "
+        "until one registers",
     ) in messages_of(answer)
+
+
+def test_apply_says_a_current_agent_allowing_no_user_leaves_a_run_as_job_waiting(
+    tmp_path, linux_runner
+):
+    # A current agent without --allow-run-as announces stdin, not run_as.
+    Runner.objects.filter(pk=linux_runner.pk).update(version="0.3.0", features=["stdin"])
+    path = tmp_path / "croniq.yaml"
+    fed = {"name": "fed", "schedule": "@every 5m", "command": "cat", "labels": ["linux"]}
+    path.write_text(yaml.safe_dump({"jobs": [{**fed, "stdin": "x\n", "run_as": "root"}]}))
+    err = StringIO()
+    call_command("apply", str(path), stdout=StringIO(), stderr=err)
+    assert err.getvalue().splitlines() == [
+        "warning: job fed: the job needs run_as, which the agents of the runners with labels "
+        "linux do not allow (croniq-runner --allow-run-as) or predate: web-1 (0.3.0); name "
+        "the job's user in their --allow-run-as, or upgrade croniq-runner; its runs wait "
+        "until one registers"
+    ]
