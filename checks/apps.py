@@ -13,6 +13,13 @@ class ChecksConfig(AppConfig):
     name = "checks"
     verbose_name = "Check-ins"
 
+    def ready(self) -> None:
+        from checks.applyitems import CheckSections
+        from scheduler.apply.sections import add_sections
+
+        # `checks:` in apply files, applied with the jobs.
+        add_sections(CheckSections.KEYS, CheckSections)
+
     def loop_steps(self, loop: SchedulerLoop) -> list[Step]:
         from checks import evaluation, retention
         from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step

@@ -4,9 +4,10 @@ audited; it needs both jobs:write and calendars:write (docs/design.md §8), and
 notifications:write as well when the document has a `channels:` or
 `notify:` section or its prune would delete a channel or rule: a channel
 sends what it reads to the URL it names, so writing one is not a jobs
-writer's business. A dry run needs the same (its checks tell whether a
-secret is set). `manage.py apply` runs as the server's operator and needs
-no scope.
+writer's business; and checks:write when it has a `checks:` section or its
+prune would delete a check, as the checks API asks. A dry run needs the
+same (its checks tell whether a secret is set). `manage.py apply` runs as
+the server's operator and needs no scope.
 
 The body is JSON, or YAML when its Content-Type says so
 (`application/yaml`): the file an operator keeps, sent as it is (the
@@ -25,6 +26,7 @@ from django.utils import timezone
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
+from checks.applyitems import writes_checks
 from control import auth, examples, scopes
 from notifications.applyitems import writes_notifications
 from scheduler.apply.document import ApplyError, apply, parse, plan, source_name
@@ -96,6 +98,8 @@ def apply_document(
         managed_source = source_name(source)
         if writes_notifications(document, prune, f"api:{key.name}", managed_source):
             auth.require(key, scopes.NOTIFICATIONS_WRITE)
+        if writes_checks(document, prune, f"api:{key.name}", managed_source):
+            auth.require(key, scopes.CHECKS_WRITE)
         changes = apply(
             document,
             now=timezone.now(),

@@ -88,6 +88,7 @@ def export(select: Selection = everything) -> Export:
         periods = periods_by_calendar(select)
         groups = by_name(select(ConcurrencyGroup.objects.all()))
         jobs = by_name(select(Job.objects.select_related("calendar", "concurrency_group")))
+        warnings: list[str] = []
         sections = {
             "calendars": [calendar_item(c, periods.get(c.pk, [])) for c in calendars],
             "concurrency_groups": [group_item(g) for g in groups],
@@ -101,8 +102,12 @@ def export(select: Selection = everything) -> Export:
                     f"{factory.__qualname__} has no export()"
                 )
             sections.update(exported(select))
+            # What the person exporting should know of the section (its pauses).
+            warned = getattr(factory, "export_warnings", None)
+            if warned is not None:
+                warnings += warned(select)
     document = {key: items for key, items in sections.items() if items}
-    return Export(document, [*secret_env_warnings(jobs), *pause_warnings(jobs)])
+    return Export(document, [*secret_env_warnings(jobs), *pause_warnings(jobs), *warnings])
 
 
 def by_name(rows: Iterable[Any]) -> list[Any]:

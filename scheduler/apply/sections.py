@@ -22,7 +22,9 @@ def add_sections(keys: tuple[str, ...], factory: Callable[..., Any]) -> None:
     what the file no longer names, before jobs and calendars are pruned.
     `factory.export(select)` gives {key: [items]} of what is stored, for
     `croniq-admin export` (scheduler.apply.export), which refuses a
-    section without it. Adding the same keys again replaces their factory.
+    section without it; `factory.export_warnings(select)`, when it has one,
+    what the person exporting should know of them. Adding the same keys
+    again replaces their factory.
     """
     keys = tuple(keys)
     _sections[:] = [(k, f) for k, f in _sections if k != keys]

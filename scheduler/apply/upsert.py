@@ -24,10 +24,10 @@ def upsert(
     values: dict[str, Any],
     *,
     state: Callable[[Any], dict[str, Any]],
-    write: bool,
+    write: Callable[[Any, Any, dict[str, Any] | None, dict[str, Any]], None],
     stored: Any = STORED,
-    planned_state: dict[str, Any] | None = None,
-    clean: Callable[[Any], None] = None,
+    planned_state: Callable[[Any], dict[str, Any]] | None = None,
+    clean: Callable[[Any], None] | None = None,
     mask: Callable[..., Any] = masked_diff,
 ) -> Any:
     """The `model` row `name` with `values`, as `applier` makes it; returns it.

@@ -8,6 +8,7 @@ import datetime as dt
 from django.db import models
 
 from calendars.models import Calendar, CalendarPeriod
+from checks.models import Check
 from notifications.models import Channel, Rule
 from scheduler.models import ConcurrencyGroup, Job
 
@@ -125,6 +126,7 @@ def rich(secrets_dir):
                 "events": ["execution.given_up", "job.failing"],
                 "channels": ["mail-ops", "hook"],
                 "jobs": "night*",
+                "checks": "db1-*",
                 "labels": ["linux"],
                 "calendar": "base-days",
                 "owner": "team-data",
@@ -137,6 +139,17 @@ def rich(secrets_dir):
                 "enabled": False,
             },
             {"name": "chatter", "events": ["job.recovered"], "channels": ["chat"]},
+        ],
+        "checks": [
+            {
+                "name": "db1-backup",
+                "description": "pg_dump on db1,\nwatched",
+                "schedule": "30 2 * * 1-5",
+                "timezone": "Europe/Berlin",
+                "grace": "45m",
+                "labels": ["host:db1", "backups"],
+            },
+            {"name": "heartbeat", "period": "5m"},
         ],
     }
 
@@ -152,7 +165,7 @@ def with_secrets(monkeypatch, settings, secrets_dir):
 
 # -- a database's configuration, to compare two --------------------------------------
 
-MODELS = (Calendar, CalendarPeriod, ConcurrencyGroup, Job, Channel, Rule)
+MODELS = (Calendar, CalendarPeriod, ConcurrencyGroup, Job, Channel, Rule, Check)
 # Row fields that are not configuration: keys, timestamps, the scheduler's
 # own, and an operator's pause.
 NOT_CONFIGURATION = {
@@ -163,6 +176,18 @@ NOT_CONFIGURATION = {
     "paused_at",
     "paused_until",
     "pause_reason",
+    # A check's: its token (drawn anew by a new check, never in a document),
+    # and what its pings and the loop write.
+    "token",
+    "state",
+    "last_ping_at",
+    "last_start_at",
+    "next_expected_at",
+    "down_at",
+    "n_pings",
+    "pruned_through",
+    "rate_window",
+    "rate_count",
 }
 
 
@@ -192,6 +217,7 @@ def fields_of(row, left_out):
 
 def wipe():
     """Delete every configuration row: an empty database to apply to."""
+    Check.objects.all().delete()
     Rule.objects.all().delete()
     Channel.objects.all().delete()
     Job.objects.all().delete()

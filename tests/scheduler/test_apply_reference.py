@@ -33,6 +33,8 @@ def test_the_checked_in_reference_is_the_generated_one():
         ("jobs", "`parameters`"),
         ("channels", "`secret`"),
         ("notify", "`failures_in_a_row`"),
+        ("checks", "`period`"),
+        ("checks", "`grace`"),
     ],
 )
 def test_each_section_lists_its_fields(section, field):
