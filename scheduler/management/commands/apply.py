@@ -13,8 +13,8 @@ from scheduler.jobs.label_checks import document_label_warnings
 
 class Command(BaseCommand):
     help = (
-        "Apply jobs and calendars (and the sections apps add, such as notification "
-        "channels and rules) from a YAML or JSON file (all or nothing, audited)."
+        "Apply jobs and calendars (and the sections apps add: notification channels "
+        "and rules, checks) from a YAML or JSON file (all or nothing, audited)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -25,8 +25,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--prune",
             action="store_true",
-            help="Delete the jobs, calendars, channels and rules this file (its source) "
-            "made that it no longer lists.",
+            help="Delete the jobs, calendars, channels, rules and checks this file (its "
+            "source) made that it no longer lists.",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print the changes as JSON."
