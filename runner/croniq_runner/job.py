@@ -118,13 +118,14 @@ def announced_features(allowed_users: Collection[str]) -> list[str]:
 def job_account(
     assignment: Assignment, default: "Account | None", allowed_users: Collection[str]
 ) -> "Account | None":
-    """The account to run `assignment` as: its `run_as` user when the
-    machine's operator allowed that user (--allow-run-as, `allowed_users`),
-    else the agent's --run-as (`default`). Whoever writes jobs must not
-    choose a user the operator did not: an agent run as root with --run-as
-    nobody runs nothing as root unless root is allowed. The agent's own
-    user needs no switch; any other needs the agent to be root. RunAsError
-    naming the problem otherwise: never the wrong user."""
+    """The account to run `assignment` as: without `run_as`, the agent's
+    --run-as (`default`); with it, that user if the machine's operator
+    allowed it (--allow-run-as, `allowed_users`), never a fallback.
+    Whoever writes jobs must not choose a user the operator did not: an
+    agent run as root with --run-as nobody runs nothing as root unless root
+    is allowed. The agent's own user needs no switch; any other needs the
+    agent to be root. RunAsError naming the problem otherwise: never the
+    wrong user."""
     name = assignment.get("run_as") or ""
     if not name:
         return default
