@@ -18,6 +18,7 @@ COPY runners ./runners
 COPY dispatch ./dispatch
 COPY audit ./audit
 COPY notifications ./notifications
+COPY checks ./checks
 COPY control ./control
 COPY dashboard ./dashboard
 COPY templates ./templates
