@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import dead_letter_views, views
+from dashboard import check_views, dead_letter_views, views
 
 app_name = "dashboard"
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("alerts/", views.alerts, name="alerts"),
     path("dead-letters/", dead_letter_views.dead_letters, name="dead-letters"),
+    path("checks/", check_views.checks, name="checks"),
+    path("checks/<slug:name>/", check_views.check_detail, name="check"),
     # Operator actions (POST only, each behind its own permission).
     path("jobs/<slug:name>/run", views.run_job, name="job-run"),
     path("jobs/<slug:name>/pause", views.pause_job, name="job-pause"),

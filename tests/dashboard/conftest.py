@@ -14,7 +14,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 _names = count(1)
 
 
-CRONIQ_APPS = ["audit", "calendars", "scheduler", "runners", "notifications"]
+CRONIQ_APPS = ["audit", "calendars", "scheduler", "runners", "notifications", "checks"]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.recording import record
+from tests.checks.factories import CheckFactory
 
 
 @pytest.fixture
@@ -15,7 +16,8 @@ def world(make_job, make_execution, make_runner, add_log):
     add_log(execution, "hello\n")
     runner = make_runner("web-1")
     record("runner.takeover", target=runner, actor=runner)
-    return {"job": job, "execution": execution}
+    check = CheckFactory(name="backup")
+    return {"job": job, "execution": execution, "check": check}
 
 
 @pytest.fixture
@@ -31,6 +33,8 @@ def pages(world):
         reverse("dashboard:audit") + "?action=runner.takeover",
         reverse("dashboard:alerts"),
         reverse("dashboard:dead-letters"),
+        reverse("dashboard:checks"),
+        reverse("dashboard:check", args=[world["check"].name]),
     ]
 
 

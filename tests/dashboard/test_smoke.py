@@ -18,6 +18,8 @@ import time_machine
 import yaml
 from django.urls import URLPattern, reverse
 
+from checks import pings, states
+from checks.models import Check
 from control.models import ApiKey
 from runners.models import Runner
 from scheduler.apply.document import apply
@@ -53,6 +55,11 @@ PAYROLL = {
             "env": {"PAYROLL_DB_PASSWORD": SECRET},
             "labels": ["linux"],
         }
+    ],
+    # Checks, one of each timing, a ping with a log: the check pages.
+    "checks": [
+        {"name": "payroll-export", "schedule": "0 6 * * 1-5", "timezone": "Europe/Berlin"},
+        {"name": "heartbeat", "period": "5m", "grace": "1m"},
     ],
 }
 
@@ -107,6 +114,9 @@ def world():
     DeadLetter.objects.create(
         execution=failed, reason=DeadLetter.FAILED, detail="exit 1", landed_at=NOW
     )
+    heartbeat = Check.objects.get(name="heartbeat")
+    for kind, body in ((states.START, b""), (states.FAIL, b"\xff<b>not text</b>\x1b[0m")):
+        pings.record(pings.Received(token=heartbeat.token, kind=kind, at=NOW, body=body))
     return {
         "jobs": sorted(Job.objects.values_list("name", flat=True)),
         "executions": sorted(Execution.objects.values_list("pk", flat=True)),
@@ -115,6 +125,7 @@ def world():
         "calendars": sorted(
             {c["name"] for d in [PAYROLL, *documents] for c in d.get("calendars") or []}
         ),
+        "checks": sorted(Check.objects.values_list("name", flat=True)),
     }
 
 
@@ -128,7 +139,8 @@ def dashboard_urls(world):
         route = str(pattern.pattern)
         name = f"{app_name}:{pattern.name}"
         if "<slug:name>" in route:
-            urls += [reverse(name, args=[value]) for value in world["jobs"]]
+            named = world["checks"] if route.startswith("checks/") else world["jobs"]
+            urls += [reverse(name, args=[value]) for value in named]
         elif "<int:pk>" in route:
             urls += [reverse(name, args=[value]) for value in world[route.split("/")[0]]]
         else:
@@ -179,6 +191,10 @@ def test_every_dashboard_page_answers_without_a_server_error(viewer, world):
     assert [url for url, a in answers.items() if SECRET.encode() in a.content] == []
     assert answers[reverse("dashboard:capacity")].status_code == 200
     assert answers[reverse("dashboard:job", args=["payroll"])].status_code == 200
+    assert answers[reverse("dashboard:check", args=["heartbeat"])].status_code == 200
+    # A viewer never sees a ping URL's token (a credential).
+    tokens = [token.encode() for token in Check.objects.values_list("token", flat=True)]
+    assert [url for url, a in answers.items() if any(t in a.content for t in tokens)] == []
 
 
 def test_every_read_call_of_the_api_answers_without_a_server_error(client, world):
