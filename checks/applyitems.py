@@ -30,6 +30,7 @@ from core.ownership import ManagedBy
 from scheduler.apply.export import Selection, as_item, by_name
 from scheduler.apply.fields import REQUIRED, Field, field_names
 from scheduler.apply.items import ApplyError
+from scheduler.apply.planning import LOOKUP_BATCH, batched
 from scheduler.apply.upsert import upsert
 
 CHECK_FIELDS = (
@@ -142,6 +143,7 @@ class CheckSections:
     def __init__(self, applier: Any) -> None:
         self.applier = applier
         self.names: list[str] = []  # every check the file names, good or bad
+        self.stored: dict[str, Check] = {}  # name: the check as stored, locked
 
     @staticmethod
     def export(select: Selection) -> dict[str, list[dict[str, Any]]]:
@@ -153,15 +155,23 @@ class CheckSections:
         return paused_warnings(by_name(select(Check.objects.filter(state=states.PAUSED))))
 
     def apply(self, sections: dict[str, Any]) -> None:
-        for where, item in self.applier.check_items("checks", sections["checks"], CHECK_KEYS):
+        checked = self.applier.check_items("checks", sections["checks"], CHECK_KEYS)
+        self.read_checks([item["name"] for _, item in checked])
+        for where, item in checked:
             self.names.append(item["name"])
             self.applier.attempt(self.apply_check, where, item)
 
+    def read_checks(self, names: list[str]) -> None:
+        """The stored checks of these names, in a few queries, locked: a ping
+        of one waits for the apply, so the deadlines written here are those
+        of its last ping."""
+        for chunk in batched(names, LOOKUP_BATCH):
+            rows = db.for_update(Check.objects.filter(name__in=chunk))
+            self.stored.update((check.name, check) for check in rows)
+
     def apply_check(self, where: str, item: dict[str, Any]) -> None:
         values = check_values(where, item, self.applier.now)
-        # Locked: a ping of this check waits for the apply, so the deadlines
-        # written here are those of its last ping.
-        stored = db.for_update(Check.objects.filter(name=item["name"])).first()
+        stored = self.stored.get(item["name"])
 
         def write(check: Check, version: Any, before: Any, after: dict[str, Any]) -> None:
             if stored is None:

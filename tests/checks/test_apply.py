@@ -259,3 +259,13 @@ def test_the_export_writes_checks_without_tokens_and_names_the_paused_ones():
         "checks paused here, not in the document (a pause is an operator's state, which "
         "apply leaves alone): heartbeat; applied to a new database, they are not paused"
     ]
+
+
+def test_the_stored_checks_are_read_together_not_one_query_each(django_assert_max_num_queries):
+    many = {"checks": [{"name": f"host-{n}", "period": 300} for n in range(60)]}
+    written(many)
+
+    with django_assert_max_num_queries(10):
+        changes = written(many)
+
+    assert {c.action for c in changes} == {"unchanged"}
