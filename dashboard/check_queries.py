@@ -36,6 +36,7 @@ def checks_page(number: int, state: str) -> queries.Page:
     page = queries.cheap_page(rows, number, CHECKS_PER_PAGE)
     for check in page.items:
         check.timing_words = timing_words(check)
+        check.grace_text = every_text(check.grace)
     return page
 
 
@@ -45,7 +46,15 @@ def pings_page(check: Check, number: int) -> queries.Page:
     page = queries.cheap_page(rows, number, PINGS_PER_PAGE)
     for ping in page.items:
         ping.shown_body = shown_body(ping.body)
+        ping.outcome = outcome(ping)
     return page
+
+
+def outcome(ping: Ping) -> str:
+    """The badge of a ping: an exit status is a success or a failure."""
+    if ping.kind == states.EXIT:
+        return states.SUCCESS if ping.exit_status == 0 else states.FAIL
+    return ping.kind
 
 
 def timing_words(check: Check) -> str:

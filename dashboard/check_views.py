@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from checks import items, states
+from checks import items, retention, states
 from checks.models import Check
 from dashboard import check_queries, queries
 from dashboard.views import admin_url, staff_page
@@ -49,6 +49,7 @@ def check_detail(request: HttpRequest, name: str) -> HttpResponse:
         "period_text": check_queries.every_text(check.period) if check.period else "",
         "grace_text": check_queries.every_text(check.grace),
         "page": check_queries.pings_page(check, number),
+        "kept": retention.kept(),
         "ping_url": items.ping_url(check) if user.has_perm(SEES_PING_URL) else None,
         "job_add_url": check_queries.job_add_url(check) if user.has_perm(ADDS_JOBS) else None,
         "admin_url": admin_url("admin:checks_check_change", check.pk),

@@ -99,7 +99,7 @@ def test_the_list_shows_each_check_with_its_state_timing_and_deadlines(viewer, w
     assert list(rows) == ["backup", "heartbeat", "quiet"]
     assert 'class="state state-up">up<' in rows["backup"]
     assert "<code>30 2 * * *</code>" in rows["backup"] and "Europe/Berlin" in rows["backup"]
-    assert "15.0 min" in rows["backup"]  # the grace
+    assert "<td>15m</td>" in rows["backup"]  # the grace
     assert "2026-12-01 02:30:00 UTC" in rows["backup"]  # last ping
     assert "2026-12-02 01:30:00 UTC" in rows["backup"]  # 02:30 in Berlin, the day after
     assert 'class="state state-down">down<' in rows["heartbeat"]
@@ -151,11 +151,18 @@ def test_the_check_page_lists_its_pings_newest_first_with_what_each_said(viewer,
     rows = re.findall(r'<tr data-ping="(\d+)">(.*?)</tr>', html, re.S)
     assert [n for n, _ in rows] == ["3", "2", "1"]
     newest = rows[0][1]
-    assert "exit status" in newest and "<td>3</td>" in newest
+    assert 'class="state state-fail">exit status<' in newest and "<td>3</td>" in newest
     assert "203.0.113.9" in newest and "2026-12-01 09:30:00 UTC" in newest
     assert "disk full" in newest
     assert "30.0 s" in rows[1][1]  # the fail ping, 30 s after the start
     assert "every 5m" in html and "1m" in html  # period and grace
+    assert "a check keeps its last 100" in html
+
+
+def test_an_exit_status_of_zero_is_a_success(viewer, world):
+    ping(world["heartbeat"], states.EXIT, exit_status=0)
+    html = viewer.get(reverse("dashboard:check", args=["heartbeat"])).content.decode()
+    assert 'class="state state-success">exit status<' in html
 
 
 def test_a_log_body_is_escaped_and_bytes_that_are_not_text_show_safely(viewer, world):
