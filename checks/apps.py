@@ -36,3 +36,10 @@ class ChecksConfig(AppConfig):
                 idle_every=IDLE_PRUNE_EVERY,
             ),
         ]
+
+    def ping_tokens(self, names: list[str]) -> dict[str, str]:
+        """The ping token of each check named, by name, for `import_crontab
+        --checks --wrap` (the scheduler's command imports nothing of checks)."""
+        from checks.models import Check
+
+        return dict(Check.objects.filter(name__in=names).values_list("name", "token"))

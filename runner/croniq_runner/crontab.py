@@ -15,6 +15,13 @@ before it), `%` in the command (the first unescaped one starts the
 command's standard input, later ones are newlines in it, `\\%` is a plain
 `%`). Every line that is not blank or a comment gets a report entry: what it
 became, or why it was skipped. Standard library only.
+
+With `checks=True` the same lines become a `checks:` section instead, one
+check per line with a schedule, named as the line's job would be: a team
+watches its cron lines first and moves them to jobs later. The check's token
+is a credential and never goes into a document; `wrap_crontab` rewrites the
+crontab itself around the tokens the server holds (`croniq-admin
+import_crontab --checks --wrap`).
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import zoneinfo
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +87,11 @@ WRAPPER_WORDS = frozenset(
 ASSIGNMENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 SEGMENT_SPLIT_RE = re.compile(r"&&|\|\||[;|(){}]")
 REDIRECT_RE = re.compile(r"(?:^\d+|&)?[<>]")
+# A check's grace as apply reads it: docs/design.md §12's default, written
+# out so the operator sees what to lengthen for a job that runs long.
+CHECK_GRACE = "1m"
+CRON_SHELL = "/bin/sh"  # the shell cron runs a line with when no SHELL= says otherwise
+WRAPPER = ("croniq-runner", "wrap")
 
 
 @dataclass(frozen=True)
@@ -96,12 +109,25 @@ class Entry:
         return f"{where}: {'skipped: ' if self.skipped else ''}{self.outcome}"
 
 
+@dataclass(frozen=True)
+class Watched:
+    """A line that became a check: what `wrap_crontab` needs to rewrite it."""
+
+    source: str
+    number: int
+    check: str
+    command_at: int  # where the command (and its `%` input) starts in the line
+    shell: str  # what cron runs the command with: the SHELL= above it, else /bin/sh
+
+
 @dataclass
 class Imported:
-    """An apply document (plain data) and its report, one entry per line."""
+    """An apply document (plain data) and its report, one entry per line;
+    with checks, the lines that became one."""
 
     document: dict[str, Any]
     report: list[Entry]
+    watched: list[Watched] = field(default_factory=list)
 
     @property
     def skipped(self) -> list[Entry]:
@@ -141,12 +167,27 @@ class _State:
     mail: _Mail | None = None
 
 
+@dataclass(frozen=True)
+class _Line:
+    """A job line taken apart; `raw` is the command as written, `%` input
+    included (a suffix of the line)."""
+
+    schedule: str
+    user: str | None
+    command: str
+    stdin: str | None
+    raw: str
+
+
 @dataclass
 class _Builder:
     host: str | None
     system: bool
     timezone: str
+    checks: bool = False
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    watches: list[dict[str, Any]] = field(default_factory=list)
+    watched: list[Watched] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
     channels: dict[str, dict[str, Any]] = field(default_factory=dict)
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -159,6 +200,7 @@ def import_crontabs(
     timezone: str,
     system: bool = False,
     host: str | None = None,
+    checks: bool = False,
 ) -> Imported:
     """The apply document and report for `crontabs`, read in order.
 
@@ -167,7 +209,8 @@ def import_crontabs(
     have the user field (/etc/crontab, /etc/cron.d); `host`: the jobs get
     the label `host:HOST` and their names start with it, so the crontabs of
     several machines go into one Croniq without their jobs' names meeting.
-    Each file starts with cron's defaults (no env, no MAILTO). ValueError
+    Each file starts with cron's defaults (no env, no MAILTO). `checks`: a
+    `checks:` section instead of jobs (docs/design.md §13). ValueError
     for a `timezone` or `host` that cannot be used.
     """
     if not known_timezone(timezone):
@@ -177,9 +220,11 @@ def import_crontabs(
     if host is not None and (host != host.strip() or "," in host or any(c.isspace() for c in host)):
         # A runner reads --labels as a comma-separated list: it could never carry it.
         raise ValueError(f"host: {host!r}: a label holds no commas or blanks")
-    builder = _Builder(host=host, system=system, timezone=timezone)
+    builder = _Builder(host=host, system=system, timezone=timezone, checks=checks)
     for crontab in crontabs:
         _read(builder, crontab)
+    if checks:
+        return Imported({"checks": builder.watches}, builder.report, builder.watched)
     document: dict[str, Any] = {"jobs": builder.jobs}
     if builder.channels:
         document["channels"] = [builder.channels[name] for name in sorted(builder.channels)]
@@ -207,7 +252,11 @@ def _line(
     """(what the line became, the job's name if it became one); LineError."""
     assignment = parse_assignment(line)
     if assignment is not None:
+        if builder.checks:
+            return _check_setting(state, number, *assignment), None
         return _setting(builder, state, number, *assignment), None
+    if builder.checks:
+        return _watch(builder, state, source, number, line)
     if line.lstrip(BLANKS).startswith("-"):
         raise LineError(
             "a '-' before the schedule (cron's 'do not log this job') has no Croniq "
@@ -217,6 +266,52 @@ def _line(
     builder.jobs.append(job)
     builder.names.add(job["name"])
     return f"job {job['name']}", job["name"]
+
+
+def _watch(
+    builder: _Builder, state: _State, source: str, number: int, line: str
+) -> tuple[str, str]:
+    """A job line as a check; LineError for one that cannot be watched."""
+    stripped = line.lstrip(BLANKS)
+    # cron's '-' only keeps the line out of syslog: a check watches it as any
+    # other (and the wrapped line keeps the '-').
+    parsed = _parse(builder, state, stripped[1:] if stripped.startswith("-") else line)
+    if _is_wrapped(parsed.command):
+        raise LineError(
+            "already wrapped by croniq-runner wrap: it pings its check (imported again, "
+            "its token would be in the document)"
+        )
+    # Named as the line's job would be (@reboot lines too), so a check and
+    # the job that later replaces it have one name.
+    name = _unique_name(builder, parsed.schedule, parsed.command)
+    builder.names.add(name)
+    if parsed.schedule == REBOOT:
+        raise LineError(
+            "@reboot has no schedule to watch: no check (import it as a job, which "
+            "runs when its runner starts)"
+        )
+    check: dict[str, Any] = {
+        "name": name,
+        "description": f"{source} line {number}: {line.strip()}",
+        "schedule": parsed.schedule,
+        "timezone": state.timezone or builder.timezone,
+        "grace": CHECK_GRACE,
+    }
+    if builder.host is not None:
+        check["labels"] = [f"host:{builder.host}"]
+    builder.watches.append(check)
+    shell = state.env.get("SHELL") or CRON_SHELL
+    builder.watched.append(Watched(source, number, name, len(line) - len(parsed.raw), shell))
+    return f"check {name}", name
+
+
+def _is_wrapped(command: str) -> bool:
+    """Whether the command already runs under `croniq-runner wrap`."""
+    for segment in SEGMENT_SPLIT_RE.split(command):
+        words = _essential(segment.split())
+        if [os.path.basename(word) for word in words[:1]] + words[1:2] == list(WRAPPER):
+            return True
+    return False
 
 
 def parse_assignment(line: str) -> tuple[str, str] | None:
@@ -239,18 +334,35 @@ def parse_assignment(line: str) -> tuple[str, str] | None:
     return name, value
 
 
+def _zone(state: _State, number: int, name: str, value: str) -> tuple[str, bool]:
+    """Read a CRON_TZ= or TZ= line into `state`: (its zone, whether known)."""
+    zone = value.removeprefix(":")  # TZ=:Europe/Berlin is the same zone
+    if known_timezone(zone):
+        state.timezone, state.timezone_problem = zone, None
+        return zone, True
+    state.timezone = None
+    state.timezone_problem = f"{name}={value} (line {number}) is not an IANA timezone"
+    return zone, False
+
+
+def _check_setting(state: _State, number: int, name: str, value: str) -> str:
+    if name in ("CRON_TZ", "TZ"):
+        zone, known = _zone(state, number, name, value)
+        if known:
+            return f"{name}={value}: the checks below expect their pings in {zone}"
+        return f"{name}={value}: the checks below are skipped: unknown timezone {zone}"
+    if name != "MAILTO":
+        state.env[name] = value  # SHELL: what a wrapped line runs its command with
+    # cron keeps reading it: the wrapped crontab keeps the line as it is.
+    return f"{name}={value}: cron's, not a check's (the crontab keeps it)"
+
+
 def _setting(builder: _Builder, state: _State, number: int, name: str, value: str) -> str:
     if name == "MAILTO":
         return _mailto(builder, state, value)
     if name in ("CRON_TZ", "TZ"):
-        zone = value.removeprefix(":")  # TZ=:Europe/Berlin is the same zone
-        if known_timezone(zone):
-            state.timezone, state.timezone_problem = zone, None
-            where = "the jobs below run in"
-        else:
-            state.timezone = None
-            state.timezone_problem = f"{name}={value} (line {number}) is not an IANA timezone"
-            where = "the jobs below are skipped: unknown timezone"
+        zone, known = _zone(state, number, name, value)
+        where = "the jobs below run in" if known else "the jobs below are skipped: unknown timezone"
         if name == "CRON_TZ":
             return f"{name}={value}: {where} {zone}"
         state.env[name] = value
@@ -299,6 +411,23 @@ def _mailto(builder: _Builder, state: _State, value: str) -> str:
 
 
 def _job(builder: _Builder, state: _State, source: str, number: int, line: str) -> dict[str, Any]:
+    parsed = _parse(builder, state, line)
+    return _job_item(
+        builder,
+        state,
+        source,
+        number,
+        line,
+        parsed.schedule,
+        parsed.command,
+        parsed.stdin,
+        parsed.user,
+    )
+
+
+def _parse(builder: _Builder, state: _State, line: str) -> _Line:
+    """A job line's schedule, user, command and input, as cron reads them;
+    LineError for what cron would refuse (or the zone above it is unknown)."""
     words = blank_split(line, 1)
     if words[0].startswith("@"):
         schedule, rest = words[0], words[1] if len(words) > 1 else ""
@@ -321,12 +450,13 @@ def _job(builder: _Builder, state: _State, source: str, number: int, line: str) 
         user, rest = parts
         if not USER_RE.fullmatch(user):
             raise LineError(f"{user!r} is not a user name")
-    command, stdin = split_percent(rest.lstrip(BLANKS))
+    raw = rest.lstrip(BLANKS)
+    command, stdin = split_percent(raw)
     if not command.strip():
         raise LineError("no command")
     if state.timezone_problem:
         raise LineError(state.timezone_problem)
-    return _job_item(builder, state, source, number, line, schedule, command, stdin, user)
+    return _Line(schedule=schedule, user=user, command=command, stdin=stdin, raw=raw)
 
 
 def _job_item(
@@ -451,6 +581,17 @@ def split_percent(text: str) -> tuple[str, str | None]:
         command.append(char)
         escaped = char == "\\"
     return "".join(command), None
+
+
+def input_at(text: str) -> int:
+    """Where cron's first unescaped `%` is in a command as written (where
+    `split_percent` ends the command); len(text) when there is none."""
+    escaped = False
+    for i, char in enumerate(text):
+        if char == "%" and not escaped:
+            return i
+        escaped = char == "\\" and not escaped
+    return len(text)
 
 
 def _stdin(text: str) -> str:
@@ -583,6 +724,12 @@ def header(imported: Imported) -> list[str]:
         "Croniq apply document imported from crontab lines (docs/design.md §13).",
         "Review it, then: croniq-admin apply FILE (docs/migrating-from-crontab.md).",
     ]
+    if "checks" in imported.document:
+        lines = [
+            "Croniq checks watching crontab lines (docs/design.md §13). Apply it, then",
+            "install the crontab `croniq-admin import_crontab --checks --wrap` prints",
+            "(docs/migrating-from-crontab.md).",
+        ]
     if imported.skipped:
         lines.append(
             f"{len(imported.skipped)} line(s) skipped: the report on standard error says why."
@@ -691,3 +838,90 @@ def _escape(char: str) -> str:
 def document_json(document: dict[str, Any]) -> str:
     """The document as JSON (apply reads JSON too), for scripts."""
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# The wrapped crontab (docs/design.md §13): each watched line runs its
+# command under `croniq-runner wrap`, which pings the line's check.
+
+
+def wrap_crontab(
+    crontab: Crontab,
+    imported: Imported,
+    tokens: Mapping[str, str],
+    server: str,
+    program: str = WRAPPER[0],
+) -> tuple[str, list[Entry]]:
+    """`crontab`'s text with each line `imported` (with checks) watches
+    rewritten to run under `croniq-runner wrap`, and a report entry for
+    each line the import reported.
+
+    `tokens`: the ping token of each check the server holds, by name. A line
+    whose check is not there yet stays as it is (reported); every other
+    line, blank lines and comments too, is kept byte for byte. `program`:
+    croniq-runner as the machine's cron finds it (a name on the crontab's
+    PATH, or a path).
+    """
+    lines = crontab.text.split("\n")
+    watched = {w.number: w for w in imported.watched if w.source == crontab.source}
+    report: list[Entry] = []
+    for entry in imported.report:
+        if entry.source != crontab.source:
+            continue
+        found = watched.get(entry.number)
+        if found is None:
+            report.append(entry)
+            continue
+        token = tokens.get(found.check)
+        if token is None:
+            reason = f"check {found.check} does not exist yet: apply the checks document first"
+            report.append(
+                Entry(entry.source, entry.number, f"{reason} (line left as it was)", skipped=True)
+            )
+            continue
+        try:
+            lines[found.number - 1] = _wrapped_line(
+                lines[found.number - 1], found, wrap_command(token, server, found.shell, program)
+            )
+        except ValueError as error:
+            report.append(Entry(entry.source, entry.number, f"not wrapped: {error}", skipped=True))
+            continue
+        report.append(Entry(entry.source, entry.number, f"wrapped: pings check {found.check}"))
+    return "\n".join(lines), report
+
+
+def _wrapped_line(raw: str, watched: Watched, head: str) -> str:
+    """The line with `head` (`wrap_command`) before its command, in single
+    quotes; what comes before the command (schedule, user) and its `%`
+    input kept as written."""
+    line = raw.removesuffix("\r")
+    command = line[watched.command_at :]
+    at = input_at(command)
+    return (
+        line[: watched.command_at]
+        + head
+        + shell_quote(command[:at])
+        + command[at:]
+        + raw[len(line) :]
+    )
+
+
+def wrap_command(token: str, server: str, shell: str, program: str = WRAPPER[0]) -> str:
+    """The start of a crontab command that runs what follows it (a shell
+    line in single quotes) with `shell -c` under `croniq-runner wrap`,
+    pinging the check of `token` at `server`: each word quoted for the
+    shell and its `%` escaped for cron. ValueError for a word with a
+    backslash before a `%`, which cron cannot pass on."""
+    words = [program, WRAPPER[1], "--check", token, "--server", server, "--", shell, "-c"]
+    if any("\\%" in word for word in words):
+        raise ValueError("a backslash before a % cannot be written in a crontab line")
+    return " ".join(shlex.quote(word) for word in words).replace("%", "\\%") + " "
+
+
+def shell_quote(command: str) -> str:
+    """`command` as written in a crontab (cron's `\\%` escapes in it, no
+    `%` input), in single quotes, a `'` in it written `'\\''`. cron removes
+    the backslash of each `\\%` before the shell reads the line, as it did
+    for the line unwrapped, and the quotes add no backslash before a `%`:
+    the shell gets the command text cron gave it before."""
+    return "'" + command.replace("'", "'\\''") + "'"

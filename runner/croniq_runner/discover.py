@@ -1,7 +1,7 @@
 """`croniq-runner discover`: this machine's crontabs as an apply document
 (docs/design.md §13).
 
-    croniq-runner discover [--system] [--host NAME] [--timezone TZ]
+    croniq-runner discover [--system] [--host NAME] [--timezone TZ] [--checks]
 
 Reads the current user's crontab (`crontab -l`), or with --system the
 system crontabs (/etc/crontab and /etc/cron.d/*, with their user field),
@@ -9,6 +9,10 @@ and prints the document `croniq-admin import_crontab` prints for the same
 files (croniq_runner.crontab does both) on standard output, the report on
 standard error. The jobs carry the label `host:NAME` (default: this
 machine's hostname): start this machine's runner with `--labels host:NAME`.
+With --checks it prints checks instead, one per line with a schedule, to
+watch the lines while cron still runs them; the crontab that pings them
+comes from the server after apply (`croniq-admin import_crontab --checks
+--wrap`), which holds their tokens.
 """
 
 from __future__ import annotations
@@ -71,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--timezone",
         metavar="TZ",
         help="the zone of jobs no CRON_TZ= or TZ= line covers (default: this machine's)",
+    )
+    parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="a check for each line with a schedule (a `checks:` section), named as its "
+        "job would be, instead of jobs: watch the lines while cron runs them",
     )
     return parser
 
@@ -144,7 +154,9 @@ def main(argv: Sequence[str], run: Run = subprocess.run, root: str = "/") -> int
             crontabs = [found] if found is not None else []
             if found is None:
                 print("croniq-runner discover: this user has no crontab", file=sys.stderr)
-        imported = import_crontabs(crontabs, timezone=timezone, system=args.system, host=host)
+        imported = import_crontabs(
+            crontabs, timezone=timezone, system=args.system, host=host, checks=args.checks
+        )
     except ValueError as error:
         print(f"croniq-runner discover: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -146,3 +146,126 @@ def test_stdin_reboot_and_run_as_apply_as_job_fields(tmp_path, db):
     tunnel = Job.objects.get(name="db1-start-tunnel-sh")
     assert (tunnel.schedule, tunnel.run_on_register, tunnel.run_as) == ("", True, "root")
     assert tunnel.next_run_at is None  # it runs when a runner starts, never on a clock
+
+
+# -- --checks and --wrap: watch the lines first (docs/design.md §13) -----------
+
+WATCHED = """\
+# deploy's crontab
+SHELL=/bin/bash
+CRON_TZ=Europe/Berlin
+
+*/5 * * * * /usr/local/bin/check-queue.sh >/dev/null 2>&1
+0 8 * * mon mail -s "it's \\% done" team@example.com%Hello,%%bye
+@reboot /usr/local/bin/start-tunnel.sh
+"""
+
+
+def test_checks_prints_a_checks_document_and_its_report(tmp_path):
+    path = tmp_path / "web1.cron"
+    path.write_text(WATCHED)
+    out, err = import_crontab("--checks", str(path), "--host", "web1", "--timezone", "UTC")
+    document = yaml.safe_load(out)
+    assert list(document) == ["checks"]
+    assert [(c["name"], c["timezone"], c["labels"]) for c in document["checks"]] == [
+        ("web1-check-queue-sh", "Europe/Berlin", ["host:web1"]),
+        ("web1-mail-s-it-s-done-team-example-com", "Europe/Berlin", ["host:web1"]),
+    ]
+    assert err.splitlines()[-1] == (
+        f"{path}:7: skipped: @reboot has no schedule to watch: no check (import it as a job, "
+        "which runs when its runner starts)"
+    )
+    assert import_crontab("--checks", str(path), "--host", "web1", "--timezone", "UTC") == (
+        out,
+        err,
+    )
+
+
+def test_the_checks_document_applies_and_wrap_pings_their_tokens(tmp_path, db, settings):
+    settings.CRONIQ_PUBLIC_URL = "https://croniq.example.com"
+    path = tmp_path / "web1.cron"
+    path.write_text(WATCHED)
+    args = [str(path), "--host", "web1", "--timezone", "UTC"]
+    out, _ = import_crontab("--checks", *args)
+    document = tmp_path / "web1.yaml"
+    document.write_text(out)
+    call_command("apply", str(document), stdout=io.StringIO(), stderr=io.StringIO())
+    from checks.models import Check
+
+    queue = Check.objects.get(name="web1-check-queue-sh")
+    assert (queue.schedule, queue.timezone, queue.grace, queue.labels) == (
+        "*/5 * * * *",
+        "Europe/Berlin",
+        60,
+        ["host:web1"],
+    )
+    assert queue.token not in out
+
+    text, err = import_crontab("--checks", "--wrap", *args)
+    mail = Check.objects.get(name="web1-mail-s-it-s-done-team-example-com")
+    head = "croniq-runner wrap --check {} --server https://croniq.example.com -- /bin/bash -c "
+    lines = WATCHED.split("\n")
+    lines[4] = (
+        f"*/5 * * * * {head.format(queue.token)}'/usr/local/bin/check-queue.sh >/dev/null 2>&1'"
+    )
+    lines[5] = (
+        f"0 8 * * mon {head.format(mail.token)}"
+        "'mail -s \"it'\\''s \\% done\" team@example.com'%Hello,%%bye"
+    )
+    assert text == "\n".join(lines)
+    assert err.splitlines() == [
+        f"{path}:2: SHELL=/bin/bash: cron's, not a check's (the crontab keeps it)",
+        f"{path}:3: CRON_TZ=Europe/Berlin: the checks below expect their pings in Europe/Berlin",
+        f"{path}:5: wrapped: pings check web1-check-queue-sh",
+        f"{path}:6: wrapped: pings check web1-mail-s-it-s-done-team-example-com",
+        f"{path}:7: skipped: @reboot has no schedule to watch: no check (import it as a job, "
+        "which runs when its runner starts)",
+    ]
+
+
+def test_wrap_before_apply_leaves_the_lines_and_says_so(tmp_path, db):
+    path = tmp_path / "web1.cron"
+    path.write_text(WATCHED)
+    text, err = import_crontab("--checks", "--wrap", str(path), "--timezone", "UTC")
+    assert text == WATCHED
+    assert err.splitlines()[2] == (
+        f"{path}:5: skipped: check check-queue-sh does not exist yet: apply the checks "
+        "document first (line left as it was)"
+    )
+
+
+def test_wrap_takes_the_runner_path(tmp_path, db):
+    from checks.models import Check
+
+    Check.objects.create(name="x", schedule="0 1 * * *")
+    path = tmp_path / "c"
+    path.write_text("0 1 * * * x\n")
+    text, _ = import_crontab(
+        "--checks",
+        "--wrap",
+        str(path),
+        "--timezone",
+        "UTC",
+        "--runner-path",
+        "/opt/cr/bin/croniq-runner",
+    )
+    assert text.startswith("0 1 * * * /opt/cr/bin/croniq-runner wrap --check ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--wrap", "a"], "--wrap goes with --checks"),
+        (["--checks", "--wrap", "a", "b"], "--wrap prints one crontab: give one FILE with it"),
+    ],
+)
+def test_wrap_is_refused_without_checks_or_with_several_files(args, message):
+    with pytest.raises(CommandError, match=message):
+        import_crontab(*args)
+
+
+def test_wrap_refuses_a_file_it_could_not_print_back(tmp_path):
+    path = tmp_path / "latin1"
+    path.write_bytes(b"0 1 * * * echo caf\xe9\n")
+    with pytest.raises(CommandError, match="not UTF-8 text: --wrap could not print"):
+        import_crontab("--checks", "--wrap", str(path), "--timezone", "UTC")
