@@ -101,7 +101,7 @@ class Entry:
     source: str
     number: int
     outcome: str
-    job: str | None = None  # the job's name, for a line that became one
+    job: str | None = None  # the job's (or check's) name, for a line that became one
     skipped: bool = False
 
     def __str__(self) -> str:
@@ -276,11 +276,6 @@ def _watch(
     # cron's '-' only keeps the line out of syslog: a check watches it as any
     # other (and the wrapped line keeps the '-').
     parsed = _parse(builder, state, stripped[1:] if stripped.startswith("-") else line)
-    if _is_wrapped(parsed.command):
-        raise LineError(
-            "already wrapped by croniq-runner wrap: it pings its check (imported again, "
-            "its token would be in the document)"
-        )
     # Named as the line's job would be (@reboot lines too), so a check and
     # the job that later replaces it have one name.
     name = _unique_name(builder, parsed.schedule, parsed.command)
@@ -454,6 +449,13 @@ def _parse(builder: _Builder, state: _State, line: str) -> _Line:
     command, stdin = split_percent(raw)
     if not command.strip():
         raise LineError("no command")
+    if _is_wrapped(command):
+        # Its check's token is in it: as a job's command, name or
+        # description it would travel in the document.
+        raise LineError(
+            "already runs under croniq-runner wrap, with a check's token: import the line "
+            "from before it was wrapped (a token stays out of documents)"
+        )
     if state.timezone_problem:
         raise LineError(state.timezone_problem)
     return _Line(schedule=schedule, user=user, command=command, stdin=stdin, raw=raw)

@@ -122,16 +122,20 @@ def test_a_check_has_the_name_the_lines_job_gets():
     assert checks[0]["name"].startswith("sync-sh-")  # the @reboot line's job is sync-sh
 
 
-def test_a_line_already_wrapped_is_not_imported_again():
+@pytest.mark.parametrize("checks", [True, False])
+def test_a_line_already_wrapped_is_not_imported_its_token_kept_out(checks):
     text = (
         "0 1 * * * croniq-runner wrap --check SECRET --server https://c.example -- x\n"
-        "0 2 * * * cd /srv && /opt/bin/croniq-runner wrap --check SECRET2 -- y\n"
+        "0 2 * * * cd /srv && nice -n 5 /opt/bin/croniq-runner wrap --check SECRET2 -- y\n"
+        "0 3 * * * echo croniq-runner wrap\n"
     )
-    imported = checks_of(text)
-    assert imported.document == {"checks": []}
+    imported = import_crontabs([Crontab("f", text)], timezone="UTC", checks=checks)
     assert "SECRET" not in render(imported)
-    assert all(entry.skipped for entry in imported.report)
-    assert "already wrapped by croniq-runner wrap" in imported.report[0].outcome
+    assert [entry.skipped for entry in imported.report] == [True, True, False]
+    assert imported.report[0].outcome == (
+        "already runs under croniq-runner wrap, with a check's token: import the line from "
+        "before it was wrapped (a token stays out of documents)"
+    )
 
 
 def test_the_same_input_gives_the_same_bytes_and_jobs_are_unchanged():
