@@ -10,18 +10,34 @@
   set-based UPDATE), all past their grace (going down: rows read, moved,
   one check.down event each), and a quiet pass (nothing due: two index
   probes). Target: 10,000 checks evaluated per second.
+- tick: the scheduler loop's tick duration p50/p99 with no pings, then
+  while pings run at --rate (default the target, 1,000/s), on the same
+  database: the loop runs in a process of its own as scheduler_loop runs it
+  (`TimedLoop` of bench/notifications.py: `SchedulerLoop.run_forever`, its
+  notifier beside it, each tick timed; its interval is 0.2 s), with
+  TICK_JOBS jobs @every 1s firing, beside the web processes. Each window
+  lasts --tick-seconds (default 30: some 150 ticks, so that the p99 is not
+  merely the slowest one). Also the ticks' count (on SQLite each ping's commit
+  wakes the loop's commit watcher, which may make it tick more often) and
+  the CPU of the loop's process and of its notifier in each window: the
+  watcher's wake-ups cost there, not in the ticks. Target: the pinged p99
+  within TICK_P99_SLACK of the idle one (25%, or 2 ms if more), at the
+  pings' target rate.
 
     .venv/bin/python bench/checks.py                      # SQLite, a temporary file
     .venv/bin/python bench/checks.py --postgres           # PostgreSQL at
         CRONIQ_TEST_DATABASE_URL (or DATABASE_URL): a fresh database, dropped after
 
-Options: --only pings,evaluation  --seconds N (pings, default 10)
+Options: --only pings,evaluation,tick  --seconds N (pings, default 10)
+         --tick-seconds N (tick: each window, default 30)
          --clients N (threads, default 16)  --processes N (web, default 1)
          --checks N (evaluation, default 10000)
+         --rate N (tick: pings per second, all clients together, default 1000)
 """
 
 import argparse
 import http.client
+import importlib.util
 import os
 import sys
 import tempfile
@@ -29,6 +45,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,13 +62,33 @@ from dispatch_latency import (  # noqa: E402 (bench/ is on sys.path)
     stop_webs,
 )
 
-PING_CHECKS = 2000  # pings spread over them: 10 s at 1,000/s is 5 a check
+
+def load_bench(name: str) -> Any:
+    """bench/`name`.py as a module named bench_`name`: bench/notifications.py
+    cannot be imported by its name, which is the notifications app's."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_notifications = load_bench("notifications")  # its TimedLoop
+
+# Pings spread over them: 10 s at 1,000/s is 5 a check (the tick's 30 s: 15).
+PING_CHECKS = 2000
 WARM_CHECKS = 1000  # the warm-up's second of pings, under the limit too
 PINGS_PER_SECOND = 1000
 EVALUATED_PER_SECOND = 10_000
+TICK_JOBS = 5  # jobs @every 1s the loop fires during the tick windows
+TICK_WARMUP = 3.0  # seconds after the webs' warm-up before the idle window
+# "Unchanged": the pinged tick p99 at most this much above the idle one
+# (a fraction of it, or milliseconds, whichever is more): the p99 of some
+# 150 ticks is their second slowest, which moves by that much from run to run.
+TICK_P99_SLACK = (0.25, 2.0)
 
 
-def make_checks(count, **fields):
+def make_checks(count: int, **fields: Any) -> list[str]:
     from checks.models import Check
 
     rows = [Check(name=f"bench-{n}", period=3600, **fields) for n in range(count)]
@@ -66,17 +103,28 @@ class Client(threading.Thread):
     """Pings the tokens it is dealt, round and round, over one keep-alive
     connection, until `stop` is set; keeps each ping's latency."""
 
-    def __init__(self, url, tokens, stop):
+    def __init__(
+        self, url: str, tokens: list[str], stop: threading.Event, per_second: float | None = None
+    ) -> None:
         super().__init__(daemon=True)
         host, port = url.removeprefix("http://").split(":")
         self.host, self.port = host, int(port)
         self.tokens, self.stop = tokens, stop
-        self.latencies, self.failures = [], 0
+        self.per_second = per_second  # None: as fast as answers come
+        self.latencies: list[float] = []  # seconds
+        self.failures = 0
 
-    def run(self):
+    def run(self) -> None:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
         n = 0
+        began = time.perf_counter()
         while not self.stop.is_set():
+            if self.per_second:
+                # On a schedule from the start: a late ping is sent at once,
+                # so the rate holds as long as the web processes keep up.
+                pause = began + n / self.per_second - time.perf_counter()
+                if pause > 0 and self.stop.wait(pause):
+                    break
             token = self.tokens[n % len(self.tokens)]
             n += 1
             started = time.perf_counter()
@@ -94,21 +142,26 @@ class Client(threading.Thread):
             self.latencies.append(time.perf_counter() - started)
 
 
-def bench_pings(url, workdir, seconds, clients, processes):
+def warm_up(webs: list[Any], spare: list[str]) -> None:
+    """A second of pings to each web process: its first requests load what
+    it imports late. Checks of their own: the flood limit must not meet the
+    measured pings."""
+    warm = threading.Event()
+    warmers = [Client(web.url, spare[n :: len(webs)], warm) for n, web in enumerate(webs)]
+    for warmer in warmers:
+        warmer.start()
+    time.sleep(1.0)
+    warm.set()
+    for warmer in warmers:
+        warmer.join()
+
+
+def bench_pings(url: str, workdir: Path, seconds: float, clients: int, processes: int) -> None:
     every = make_checks(PING_CHECKS + WARM_CHECKS)
     tokens, spare = every[:PING_CHECKS], every[PING_CHECKS:]
     webs = start_webs(url, workdir, processes)
     try:
-        # Warm up: the first requests of a process load what it imports late.
-        # Checks of their own: the flood limit must not meet the measured pings.
-        warm = threading.Event()
-        warmers = [Client(web.url, spare[n::processes], warm) for n, web in enumerate(webs)]
-        for warmer in warmers:
-            warmer.start()
-        time.sleep(1.0)
-        warm.set()
-        for warmer in warmers:
-            warmer.join()
+        warm_up(webs, spare)
         stop = threading.Event()
         workers = [
             Client(webs[n % len(webs)].url, tokens[n::clients], stop) for n in range(clients)
@@ -144,10 +197,132 @@ def bench_pings(url, workdir, seconds, clients, processes):
     )
 
 
+# -- the loop's tick under pings ------------------------------------------------
+
+
+def ping_window(
+    webs: list[Any], tokens: list[str], clients: int, rate: float, seconds: float
+) -> tuple[int, int, float]:
+    """Pings at `rate` a second (all clients together) for `seconds`:
+    (pings answered, failures, elapsed seconds)."""
+    stop = threading.Event()
+    workers = [
+        Client(webs[n % len(webs)].url, tokens[n::clients], stop, rate / clients)
+        for n in range(clients)
+    ]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    time.sleep(seconds)
+    stop.set()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - started
+    done = sum(len(worker.latencies) for worker in workers)
+    return done, sum(worker.failures for worker in workers), elapsed
+
+
+class Window:
+    """The loop's CPU (its process, and its notifier's) over a window of
+    wall time, from `start` until `end()` is called."""
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.cpu = cpu_seconds(loop.process.popen.pid)
+        self.notifier = loop.notifier_cpu()
+        self.start = time.time()
+
+    def end(self) -> None:
+        self.stop = time.time()
+        seconds = self.stop - self.start
+        self.cpu_percent = (cpu_seconds(self.loop.process.popen.pid) - self.cpu) / seconds * 100
+        self.notifier_percent = (self.loop.notifier_cpu() - self.notifier) / seconds * 100
+        self.ticks = self.loop.between(self.start, self.stop)
+        self.ticks_per_second = len(self.ticks) / seconds
+
+
+def bench_tick(
+    url: str, workdir: Path, seconds: float, clients: int, processes: int, rate: float
+) -> None:
+    from django.utils import timezone
+
+    from checks.models import Check
+    from scheduler.models import Job
+
+    Check.objects.all().delete()  # those of an earlier scenario: fresh ones, none pinged
+    every = make_checks(PING_CHECKS + WARM_CHECKS)
+    tokens, spare = every[:PING_CHECKS], every[PING_CHECKS:]
+    # One instant for all: jobs microseconds apart may fire in two ticks
+    # (the first tick's `now` falls between them), more often the more
+    # precisely the loop wakes: not the pings' doing.
+    instant = timezone.now()
+    Job.objects.bulk_create(
+        Job(name=f"tick-{n}", schedule="@every 1s", command="true", next_run_at=instant)
+        for n in range(TICK_JOBS)
+    )
+    loop = bench_notifications.TimedLoop(url, workdir)
+    webs = []
+    try:
+        webs = start_webs(url, workdir, processes)
+        warm_up(webs, spare)
+        time.sleep(TICK_WARMUP)  # the flood of warm-up commits over, the loop at rest
+        idle = Window(loop)
+        time.sleep(seconds)
+        idle.end()
+        pinged = Window(loop)
+        pings, failures, elapsed = ping_window(webs, tokens, clients, rate, seconds)
+        pinged.end()
+    finally:
+        stop_webs(webs)
+        loop.stop()
+        Job.objects.filter(name__startswith="tick-").update(enabled=False)
+    per_second = round(pings / elapsed, 1)
+    p99_idle, p99_pinged = percentile(idle.ticks, 99), percentile(pinged.ticks, 99)
+    fraction, slack_ms = TICK_P99_SLACK
+    unchanged = (
+        p99_idle is not None
+        and p99_pinged is not None
+        and p99_pinged <= p99_idle + max(p99_idle * fraction, slack_ms / 1000)
+    )
+    emit(
+        bench="checks.tick_under_pings",
+        backend=backend(url),
+        processes=processes,
+        clients=clients,
+        jobs=TICK_JOBS,
+        window_seconds=seconds,
+        tick_p50_ms_idle=ms(percentile(idle.ticks, 50)),
+        tick_p99_ms_idle=ms(p99_idle),
+        tick_max_ms_idle=ms(max(idle.ticks, default=None)),
+        ticks_idle=len(idle.ticks),
+        ticks_per_second_idle=round(idle.ticks_per_second, 2),
+        tick_p50_ms_pinged=ms(percentile(pinged.ticks, 50)),
+        tick_p99_ms_pinged=ms(p99_pinged),
+        tick_max_ms_pinged=ms(max(pinged.ticks, default=None)),
+        ticks_pinged=len(pinged.ticks),
+        ticks_per_second_pinged=round(pinged.ticks_per_second, 2),
+        # The loop's process (tick and housekeeping threads, the commit
+        # watcher) and its notifier: what each ping's commit wakes.
+        loop_cpu_percent_idle=round(idle.cpu_percent, 2),
+        loop_cpu_percent_pinged=round(pinged.cpu_percent, 2),
+        notifier_cpu_percent_idle=round(idle.notifier_percent, 2),
+        notifier_cpu_percent_pinged=round(pinged.notifier_percent, 2),
+        pings=pings,
+        failures=failures,
+        rate=rate,
+        pings_per_second=per_second,
+        load_average=round(os.getloadavg()[0], 2),
+        target=f"{PINGS_PER_SECOND} pings/s, tick p99 within {int(fraction * 100)}% "
+        f"or {slack_ms:g} ms of the idle one",
+        tick_p99_unchanged=unchanged,
+        met=unchanged and per_second >= PINGS_PER_SECOND,
+    )
+
+
 # -- evaluation ------------------------------------------------------------------
 
 
-def bench_evaluation(count):
+def bench_evaluation(count: int) -> None:
     from django.utils import timezone
 
     from checks import evaluation
@@ -199,15 +374,21 @@ def bench_evaluation(count):
         )
 
 
-def main():
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", default="pings,evaluation")
+    parser.add_argument("--only", default="pings,evaluation,tick")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--checks", type=int, default=10_000)
+    parser.add_argument("--tick-seconds", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=PINGS_PER_SECOND)
     parser.add_argument("--postgres", action="store_true")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    unknown = only - {"pings", "evaluation", "tick"}
+    if unknown:
+        parser.error(f"--only: unknown scenario(s) {', '.join(sorted(unknown))}")
     if args.postgres:
         url = os.environ.get("CRONIQ_TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
         if not url or not url.startswith("postgres"):
@@ -218,9 +399,11 @@ def main():
     url = prepare_database()
     workdir = Path(tempfile.mkdtemp(prefix="croniq-bench-checks-"))
     try:
-        only = set(args.only.split(","))
         if "pings" in only:
             bench_pings(url, workdir, args.seconds, args.clients, args.processes)
+        if "tick" in only:
+            # Before evaluation, which leaves 10,000 checks down and their events.
+            bench_tick(url, workdir, args.tick_seconds, args.clients, args.processes, args.rate)
         if "evaluation" in only:
             bench_evaluation(args.checks)
     finally:
