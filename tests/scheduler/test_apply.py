@@ -166,6 +166,24 @@ def test_a_job_that_never_meets_its_calendar_is_refused(tmp_path):
     assert not Calendar.objects.exists()
 
 
+def test_a_weekday_range_ending_on_sunday_is_applied_as_cronie_reads_it(tmp_path):
+    document = {"jobs": [{"name": "weekly", "schedule": "0 9 * * 5-0", "command": "true"}]}
+    run_apply(write(tmp_path, document))
+    job = Job.objects.get(name="weekly")
+    assert job.schedule == "0 9 * * 5-0"
+    after = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)  # a Thursday
+    assert [t.strftime("%a") for t in job.upcoming(after, 4)] == ["Fri", "Sat", "Sun", "Fri"]
+
+
+def test_a_weekday_range_that_runs_backwards_is_refused_naming_the_field(tmp_path):
+    document = {"jobs": [{"name": "weekly", "schedule": "0 9 * * fri-mon", "command": "true"}]}
+    err = StringIO()
+    with pytest.raises(CommandError):
+        call_command("apply", write(tmp_path, document), stderr=err, stdout=StringIO())
+    assert "jobs[0].schedule: day-of-week field: range fri-mon runs backwards" in err.getvalue()
+    assert not Job.objects.exists()
+
+
 def test_a_business_day_job_is_applied_and_scheduled_on_the_calendars_days(tmp_path):
     document = json.loads(json.dumps(DOCUMENT))
     document["jobs"] = [

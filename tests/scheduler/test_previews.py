@@ -169,10 +169,20 @@ def test_an_unchanged_every_job_keeps_its_grid_and_a_changed_one_counts_from_the
     assert moved["anchor"] == "counted from the moment the job is saved"
 
 
+def test_a_weekday_range_ending_on_sunday_previews_the_weekend():
+    answer = previews.preview(previews.load_draft(form(schedule="0 9 * * sat-sun")), NOW)
+    assert shown(answer)[:3] == [
+        "Sat 2026-03-28 09:00:00 CET",
+        "Sun 2026-03-29 09:00:00 CEST",
+        "Sat 2026-04-04 09:00:00 CEST",
+    ]
+
+
 @pytest.mark.parametrize(
     "fields, message",
     [
         ({"schedule": "61 * * * *"}, "minute field: 61 is out of range 0-59"),
+        ({"schedule": "0 9 * * fri-mon"}, "day-of-week field: range fri-mon runs backwards"),
         ({"schedule": ""}, "it has no schedule: it runs when a runner starts"),
         ({"schedule": "@every 0s"}, "longer than zero"),
         ({"timezone": "Mars/Olympus"}, "'Mars/Olympus' is not a known IANA timezone"),

@@ -51,6 +51,8 @@ def parse_field(
         elif "-" in base:
             a, _, b = base.partition("-")
             first, last = _field_value(a, name, lo, hi, names), _field_value(b, name, lo, hi, names)
+            if name == "day-of-week" and last == 0 and first > 0:
+                last = 7  # cronie: a range may end on Sunday as 0 or sun (mon-sun, 5-0)
             if first > last:
                 raise ScheduleError(f"{name} field: range {base} runs backwards")
         else:
