@@ -50,6 +50,10 @@ def fires_on_day(schedule, zone, day, calendar=None):
         ("0 0 * foo *", "month field: 'foo' is not a number in 1-12 or a name"),
         ("*/0 * * * *", "minute field: step '0' must be a whole number >= 1"),
         ("30-10 * * * *", "minute field: range 30-10 runs backwards"),
+        ("50-10 * * * *", "minute field: range 50-10 runs backwards"),
+        ("0 9 * * fri-mon", "day-of-week field: range fri-mon runs backwards"),
+        ("0 9 * * 6-1", "day-of-week field: range 6-1 runs backwards"),
+        ("0 9 * 12-1 *", "month field: range 12-1 runs backwards"),
         ("1,,2 * * * *", "minute field: empty item"),
         ("* * * *", "has 4 fields; cron needs 5"),
         ("0 0 0 * * * *", "has 7 fields; cron needs 5"),
@@ -106,6 +110,47 @@ def test_every_durations_parse(text, interval):
 
 def test_sunday_can_be_written_as_seven():
     assert next_fire("0 0 * * 7", "UTC", None, utc(2026, 5, 4)) == utc(2026, 5, 10)
+
+
+@pytest.mark.parametrize(
+    "field, weekdays",
+    [
+        ("mon-sun", {0, 1, 2, 3, 4, 5, 6}),
+        ("MON-SUN", {0, 1, 2, 3, 4, 5, 6}),
+        ("mon-0", {0, 1, 2, 3, 4, 5, 6}),
+        ("thu-sun", {4, 5, 6, 0}),
+        ("5-0", {5, 6, 0}),
+        ("5-7", {5, 6, 0}),
+        ("sat-sun", {6, 0}),
+        ("7-0", {0}),
+        ("sun-sun", {0}),
+        ("mon-sun/2", {1, 3, 5, 0}),  # 1, 3, 5, 7 as cronie counts it
+        ("sat-sun,wed", {6, 0, 3}),
+    ],
+)
+def test_a_weekday_range_may_end_on_sunday_as_cronie_reads_it(field, weekdays):
+    # cronie (docs/design.md §14): a range ending in 0 or sun ends on day 7.
+    assert parse_schedule(f"0 9 * * {field}").weekdays == weekdays
+
+
+def test_a_weekend_range_ending_on_sunday_fires_on_saturday_and_sunday():
+    fires = next_fires("0 9 * * sat-sun", "UTC", None, utc(2026, 12, 4), 4)  # a Friday
+    assert fires == [
+        utc(2026, 12, 5, 9),
+        utc(2026, 12, 6, 9),
+        utc(2026, 12, 12, 9),
+        utc(2026, 12, 13, 9),
+    ]
+    assert next_fires("0 9 * * 5-0", "UTC", None, utc(2026, 12, 3), 3) == [
+        utc(2026, 12, 4, 9),
+        utc(2026, 12, 5, 9),
+        utc(2026, 12, 6, 9),
+    ]
+
+
+def test_a_weekday_range_ending_on_sunday_is_described_in_words():
+    assert describe("0 9 * * mon-sun") == "At 09:00 AM, Monday through Sunday"
+    assert describe("0 9 * * 5-0") == "At 09:00 AM, Friday through Sunday"
 
 
 def test_day_of_month_or_day_of_week_when_both_are_restricted():
@@ -192,9 +237,44 @@ def test_fixed_time_jobs_around_the_gap_keep_their_own_times():
     assert fires_on_day("0 2 * * *", BERLIN, date(2026, 10, 25)) == [utc(2026, 10, 25, 0, 0)]
 
 
-def test_every_minute_of_a_fixed_hour_fires_once_after_the_gap():
-    assert fires_on_day("* 2 * * *", BERLIN, date(2026, 3, 29)) == [utc(2026, 3, 29, 1, 0)]
-    assert len(fires_on_day("* 2 * * *", BERLIN, date(2026, 10, 25))) == 60
+def test_a_minute_wildcard_runs_in_both_passes_of_a_repeated_hour():
+    # Debian cron (docs/design.md §14): a minute field starting with `*` is
+    # not a fixed time of day. 25 Oct 2026: 02:00-02:59 happens in CEST
+    # (00:00-00:59 UTC) and again in CET (01:00-01:59 UTC).
+    fires = fires_on_day("* 2 * * *", BERLIN, date(2026, 10, 25))
+    assert len(fires) == 120
+    assert fires == [utc(2026, 10, 25, 0, 0) + timedelta(minutes=m) for m in range(120)]
+    fires = fires_on_day("*/15 2 * * *", BERLIN, date(2026, 10, 25))
+    assert fires == [utc(2026, 10, 25, h, m) for h in (0, 1) for m in (0, 15, 30, 45)]
+
+
+def test_a_minute_wildcard_in_the_first_pass_fires_again_in_the_second():
+    first_pass_end = utc(2026, 10, 25, 0, 45)  # 02:45 CEST
+    assert next_fire("*/15 2 * * *", BERLIN, None, first_pass_end) == utc(2026, 10, 25, 1, 0)
+
+
+def test_a_minute_wildcard_does_not_run_in_a_skipped_hour():
+    # 29 Mar 2026: 02:00 CET jumps to 03:00 CEST; 02:xx never happens, and
+    # cron runs wildcard jobs only at wall times that exist.
+    assert fires_on_day("* 2 * * *", BERLIN, date(2026, 3, 29)) == []
+    assert fires_on_day("*/5 2 * * *", BERLIN, date(2026, 3, 29)) == []
+    assert next_fire("* 2 * * *", BERLIN, None, utc(2026, 3, 28, 23)) == utc(2026, 3, 30, 0, 0)
+
+
+def test_a_minute_wildcard_follows_absolute_time_in_new_york():
+    # 1 Nov 2026: 02:00 EDT falls back to 01:00 EST; 01:xx happens twice.
+    fires = fires_on_day("*/30 1 * * *", NEW_YORK, date(2026, 11, 1))
+    # 01:00 and 01:30 EDT (05:xx UTC), then again in EST (06:xx UTC).
+    assert fires == [utc(2026, 11, 1, h, m) for h in (5, 6) for m in (0, 30)]
+
+
+def test_a_minute_field_of_every_minute_not_starting_with_a_star_is_a_fixed_time():
+    # cron's rule reads how the field is written: `0-59` is not `*`.
+    assert len(fires_on_day("0-59 2 * * *", BERLIN, date(2026, 10, 25))) == 60
+    assert fires_on_day("0-59 2 * * *", BERLIN, date(2026, 3, 29)) == [utc(2026, 3, 29, 1, 0)]
+    assert parse_schedule("0-59 2 * * *").fixed_time
+    assert not parse_schedule("*/5 2 * * *").fixed_time
+    assert not parse_schedule("* 2 * * *").fixed_time
 
 
 def test_hourly_jobs_follow_absolute_time_through_both_transitions():

@@ -105,7 +105,9 @@ def day_fields(draw, form, days):
     if form in ("L", "LW", "W"):
         others = st.one_of(plain_dom, *(month_day_items(days, k) for k in ("L", "LW", "W")))
         items = [draw(month_day_items(days, form)), *draw(st.lists(others, max_size=2))]
-        dow = draw(st.sampled_from(["*", "*", "?", "1-5", "5", "0,6", "5L", "1#1"]))
+        dow = draw(
+            st.sampled_from(["*", "*", "?", "1-5", "5", "0,6", "5L", "1#1", "5-0", "sat-sun"])
+        )
         return ",".join(items), dow
     others = st.one_of(plain_dow, weekday_items(days, "5L"), weekday_items(days, "1#2"))
     items = [draw(weekday_items(days, form)), *draw(st.lists(others, max_size=2))]
@@ -140,7 +142,7 @@ def hashed_cases(draw):
     tz = draw(st.sampled_from(ZONES))
     after = draw(instants(tz))
     dom = draw(st.sampled_from(["*", "*", "*", "L", "1", "15W"]))
-    dow = draw(st.sampled_from(["*", "*", "*", "0", "0L", "0#2", "1-5"]))
+    dow = draw(st.sampled_from(["*", "*", "*", "0", "0L", "0#2", "1-5", "mon-0"]))
     fields = [draw(hashed_minutes), draw(hashed_hours), dom, draw(month_field), dow]
     calendar = None
     if draw(st.booleans()):
@@ -199,7 +201,8 @@ def oracle_month_day(item, day):
 
 def oracle_weekday(item, day):
     if "-" in item:
-        first, last = map(int, item.split("-"))
+        first, last = (NAMES.index(v.lower()) if v.isalpha() else int(v) for v in item.split("-"))
+        last = 7 if last == 0 and first > 0 else last  # cronie: mon-sun, 5-0 end on day 7
         return any(cron_weekday(day) == w % 7 for w in range(first, last + 1))
     head, _, nth = item.partition("#")
     last = head.upper().endswith("L")
@@ -230,10 +233,13 @@ class Oracle:
     """Whether a job fires at a UTC minute, from the schedule's text."""
 
     def __init__(self, text, zone, key=None):
-        _, _, dom, _, dow = text.split(" ")
+        minute, _, dom, _, dow = text.split(" ")
         parsed = parse_schedule(text, key=key)  # plain minute, hour and month fields only
         self.minutes, self.hours, self.months = parsed.minutes, parsed.hours, parsed.months
         self.dom, self.dow, self.zone = dom, dow, zone
+        # Absolute time (docs/design.md §3, §14): every hour, or a minute
+        # field written with a leading `*` (cron's MIN_STAR).
+        self.absolute = len(self.hours) == 24 or minute.startswith("*")
 
     def matches(self, w):
         return (
@@ -248,7 +254,7 @@ class Oracle:
 
     def fires_at(self, m, w, before):
         """At UTC minute m (wall time w; the minute before it read `before`)."""
-        if len(self.hours) == 24:
+        if self.absolute:
             return self.matches(w)  # absolute time
         if self.matches(w) and w.replace(tzinfo=self.zone, fold=0).astimezone(UTC) == m:
             return True  # the first occurrence of a wall time

@@ -77,7 +77,9 @@ def _matches(schedule, w):
 def _fires_at(schedule, zone, m):
     """Whether a cron job fires at UTC minute m, by the Debian rule."""
     w = _wall(zone, m)
-    if schedule.hour_star:
+    # Absolute time (docs/design.md §3, §14): the hour field covers every
+    # hour, or the minute field starts with `*` as written (cron's MIN_STAR).
+    if schedule.hour_star or schedule.text.split()[0].startswith("*"):
         return _matches(schedule, w)  # absolute time: every real minute that matches
     first_occurrence = w.replace(tzinfo=zone, fold=0).astimezone(UTC) == m
     if first_occurrence and _matches(schedule, w):

@@ -12,10 +12,10 @@ absolute time). Each line is compared over a year from a random instant
 that year.
 
 Where Croniq and cron disagree, the difference is stated by the tests
-marked xfail below, each with a line, a day and the instants: Croniq
-decides "fixed time of day" by whether the hour field covers all 24 hours,
-cron by whether the minute or hour field starts with `*`
-(docs/design.md §3 and §14). The property test checks every other instant
+marked xfail below, each with a line, a day and the instants: both treat a
+job whose minute field starts with `*` as on absolute time (docs/design.md
+§14), but for the hour field Croniq asks whether it covers all 24 hours,
+cron whether it starts with `*` (docs/design.md §3). The property test checks every other instant
 of such lines, and all instants of every other line. Where the zone's clocks
 move by half an hour (Lord Howe Island), cronsim itself slips for jobs on
 absolute time (the two cronsim tests at the end): there the days around each
@@ -230,9 +230,11 @@ def wall_walk(schedule, zone, start, end):
 # -- where Croniq and cron disagree --------------------------------------------------
 #
 # Croniq (scheduler/jobs/schedules/schedule.py, Schedule.fixed_time) treats a
-# job as a fixed time of day when its hour field does not cover all 24 hours;
-# Debian cron (and cronsim) when neither the minute nor the hour field starts
-# with `*`. docs/design.md §14 asks for cron's rule for the minute field.
+# job as a fixed time of day unless its minute field starts with `*` or its
+# hour field covers all 24 hours; Debian cron (and cronsim) unless the minute
+# or the hour field starts with `*`. The minute rule is cron's (docs/design.md
+# §14); the hour rule stays Croniq's (§3: `0 */2 * * *` never loses or
+# doubles its 02:00 run), so `0 */2` and `0 0-23` still differ.
 
 BERLIN = "Europe/Berlin"
 # 2026-03-29: 02:00 CET -> 03:00 CEST at 01:00 UTC; 2026-10-25: 03:00 CEST ->
@@ -253,43 +255,38 @@ def utc(day, *hours):
 
 def test_the_known_differences_are_what_the_notes_say():
     """The xfail tests' claims, checked: these asserts pass today."""
-    ours, cron = both("* 2 * * *", AUTUMN)
-    assert (len(ours), len(cron)) == (60, 120)  # the repeated hour: once, cron twice
-    ours, cron = both("* 2 * * *", SPRING)
-    assert (ours, cron) == (utc((3, 29), 1), [])  # the skipped hour: 03:00 CEST, cron never
     ours, cron = both("0 */2 * * *", AUTUMN)
     assert (ours, cron) == (utc((10, 25), 0), utc((10, 25), 0, 1))
     ours, cron = both("0 0-23 * * *", AUTUMN)
     assert (ours, cron) == (utc((10, 25), 0, 1, 2), utc((10, 25), 0, 2))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Croniq runs `* 2 * * *` in the first pass of a repeated 02:00 hour only "
-    "(60 runs on 2026-10-25 in Europe/Berlin); cron runs a job whose minute field "
-    "starts with * in both passes (120 runs)",
-)
 def test_a_minute_wildcard_runs_in_both_passes_of_a_repeated_hour():
     ours, cron = both("* 2 * * *", AUTUMN)
+    assert len(ours) == 120  # 02:00-02:59 CEST and again CET, 2026-10-25
     assert ours == cron
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Croniq runs `* 2 * * *` once at 03:00 CEST when 02:00 is skipped "
-    "(2026-03-29, Europe/Berlin); cron runs wildcard jobs only at wall times that "
-    "exist: not at all that day",
-)
 def test_a_minute_wildcard_does_not_run_in_a_skipped_hour():
     ours, cron = both("* 2 * * *", SPRING)
-    assert ours == cron
+    assert ours == cron == []  # 02:xx never happens on 2026-03-29
+
+
+def test_a_minute_step_runs_in_both_passes_like_cron():
+    ours, cron = both("*/20 2 * * *", AUTUMN)
+    assert (
+        ours
+        == cron
+        == [datetime(2026, 10, 25, h, m, tzinfo=UTC) for h in (0, 1) for m in (0, 20, 40)]
+    )
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="Croniq runs `0 */2 * * *` once at 02:00 on 2026-10-25 in Europe/Berlin "
-    "(the hour field does not cover all hours: a fixed time of day); cron runs it at "
-    "02:00 CEST and 02:00 CET (the hour field starts with *)",
+    "(00:00 UTC: the hour field does not cover all hours, a fixed time of day, "
+    "docs/design.md §3); cron runs it at 02:00 CEST and 02:00 CET (00:00 and 01:00 "
+    "UTC: the hour field starts with *)",
 )
 def test_an_hour_step_from_a_wildcard_follows_absolute_time():
     ours, cron = both("0 */2 * * *", AUTUMN)
@@ -299,8 +296,9 @@ def test_an_hour_step_from_a_wildcard_follows_absolute_time():
 @pytest.mark.xfail(
     strict=True,
     reason="Croniq runs `0 0-23 * * *` at 02:00 CEST and 02:00 CET on 2026-10-25 in "
-    "Europe/Berlin (the hour field covers all hours: absolute time); cron runs it once "
-    "(neither field starts with *: a fixed time of day)",
+    "Europe/Berlin (00:00 and 01:00 UTC: the hour field covers all hours, absolute "
+    "time, docs/design.md §3); cron runs it once, at 00:00 UTC (neither field "
+    "starts with *: a fixed time of day)",
 )
 def test_an_hour_range_of_all_hours_is_a_fixed_time_of_day():
     ours, cron = both("0 0-23 * * *", AUTUMN)
@@ -316,14 +314,22 @@ def test_the_importer_keeps_a_weekday_range_ending_on_sunday(schedule):
     assert job["schedule"] == schedule
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the importer keeps `0 9 * * mon-sun` (cronie's Monday to Sunday); "
-    "Croniq's parser refuses it: 'day-of-week field: range mon-sun runs backwards' "
-    "(docs/design.md §14 asks for it)",
+@pytest.mark.parametrize(
+    "schedule, as_cronsim_reads_it",
+    [
+        ("0 9 * * mon-sun", "0 9 * * 1-7"),
+        ("0 9 * * 5-0", "0 9 * * 5-7"),
+        ("0 9 * * sat-sun", "0 9 * * 6-7"),
+        ("0 9 * * mon-0", "0 9 * * 1-7"),
+    ],
 )
-def test_croniq_reads_a_weekday_range_ending_on_sunday():
-    parse_schedule("0 9 * * mon-sun")
+def test_croniq_reads_a_weekday_range_ending_on_sunday(schedule, as_cronsim_reads_it):
+    """cronie's range to Sunday (cronsim refuses it; its 7 is the same day):
+    the imported job fires on the days cron runs it."""
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    end = start + timedelta(days=21)
+    ours = croniq_fires(imported_job(schedule, "UTC"), start, end)
+    assert len(ours) >= 6 and ours == cron_fires(as_cronsim_reads_it, "UTC", start, end)
 
 
 def test_cronsim_misses_a_repeated_half_hour_of_an_absolute_time_job():

@@ -94,6 +94,29 @@ def test_job_that_never_fires_prints_an_empty_list_and_says_why():
     assert "never fires: schedule '0 9 * * 6' never meets calendar 'workdays' within 5 years" in err
 
 
+def test_a_weekday_range_ending_on_sunday_lists_the_weekend():
+    JobFactory(name="weekend", schedule="0 9 * * sat-sun", timezone="UTC")
+    out, err = next_runs("weekend", "--after", "2026-12-04T00:00:00Z", "--count", "3", "--json")
+    assert json.loads(out) == [
+        "2026-12-05T09:00:00+00:00",
+        "2026-12-06T09:00:00+00:00",
+        "2026-12-12T09:00:00+00:00",
+    ]
+    assert err == ""
+
+
+def test_a_minute_wildcard_lists_both_passes_of_a_repeated_hour():
+    JobFactory(name="sweep", schedule="*/30 2 * * *", timezone="Europe/Berlin")
+    out, _ = next_runs("sweep", "--after", "2026-10-24T23:00:00Z", "--count", "5", "--json")
+    assert json.loads(out) == [
+        "2026-10-25T00:00:00+00:00",  # 02:00 CEST
+        "2026-10-25T00:30:00+00:00",
+        "2026-10-25T01:00:00+00:00",  # 02:00 CET: the hour again
+        "2026-10-25T01:30:00+00:00",
+        "2026-10-26T01:00:00+00:00",
+    ]
+
+
 def test_unknown_job_exits_1_with_a_clear_message():
     with pytest.raises(CommandError, match="unknown job 'nope'") as caught:
         next_runs("nope", "--json")

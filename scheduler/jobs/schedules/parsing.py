@@ -116,6 +116,7 @@ def _parse_cron(expression: str, text: str, key: str | None = None) -> Schedule:
         dom_star=fields[2].startswith(("*", "?")),
         dow_star=fields[4].startswith(("*", "?")),
         hour_star=len(hours) == 24,
+        minute_star=fields[0].startswith("*"),
         month_days=month_days,
         month_weekdays=tuple(sorted((d % 7, n) for d, n in month_weekdays)),
     )

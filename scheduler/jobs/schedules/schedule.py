@@ -31,6 +31,7 @@ class Schedule:
     dom_star: bool = True
     dow_star: bool = True
     hour_star: bool = True  # the hour field covers all 24 hours
+    minute_star: bool = False  # the minute field starts with `*` (`*`, `*/5`)
     business_day: BusinessDay | None = None  # `@business_day N HH:MM`
     # Quartz forms, decided per month (MonthDayForm, WeekdayForm).
     month_days: tuple[MonthDayForm, ...] = ()
@@ -43,12 +44,15 @@ class Schedule:
     def fixed_time(self) -> bool:
         """Whether the Debian fixed-time-of-day DST rule applies.
 
-        It does unless the hour field covers every hour (`*`, `*/1`, `0-23`):
-        such a job runs at least hourly and follows absolute time. `*/2` is a
-        fixed time of day, so it fires once in a repeated hour and right
-        after a gap (never zero, never two).
+        It does unless the minute field starts with `*` (`* 2 * * *`, `*/5 2
+        * * *`: Debian cron's MIN_STAR, so such a job runs in both passes of
+        a repeated hour and not in a skipped one, as under cron) or the hour
+        field covers every hour (`*`, `*/1`, `0-23`): such a job runs at
+        least hourly and follows absolute time. `0 */2 * * *` is a fixed
+        time of day, so it fires once in a repeated hour and right after a
+        gap (never zero, never two), where cron (HR_STAR) would not.
         """
-        return self.every is None and not self.hour_star
+        return self.every is None and not self.hour_star and not self.minute_star
 
     def day_matches(self, day: date) -> bool:
         weekday = (day.weekday() + 1) % 7

@@ -1,10 +1,12 @@
 """The next instant of a schedule, calendar ignored, DST-correct.
 
-DST follows the Debian cron rule (docs/design.md §3). A job whose hour field is
-not `*` runs at a fixed time of day: when that wall time occurs twice it fires
-once (the first occurrence), and when it does not exist it fires right after
-the gap. A job whose hour field is `*` follows absolute time through both
-transitions. We evaluate cron on constant-offset segments of the zone (between
+DST follows the Debian cron rule (docs/design.md §3, §14). A job runs at a
+fixed time of day (Schedule.fixed_time) unless its minute field starts with
+`*` or its hour field covers every hour: when that wall time occurs twice it
+fires once (the first occurrence), and when it does not exist it fires right
+after the gap. Any other job follows absolute time through both transitions:
+every real minute whose wall time matches, so both passes of a repeated hour
+and none of a skipped one. We evaluate cron on constant-offset segments of the zone (between
 two transitions wall time is just UTC plus an offset) and apply the rule at
 the segment borders; croniter alone fires `30 2 * * *` twice on a fall-back
 day.
