@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 CRONIQ_PORT ?= 8000
 
-.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres postgres-then-docker test-docker docker-engine bench chaos clean
+.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres postgres-rest-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,16 +83,17 @@ lint: install
 # after the computing; four runs lay the waiting over it. More workers of the
 # same kind (pytest-xdist) would only queue for the same two cores. -O prints
 # each run's output whole when it ends. The Docker base image is built beside
-# them (it mostly downloads); image builds and containers come after the
-# PostgreSQL runs, while the SQLite ones finish.
+# them (it mostly downloads); image builds and containers come after the rest
+# of the suite on PostgreSQL, while the process tests, which mostly wait,
+# finish (after both PostgreSQL runs they were the last 1.75 minutes alone).
 PROCESS_TESTS := tests/e2e tests/chaos tests/conformance
 
 .PHONY: test-sqlite-processes test-sqlite-rest test-postgres-processes test-postgres-rest
 
 test: lint
-	@$(MAKE) --no-print-directory -j5 -O test-sqlite postgres-then-docker
+	@$(MAKE) --no-print-directory -j5 -O test-sqlite test-postgres-processes postgres-rest-then-docker
 
-postgres-then-docker: test-postgres docker-engine
+postgres-rest-then-docker: test-postgres-rest docker-engine
 	@$(MAKE) --no-print-directory test-docker
 
 # Alone (no -j) the two halves run one after the other.

@@ -6,6 +6,7 @@ PostgreSQL database when the suite runs against PostgreSQL.
 
 import atexit
 import os
+import random
 import shutil
 import socket
 import sqlite3
@@ -31,9 +32,33 @@ def on_postgres():
 
 
 def free_port():
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, for a server the test starts next.
+
+    Chosen at random below the kernel's ephemeral range, not by binding port
+    0: the ports bind(0) hands out are the ones outgoing connections take as
+    their local port, so one freed here could become a client's before the
+    server bound it (seen with four test runs at once: "address already in
+    use"). Below that range only an explicit bind takes a port.
+    """
+    low = ephemeral_ports()[0]
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12_000), low)
+        with closing(socket.socket()) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or lingering): try another
+            return port
+    raise RuntimeError("no free port found below the ephemeral range")
+
+
+def ephemeral_ports():
+    """The kernel's range of local ports for outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
 
 
 def postgres_admin_url():

@@ -3,12 +3,12 @@
 import http.server
 import json
 import logging
-import socket
 import threading
 
 import pytest
 
 from croniq_runner.client import Client, Conflict, Transient
+from harness.processes import free_port
 
 
 class Answer409(http.server.BaseHTTPRequestHandler):
@@ -27,9 +27,7 @@ class Answer409(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()  # a server listens on it later in the test
 
 
 def test_a_refusal_after_an_outage_counts_as_reconnected(port, caplog):

@@ -10,6 +10,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from core import mail
+from harness.processes import free_port
 from notifications import channels, payloads
 from tests.notifications.conftest import NOW
 
@@ -48,12 +49,6 @@ def smtp_server_at(settings, port):
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
     settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
     settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
