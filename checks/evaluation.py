@@ -55,5 +55,5 @@ def went_down(now: datetime) -> int:
     )
     for check in overdue:
         check.state = states.DOWN
-        events.emit(states.CHECK_DOWN, check, now, "no ping within its grace")
+    events.emit_many(states.CHECK_DOWN, overdue, now, "no ping within its grace")
     return len(overdue)

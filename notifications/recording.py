@@ -66,3 +66,15 @@ def execution_facts(execution: Any) -> dict[str, Any]:
         "exit_code": execution.exit_code,
         "duration": duration.total_seconds() if duration is not None else None,
     }
+
+
+def record_events(name: str, *, at: datetime, datas: list[dict[str, Any]]) -> int:
+    """Write many events of no job, execution or runner in one INSERT per
+    thousand (a loop step moving thousands of rows at once: one save each
+    took a third of a millisecond apiece); returns how many."""
+    written = Event.objects.bulk_create(
+        [Event(name=name, at=at, data=dict(data)) for data in datas], batch_size=1000
+    )
+    if written:
+        wakeup.poke_after_commit()
+    return len(written)
