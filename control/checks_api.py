@@ -21,7 +21,7 @@ from ninja.errors import HttpError
 import audit
 from checks import items
 from checks.models import Check
-from control import auth, ownership, paging, scopes
+from control import auth, examples, ownership, paging, scopes
 from core.ownership import ManagedBy
 from core.text import Text
 from scheduler.apply.items import ApplyError
@@ -85,7 +85,12 @@ def list_checks(request: HttpRequest, filters: Query[CheckFilters]) -> dict[str,
     return {"items": [items.fields(check) for check in found], "next_cursor": cursor}
 
 
-@router.post("checks", response={201: CheckOut}, auth=auth.needs(scopes.CHECKS_WRITE))
+@router.post(
+    "checks",
+    response={201: CheckOut},
+    auth=auth.needs(scopes.CHECKS_WRITE),
+    openapi_extra=examples.body(examples.CHECK),
+)
 def create_check(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
     now = timezone.now()
     found = checked(item, now)
@@ -112,7 +117,12 @@ def get_check(request: HttpRequest, name: str) -> dict[str, Any]:
     return items.fields(get(name))
 
 
-@router.patch("checks/{name}", response=CheckOut, auth=auth.needs(scopes.CHECKS_WRITE))
+@router.patch(
+    "checks/{name}",
+    response=CheckOut,
+    auth=auth.needs(scopes.CHECKS_WRITE),
+    openapi_extra=examples.body(examples.CHECK_PATCH),
+)
 def change_check(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -> dict[str, Any]:
     patch = dict(patch)
     adopt = ownership.adopt_flag(patch.pop("adopt", False))

@@ -16,6 +16,17 @@ JOB = {
 
 JOB_PATCH = {"schedule": "0 8 * * 1-5", "retries": 3}
 
+CHECK = {
+    "name": "db1-backup",
+    "schedule": "30 2 * * *",
+    "timezone": "Europe/Berlin",
+    "grace": "30m",
+    "description": "pg_dump on db1, from its crontab",
+    "labels": ["host:db1"],
+}
+
+CHECK_PATCH = {"grace": "1h", "paused": False}
+
 CALENDAR = {
     "timezone": "Europe/Berlin",
     "weekdays": ["mon", "tue", "wed", "thu", "fri"],
