@@ -24,8 +24,8 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
+from croniq_runner.config import UsageError, _Parser
 from croniq_runner.crontab import (
     Crontab,
     Entry,
@@ -43,15 +43,6 @@ USER_CRONTAB = "crontab -l"  # the name the report gives the user's crontab
 # this: a package's left-overs (foo.dpkg-old, foo~, .placeholder) are not
 # crontabs.
 CRON_D_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,11 +24,12 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 import requests
 
 from croniq_runner import __version__
+from croniq_runner.config import UsageError, _Parser
 
 TAIL_BYTES = 10 * 1024
 # A ping waits this long at most for a connection and for its answer: the
@@ -39,15 +40,6 @@ EXIT_NOT_EXECUTABLE = 126  # as sh reports a command it cannot run
 EXIT_NOT_FOUND = 127
 Handler = Any  # what signal.signal returns and takes back
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
