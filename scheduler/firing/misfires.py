@@ -23,28 +23,53 @@ class Occurrences:
     missed_uncounted: bool = False  # an outage too long to enumerate
     last: object = None  # the last due instant
     next_instant: object = None  # the first instant after now: the new next_run_at
+    counted: int = 0  # every due instant, listed or not: what `max_runs` counts
 
 
 def due_occurrences(job: Job, now: datetime, until: datetime | None = None) -> Occurrences:
-    """The instants due by `until` (default `now`); misfires are judged at `now`."""
+    """The instants due by `until` (default `now`); misfires are judged at
+    `now`. A job with `max_runs` has at most its `runs_left`: after its
+    last one, no next instant."""
     until = now if until is None else until
     grace = timedelta(seconds=settings.CRONIQ_MISFIRE_GRACE)
     result = Occurrences()
-    instant = job.next_run_at
+    left = job.runs_left
+    instant = job.next_run_at if left != 0 else None
     enumerated = 0
     while instant is not None and instant <= until:
         if enumerated == ENUMERATION_LIMIT and not result.missed_uncounted:
             # Too many missed instants to list: jump to the grace window (on
             # an `@every` job's grid, as its previews counted).
             result.missed_uncounted = True
-            instant = job.first_fire_after(now - grace - timedelta(microseconds=1))
+            instant = skip_missed(job, instant, now - grace, result, left)
             continue
         (result.missed if now - instant > grace else result.on_time).append(instant)
         result.last = instant
         enumerated += 1
+        result.counted += 1
+        if result.counted == left:
+            instant = None  # its last occurrence: the job completes
+            break
         instant = job.next_fire_after(instant)
     result.next_instant = instant
     return result
+
+
+def skip_missed(
+    job: Job, instant: datetime, since: datetime, result: Occurrences, left: int | None
+) -> datetime | None:
+    """The first instant of `job` after `since`, past the missed instants
+    from `instant` on, which are not listed. A job with `max_runs` counts
+    them one by one (at most its `runs_left`); None when they are its last."""
+    if left is None:
+        return job.first_fire_after(since - timedelta(microseconds=1))
+    while instant is not None and instant < since:
+        result.last = instant
+        result.counted += 1
+        if result.counted == left:
+            return None
+        instant = job.next_fire_after(instant)
+    return instant
 
 
 def apply_misfire_policy(

@@ -302,7 +302,9 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
         if occurrences.last is not None:
             job.last_scheduled_at = occurrences.last
         job.next_run_at = occurrences.next_instant
-        if job.next_run_at is None:
+        if job.max_runs is not None:
+            count_runs(job, occurrences, now)
+        elif job.next_run_at is None:
             audit.record("job.exhausted", target=job, at=now, data={"after": now.isoformat()})
     for old, instant in replaced:
         overlap.replace(old, f"for {instant.isoformat()}", now)
@@ -317,6 +319,19 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
         # NOTIFY; this process's hubs, after it), one round trip fewer.
         notify_runners()
     return created
+
+
+def count_runs(job, occurrences, now):
+    """A job with `max_runs`: its due occurrences counted; after the last
+    one it completes, disabling itself (docs/design.md §14)."""
+    job.scheduled_runs += occurrences.counted
+    if job.completed:
+        job.enabled = False
+        last = job.last_scheduled_at
+        data = {"max_runs": job.max_runs, "last": last.isoformat() if last else None}
+        audit.record("job.completed", target=job, at=now, data=data)
+    elif job.next_run_at is None:
+        audit.record("job.exhausted", target=job, at=now, data={"after": now.isoformat()})
 
 
 def roster(job, rosters):
@@ -345,6 +360,11 @@ def advance_jobs(jobs):
         for (last, upcoming), ids in groups.items():
             cursor.execute(
                 f"{ADVANCE_JOBS} ({placeholders(ids)})", [adapt(last), adapt(upcoming), *ids]
+            )
+    for job in jobs:
+        if job.max_runs is not None:  # few jobs: one UPDATE each
+            Job.objects.filter(pk=job.pk).update(
+                scheduled_runs=job.scheduled_runs, enabled=job.enabled
             )
 
 

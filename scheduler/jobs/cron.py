@@ -24,6 +24,7 @@ from scheduler.jobs.schedules.errors import ScheduleError
 from scheduler.jobs.schedules.hashed import uses_key
 from scheduler.jobs.schedules.parsing import EVERY_RE, parse_schedule
 from scheduler.jobs.schedules.schedule import Schedule, nearest_weekday
+from scheduler.jobs.schedules.union import Timing
 from scheduler.jobs.schedules.wall_time import raw_next
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "nearest_weekday",
     "never_fires_reason",
     "next_fire",
+    "next_fire_of",
     "next_fires",
     "parse_schedule",
     "uses_key",
@@ -99,6 +101,75 @@ def next_fire(
         if allowed is None or allowed == candidate:
             return allowed
         candidate = raw_next(schedule, zone, allowed - TINY, limit, anchor=after)
+    return None
+
+
+def next_fire_of(
+    timing: Timing,
+    calendar: CalendarRules | None,
+    after: datetime,
+    policy: str = SKIP,
+    horizon_years: int | None = None,
+    blocked: list[datetime] | None = None,
+    key: str | None = None,
+) -> datetime | None:
+    """`next_fire` for a job's whole timing (scheduler.jobs.schedules.union):
+    the first instant strictly after `after` that any of its sources gives,
+    each gated by the calendar as `next_fire` gates it, inside its bounds.
+    `blocked` receives the candidates turned away before that instant."""
+    after = _as_utc(after)
+    start = timing.start(after)
+    if timing.not_after is not None and start >= timing.not_after:
+        return None
+    turned_away: list[datetime] | None = [] if blocked is not None else None
+    found = [
+        next_fire(
+            source.schedule,
+            source.zone,
+            calendar,
+            timing.since(source, start),
+            policy,
+            horizon_years,
+            turned_away,
+            key,
+        )
+        for source in timing.sources
+    ]
+    if timing.at:
+        limit = add_years(start, horizon_years or DEFAULT_HORIZON_YEARS)
+        found.append(_one_shot_fire(timing, calendar, start, policy, limit, turned_away))
+    first = min((instant for instant in found if instant is not None), default=None)
+    if blocked is not None and turned_away:
+        blocked.extend(sorted({t for t in turned_away if first is None or t < first}))
+    return timing.within(first)
+
+
+def _one_shot_fire(
+    timing: Timing,
+    calendar: CalendarRules | None,
+    after: datetime,
+    policy: str,
+    limit: datetime,
+    blocked: list[datetime] | None,
+) -> datetime | None:
+    """The first one-shot instant after `after`, gated by the calendar: a
+    blocked one is skipped (the search jumps past the blocked stretch) or
+    deferred to the first allowed instant, as a schedule's would be."""
+    index = timing.next_at(after)
+    while index < len(timing.at):
+        candidate = timing.at[index]
+        if candidate > limit:
+            return None
+        if calendar is None:
+            return candidate
+        allowed: datetime | None = calendar.next_allowed(candidate, horizon=limit)
+        if allowed == candidate:
+            return candidate
+        if blocked is not None:
+            blocked.append(candidate)
+        if allowed is None or policy == DEFER:
+            return allowed
+        index = timing.next_at(allowed - TINY)
     return None
 
 

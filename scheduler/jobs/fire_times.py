@@ -1,20 +1,30 @@
 """When a job fires: its schedule's instants on its clock, its calendar and
-policy applied, its jitter added (docs/design.md §3). Job's methods of the
-same names delegate here; the math itself is scheduler.jobs.cron.
+policy applied, its jitter added (docs/design.md §3); with more schedules,
+one-shot instants, bounds or a run limit, their union inside the bounds,
+up to the limit (§14). Job's methods of the same names delegate here; the
+math itself is scheduler.jobs.cron (and its schedules.union).
 
 Pure but for the job's calendar, which `calendar_rules()` reads once per job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Any, Protocol
 
 from django.conf import settings
 
 from calendars.rules import CalendarRules
 from calendars.zones import get_zone
-from scheduler.jobs.cron import never_fires_reason, next_fire, parse_schedule
+from scheduler.jobs.cron import (
+    never_fires_reason,
+    next_fire,
+    next_fire_of,
+    parse_schedule,
+)
+from scheduler.jobs.schedules.union import Source, Timing, instants
 
 
 class Firing(Protocol):
@@ -23,11 +33,22 @@ class Firing(Protocol):
     name: str
     schedule: str
     timezone: str
+    schedules: list[Any]
+    at: list[Any]
+    not_before: datetime | None
+    not_after: datetime | None
+    max_runs: int | None
     calendar_policy: str
     next_run_at: datetime | None
     paused_at: datetime | None
     paused_until: datetime | None
     DEFER: str
+
+    @property
+    def runs_left(self) -> int | None: ...
+
+    @property
+    def timing(self) -> Timing | None: ...
 
     @property
     def offset(self) -> timedelta: ...
@@ -53,19 +74,78 @@ class Firing(Protocol):
 NO_SCHEDULE = "it has no schedule: it runs when a runner starts (run on register) or is triggered"
 
 
+def timing(job: Firing) -> Timing | None:
+    """The job's schedules (each on its clock), one-shot instants and bounds
+    as one Timing; None for a job with its `schedule` alone, which takes the
+    path it always took. Built once per set of values (ScheduleError or
+    RulesError when one cannot be read)."""
+    schedules, at = job.schedules or [], job.at or []
+    if not schedules and not at and job.not_before is None and job.not_after is None:
+        return None
+    key = (
+        job.name, job.schedule, job.timezone, repr(schedules), repr(at),
+        job.not_before, job.not_after,
+    )  # fmt: skip
+    cached = getattr(job, "_timing", None)
+    if cached is None or cached[0] != key:
+        cached = (key, build_timing(job, schedules, at))
+        job._timing = cached  # type: ignore[attr-defined]
+    built: Timing = cached[1]
+    return built
+
+
+def build_timing(job: Firing, schedules: list[Any], at: list[Any]) -> Timing:
+    sources: list[tuple[Any, str]] = [(job.schedule, job.timezone)] if job.schedule else []
+    for item in schedules:
+        if isinstance(item, dict):
+            sources.append((item.get("cron"), item.get("timezone") or job.timezone))
+        else:
+            sources.append((item, job.timezone))
+    return Timing(
+        tuple(Source(parse_schedule(text, key=job.name), get_zone(tz)) for text, tz in sources),
+        instants(at),
+        job.not_before,
+        job.not_after,
+    )
+
+
 def next_fire_after(
     job: Firing, after: datetime, blocked: list[datetime] | None = None
 ) -> datetime | None:
     """The first fire instant strictly after `after`, calendar applied
     (`blocked`: see `scheduler.jobs.cron.next_fire`). With `jitter`, the
     schedule's instant (the one the calendar judges) plus the job's offset.
-    A job without a schedule (run on register only) has none."""
+    A job without a schedule (run on register only) has none, nor a job
+    that has had its `max_runs`."""
+    if job.runs_left == 0:
+        return None
+    found = job.timing
+    if found is not None:
+        return next_fire_in(job, found, after, blocked)
     if not job.schedule:
         return None
     offset = job.offset
     instant = next_fire(
         job.schedule,
         job.timezone,
+        job.calendar_rules(),
+        after - offset,
+        job.calendar_policy,
+        horizon_years=settings.CRONIQ_HORIZON_YEARS,
+        blocked=blocked,
+        key=job.name,
+    )
+    return instant + offset if instant is not None else None
+
+
+def next_fire_in(
+    job: Firing, found: Timing, after: datetime, blocked: list[datetime] | None
+) -> datetime | None:
+    """`next_fire_after` for a job with a Timing: the bounds judge the fire
+    instants, so they move with the jitter the calendar does not see."""
+    offset = job.offset
+    instant = next_fire_of(
+        found.shifted(offset),
         job.calendar_rules(),
         after - offset,
         job.calendar_policy,
@@ -84,21 +164,50 @@ def upcoming(
     The one answer to "when does this job fire next" for the admin, the
     dashboard and `next_runs`, counted as the loop counts: each instant
     is `next_fire_after` the one before, starting from the job's anchor
-    (see `first_fire_after`). ScheduleError or RulesError when the stored
-    schedule or calendar cannot be evaluated. `blocked`, a list, receives
-    the candidates the calendar turned away before the last one returned.
+    (see `first_fire_after`), up to its `max_runs`. ScheduleError or
+    RulesError when the stored schedule or calendar cannot be evaluated.
+    `blocked`, a list, receives the candidates the calendar turned away
+    before the last one returned.
     """
-    fires: list[datetime] = []
+    if count <= 0:
+        return []
+    return list(islice(fires(job, after, blocked, last=count), count))
+
+
+def fires(
+    job: Firing, after: datetime, blocked: list[datetime] | None = None, last: int | None = None
+) -> Iterator[datetime]:
+    """Every instant the job fires strictly after `after`, in order, as
+    `upcoming` counts them; the forecast reads it as far as it needs.
+    `last`: the caller stops after that many (no search past the last)."""
     resumes = job.paused_until if job.paused_at else None
     if resumes is not None and resumes > after:
         instant = job.fire_after_pause(resumes, blocked)  # what the loop then does
     else:
         instant = job.first_fire_after(after, blocked)
-    while instant is not None and len(fires) < count:
-        fires.append(instant)
-        if len(fires) < count:
-            instant = job.next_fire_after(instant, blocked)
-    return fires
+    left = runs_left_after(job, after)
+    given = 0
+    while instant is not None and (left is None or given < left):
+        yield instant
+        given += 1
+        if given == last:
+            return
+        instant = job.next_fire_after(instant, blocked)
+
+
+def runs_left_after(job: Firing, after: datetime) -> int | None:
+    """The occurrences the job may have after `after` (None: no limit):
+    its `runs_left`, less those the loop will count first, its due
+    instants from next_run_at up to `after`."""
+    left = job.runs_left
+    start = job.next_run_at
+    if left is None or start is None or start > after or job.paused_at is not None:
+        return left
+    instant: datetime | None = start
+    while instant is not None and instant <= after and left > 0:
+        left -= 1
+        instant = job.next_fire_after(instant)
+    return left
 
 
 def first_fire_after(
@@ -113,9 +222,7 @@ def first_fire_after(
     A job without next_run_at (paused, disabled) counts from `after`, as
     resuming it at `after` would.
     """
-    if not job.schedule:
-        return None
-    every = parse_schedule(job.schedule, key=job.name).every
+    every = anchored_every(job)
     if every is None or job.next_run_at is None:
         return job.next_fire_after(after, blocked)
     grid_point = job.next_run_at + ((after - job.next_run_at) // every) * every
@@ -131,15 +238,30 @@ def fire_after_pause(
     from `until`, as an operator's resume at that instant would (counting
     from just before it would fire a microsecond early).
     """
-    if not job.schedule:
-        return None
-    if parse_schedule(job.schedule, key=job.name).every is None:
+    if anchored_every(job) is None:
         until -= timedelta(microseconds=1)  # next_fire_after is strictly after
     return job.next_fire_after(until, blocked)
 
 
+def anchored_every(job: Firing) -> timedelta | None:
+    """The interval of a job whose one schedule is `@every`, counted from
+    its last instant; None for fixed instants (cron, `@business_day`, one-shot
+    instants, and `@every` in a union, on its grid: schedules.union)."""
+    found = job.timing
+    if found is not None:
+        return found.sources[0].schedule.every if found.alone else None
+    if not job.schedule:
+        return None
+    return parse_schedule(job.schedule, key=job.name).every
+
+
 def no_fires_reason(job: Firing, after: datetime) -> str:
     """Why `upcoming(after, ...)` is empty, in a sentence."""
+    if job.runs_left == 0:
+        return f"it has completed: its {job.max_runs} scheduled runs (max_runs) have come"
+    found = job.timing
+    if found is not None:
+        return no_fires_in(job, found, after)
     if not job.schedule:
         return NO_SCHEDULE
     reason = never_fires_reason(
@@ -152,6 +274,38 @@ def no_fires_reason(job: Firing, after: datetime) -> str:
         key=job.name,
     )
     return reason or "no fire time within the horizon"
+
+
+def no_fires_in(job: Firing, found: Timing, after: datetime) -> str:
+    """`no_fires_reason` for a job with a Timing."""
+    if found.empty:
+        return NO_SCHEDULE
+    if job.not_after is not None and job.not_after <= after:
+        return f"its last allowed instant (not_after {job.not_after.isoformat()}) has passed"
+    if not found.sources:
+        if found.at[-1] + job.offset <= after:
+            return "its one-shot instants (at) have all passed"
+        return "its calendar blocks every one-shot instant (at) still to come"
+    reasons = [
+        never_fires_reason(
+            source.schedule,
+            source.zone,
+            job.calendar_rules(),
+            after,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            policy=job.calendar_policy,
+            key=job.name,
+        )
+        for source in found.sources
+    ]
+    if all(reasons) and not found.at:
+        if len(reasons) == 1:
+            return str(reasons[0])
+        return (
+            "never fires: none of its schedules meets its calendar within "
+            f"{settings.CRONIQ_HORIZON_YEARS} years"
+        )
+    return "no fire time within the horizon and its bounds (not_before, not_after)"
 
 
 def due_instant(job: Firing, rules: CalendarRules | None) -> datetime | None:
@@ -167,7 +321,9 @@ def due_instant(job: Firing, rules: CalendarRules | None) -> datetime | None:
         return instant
     if job.calendar_policy == job.DEFER:
         allowed: datetime | None = rules.next_allowed(instant - offset)
-        return allowed + offset if allowed is not None else None
+        if allowed is None or (job.not_after is not None and allowed + offset > job.not_after):
+            return None
+        return allowed + offset
     return job.next_fire_after(instant)
 
 

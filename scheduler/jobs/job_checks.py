@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from calendars.validators import validate_stored_text, validate_timezone
 from scheduler.jobs import chain_graph
-from scheduler.jobs.cron import ScheduleError, never_fires_reason, parse_schedule
+from scheduler.jobs.cron import ScheduleError, never_fires_reason, next_fire_of, parse_schedule
+from scheduler.jobs.schedules.union import TINY
 
 # The job (scheduler.jobs.models.Job): its fields are untyped Django fields.
 Job = Any
@@ -70,28 +71,93 @@ def clean(job: Job) -> None:
     if problems:
         raise ValidationError(problems)
     job.sync_overlap()
-    if not job.schedule:
+    job.sync_run_limit()
+    if not (job.schedule or job.schedules or job.at):
         if not job.run_on_register:
             raise ValidationError(
-                {"schedule": "required, unless the job runs on register (run_on_register: true)"}
+                {
+                    "schedule": "required, unless the job has schedules or one-shot "
+                    "instants (at), or runs on register (run_on_register: true)"
+                }
             )
         return  # nothing to parse: it runs when a runner starts, or when triggered
-    try:
-        parse_schedule(job.schedule, key=job.name)
-    except ScheduleError as e:
-        raise ValidationError({"schedule": str(e)}) from None
     try:
         validate_timezone(job.timezone)
     except ValidationError:
         return  # the field validator reports it
-    reason = never_fires_reason(
-        job.schedule,
-        job.timezone,
+    problems = source_problems(job)
+    if not problems:
+        problems = bound_problems(job)
+    if problems:
+        raise ValidationError(problems)
+
+
+def source_problems(job: Job) -> dict[str, list[str]]:
+    """{field: messages} for a schedule that cannot be read or never meets
+    the job's calendar; an item of `schedules` is named by its index
+    ("[1]: ...", which apply writes `jobs[0].schedules[1]: ...`)."""
+    problems: dict[str, list[str]] = {}
+    sources = [("schedule", "", job.schedule, job.timezone)] if job.schedule else []
+    listed = job.schedules if isinstance(job.schedules, list) else []  # else its validator's
+    for index, item in enumerate(listed):
+        text, tz = (
+            (item.get("cron"), item.get("timezone")) if isinstance(item, dict) else (item, "")
+        )
+        sources.append(("schedules", f"[{index}]: ", text, tz or job.timezone))
+    for field, where, text, tz in sources:
+        problem = schedule_problem(job, text, tz)
+        if problem:
+            problems.setdefault(field, []).append(where + problem)
+    return problems
+
+
+def schedule_problem(job: Job, text: Any, tz: str) -> str | None:
+    """Why one schedule of the job cannot be, or None."""
+    if not isinstance(tz, str):
+        return f"timezone: {tz!r} is not a timezone name"
+    try:
+        parse_schedule(text, key=job.name)
+        validate_timezone(tz)
+    except ScheduleError as e:
+        return str(e)
+    except ValidationError as e:
+        return f"timezone: {' '.join(e.messages)}"
+    reason: str | None = never_fires_reason(
+        text,
+        tz,
         job.calendar_rules(),
         timezone.now(),
         horizon_years=settings.CRONIQ_HORIZON_YEARS,
         policy=job.calendar_policy,
         key=job.name,
     )
-    if reason:
-        raise ValidationError({"schedule": reason})
+    return reason
+
+
+def bound_problems(job: Job) -> dict[str, str]:
+    """{field: message} for bounds that leave no occurrence between them.
+    Only what does not change as time passes: a document applied again
+    once its instants or bounds are past stays valid."""
+    first, last = job.not_before, job.not_after
+    if first is None or last is None:
+        return {}
+    if last <= first:
+        return {"not_after": "must be after not_before"}
+    try:
+        rules = job.calendar_rules()
+        instant = next_fire_of(
+            job.timing.shifted(job.offset),  # bounds make a Timing
+            rules,
+            first - job.offset - TINY,
+            job.calendar_policy,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS,
+            key=job.name,
+        )
+    except ValueError:  # ScheduleError, RulesError: reported on their own fields
+        return {}
+    if instant is None:
+        return {
+            "not_after": "no occurrence of the job's schedules and instants falls between "
+            "not_before and not_after"
+        }
+    return {}

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Greatest
 
 from calendars.rules import CalendarRules
 from calendars.validators import validate_timezone
@@ -49,6 +50,15 @@ def jitter_offset(name: str, jitter: int) -> timedelta:
     return timedelta(microseconds=int.from_bytes(digest[:8], "big") % (jitter * 1_000_000))
 
 
+# Bounds of a job's timing beyond `schedule` (docs/design.md §14): each
+# schedule and one-shot instant is evaluated on every fire-time question,
+# and the loop may count up to MAX_RUNS occurrences one by one after an
+# outage (scheduler.firing.misfires).
+MAX_SCHEDULES = 20
+MAX_AT = 1000
+MAX_RUNS = 100_000
+
+
 # What a trigger may set: an environment variable's name, not one of the
 # variables the agent sets itself (CRONIQ_...).
 PARAMETER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -72,6 +82,43 @@ def validate_stdin(value: str) -> None:
         raise ValidationError(f"at most {MAX_STDIN} bytes (got {size})")
 
 
+def validate_schedules(value: Any) -> None:
+    """The shape of `schedules`; each schedule is read by Job.clean (its H
+    forms need the job's name)."""
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, list):
+        raise ValidationError("a list of schedules")
+    if len(value) > MAX_SCHEDULES:
+        raise ValidationError(f"at most {MAX_SCHEDULES} schedules (got {len(value)})")
+    for index, item in enumerate(value):
+        text = item.get("cron") if isinstance(item, dict) else item
+        if not isinstance(text, str) or (isinstance(item, dict) and not set(item) <= SOURCE_KEYS):
+            raise ValidationError(
+                f"schedules[{index}]: a schedule, or a mapping {{cron, timezone}}"
+            )
+
+
+SOURCE_KEYS = frozenset({"cron", "timezone"})
+
+
+def validate_at(value: Any) -> None:
+    from django.core.exceptions import ValidationError
+
+    from scheduler.jobs.schedules.errors import ScheduleError
+    from scheduler.jobs.schedules.union import parse_instant
+
+    if not isinstance(value, list):
+        raise ValidationError("a list of ISO 8601 instants")
+    if len(value) > MAX_AT:
+        raise ValidationError(f"at most {MAX_AT} instants (got {len(value)})")
+    for index, text in enumerate(value):
+        try:
+            parse_instant(text)
+        except ScheduleError as e:
+            raise ValidationError(f"at[{index}]: {e}") from None
+
+
 def validate_parameters(value: Any) -> None:
     from django.core.exceptions import ValidationError
 
@@ -92,11 +139,11 @@ class Job(Owned):
 
     # Written by the scheduler loop only: an operator's save never writes
     # them back (it read them before the loop may have moved them on).
-    SCHEDULER_FIELDS = ("next_run_at", "last_scheduled_at", "error", "error_at")
+    SCHEDULER_FIELDS = ("next_run_at", "last_scheduled_at", "error", "error_at", "scheduled_runs")
     # Fields whose change moves the next fire time.
     SCHEDULE_FIELDS = frozenset(
         {"schedule", "timezone", "calendar", "calendar_policy", "enabled", "jitter"}
-    )
+    ) | frozenset({"schedules", "at", "not_before", "not_after", "max_runs"})
 
     SKIP = "skip"
     DEFER = "defer"
@@ -139,8 +186,8 @@ class Job(Owned):
         max_length=200,
         blank=True,
         help_text='5-field cron ("30 2 * * *"), a macro (@daily) or "@every 5m". '
-        "Empty only with run on register: the job then runs when a runner starts "
-        "and when triggered.",
+        "Empty only with more schedules or one-shot instants, or with run on register: "
+        "the job then runs when a runner starts and when triggered.",
     )
     timezone = models.CharField(
         max_length=64,
@@ -172,6 +219,41 @@ class Job(Owned):
         db_default=False,
         help_text="Also run once on each runner carrying the job's labels when it starts "
         "(a new agent process), like cron's @reboot.",
+    )
+    # Beside `schedule` (docs/design.md §14); all read by `Job.upcoming`.
+    schedules = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_schedules],
+        help_text="More schedules, beside or instead of the schedule: each a schedule "
+        'as above, or {"cron": ..., "timezone": ...} on a clock of its own. The job '
+        "fires at each instant any of them gives, once.",
+    )
+    at = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_at],
+        help_text="One-shot instants, ISO 8601 with an offset (2026-06-01T09:00:00+02:00).",
+    )
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="No occurrence before this instant."
+    )
+    not_after = models.DateTimeField(
+        null=True, blank=True, help_text="No occurrence after this instant."
+    )
+    max_runs = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_RUNS)],
+        help_text="After this many scheduled occurrences the job completes: it disables "
+        "itself. Raise it (or empty it) to run the job again. Empty: no limit.",
+    )
+    scheduled_runs = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Scheduled occurrences counted towards max_runs since it was set.",
     )
     calendar = models.ForeignKey(
         "calendars.Calendar",
@@ -429,6 +511,36 @@ class Job(Owned):
         return ["error", "error_at"]
 
     @property
+    def completed(self) -> bool:
+        """Whether the job has had its `max_runs` scheduled occurrences."""
+        return self.max_runs is not None and self.scheduled_runs >= self.max_runs
+
+    @property
+    def runs_left(self) -> int | None:
+        """Scheduled occurrences the job may still have (None: no limit)."""
+        if self.max_runs is None:
+            return None
+        return max(self.max_runs - self.scheduled_runs, 0)
+
+    def sync_run_limit(self) -> None:
+        """Keep the count and `enabled` in step with `max_runs`: the count
+        starts when a limit is set, and a completed job stays disabled
+        whatever an edit says of `enabled` until the limit is raised."""
+        if self.max_runs is None:
+            self.scheduled_runs = 0
+        elif self.completed:
+            self.enabled = False
+
+    @property
+    def timing(self):
+        """The job's sources, one-shot instants and bounds as one Timing
+        (scheduler.jobs.fire_times.timing), None when it has only its
+        `schedule`."""
+        from scheduler.jobs import fire_times
+
+        return fire_times.timing(self)
+
+    @property
     def offset(self) -> timedelta:
         """The job's `jitter` delay: each instant is the schedule's plus it."""
         return jitter_offset(self.name, self.jitter)
@@ -527,18 +639,45 @@ class Job(Owned):
         (`scheduler.firing.ticks.FIRE_LEAD`) that are not yet due; returns how many.
         Only those whose instant is still ahead: a run whose instant passed
         and that waits for a later start (a run_on: all job's stagger, a
-        maintenance's end) belongs to an occurrence that has fired."""
+        maintenance's end) belongs to an occurrence that has fired. Their
+        occurrences did not happen: `max_runs` counts them no more."""
         if self.pk is None:
             return 0
-        withdrawn, _ = Execution.objects.filter(
+        ahead = Execution.objects.filter(
             job=self,
             state=Execution.PENDING,
             trigger=Execution.SCHEDULE,
             attempt=1,
             scheduled_for__gt=now,
             run_after__gt=now,
-        ).delete()
+        )
+        if self.max_runs is not None:
+            self.give_back(len(set(ahead.values_list("scheduled_for", flat=True))))
+        withdrawn, _ = ahead.delete()
         return withdrawn
+
+    def give_back(self, occurrences: int) -> None:
+        """Uncount `occurrences` withdrawn before their instant; a job they
+        completed is enabled again (its completion disabled it)."""
+        if not occurrences:
+            return
+        was_completed = self.completed
+        self.scheduled_runs = max(self.scheduled_runs - occurrences, 0)
+        if was_completed and not self.completed:
+            self.enabled = True
+        # On the row as stored: the loop may have counted since this was read.
+        completed_by_these = models.Q(
+            max_runs__isnull=False,
+            scheduled_runs__gte=models.F("max_runs"),
+            scheduled_runs__lt=models.F("max_runs") + occurrences,
+        )
+        Job.objects.filter(pk=self.pk).update(
+            scheduled_runs=Greatest(models.F("scheduled_runs") - occurrences, 0),
+            enabled=models.Case(
+                models.When(completed_by_these, then=models.Value(True)),
+                default=models.F("enabled"),
+            ),
+        )
 
     def locked(self) -> "Job":
         """This job read again with its row locked until the transaction
