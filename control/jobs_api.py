@@ -38,6 +38,9 @@ class JobOut(Schema):
     stagger: int | None = None
     on_success: list[str] = []
     on_failure: list[str] = []
+    requires: list[dict[str, Any]] = []
+    requires_policy: str = "wait"
+    requires_timeout: int = 3600
     concurrency_group: str | None = None
     timeout: int | None
     retries: int

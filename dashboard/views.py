@@ -33,7 +33,7 @@ from runners.models import Runner
 from scheduler import forecast as forecast_core
 from scheduler.firing import fanout
 from scheduler.models import Execution, Job
-from scheduler.runs import groups, operations
+from scheduler.runs import groups, operations, requirements
 
 View = Callable[..., HttpResponse]
 
@@ -161,6 +161,8 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         # No row until the job's first run settles.
         "health": getattr(job, "health", None),
         "pending": queries.pending_work([job], now).get(job.pk),
+        # Runs held for the job's requirements, with what each still lacks.
+        "waiting": requirements.waiting(job, now),
     }
     return render(request, "dashboard/job.html", context)
 

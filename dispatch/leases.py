@@ -28,7 +28,7 @@ from dispatch.notify import notify_new_work
 from dispatch.refusals import Conflict, NotFound, Refused, TooLarge
 from runners.models import RunnerToken
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
-from scheduler.runs import lifecycle, outcomes, overlap
+from scheduler.runs import lifecycle, outcomes, overlap, requirements
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -395,7 +395,9 @@ SUCCEED_HELD_PLAINLY = f"""
     plain AS ({HEALTH_AFTER_SETTLED} RETURNING 1)
     SELECT settled.*, EXISTS (SELECT 1 FROM plain), EXISTS (
         SELECT 1 FROM {EXECUTIONS} queued
-        WHERE queued.job_id = settled.job_id AND queued.state = %s)
+        WHERE queued.job_id = settled.job_id AND queued.state = %s), EXISTS (
+        SELECT 1 FROM {EXECUTIONS} waiting
+        WHERE waiting.state = %s AND waiting.requires_until IS NOT NULL)
     FROM settled
 """
 
@@ -421,7 +423,7 @@ def finished_ok(
         with connection.cursor() as cursor:
             # By design: one round trip on PostgreSQL (a CTE), three on SQLite.
             if db.on_postgres():
-                health = [params[1], Execution.SUCCEEDED, Execution.QUEUED]
+                health = [params[1], Execution.SUCCEEDED, Execution.QUEUED, Execution.QUEUED]
                 cursor.execute(SUCCEED_HELD_PLAINLY, params + health)
                 settled = cursor.fetchone()
             else:
@@ -431,15 +433,17 @@ def finished_ok(
                     settled = settled[1:]
                     job_id = settled[0]
                     settled += (outcomes.succeeded_plainly(job_id, now), overlap.has_queued(job_id))
+                    settled += (requirements.anything_waits(),)
         if settled is None:
             return False
-        *columns, plain, queued = settled
+        *columns, plain, queued, waits = settled
         row = settle_many.Settled(execution_id, *columns)
         settle_many.follow_up(
             [row],
             plain={row.job_id} if plain else set(),
             queued=[row.job_id] if queued else [],
             now=now,
+            waits=waits,
         )
     return True
 

@@ -26,7 +26,7 @@ from dispatch.notify import notify_new_work
 from runners.models import Runner, RunnerToken
 from scheduler.jobs.job_health import JobHealth
 from scheduler.models import Execution, Job
-from scheduler.runs import chains, lifecycle, outcomes, overlap
+from scheduler.runs import chains, lifecycle, outcomes, overlap, requirements
 
 EXECUTIONS, JOBS = Execution._meta.db_table, Job._meta.db_table
 HELD_UNDER_TOKEN = f"""runner_id IN (
@@ -127,11 +127,19 @@ def succeed_held(
     return sorted((Settled(*row) for row in found), key=lambda row: (row.job_id, row.id))
 
 
-def follow_up(settled: list[Settled], plain: set[int], queued: set[int], now: datetime) -> None:
+def follow_up(
+    settled: list[Settled],
+    plain: set[int],
+    queued: set[int],
+    now: datetime,
+    waits: bool | None = None,
+) -> None:
     """What follows the successes `settled`, in their transaction: the full
     health update of the jobs not in `plain` (those whose plain update was
     taken), the jobs they start, the turn of the `queued` jobs' runs, the
-    count. The single finish and the batch share it."""
+    runs waiting for them (`waits`: whether any run waits for requirements,
+    when the caller has read it), the count. The single finish and the
+    batch share it."""
     for row in settled:
         execution = None
         if row.job_id not in plain:
@@ -145,6 +153,8 @@ def follow_up(settled: list[Settled], plain: set[int], queued: set[int], now: da
             chains.after_settle(execution, now)
     for job_id in queued:
         overlap.promote(job_id, now, known_queued=True)  # wakes the polls
+    if waits is not False:
+        requirements.after_success({row.job_id for row in settled}, now, waits)
     if any(row.group is not None for row in settled):
         notify_new_work()  # room in a group: waiting polls may take its work
     # Last: the counter's row stays locked until the commit, and another

@@ -150,6 +150,30 @@ def execution_given_up(event: Event, data: dict[str, Any]) -> str:
     return f"{job_name(event)} {how}{tries}{exit_of(event)}{on_runner(event)}"
 
 
+UNMET_OUTCOMES = {
+    "waiting": "waits",
+    "skipped": "was skipped",
+    "failed": "failed",
+}
+
+
+def execution_requirements_unmet(event: Event, data: dict[str, Any]) -> str:
+    """'report waits: import has not succeeded since 07:30' (skipped,
+    failed; waits until 09:30)."""
+    due = (data.get("execution") or {}).get("scheduled_for")
+    run = f"{job_name(event)}'s {clock(parse(due))} run" if due else job_name(event)
+    how = UNMET_OUTCOMES.get(data.get("outcome"), "did not run")
+    lacking = ", ".join(
+        f"{need.get('job')} has not succeeded since {clock(parse(need['since']))}"
+        if need.get("since")
+        else f"{need.get('job')} has not succeeded"
+        for need in data.get("unmet") or []
+    )
+    text = f"{run} {how}: {lacking or 'its requirements are unmet'}"
+    until = data.get("waiting_until")
+    return f"{text} (it waits until {clock(parse(until))})" if until else text
+
+
 def job_failing(event: Event, data: dict[str, Any]) -> str:
     streak = data.get("streak", 1)
     since = data.get("failing_since")
@@ -244,6 +268,7 @@ SUMMARIES = {
     "execution.timed_out": execution_timed_out,
     "execution.lost": execution_lost,
     "execution.given_up": execution_given_up,
+    "execution.requirements_unmet": execution_requirements_unmet,
     "job.failing": job_failing,
     "job.recovered": job_recovered,
     "job.missed": job_missed,

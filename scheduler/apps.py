@@ -23,7 +23,7 @@ class SchedulerConfig(AppConfig):
         from scheduler.firing import ticks
         from scheduler.firing.steps import HOUSEKEEPING_INTERVAL, IDLE_PRUNE_EVERY, Step
         from scheduler.housekeeping import retention
-        from scheduler.runs import operations, overlap
+        from scheduler.runs import operations, overlap, requirements
 
         return [
             Step("fired", loop.fire),
@@ -36,4 +36,6 @@ class SchedulerConfig(AppConfig):
                 idle_every=IDLE_PRUNE_EVERY,
             ),
             Step("promoted", overlap.promote_waiting, every=HOUSEKEEPING_INTERVAL),
+            # Waits for requirements that ended, and releases a success missed.
+            Step("requirements", requirements.settle_waiting, every=HOUSEKEEPING_INTERVAL),
         ]

@@ -23,6 +23,8 @@ def job_form(**fields):
         "overlap": "allow",
         "run_on": "one",
         "maintenance": "skip",
+        "requires_policy": "wait",
+        "requires_timeout": "3600",
         "retries": "0",
         "retry_backoff": "30",
         "timeout": "",

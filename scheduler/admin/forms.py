@@ -14,7 +14,13 @@ from django import forms
 
 from calendars.admin_forms import TimezoneField
 from core.admin_widgets import MappingField, NamesField
-from scheduler.apply.items import ApplyError, parameter_names, string_list, string_mapping
+from scheduler.apply.items import (
+    ApplyError,
+    parameter_names,
+    requirement_list,
+    string_list,
+    string_mapping,
+)
 from scheduler.models import Job
 
 
@@ -31,6 +37,30 @@ def checked(field: str, check: Callable[[str, Any], Any]) -> Callable[[Any], Any
             ) from None
 
     return run
+
+
+class RequiresField(MappingField):
+    """A job's `requires` as rows of job name and window; stored as
+    [{job, succeeded_within}], which scripts may also post as JSON."""
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().startswith("["):
+            return super().to_python(value)  # JSON: apply's check reads the list
+        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            return value
+        return super().to_python(value)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            return [(v.get("job", ""), v.get("succeeded_within", "")) for v in value]
+        return super().prepare_value(value)
+
+
+def requirement_rows(where: str, value: Any) -> list[dict[str, Any]]:
+    """Apply's check of `requires`, from rows ({job: window}) or a list."""
+    if isinstance(value, dict):
+        value = [{"job": job, "succeeded_within": within} for job, within in value.items()]
+    return requirement_list(where, value)
 
 
 class JobAdminForm(forms.ModelForm):
@@ -54,6 +84,12 @@ class JobAdminForm(forms.ModelForm):
         required=False,
         check=checked("on_failure", string_list),
         help_text="Jobs to run when a run of this one fails for good (after its retries).",
+    )
+    requires = RequiresField(
+        required=False,
+        check=checked("requires", requirement_rows),
+        help_text="One job per row, with how long before the instant its success may be "
+        '(a duration: "2h", "1d", or seconds).',
     )
     parameters = NamesField(
         required=False,
@@ -86,6 +122,7 @@ class JobAdminForm(forms.ModelForm):
             "max_concurrent", "max_queue", "concurrency_group", "run_on", "stagger",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
             "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
+            "requires", "requires_policy", "requires_timeout",
         ]  # fmt: skip
 
     def clean(self) -> dict[str, Any]:

@@ -138,6 +138,15 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             },
         ),
         (
+            "Requires",
+            {
+                "fields": ["requires", "requires_policy", "requires_timeout"],
+                "description": "An occurrence of the schedule runs only when each job "
+                "listed has a run that succeeded within its window before the instant; "
+                "otherwise the policy decides. No cycles with chains.",
+            },
+        ),
+        (
             "Notifications",
             {
                 "fields": ["owner", "max_duration", "min_duration"],

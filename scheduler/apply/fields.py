@@ -274,6 +274,39 @@ JOB_FIELDS = (
         [],
     ),
     Field(
+        "requires",
+        "list of {job, succeeded_within}",
+        "An occurrence of the schedule runs only when each job named has a run that "
+        "succeeded within `succeeded_within` (a duration) before the occurrence's "
+        "instant, or since; decided at the instant. Manual, chained, retried and other "
+        "triggered runs are not held. At most 20 jobs; no cycles with chains.",
+        [],
+        fields=(
+            Field("job", "job name", "A job that must have succeeded.", REQUIRED),
+            Field(
+                "succeeded_within",
+                "duration",
+                "How long before the instant its success may be (at most 366 days).",
+                REQUIRED,
+            ),
+        ),
+    ),
+    Field(
+        "requires_policy",
+        "wait | skip | fail",
+        "An occurrence whose requirements are unmet: `wait` holds it (queued) until they "
+        "are met, at most `requires_timeout`, then skips it; `skip` skips it; `fail` fails "
+        'it (`error: "requirements unmet"`, no retry, a dead letter, its notifications). '
+        "Each is audited and notified as `execution.requirements_unmet`.",
+        Job.WAIT,
+    ),
+    Field(
+        "requires_timeout",
+        "duration",
+        "With `requires_policy: wait`: how long a run waits (at most a week).",
+        3600,
+    ),
+    Field(
         "maintenance",
         "skip | defer",
         "An occurrence inside a maintenance (the switch or a window): skip it "
@@ -322,7 +355,7 @@ GROUP_FIELDS = (
 )
 GROUP_KEYS = field_names(GROUP_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
-JOB_DURATIONS = ("max_duration", "min_duration", "jitter", "stagger")
+JOB_DURATIONS = ("max_duration", "min_duration", "jitter", "stagger", "requires_timeout")
 JOB_DEFAULTS = defaults(JOB_FIELDS)
 # Model field -> YAML path, for the errors of a calendar, a period, a job.
 YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from calendars.models import WEEKDAYS, CalendarPeriod
 from calendars.validators import text_problems
 from scheduler.apply.fields import HOLIDAY_KEYS, PERIOD_FIELDS, YAML_PATHS, field_names
+from scheduler.jobs import requires
 from scheduler.jobs.cron import EVERY_RE
 from scheduler.models import Job, validate_parameters
 
@@ -49,6 +50,36 @@ def string_list(where: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ApplyError(f"{where}: expected a list of non-empty strings")
     return value
+
+
+def requirement_list(where: str, value: Any) -> list[dict[str, Any]]:
+    """A job's `requires`: [{job, succeeded_within}], each duration as whole
+    seconds; ApplyError naming the entry and field (`jobs[0].requires[1].job`)."""
+    if not isinstance(value, list):
+        raise ApplyError(f"{where}: expected a list of {{job, succeeded_within}}")
+    if len(value) > requires.MAX_REQUIRES:
+        raise ApplyError(f"{where}: at most {requires.MAX_REQUIRES} jobs, got {len(value)}")
+    found = []
+    for index, entry in enumerate(value):
+        at = f"{where}[{index}]"
+        if not isinstance(entry, dict):
+            raise ApplyError(f"{at}: expected {{job, succeeded_within}}")
+        unknown_fields(at, entry, set(requires.KEYS))
+        job = entry.get("job")
+        if not isinstance(job, str) or not job:
+            raise ApplyError(f"{at}.job: required: the name of a job")
+        if job in (e["job"] for e in found):
+            raise ApplyError(f"{at}.job: {quoted(job)} is listed twice")
+        if entry.get("succeeded_within") is None:
+            raise ApplyError(f'{at}.succeeded_within: required: a duration like "2h"')
+        within = seconds(f"{at}.succeeded_within", entry["succeeded_within"], least=1)
+        if within > requires.MAX_WINDOW:
+            raise ApplyError(
+                f"{at}.succeeded_within: at most {requires.MAX_WINDOW} seconds (366 days), "
+                f"got {within}"
+            )
+        found.append({"job": job, "succeeded_within": within})
+    return found
 
 
 def parameter_names(where: str, value: Any) -> list[str]:
@@ -285,6 +316,12 @@ def job_state(job: Job) -> dict[str, Any]:
         "parameters": list(job.parameters),
         "on_success": list(job.on_success or []),
         "on_failure": list(job.on_failure or []),
+        "requires": [
+            {"job": need.get("job"), "succeeded_within": need.get("succeeded_within")}
+            for need in job.requires or []
+        ],
+        "requires_policy": job.requires_policy,
+        "requires_timeout": job.requires_timeout,
         "maintenance": job.maintenance,
         "pause_after_failures": job.pause_after_failures,
     }

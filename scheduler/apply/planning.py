@@ -28,6 +28,7 @@ from scheduler.apply.items import (
     period_values,
     periods_of,
     quoted,
+    requirement_list,
     seconds,
     string_list,
     string_mapping,
@@ -35,7 +36,7 @@ from scheduler.apply.items import (
 )
 from scheduler.apply.report import Change
 from scheduler.apply.upsert import upsert
-from scheduler.jobs import chain_graph
+from scheduler.jobs import chain_graph, requires
 from scheduler.jobs.cron import ScheduleError, never_fires_reason
 from scheduler.models import ConcurrencyGroup, Job
 
@@ -262,12 +263,14 @@ class Planner:
         if not self.chained:
             return
         if connection.in_atomic_block and any(
-            j.on_success or j.on_failure for _, j in self.chained
+            j.on_success or j.on_failure or j.requires for _, j in self.chained
         ):
             chain_graph.lock()
-        stored = Job.objects.values_list("name", *chain_graph.FIELDS)
-        graph = {name: (s or [], f or []) for name, s, f in stored}
-        graph.update((job.name, (job.on_success, job.on_failure)) for _, job in self.chained)
+        graph = chain_graph.graph_of(Job.objects.values_list("name", *chain_graph.GRAPH_FIELDS))
+        graph.update(
+            (job.name, (job.on_success, job.on_failure, requires.names(job.requires)))
+            for _, job in self.chained
+        )
         for where, job in self.chained:
             job.defer_chain_check = False
             for key, message in job.chain_problems(graph).items():
@@ -281,6 +284,7 @@ class Planner:
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in ("on_success", "on_failure"):
             values[key] = string_list(f"{where}.{key}", values[key])
+        values["requires"] = requirement_list(f"{where}.requires", values["requires"])
         for key in JOB_DURATIONS:
             if values[key] is not None:
                 values[key] = seconds(f"{where}.{key}", values[key], least=1)

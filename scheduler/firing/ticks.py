@@ -57,7 +57,7 @@ from scheduler.firing.skips import (
 )
 from scheduler.firing.timeouts import expire_timeouts, next_timeout, time_out
 from scheduler.models import Execution, Job
-from scheduler.runs import overlap
+from scheduler.runs import overlap, requirements
 
 __all__ = [  # the names callers import from here, besides the fire step's own
     "FIRE_LEAD",
@@ -262,6 +262,7 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
     down = load_maintenance(jobs, now)
     waiting = {}  # {job id: what a deferred occurrence coalesces into}
     rosters = {}  # {labels: runners}: the runners of run-on-all jobs, read once a batch
+    gate = requirements.Gate(now)
     for job in jobs:
         # The calendar as it is now: a blackout added after next_run_at was
         # computed is honoured.
@@ -275,6 +276,14 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
                     held.add(job.pk)
                 continue  # its open run decides the newcomer's fate at the instant
             until = now
+        if job.requires:
+            # Requirements are decided at the instant (scheduler.runs.requirements):
+            # a success may still come in the lead.
+            if job.next_run_at is not None and job.next_run_at > now:
+                if held is not None:
+                    held.add(job.pk)
+                continue
+            until = now
         occurrences = due_occurrences(job, now, until)
         for instant, trigger in apply_misfire_policy(job, occurrences, now):
             execution = new_execution(job, instant, trigger, now)
@@ -284,6 +293,8 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
                 if execution in pending:  # deferred to the window's end
                     pending[-1:] = fanout.spread(execution, roster(job, rosters))
                 continue
+            if not gate.admits(job, execution):
+                continue  # waits, skipped or failed: saved by gate.record()
             verdict = overlap.admit(job, execution, occupied.get(job.pk))
             if verdict.action == overlap.SKIPPED:
                 skipped.append((execution, verdict))
@@ -309,6 +320,7 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
     for old, instant in replaced:
         overlap.replace(old, f"for {instant.isoformat()}", now)
     created = save_executions(pending, bulk)
+    gate.record()
     for execution, verdict in skipped:
         record_skip(execution, verdict, now)
     for execution, window, into in in_maintenance:

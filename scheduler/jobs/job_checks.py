@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from calendars.validators import validate_stored_text, validate_timezone
-from scheduler.jobs import chain_graph
+from scheduler.jobs import chain_graph, requires
 from scheduler.jobs.cron import ScheduleError, never_fires_reason, next_fire_of, parse_schedule
 from scheduler.jobs.schedules.union import TINY
 
@@ -49,17 +49,31 @@ def chain_problems(
     is set: apply checks a whole file's chains at once, after its jobs."""
     if getattr(job, "defer_chain_check", False):
         return {}
+    if requires.shape_problem(job.requires):
+        return {}  # the field's validator names it
     if graph is None:
-        if job.on_success or job.on_failure:  # a job chaining to none closes no cycle
+        if job.on_success or job.on_failure or job.requires:  # no edges, no cycle closed
             chain_graph.lock()
         jobs = type(job).objects
         others = jobs.exclude(pk=job.pk) if job.pk else jobs.all()
-        graph = {
-            n: (s or [], f or []) for n, s, f in others.values_list("name", *chain_graph.FIELDS)
-        }
+        graph = chain_graph.graph_of(others.values_list("name", *chain_graph.GRAPH_FIELDS))
     found: dict[str, str] = chain_graph.problems(
-        job.name, job.on_success or [], job.on_failure or [], graph
+        job.name,
+        job.on_success or [],
+        job.on_failure or [],
+        graph,
+        requires.names(job.requires),
     )
+    return found
+
+
+def by_field(problems: dict[str, str]) -> dict[str, str]:
+    """Problems named by a path inside a field ("requires[1].job") under the
+    field, the path leading the message: a form shows errors by field."""
+    found = {}
+    for path, message in problems.items():
+        field = path.split("[", 1)[0]
+        found[field] = message if field == path else f"{path}: {message}"
     return found
 
 
@@ -67,7 +81,7 @@ def clean(job: Job) -> None:
     """`Job.clean`: ValidationError naming the fields that cannot hold."""
     # Text first: the checks below look names up and parse the schedule.
     validate_stored_text(job)
-    problems = {**job.overlap_problems(), **job.chain_problems()}
+    problems = {**job.overlap_problems(), **by_field(job.chain_problems())}
     if problems:
         raise ValidationError(problems)
     job.sync_overlap()

@@ -16,6 +16,7 @@ from calendars.validators import validate_timezone
 from core.ownership import Owned
 from runners.models import feature_marks
 from scheduler.firing import job_edits
+from scheduler.jobs import requires as job_requires
 from scheduler.runs.models import Execution
 
 
@@ -117,6 +118,14 @@ def validate_at(value: Any) -> None:
             parse_instant(text)
         except ScheduleError as e:
             raise ValidationError(f"at[{index}]: {e}") from None
+
+
+def validate_requires(value: Any) -> None:
+    from django.core.exceptions import ValidationError
+
+    problem = job_requires.shape_problem(value)
+    if problem:
+        raise ValidationError(problem)
 
 
 def validate_parameters(value: Any) -> None:
@@ -386,6 +395,44 @@ class Job(Owned):
         db_default=[],
         blank=True,
         help_text="Names of jobs to run when a run of this job fails for good (after its retries).",
+    )
+    # Requirements (docs/design.md §14; scheduler.jobs.requires): jobs that
+    # must have succeeded shortly before an occurrence runs.
+    WAIT = job_requires.WAIT
+    FAIL = job_requires.FAIL
+    REQUIRES_POLICIES = [
+        (WAIT, "wait: hold the run until they are met, at most the timeout, then skip it"),
+        (SKIP, "skip the occurrence"),
+        (FAIL, "fail the run (a dead letter, notifications)"),
+    ]
+    requires = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_requires],
+        help_text="Jobs that must each have a run that succeeded within a window before "
+        'an occurrence\'s instant: [{"job": name, "succeeded_within": seconds}].',
+    )
+    requires_policy = models.CharField(
+        max_length=4,
+        choices=REQUIRES_POLICIES,
+        default=WAIT,
+        db_default=WAIT,
+        help_text="An occurrence whose requirements are unmet at its instant: wait for "
+        "them, skip it, or fail it.",
+    )
+    requires_timeout = models.PositiveIntegerField(
+        default=job_requires.DEFAULT_TIMEOUT,
+        db_default=job_requires.DEFAULT_TIMEOUT,
+        validators=[
+            MinValueValidator(1),
+            MaxValueValidator(
+                job_requires.MAX_TIMEOUT,
+                f"at most {job_requires.MAX_TIMEOUT} seconds, a week (got %(show_value)s)",
+            ),
+        ],
+        help_text="With requires_policy wait: seconds a run waits for its requirements "
+        "before it is skipped.",
     )
     parameters = models.JSONField(
         default=default_labels,

@@ -22,6 +22,7 @@ NAMES = (
     "execution.given_up",
     "execution.timed_out",
     "execution.lost",
+    "execution.requirements_unmet",
     "job.failing",
     "job.recovered",
     "job.missed",

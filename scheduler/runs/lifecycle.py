@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 
 import audit
 from scheduler.models import MAX_RETRY_DELAY, Execution
-from scheduler.runs import chains, outcomes, overlap
+from scheduler.runs import chains, outcomes, overlap, requirements
 from scheduler.triage import dead_letters
 
 LEASE_EXPIRED = "lease_expired"
@@ -75,6 +75,8 @@ def after_final(
         overlap.promote(execution.job_id, now)  # the next queued instant's turn
         if not replaced:
             chains.after_settle(execution, now)  # its outcome is final: start what follows
+    if execution.state == Execution.SUCCEEDED:
+        requirements.after_success([execution.job_id], now)  # runs waiting for it
     return retry
 
 

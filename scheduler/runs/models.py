@@ -114,6 +114,12 @@ class Execution(models.Model):
         blank=True,
         help_text="Set by a manual trigger: added to the job's env for this run.",
     )
+    requires_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Queued until its job's requirements are met, at most until then "
+        "(requires_policy wait); empty otherwise.",
+    )
 
     class Meta:
         ordering = ["-scheduled_for", "-attempt"]
@@ -165,7 +171,9 @@ class Execution(models.Model):
             models.Index(
                 fields=["job"], condition=models.Q(state="pending"), name="exec_job_pending"
             ),
-            # Backfills of singleton jobs waiting their turn, oldest first.
+            # Backfills of singleton jobs waiting their turn, oldest first; runs
+            # waiting for their job's requirements (scheduler.runs.requirements:
+            # whether any waits, at every success), a few queued rows read.
             models.Index(
                 fields=["job", "scheduled_for"],
                 condition=models.Q(state="queued"),

@@ -67,7 +67,10 @@ def occupancy(jobs: Iterable[Job]) -> dict[int, Occupancy]:
     if not watched:
         return {}
     found = {pk: Occupancy() for pk in watched}
-    rows = Execution.objects.filter(job_id__in=watched, state__in=Execution.OPEN_STATES).only(
+    rows = Execution.objects.filter(job_id__in=watched, state__in=Execution.OPEN_STATES)
+    # A run waiting for its job's requirements is no occurrence yet
+    # (scheduler.runs.requirements): it meets the policy when released.
+    rows = rows.filter(requires_until__isnull=True).only(
         "pk", "job_id", "state", "scheduled_for", "attempt", "runner_id", "cancel_requested_at"
     )
     for execution in sorted(rows, key=lambda e: (e.scheduled_for, e.pk)):
@@ -179,9 +182,9 @@ def promote(job_id: int, now: datetime, known_queued: bool = False) -> int:
         # turns on its row. (A singleton-guarded job needs no lock: the
         # index refuses a second live run.)
         lock(job_id)
-    queued = Execution.objects.filter(job_id=job_id, state=Execution.QUEUED).order_by(
-        "scheduled_for", "id"
-    )
+    queued = Execution.objects.filter(
+        job_id=job_id, state=Execution.QUEUED, requires_until__isnull=True
+    ).order_by("scheduled_for", "id")
     if limit is not None:
         live = Execution.objects.filter(job_id=job_id, state__in=Execution.ACTIVE_STATES).count()
         queued = queued[: max(limit - live, 0)]
@@ -226,7 +229,9 @@ def promote_waiting(now: datetime) -> int:
     """The loop's safety net: promote for every job that has queued
     executions. Returns how many were promoted."""
     waiting = (
-        Execution.objects.filter(state=Execution.QUEUED).values_list("job_id", flat=True).distinct()
+        Execution.objects.filter(state=Execution.QUEUED, requires_until__isnull=True)
+        .values_list("job_id", flat=True)
+        .distinct()
     )
     promoted = 0
     for job_id in list(waiting):

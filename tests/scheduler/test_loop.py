@@ -274,6 +274,7 @@ def test_the_loop_runs_the_steps_the_apps_contribute_firing_first():
         ("audit_pruned", steps.HOUSEKEEPING_INTERVAL),
         ("pruned", steps.HOUSEKEEPING_INTERVAL),
         ("promoted", steps.HOUSEKEEPING_INTERVAL),
+        ("requirements", steps.HOUSEKEEPING_INTERVAL),
         ("runners", steps.HOUSEKEEPING_INTERVAL),
         ("flapping", steps.HOUSEKEEPING_INTERVAL),
         ("notifier", steps.HOUSEKEEPING_INTERVAL),
