@@ -1,10 +1,14 @@
 """Check-in benchmarks (docs/design.md §12): JSON lines.
 
 - pings: success pings over HTTP against real web processes
-  (`harness.processes.Server`, uvicorn), keep-alive clients in threads,
-  spread over many checks (each under its flood limit of 60 a minute):
-  pings per second, latency p50/p99, and the web processes' CPU per
-  ping. Target: 1,000 pings/s.
+  (`harness.processes.Server`, uvicorn), over --clients keep-alive
+  connections, spread over many checks (each under its flood limit of 60
+  a minute): pings per second, latency p50/p99, the web processes' CPU
+  per ping, and the client's. Target: 1,000 pings/s. The client is wrk
+  (Debian's package `wrk`) where it is installed: on a two-core machine
+  Python's http.client in threads took some 0.4 ms of CPU a ping, a core's
+  worth at the target, taken from the web processes it measures; wrk
+  takes a tenth of that. `--client python` forces the threads.
 - evaluation: the loop's step (`checks.evaluation.evaluate`) in this
   process on 10,000 checks: all overdue by their period (going late: one
   set-based UPDATE), all past their grace (going down: rows read, moved,
@@ -29,6 +33,7 @@
         CRONIQ_TEST_DATABASE_URL (or DATABASE_URL): a fresh database, dropped after
 
 Options: --only pings,evaluation,tick  --seconds N (pings, default 10)
+         --client wrk|python (pings; default wrk when on PATH)
          --tick-seconds N (tick: each window, default 30)
          --clients N (threads, default 16)  --processes N (web, default 1)
          --checks N (evaluation, default 10000)
@@ -38,7 +43,11 @@ Options: --only pings,evaluation,tick  --seconds N (pings, default 10)
 import argparse
 import http.client
 import importlib.util
+import json
 import os
+import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -142,6 +151,52 @@ class Client(threading.Thread):
             self.latencies.append(time.perf_counter() - started)
 
 
+# wrk's script: each request pings the next token of the list (each thread
+# from its own offset), and the summary is one JSON line.
+WRK_SCRIPT = """
+local tokens, n, threads = {}, 0, 0
+function setup(thread)
+  thread:set("offset", threads)
+  threads = threads + 1
+end
+function init(args)
+  for line in io.lines(args[1]) do tokens[#tokens + 1] = line end
+  n = (tonumber(offset) or 0) * 997
+end
+function request()
+  n = n + 1
+  return wrk.format("GET", "/ping/" .. tokens[(n % #tokens) + 1])
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests": %d, "duration_us": %d, "non_2xx": %d, "errors": %d, '
+    .. '"p50_us": %d, "p99_us": %d}\\n',
+    summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
+    latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+def wrk_pings(
+    url: str, tokens: list[str], workdir: Path, seconds: float, connections: int
+) -> dict[str, Any]:
+    """Pings as fast as `connections` keep-alive connections of wrk get
+    answers, for `seconds`: its summary, and its CPU seconds."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    script, listed = workdir / "pings.lua", workdir / "tokens.txt"
+    script.write_text(WRK_SCRIPT)
+    listed.write_text("\n".join(tokens) + "\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s"]
+    command += ["-s", str(script), url, "--", str(listed)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    summary["cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return summary
+
+
 def warm_up(webs: list[Any], spare: list[str]) -> None:
     """A second of pings to each web process: its first requests load what
     it imports late. Checks of their own: the flood limit must not meet the
@@ -156,44 +211,103 @@ def warm_up(webs: list[Any], spare: list[str]) -> None:
         warmer.join()
 
 
-def bench_pings(url: str, workdir: Path, seconds: float, clients: int, processes: int) -> None:
+def bench_pings(
+    url: str, workdir: Path, seconds: float, clients: int, processes: int, client: str
+) -> None:
     every = make_checks(PING_CHECKS + WARM_CHECKS)
     tokens, spare = every[:PING_CHECKS], every[PING_CHECKS:]
     webs = start_webs(url, workdir, processes)
     try:
         warm_up(webs, spare)
-        stop = threading.Event()
-        workers = [
-            Client(webs[n % len(webs)].url, tokens[n::clients], stop) for n in range(clients)
-        ]
         cpu_before = sum(cpu_seconds(web.popen.pid) for web in webs)
         started = time.perf_counter()
-        for worker in workers:
-            worker.start()
-        time.sleep(seconds)
-        stop.set()
-        for worker in workers:
-            worker.join()
+        if client == "wrk":
+            done, failures, p50, p99, client_cpu = wrk_window(
+                webs, tokens, workdir, seconds, clients
+            )
+        else:
+            done, failures, p50, p99, client_cpu = python_window(webs, tokens, seconds, clients)
         elapsed = time.perf_counter() - started
         cpu = sum(cpu_seconds(web.popen.pid) for web in webs) - cpu_before
     finally:
         stop_webs(webs)
-    latencies = [latency for worker in workers for latency in worker.latencies]
-    done = len(latencies)
     per_second = round(done / elapsed, 1)
     emit(
         scenario="pings",
         backend=backend(url),
+        client=client,
         processes=processes,
         clients=clients,
         pings=done,
-        failures=sum(worker.failures for worker in workers),
+        failures=failures,
         pings_per_second=per_second,
-        p50_ms=ms(percentile(latencies, 50)),
-        p99_ms=ms(percentile(latencies, 99)),
+        p50_ms=p50,
+        p99_ms=p99,
         web_cpu_ms_per_ping=round(cpu / done * 1000, 3) if done else None,
+        client_cpu_ms_per_ping=round(client_cpu / done * 1000, 3) if done else None,
+        load_average=round(os.getloadavg()[0], 2),
         target_per_second=PINGS_PER_SECOND,
         met=per_second >= PINGS_PER_SECOND,
+    )
+
+
+def wrk_window(
+    webs: list[Any], tokens: list[str], workdir: Path, seconds: float, clients: int
+) -> tuple[int, int, float | None, float | None, float]:
+    """(pings, failures, p50 ms, p99 ms, client CPU seconds): one wrk per web
+    process, side by side, the connections and tokens dealt among them (the
+    percentiles are the first process's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    count = len(webs)
+    with ThreadPoolExecutor(count) as pool:
+        runs = [
+            pool.submit(
+                wrk_pings,
+                web.url,
+                tokens[n::count],
+                workdir / f"wrk-{n}",
+                seconds,
+                max(1, clients // count),
+            )
+            for n, web in enumerate(webs)
+        ]
+        summaries = [run.result() for run in runs]
+    done = sum(summary["requests"] for summary in summaries)
+    failures = sum(summary["non_2xx"] + summary["errors"] for summary in summaries)
+    first = summaries[0]
+    return (
+        done,
+        failures,
+        first["p50_us"] / 1000,
+        first["p99_us"] / 1000,
+        sum(summary["cpu"] for summary in summaries),
+    )
+
+
+def python_window(
+    webs: list[Any], tokens: list[str], seconds: float, clients: int
+) -> tuple[int, int, float | None, float | None, float]:
+    """`wrk_window` with Client threads in this process (their CPU: this
+    process's, over the window)."""
+    stop = threading.Event()
+    workers = [Client(webs[n % len(webs)].url, tokens[n::clients], stop) for n in range(clients)]
+    cpu = time.process_time()
+    for worker in workers:
+        worker.start()
+    time.sleep(seconds)
+    stop.set()
+    for worker in workers:
+        worker.join()
+    cpu = time.process_time() - cpu
+    latencies = [latency for worker in workers for latency in worker.latencies]
+    failures = sum(worker.failures for worker in workers)
+    return (
+        len(latencies),
+        failures,
+        ms(percentile(latencies, 50)),
+        ms(percentile(latencies, 99)),
+        cpu,
     )
 
 
@@ -384,6 +498,9 @@ def main() -> None:
     parser.add_argument("--tick-seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=PINGS_PER_SECOND)
     parser.add_argument("--postgres", action="store_true")
+    parser.add_argument(
+        "--client", choices=("wrk", "python"), default="wrk" if shutil.which("wrk") else "python"
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     unknown = only - {"pings", "evaluation", "tick"}
@@ -400,7 +517,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="croniq-bench-checks-"))
     try:
         if "pings" in only:
-            bench_pings(url, workdir, args.seconds, args.clients, args.processes)
+            bench_pings(url, workdir, args.seconds, args.clients, args.processes, args.client)
         if "tick" in only:
             # Before evaluation, which leaves 10,000 checks down and their events.
             bench_tick(url, workdir, args.tick_seconds, args.clients, args.processes, args.rate)

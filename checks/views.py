@@ -23,6 +23,8 @@ Thought of as an attacker would:
 """
 
 import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -41,36 +43,75 @@ ANSWERS = {
 }
 
 
-def plain(status: int, text: str) -> HttpResponse:
-    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+@dataclass(frozen=True)
+class Answer:
+    """A ping's answer: plain text, and any headers beside the usual ones."""
+
+    status: int
+    text: str
+    headers: tuple[tuple[str, str], ...] = ()
 
 
-@csrf_exempt
-async def ping(request: HttpRequest, token: str, action: str = "") -> HttpResponse:
-    if request.method == "HEAD":
-        return plain(200, "")
-    if request.method not in ("GET", "POST"):
-        response = plain(405, "use GET or POST")
-        response["Allow"] = "GET, POST, HEAD"
-        return response
+async def answer(
+    method: str,
+    token: str,
+    action: str,
+    read_body: Callable[[], Awaitable[bytes]],
+    remote_addr: str,
+    user_agent: str,
+) -> Answer:
+    """The answer to a ping of `method` at /ping/`token`[/`action`], recorded
+    if it is one. `read_body` gives the first MAX_BODY + 1 bytes of the body;
+    it is read only for a ping that may be recorded. Shared by the view
+    below and the ASGI endpoint (`checks.endpoint`), which answer alike."""
+    if method == "HEAD":
+        return Answer(200, "")
+    if method not in ("GET", "POST"):
+        return Answer(405, "use GET or POST", (("Allow", "GET, POST, HEAD"),))
     kind, exit_status = kind_of(action)
     if kind == "":
-        return plain(400, "exit status must be a whole number from 0 to 255")
+        return Answer(400, "exit status must be a whole number from 0 to 255")
     if not TOKEN.fullmatch(token):
-        return plain(*ANSWERS[pings.NOT_FOUND])
-    raw = request.read(MAX_BODY + 1)  # the stream, not request.body: no size refusal
+        return Answer(*ANSWERS[pings.NOT_FOUND])
+    raw = await read_body()
     received = pings.Received(
         token=token,
         kind=kind,
         at=timezone.now(),
         exit_status=exit_status,
         body=raw,
-        remote_addr=request.META.get("REMOTE_ADDR") or "",
-        user_agent=request.META.get("HTTP_USER_AGENT") or "",
+        remote_addr=remote_addr,
+        user_agent=user_agent,
     )
-    response = plain(*ANSWERS[await run_db(pings.record, received)])
-    if len(raw) > MAX_BODY and response.status_code == 200:
-        response["Croniq-Body-Truncated"] = "true"
+    status, text = ANSWERS[await run_db(pings.record, received)]
+    if len(raw) > MAX_BODY and status == 200:
+        return Answer(status, text, (("Croniq-Body-Truncated", "true"),))
+    return Answer(status, text)
+
+
+def plain(status: int, text: str) -> HttpResponse:
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+
+
+@csrf_exempt
+async def ping(request: HttpRequest, token: str, action: str = "") -> HttpResponse:
+    """The pings through Django's handler: where the ASGI endpoint is
+    switched off (CRONIQ_STOCK_DJANGO), and in Django's test client."""
+
+    async def read_body() -> bytes:
+        return request.read(MAX_BODY + 1)  # the stream, not request.body: no size refusal
+
+    given = await answer(
+        request.method or "",
+        token,
+        action,
+        read_body,
+        request.META.get("REMOTE_ADDR") or "",
+        request.META.get("HTTP_USER_AGENT") or "",
+    )
+    response = plain(given.status, given.text)
+    for name, value in given.headers:
+        response[name] = value
     return response
 
 
@@ -80,7 +121,7 @@ def kind_of(action: str) -> tuple[str, int | None]:
     if not action:
         return states.SUCCESS, None
     if not action.isdigit():
-        return action, None  # start, fail, log: the URL pattern allows no other
+        return action, None  # start, fail, log: the URL patterns allow no other
     if len(action) > 3 or int(action) > 255:
         return "", None
     return states.EXIT, int(action)

@@ -10,9 +10,10 @@ Runner calls (`/api/v1/`) are async views whose database steps run in the
 hub's own database threads (`core.db_threads.run_db`), never on the request's
 thread: those signals have nothing to do for them, and at a few hundred
 calls a second the threads cost more than the calls. So they are handled
-here on the event loop alone, and so are check-in pings (`/ping/`, async
-views on the same database threads, a thousand a second); every other path
-(admin, dashboard, metrics) goes through Django's handler unchanged. A
+here on the event loop alone; check-in pings (`/ping/`, a thousand a
+second) are answered by their ASGI endpoint (`checks.endpoint`) without a
+Django request at all; every other path (admin, dashboard, metrics) goes
+through Django's handler unchanged. A
 poll answered with work claimed ahead of its instant is rendered at once
 and sent at the instant; a poll whose runner hangs up before its answer
 leaves hands its work back (`dispatch.polls.AnswerHold`). The management API's sync views share
@@ -42,7 +43,6 @@ Django's handler (dispatch.polls then holds a poll's answer in the view).
 import asyncio
 import contextlib
 import functools
-import io
 import logging
 import re
 from typing import Any
@@ -54,7 +54,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
-from checks.models import MAX_BODY
+from checks import endpoint
 from core.framework_overrides import in_use
 from croniq_project.lifespan import lifespan
 from croniq_project.middleware import MACHINE_PREFIXES, PING_PREFIX, RUNNER_API_PREFIX
@@ -65,11 +65,6 @@ log = logging.getLogger(__name__)
 
 
 NUMBERS = re.compile(r"\d+")
-# A ping keeps the first 100 KB of its body; one byte more tells the view it
-# was cut (checks.views). A ping needs no key, so its body is anyone's to
-# send: the rest is read and dropped, never spooled to disk as Django's
-# read_body would (it has no limit of its own).
-PING_BODY_KEPT = MAX_BODY + 1
 
 
 def runs_in_a_thread(path: str) -> bool:
@@ -107,23 +102,6 @@ def refused_host(request: HttpRequest) -> JsonResponse | None:
     return None
 
 
-async def read_capped_body(receive: Any, limit: int) -> io.BytesIO:
-    """The first `limit` bytes of the request's body, in memory; the rest is
-    read (the client may send it whole) and dropped."""
-    kept = io.BytesIO()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise RequestAborted()
-        room = limit - kept.tell()
-        if room > 0:
-            kept.write(message.get("body", b"")[:room])
-        if not message.get("more_body", False):
-            break
-    kept.seek(0)
-    return kept
-
-
 class CroniqASGIHandler(ASGIHandler):
     def __init__(self):
         super().__init__()
@@ -134,6 +112,8 @@ class CroniqASGIHandler(ASGIHandler):
             # Django speaks no lifespan; Croniq's tells the process it is
             # stopping (croniq_project.lifespan).
             await lifespan(scope, receive, send)
+        elif self.lean and scope["type"] == "http" and endpoint.is_ping(scope["path"]):
+            await endpoint.serve(scope, receive, send, close=stopping())
         elif self.lean and scope["type"] == "http" and scope["path"].startswith(MACHINE_PREFIXES):
             await self.handle_runner_call(scope, receive, send)
         else:
@@ -141,10 +121,7 @@ class CroniqASGIHandler(ASGIHandler):
 
     async def handle_runner_call(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
-            if scope["path"].startswith(PING_PREFIX):
-                body_file = await read_capped_body(receive, PING_BODY_KEPT)
-            else:
-                body_file = await self.read_body(receive)
+            body_file = await self.read_body(receive)
         except RequestAborted:
             return
         with body_file:

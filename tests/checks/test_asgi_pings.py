@@ -9,7 +9,8 @@ from django.core.signals import request_started
 
 from checks import states
 from checks.models import MAX_BODY, Check
-from croniq_project.asgi_handler import CroniqASGIHandler, read_capped_body, runs_in_a_thread
+from core.request_bodies import read_capped_body
+from croniq_project.asgi_handler import CroniqASGIHandler, runs_in_a_thread
 from croniq_project.middleware import is_runner_api
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,3 +108,76 @@ def test_the_capped_reader_keeps_its_limit_and_reads_to_the_end():
     kept = asyncio.run(read_capped_body(receive, 100))
     assert kept.read() == b"a" * 70 + b"b" * 30
     assert len(read) == 3  # the whole body was read, and dropped past the limit
+
+
+# -- the ASGI endpoint answers as the view does (checks.endpoint) ------------------
+
+
+def test_the_endpoint_sends_the_headers_django_would(started):
+    check = Check.objects.create(name="backup", period=3600)
+    status, headers, body = asgi("GET", f"/ping/{check.token}")
+    assert (status, body) == (200, b"OK")
+    assert headers["content-type"] == "text/plain; charset=utf-8"
+    assert headers["content-length"] == "2"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["referrer-policy"] == "same-origin"
+    assert started == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/ping/", "/ping//start", "/ping/{token}/bogus", "/ping/{token}/start/more", "/ping/a%20b"],
+)
+def test_a_path_no_ping_has_is_a_plain_404_that_records_nothing(path):
+    check = Check.objects.create(name="backup", period=3600)
+    status, headers, body = asgi("GET", path.format(token=check.token))
+    assert (status, body, headers["content-type"]) == (
+        404,
+        b"not found",
+        "text/plain; charset=utf-8",
+    )
+    check.refresh_from_db()
+    assert (check.n_pings, check.pings.count()) == (0, 0)
+
+
+def test_each_kind_of_ping_and_the_method_rules():
+    check = Check.objects.create(name="backup", period=3600)
+    assert asgi("POST", f"/ping/{check.token}/start")[0] == 200
+    assert asgi("GET", f"/ping/{check.token}/log")[0] == 200
+    assert asgi("GET", f"/ping/{check.token}/3")[0] == 200
+    assert asgi("GET", f"/ping/{check.token}/256")[:3:2] == (
+        400,
+        b"exit status must be a whole number from 0 to 255",
+    )
+    status, headers, _ = asgi("PUT", f"/ping/{check.token}")
+    assert (status, headers["allow"]) == (405, "GET, POST, HEAD")
+    assert asgi("HEAD", f"/ping/{check.token}")[:3:2] == (200, b"")
+    check.refresh_from_db()
+    kinds = list(check.pings.order_by("n").values_list("kind", "exit_status"))
+    assert kinds == [(states.START, None), (states.LOG, None), (states.EXIT, 3)]
+    assert check.state == states.DOWN  # exit status 3
+
+
+def test_a_host_outside_allowed_hosts_is_refused_and_records_nothing(settings):
+    settings.ALLOWED_HOSTS = ["croniq.example"]
+    check = Check.objects.create(name="backup", period=3600)
+    status, _, body = asgi("GET", f"/ping/{check.token}")
+    assert (status, body) == (400, b"invalid Host header")
+    assert check.pings.count() == 0
+
+
+def test_a_failing_database_is_a_503_the_sender_retries():
+    from django.db import connection
+
+    check = Check.objects.create(name="backup", period=3600)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE checks_ping RENAME TO checks_ping_away")
+    try:
+        status, _, body = asgi("GET", f"/ping/{check.token}")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE checks_ping_away RENAME TO checks_ping")
+    assert (status, body) == (503, b"the database is unavailable: try again")
+    check.refresh_from_db()
+    assert check.n_pings == 0  # the check's half of the ping was rolled back
