@@ -162,7 +162,7 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
         "health": getattr(job, "health", None),
         "pending": queries.pending_work([job], now).get(job.pk),
         # Runs held for the job's requirements, with what each still lacks.
-        "waiting": requirements.waiting(job, now),
+        "waiting": requirements.waiting(job),
     }
     return render(request, "dashboard/job.html", context)
 

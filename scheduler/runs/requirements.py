@@ -281,9 +281,9 @@ def timed_out(run: Execution, decision: requires.Decision, now: datetime) -> Non
     events.emit(EVENT, at=now, job=run.job, execution=run, data=data)
 
 
-def waiting(job: Job, now: datetime) -> list[dict[str, Any]]:
-    """The job's waiting runs, oldest first, each with what it still lacks
-    as of now (the dashboard's job page)."""
+def waiting(job: Job) -> list[dict[str, Any]]:
+    """The job's waiting runs, oldest first (at most 20), each with what it
+    still lacks (the dashboard's job page)."""
     runs = list(Execution.objects.filter(WAITING, job=job).order_by("scheduled_for", "id")[:20])
     if not runs:
         return []

@@ -139,7 +139,15 @@ def test_an_unmet_occurrence_waits_and_a_success_releases_it_at_once(upstream):
     assert unmet.data["unmet"] == [{"job": "import", "since": (T0 - 2 * HOUR).isoformat()}]
     [event] = events()
     assert (event.execution_id, event.data["waiting_until"]) == (run.pk, (T0 + HOUR).isoformat())
-    assert overlap.promote_waiting(T0) == 0  # not the overlap policy's to promote
+    # Not the overlap policy's to promote: neither its safety net nor the end
+    # of another run of the job.
+    assert overlap.promote_waiting(T0) == 0
+    manual = ExecutionFactory(
+        job=job, trigger=Execution.MANUAL, scheduled_for=T0 - HOUR, state=Execution.RUNNING
+    )
+    lifecycle.settle(manual, Execution.FAILED, T0 + HOUR / 4, exit_code=1)
+    run.refresh_from_db()
+    assert run.state == Execution.QUEUED
     assert requirements.settle_waiting(T0 + HOUR / 2) == 0  # still waiting
 
     importing = ExecutionFactory(job=upstream, scheduled_for=T0, state=Execution.RUNNING, lease=1)
@@ -211,6 +219,27 @@ def test_a_released_run_meets_its_overlap_policy(upstream):
     assert waited.state == Execution.SKIPPED and "singleton" in waited.error
     live.refresh_from_db()
     assert live.state == Execution.RUNNING
+
+
+def test_a_released_run_is_not_queued_behind_itself(upstream):
+    job = report(overlap="queue")
+    ticks.trigger_due(T0)
+    succeeded(upstream, T0 + dt.timedelta(seconds=1))
+    requirements.settle_waiting(T0 + dt.timedelta(seconds=5))
+    assert [run.state for run in runs(job)] == [Execution.PENDING]
+
+
+def test_a_released_run_of_a_run_on_all_job_runs_on_each_online_runner(upstream):
+    job = report(labels=["linux"], run_on="all")
+    ticks.trigger_due(T0)
+    for name in ("web-2", "web-1"):
+        RunnerFactory(name=name, labels=["linux"], last_seen_at=T0)
+    [waiting] = runs(job)
+    succeeded(upstream, T0 + dt.timedelta(seconds=1))
+    requirements.settle_waiting(T0 + dt.timedelta(seconds=5))
+    pinned = [(run.pk, run.pinned_to, run.state) for run in runs(job)]
+    assert pinned[0] == (waiting.pk, "web-1", Execution.PENDING)  # the waiting row, pinned
+    assert pinned[1][1:] == ("web-2", Execution.PENDING)
 
 
 def test_skip_skips_the_occurrence_at_once_audited_and_notified(upstream):
