@@ -33,7 +33,7 @@
         CRONIQ_TEST_DATABASE_URL (or DATABASE_URL): a fresh database, dropped after
 
 Options: --only pings,evaluation,tick  --seconds N (pings, default 10)
-         --client wrk|python (pings; default wrk when on PATH)
+         --client wrk|python (pings and tick; default wrk when on PATH)
          --tick-seconds N (tick: each window, default 30)
          --clients N (threads, default 16)  --processes N (web, default 1)
          --checks N (evaluation, default 10000)
@@ -178,14 +178,30 @@ end
 """
 
 
+# With a rate: each connection pauses between an answer and its next ping
+# (wrk's delay(), whole milliseconds).
+WRK_PAUSE = """
+function delay()
+  return pause
+end
+"""
+
+
 def wrk_pings(
-    url: str, tokens: list[str], workdir: Path, seconds: float, connections: int
+    url: str,
+    tokens: list[str],
+    workdir: Path,
+    seconds: float,
+    connections: int,
+    pause_ms: int | None = None,
 ) -> dict[str, Any]:
     """Pings as fast as `connections` keep-alive connections of wrk get
-    answers, for `seconds`: its summary, and its CPU seconds."""
+    answers (or each `pause_ms` after its answer), for `seconds`: its
+    summary, and its CPU seconds."""
     workdir.mkdir(parents=True, exist_ok=True)
     script, listed = workdir / "pings.lua", workdir / "tokens.txt"
-    script.write_text(WRK_SCRIPT)
+    paced = "" if pause_ms is None else f"pause = {pause_ms}\n" + WRK_PAUSE
+    script.write_text(WRK_SCRIPT + paced)
     listed.write_text("\n".join(tokens) + "\n")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s"]
@@ -252,7 +268,12 @@ def bench_pings(
 
 
 def wrk_window(
-    webs: list[Any], tokens: list[str], workdir: Path, seconds: float, clients: int
+    webs: list[Any],
+    tokens: list[str],
+    workdir: Path,
+    seconds: float,
+    clients: int,
+    pause_ms: int | None = None,
 ) -> tuple[int, int, float | None, float | None, float]:
     """(pings, failures, p50 ms, p99 ms, client CPU seconds): one wrk per web
     process, side by side, the connections and tokens dealt among them (the
@@ -269,6 +290,7 @@ def wrk_window(
                 workdir / f"wrk-{n}",
                 seconds,
                 max(1, clients // count),
+                pause_ms,
             )
             for n, web in enumerate(webs)
         ]
@@ -315,10 +337,23 @@ def python_window(
 
 
 def ping_window(
-    webs: list[Any], tokens: list[str], clients: int, rate: float, seconds: float
+    webs: list[Any],
+    tokens: list[str],
+    clients: int,
+    rate: float,
+    seconds: float,
+    client: str,
+    workdir: Path,
 ) -> tuple[int, int, float]:
-    """Pings at `rate` a second (all clients together) for `seconds`:
-    (pings answered, failures, elapsed seconds)."""
+    """Pings at about `rate` a second (all clients together) for `seconds`:
+    (pings answered, failures, elapsed seconds). With wrk, each connection
+    pauses so that its answer and pause take clients/rate seconds, taking an
+    answer to cost about a millisecond: the rate reached is reported."""
+    if client == "wrk":
+        pause_ms = max(0, round(clients * 1000 / rate) - 1)
+        started = time.perf_counter()
+        done, failures, _, _, _ = wrk_window(webs, tokens, workdir, seconds, clients, pause_ms)
+        return done, failures, time.perf_counter() - started
     stop = threading.Event()
     workers = [
         Client(webs[n % len(webs)].url, tokens[n::clients], stop, rate / clients)
@@ -356,7 +391,13 @@ class Window:
 
 
 def bench_tick(
-    url: str, workdir: Path, seconds: float, clients: int, processes: int, rate: float
+    url: str,
+    workdir: Path,
+    seconds: float,
+    clients: int,
+    processes: int,
+    rate: float,
+    client: str,
 ) -> None:
     from django.utils import timezone
 
@@ -384,7 +425,9 @@ def bench_tick(
         time.sleep(seconds)
         idle.end()
         pinged = Window(loop)
-        pings, failures, elapsed = ping_window(webs, tokens, clients, rate, seconds)
+        pings, failures, elapsed = ping_window(
+            webs, tokens, clients, rate, seconds, client, workdir / "tick"
+        )
         pinged.end()
     finally:
         stop_webs(webs)
@@ -401,6 +444,7 @@ def bench_tick(
     emit(
         bench="checks.tick_under_pings",
         backend=backend(url),
+        client=client,
         processes=processes,
         clients=clients,
         jobs=TICK_JOBS,
@@ -520,7 +564,15 @@ def main() -> None:
             bench_pings(url, workdir, args.seconds, args.clients, args.processes, args.client)
         if "tick" in only:
             # Before evaluation, which leaves 10,000 checks down and their events.
-            bench_tick(url, workdir, args.tick_seconds, args.clients, args.processes, args.rate)
+            bench_tick(
+                url,
+                workdir,
+                args.tick_seconds,
+                args.clients,
+                args.processes,
+                args.rate,
+                args.client,
+            )
         if "evaluation" in only:
             bench_evaluation(args.checks)
     finally:
