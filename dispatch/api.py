@@ -217,6 +217,11 @@ class AssignmentOut(Schema):
     # Seconds after the answer arrives before the run may start: 0 unless
     # the poll asked `early` and the work's instant is still ahead.
     starts_in: float = 0.0
+    trigger: str = Field(
+        "schedule",
+        description="How the run came about (schedule, manual, retry, catch_up, backfill, "
+        "replay, chain, register, webhook): the agent sets CRONIQ_TRIGGER to it.",
+    )
     # Sent only when the job sets them, so an assignment of any other job
     # stays as it always was; only runners that announced them get such work.
     stdin: str = Field(

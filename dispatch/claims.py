@@ -35,6 +35,7 @@ CLAIMED_FIELDS = (
     "id",
     "scheduled_for",
     "attempt",
+    "trigger",
     "run_after",
     "pinned_to",
     "env",
@@ -310,6 +311,9 @@ def assignment(execution: Execution) -> dict[str, Any]:
         "attempt": execution.attempt,
         "lease": execution.lease,
         "lease_expires_at": execution.lease_expires_at,
+        # How the run came about, for the agent's CRONIQ_TRIGGER; older
+        # agents ignore it.
+        "trigger": execution.trigger,
     }
     # Only when set (docs/design.md §4), so other assignments stay as they
     # were; only runners that announced the feature claim such a job

@@ -73,6 +73,11 @@ def job_environment(
         CRONIQ_SCHEDULED_FOR=str(assignment.get("scheduled_for", "")),
         CRONIQ_ATTEMPT=str(assignment.get("attempt", "")),
     )
+    # How the run came about (schedule, manual, webhook, ...); a server that
+    # predates it sends none, and the job then gets none.
+    trigger = assignment.get("trigger")
+    if isinstance(trigger, str) and trigger:
+        env["CRONIQ_TRIGGER"] = trigger
     return env
 
 

@@ -74,6 +74,16 @@ def test_jobs_get_their_env_and_croniq_variables_but_never_the_runner_token():
     assert "CRONIQ_TOKEN" not in env
 
 
+def test_the_run_learns_its_trigger_and_a_server_that_sends_none_sets_none():
+    assignment = {"id": 42, "job": "deploy", "env": {}, "trigger": "webhook"}
+    assert job_environment(assignment, {})["CRONIQ_TRIGGER"] == "webhook"
+    older_server = {"id": 42, "job": "deploy", "env": {}}
+    assert "CRONIQ_TRIGGER" not in job_environment(older_server, {})
+    # The server's value wins over a job's env that names the variable.
+    named = {**assignment, "env": {"CRONIQ_TRIGGER": "made-up"}}
+    assert job_environment(named, {})["CRONIQ_TRIGGER"] == "webhook"
+
+
 def test_a_normal_exit_reports_its_code():
     assert outcome(0) == {"exit_code": 0}
     assert outcome(3) == {"exit_code": 3}

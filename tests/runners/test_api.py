@@ -156,8 +156,10 @@ def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
         "lease",
         "lease_expires_at",
         "starts_in",  # 0: the answer left at the instant
+        "trigger",  # how the run came about: the agent's CRONIQ_TRIGGER
     }
     assert assigned["starts_in"] == 0
+    assert assigned["trigger"] == "schedule"
 
 
 def test_an_early_poll_gets_work_ahead_of_its_instant_with_starts_in(api_client, registered):

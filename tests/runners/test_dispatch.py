@@ -192,6 +192,7 @@ def test_the_assignment_carries_what_the_runner_needs(runner):
         "attempt": 2,
         "lease": 1,
         "lease_expires_at": claimed.lease_expires_at,
+        "trigger": "schedule",
     }
 
 
