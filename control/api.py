@@ -20,6 +20,7 @@ def routers() -> list[tuple[str, Router]]:
         maintenance_api,
         runners_api,
         triggers_api,
+        webhooks_api,
     )
 
     return [
@@ -35,4 +36,5 @@ def routers() -> list[tuple[str, Router]]:
         ("/v1/", maintenance_api.router),
         ("/v1/", forecast_api.router),
         ("/v1/", checks_api.router),
+        ("/v1/", webhooks_api.router),
     ]

@@ -35,8 +35,10 @@ from scheduler.runs import operations
 MAX_NEXT = 100
 
 
-def fields(job: Job) -> dict[str, Any]:
-    """The job as the API shows it."""
+def fields(job: Job, *, writer: bool = False) -> dict[str, Any]:
+    """The job as the API shows it. Its `webhook_url` runs the job with no
+    key, so only a `writer` (a key that may change the job) is told it;
+    any other reads null."""
     state = job_state(job)
     state["env"] = masked_env(state["env"])
     return {
@@ -46,6 +48,7 @@ def fields(job: Job) -> dict[str, Any]:
         "paused_until": job.paused_until,
         "pause_reason": job.pause_reason,
         "next_run_at": job.next_run_at,
+        "webhook_url": job.webhook_url if writer else None,
     }
 
 

@@ -26,6 +26,10 @@ class JobOut(Schema):
     stdin: str = ""
     run_as: str = ""
     run_on_register: bool = False
+    webhook: bool = False
+    webhook_secret: str = ""
+    # Absolute; null without a webhook, and to a key without jobs:write.
+    webhook_url: str | None = None
     calendar: str | None
     calendar_policy: str
     labels: list[Any]
@@ -60,6 +64,12 @@ class JobOut(Schema):
     managed_source: str = ""
 
 
+def shown(request: HttpRequest, job: Any) -> dict[str, Any]:
+    """The job as the caller's key may see it: the webhook URL only to a
+    key that may change jobs (control.jobs.fields)."""
+    return jobs.fields(job, writer=request.auth.allows(scopes.JOBS_WRITE))
+
+
 class JobPage(Schema):
     items: list[JobOut]
     next_cursor: str | None
@@ -87,7 +97,7 @@ class JobFilters(Schema):
 @router.get("jobs", response=JobPage, auth=auth.needs(scopes.JOBS_READ))
 def list_jobs(request: HttpRequest, filters: Query[JobFilters]) -> dict[str, Any]:
     rows, cursor = jobs.listed(**filters.dict())
-    return {"items": [jobs.fields(job) for job in rows], "next_cursor": cursor}
+    return {"items": [shown(request, job) for job in rows], "next_cursor": cursor}
 
 
 @router.post(
@@ -98,12 +108,12 @@ def list_jobs(request: HttpRequest, filters: Query[JobFilters]) -> dict[str, Any
 )
 def create_job(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
     job = jobs.create(item, now=timezone.now(), actor=auth.actor(request.auth))
-    return Status(201, jobs.fields(job))
+    return Status(201, shown(request, job))
 
 
 @router.get("jobs/{name}", response=JobOut, auth=auth.needs(scopes.JOBS_READ))
 def get_job(request: HttpRequest, name: str) -> dict[str, Any]:
-    return jobs.fields(jobs.get(name))
+    return shown(request, jobs.get(name))
 
 
 @router.patch(
@@ -114,7 +124,7 @@ def get_job(request: HttpRequest, name: str) -> dict[str, Any]:
 )
 def change_job(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -> dict[str, Any]:
     job = jobs.update(name, patch, now=timezone.now(), actor=auth.actor(request.auth))
-    return jobs.fields(job)
+    return shown(request, job)
 
 
 @router.delete("jobs/{name}", response={204: None}, auth=auth.needs(scopes.JOBS_WRITE))
@@ -133,13 +143,13 @@ def pause_job(request: HttpRequest, name: str, body: PauseIn | None = None) -> d
         now=timezone.now(),
         actor=auth.actor(request.auth),
     )
-    return jobs.fields(job)
+    return shown(request, job)
 
 
 @router.post("jobs/{name}/resume", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
 def resume_job(request: HttpRequest, name: str) -> dict[str, Any]:
     job = jobs.resume(name, now=timezone.now(), actor=auth.actor(request.auth))
-    return jobs.fields(job)
+    return shown(request, job)
 
 
 @router.get("jobs/{name}/next", response=NextOut, auth=auth.needs(scopes.JOBS_READ))

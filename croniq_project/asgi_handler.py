@@ -55,16 +55,22 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
 from checks import endpoint
+from control import webhooks_api
 from core.framework_overrides import in_use
+from core.request_bodies import read_capped_body
 from croniq_project.lifespan import lifespan
 from croniq_project.middleware import MACHINE_PREFIXES, PING_PREFIX, RUNNER_API_PREFIX
 from dispatch.hub import hub, stopping
 from dispatch.polls import AnswerHold, sleep_until
+from scheduler.jobs import webhooks
 
 log = logging.getLogger(__name__)
 
 
 NUMBERS = re.compile(r"\d+")
+# A job's webhook URL needs no key either (control.webhooks_api): its view
+# refuses a body past its limit, so one byte more than that is read.
+WEBHOOK_BODY_KEPT = webhooks_api.MAX_BODY + 1
 
 
 def runs_in_a_thread(path: str) -> bool:
@@ -72,8 +78,10 @@ def runs_in_a_thread(path: str) -> bool:
     a thread. Asked on every runner call, and resolving costs about a tenth
     of such a call, so the answer is cached by the path with its numbers
     zeroed: the protocol's paths differ only in their ids. The pings'
-    view (checks.views.ping) is async, whatever its token."""
-    if path.startswith(PING_PREFIX):
+    view (checks.views.ping) is async, whatever its token, and so is a
+    webhook call's (control.webhooks_api): a flood of made-up tokens never
+    fills the cache."""
+    if path.startswith((PING_PREFIX, webhooks.PATH)):
         return False
     rest = path.removeprefix(RUNNER_API_PREFIX)
     return resolves_to_sync(RUNNER_API_PREFIX + NUMBERS.sub("0", rest))
@@ -121,7 +129,10 @@ class CroniqASGIHandler(ASGIHandler):
 
     async def handle_runner_call(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
-            body_file = await self.read_body(receive)
+            if scope["path"].startswith(webhooks.PATH):
+                body_file = await read_capped_body(receive, WEBHOOK_BODY_KEPT)
+            else:
+                body_file = await self.read_body(receive)
         except RequestAborted:
             return
         with body_file:

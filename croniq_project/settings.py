@@ -29,6 +29,9 @@ SECRET_KEY = env("SECRET_KEY")
 SECRET_KEY_MISSING = not SECRET_KEY and not DEBUG
 if not SECRET_KEY:
     SECRET_KEY = "croniq-insecure-development-key" if DEBUG else "croniq-no-key-configured"
+# Earlier keys, still accepted for what they signed while SECRET_KEY is
+# rotated: sessions, and jobs' webhook URLs (scheduler.jobs.webhooks).
+SECRET_KEY_FALLBACKS = envlist("SECRET_KEY_FALLBACKS", [])
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])

@@ -32,6 +32,18 @@ class NotificationsConfig(AppConfig):
 
         return environment_warnings(document)
 
+    def secret_reference_problem(self, reference: str) -> str | None:
+        """For a job's `webhook_secret` (scheduler.jobs.webhooks): why it is
+        no secret reference this process can read, as a channel's secret
+        is checked, or None."""
+        from notifications import secrets
+
+        try:
+            secrets.validate_reference(reference)
+        except ValueError as error:
+            return str(error)
+        return None
+
     def before_executions_deleted(self, ids: list[int]) -> None:
         """For `scheduler.housekeeping.retention`: events about pruned executions keep
         their data and lose the link (SET_NULL, which the raw DELETE skips)."""

@@ -93,7 +93,7 @@ def world():
     rule.channels.add(channel)
     return World(
         job=job,
-        paused_job=JobFactory(name="weekly", schedule="0 3 * * 1", paused_at=NOW),
+        paused_job=JobFactory(name="weekly", schedule="0 3 * * 1", paused_at=NOW, webhook=True),
         pending=ExecutionFactory(job=job, scheduled_for=NOW, state=Execution.PENDING),
         failed=ExecutionFactory(job=job, scheduled_for=failed_at, state=Execution.FAILED),
         runner=RunnerFactory(name="web-1", registered_at=NOW, last_seen_at=NOW),
@@ -207,6 +207,10 @@ REQUESTS = {
         {"name": "new-key", "scopes": ["jobs:read", "jobs:trigger"]},
     ),
     ("admin", "job.delete"): admin_action("scheduler_job", "delete_selected", lambda w: w.job),
+    # A new webhook URL: who may change the job.
+    ("admin", "job.webhook"): admin_action(
+        "scheduler_job", "regenerate_webhooks", lambda w: w.paused_job
+    ),
     ("admin", "job.add"): lambda w: (
         reverse("admin:scheduler_job_add"),
         {**job_form(w), "name": "new-job"},
@@ -367,6 +371,7 @@ ADMIN_ACTIONS = {
         "run_now": "job.run",
         "pause": "job.pause",
         "resume": "job.resume",
+        "regenerate_webhooks": "job.webhook",
         "delete_selected": "job.delete",
     },
     "scheduler_execution": {

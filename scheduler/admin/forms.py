@@ -117,7 +117,7 @@ class JobAdminForm(forms.ModelForm):
         model = Job
         fields = [
             "name", "description", "command", "stdin", "run_as", "env", "parameters", "labels",
-            "schedule", "run_on_register",
+            "schedule", "run_on_register", "webhook", "webhook_secret",
             "timezone", "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
             "max_concurrent", "max_queue", "concurrency_group", "run_on", "stagger",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",

@@ -77,8 +77,11 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         "error_at",
         "next_fires",
         "created_at",
+        "webhook_link",
     ]
-    actions = ["run_now", "pause", "resume"]
+    actions = ["run_now", "pause", "resume", "regenerate_webhooks"]
+    # Signed into the URL that runs the job: never written to the audit trail.
+    audit_exclude = ("webhook_key",)
     fieldsets = [
         (
             None,
@@ -108,6 +111,16 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "misfire_policy",
                     "next_fires",
                 ]
+            },
+        ),
+        (
+            "Webhook",
+            {
+                "fields": ["webhook", "webhook_secret", "webhook_link"],
+                "description": "A URL that runs the job when POSTed to, with no API key: "
+                'the URL is the secret. The body may set the job\'s parameters: {"env": '
+                '{"NAME": "value"}}. The action "Give selected jobs a new webhook URL" '
+                "revokes the current one.",
             },
         ),
         (
@@ -190,6 +203,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
     ) -> list[tuple[str | None, dict[str, Any]]]:
         # Who may only look at a job sees its environment with secret-looking
         # values masked; who may change it edits the real values.
+        # Nor do they see the webhook URL, which runs the job.
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None or self.has_change_permission(request, obj):
             return fieldsets
@@ -198,11 +212,22 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 title,
                 {
                     **options,
-                    "fields": ["env_masked" if f == "env" else f for f in options["fields"]],
+                    "fields": [
+                        "env_masked" if f == "env" else f
+                        for f in options["fields"]
+                        if f != "webhook_link"
+                    ],
                 },
             )
             for title, options in fieldsets
         ]
+
+    @admin.display(description="webhook URL")
+    def webhook_link(self, job: Job) -> str:
+        url = job.webhook_url
+        if url is None:
+            return "— (turn webhook on and save)"
+        return format_html("<code>{}</code>", url)
 
     @admin.display(description="env")
     def env_masked(self, job: Job) -> str:
@@ -297,6 +322,13 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             except operations.OperationRefused as e:
                 self.message_user(request, str(e), messages.WARNING)
         self.message_user(request, f"Started {started} job(s).")
+
+    @admin.action(description="Give selected jobs a new webhook URL", permissions=["change"])
+    def regenerate_webhooks(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = operations.regenerate_webhooks(queryset, timezone.now(), request.user)
+        self.message_user(
+            request, f"Gave {count} job(s) a new webhook URL; the old ones no longer run them."
+        )
 
     @admin.action(description="Pause selected jobs", permissions=["pause"])
     def pause(self, request: HttpRequest, queryset: QuerySet) -> None:

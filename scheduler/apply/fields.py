@@ -164,6 +164,24 @@ JOB_FIELDS = (
         "none; with a schedule it fires on that too.",
         False,
     ),
+    Field(
+        "webhook",
+        "true | false",
+        "Give the job a URL that runs it when POSTed to, with no API key (trigger "
+        '`webhook`; the body may set its `parameters`: `{"env": {...}}`). The URL holds '
+        "an unguessable token: the admin and the API show it to whoever may change the "
+        "job (`webhook_url`), never in this file. A job with a webhook may have no "
+        "schedule.",
+        False,
+    ),
+    Field(
+        "webhook_secret",
+        "secret reference",
+        "With it, a webhook call must carry a `Croniq-Signature` header made with this "
+        "secret, as Croniq signs its own webhooks: `${CRONIQ_SECRET_NAME}` or "
+        "`file:/run/secrets/name`, never the secret itself.",
+        "",
+    ),
     Field("calendar", "calendar name", "When the job may fire.", None),
     Field(
         "calendar_policy",

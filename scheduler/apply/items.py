@@ -290,6 +290,8 @@ def job_state(job: Job) -> dict[str, Any]:
         "stdin": job.stdin,
         "run_as": job.run_as,
         "run_on_register": job.run_on_register,
+        "webhook": job.webhook,
+        "webhook_secret": job.webhook_secret,
         "calendar": job.calendar.name if job.calendar is not None else None,
         "calendar_policy": job.calendar_policy,
         "labels": list(job.labels),

@@ -1,4 +1,5 @@
-"""Manual triggers from outside (the management API's `trigger`, docs/design.md §8):
+"""Manual triggers from outside (the management API's `trigger`, docs/design.md §8,
+and a job's webhook URL, §14):
 idempotency keys, a bound on the pending queue, env overrides limited to the
 job's declared `parameters`.
 
@@ -88,8 +89,11 @@ def trigger_locked(
     key: str | None = None,
     env: dict[str, str] | None = None,
     scheduled_for: datetime | None = None,
+    kind: str = Execution.MANUAL,
 ) -> Triggered:
-    """`trigger` inside the caller's transaction, which holds `job`'s row lock."""
+    """`trigger` inside the caller's transaction, which holds `job`'s row
+    lock. `kind` is the run's trigger: `manual` (the API's call) or
+    `webhook` (the job's webhook URL, control.webhooks_api)."""
     env = env or {}
     check_request(job, env, scheduled_for, now)
     if key is not None:
@@ -97,8 +101,9 @@ def trigger_locked(
         if first is not None:
             return Triggered(first, deduplicated=True)
     check_queue(job)
-    note = {"env": sorted(env), "idempotency_key": key, "by": "api"}
-    execution = operations.run_now(job, now, actor, scheduled_for, env, note)
+    by = "webhook" if kind == Execution.WEBHOOK else "api"
+    note = {"env": sorted(env), "idempotency_key": key, "by": by}
+    execution = operations.run_now(job, now, actor, scheduled_for, env, note, trigger=kind)
     if key is not None:
         TriggerKey.objects.filter(job=job, key=key).update(execution=execution)
     return Triggered(execution, deduplicated=False)

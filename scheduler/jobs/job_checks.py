@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from calendars.validators import validate_stored_text, validate_timezone
-from scheduler.jobs import chain_graph, requires
+from scheduler.jobs import chain_graph, requires, webhooks
 from scheduler.jobs.cron import ScheduleError, never_fires_reason, next_fire_of, parse_schedule
 from scheduler.jobs.schedules.union import TINY
 
@@ -77,24 +77,39 @@ def by_field(problems: dict[str, str]) -> dict[str, str]:
     return found
 
 
+def webhook_problems(job: Job) -> dict[str, str]:
+    """{field: message} for a webhook secret that is no reference a
+    webhook call could read (scheduler.jobs.webhooks.secret_problem)."""
+    if not job.webhook_secret:
+        return {}
+    problem = webhooks.secret_problem(job.webhook_secret)
+    return {"webhook_secret": problem} if problem else {}
+
+
 def clean(job: Job) -> None:
     """`Job.clean`: ValidationError naming the fields that cannot hold."""
     # Text first: the checks below look names up and parse the schedule.
     validate_stored_text(job)
-    problems = {**job.overlap_problems(), **by_field(job.chain_problems())}
+    problems = {
+        **job.overlap_problems(),
+        **by_field(job.chain_problems()),
+        **webhook_problems(job),
+    }
     if problems:
         raise ValidationError(problems)
     job.sync_overlap()
     job.sync_run_limit()
+    job.sync_webhook()
     if not (job.schedule or job.schedules or job.at):
-        if not job.run_on_register:
+        if not (job.run_on_register or job.webhook):
             raise ValidationError(
                 {
                     "schedule": "required, unless the job has schedules or one-shot "
-                    "instants (at), or runs on register (run_on_register: true)"
+                    "instants (at), runs on register (run_on_register: true) or has a "
+                    "webhook (webhook: true)"
                 }
             )
-        return  # nothing to parse: it runs when a runner starts, or when triggered
+        return  # nothing to parse: it runs when a runner starts, or when called or triggered
     try:
         validate_timezone(job.timezone)
     except ValidationError:

@@ -17,6 +17,7 @@ from core.ownership import Owned
 from runners.models import feature_marks
 from scheduler.firing import job_edits
 from scheduler.jobs import requires as job_requires
+from scheduler.jobs import webhooks
 from scheduler.runs.models import Execution
 
 
@@ -264,6 +265,30 @@ class Job(Owned):
         db_default=0,
         help_text="Scheduled occurrences counted towards max_runs since it was set.",
     )
+    webhook = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Give the job a URL that runs it when POSTed to, with no API key "
+        "(the URL is the secret: regenerate it to revoke it).",
+    )
+    webhook_key = models.CharField(
+        max_length=32,
+        null=True,
+        blank=True,
+        unique=True,  # a webhook call's only lookup: one index probe
+        editable=False,
+        help_text="Random; the webhook URL is it signed with SECRET_KEY "
+        "(scheduler.jobs.webhooks), so this alone runs nothing. Empty without a webhook.",
+    )
+    webhook_secret = models.CharField(
+        max_length=500,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Webhook calls must carry a Croniq-Signature made with this secret, "
+        "written as a reference: ${CRONIQ_SECRET_NAME} or file:/run/secrets/name. "
+        "Empty: the URL alone runs the job.",
+    )
     calendar = models.ForeignKey(
         "calendars.Calendar",
         null=True,
@@ -490,6 +515,10 @@ class Job(Owned):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.sync_overlap()
+        self.sync_webhook()
+        fields = kwargs.get("update_fields")
+        if fields is not None and "webhook" in fields:
+            kwargs["update_fields"] = [*fields, "webhook_key"]  # its key follows it
         super().save(*args, **kwargs)
         job_edits.saved()  # a sleeping loop looks whether it is due sooner
 
@@ -534,6 +563,20 @@ class Job(Owned):
         if self.singleton and self.overlap == self.ALLOW:
             self.overlap = self.SKIP
         self.singleton = self.overlap == self.SKIP
+
+    def sync_webhook(self) -> None:
+        """A job with a webhook has a key, one without has none: turned off
+        and on again, it gets a new URL (scheduler.jobs.webhooks)."""
+        if self.webhook and not self.webhook_key:
+            self.webhook_key = webhooks.new_key()
+        elif not self.webhook:
+            self.webhook_key = None
+
+    @property
+    def webhook_url(self) -> str | None:
+        """The absolute URL that runs the job (None without a webhook): only
+        for whoever may change the job."""
+        return webhooks.url(self.webhook_key) if self.webhook else None
 
     def chain_problems(
         self, graph: dict[str, tuple[list[str], list[str]]] | None = None

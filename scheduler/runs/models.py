@@ -46,6 +46,7 @@ class Execution(models.Model):
     REPLAY = "replay"
     CHAIN = "chain"
     REGISTER = "register"
+    WEBHOOK = "webhook"
     TRIGGERS = [
         (SCHEDULE, "schedule"),
         (MANUAL, "manual"),
@@ -55,6 +56,7 @@ class Execution(models.Model):
         (REPLAY, "replay of a dead letter"),
         (CHAIN, "chain: an upstream job's run settled"),
         (REGISTER, "register: a runner started (run on register)"),
+        (WEBHOOK, "webhook: the job's webhook URL was called"),
     ]
 
     job = models.ForeignKey(

@@ -9,6 +9,7 @@ from django.db.models import Min, Q
 
 import audit
 from scheduler.firing import job_edits, notifier
+from scheduler.jobs import webhooks
 from scheduler.models import Execution, Job
 from scheduler.runs import lifecycle, outcomes, overlap
 from scheduler.runs.refusals import OperationRefused  # noqa: F401 - callers catch it from here
@@ -21,12 +22,14 @@ def run_now(
     scheduled_for: datetime | None = None,
     env: dict[str, str] | None = None,
     note: str | None = None,
+    trigger: str = Execution.MANUAL,
 ) -> Execution:
     """A manual execution now, for the logical instant `scheduled_for`
     (default: now), with `env` added to the job's; it waits its turn, or is
     refused, as the job's overlap policy says (a singleton job with one
     live), and refused when that instant has a first attempt already.
-    `note` adds to the audit event's data."""
+    `note` adds to the audit event's data; `trigger` is the run's
+    (`webhook` for a call of the job's webhook URL)."""
     instant = now if scheduled_for is None else scheduled_for
     try:
         with transaction.atomic():
@@ -35,7 +38,7 @@ def run_now(
                 Execution(
                     job=job,
                     scheduled_for=instant,
-                    trigger=Execution.MANUAL,
+                    trigger=trigger,
                     run_after=now,
                     created_at=now,
                     env=env or {},
@@ -50,6 +53,21 @@ def run_now(
     audit.record("job.run_now", target=job, actor=actor, at=now, data=data)
     notify_runners()
     return execution
+
+
+def regenerate_webhooks(jobs: Iterable[Job], now: datetime, actor: object) -> int:
+    """A new webhook URL for each of `jobs` that has a webhook; the old one
+    answers 404 from the commit on (scheduler.jobs.webhooks). Audited
+    `job.webhook_regenerated`; returns how many."""
+    regenerated = 0
+    for job in jobs.filter(webhook=True):
+        changed = Job.objects.filter(pk=job.pk, webhook=True).update(
+            webhook_key=webhooks.new_key(), updated_at=now
+        )
+        if changed:
+            audit.record("job.webhook_regenerated", target=job, actor=actor, at=now)
+            regenerated += 1
+    return regenerated
 
 
 def pause(

@@ -47,6 +47,7 @@ REFUSAL_COUNTERS = ("croniq_fencing_rejections_total", "croniq_runner_binding_re
 # accepted poll's sample can land while the next call runs. A refused call
 # hands out no work, so it records none of its own.
 LATE_COUNTERS = "croniq_dispatch_latency_seconds"
+KEYLESS_PREFIX = "/api/v1/hooks/"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,9 @@ def world(server, database):
     manage(database, "shell", "-c", REVOKE)
     schema = schemathesis.openapi.from_url(server.url + "/api/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
+    # A job's webhook needs no token: its URL is the credential
+    # (tests/control/test_webhooks.py); an unknown URL is 404.
+    operations = [op for op in operations if not op.path.startswith(KEYLESS_PREFIX)]
     assert len(operations) >= 5, [op.label for op in operations]
     return dict(
         db=database,

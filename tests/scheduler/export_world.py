@@ -90,6 +90,14 @@ def rich(secrets_dir):
                 "pause_after_failures": 4,
             },
             {"name": "page", "schedule": "@daily", "command": "page-oncall", "singleton": True},
+            # No schedule: it runs when its webhook URL is called, the calls signed.
+            {
+                "name": "deploy",
+                "command": "deploy.sh",
+                "parameters": ["VERSION"],
+                "webhook": True,
+                "webhook_secret": "${CRONIQ_SECRET_HOOK}",
+            },
             # No schedule: it runs when a runner starts (cron's @reboot).
             {"name": "warm-cache", "command": "warm-cache", "run_on_register": True},
             {
@@ -179,6 +187,8 @@ NOT_CONFIGURATION = {
     "paused_at",
     "paused_until",
     "pause_reason",
+    # A job's webhook key, drawn anew as its webhook is turned on, never in a document.
+    "webhook_key",
     # A check's: its token (drawn anew by a new check, never in a document),
     # and what its pings and the loop write.
     "token",
