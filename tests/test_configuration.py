@@ -45,6 +45,14 @@ def test_the_web_server_starts_with_a_secret_key(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_earlier_secret_keys_are_read_from_the_environment():
+    # What a rotated SECRET_KEY signed (jobs' webhook URLs) stays valid meanwhile.
+    script = "from django.conf import settings; print(settings.SECRET_KEY_FALLBACKS)"
+    result = run_check("manage.py", "shell", "-c", script, SECRET_KEY_FALLBACKS="old-1, old-2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("['old-1', 'old-2']")
+
+
 def test_a_started_web_application_keeps_its_start_up_objects_from_the_collector(tmp_path):
     # Full collections in a web process then scan only what came after
     # start-up, not Django, the apps and the URL patterns (scheduler/firing/long_lived.py).
