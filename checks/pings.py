@@ -25,6 +25,7 @@ from django.db import connection, transaction
 
 from checks import events, states
 from checks.models import MAX_BODY, Check, Ping
+from core import db
 
 FOUND, NOT_FOUND, LIMITED = "ok", "not found", "limited"
 
@@ -142,7 +143,7 @@ def record(ping: Received) -> str:
     pings, window = limit()
     current = int(ping.at.timestamp()) // window
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(READ_CHECK + FOR_UPDATE.get(connection.vendor, ""), [ping.token])
+        cursor.execute(READ_CHECK + FOR_UPDATE.get(db.vendor(), ""), [ping.token])
         row = cursor.fetchone()
         if row is None:
             return NOT_FOUND

@@ -7,7 +7,7 @@ import time
 import pytest
 from django.db import connection
 
-from core import db, wakeups
+from core import commits, db, wakeups
 
 
 def wait_for(condition, timeout=10.0):
@@ -157,3 +157,48 @@ def test_on_sqlite_every_subscriber_wakes_when_another_connection_commits(tmp_pa
             subscription.cancel()
         writer.close()
     wait_for(lambda: listener.thread is None)  # it ends with the last subscription
+
+
+def test_on_sqlite_a_flood_of_commits_is_looked_at_once_a_hold_when_every_subscriber_holds(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "watched.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA synchronous=NORMAL")
+    writer.execute("CREATE TABLE t (x)")
+    looks = []
+    own_connection = commits.own_connection
+
+    def counted(name):
+        watcher = own_connection(name)
+        moved = watcher.moved
+        watcher.moved = lambda: looks.append(1) or moved()
+        return watcher
+
+    monkeypatch.setattr(commits, "own_connection", counted)
+    listener = wakeups.CommitListener(path)
+    if not listener.delivers:
+        pytest.skip("the database's writes cannot be watched here")
+    first, second = Heard(), Heard()
+    subscriptions = [
+        listener.subscribe("croniq_test_a", first.wake, first.connected, every=0.05),
+        listener.subscribe("croniq_test_b", second.wake, second.connected, every=0.1),
+    ]
+    try:
+        wait_for(lambda: first.up and second.up)
+        looks.clear()
+        began = time.monotonic()
+        for _ in range(300):
+            writer.execute("INSERT INTO t VALUES (1)")
+            time.sleep(0.001)
+        seconds = time.monotonic() - began
+        assert first.wait() and second.wait()  # woken all the same
+        # Once a hold (50 ms) at most, a few looks each (the listener's
+        # settling pauses), not one or more a commit.
+        assert len(looks) <= (seconds / 0.05 + 2) * 4
+    finally:
+        for subscription in subscriptions:
+            subscription.cancel()
+        writer.close()
+    wait_for(lambda: listener.thread is None)
