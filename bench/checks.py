@@ -347,10 +347,10 @@ def ping_window(
 ) -> tuple[int, int, float]:
     """Pings at about `rate` a second (all clients together) for `seconds`:
     (pings answered, failures, elapsed seconds). With wrk, each connection
-    pauses so that its answer and pause take clients/rate seconds, taking an
-    answer to cost about a millisecond: the rate reached is reported."""
+    pauses so that its answer and pause take clients/rate seconds, the
+    answer's share measured first (`paced`): the rate reached is reported."""
     if client == "wrk":
-        pause_ms = max(0, round(clients * 1000 / rate) - 1)
+        pause_ms = paced(webs, spare_of(tokens), workdir / "calibration", clients, rate)
         started = time.perf_counter()
         done, failures, _, _, _ = wrk_window(webs, tokens, workdir, seconds, clients, pause_ms)
         return done, failures, time.perf_counter() - started
@@ -369,6 +369,26 @@ def ping_window(
     elapsed = time.perf_counter() - started
     done = sum(len(worker.latencies) for worker in workers)
     return done, sum(worker.failures for worker in workers), elapsed
+
+
+CALIBRATION_SECONDS = 2.0
+
+
+def spare_of(tokens: list[str]) -> list[str]:
+    """Tokens for the calibration: the second half of those of the window
+    (each check stays far under its flood limit: 2 s at the target rate is
+    two pings each)."""
+    return tokens[len(tokens) // 2 :]
+
+
+def paced(webs: list[Any], tokens: list[str], workdir: Path, clients: int, rate: float) -> int:
+    """wrk's pause (ms) for `rate`: a first guess run for CALIBRATION_SECONDS
+    tells how long the answers themselves take at that pace."""
+    interval = clients / rate  # seconds between two pings of one connection
+    guess = max(0, round(interval * 1000) - 1)
+    done, _, _, _, _ = wrk_window(webs, tokens, workdir, CALIBRATION_SECONDS, clients, guess)
+    answer = max(0.0, clients * CALIBRATION_SECONDS / max(done, 1) - guess / 1000)
+    return max(0, round((interval - answer) * 1000))
 
 
 class Window:
