@@ -48,6 +48,9 @@ UNMET_ERROR = "requirements unmet"
 EVENT = "execution.requirements_unmet"
 COUNTER = "croniq_requirements_unmet_total"
 OUTCOMES = {requires.WAIT: "waiting", requires.SKIP: "skipped", requires.FAIL: "failed"}
+# Runs of one job that may wait at once; beyond, an unmet occurrence is
+# skipped (as CRONIQ_RUN_ALL_CAP bounds a misfire's catch-up runs).
+MAX_WAITING = 100
 
 
 def latest_successes(names: Iterable[str]) -> dict[str, datetime]:
@@ -83,6 +86,7 @@ class Gate:
     def __init__(self, now: datetime) -> None:
         self.now = now
         self.latest: dict[int, dict[str, datetime]] = {}
+        self.waiting: dict[int, int] = {}  # {job id: its runs waiting}
         self.unmet: list[tuple[Execution, requires.Decision]] = []
 
     def admits(self, job: Job, execution: Execution) -> bool:
@@ -96,8 +100,21 @@ class Gate:
         decision = requires.decide(job.requires_policy, job.requires_timeout, missing, self.now)
         if decision.action == requires.RUN:
             return True
+        if decision.action == requires.WAIT:
+            decision = self.room_to_wait(job, decision)
         self.unmet.append((execution, decision))
         return False
+
+    def room_to_wait(self, job: Job, decision: requires.Decision) -> requires.Decision:
+        """`decision` (to wait), or to skip when MAX_WAITING runs of the job
+        wait already: a frequent job whose requirement stays unmet would
+        otherwise pile up a run an occurrence for as long as its timeout."""
+        if job.pk not in self.waiting:
+            self.waiting[job.pk] = Execution.objects.filter(WAITING, job=job).count()
+        if self.waiting[job.pk] >= MAX_WAITING:
+            return requires.Decision(requires.SKIP, decision.unmet)
+        self.waiting[job.pk] += 1
+        return decision
 
     def record(self) -> None:
         for execution, decision in self.unmet:
@@ -116,9 +133,13 @@ def hold(execution: Execution, decision: requires.Decision, now: datetime) -> No
         skipped(execution, decision, now)
     else:
         failed(execution, now)
-    data = {"policy": decision.action, **facts(decision, execution.scheduled_for)}
+    policy = execution.job.requires_policy
+    data = {"policy": policy, "outcome": OUTCOMES[decision.action]}
+    data.update(facts(decision, execution.scheduled_for))
     if decision.until is not None:
         data["waiting_until"] = decision.until.isoformat()
+    if policy == requires.WAIT and decision.action == requires.SKIP:
+        data["waiting"] = MAX_WAITING  # runs of the job waiting already: no room
     unmet_event(execution, data, now)
 
 
@@ -158,7 +179,6 @@ def facts(decision: requires.Decision, instant: datetime) -> dict[str, Any]:
 
 def unmet_event(execution: Execution, data: dict[str, Any], now: datetime) -> None:
     """Audited and emitted (a notification rule may route it)."""
-    data = {"outcome": OUTCOMES[data["policy"]], **data}
     job = execution.job
     audit.record(EVENT, target=execution, at=now, data=data, counter=(COUNTER, {"job": job.name}))
     events.emit(EVENT, at=now, job=job, execution=execution, data=data)

@@ -83,9 +83,8 @@ def upstream(db):
 
 
 def report(**fields):
-    return JobFactory(
-        name="report", schedule="30 8 * * *", next_run_at=T0, requires=NEEDS, **fields
-    )
+    fields = {"schedule": "30 8 * * *", **fields}
+    return JobFactory(name="report", next_run_at=T0, requires=NEEDS, **fields)
 
 
 def succeeded(job, at):
@@ -198,6 +197,19 @@ def test_a_wait_that_times_out_is_skipped_by_the_loop_and_notified(upstream):
     assert messages.summary(given_up) == (
         "report's 08:30 UTC run was skipped: import has not succeeded since 06:30 UTC"
     )
+
+
+def test_a_job_with_its_most_runs_waiting_skips_its_next_unmet_occurrence(upstream, monkeypatch):
+    monkeypatch.setattr(requirements, "MAX_WAITING", 1)
+    job = report(schedule="*/5 * * * *")
+    ticks.trigger_due(T0)
+    ticks.trigger_due(T0 + dt.timedelta(minutes=5))
+    assert [run.state for run in runs(job)] == [Execution.QUEUED, Execution.SKIPPED]
+    data = [event.data for event in audited("execution.requirements_unmet")]
+    assert [(d["policy"], d["outcome"], d.get("waiting")) for d in data] == [
+        ("wait", "waiting", None),
+        ("wait", "skipped", 1),
+    ]
 
 
 def test_the_loop_releases_a_run_whose_success_came_without_a_release(upstream):

@@ -61,6 +61,10 @@ def test_apply_stores_requirements_in_seconds_and_the_export_writes_them_back():
     [
         ([item("a", requires=needs("nope"))], "jobs[0].requires[0].job: no job named 'nope'"),
         ([item("a", requires="import")], "jobs[0].requires: expected a list"),
+        (
+            [item("a", requires=[{"job": f"j{n}", "succeeded_within": 60} for n in range(21)])],
+            "jobs[0].requires: at most 20 jobs, got 21",
+        ),
         ([item("a", requires=[{"job": "a"}])], "jobs[0].requires[0].succeeded_within: required"),
         (
             [item("a", requires=[{"job": "b", "succeeded_within": "soon"}]), item("b")],
