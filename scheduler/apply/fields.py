@@ -313,7 +313,8 @@ JOB_FIELDS = (
         "requires_policy",
         "wait | skip | fail",
         "An occurrence whose requirements are unmet: `wait` holds it (queued) until they "
-        "are met, at most `requires_timeout`, then skips it; `skip` skips it; `fail` fails "
+        "are met, at most `requires_timeout`, then skips it (at most 100 runs of a job wait: "
+        "beyond, skipped); `skip` skips it; `fail` fails "
         'it (`error: "requirements unmet"`, no retry, a dead letter, its notifications). '
         "Each is audited and notified as `execution.requirements_unmet`.",
         Job.WAIT,
