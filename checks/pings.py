@@ -1,11 +1,13 @@
-"""Recording a ping: one short transaction (docs/design.md §12).
+"""Recording pings: one short transaction a batch (docs/design.md §12).
 
-Read the check by its token (one probe of the token's unique index, locked
-on PostgreSQL), count the ping against the flood limit, move the state
-machine (`checks.states`), write the check and the ping, and, only when
-the check went down or came back up, the event into the notifications
-outbox. Nothing else: no loop wake-up per ping (an event pokes the
-notifier after commit, as every event does), no read of other checks.
+Read the pinged checks by their tokens (probes of the token's unique index,
+locked on PostgreSQL), and for each ping in its order count it against the
+flood limit and move the state machine (`checks.states`); then write the
+checks and insert the pings, and, only for a check that went down or came
+back up, the event into the notifications outbox. Nothing else: no loop
+wake-up per ping (an event pokes the notifier after commit, as every event
+does), no read of other checks. `checks.ping_batches` gathers the pings a
+web process receives while a transaction writes into the next one.
 
 The flood limit is a fixed window counted on the check's own row
 (`rate_window`, `rate_count`), written in the same UPDATE as the ping: it
@@ -58,19 +60,22 @@ def body_text(raw: bytes) -> tuple[str, bool]:
     return text, truncated
 
 
-# The ping's three statements, written out: through the ORM the same work
-# cost 0.89 ms of CPU a ping on SQLite, most of it building and compiling
-# querysets (`.first()` alone 0.4 ms), which a ping, a thousand a second,
-# need not pay. Column lists follow the models; tests/checks/test_pings.py
-# checks them against a row written by the ORM.
+# A batch of pings is three statements, written out: one read of the
+# checks' rows, their writes and the pings' inserts each sent at once
+# (executemany: psycopg pipelines them, one round trip). Through the ORM a
+# ping's work cost 0.89 ms of CPU on SQLite, most of it building and
+# compiling querysets (`.first()` alone 0.4 ms), which a ping, a thousand a
+# second, need not pay. Column lists follow the models;
+# tests/checks/test_ping_endpoints.py reads what they write through the ORM.
 CHECK_TABLE, PING_TABLE = Check._meta.db_table, Ping._meta.db_table
-READ_CHECK = (
+READ_CHECKS = (
     "SELECT id, schedule, timezone, period, grace, name, state, last_ping_at, last_start_at,"
-    " next_expected_at, down_at, n_pings, rate_window, rate_count"
-    f" FROM {CHECK_TABLE} WHERE token = %s"
+    " next_expected_at, down_at, n_pings, rate_window, rate_count, token"
+    f" FROM {CHECK_TABLE} WHERE token IN ({{marks}}) ORDER BY token"
 )
-# PostgreSQL locks the row (two pings of one check queue); SQLite's
-# BEGIN IMMEDIATE already holds the database's write lock.
+# PostgreSQL locks the rows, in the order of their tokens (two batches of
+# pings never wait on each other in a circle); SQLite's BEGIN IMMEDIATE
+# already holds the database's write lock.
 FOR_UPDATE = {"postgresql": " FOR UPDATE"}
 WRITE_CHECK = (
     f"UPDATE {CHECK_TABLE} SET state = %s, last_ping_at = %s, last_start_at = %s,"
@@ -87,7 +92,8 @@ DURATION = Ping._meta.get_field("duration")
 
 
 class Found(NamedTuple):
-    """The check's row as READ_CHECK reads it."""
+    """A check's row as READ_CHECKS reads it, and as its pings so far in
+    the batch left it."""
 
     id: int
     schedule: str
@@ -103,6 +109,7 @@ class Found(NamedTuple):
     n_pings: int
     rate_window: int
     rate_count: int
+    token: str
 
     def timing(self) -> states.Timing:
         return states.Timing(
@@ -140,53 +147,102 @@ def moment(when: datetime | None) -> Any:
 
 def record(ping: Received) -> str:
     """Record `ping`; FOUND, NOT_FOUND (no check has the token) or LIMITED."""
+    return record_all([ping])[0]
+
+
+def record_all(received: list[Received]) -> list[str]:
+    """Record `received` in one transaction, each as `record` would, in
+    their order (pings of one check move its state machine one after the
+    other); their answers in the same order."""
+    tokens = sorted({ping.token for ping in received})
+    marks = ", ".join(["%s"] * len(tokens))
+    answers = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(READ_CHECKS.format(marks=marks) + FOR_UPDATE.get(db.vendor(), ""), tokens)
+        checks = {row[-1]: Found(*row) for row in cursor.fetchall()}
+        changed: dict[str, Found] = {}
+        inserts, transitions = [], []
+        for ping in received:
+            check = checks.get(ping.token)
+            if check is None:
+                answers.append(NOT_FOUND)
+                continue
+            answer, check, outcome = step(check, ping)
+            answers.append(answer)
+            if answer != FOUND:
+                continue
+            checks[ping.token] = changed[ping.token] = check
+            inserts.append(ping_row(check, ping, outcome.duration))
+            if outcome.event is not None:
+                transitions.append((outcome.event, check, ping, reason_of(ping, outcome.before)))
+        cursor.executemany(WRITE_CHECK, [check_row(check) for check in changed.values()])
+        cursor.executemany(WRITE_PING, inserts)
+        for name, check, ping, reason in transitions:
+            row = Check.objects.get(pk=check.id)  # its labels and project: rarely
+            events.emit(name, row, ping.at, reason)
+    return answers
+
+
+class Stepped(NamedTuple):
+    """What a ping did to its check, beside the check's new row."""
+
+    event: str | None
+    duration: timedelta | None
+    before: str  # the check's state before the ping
+
+
+def step(check: Found, ping: Received) -> tuple[str, Found, Stepped]:
+    """(answer, the check after `ping`, what it did): LIMITED past the flood
+    limit (the check unchanged), else FOUND."""
     pings, window = limit()
     current = int(ping.at.timestamp()) // window
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(READ_CHECK + FOR_UPDATE.get(db.vendor(), ""), [ping.token])
-        row = cursor.fetchone()
-        if row is None:
-            return NOT_FOUND
-        found = Found(*row)
-        counted = found.rate_count + 1 if found.rate_window == current else 1
-        if counted > pings:
-            return LIMITED
-        outcome = states.on_ping(
-            found.timing(), found.status(), ping.kind, ping.at, ping.exit_status
-        )
-        new, n = outcome.status, found.n_pings + 1
-        cursor.execute(
-            WRITE_CHECK,
-            [
-                new.state,
-                *(moment(when) for when in (new.last_ping_at, new.last_start_at)),
-                *(moment(when) for when in (new.next_expected_at, new.down_at)),
-                n,
-                current,
-                counted,
-                found.id,
-            ],
-        )
-        text, truncated = body_text(ping.body)
-        cursor.execute(
-            WRITE_PING,
-            [
-                found.id,
-                n,
-                ping.kind,
-                ping.exit_status,
-                moment(ping.at),
-                text,
-                truncated,
-                ping.remote_addr[:45],
-                ping.user_agent[:200],
-                DURATION.get_db_prep_value(outcome.duration, connection),
-            ],
-        )
-        if outcome.event is not None:
-            check = Check.objects.get(pk=found.id)  # its labels and project: rarely
-            events.emit(outcome.event, check, ping.at, reason_of(ping, found.state))
-    return FOUND
+    counted = check.rate_count + 1 if check.rate_window == current else 1
+    if counted > pings:
+        return LIMITED, check, Stepped(None, None, check.state)
+    outcome = states.on_ping(check.timing(), check.status(), ping.kind, ping.at, ping.exit_status)
+    new = outcome.status
+    after = check._replace(
+        state=new.state,
+        last_ping_at=new.last_ping_at,
+        last_start_at=new.last_start_at,
+        next_expected_at=new.next_expected_at,
+        down_at=new.down_at,
+        n_pings=check.n_pings + 1,
+        rate_window=current,
+        rate_count=counted,
+    )
+    return FOUND, after, Stepped(outcome.event, outcome.duration, check.state)
+
+
+def check_row(check: Found) -> list[Any]:
+    """WRITE_CHECK's parameters."""
+    status = check.status()
+    return [
+        status.state,
+        *(moment(when) for when in (status.last_ping_at, status.last_start_at)),
+        *(moment(when) for when in (status.next_expected_at, status.down_at)),
+        check.n_pings,
+        check.rate_window,
+        check.rate_count,
+        check.id,
+    ]
+
+
+def ping_row(check: Found, ping: Received, duration: timedelta | None) -> list[Any]:
+    """WRITE_PING's parameters: the ping numbered as the check counted it."""
+    text, truncated = body_text(ping.body)
+    return [
+        check.id,
+        check.n_pings,
+        ping.kind,
+        ping.exit_status,
+        moment(ping.at),
+        text,
+        truncated,
+        ping.remote_addr[:45],
+        ping.user_agent[:200],
+        DURATION.get_db_prep_value(duration, connection),
+    ]
 
 
 def reason_of(ping: Received, before: str) -> str:

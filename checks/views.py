@@ -30,9 +30,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from checks import pings, states
+from checks import ping_batches, pings, states
 from checks.models import MAX_BODY
-from core.db_threads import run_db
 
 # new_token's alphabet and length; anything else is no token of ours.
 TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -83,7 +82,7 @@ async def answer(
         remote_addr=remote_addr,
         user_agent=user_agent,
     )
-    status, text = ANSWERS[await run_db(pings.record, received)]
+    status, text = ANSWERS[await ping_batches.record(received)]
     if len(raw) > MAX_BODY and status == 200:
         return Answer(status, text, (("Croniq-Body-Truncated", "true"),))
     return Answer(status, text)
