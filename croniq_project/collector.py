@@ -72,6 +72,11 @@ COUNTERS = {
         ("job",),
         "Jobs the scheduler could not fire and took out of the schedule (quarantined).",
     ),
+    "croniq_requirements_unmet_total": (
+        ("job",),
+        "Occurrences whose job's requirements were unmet at their instant (requires): "
+        "each waited, was skipped or failed as its requires_policy says.",
+    ),
     "croniq_notifications_total": (
         ("channel", "event", "outcome"),
         "Notification delivery outcomes by channel and event.",
@@ -255,6 +260,8 @@ def contract_counters(
         "croniq_fencing_rejections_total": [()],
         # Not seeded per job: that would be a series for every job.
         "croniq_job_errors_total": [],
+        # Per job, once an occurrence of it found its requirements unmet.
+        "croniq_requirements_unmet_total": [],
         "croniq_notifications_total": notification_routes(),
         "croniq_executions_handed_back_total": [()],
         "croniq_retries_total": [(reason,) for reason in retry_reasons()],

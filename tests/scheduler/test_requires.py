@@ -279,3 +279,11 @@ def test_a_run_someone_asked_for_is_not_held(upstream):
     job = report()
     assert requirements.Gate(T0).admits(job, Execution(job=job, trigger=Execution.MANUAL))
     assert not requirements.Gate(T0).admits(job, Execution(job=job, scheduled_for=T0))
+
+
+def test_unmet_occurrences_are_counted_per_job_on_metrics(upstream, client):
+    report(requires_policy="skip")
+    ticks.trigger_due(T0)
+    scrape = client.get("/metrics").content.decode()
+    assert "# HELP croniq_requirements_unmet_total Occurrences whose job's" in scrape
+    assert 'croniq_requirements_unmet_total{job="report"} 1.0' in scrape
