@@ -11,12 +11,20 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dt_time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calendars.periods import Period  # noqa: E402
 from calendars.rules import CalendarRules  # noqa: E402
-from scheduler.jobs.cron import never_fires_reason, next_fire, next_fires, parse_schedule  # noqa: E402
+from scheduler.jobs.cron import (  # noqa: E402
+    never_fires_reason,
+    next_fire,
+    next_fire_of,
+    next_fires,
+    parse_schedule,
+)
+from scheduler.jobs.schedules.union import Source, Timing  # noqa: E402
 
 START = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
 REPEATS = 201
@@ -215,6 +223,50 @@ def bench_forms():
     emit("parse_h_300_job_names", (time.perf_counter() - started) * 1000, "ms (total)", None)
 
 
+# A job of five schedules on three clocks (docs/design.md §14).
+FIVE_SCHEDULES = [
+    ("30 7 * * 1-5", "Europe/Berlin"),
+    ("0 12 * * *", "Europe/Berlin"),
+    ("15 9 * * 1", "America/New_York"),
+    ("H 18 * * 1-5", "Asia/Tokyo"),
+    ("0 8 1 * *", "UTC"),
+]
+
+
+def bench_five_schedules_and_a_calendar():
+    """Median next fire of a job with five schedules and the design's office
+    calendar (weekdays, Bavarian holidays, a daily window, a Christmas
+    freeze), as `Job.next_fire_after` asks it (`next_fire_of`: each schedule
+    gated, the union taken), from instants spread over a year."""
+    office = CalendarRules(
+        timezone="Europe/Berlin",
+        weekdays=("mon", "tue", "wed", "thu", "fri"),
+        holiday_country="DE",
+        holiday_subdivision="BY",
+        window_start=dt_time(6),
+        window_end=dt_time(22),
+        exclude=(Period(date(2026, 12, 24), date(2027, 1, 6), "Christmas freeze"),),
+        name="office",
+    )
+    key = "five-schedules"
+    timing = Timing(
+        tuple(
+            Source(parse_schedule(text, key=key), ZoneInfo(zone)) for text, zone in FIVE_SCHEDULES
+        )
+    )
+    next_fire_of(timing, office, START, key=key)  # warm the holiday cache
+    afters = iter([START + timedelta(hours=37 * i) for i in range(REPEATS + 1)] * 2)
+    took, cpu, found = median_ms(lambda: next_fire_of(timing, office, next(afters), key=key))
+    emit(
+        "next_fire_5_schedules_with_calendar",
+        took,
+        "ms (median)",
+        1.0,
+        cpu_ms=cpu,
+        schedules=len(FIVE_SCHEDULES),
+    )
+
+
 def bench_warm_up_cost():
     # Building a holiday year and a zone's transitions happens once per process.
     started = time.perf_counter()
@@ -231,4 +283,5 @@ if __name__ == "__main__":
     bench_business_day_months()
 
     bench_forms()
+    bench_five_schedules_and_a_calendar()
     bench_warm_up_cost()

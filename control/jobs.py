@@ -49,6 +49,8 @@ def fields(job: Job, *, writer: bool = False) -> dict[str, Any]:
         "pause_reason": job.pause_reason,
         "next_run_at": job.next_run_at,
         "webhook_url": job.webhook_url if writer else None,
+        "completed": job.completed,
+        "scheduled_runs": job.scheduled_runs,
     }
 
 

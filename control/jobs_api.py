@@ -26,6 +26,11 @@ class JobOut(Schema):
     stdin: str = ""
     run_as: str = ""
     run_on_register: bool = False
+    schedules: list[Any] = []
+    at: list[str] = []
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+    max_runs: int | None = None
     webhook: bool = False
     webhook_secret: str = ""
     # Absolute; null without a webhook, and to a key without jobs:write.
@@ -60,6 +65,10 @@ class JobOut(Schema):
     paused_until: datetime | None
     pause_reason: str
     next_run_at: datetime | None
+    # `max_runs`: the scheduled occurrences counted, and whether they are all
+    # done (the job then disabled itself).
+    completed: bool = False
+    scheduled_runs: int = 0
     managed_by: str
     managed_source: str = ""
 

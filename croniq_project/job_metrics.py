@@ -21,6 +21,9 @@ logger = logging.getLogger("croniq_project.collector")  # the logger of /metrics
 ALWAYS_COUNTED = ("succeeded", "failed")
 
 
+TIMING = ("schedules", "at", "not_before", "not_after", "max_runs", "scheduled_runs")
+
+
 class JobRow(NamedTuple):
     name: str
     singleton: bool
@@ -36,6 +39,8 @@ class JobRow(NamedTuple):
     last_success_at: datetime | None
     last_failure_at: datetime | None
     runs: tuple  # counts in JobHealth.COUNTED_STATES order; zeros without a health row
+    # schedules, at, not_before, not_after, max_runs, scheduled_runs (docs/design.md §14)
+    timing: tuple = ([], [], None, None, None, 0)
 
 
 def job_rows() -> list[JobRow]:
@@ -59,15 +64,28 @@ def job_rows() -> list[JobRow]:
         "next_run_at",
         "health__last_success_at",
         "health__last_failure_at",
+        *TIMING,
         *counted,
     )
     jobs = []
     for name, singleton, overlap, run_on, error, enabled, paused_at, *rest in rows:
         quarantined = bool(error)
         active = enabled and paused_at is None and not quarantined
-        schedule, last, runs = rest[:5], rest[5:7], tuple(count or 0 for count in rest[7:])
+        schedule, last = rest[:5], rest[5:7]
+        timing, runs = tuple(rest[7:13]), tuple(count or 0 for count in rest[13:])
         jobs.append(
-            JobRow(name, singleton, overlap, run_on, quarantined, active, *schedule, *last, runs)
+            JobRow(
+                name,
+                singleton,
+                overlap,
+                run_on,
+                quarantined,
+                active,
+                *schedule,
+                *last,
+                runs,
+                timing,
+            )
         )
     return jobs
 
@@ -162,7 +180,7 @@ def job_periods(jobs: list[JobRow], now: datetime) -> dict[str, float]:
         if job.calendar_id is not None and job.calendar_id not in calendars:
             continue  # a calendar that cannot be evaluated (logged)
         rules = calendars.get(job.calendar_id)
-        key = (job.schedule, job.timezone, rules, job.calendar_policy)
+        key = (job.schedule, job.timezone, rules, job.calendar_policy, repr(job.timing))
         found, seconds = PERIODS.get(key, now)
         if not found:
             until, seconds = next_period(job, now, calendars)
@@ -184,6 +202,7 @@ def next_period(
         calendar_id=row.calendar_id,
         calendar_policy=row.calendar_policy,
         next_run_at=row.next_run_at,
+        **dict(zip(TIMING, row.timing, strict=True)),
     )
     job.calendar_rules(shared=calendars)
     try:

@@ -26,8 +26,20 @@ NO_SCHEDULE = "when a runner starts"
 
 
 def describe(job: Job) -> str:
-    """The schedule in words, or the raw schedule when it cannot be read."""
-    return describe_schedule(job.schedule, job.name)
+    """The schedule in words, or the raw schedule when it cannot be read;
+    with its further schedules and one-shot instants (docs/design.md §14)."""
+    if not (job.schedules or job.at):
+        return describe_schedule(job.schedule, job.name)
+    parts = [describe_schedule(job.schedule, job.name)] if job.schedule else []
+    for item in job.schedules:
+        text, tz = (
+            (item.get("cron"), item.get("timezone")) if isinstance(item, dict) else (item, "")
+        )
+        words = describe_schedule(str(text), job.name)
+        parts.append(f"{words} ({tz})" if tz else words)
+    if job.at:
+        parts.append(f"at {len(job.at)} one-shot instant{'s' if len(job.at) > 1 else ''}")
+    return "; ".join(parts)
 
 
 @lru_cache(maxsize=4096)

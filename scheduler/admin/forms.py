@@ -7,17 +7,21 @@ same things with the same words. Scripts that post the old JSON ('{}',
 '["linux"]') are still understood.
 """
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from django import forms
+from django.utils import timezone
 
 from calendars.admin_forms import TimezoneField
-from core.admin_widgets import MappingField, NamesField
+from core.admin_widgets import CheckedField, MappingField, NamesField
 from scheduler.apply.items import (
     ApplyError,
+    one_shot_instants,
     parameter_names,
     requirement_list,
+    schedule_list,
     string_list,
     string_mapping,
 )
@@ -61,6 +65,42 @@ def requirement_rows(where: str, value: Any) -> list[dict[str, Any]]:
     if isinstance(value, dict):
         value = [{"job": job, "succeeded_within": within} for job, within in value.items()]
     return requirement_list(where, value)
+
+
+class SchedulesField(CheckedField):
+    """`schedules` typed one a line, each read in the job's timezone; those on
+    a clock of their own as JSON: [{"cron": "0 9 * * *", "timezone": "America/New_York"}]."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "class": "vLargeTextField"})
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or isinstance(value, list):
+            return value or []
+        text = str(value).strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except (json.JSONDecodeError, RecursionError):
+                raise forms.ValidationError("not a JSON list of schedules") from None
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            if all(isinstance(item, str) for item in value):
+                return "\n".join(value)
+            return json.dumps(value)
+        return value
+
+
+def apply_check(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """apply's `check(field, *args)`: its value, or its ApplyError as the
+    form's error without the field name in front."""
+    try:
+        return check(field, *args, **kwargs)
+    except ApplyError as e:
+        raise forms.ValidationError(
+            [message.removeprefix(f"{field}: ") for message in e.errors]
+        ) from None
 
 
 class JobAdminForm(forms.ModelForm):
@@ -107,6 +147,17 @@ class JobAdminForm(forms.ModelForm):
     timezone = TimezoneField(
         initial="UTC", help_text="The IANA timezone the schedule is read in, e.g. Europe/Berlin."
     )
+    schedules = SchedulesField(
+        required=False,
+        help_text="More schedules, one a line, read in the job's timezone; for one on a "
+        'clock of its own, JSON: [{"cron": "0 9 * * *", "timezone": "America/New_York"}]. '
+        "The job fires at each instant any schedule gives, once.",
+    )
+    at = NamesField(
+        required=False,
+        help_text="One-shot instants with their offset, separated by commas, e.g. "
+        "2026-06-01T09:00:00+02:00. A new one must be in the future.",
+    )
 
     class Meta:
         help_texts = {
@@ -117,13 +168,23 @@ class JobAdminForm(forms.ModelForm):
         model = Job
         fields = [
             "name", "description", "command", "stdin", "run_as", "env", "parameters", "labels",
-            "schedule", "run_on_register", "webhook", "webhook_secret",
-            "timezone", "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
+            "schedule", "schedules", "at", "run_on_register", "webhook", "webhook_secret",
+            "timezone", "not_before", "not_after", "max_runs",
+            "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
             "max_concurrent", "max_queue", "concurrency_group", "run_on", "stagger",
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
             "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
             "requires", "requires_policy", "requires_timeout",
         ]  # fmt: skip
+
+    def clean_schedules(self) -> list[Any]:
+        name = self.cleaned_data.get("name") or self.instance.name
+        return apply_check("schedules", schedule_list, self.cleaned_data["schedules"], key=name)
+
+    def clean_at(self) -> list[str]:
+        # A new one-shot instant must be to come; those the job has stay.
+        kept = self.instance.at if self.instance.pk else []
+        return apply_check("at", one_shot_instants, self.cleaned_data["at"], timezone.now(), kept)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

@@ -39,6 +39,26 @@ def schedule_in_words(schedule: str, name: str) -> str:
         return str(e)
 
 
+def more(schedules: list, at: list) -> str:
+    """What a job fires at besides a schedule, in a few words ("" for none)."""
+    parts = []
+    if schedules:
+        parts.append(f"{len(schedules)} more schedule{'s' if len(schedules) > 1 else ''}")
+    if at:
+        parts.append(f"{len(at)} one-shot instant{'s' if len(at) > 1 else ''}")
+    return f"(+ {', '.join(parts)})" if parts else ""
+
+
+def timing_in_words(job: Job) -> str:
+    """A job without `schedule` but with `schedules` or `at`, in words."""
+    first = job.schedules[0] if job.schedules else None
+    if first is None:
+        return f"at {len(job.at)} one-shot instant{'s' if len(job.at) > 1 else ''}"
+    text = first.get("cron") if isinstance(first, dict) else first
+    words = schedule_in_words(text, job.name)
+    return " ".join(filter(None, [words, more(job.schedules[1:], job.at)]))
+
+
 def fire_time(job: Job, instant: datetime) -> str:
     """A fire time on the job's own clock, where its schedule is read, with UTC beside it."""
     wall, utc = job.wall_and_utc(instant)
@@ -68,6 +88,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
     readonly_fields = [
         "next_run",
         "last_scheduled_at",
+        "run_count",
         "paused_at",
         "paused_until",
         "pause_reason",
@@ -103,8 +124,13 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             {
                 "fields": [
                     "schedule",
+                    "schedules",
+                    "at",
                     "run_on_register",
                     "timezone",
+                    "not_before",
+                    "not_after",
+                    "max_runs",
                     "calendar",
                     "calendar_policy",
                     "jitter",
@@ -173,6 +199,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 "fields": [
                     "next_run",
                     "last_scheduled_at",
+                    "run_count",
                     "paused_at",
                     "paused_until",
                     "pause_reason",
@@ -235,7 +262,17 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
 
     @admin.display(description="in words")
     def schedule_words(self, job: Job) -> str:
-        return schedule_in_words(job.schedule, job.name)
+        if not job.schedule and (job.schedules or job.at):
+            return timing_in_words(job)
+        words = schedule_in_words(job.schedule, job.name)
+        return " ".join(filter(None, [words, more(job.schedules, job.at)]))
+
+    @admin.display(description="scheduled runs (max_runs)")
+    def run_count(self, job: Job) -> str:
+        if job.max_runs is None:
+            return "—"
+        done = " — completed: the job disabled itself" if job.completed else ""
+        return f"{job.scheduled_runs} of {job.max_runs}{done}"
 
     @admin.display(description="paused", boolean=True)
     def is_paused(self, job: Job) -> bool:
@@ -286,6 +323,8 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         ]
         if "overlap" in fields:
             fields.append("singleton")  # its older name follows it
+        if "max_runs" in fields:
+            fields += ["scheduled_runs", "enabled"]  # Job.sync_run_limit moves them
         # A new name moves a schedule's H forms and its jitter: they hash the name.
         renamed = "name" in fields and (uses_key(obj.schedule) or bool(obj.jitter))
         if set(fields) & {*Job.SCHEDULE_FIELDS, "error"} or renamed:

@@ -130,12 +130,63 @@ JOB_FIELDS = (
         "-1 is the last). Cron also takes "
         "the Quartz day forms L, LW, 15W (day of month), 5L, 1#2 (day of week) and "
         '"H", "H(0-29)", "H/15" in the minute and hour fields (a value hashed from '
-        "the job's name). A job with `run_on_register: true` may have none "
-        '(`""`, or left out when it is created): it then runs when a runner starts, '
-        "or when triggered. Left out of a later apply, the stored schedule stays.",
+        "the job's name). A job with `schedules` or `at`, or with `run_on_register: "
+        'true`, may have none (`""`, or left out): with `schedules` or `at` and no '
+        "`schedule`, it has none; with `run_on_register` alone, it then runs when a "
+        "runner starts, or when triggered, and a later apply that leaves it out keeps "
+        "the stored schedule.",
         REQUIRED,
     ),
     Field("timezone", "IANA timezone", "The schedule is read in it.", "UTC"),
+    Field(
+        "schedules",
+        "list of schedules",
+        "More schedules, beside or instead of `schedule` (at most 20): each a schedule as "
+        "`schedule` takes it, read in the job's timezone, or a mapping `{cron, timezone}` "
+        "on a clock of its own. The job fires at every instant any of its schedules and "
+        "`at` gives, once per instant. An `@every` schedule counts from the job's last "
+        "instant when it is the job's only source; among others it runs on a fixed grid "
+        "through `not_before` (else the Unix epoch: `@every 15m` at :00, :15, :30, :45).",
+        [],
+        fields=(
+            Field("cron", "schedule", "Any form `schedule` takes.", REQUIRED),
+            Field("timezone", "IANA timezone", "Its clock; none: the job's timezone.", None),
+        ),
+    ),
+    Field(
+        "at",
+        "list of ISO 8601 instants",
+        "One-shot instants with their offset (`2026-06-01T09:00:00+02:00`, at most "
+        "1,000), with or without schedules; the calendar gates them as it gates a "
+        "schedule's. An instant not yet stored must be in the future: one already past "
+        "is refused, naming it (`jobs[0].at[1]`); one the job already has stays valid "
+        "once past, so the same file applies again.",
+        [],
+    ),
+    Field(
+        "not_before",
+        "ISO 8601 instant",
+        "No occurrence before it (an occurrence at it fires).",
+        None,
+    ),
+    Field(
+        "not_after",
+        "ISO 8601 instant",
+        "No occurrence after it (an occurrence at it fires); after `not_before`, and "
+        "some occurrence must fall between the two.",
+        None,
+    ),
+    Field(
+        "max_runs",
+        "whole number",
+        "After this many scheduled occurrences (at most 100,000) the job completes: it "
+        'disables itself (`"completed": true` in the API, audited `job.completed`). '
+        "Every occurrence that comes due counts, whether it ran, was skipped (overlap, "
+        "maintenance) or was missed while the scheduler was down; manual, chained and "
+        "retried runs do not. Counted from when it is set; a completed job runs again "
+        "once max_runs is raised or removed and it is enabled.",
+        None,
+    ),
     Field("command", "text", "Shell command the runner executes (sh -c).", REQUIRED),
     Field("env", "mapping of text", "Extra environment variables of the run.", {}),
     Field(

@@ -12,10 +12,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from calendars.models import WEEKDAYS, CalendarPeriod
-from calendars.validators import text_problems
+from calendars.validators import text_problems, validate_timezone
 from scheduler.apply.fields import HOLIDAY_KEYS, PERIOD_FIELDS, YAML_PATHS, field_names
 from scheduler.jobs import requires
-from scheduler.jobs.cron import EVERY_RE
+from scheduler.jobs.cron import EVERY_RE, ScheduleError, parse_schedule
+from scheduler.jobs.models import MAX_AT, MAX_SCHEDULES
+from scheduler.jobs.schedules.union import parse_instant
 from scheduler.models import Job, validate_parameters
 
 # Values quoted in errors are cut to this many characters, and each error to
@@ -80,6 +82,79 @@ def requirement_list(where: str, value: Any) -> list[dict[str, Any]]:
             )
         found.append({"job": job, "succeeded_within": within})
     return found
+
+
+def schedule_list(where: str, value: Any, key: str) -> list[Any]:
+    """A job's `schedules`: each a schedule text, or {cron, timezone};
+    ApplyError naming the entry (`jobs[0].schedules[1].timezone: ...`).
+    `key`: the job's name, for the H forms."""
+    if not isinstance(value, list):
+        raise ApplyError(f"{where}: expected a list of schedules or {{cron, timezone}}")
+    if len(value) > MAX_SCHEDULES:
+        raise ApplyError(f"{where}: at most {MAX_SCHEDULES} schedules, got {len(value)}")
+    found: list[Any] = []
+    for index, entry in enumerate(value):
+        at = f"{where}[{index}]"
+        text, tz = entry, None
+        if isinstance(entry, dict):
+            unknown_fields(at, entry, {"cron", "timezone"})
+            text, tz = entry.get("cron"), entry.get("timezone")
+            at_text = f"{at}.cron"
+        else:
+            at_text = at
+        if not isinstance(text, str) or not text.strip():
+            raise ApplyError(f"{at_text}: expected a schedule, e.g. '30 2 * * *' or @daily")
+        try:
+            parse_schedule(text, key=key)
+        except ScheduleError as e:
+            raise ApplyError(f"{at_text}: {e}") from None
+        if not isinstance(entry, dict):
+            found.append(text)
+            continue
+        if tz is not None:
+            try:
+                validate_timezone(tz if isinstance(tz, str) else "")
+            except ValidationError:
+                raise ApplyError(
+                    f"{at}.timezone: {quoted(tz)} is not a known IANA timezone "
+                    "(for example Europe/Berlin or UTC)"
+                ) from None
+        found.append({"cron": text, "timezone": tz} if tz else {"cron": text})
+    return found
+
+
+def instant(where: str, value: Any) -> dt.datetime:
+    """An ISO 8601 instant with its offset, in UTC; ApplyError naming `where`."""
+    try:
+        return parse_instant(value)
+    except ScheduleError as e:
+        raise ApplyError(f"{where}: {e}") from None
+
+
+def one_shot_instants(where: str, value: Any, now: dt.datetime, kept: list[Any]) -> list[str]:
+    """A job's `at`: sorted, distinct UTC texts. An instant not among those
+    the job already has (`kept`) must be after `now`: a document applied
+    again once its instants passed stays valid."""
+    if not isinstance(value, list):
+        raise ApplyError(f"{where}: expected a list of ISO 8601 instants")
+    if len(value) > MAX_AT:
+        raise ApplyError(f"{where}: at most {MAX_AT} instants, got {len(value)}")
+    stored = set()
+    for text in kept or []:
+        try:
+            stored.add(parse_instant(text))
+        except ScheduleError:
+            continue  # a stored value no longer read: not kept
+    found = set()
+    for index, text in enumerate(value):
+        moment = instant(f"{where}[{index}]", text)
+        if moment <= now and moment not in stored:
+            raise ApplyError(
+                f"{where}[{index}]: {utc_text(moment)} is past (now is {utc_text(now)}): "
+                "a new one-shot instant must be in the future"
+            )
+        found.add(moment)
+    return [utc_text(moment) for moment in sorted(found)]
 
 
 def parameter_names(where: str, value: Any) -> list[str]:
@@ -290,6 +365,11 @@ def job_state(job: Job) -> dict[str, Any]:
         "stdin": job.stdin,
         "run_as": job.run_as,
         "run_on_register": job.run_on_register,
+        "schedules": list(job.schedules or []),
+        "at": list(job.at or []),
+        "not_before": utc_text(job.not_before) if job.not_before else None,
+        "not_after": utc_text(job.not_after) if job.not_after else None,
+        "max_runs": job.max_runs,
         "webhook": job.webhook,
         "webhook_secret": job.webhook_secret,
         "calendar": job.calendar.name if job.calendar is not None else None,
@@ -355,10 +435,15 @@ def describe_errors(where: str, error: ValidationError) -> list[str]:
     """'jobs[3].schedule: ...' lines from a ValidationError, each field
     named as the file names it (holiday_country -> holidays.country)."""
     if hasattr(error, "error_dict"):
-        return [
-            f"{field_path(where, name)}: {' '.join(m for e in errors for m in e.messages)}"
-            for name, errors in error.error_dict.items()
-        ]
+        found = []
+        for name, errors in error.error_dict.items():
+            messages = [m for e in errors for m in e.messages]
+            # An entry of a list field, named by its index: "[1]: ..." (Job.clean).
+            found += [f"{field_path(where, name)}{m}" for m in messages if m.startswith("[")]
+            rest = [m for m in messages if not m.startswith("[")]
+            if rest:
+                found.append(f"{field_path(where, name)}: {' '.join(rest)}")
+        return found
     return [f"{where}: {' '.join(error.messages)}"]
 
 

@@ -6,7 +6,6 @@ jobs, each written through `upsert`. Errors name the item and field
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection
 
@@ -21,14 +20,17 @@ from scheduler.apply.items import (
     calendar_values,
     describe_errors,
     group_state,
+    instant,
     item_problem,
     job_state,
+    one_shot_instants,
     order_by_base,
     parameter_names,
     period_values,
     periods_of,
     quoted,
     requirement_list,
+    schedule_list,
     seconds,
     string_list,
     string_mapping,
@@ -36,8 +38,8 @@ from scheduler.apply.items import (
 )
 from scheduler.apply.report import Change
 from scheduler.apply.upsert import upsert
-from scheduler.jobs import chain_graph, requires
-from scheduler.jobs.cron import ScheduleError, never_fires_reason
+from scheduler.jobs import chain_graph, job_checks, requires
+from scheduler.jobs.cron import ScheduleError
 from scheduler.models import ConcurrencyGroup, Job
 
 # How many fire times the plan shows before and after a schedule change.
@@ -45,7 +47,9 @@ PLANNED_FIRES = 5
 # Names read in one query (SQLite binds at most 32,766 parameters).
 LOOKUP_BATCH = 500
 # Job fields whose change moves its fire times (enabled does not: it stops them).
-FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "jitter"})
+FIRE_FIELDS = frozenset({"schedule", "timezone", "calendar", "calendar_policy", "jitter"}) | {
+    "schedules", "at", "not_before", "not_after", "max_runs",
+}  # fmt: skip
 
 
 def batched(items: list[Any], size: int) -> list[list[Any]]:
@@ -293,6 +297,7 @@ class Planner:
         for key, least in (("pause_after_failures", 1), ("max_concurrent", 1), ("max_queue", 0)):
             if values[key] is not None:
                 values[key] = whole_number(f"{where}.{key}", values[key], least=least)
+        self.timing_values(where, item, values)
         group_name = values.pop("concurrency_group")
         group = None
         if group_name is not None:
@@ -330,7 +335,8 @@ class Planner:
             # Only the fields the file changes: the scheduler's own fields
             # were read before the loop may have moved them on.
             changed.update(k for k in after if before.get(k) != after[k])
-            self.writes.append(Write(job, [*sorted(changed), "updated_at"], version))
+            counted = ["scheduled_runs"] if "max_runs" in changed else []  # Job.sync_run_limit
+            self.writes.append(Write(job, [*sorted(changed), *counted, "updated_at"], version))
 
         stored = self.stored_job(item["name"])
         job = upsert(
@@ -352,22 +358,30 @@ class Planner:
         if changed & Job.SCHEDULE_FIELDS:
             self.jobs_to_reschedule.append(job)
 
+    def timing_values(self, where: str, item: dict[str, Any], values: dict[str, Any]) -> None:
+        """`schedules`, `at`, the bounds and `max_runs` as the job stores them
+        (docs/design.md §14); an `at` instant already past is refused unless
+        the job has it already. With `schedules` or `at` and no `schedule`,
+        the job has none."""
+        name = item["name"]
+        values["schedules"] = schedule_list(f"{where}.schedules", values["schedules"], key=name)
+        stored = self.stored_job(name)
+        kept = stored.at if stored is not None else []
+        values["at"] = one_shot_instants(f"{where}.at", values["at"], self.now, kept)
+        for key in ("not_before", "not_after"):
+            if values[key] is not None:
+                values[key] = instant(f"{where}.{key}", values[key])
+        if values["max_runs"] is not None:
+            values["max_runs"] = whole_number(f"{where}.max_runs", values["max_runs"], least=1)
+        if "schedule" not in item and ("schedules" in item or "at" in item):
+            values["schedule"] = ""
+
     def check_fires(self, where: str, job: Job, rules: Any) -> None:
         """The check full_clean makes of a job whose calendar is still to be
-        created: its schedule must fire within the horizon."""
-        if not job.schedule:
-            return  # run on register only (Job.clean checked it)
-        reason = never_fires_reason(
-            job.schedule,
-            job.timezone,
-            rules,
-            self.now,
-            horizon_years=settings.CRONIQ_HORIZON_YEARS,
-            policy=job.calendar_policy,
-            key=job.name,
-        )
-        if reason:
-            raise ValidationError({"schedule": reason})
+        created: its schedules must fire within the horizon."""
+        problems = job_checks.source_problems(job, rules)
+        if problems:
+            raise ValidationError(problems)
 
     def fires_of(self, job: Job) -> list[Any]:
         """The job's next fire instants after `now`, counted as the loop

@@ -18,6 +18,7 @@ Retry-After when the pending ones already there are in the way, 422 naming
 `end` when the range alone holds more runs than the limit.
 """
 
+import copy
 import typing
 from datetime import datetime, timedelta
 
@@ -66,18 +67,39 @@ def instants_between(job: Job, start: datetime, end: datetime) -> list[datetime]
     """The instants in [start, end) the job's schedule and calendar (as it
     is now) produce; BackfillRefused past CRONIQ_BACKFILL_CAP."""
     cap = settings.CRONIQ_BACKFILL_CAP
+    if job.max_runs is not None:
+        # Backfilled runs are not scheduled occurrences: max_runs neither
+        # counts nor limits them.
+        job = copy.copy(job)
+        job.max_runs = None
     first = job.first_fire_after(start - TINY)
     if first is None or first >= end:
         return []
-    rest = next_fires(
-        job.schedule, job.timezone, job.calendar_rules(), first, cap, job.calendar_policy,
-        horizon_years=settings.CRONIQ_HORIZON_YEARS, key=job.name,
-    )  # fmt: skip
+    if job.timing is None:
+        rest = next_fires(
+            job.schedule, job.timezone, job.calendar_rules(), first, cap, job.calendar_policy,
+            horizon_years=settings.CRONIQ_HORIZON_YEARS, key=job.name,
+        )  # fmt: skip
+    else:
+        rest = union_instants(job, first, end, cap)
     found = [t for t in [first, *rest] if t < end]
     if len(found) > cap:
         raise BackfillRefused(
             "end", f"the range holds more than {cap} instants (CRONIQ_BACKFILL_CAP)"
         )
+    return found
+
+
+def union_instants(job: Job, first: datetime, end: datetime, cap: int) -> list[datetime]:
+    """Up to `cap` + 1 instants after `first` and before `end` of a job
+    with several schedules, one-shot instants or bounds (docs/design.md §14)."""
+    found: list[datetime] = []
+    instant: datetime | None = first
+    while len(found) < cap + 1:
+        instant = job.next_fire_after(instant)
+        if instant is None or instant >= end:
+            break
+        found.append(instant)
     return found
 
 

@@ -83,6 +83,10 @@ class JobLoad:
     max_concurrent: int | None = None
     max_queue: int | None = None
     key: Hashable = None
+    # No run after `ends` (`not_after`), at most `runs` more (`max_runs`):
+    # the steady rate past the cap stops there too.
+    ends: datetime | None = None
+    runs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -208,11 +212,16 @@ class Instants:
     before the window's end, with `rate` (runs a second) for the rest."""
 
     def __init__(
-        self, seconds: list[float], rest_from: float | None = None, rate: float | None = None
+        self,
+        seconds: list[float],
+        rest_from: float | None = None,
+        rate: float | None = None,
+        rest_until: float = math.inf,
     ) -> None:
         self.seconds = seconds
         self.rest_from = rest_from
         self.rate = rate
+        self.rest_until = rest_until  # the rest stops here (a job's bound or last run)
 
 
 @dataclass
@@ -250,9 +259,20 @@ class Window:
             if instant >= end:
                 return Instants(found)
             if len(found) == cap:
-                return Instants(found, self.offset(instant), self.rate(first, found))
+                rest_from, rate = self.offset(instant), self.rate(first, found)
+                return Instants(
+                    found, rest_from, rate, self.rest_until(first, rest_from, rate, cap)
+                )
             found.append(self.offset(instant))
         return Instants(found)
+
+    def rest_until(self, job: JobLoad, rest_from: float, rate: float, cap: int) -> float:
+        """Where a job's steady rate stops: its `ends`, or when its `runs`
+        left past the enumerated ones are spent."""
+        until = math.inf if job.ends is None else self.offset(job.ends)
+        if job.runs is not None and rate > 0:
+            until = min(until, rest_from + max(job.runs - cap, 0) / rate)
+        return until
 
     @staticmethod
     def rate(job: JobLoad, found: list[float]) -> float:
@@ -356,6 +376,7 @@ def add_steady(demand: list[float], window: Window, job: JobLoad, instants: Inst
     density = steady_density(job, 1 / instants.rate)
     size = window.bucket_seconds
     for low, high in window.allowed(job.calendar, instants.rest_from):
+        high = min(high, instants.rest_until)
         i = max(int(low // size), 0)
         while i < window.count and i * size < high:
             demand[i] += density * (min(high, (i + 1) * size) - max(low, i * size)) / size

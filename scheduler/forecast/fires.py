@@ -10,6 +10,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from calendars.rules import CalendarRules
+from scheduler.jobs import fire_times
 from scheduler.jobs.cron import next_fire, parse_schedule
 
 Fires = Callable[[datetime], Iterator[datetime]]
@@ -62,6 +63,21 @@ def schedule_fires(
         while instant is not None and instant < until:
             yield instant
             instant = next_fire(parsed, tz, gate, instant, policy, horizon_years=1)
+
+    return fires
+
+
+def job_fires(job: Any, until: datetime) -> Fires:
+    """`JobLoad.fires` of a job with more than one schedule, one-shot
+    instants, bounds or a run limit (docs/design.md §14): the loop's own
+    `fire_times.fires`, jitter included, up to `until`. Its calendar
+    should answer no further than `until` (WithinWindow)."""
+
+    def fires(after: datetime) -> Iterator[datetime]:
+        for instant in fire_times.fires(job, after):
+            if instant >= until:
+                return
+            yield instant
 
     return fires
 

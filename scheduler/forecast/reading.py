@@ -12,12 +12,15 @@ from django.db import connection, transaction
 
 from core import db
 from scheduler.forecast.core import DEFAULT_SECONDS, HISTORY_RUNS, JobLoad
-from scheduler.forecast.fires import delayed, failing, schedule_fires
+from scheduler.forecast.fires import WithinWindow, delayed, failing, job_fires, schedule_fires
+from scheduler.jobs import fire_times
 
 JOB_FIELDS = (
     "pk", "name", "schedule", "timezone", "calendar_id", "calendar_policy",
     "labels", "overlap", "max_concurrent", "max_queue", "timeout", "next_run_at", "jitter",
 )  # fmt: skip
+# A job's timing beyond `schedule` (docs/design.md §14), read after JOB_FIELDS.
+TIMING_FIELDS = ("schedules", "at", "not_before", "not_after", "max_runs", "scheduled_runs")
 
 
 def job_loads(until: datetime) -> list[JobLoad]:
@@ -27,27 +30,42 @@ def job_loads(until: datetime) -> list[JobLoad]:
     from scheduler.jobs.cron import parse_schedule, uses_key
     from scheduler.models import Job, jitter_offset
 
-    rows = list(
-        Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
-        .exclude(schedule="")  # run on register only: no instants to forecast
+    rows = [
+        row
+        for row in Job.objects.filter(enabled=True, paused_at__isnull=True, error="")
         .order_by("pk")
-        .values_list(*JOB_FIELDS)
-    )
+        .values_list(*JOB_FIELDS, *TIMING_FIELDS)
+        if row[2] or row[13] or row[14]  # run on register only: no instants to forecast
+    ]
     durations = expected_seconds([row[0] for row in rows])
     calendars = calendar_rules({row[4] for row in rows if row[4] is not None})
     loads = []
     for row in rows:
         pk, name, schedule, tz, calendar_id, policy, labels = row[:7]
-        overlap, max_concurrent, max_queue, timeout, anchor, jitter = row[7:]
+        overlap, max_concurrent, max_queue, timeout, anchor, jitter = row[7:13]
+        timing = dict(zip(TIMING_FIELDS, row[13:], strict=True))
         rules = calendars.get(calendar_id)
         try:
             if isinstance(rules, Exception):
                 raise rules
-            every = parse_schedule(schedule, key=name).every
-            fires = schedule_fires(schedule, tz, rules, policy, until, anchor, key=name)
-            fires = delayed(fires, jitter_offset(name, jitter), until)
+            if has_timing(timing):
+                job = Job(
+                    name=name, schedule=schedule, timezone=tz, calendar_id=calendar_id,
+                    calendar_policy=policy, next_run_at=anchor, jitter=jitter, **timing,
+                )  # fmt: skip
+                if rules is not None:
+                    job._calendar_rules = (calendar_id, WithinWindow(rules, until))
+                every = fire_times.anchored_every(job)
+                fires = job_fires(job, until)
+                ends = job.not_after + job.offset if job.not_after is not None else None
+                runs = job.runs_left
+            else:
+                ends = runs = None
+                every = parse_schedule(schedule, key=name).every
+                fires = schedule_fires(schedule, tz, rules, policy, until, anchor, key=name)
+                fires = delayed(fires, jitter_offset(name, jitter), until)
         except ValueError as e:  # ScheduleError, RulesError
-            every, fires = None, failing(e)
+            every, fires, ends, runs = None, failing(e), None, None
         loads.append(
             JobLoad(
                 name=name,
@@ -59,11 +77,13 @@ def job_loads(until: datetime) -> list[JobLoad]:
                 overlap=overlap,
                 max_concurrent=max_concurrent,
                 max_queue=max_queue,
+                ends=ends,
+                runs=runs,
                 # A cron schedule fires at the same instants for every job
                 # on the same clock, calendar and policy; `@every` follows
                 # each job's own grid, and an H form its own name's instants.
                 key=None
-                if every is not None
+                if every is not None or has_timing(timing)
                 else (
                     schedule,
                     tz,
@@ -74,6 +94,14 @@ def job_loads(until: datetime) -> list[JobLoad]:
             )
         )
     return loads
+
+
+def has_timing(timing: dict[str, Any]) -> bool:
+    """Whether a job has more than its `schedule` to fire at, or a run limit."""
+    return (
+        any(timing[key] for key in ("schedules", "at", "not_before", "not_after"))
+        or timing["max_runs"] is not None
+    )
 
 
 def expected(median: float | None, timeout: int | None) -> float:

@@ -186,8 +186,14 @@ def fires(
     else:
         instant = job.first_fire_after(after, blocked)
     left = runs_left_after(job, after)
+    # Instants before next_run_at came due already: `max_runs` counted them.
+    counted_from = job.next_run_at if job.paused_at is None else None
     given = 0
-    while instant is not None and (left is None or given < left):
+    while instant is not None:
+        if left is not None and (counted_from is None or instant >= counted_from):
+            if left == 0:
+                return
+            left -= 1
         yield instant
         given += 1
         if given == last:

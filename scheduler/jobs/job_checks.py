@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from calendars.periods import RANGE_PROBLEM, out_of_range
 from calendars.validators import validate_stored_text, validate_timezone
 from scheduler.jobs import chain_graph, requires, webhooks
 from scheduler.jobs.cron import ScheduleError, never_fires_reason, next_fire_of, parse_schedule
@@ -99,6 +100,13 @@ def clean(job: Job) -> None:
         raise ValidationError(problems)
     job.sync_overlap()
     job.sync_run_limit()
+    bounds = {
+        name: RANGE_PROBLEM
+        for name in ("not_before", "not_after")
+        if getattr(job, name) is not None and out_of_range(getattr(job, name))
+    }
+    if bounds:
+        raise ValidationError(bounds)
     job.sync_webhook()
     if not (job.schedule or job.schedules or job.at):
         if not (job.run_on_register or job.webhook):
@@ -121,26 +129,35 @@ def clean(job: Job) -> None:
         raise ValidationError(problems)
 
 
-def source_problems(job: Job) -> dict[str, list[str]]:
+def source_problems(job: Job, rules: Any = None) -> dict[str, list[str]]:
     """{field: messages} for a schedule that cannot be read or never meets
-    the job's calendar; an item of `schedules` is named by its index
-    ("[1]: ...", which apply writes `jobs[0].schedules[1]: ...`)."""
+    the job's calendar (`rules`, default the job's own); an item of
+    `schedules` is named by its index ("[1]: ...", which apply writes
+    `jobs[0].schedules[1]: ...`)."""
+    if rules is None:
+        rules = job.calendar_rules()
     problems: dict[str, list[str]] = {}
-    sources = [("schedule", "", job.schedule, job.timezone)] if job.schedule else []
-    listed = job.schedules if isinstance(job.schedules, list) else []  # else its validator's
-    for index, item in enumerate(listed):
-        text, tz = (
-            (item.get("cron"), item.get("timezone")) if isinstance(item, dict) else (item, "")
-        )
-        sources.append(("schedules", f"[{index}]: ", text, tz or job.timezone))
-    for field, where, text, tz in sources:
-        problem = schedule_problem(job, text, tz)
+    for field, where, text, tz in sources(job):
+        problem = schedule_problem(job, text, tz, rules)
         if problem:
             problems.setdefault(field, []).append(where + problem)
     return problems
 
 
-def schedule_problem(job: Job, text: Any, tz: str) -> str | None:
+def sources(job: Job) -> list[tuple[str, str, Any, Any]]:
+    """[(field, index prefix, schedule text, timezone)] of the job's
+    schedules: `schedule`, then each item of `schedules`."""
+    found = [("schedule", "", job.schedule, job.timezone)] if job.schedule else []
+    listed = job.schedules if isinstance(job.schedules, list) else []  # else its validator's
+    for index, item in enumerate(listed):
+        text, tz = (
+            (item.get("cron"), item.get("timezone")) if isinstance(item, dict) else (item, "")
+        )
+        found.append(("schedules", f"[{index}]: ", text, tz or job.timezone))
+    return found
+
+
+def schedule_problem(job: Job, text: Any, tz: Any, rules: Any) -> str | None:
     """Why one schedule of the job cannot be, or None."""
     if not isinstance(tz, str):
         return f"timezone: {tz!r} is not a timezone name"
@@ -154,7 +171,7 @@ def schedule_problem(job: Job, text: Any, tz: str) -> str | None:
     reason: str | None = never_fires_reason(
         text,
         tz,
-        job.calendar_rules(),
+        rules,
         timezone.now(),
         horizon_years=settings.CRONIQ_HORIZON_YEARS,
         policy=job.calendar_policy,

@@ -9,15 +9,20 @@ A preview never guesses an anchor of its own: the stored job (and so its
 anchored on `now`, as saving it would reschedule it (`Job.reschedule`).
 """
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.utils import timezone as django_timezone
+
 from calendars.models import Calendar
 from calendars.zones import RulesError, get_zone, local_midnight
+from core.admin_widgets import names_in
 from scheduler.jobs.cron import ScheduleError, months_without_occurrence, parse_schedule, uses_key
-from scheduler.jobs.fire_times import NO_SCHEDULE
+from scheduler.jobs.fire_times import NO_SCHEDULE, anchored_every
+from scheduler.jobs.schedules.union import instants
 from scheduler.models import Job
 
 SHOWN = 10
@@ -43,6 +48,33 @@ class ScheduleForm:
     job_id: int | None = None
     name: str = ""  # seeds the schedule's H forms and the jitter
     jitter: int | None = None
+    # docs/design.md §14; None: the form does not say (as stored).
+    timing: "FormTiming | None" = None
+
+
+@dataclass(frozen=True)
+class FormTiming:
+    """What the form says of a job's timing beyond its schedule."""
+
+    schedules: tuple = ()
+    at: tuple = ()  # instants, sorted, distinct
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+    max_runs: int | None = None
+
+    @classmethod
+    def of(cls, job: Job) -> "FormTiming":
+        return cls(
+            tuple(freeze(item) for item in job.schedules or []),
+            instants(job.at or []),
+            job.not_before,
+            job.not_after,
+            job.max_runs,
+        )
+
+
+def freeze(item: Any) -> Any:
+    return tuple(sorted(item.items())) if isinstance(item, dict) else item
 
 
 def read_form(params: Mapping[str, str]) -> ScheduleForm:
@@ -58,7 +90,51 @@ def read_form(params: Mapping[str, str]) -> ScheduleForm:
         job_id=optional_id(params.get("job"), "job"),
         name=params.get("name", "").strip(),
         jitter=optional_id(params.get("jitter"), "jitter"),
+        timing=read_timing(params) if "schedules" in params or "at" in params else None,
     )
+
+
+def read_timing(params: Mapping[str, str]) -> FormTiming:
+    """The form's schedules, one-shot instants, bounds and max_runs, as the
+    admin's inputs post them (a bound as its date and time inputs)."""
+    text = params.get("schedules", "").strip()
+    if text.startswith("["):
+        try:
+            schedules = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise PreviewError("schedules: not a JSON list of schedules") from None
+        if not isinstance(schedules, list):
+            raise PreviewError("schedules: not a JSON list of schedules")
+    else:
+        schedules = [line.strip() for line in text.splitlines() if line.strip()]
+    try:
+        at = instants(names_in(params.get("at", "")))
+    except ScheduleError as e:
+        raise PreviewError(f"at: {e}") from None
+    return FormTiming(
+        tuple(freeze(item) for item in schedules),
+        at,
+        bound(params, "not_before"),
+        bound(params, "not_after"),
+        optional_id(params.get("max_runs"), "max_runs"),
+    )
+
+
+def bound(params: Mapping[str, str], name: str) -> datetime | None:
+    """A bound from the admin's date and time inputs (`name_0`, `name_1`),
+    on the admin's clock (TIME_ZONE), or from one ISO 8601 text (`name`)."""
+    text = params.get(name) or " ".join(
+        part for part in (params.get(f"{name}_0", ""), params.get(f"{name}_1", "")) if part
+    )
+    if not text.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise PreviewError(f"{name}: {text!r} is not a date and time") from None
+    if moment.tzinfo is None:
+        moment = django_timezone.make_aware(moment, django_timezone.get_current_timezone())
+    return moment.astimezone(UTC)
 
 
 def optional_id(text: str | None, kind: str) -> int | None:
@@ -89,7 +165,8 @@ def draft(form: ScheduleForm, stored: Job | None, calendar: Calendar | None) -> 
     """The stored job when saving the form keeps its schedule (and anchor),
     else an unsaved job with the form's schedule, anchored on the save."""
     name = form.name or (stored.name if stored else "")
-    check(form, name)
+    timing = form.timing or (FormTiming.of(stored) if stored else FormTiming())
+    check(form, name, timing)
     if stored is not None and keeps_schedule(stored, form):
         return stored
     job = Job(
@@ -102,6 +179,12 @@ def draft(form: ScheduleForm, stored: Job | None, calendar: Calendar | None) -> 
         # A pause outlives the save: the job fires again where it ends.
         paused_at=stored.paused_at if stored else None,
         paused_until=stored.paused_until if stored else None,
+        schedules=[dict(item) if isinstance(item, tuple) else item for item in timing.schedules],
+        at=[moment.isoformat() for moment in timing.at],
+        not_before=timing.not_before,
+        not_after=timing.not_after,
+        max_runs=timing.max_runs,
+        scheduled_runs=stored.scheduled_runs if stored and timing.max_runs else 0,
     )
     if calendar is not None:
         try:
@@ -111,14 +194,26 @@ def draft(form: ScheduleForm, stored: Job | None, calendar: Calendar | None) -> 
     return job
 
 
-def check(form: ScheduleForm, name: str) -> None:
-    if not form.schedule.strip():
+def check(form: ScheduleForm, name: str, timing: FormTiming) -> None:
+    if not form.schedule.strip() and not (timing.schedules or timing.at):
         raise PreviewError(NO_SCHEDULE)  # allowed with run on register
     try:
-        parse_schedule(form.schedule, key=name)
+        if form.schedule.strip():
+            parse_schedule(form.schedule, key=name)
         get_zone(form.timezone)
     except (ScheduleError, RulesError) as e:
         raise PreviewError(str(e)) from None
+    for index, item in enumerate(timing.schedules):
+        text, tz = (
+            (dict(item).get("cron"), dict(item).get("timezone"))
+            if isinstance(item, tuple)
+            else (item, None)
+        )
+        try:
+            parse_schedule(text, key=name)
+            get_zone(tz or form.timezone)
+        except (ScheduleError, RulesError) as e:
+            raise PreviewError(f"schedules[{index}]: {e}") from None
 
 
 def keeps_schedule(stored: Job | None, form: ScheduleForm) -> bool:
@@ -127,6 +222,8 @@ def keeps_schedule(stored: Job | None, form: ScheduleForm) -> bool:
     renamed = form.name and form.name != stored.name
     renamed = renamed and (uses_key(form.schedule) or form.jitter)
     if stored.error or renamed:
+        return False
+    if form.timing is not None and form.timing != FormTiming.of(stored):
         return False
     return (
         stored.schedule,
@@ -204,6 +301,8 @@ def skipped_months(job: Job, after: datetime, until: datetime) -> list[tuple[dat
     """[(first day, sentence)] for each month from `after`'s to `until`'s in which
     an `@business_day` job has fewer allowed days than it counts to; [] for
     other schedules."""
+    if not job.schedule:
+        return []  # `schedule` alone may be `@business_day`
     rules = job.calendar_rules()
     months = months_without_occurrence(
         job.schedule, job.timezone, rules, after, until, key=job.name
@@ -228,8 +327,13 @@ def plural(count: int, word: str) -> str:
 
 def anchor_note(job: Job) -> str:
     """How an `@every` job's instants are counted, in a sentence ("" for cron)."""
-    every = parse_schedule(job.schedule, key=job.name).every
-    if every is None:
+    timing = job.timing
+    if timing is not None and not timing.alone:
+        if not any(source.schedule.every for source in timing.sources):
+            return ""
+        through = "not_before" if job.not_before else "the Unix epoch"
+        return f"beside other schedules: counted on a fixed grid through {through}"
+    if anchored_every(job) is None:
         return ""
     if job.pk and job.next_run_at:
         wall, _ = job.wall_and_utc(job.next_run_at)

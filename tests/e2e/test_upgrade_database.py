@@ -12,6 +12,8 @@ job.
 """
 
 import json
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -20,8 +22,10 @@ import requests
 
 from harness.previous_release import previous_migrated_database, previous_python, release_tree
 from harness.processes import (
+    ROOT,
     drop_database,
     manage,
+    process_env,
     query,
     start_agent,
     start_web_and_loop,
@@ -31,6 +35,7 @@ from harness.processes import (
 pytestmark = pytest.mark.e2e
 
 ROWS = Path(__file__).with_name("previous_release_rows.py")
+FIRES = Path(__file__).with_name("upcoming_fires.py")
 
 
 @pytest.fixture
@@ -92,10 +97,18 @@ def test_the_previous_release_database_upgrades_and_serves(previous_database, tm
     db, made = previous_database
     tables = made["tables"]
     before = snapshot(db, tables)
+    fires_before = upcoming_fires(previous_python(db, FIRES))
+    assert sum(isinstance(fires, list) and len(fires) == 5 for fires in fires_before.values()) > 3
 
     manage(db, "migrate", "--no-input")
 
     after = snapshot(db, tables)
+    # Jobs keep their behaviour: the current code fires each at the
+    # instants the previous release did (scheduler 0020: no further
+    # schedule, no one-shot instant, no bound, no run limit).
+    assert upcoming_fires(current_python(db, FIRES)) == fires_before
+    columns = new_job_columns(db)
+    assert columns and all(row == ([], [], None, None, None, 0) for row in columns), columns
     long_stamp = made["long_stamp"]
     # notifications 0004: apply's stamps become owner and source; the
     # admin's rows (no stamp) the admin's. Nothing else changes.
@@ -149,6 +162,34 @@ def test_the_previous_release_database_upgrades_and_serves(previous_database, tm
     finally:
         for process in processes:
             process.stop()
+
+
+def upcoming_fires(result) -> dict[str, object]:
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("FIRES:")]
+    return json.loads(line.removeprefix("FIRES:"))
+
+
+def current_python(db: str, script: Path):
+    """A script run inside the current code's Django (it calls django.setup())."""
+    settings = {"DJANGO_SETTINGS_MODULE": "croniq_project.settings", "PYTHONPATH": ROOT}
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=process_env(db, **settings),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def new_job_columns(db: str) -> list[tuple]:
+    """Each job's columns of scheduler 0020, JSON read back as lists."""
+    rows = query(
+        db,
+        "SELECT schedules, at, not_before, not_after, max_runs, scheduled_runs FROM scheduler_job",
+    )
+    return [tuple(json.loads(v) if isinstance(v, str) else v for v in row) for row in rows]
 
 
 def runs_of(db: str, job: str) -> list[tuple]:

@@ -89,6 +89,20 @@ def rich(secrets_dir):
                 "maintenance": "defer",
                 "pause_after_failures": 4,
             },
+            # Several schedules, one-shot instants, bounds and a run limit
+            # (docs/design.md §14), and no `schedule` of its own.
+            {
+                "name": "quarter-close",
+                "schedules": [
+                    "0 9 1 * *",
+                    {"cron": "0 9 15 * *", "timezone": "America/New_York"},
+                ],
+                "at": ["2031-03-31T18:00:00+02:00"],
+                "not_before": "2026-03-01T00:00:00+00:00",
+                "not_after": "2031-12-31T23:00:00+00:00",
+                "max_runs": 12,
+                "command": "close-books",
+            },
             {"name": "page", "schedule": "@daily", "command": "page-oncall", "singleton": True},
             # No schedule: it runs when its webhook URL is called, the calls signed.
             {

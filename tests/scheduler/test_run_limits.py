@@ -165,3 +165,13 @@ def test_a_job_without_a_limit_keeps_no_count():
     job = JobFactory(schedule="* * * * *", next_run_at=T0)
     tick_through(job, [T0, T0 + MINUTE])
     assert job.scheduled_runs == 0 and job.enabled
+
+
+def test_a_backfill_runs_the_unions_past_instants_neither_counted_nor_limited():
+    from scheduler.firing import backfill
+
+    job = new_job(schedule="0 * * * *", schedules=["30 * * * *"], max_runs=1)
+    done = backfill.backfill(job, T0 - 2 * 60 * MINUTE, T0, T0, ("user", "ops"), dry_run=True)
+    assert done.instants == [T0 - n * 30 * MINUTE for n in (4, 3, 2, 1)]
+    job.refresh_from_db()
+    assert (job.scheduled_runs, job.completed) == (0, False)

@@ -8,4 +8,5 @@ when it falls (docs/design.md §3). `scheduler.jobs.cron` is their public face.
 - business_day: `@business_day N HH:MM`, its days and its instants.
 - parsing: text (cron, macros, `@every`, `@business_day`) to Schedule.
 - wall_time: the next instant of a cron schedule, DST-correct.
+- union: a job's several schedules, one-shot instants and bounds (Timing).
 """

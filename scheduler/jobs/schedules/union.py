@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from calendars.periods import EARLIEST, LATEST, RANGE_PROBLEM
 from scheduler.jobs.schedules.errors import ScheduleError
 from scheduler.jobs.schedules.schedule import Schedule
 
@@ -122,9 +123,13 @@ def parse_instant(text: Any) -> datetime:
             "moment everywhere"
         )
     try:
-        return moment.astimezone(UTC)
+        moment = moment.astimezone(UTC)
     except OverflowError:
-        raise ScheduleError(f"{str(text)[:80]!r} is out of range") from None
+        moment = EPOCH - TINY  # out of range either way
+    if not EARLIEST <= moment <= LATEST:
+        # As every instant Croniq stores: no arithmetic on it can overflow.
+        raise ScheduleError(f"{str(text)[:80]!r} {RANGE_PROBLEM}")
+    return moment
 
 
 def instants(texts: Iterable[Any]) -> tuple[datetime, ...]:

@@ -1,5 +1,6 @@
 // The job form's live preview: as the schedule, timezone, calendar,
-// calendar policy or name (it seeds the H forms) change, ask the admin's preview view (scheduler.jobs.previews)
+// calendar policy, name (it seeds the H forms) or the further schedules,
+// one-shot instants, bounds and max_runs change, ask the admin's preview view (scheduler.jobs.previews)
 // for the next fire times and list them under the form's schedule fields.
 // Blocked candidates are struck through; their reason is the title (hover),
 // as for the months an @business_day job has no occurrence in.
@@ -7,7 +8,9 @@
   "use strict";
 
   var script = document.currentScript;
-  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy", "name", "jitter"];
+  var FIELDS = ["schedule", "timezone", "calendar", "calendar_policy", "name", "jitter",
+    // More schedules, one-shot instants, bounds (date and time inputs) and max_runs.
+    "schedules", "at", "max_runs", "not_before_0", "not_before_1", "not_after_0", "not_after_1"];
   var WAIT_MS = 250; // typing pauses this long before we ask
 
   function start() {
@@ -59,8 +62,11 @@
 
   function ask(box, state) {
     var asked = ++state.asked;
-    var schedule = document.getElementById("id_schedule");
-    if (!schedule.value.trim()) {
+    var typed = ["schedule", "schedules", "at"].some(function (name) {
+      var input = document.getElementById("id_" + name);
+      return input && input.value.trim();
+    });
+    if (!typed) {
       // Nothing typed yet (a new job): nothing to ask about.
       render(box, { entries: [], reason: "Type a schedule to see its next fire times." });
       return;
