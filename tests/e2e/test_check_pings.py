@@ -97,3 +97,46 @@ def test_the_flood_limit_holds_across_two_web_processes(server, e2e_database, to
     assert 60 <= answers.count(200) <= 120
     assert len(pings(e2e_database, "backup")) == answers.count(200)
     assert requests.get(f"{server.url}/ping/{tokens['report']}", timeout=10).status_code == 200
+
+
+def test_pings_at_once_from_many_senders_are_each_recorded_once(
+    server, e2e_database, tokens, tmp_path
+):
+    """Senders at once on two web processes: each process records the pings
+    that wait while it writes in one transaction (checks.ping_batches), on
+    PostgreSQL several at once, locking the checks in token order. Every
+    ping answered 200 is recorded once, numbered without a gap, and none
+    is refused for a deadlock or a lock."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    other = Server(e2e_database, tmp_path / "web2.log").wait_ready()
+    names = ("backup", "report")
+
+    def send(sender):
+        with requests.Session() as session:
+            return [
+                session.get(
+                    f"{(server, other)[sender % 2].url}/ping/{tokens[names[n % 2]]}/log",
+                    timeout=10,
+                ).status_code
+                for n in range(sender, sender + 12)
+            ]
+
+    try:
+        with ThreadPoolExecutor(8) as senders:
+            answers = [status for batch in senders.map(send, range(8)) for status in batch]
+    finally:
+        other.stop()
+    assert answers == [200] * 96  # 48 a check: under its flood limit of 60 a minute
+    for name in names:
+        numbers = query(
+            e2e_database,
+            "SELECT p.n FROM checks_ping p JOIN checks_check c ON c.id = p.subject_id "
+            "WHERE c.name = %s ORDER BY p.n",
+            (name,),
+        )
+        [(counted,)] = query(
+            e2e_database, "SELECT n_pings FROM checks_check WHERE name = %s", (name,)
+        )
+        assert [n for (n,) in numbers] == list(range(1, counted + 1))
+        assert counted == 48
