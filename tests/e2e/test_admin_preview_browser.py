@@ -119,6 +119,20 @@ def test_the_preview_follows_the_schedule_as_it_is_typed(page):
         timeout=15_000,
     )
     assert preview.locator("[data-preview-more]").count() == 0
+
+    # More schedules and a run limit, typed: the list follows them too.
+    page.fill("#id_schedule", "")
+    page.fill("#id_schedules", "0 9 * * *\n30 21 * * *")
+    page.fill("#id_max_runs", "3")
+    page.wait_for_function(
+        "document.querySelectorAll('[data-fire-preview] li:not(.blocked)').length === 3",
+        timeout=15_000,
+    )
+    walls = preview.locator("li:not(.blocked) time").all_inner_texts()
+    assert sorted(w[15:20] for w in walls) in (
+        ["09:00", "21:30", "21:30"],
+        ["09:00", "09:00", "21:30"],
+    )
     assert page.problems == []
 
 
