@@ -11,7 +11,6 @@ import pytest
 from core import commits, wakeups
 from scheduler.firing import job_edits
 
-
 COMMITS = 300
 
 
