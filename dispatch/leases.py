@@ -28,7 +28,7 @@ from dispatch.notify import notify_new_work
 from dispatch.refusals import Conflict, NotFound, Refused, TooLarge
 from runners.models import RunnerToken
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
-from scheduler.runs import lifecycle, outcomes, overlap, requirements
+from scheduler.runs import lifecycle, outcomes, requirements
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -432,8 +432,8 @@ def finished_ok(
                 if settled is not None:
                     settled = settled[1:]
                     job_id = settled[0]
-                    settled += (outcomes.succeeded_plainly(job_id, now), overlap.has_queued(job_id))
-                    settled += (requirements.anything_waits(),)
+                    settled += (outcomes.succeeded_plainly(job_id, now),)
+                    settled += requirements.queued_and_waiting(job_id)
         if settled is None:
             return False
         *columns, plain, queued, waits = settled

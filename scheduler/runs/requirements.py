@@ -203,6 +203,23 @@ ANYTHING_WAITS = (
 )
 
 
+def queued_and_waiting(job_id: int) -> tuple[bool, bool]:
+    """(whether job `job_id` has queued runs, whether any run waits for
+    requirements): a success's two looks in one statement (SQLite's finish
+    sends its steps one by one; PostgreSQL's has them in its CTE)."""
+    with connection.cursor() as cursor:
+        cursor.execute(QUEUED_AND_WAITING, [job_id, Execution.QUEUED, Execution.QUEUED])
+        queued, waits = cursor.fetchone()
+    return bool(queued), bool(waits)
+
+
+QUEUED_AND_WAITING = (
+    f"SELECT EXISTS (SELECT 1 FROM {Execution._meta.db_table} WHERE job_id = %s AND state = %s),"
+    f" EXISTS (SELECT 1 FROM {Execution._meta.db_table}"
+    " WHERE state = %s AND requires_until IS NOT NULL)"
+)
+
+
 def after_success(job_ids: Iterable[int], now: datetime, waits: bool | None = None) -> int:
     """Release the waiting runs a success of the jobs `job_ids` may meet;
     part of the settle's transaction. `waits`: whether any run waits, when
