@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from audit.changes import is_secret_env
 from calendars.models import Calendar, CalendarPeriod
@@ -39,6 +40,7 @@ from scheduler.apply.fields import (
 )
 from scheduler.apply.items import group_state, job_state
 from scheduler.apply.sections import added_sections
+from scheduler.jobs.schedules.union import parse_instant
 from scheduler.models import ConcurrencyGroup, Job
 
 # Which rows an export reads: a function narrowing each query.
@@ -78,11 +80,12 @@ class Export:
         return HEADER + dumped(self.document)
 
 
-def export(select: Selection = everything) -> Export:
+def export(select: Selection = everything, now: dt.datetime | None = None) -> Export:
     """The configuration `select` picks, read from one snapshot (a row
     changed meanwhile cannot leave a job naming a calendar the document
-    lacks), as an apply document; ExportError when an app's section
-    cannot be exported."""
+    lacks), as an apply document, at `now` (default: the clock's); ExportError
+    when an app's section cannot be exported."""
+    now = now or timezone.now()
     with db.snapshot():
         calendars = by_name(select(Calendar.objects.select_related("base")))
         periods = periods_by_calendar(select)
@@ -92,7 +95,7 @@ def export(select: Selection = everything) -> Export:
         sections = {
             "calendars": [calendar_item(c, periods.get(c.pk, [])) for c in calendars],
             "concurrency_groups": [group_item(g) for g in groups],
-            "jobs": [job_item(j) for j in jobs],
+            "jobs": [job_item(j, now) for j in jobs],
         }
         for keys, factory in added_sections():
             exported = getattr(factory, "export", None)
@@ -198,10 +201,14 @@ def group_item(group: ConcurrencyGroup) -> dict[str, Any]:
     return as_item(GROUP_FIELDS, {"name": group.name, **group_state(group)})
 
 
-def job_item(job: Job) -> dict[str, Any]:
+def job_item(job: Job, now: dt.datetime) -> dict[str, Any]:
     values = {"name": job.name, **job_state(job)}
     # Sorted: PostgreSQL's jsonb keeps its own key order, SQLite the one written.
     values["env"] = dict(sorted(values["env"].items()))
+    # One-shot instants still to come: a past one has fired (or was missed),
+    # and apply refuses a past instant a job does not have, so with it the
+    # export would not apply into an empty database (a restore).
+    values["at"] = [text for text in values["at"] if parse_instant(text) > now]
     return as_item(JOB_FIELDS, values, OLDER_NAMES["jobs"])
 
 

@@ -80,7 +80,7 @@ def test_apply_stores_the_timing_and_a_second_apply_changes_nothing():
 
 def test_the_export_round_trips_the_timing():
     applied(ITEM)
-    item = job_item(Job.objects.get())
+    item = job_item(Job.objects.get(), NOW)
     assert {key: item[key] for key in ("schedules", "at", "not_before", "not_after")} == {
         "schedules": ITEM["schedules"],
         "at": ["2026-12-02T08:00:00+00:00", "2026-12-24T11:00:00+00:00"],
@@ -88,11 +88,22 @@ def test_the_export_round_trips_the_timing():
         "not_after": "2027-06-29T22:00:00+00:00",
     }
     assert item["max_runs"] == 4
-    document = export().document
+    document = export(now=NOW).document
     assert applied(*document["jobs"], dry_run=True) == [("unchanged", "close", [])]
     Job.objects.all().delete()
     applied(*document["jobs"])
-    assert job_item(Job.objects.get()) == item
+    assert job_item(Job.objects.get(), NOW) == item
+
+
+def test_an_export_leaves_out_the_instants_gone_by_and_restores_into_an_empty_database():
+    applied(ITEM)
+    later = dt.datetime(2026, 12, 10, tzinfo=dt.UTC)  # 2026-12-02 08:00 has gone by
+    document = export(now=later).document
+    assert document["jobs"][0]["at"] == ["2026-12-24T11:00:00+00:00"]
+    Job.objects.all().delete()
+    [(action, name, _)] = applied(*document["jobs"], now=later)
+    assert (action, name) == ("create", "close")
+    assert Job.objects.get().at == ["2026-12-24T11:00:00+00:00"]
 
 
 def test_a_one_shot_instant_already_past_is_refused_naming_it():
