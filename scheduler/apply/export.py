@@ -92,10 +92,11 @@ def export(select: Selection = everything, now: dt.datetime | None = None) -> Ex
         groups = by_name(select(ConcurrencyGroup.objects.all()))
         jobs = by_name(select(Job.objects.select_related("calendar", "concurrency_group")))
         warnings: list[str] = []
+        done = [job for job in jobs if one_shots_gone_by(job, now)]
         sections = {
             "calendars": [calendar_item(c, periods.get(c.pk, [])) for c in calendars],
             "concurrency_groups": [group_item(g) for g in groups],
-            "jobs": [job_item(j, now) for j in jobs],
+            "jobs": [job_item(j, now) for j in jobs if j not in done],
         }
         for keys, factory in added_sections():
             exported = getattr(factory, "export", None)
@@ -110,7 +111,8 @@ def export(select: Selection = everything, now: dt.datetime | None = None) -> Ex
             if warned is not None:
                 warnings += warned(select)
     document = {key: items for key, items in sections.items() if items}
-    return Export(document, [*secret_env_warnings(jobs), *pause_warnings(jobs), *warnings])
+    warnings = [*secret_env_warnings(jobs), *pause_warnings(jobs), *done_warnings(done), *warnings]
+    return Export(document, warnings)
 
 
 def by_name(rows: Iterable[Any]) -> list[Any]:
@@ -231,6 +233,25 @@ def secret_env_warnings(jobs: list[Job]) -> list[str]:
                 f"{look}: do not commit the file as it is"
             )
     return warnings
+
+
+def one_shots_gone_by(job: Job, now: dt.datetime) -> bool:
+    """Whether the job fires only at one-shot instants, all gone by: it never
+    fires again, and without them its item would have nothing to fire at
+    (apply refuses a job without a schedule, and the instants as new ones)."""
+    if job.schedule or job.schedules or not job.at or job.run_on_register or job.webhook:
+        return False
+    return all(parse_instant(text) <= now for text in job.at)
+
+
+def done_warnings(done: list[Job]) -> list[str]:
+    if not done:
+        return []
+    return [
+        "left out: jobs whose one-shot instants (at) have all passed and that have no "
+        f"schedule, so never fire again: {', '.join(job.name for job in done)}; "
+        "their runs stay in this database (applied with --prune, the document deletes them)"
+    ]
 
 
 def pause_warnings(jobs: list[Job]) -> list[str]:

@@ -134,7 +134,10 @@ def instant(where: str, value: Any) -> dt.datetime:
 def one_shot_instants(where: str, value: Any, now: dt.datetime, kept: list[Any]) -> list[str]:
     """A job's `at`: sorted, distinct UTC texts. An instant not among those
     the job already has (`kept`) must be after `now`: a document applied
-    again once its instants passed stays valid."""
+    again once its instants passed stays valid. Those of `kept` gone by stay
+    with the job whether the document lists them or not (they have fired,
+    or were missed): so an export, which leaves them out, applies to its
+    own database as no change."""
     if not isinstance(value, list):
         raise ApplyError(f"{where}: expected a list of ISO 8601 instants")
     if len(value) > MAX_AT:
@@ -154,6 +157,7 @@ def one_shot_instants(where: str, value: Any, now: dt.datetime, kept: list[Any])
                 "a new one-shot instant must be in the future"
             )
         found.add(moment)
+    found.update(moment for moment in stored if moment <= now)
     return [utc_text(moment) for moment in sorted(found)]
 
 

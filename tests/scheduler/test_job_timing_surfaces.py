@@ -106,6 +106,27 @@ def test_an_export_leaves_out_the_instants_gone_by_and_restores_into_an_empty_da
     assert Job.objects.get().at == ["2026-12-24T11:00:00+00:00"]
 
 
+def test_an_export_made_after_an_instant_passed_plans_no_change_against_its_database():
+    applied(ITEM)
+    later = dt.datetime(2026, 12, 10, tzinfo=dt.UTC)
+    document = export(now=later).document
+    assert applied(*document["jobs"], now=later, dry_run=True) == [("unchanged", "close", [])]
+    # A file that leaves out an instant gone by leaves it with the job.
+    applied({**ITEM, "at": ["2026-12-24T11:00:00Z"]}, now=later)
+    assert Job.objects.get().at == ["2026-12-02T08:00:00+00:00", "2026-12-24T11:00:00+00:00"]
+
+
+def test_a_job_whose_one_shot_instants_have_all_passed_is_left_out_of_an_export():
+    applied({"name": "once", "command": "true", "at": ["2026-12-02T08:00:00Z"]}, ITEM)
+    later = dt.datetime(2026, 12, 10, tzinfo=dt.UTC)
+    exported = export(now=later)
+    assert [item["name"] for item in exported.document["jobs"]] == ["close"]
+    assert any("once" in warning and "never fire again" in warning for warning in exported.warnings)
+    Job.objects.all().delete()
+    applied(*exported.document["jobs"], now=later)  # a restore: nothing refused
+    assert list(Job.objects.values_list("name", flat=True)) == ["close"]
+
+
 def test_a_one_shot_instant_already_past_is_refused_naming_it():
     errors = refusal({**ITEM, "at": ["2026-12-24T12:00:00+01:00", "2026-12-01T09:00:00Z"]})
     assert errors == [
