@@ -5,7 +5,7 @@ rest)."""
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from notifications import wakeup
 from notifications.models import Event
@@ -69,12 +69,21 @@ def execution_facts(execution: Any) -> dict[str, Any]:
 
 
 def record_events(name: str, *, at: datetime, datas: list[dict[str, Any]]) -> int:
-    """Write many events of no job, execution or runner in one INSERT per
-    thousand (a loop step moving thousands of rows at once: one save each
-    took a third of a millisecond apiece); returns how many."""
-    written = Event.objects.bulk_create(
-        [Event(name=name, at=at, data=dict(data)) for data in datas], batch_size=1000
-    )
-    if written:
-        wakeup.poke_after_commit()
-    return len(written)
+    """Write many events of no job, execution or runner at once (a loop
+    step moving thousands of rows: one save each took a third of a
+    millisecond apiece); returns how many. One written-out INSERT sent with
+    executemany: bulk_create spent 0.12 ms an event building and preparing
+    model instances, 10,000 checks going down ran at 6,500-7,800 a second."""
+    if not datas:
+        return 0
+    when = EVENT_AT.get_db_prep_save(at, connection)
+    rows = [(name, when, EVENT_DATA.get_db_prep_save(dict(data), connection)) for data in datas]
+    with connection.cursor() as cursor:
+        cursor.executemany(INSERT_EVENTS, rows)
+    wakeup.poke_after_commit()
+    return len(rows)
+
+
+INSERT_EVENTS = f"INSERT INTO {Event._meta.db_table} (name, at, data) VALUES (%s, %s, %s)"
+EVENT_AT = Event._meta.get_field("at")
+EVENT_DATA = Event._meta.get_field("data")
