@@ -388,7 +388,7 @@ def paced(webs: list[Any], tokens: list[str], workdir: Path, clients: int, rate:
     guess = max(0, round(interval * 1000) - 1)
     done, _, _, _, _ = wrk_window(webs, tokens, workdir, CALIBRATION_SECONDS, clients, guess)
     answer = max(0.0, clients * CALIBRATION_SECONDS / max(done, 1) - guess / 1000)
-    return max(0, round((interval - answer) * 1000))
+    return max(0, int((interval - answer) * 1000))  # whole ms, rounded down: at least the rate
 
 
 class Window:
