@@ -914,7 +914,9 @@ def wrap_command(token: str, server: str, shell: str, program: str = WRAPPER[0])
     pinging the check of `token` at `server`: each word quoted for the
     shell and its `%` escaped for cron. ValueError for a word with a
     backslash before a `%`, which cron cannot pass on."""
-    words = [program, WRAPPER[1], "--check", token, "--server", server, "--", shell, "-c"]
+    # `--check=TOKEN`, one word: a token may start with "-" (token_urlsafe),
+    # which `--check TOKEN` would hand argparse as an option, not its value.
+    words = [program, WRAPPER[1], f"--check={token}", "--server", server, "--", shell, "-c"]
     if any("\\%" in word for word in words):
         raise ValueError("a backslash before a % cannot be written in a crontab line")
     return " ".join(shlex.quote(word) for word in words).replace("%", "\\%") + " "

@@ -168,7 +168,7 @@ def test_watched_lines_run_under_wrap_and_every_other_line_is_kept():
     before, after = CRONTAB.split("\n"), text.split("\n")
     changed = [n for n, (a, b) in enumerate(zip(before, after, strict=True), 1) if a != b]
     assert changed == [7, 9, 10, 11]
-    head = f"croniq-runner wrap --check tok-{{}} --server {SERVER} -- /bin/bash -c "
+    head = f"croniq-runner wrap --check=tok-{{}} --server {SERVER} -- /bin/bash -c "
     assert (
         after[6]
         == "*/5 * * * * " + head.format(0) + "'/srv/app/bin/check-queue.sh >/dev/null 2>&1'"
@@ -197,7 +197,7 @@ def test_a_system_crontab_keeps_the_user_field_and_crlf_ends():
         Crontab("crontab -l", text), imported, {"web1-run-parts-cron-hourly": "t"}, SERVER
     )
     assert out == (
-        "PATH=/bin\r\n17 * * * *\troot  croniq-runner wrap --check t --server "
+        "PATH=/bin\r\n17 * * * *\troot  croniq-runner wrap --check=t --server "
         f"{SERVER} -- /bin/sh -c 'cd / && run-parts /etc/cron.hourly'\r\n"
     )
 
@@ -224,7 +224,7 @@ def test_wrapping_a_wrapped_crontab_changes_nothing():
 def test_words_before_the_command_are_quoted_and_their_percent_escaped():
     head = wrap_command("a%b", "https://c.example/x y", "/bin/my shell", "/opt/croniq runner")
     assert head == (
-        "'/opt/croniq runner' wrap --check a\\%b --server 'https://c.example/x y' -- "
+        "'/opt/croniq runner' wrap --check=a\\%b --server 'https://c.example/x y' -- "
         "'/bin/my shell' -c "
     )
     with pytest.raises(ValueError, match="backslash before a %"):
@@ -303,3 +303,18 @@ def test_a_wrapped_line_runs_the_lines_command_and_pings(tmp_path, command, stat
     # The output's tail, both streams (as they arrived: their order may differ).
     body = ping_server.requests[1][2]
     assert sorted(body.splitlines()) == sorted((plain.stdout + plain.stderr).splitlines())
+
+
+def test_a_token_that_begins_with_a_dash_is_still_the_checks(tmp_path):
+    """Tokens are token_urlsafe: one in 64 begins with "-", which after a
+    separate `--check` argparse reads as an option (the wrapped line then
+    failed with a usage error and ran nothing)."""
+    import shlex
+
+    from croniq_runner import wrap
+    from croniq_runner.crontab import wrap_command
+
+    words = shlex.split(wrap_command("-Xy_z", "https://c.example", "/bin/sh") + "'true'")
+    assert words[:3] == ["croniq-runner", "wrap", "--check=-Xy_z"]
+    args = wrap.build_parser().parse_args(words[2:])
+    assert (args.check, args.server) == ("-Xy_z", "https://c.example")

@@ -78,7 +78,7 @@ def test_imported_checks_applied_and_wrapped_lines_ping_them(server, e2e_databas
     assert [n for n, (a, b) in enumerate(zip(original, lines, strict=True)) if a != b] == [4, 5]
     assert all(f"--server {server.url} -- /bin/sh -c '" in lines[n] for n in (4, 5))
     [(token,)] = query(e2e_database, "SELECT token FROM checks_check WHERE name = %s", (names[0],))
-    assert f"--check {token} " in lines[4]
+    assert f"--check={token} " in lines[4]
 
     good = run_as_cron(lines[4], tmp_path)
     assert (good.returncode, good.stdout, good.stderr) == (0, b"queue: empty\n", b"it's fine\n")
