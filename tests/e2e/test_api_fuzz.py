@@ -22,7 +22,7 @@ from collections import Counter
 import pytest
 import requests
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
@@ -165,12 +165,21 @@ def cases(operation, world):
     return aimed()
 
 
+# uvicorn's own answer to bytes HTTP does not allow (a value the fuzzer
+# made up where a request line or header must be plain): the request never
+# reached Croniq, so it says nothing of Croniq's answers.
+NOT_HTTP = "Invalid HTTP request received."
+
+
 def call(case, world, authorization):
     headers = {} if authorization is None else {"Authorization": authorization}
     try:
-        return case.call(base_url=world["url"], headers=headers, timeout=70)
+        response = case.call(base_url=world["url"], headers=headers, timeout=70)
     except requests.ConnectionError as error:
         pytest.fail(f"the server dropped the connection: {error}\n{world['server'].output()}")
+    if response.status_code == 400 and response.text == NOT_HTTP:
+        reject()
+    return response
 
 
 def show(case, response):

@@ -203,7 +203,7 @@ def test_the_checks_document_applies_and_wrap_pings_their_tokens(tmp_path, db, s
 
     text, err = import_crontab("--checks", "--wrap", *args)
     mail = Check.objects.get(name="web1-mail-s-it-s-done-team-example-com")
-    head = "croniq-runner wrap --check {} --server https://croniq.example.com -- /bin/bash -c "
+    head = "croniq-runner wrap --check={} --server https://croniq.example.com -- /bin/bash -c "
     lines = WATCHED.split("\n")
     lines[4] = (
         f"*/5 * * * * {head.format(queue.token)}'/usr/local/bin/check-queue.sh >/dev/null 2>&1'"
@@ -249,7 +249,7 @@ def test_wrap_takes_the_runner_path(tmp_path, db):
         "--runner-path",
         "/opt/cr/bin/croniq-runner",
     )
-    assert text.startswith("0 1 * * * /opt/cr/bin/croniq-runner wrap --check ")
+    assert text.startswith("0 1 * * * /opt/cr/bin/croniq-runner wrap --check=")
 
 
 @pytest.mark.parametrize(
