@@ -8,7 +8,6 @@ finding the overdue among many checks reads only them.
 """
 
 import secrets
-from datetime import timedelta
 from typing import Any
 
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -118,13 +117,7 @@ class Check(Owned):
         return self.name
 
     def timing(self) -> states.Timing:
-        return states.Timing(
-            schedule=self.schedule,
-            timezone=self.timezone,
-            period=timedelta(seconds=self.period) if self.period is not None else None,
-            grace=timedelta(seconds=self.grace),
-            key=self.name,
-        )
+        return states.timing_of(self.schedule, self.timezone, self.period, self.grace, self.name)
 
     def status(self) -> states.Status:
         return states.Status(

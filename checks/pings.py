@@ -112,13 +112,7 @@ class Found(NamedTuple):
     token: str
 
     def timing(self) -> states.Timing:
-        return states.Timing(
-            schedule=self.schedule,
-            timezone=self.timezone,
-            period=timedelta(seconds=self.period) if self.period is not None else None,
-            grace=timedelta(seconds=self.grace),
-            key=self.name,
-        )
+        return states.timing_of(self.schedule, self.timezone, self.period, self.grace, self.name)
 
     def status(self) -> states.Status:
         return states.Status(

@@ -66,6 +66,18 @@ class Outcome:
     duration: timedelta | None = None
 
 
+def timing_of(schedule: str, timezone: str, period: int | None, grace: int, key: str) -> Timing:
+    """The Timing of a check's columns (`period` and `grace` in seconds),
+    whether read by the ORM (`Check.timing`) or by a ping's own SQL."""
+    return Timing(
+        schedule=schedule,
+        timezone=timezone,
+        period=timedelta(seconds=period) if period is not None else None,
+        grace=timedelta(seconds=grace),
+        key=key,
+    )
+
+
 def expected_after(timing: Timing, last_ping_at: datetime) -> datetime | None:
     """The instant the ping after one at `last_ping_at` is due: one period
     later, or the schedule's next instant strictly after it (None if it has

@@ -213,11 +213,7 @@ def queued_and_waiting(job_id: int) -> tuple[bool, bool]:
     return bool(queued), bool(waits)
 
 
-QUEUED_AND_WAITING = (
-    f"SELECT EXISTS (SELECT 1 FROM {Execution._meta.db_table} WHERE job_id = %s AND state = %s),"
-    f" EXISTS (SELECT 1 FROM {Execution._meta.db_table}"
-    " WHERE state = %s AND requires_until IS NOT NULL)"
-)
+QUEUED_AND_WAITING = f"SELECT EXISTS ({overlap.HAS_QUEUED}), EXISTS ({ANYTHING_WAITS})"
 
 
 def after_success(job_ids: Iterable[int], now: datetime, waits: bool | None = None) -> int:

@@ -9,18 +9,10 @@ import time
 import pytest
 
 from core import commits, wakeups
+from harness.processes import wait_for
 from scheduler.firing import job_edits
 
 COMMITS = 300
-
-
-def wait_for(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout}s")
 
 
 def wake_ups(listening):
