@@ -10,11 +10,17 @@ from notifications.recording import record_event, record_events
 
 def facts(check: Check) -> dict[str, str | None]:
     """The payload's `"check"`: {"name", "project", "state", "last_ping_at"}."""
+    return facts_of(check.name, check.project, check.state, check.last_ping_at)
+
+
+def facts_of(
+    name: str, project: str, state: str, last_ping_at: datetime | None
+) -> dict[str, str | None]:
     return {
-        "name": check.name,
-        "project": check.project,
-        "state": check.state,
-        "last_ping_at": check.last_ping_at.isoformat() if check.last_ping_at else None,
+        "name": name,
+        "project": project,
+        "state": state,
+        "last_ping_at": last_ping_at.isoformat() if last_ping_at else None,
     }
 
 
@@ -27,6 +33,7 @@ def emit(name: str, check: Check, at: datetime, reason: str) -> None:
     record_event(name, at=at, data=payload(check, reason))
 
 
-def emit_many(name: str, checks: list[Check], at: datetime, reason: str) -> int:
-    """`emit` for many checks at once, in bulk (the loop's step)."""
-    return record_events(name, at=at, datas=[payload(check, reason) for check in checks])
+def emit_many(name: str, datas: list[dict[str, object]], at: datetime) -> int:
+    """Record event `name` once for each payload in `datas`, in bulk (the
+    loop's step)."""
+    return record_events(name, at=at, datas=datas)

@@ -2,11 +2,13 @@
 transaction (the first half of the outbox; `notifications.routing` does the
 rest)."""
 
+import json
 from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
+from core import db
 from notifications import wakeup
 from notifications.models import Event
 
@@ -71,19 +73,27 @@ def execution_facts(execution: Any) -> dict[str, Any]:
 def record_events(name: str, *, at: datetime, datas: list[dict[str, Any]]) -> int:
     """Write many events of no job, execution or runner at once (a loop
     step moving thousands of rows: one save each took a third of a
-    millisecond apiece); returns how many. One written-out INSERT sent with
-    executemany: bulk_create spent 0.12 ms an event building and preparing
-    model instances, 10,000 checks going down ran at 6,500-7,800 a second."""
+    millisecond apiece); returns how many. One INSERT ... SELECT over a JSON
+    array of the bodies, one round trip: bulk_create spent 0.12 ms an event
+    building and preparing model instances, and executemany still sent a
+    statement an event (10,000 checks going down on PostgreSQL: 7,500 a
+    second)."""
     if not datas:
         return 0
     when = EVENT_AT.get_db_prep_save(at, connection)
-    rows = [(name, when, EVENT_DATA.get_db_prep_save(dict(data), connection)) for data in datas]
+    bodies = json.dumps(datas, cls=EVENT_DATA.encoder)
     with connection.cursor() as cursor:
-        cursor.executemany(INSERT_EVENTS, rows)
+        cursor.execute(INSERT_EVENTS[db.vendor()], [name, when, bodies])
     wakeup.poke_after_commit()
-    return len(rows)
+    return len(datas)
 
 
-INSERT_EVENTS = f"INSERT INTO {Event._meta.db_table} (name, at, data) VALUES (%s, %s, %s)"
 EVENT_AT = Event._meta.get_field("at")
 EVENT_DATA = Event._meta.get_field("data")
+# Each element of the JSON array parameter becomes one event's data.
+INSERT_EVENTS = {
+    "postgresql": f"INSERT INTO {Event._meta.db_table} (name, at, data) "
+    "SELECT %s, %s, value FROM jsonb_array_elements(%s::jsonb)",
+    "sqlite": f"INSERT INTO {Event._meta.db_table} (name, at, data) "
+    "SELECT %s, %s, value FROM json_each(%s)",
+}

@@ -1,6 +1,7 @@
 """The loop's check step (checks.evaluation) and ping retention
 (checks.retention), at fixed instants on the database."""
 
+import threading
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -146,3 +147,63 @@ def test_a_pass_with_nothing_to_prune_reads_one_query(settings, django_assert_nu
     with django_assert_num_queries(1):
         assert retention.prune(at(5)) == 0
     assert Ping.objects.count() == 3
+
+
+def test_a_pass_moves_at_most_a_batch_earliest_first_and_each_moved_check_has_one_event(
+    monkeypatch,
+):
+    monkeypatch.setattr(evaluation, "BATCH", 2)
+    # Made in an order other than their deadlines': the batch follows down_at.
+    for name, minutes in [("c", 3), ("a", 1), ("e", 5), ("b", 2), ("d", 4)]:
+        ping(CheckFactory(name=name, period=60, grace=60 * minutes), T0)
+    down = Check.objects.filter(state=states.DOWN).order_by("name")
+    passes = []
+    while moved := evaluation.evaluate(at(60)):
+        passes.append((moved, list(down.values_list("name", flat=True))))
+    assert passes == [
+        (2 + 3, ["a", "b"]),  # and the three others late
+        (2, ["a", "b", "c", "d"]),
+        (1, ["a", "b", "c", "d", "e"]),
+    ]
+    named = [event.data["check"]["name"] for event in Event.objects.order_by("id")]
+    assert sorted(named) == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_check_another_transaction_holds_is_left_to_it_on_postgresql():
+    """Two loops (an old one still draining while a new one starts) never
+    both move a check: the rows another transaction locked are skipped,
+    and no event is written for them."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite's writers take turns")
+    held, free = CheckFactory(name="held", period=60), CheckFactory(name="free", period=60)
+    ping(held, T0)
+    ping(free, T0)
+    assert evaluation.evaluate(at(1.5)) == 2  # both late: going down is what is tested
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        from django.db import connections, transaction
+
+        try:
+            with transaction.atomic():
+                Check.objects.select_for_update().get(pk=held.pk)
+                locked.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        assert evaluation.evaluate(at(10)) == 1
+    finally:
+        release.set()
+        holder.join(10)
+    assert (state_of(held), state_of(free)) == (states.LATE, states.DOWN)
+    assert [event.data["check"]["name"] for event in Event.objects.all()] == ["free"]
+    assert evaluation.evaluate(at(10)) == 1  # the lock gone, the next pass takes it
+    assert state_of(held) == states.DOWN
