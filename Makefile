@@ -75,33 +75,45 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Both backends side by side, each in two runs: the tests that start real
-# processes (PROCESS_TESTS) and the rest. Measured on two cores, the rest is
-# CPU in the pytest process itself (one core a run), while the process tests
-# mostly wait on their processes' instants, timeouts and leases (alone: about
-# 12 minutes of wall time for 6 of CPU). One run a backend put the waiting
-# after the computing; four runs lay the waiting over it. More workers of the
-# same kind (pytest-xdist) would only queue for the same two cores. -O prints
-# each run's output whole when it ends. The Docker base image is built beside
-# them (it mostly downloads); image builds and containers come after the rest
-# of the suite on PostgreSQL, while the process tests, which mostly wait,
-# finish (after both PostgreSQL runs they were the last 1.75 minutes alone).
+# Both backends side by side, each in three runs: the tests that start real
+# processes, in two shares (PROCESS_A, PROCESS_B), and the rest. Measured on
+# two cores, the rest is CPU in the pytest process itself (one core a run,
+# about 11 minutes each), while the process tests mostly wait on their
+# processes' instants, timeouts and leases (16.5 minutes of wall time for
+# 4 of CPU in one run a backend, the last 5.5 minutes after the rest had
+# ended). Two shares a backend lay that waiting over itself; more workers
+# for the rest (pytest-xdist) would only queue for the same two cores. -O
+# prints each run's output whole when it ends. The Docker base image is
+# built beside them (it mostly downloads); image builds and containers come
+# after the rest of the suite on PostgreSQL.
 PROCESS_TESTS := tests/e2e tests/chaos tests/conformance
+# The shares hold about the same wait: the chaos and conformance suites
+# and the e2e modules from a to c, then the other e2e modules.
+PROCESS_A := tests/chaos tests/conformance $(sort $(wildcard tests/e2e/test_[a-c]*.py))
+PROCESS_B := $(filter-out $(PROCESS_A),$(sort $(wildcard tests/e2e/test_*.py)))
 
 .PHONY: test-sqlite-processes test-sqlite-rest test-postgres-processes test-postgres-rest
+.PHONY: test-sqlite-processes-a test-sqlite-processes-b
+.PHONY: test-postgres-processes-a test-postgres-processes-b
 
 test: lint
-	@$(MAKE) --no-print-directory -j5 -O test-sqlite test-postgres-processes postgres-rest-then-docker
+	@$(MAKE) --no-print-directory -j6 -O test-sqlite test-postgres-processes postgres-rest-then-docker
 
 postgres-rest-then-docker: test-postgres-rest docker-engine
 	@$(MAKE) --no-print-directory test-docker
 
-# Alone (no -j) the two halves run one after the other.
+# Alone (no -j) the runs go one after the other.
 test-sqlite: test-sqlite-processes test-sqlite-rest
 
-test-sqlite-processes: bytecode
-	@echo "=== tests that start processes, on SQLite"
-	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS) $(PYTEST_ARGS)
+test-sqlite-processes: test-sqlite-processes-a test-sqlite-processes-b
+
+test-sqlite-processes-a: bytecode
+	@echo "=== tests that start processes, on SQLite (share A)"
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_A) $(PYTEST_ARGS)
+
+test-sqlite-processes-b: bytecode
+	@echo "=== tests that start processes, on SQLite (share B)"
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_B) $(PYTEST_ARGS)
 
 test-sqlite-rest: bytecode
 	@echo "=== the rest of the suite, on SQLite"
@@ -110,17 +122,27 @@ test-sqlite-rest: bytecode
 
 test-postgres: test-postgres-processes test-postgres-rest
 
-# The two PostgreSQL runs side by side each need a test database of their own
-# (pytest-django names it test_ and the URL's database): the process tests'
-# URL names CRONIQ_TEST_POSTGRES_URL's database with _processes after it.
-test-postgres-processes: bytecode
-	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
-		echo "=== tests that start processes, on PostgreSQL"; \
-		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_processes" \
-			$(BIN)/python -m pytest -m "not docker" $(PROCESS_TESTS) $(PYTEST_ARGS); \
+test-postgres-processes: test-postgres-processes-a test-postgres-processes-b
+
+# The PostgreSQL runs side by side each need a test database of their own
+# (pytest-django names it test_ and the URL's database): a process share's
+# URL names CRONIQ_TEST_POSTGRES_URL's database with _processes_a or
+# _processes_b after it.
+test-postgres-processes-a: bytecode
+	@$(call postgres-processes,a,$(PROCESS_A))
+
+test-postgres-processes-b: bytecode
+	@$(call postgres-processes,b,$(PROCESS_B))
+
+define postgres-processes
+	if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
+		echo "=== tests that start processes, on PostgreSQL (share $(1))"; \
+		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_processes_$(1)" \
+			$(BIN)/python -m pytest -m "not docker" $(2) $(PYTEST_ARGS); \
 	else \
 		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
 	fi
+endef
 
 test-postgres-rest: bytecode
 	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
