@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pull Croniq executions from a server and run them as `sh -c COMMAND`.",
         epilog="Each flag may also come from the environment variable shown in brackets. "
         "Also: `croniq-runner discover [--system] [--host NAME] [--checks]` prints this machine's "
-        "crontab as an apply document; `croniq-runner wrap --check TOKEN -- command` "
+        "crontab as an apply document; `croniq-runner wrap --check=TOKEN -- command` "
         "runs a command and pings a Croniq check.",
     )
     add = parser.add_argument

@@ -1,7 +1,7 @@
 """`croniq-runner wrap`: run a command and tell a Croniq check how it went
 (docs/design.md §12).
 
-    croniq-runner wrap --check TOKEN [--server URL] -- command args...
+    croniq-runner wrap --check=TOKEN [--server URL] -- command args...
 
 Pings `/ping/TOKEN/start`, runs the command with this process's standard
 input, its output passed through as it comes, then pings `/ping/TOKEN` (exit
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="croniq-runner wrap",
         description="Run a command and ping a Croniq check: start, then success or "
         "the exit status with the last 10 KB of output. Exits with the command's status.",
-        usage="%(prog)s --check TOKEN [--server URL] -- command [args...]",
+        usage="%(prog)s --check=TOKEN [--server URL] -- command [args...]",
     )
     parser.add_argument("--check", metavar="TOKEN", required=True, help="the check's ping token")
     parser.add_argument(
@@ -187,7 +187,7 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:
-            raise UsageError("no command: croniq-runner wrap --check TOKEN -- command args...")
+            raise UsageError("no command: croniq-runner wrap --check=TOKEN -- command args...")
         if not args.check.strip() or "/" in args.check:
             raise UsageError(f"--check: {args.check!r} is not a ping token")
     except UsageError as error:

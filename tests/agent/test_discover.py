@@ -183,4 +183,4 @@ def test_the_agents_flags_still_mean_what_they_meant(capsys):
     assert agent_main(["discover", "--help"]) == 0
     assert "usage: croniq-runner discover" in capsys.readouterr().out
     assert agent_main(["wrap", "--help"]) == 0
-    assert "usage: croniq-runner wrap --check TOKEN" in capsys.readouterr().out
+    assert "usage: croniq-runner wrap --check=TOKEN" in capsys.readouterr().out
