@@ -127,7 +127,11 @@ def test_the_watch_thread_survives_a_failing_check(grace, caplog):
     with caplog.at_level(logging.WARNING, logger="croniq.notifications.stall_watch"):
         watch.start()
         try:
-            wait_for(lambda: stalls())
+            # Waited for in the log, the database read once the watch has
+            # stopped: the test database is SQLite's shared in-memory one,
+            # where a read while the watch's thread writes fails at once
+            # ("database table is locked") instead of waiting its turn.
+            wait_for(lambda: any("reported" in r.getMessage() for r in caplog.records))
         finally:
             watch.stop()
             watch.join(5)
