@@ -19,9 +19,11 @@
   database: the loop runs in a process of its own as scheduler_loop runs it
   (`TimedLoop` of bench/notifications.py: `SchedulerLoop.run_forever`, its
   notifier beside it, each tick timed; its interval is 0.2 s), with
-  TICK_JOBS jobs @every 1s firing, beside the web processes. Each window
-  lasts --tick-seconds (default 30: some 150 ticks, so that the p99 is not
-  merely the slowest one). Also the ticks' count (on SQLite each ping's commit
+  TICK_JOBS jobs @every 1s firing, beside the web processes. Idle and
+  pinged windows take turns, --tick-rounds of each (default 3), each
+  --tick-seconds long (default 30): some 450 ticks of each kind, so that
+  the p99 is the fifth slowest, not the second (which moved by a third from
+  run to run). Also the ticks' count (on SQLite each ping's commit
   wakes the loop's commit watcher, which may make it tick more often) and
   the CPU of the loop's process and of its notifier in each window: the
   watcher's wake-ups cost there, not in the ticks. Target: the pinged p99
@@ -35,6 +37,7 @@
 Options: --only pings,evaluation,tick  --seconds N (pings, default 10)
          --client wrk|python (pings and tick; default wrk when on PATH)
          --tick-seconds N (tick: each window, default 30)
+         --tick-rounds N (tick: idle and pinged windows of each, default 3)
          --clients N (threads, default 16)  --processes N (web, default 1)
          --checks N (evaluation, default 10000)
          --rate N (tick: pings per second, all clients together, default 1000)
@@ -92,8 +95,8 @@ EVALUATED_PER_SECOND = 10_000
 TICK_JOBS = 5  # jobs @every 1s the loop fires during the tick windows
 TICK_WARMUP = 3.0  # seconds after the webs' warm-up before the idle window
 # "Unchanged": the pinged tick p99 at most this much above the idle one
-# (a fraction of it, or milliseconds, whichever is more): the p99 of some
-# 150 ticks is their second slowest, which moves by that much from run to run.
+# (a fraction of it, or milliseconds, whichever is more): what the p99 of
+# some 450 ticks moves by from run to run.
 TICK_P99_SLACK = (0.25, 2.0)
 
 
@@ -410,10 +413,29 @@ class Window:
         self.ticks_per_second = len(self.ticks) / seconds
 
 
+class Pooled:
+    """Windows of one kind taken together: their ticks, and their loop's
+    and notifier's CPU over their whole time."""
+
+    def __init__(self, windows: list[Window]) -> None:
+        self.ticks = [tick for window in windows for tick in window.ticks]
+        seconds = sum(window.stop - window.start for window in windows)
+        self.ticks_per_second = len(self.ticks) / seconds
+        self.cpu_percent = weighted(windows, "cpu_percent")
+        self.notifier_percent = weighted(windows, "notifier_percent")
+
+
+def weighted(windows: list[Window], name: str) -> float:
+    """The windows' `name` (a percentage of their time), over all of it."""
+    seconds = [window.stop - window.start for window in windows]
+    return sum(getattr(w, name) * s for w, s in zip(windows, seconds, strict=True)) / sum(seconds)
+
+
 def bench_tick(
     url: str,
     workdir: Path,
     seconds: float,
+    rounds: int,
     clients: int,
     processes: int,
     rate: float,
@@ -437,22 +459,34 @@ def bench_tick(
     )
     loop = bench_notifications.TimedLoop(url, workdir)
     webs = []
+    idles: list[Window] = []
+    pingeds: list[Window] = []
+    pings = failures = 0
+    elapsed = 0.0
     try:
         webs = start_webs(url, workdir, processes)
         warm_up(webs, spare)
-        time.sleep(TICK_WARMUP)  # the flood of warm-up commits over, the loop at rest
-        idle = Window(loop)
-        time.sleep(seconds)
-        idle.end()
-        pinged = Window(loop)
-        pings, failures, elapsed = ping_window(
-            webs, tokens, clients, rate, seconds, client, workdir / "tick"
-        )
-        pinged.end()
+        # Idle and pinged windows take turns, so that whatever drifts over
+        # the minutes (the database's caches, its checkpoints, the rest of
+        # the machine) weighs on both alike.
+        for _ in range(rounds):
+            time.sleep(TICK_WARMUP)  # the last flood of commits over, the loop at rest
+            quiet = Window(loop)
+            time.sleep(seconds)
+            quiet.end()
+            busy = Window(loop)
+            done, failed, took = ping_window(
+                webs, tokens, clients, rate, seconds, client, workdir / "tick"
+            )
+            busy.end()
+            idles.append(quiet)
+            pingeds.append(busy)
+            pings, failures, elapsed = pings + done, failures + failed, elapsed + took
     finally:
         stop_webs(webs)
         loop.stop()
         Job.objects.filter(name__startswith="tick-").update(enabled=False)
+    idle, pinged = Pooled(idles), Pooled(pingeds)
     per_second = round(pings / elapsed, 1)
     p99_idle, p99_pinged = percentile(idle.ticks, 99), percentile(pinged.ticks, 99)
     fraction, slack_ms = TICK_P99_SLACK
@@ -469,6 +503,7 @@ def bench_tick(
         clients=clients,
         jobs=TICK_JOBS,
         window_seconds=seconds,
+        rounds=rounds,
         tick_p50_ms_idle=ms(percentile(idle.ticks, 50)),
         tick_p99_ms_idle=ms(p99_idle),
         tick_max_ms_idle=ms(max(idle.ticks, default=None)),
@@ -560,6 +595,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--checks", type=int, default=10_000)
     parser.add_argument("--tick-seconds", type=float, default=30.0)
+    parser.add_argument("--tick-rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=PINGS_PER_SECOND)
     parser.add_argument("--postgres", action="store_true")
     parser.add_argument(
@@ -588,6 +624,7 @@ def main() -> None:
                 url,
                 workdir,
                 args.tick_seconds,
+                args.tick_rounds,
                 args.clients,
                 args.processes,
                 args.rate,
