@@ -65,21 +65,20 @@ def state_of(row):
     return row.state
 
 
-def test_a_committed_notification_is_delivered_within_milliseconds_of_its_wakeup(
+def test_a_committed_notification_is_delivered_on_its_wakeup_not_at_the_next_poll(
     postgres_only, hook
 ):
+    # Listening, it looks every LISTENING_POLL (30 s): only the wake-up can
+    # explain a delivery within wait_for's 10 s (how fast it comes is
+    # bench/notifications.py's figure, not a test's).
+    assert notifier.LISTENING_POLL >= 30
     running = start()
-    # Its LISTEN connection is up (on a busy machine that can take longer
-    # than the idle pause below), then idle: only a wake-up can explain a
-    # fast delivery.
-    wait_for(lambda: running.listening)
-    time.sleep(0.3)
+    wait_for(lambda: running.listening)  # its LISTEN connection is up
+    time.sleep(0.3)  # then idle, after its first look
     row = notification(webhook(hook.url), at=timezone.now())
-    poked = time.time()
     wakeup.poke()  # NOTIFY on this connection: the notifier's LISTEN hears it
 
-    wait_for(lambda: hook.received)
-    assert hook.received[0]["at"] - poked < 0.5
+    assert wait_for(lambda: hook.received)
     assert wait_for(lambda: state_of(row) == Notification.DELIVERED)
     running.stop()
     assert not running.alive()
@@ -202,14 +201,16 @@ def test_a_hanging_receiver_holds_one_lane_and_never_the_tick(postgres_only):
     hanging.hang = True
     healthy = Hook()
     try:
-        stuck = notification(webhook(hanging.url, name="stuck", timeout=2.0), at=timezone.now())
+        stuck = notification(webhook(hanging.url, name="stuck", timeout=5.0), at=timezone.now())
         start()
         wakeup.poke()
         wait_for(lambda: hanging.received)
 
-        started = time.monotonic()
+        # The tick comes back while the receiver still holds its request
+        # (its try is recorded when the 5 s timeout ends it): the tick never
+        # waits on a lane.
         SchedulerLoop().tick(timezone.now())
-        assert time.monotonic() - started < 0.5
+        assert not Delivery.objects.filter(notification=stuck).exists()
 
         # Another channel is served while the first one hangs.
         fine = notification(webhook(healthy.url, name="fine"), at=timezone.now())
@@ -223,8 +224,8 @@ def test_a_hanging_receiver_holds_one_lane_and_never_the_tick(postgres_only):
         healthy.close()
     # The first try (a retry may follow after its backoff).
     timed_out = Delivery.objects.filter(notification=stuck).order_by("attempt").first()
-    assert not timed_out.ok and timed_out.error == "timed out after 2.0s"
-    assert 2.0 <= timed_out.latency < 3.0
+    assert not timed_out.ok and timed_out.error == "timed out after 5.0s"
+    assert timed_out.latency >= 5.0
     assert state_of(stuck) == Notification.PENDING  # to be retried
 
 
