@@ -85,7 +85,8 @@ def test_a_watcher_blocks_until_another_connection_commits(database, closing):
     assert watcher.wait(5.0)
     thread.join()
 
-    assert 0.15 <= time.monotonic() - started < 1.0
+    # Woken by the commit, well before its 5 s timeout (how soon: bench/).
+    assert 0.15 <= time.monotonic() - started < 4.0
     assert not watcher.moved()  # that commit was seen
 
 
@@ -97,7 +98,7 @@ def test_its_wait_ends_at_its_timeout_or_interrupt_when_nobody_commits(database,
 
     started = time.monotonic()
     assert not watcher.wait(0.3)
-    assert 0.25 <= time.monotonic() - started < 1.0
+    assert 0.25 <= time.monotonic() - started < 4.0  # its timeout ended it
 
     read, write = os.pipe()
     try:
@@ -105,7 +106,7 @@ def test_its_wait_ends_at_its_timeout_or_interrupt_when_nobody_commits(database,
         started = time.monotonic()
         assert not watcher.wait(5.0, read)
         thread.join()
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 4.0  # the interrupt, not the 5 s timeout
     finally:
         os.close(read)
         os.close(write)

@@ -255,7 +255,7 @@ def test_postgres_skips_a_notification_being_claimed_without_waiting(postgres_on
         assert locked.wait(5)
         started = time.monotonic()
         assert delivery.claim(NOW, owner="other") == []
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 5.0  # skipped, not waited for (10 s)
     finally:
         release.set()
         thread.join(10)

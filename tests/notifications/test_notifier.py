@@ -103,7 +103,7 @@ def test_on_sqlite_an_idle_notifier_sleeps_until_another_connection_commits(tran
     started = time.monotonic()
     idle.sleep(notifier.POLL)
     writer.join()
-    assert time.monotonic() - started < 0.6
+    assert time.monotonic() - started < notifier.POLL / 2  # the commit woke it
 
 
 def test_on_sqlite_the_listener_wakes_the_rounds_when_the_database_is_written(
@@ -360,7 +360,7 @@ def test_a_running_notifier_rests_between_hints_and_stops_at_once(postgres_only)
     finally:
         started = time.monotonic()
         running.stop()
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < notifier.LISTENING_POLL / 3  # the stop woke it
     listener.join(5)  # its only subscription ended
     assert not listener.is_alive() and not running.thread.is_alive()
     assert not running.listening

@@ -167,7 +167,8 @@ def test_a_hanging_receiver_times_out_within_the_timeout(receiver, message):
     elapsed = time.monotonic() - started
     assert not result.ok and result.status_code is None
     assert result.error == "timed out after 0.5s"
-    assert 0.5 <= result.latency < 1.5 and elapsed < 1.5
+    # The receiver hangs until the test ends: only the timeout ends the call.
+    assert 0.5 <= result.latency < 5 and elapsed < 5
 
 
 def test_the_callers_timeout_wins_over_the_channels(receiver, message):
@@ -175,7 +176,7 @@ def test_the_callers_timeout_wins_over_the_channels(receiver, message):
     started = time.monotonic()
     result = channels.send("webhook", signed(receiver, timeout=30), message, now=NOW, timeout=0.3)
     assert result.error == "timed out after 0.3s"
-    assert time.monotonic() - started < 1.3
+    assert time.monotonic() - started < 10  # not the channel's 30 s
 
 
 def test_a_refused_connection_is_a_result(closed_port, message):
