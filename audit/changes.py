@@ -4,7 +4,8 @@ A diff is `{"field": [old, new]}` with JSON-safe values (foreign keys as
 their primary key). Secrets never enter a snapshot, so they never reach the
 audit trail: fields named like secrets are left out, and in a job's `env` the
 values of variables named like secrets (`*_TOKEN`, `*_PASSWORD`, `*_SECRET`,
-`*_KEY`) are shown as `********`. The stored row keeps the real values.
+`*_KEY`) are shown as `********`, unless the value is a `${secret:NAME}`
+reference to the secrets store. The stored row keeps the real values.
 """
 
 import json
@@ -35,7 +36,22 @@ def masked_env(env: Any) -> Any:
     """A job's environment as it may be shown: secret-looking values masked."""
     if not isinstance(env, dict):
         return env
-    return {name: MASK if is_secret_env(name) else value for name, value in env.items()}
+    return {
+        name: MASK if is_secret_env(name) and not is_store_reference(value) else value
+        for name, value in env.items()
+    }
+
+
+def is_store_reference(value: Any) -> bool:
+    """Whether an env value is one whole `${secret:NAME}` reference to the
+    secrets store (vault.references): the reference is no secret, and the
+    pages and the API show it so an operator sees where the value comes from."""
+    return (
+        isinstance(value, str)
+        and value.startswith("${secret:")
+        and value.endswith("}")
+        and value.count("}") == 1
+    )
 
 
 def masked_diff(changes: dict[str, list[Any]]) -> dict[str, list[Any]]:

@@ -19,6 +19,7 @@ def routers() -> list[tuple[str, Router]]:
         keys_api,
         maintenance_api,
         runners_api,
+        secrets_api,
         triggers_api,
         webhooks_api,
     )
@@ -37,4 +38,5 @@ def routers() -> list[tuple[str, Router]]:
         ("/v1/", forecast_api.router),
         ("/v1/", checks_api.router),
         ("/v1/", webhooks_api.router),
+        ("/v1/", secrets_api.router),
     ]

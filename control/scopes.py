@@ -20,6 +20,8 @@ NOTIFICATIONS_WRITE = "notifications:write"
 # Check-ins (docs/design.md §12): reading one shows its ping URL, the secret.
 CHECKS_READ = "checks:read"
 CHECKS_WRITE = "checks:write"
+# The secrets store (docs/design.md §11): set, list and delete; no scope reads a value.
+SECRETS_WRITE = "secrets:write"
 ADMIN = "admin"
 
 ALL = (
@@ -38,6 +40,7 @@ ALL = (
     NOTIFICATIONS_WRITE,
     CHECKS_READ,
     CHECKS_WRITE,
+    SECRETS_WRITE,
     ADMIN,
 )
 

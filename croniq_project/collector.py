@@ -111,6 +111,10 @@ COUNTERS = {
         ("runner",),
         "Times a runner was marked flapping (too many takeovers in the window).",
     ),
+    "croniq_secret_reads_total": (
+        ("project",),
+        "Secrets read from the store into the assignments of claimed runs.",
+    ),
 }
 # Outcomes the delivery code counts; exported at 0 for the routes the rules
 # define, so `rate(...{outcome="given_up"})` sees the first one.
@@ -271,6 +275,8 @@ def contract_counters(
         "croniq_history_pruned_total": [("executions",), ("logs",)],
         "croniq_runner_binding_refusals_total": [()],
         "croniq_runner_flaps_total": [(label_value(name),) for name, *_ in runners],
+        # The default project, where every secret lives until projects come.
+        "croniq_secret_reads_total": [("default",)],
     }
     for name, (label_names, help_text) in COUNTERS.items():
         rows = counters.get(name.removesuffix("_total"), [])

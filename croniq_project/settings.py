@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "dispatch",
     "notifications",
     "checks",
+    "vault",
     "control",
     "dashboard",
 ]
@@ -214,6 +215,9 @@ CRONIQ_NOTIFY_WORKERS = envint("CRONIQ_NOTIFY_WORKERS", 8, minimum=1)
 CRONIQ_NOTIFY_ALLOW_NETS = envnetworks("CRONIQ_NOTIFY_ALLOW_NETS")
 # Channels' `file:` references read only files under this directory.
 CRONIQ_SECRETS_DIR = env("CRONIQ_SECRETS_DIR") or "/run/secrets"
+# The secrets store's Fernet keys, comma-separated (or in
+# CRONIQ_SECRETS_KEYS_FILE): the first encrypts, all decrypt (vault.crypto).
+CRONIQ_SECRETS_KEYS = envlist("CRONIQ_SECRETS_KEYS", [])
 # Many failures on one runner pool or runner within this window become one
 # incident.grouped notification once more than CRONIQ_INCIDENT_THRESHOLD.
 CRONIQ_INCIDENT_WINDOW = envfloat("CRONIQ_INCIDENT_WINDOW", 300.0, minimum=1)

@@ -24,7 +24,9 @@ from dispatch import identity
 from dispatch.refusals import Refused
 from runners.models import JOB_FEATURES, Runner, feature_marks, split_requirements
 from scheduler.models import Execution
-from scheduler.runs import groups, maintenance
+from scheduler.runs import groups, lifecycle, maintenance
+from vault import references, resolution
+from vault.models import DEFAULT_PROJECT
 
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
 # What a claim reads of an execution and its job: the assignment, the
@@ -333,11 +335,44 @@ def answer(runner: Runner, executions: list[Execution], now: datetime) -> Handed
     """A poll's `Handed` (after the commit); a flapping mark may clear here."""
     if runner.flapping:
         identity.check_flapping(runner, now)
+    given, executions = with_secrets(executions, now)
     return Handed(
-        [assignment(e) for e in executions],
+        given,
         not_before(executions, now) if executions else None,
         tuple(e.run_after for e in executions),
     )
+
+
+def with_secrets(
+    executions: list[Execution], now: datetime
+) -> tuple[list[dict[str, Any]], list[Execution]]:
+    """The assignments of `executions`, their jobs' `${secret:NAME}`
+    references resolved (docs/design.md §11), and the executions handed.
+
+    Resolved here, after the claim's commit and only into what this poll
+    answers: the value never reaches a row. A run whose secret is gone or
+    cannot be decrypted fails at once, unstarted, its error saying which
+    (its job's retry policy applies: the secret may be restored).
+    """
+    given = [assignment(e) for e in executions]
+    needing = [i for i, e in enumerate(executions) if references.has_reference(e.job.env)]
+    if not needing:
+        return given, executions
+    # Projects come with docs/design.md §11's projects: every job is in the default one.
+    found = resolution.resolve_many([(DEFAULT_PROJECT, executions[i].job.env) for i in needing])
+    failed = set()
+    for i, result in zip(needing, found, strict=True):
+        execution = executions[i]
+        if isinstance(result, resolution.Unresolved):
+            lifecycle.settle(execution, Execution.FAILED, now, error=f"not started: {result}")
+            failed.add(i)
+            continue
+        # A manual trigger's overrides are sent as given, never resolved.
+        given[i]["env"] = {**result.env, **(execution.env or {})}
+        if result.redact:
+            given[i]["redact"] = result.redact
+    kept = [i for i in range(len(executions)) if i not in failed]
+    return [given[i] for i in kept], [executions[i] for i in kept]
 
 
 def serve_waiters(

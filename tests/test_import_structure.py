@@ -22,6 +22,8 @@ LAYERS = {
     "audit": 1,
     "calendars": 1,
     "runners": 1,
+    # The secrets store: stands on the audit trail; the scheduler checks references, dispatch resolves them.
+    "vault": 1,
     "scheduler": 2,
     "dispatch": 3,
     "notifications": 3,

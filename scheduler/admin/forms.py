@@ -18,12 +18,12 @@ from calendars.admin_forms import TimezoneField
 from core.admin_widgets import CheckedField, MappingField, NamesField
 from scheduler.apply.items import (
     ApplyError,
+    job_env,
     one_shot_instants,
     parameter_names,
     requirement_list,
     schedule_list,
     string_list,
-    string_mapping,
 )
 from scheduler.models import Job
 
@@ -106,7 +106,7 @@ def apply_check(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any
 class JobAdminForm(forms.ModelForm):
     env = MappingField(
         required=False,
-        check=checked("env", string_mapping),
+        check=checked("env", job_env),
         help_text="Extra environment variables, one name and value per row.",
     )
     labels = NamesField(

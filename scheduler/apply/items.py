@@ -19,6 +19,8 @@ from scheduler.jobs.cron import EVERY_RE, ScheduleError, parse_schedule
 from scheduler.jobs.models import MAX_AT, MAX_SCHEDULES
 from scheduler.jobs.schedules.union import parse_instant
 from scheduler.models import Job, validate_parameters
+from vault import references, store
+from vault.models import DEFAULT_PROJECT
 
 # Values quoted in errors are cut to this many characters, and each error to
 # MAX_ERROR_CHARS: an answer stays small whatever the document holds.
@@ -46,6 +48,20 @@ def string_mapping(where: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ApplyError(f"{where}: expected a mapping of names to values")
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+def job_env(where: str, value: Any) -> dict[str, str]:
+    """A job's `env`: a mapping of text whose `${secret:NAME}` references
+    each name a stored secret (docs/design.md §11). ApplyError names the
+    variable (`jobs[0].env.DB_PASSWORD: unknown secret "db-password"`)."""
+    env = string_mapping(where, value)
+    if not references.has_reference(env):
+        return env
+    # Projects come with docs/design.md §11's projects: every job is in the default one.
+    found = references.problems(env, store.names(DEFAULT_PROJECT))
+    if found:
+        raise ApplyError([f"{where}.{variable}: {why}" for variable, why in found])
+    return env
 
 
 def string_list(where: str, value: Any) -> list[str]:

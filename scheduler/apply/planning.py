@@ -22,6 +22,7 @@ from scheduler.apply.items import (
     group_state,
     instant,
     item_problem,
+    job_env,
     job_state,
     one_shot_instants,
     order_by_base,
@@ -33,7 +34,6 @@ from scheduler.apply.items import (
     schedule_list,
     seconds,
     string_list,
-    string_mapping,
     whole_number,
 )
 from scheduler.apply.report import Change
@@ -283,7 +283,7 @@ class Planner:
 
     def apply_job(self, where: str, item: dict[str, Any]) -> None:
         values = {**JOB_DEFAULTS, **item}
-        values["env"] = string_mapping(f"{where}.env", values["env"])
+        values["env"] = job_env(f"{where}.env", values["env"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in ("on_success", "on_failure"):

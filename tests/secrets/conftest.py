@@ -1,0 +1,2 @@
+# The runner token fixtures of the claim tests.
+from tests.runners.conftest import issued, secret, token  # noqa: F401

@@ -1,0 +1,44 @@
+"""`${secret:NAME}` in a job's environment (docs/design.md §11).
+
+A job stores the reference, never the value: the admin, the dashboard, the
+API, the audit trail, apply's plan and notifications all read the job's row
+and show the reference. The value is read only into the assignment handed to
+the runner that claimed a run (vault.resolution).
+"""
+
+import re
+from collections.abc import Iterable, Mapping
+
+from vault.models import NAME_PATTERN
+
+REFERENCE = re.compile(r"\$\{secret:([^}]*)\}")
+NAME = re.compile(NAME_PATTERN)
+
+
+def names_in(text: str) -> list[str]:
+    """The secret names `text` refers to, in order, malformed ones included."""
+    return REFERENCE.findall(text)
+
+
+def has_reference(env: Mapping[str, str] | None) -> bool:
+    return bool(env) and any("${secret:" in value for value in env.values())
+
+
+def problems(env: Mapping[str, str], known: Iterable[str]) -> list[tuple[str, str]]:
+    """[(env name, why)] for each reference of `env` that is malformed or
+    names no secret in `known` (the names of the job's project)."""
+    known = set(known)
+    found = []
+    for variable, value in env.items():
+        for name in names_in(value):
+            if not NAME.fullmatch(name):
+                found.append((variable, f"{'${secret:' + name + '}'!r} is not a secret name"))
+            elif name not in known:
+                found.append((variable, f'unknown secret "{name}"'))
+    return found
+
+
+def substitute(text: str, values: Mapping[str, str]) -> str:
+    """`text` with each reference replaced by its value from `values` (which
+    holds every name `text` refers to)."""
+    return REFERENCE.sub(lambda match: values[match.group(1)], text)
