@@ -385,7 +385,13 @@ class Agent(Registration, LeaseKeeping):
             return
         missing = [key for key in ("id", "lease", "command") if key not in assignment]
         if missing:
-            log.error("ignoring an assignment without %s: %r", ", ".join(missing), assignment)
+            # Its fields' names only: its values (`env`, `redact`) may be the
+            # run's secrets, which stay out of the agent's own log.
+            log.error(
+                "ignoring an assignment without %s (it has %s)",
+                ", ".join(missing),
+                ", ".join(sorted(map(str, assignment))) or "no fields",
+            )
             return
         job = Job(
             assignment,

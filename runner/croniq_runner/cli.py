@@ -201,6 +201,21 @@ def add_runners(commands: Commands) -> None:
     )
 
 
+def add_secrets(commands: Commands) -> None:
+    secrets = commands.group("secrets", "values handed to jobs' runs, masked in their output")
+    setting = secrets.add(
+        "set",
+        cli_commands.secrets_set,
+        "create a secret or replace its value, read from standard input (typed without "
+        "echo at a terminal; one trailing newline dropped)",
+    )
+    setting.add_argument("name")
+    setting.add_argument("--project", help="the project it belongs to (else the server's default)")
+    listing = secrets.add("list", cli_commands.secrets_list, "list secrets (never their values)")
+    listing.add_argument("--limit", type=positive, help="at most this many (default: all)")
+    secrets.add("delete", cli_commands.secrets_delete, "delete a secret").add_argument("name")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="croniq",
@@ -217,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_executions(commands)
     add_apply(subparsers, leaf)
     add_runners(commands)
+    add_secrets(commands)
     return parser
 
 
@@ -250,11 +266,13 @@ def main(
     environ: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    stdin: TextIO | None = None,
 ) -> int:
     """Run one command; returns the exit code (argparse exits 2 itself)."""
     environ = os.environ if environ is None else environ
     out, err = out or sys.stdout, err or sys.stderr
     args = build_parser().parse_args(argv)
+    args.stdin = sys.stdin if stdin is None else stdin  # what `secrets set` reads
     try:
         server, key = settings(args, environ)
         return args.run(Api(server, key), args, out, err)

@@ -90,7 +90,21 @@ class Api:
         data: bytes | None = None,
         content_type: str | None = None,
     ) -> Any:
-        """The JSON answer of `method /api/v1/<path>`; Failed otherwise.
+        """The JSON answer of `method /api/v1/<path>`; Failed otherwise."""
+        return self.exchange(method, path, body, params, data, content_type)[1]
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        data: bytes | None = None,
+        content_type: str | None = None,
+    ) -> tuple[int, Any]:
+        """(HTTP status, JSON answer) of `method /api/v1/<path>`, for a call
+        whose status says what happened (201 created, 200 replaced); Failed
+        otherwise.
 
         A GET is retried after any unreachable moment; a call that changes
         something only when it surely changed nothing: the connection was
@@ -100,8 +114,9 @@ class Api:
         sent["headers"] = {"Content-Type": content_type} if content_type else {}
         for delay in (*self.retry_delays, None):
             answer, failed, again = self.attempt(method, url, sent)
-            if failed is None:
+            if answer is not None:
                 return answer
+            assert failed is not None  # attempt answers one or the other
             if delay is None or not again:
                 raise failed
             self.sleep(delay)
@@ -109,8 +124,8 @@ class Api:
 
     def attempt(
         self, method: str, url: str, sent: dict[str, Any]
-    ) -> tuple[Any, Failed | None, bool]:
-        """(answer, None, _) or (None, Failed, whether to try again)."""
+    ) -> tuple[tuple[int, Any] | None, Failed | None, bool]:
+        """((status, answer), None, _) or (None, Failed, whether to try again)."""
         timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
         try:
             response = self.session.request(method, url, timeout=timeout, **sent)
@@ -124,7 +139,7 @@ class Api:
             text = "did not answer in time" if late else f"answered badly: {error}"
             return None, Failed(EXIT_UNREACHABLE, f"{self.server} {text}"), method == "GET"
         if response.status_code < 400:
-            return answer_of(response), None, False
+            return (response.status_code, answer_of(response)), None, False
         status = response.status_code
         return None, failure(response), status == 503 or (method == "GET" and status >= 500)
 
@@ -133,6 +148,9 @@ class Api:
 
     def post(self, path: str, body: Any = None, **params: Any) -> Any:
         return self.call("POST", path, body=body, params=params or None)
+
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)
 
     def pages(self, path: str, limit: int | None = None, **params: Any) -> dict[str, Any]:
         """A list's items, page by page to its end, or its first `limit`

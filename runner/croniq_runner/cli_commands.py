@@ -4,11 +4,12 @@ arguments and the output and error streams, and returns the exit code;
 a call that fails raises cli_api.Failed with the exit code it means."""
 
 import argparse
+import getpass
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 from urllib.parse import quote
 
 from croniq_runner import cli_tables
@@ -239,3 +240,57 @@ def runners_drain(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) 
         return f"runner {runner['name']} ({runner['id']}): drained, it takes no new work"
 
     return show(args, out, answer, text)
+
+
+# -- secrets -----------------------------------------------------------------
+
+
+def secret_value(name: str, stdin: IO[str]) -> str:
+    """The value to store: typed at a terminal without echo, else read from
+    standard input to its end, one trailing newline dropped (`echo`'s,
+    a file's last line). Failed when it is empty: nothing is sent."""
+    try:
+        if stdin.isatty():
+            value = getpass.getpass(f"value of secret {name}: ")
+        else:
+            value = stdin.read()
+            value = value[:-1] if value.endswith("\n") else value
+    except EOFError:  # Ctrl-D at the prompt
+        value = ""
+    except UnicodeDecodeError:
+        raise Failed(
+            EXIT_USAGE, f"secrets set {name}: the value on standard input is not UTF-8 text"
+        ) from None
+    if not value:
+        raise Failed(
+            EXIT_USAGE,
+            f"secrets set {name}: the value is empty; give it on standard input "
+            "(`croniq secrets set NAME < file`) or type it at the prompt",
+        )
+    return value
+
+
+def secrets_set(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    body = {"name": args.name, "value": secret_value(args.name, args.stdin)}
+    if args.project is not None:
+        body["project"] = args.project
+    status, answer = api.exchange("POST", "secrets", body=body)
+
+    def text(secret: Any) -> str:
+        where = f" (project {secret['project']})" if secret.get("project") else ""
+        done = "created" if status == 201 else "value replaced"
+        return f"secret {secret['name']}{where}: {done}"
+
+    return show(args, out, answer, text)
+
+
+def secrets_list(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    answer = api.pages("secrets", args.limit)
+    return listed(args, out, answer, cli_tables.SECRET_COLUMNS, "secrets")
+
+
+def secrets_delete(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    api.delete(f"secrets/{quoted(args.name)}")
+    if not args.json:  # the API answers 204, no body: the exit code says it
+        out.write(f"secret {args.name}: deleted\n")
+    return EXIT_OK

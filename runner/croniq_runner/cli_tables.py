@@ -41,6 +41,13 @@ RUNNER_COLUMNS: list[Column] = [
     ("LAST SEEN", lambda r: when(r.get("last_seen_at"))),
 ]
 
+SECRET_COLUMNS: list[Column] = [
+    ("NAME", "name"),
+    ("PROJECT", "project"),
+    ("CREATED", lambda s: when(s.get("created_at"))),
+    ("UPDATED", lambda s: when(s.get("updated_at"))),
+]
+
 
 def when(value: Any) -> str:
     """An ISO 8601 instant of the API as UTC to the second: "2026-12-01

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 from croniq_runner.client import Client, Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.config import Account
 from croniq_runner.logs import LogBatcher
+from croniq_runner.redaction import redactor_for
 from croniq_runner.supervisor import kill_all, terminate
 from croniq_runner.timing import Backoff
 
@@ -213,6 +214,9 @@ class Job:
         self._lock = threading.Lock()
         self._output = threading.Condition()
         self._batcher = LogBatcher(clock=clock)
+        # The run's secret values masked out of its output (`redact`); None
+        # when there are none, and the output goes out as it comes.
+        self._redactor = redactor_for(assignment)
         self._output_closed = False
         self._stop_reading = threading.Event()
         self.done = threading.Event()
@@ -401,11 +405,15 @@ class Job:
             data = os.read(fd, 65536)
             if not data:
                 break
+            if self._redactor is not None:
+                data = self._redactor.feed(data)
             with self._output:
                 self._batcher.feed(data)
                 self._output.notify_all()
         stdout.close()
         with self._output:
+            if self._redactor is not None:
+                self._batcher.feed(self._redactor.finish())
             self._batcher.finish()
             self._output_closed = True
             self._output.notify_all()

@@ -15,12 +15,14 @@ def api():
 
 @pytest.fixture
 def croniq(api):
-    """Run `croniq ARGS` against the scripted server: (exit code, out, err)."""
+    """Run `croniq ARGS` against the scripted server, `stdin` its standard
+    input (a str, or a file object): (exit code, out, err)."""
 
-    def run(*argv, environ=None):
+    def run(*argv, environ=None, stdin=""):
         out, err = io.StringIO(), io.StringIO()
         environ = {"CRONIQ_SERVER": api.url, "CRONIQ_API_KEY": "crk_test"} | (environ or {})
-        code = main(list(argv), environ=environ, out=out, err=err)
+        stdin = io.StringIO(stdin) if isinstance(stdin, str) else stdin
+        code = main(list(argv), environ=environ, out=out, err=err, stdin=stdin)
         return code, out.getvalue(), err.getvalue()
 
     return run

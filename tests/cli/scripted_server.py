@@ -66,7 +66,7 @@ class Scripted:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = answer  # noqa: N815 (http.server's naming)
+            do_GET = do_POST = do_DELETE = answer  # noqa: N815 (http.server's naming)
 
             def log_message(self, *args):
                 pass

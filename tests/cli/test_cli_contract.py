@@ -38,7 +38,12 @@ COMMANDS = [
     (["apply", "__file__", "--dry-run", "--prune"], {"changes": [], "applied": False}),
     (["runners", "list", "--state", "online", "--limit", "5"], PAGE),
     (["runners", "drain", "1"], {}),
+    (["secrets", "set", "s", "--project", "p"], {"name": "s", "project": "p"}),
+    (["secrets", "list", "--limit", "5"], PAGE),
+    (["secrets", "delete", "s"], None),
 ]
+# The verbs answered otherwise than 200.
+STATUS = {"trigger": 202, "backfill": 202, "retry": 202, "set": 201, "delete": 204}
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +69,15 @@ def body_fields(schema, operation):
 
 @pytest.mark.parametrize(("argv", "answer"), COMMANDS, ids=[" ".join(c[0][:2]) for c in COMMANDS])
 def test_each_call_is_one_the_api_documents(api, croniq, schema, tmp_path, argv, answer):
+    if argv[0] == "secrets" and not any("/secrets" in path for path in schema["paths"]):
+        # The server's side of secrets comes in a change of its own; once any
+        # of its calls is in the schema, the CLI's must match them.
+        pytest.skip("this server has no secrets API yet")
     (tmp_path / "croniq.yaml").write_text("jobs: []\n")
     argv = [str(tmp_path / "croniq.yaml") if arg == "__file__" else arg for arg in argv]
-    api.answer(202 if argv[1:2] in (["trigger"], ["backfill"], ["retry"]) else 200, answer)
+    api.answer(STATUS.get(argv[1], 200), answer)
 
-    code, _, err = croniq("--json", *argv)
+    code, _, err = croniq("--json", *argv, stdin="a secret value")
 
     assert code == 0, err
     [asked] = api.asked
