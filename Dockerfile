@@ -19,6 +19,7 @@ COPY dispatch ./dispatch
 COPY audit ./audit
 COPY notifications ./notifications
 COPY checks ./checks
+COPY vault ./vault
 COPY control ./control
 COPY dashboard ./dashboard
 COPY templates ./templates

@@ -7,7 +7,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text()
 MAPPED = [
-    "calendars", "scheduler", "runners", "notifications", "checks", "control", "audit",
+    "calendars", "scheduler", "runners", "notifications", "checks", "control", "audit", "vault",
     "runner/croniq_runner",
 ]  # fmt: skip
 # Django's own files in every app: the map names what holds Croniq's logic.

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core import checks
 from django.test import override_settings
@@ -37,6 +38,9 @@ def production(tmp_path):
     token_file = tmp_path / "metrics_token"
     token_file.write_text("scrape-me\n")
     environment["CRONIQ_METRICS_TOKEN_FILE"] = str(token_file)
+    keys_file = tmp_path / "secrets_keys"
+    keys_file.write_text(Fernet.generate_key().decode() + "\n")
+    environment["CRONIQ_SECRETS_KEYS_FILE"] = str(keys_file)
     environment["DATABASE_URL"] = f"sqlite:///{tmp_path}/croniq.sqlite3"
     return environment
 

@@ -22,7 +22,8 @@ LAYERS = {
     "audit": 1,
     "calendars": 1,
     "runners": 1,
-    # The secrets store: stands on the audit trail; the scheduler checks references, dispatch resolves them.
+    # The secrets store: on the audit trail; the scheduler checks references
+    # to it, dispatch resolves them.
     "vault": 1,
     "scheduler": 2,
     "dispatch": 3,

@@ -21,7 +21,9 @@ def names_in(text: str) -> list[str]:
 
 
 def has_reference(env: Mapping[str, str] | None) -> bool:
-    return bool(env) and any("${secret:" in value for value in env.values())
+    if not env:
+        return False
+    return any("${secret:" in value for value in env.values())
 
 
 def problems(env: Mapping[str, str], known: Iterable[str]) -> list[tuple[str, str]]:

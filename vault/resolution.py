@@ -76,17 +76,18 @@ def resolve_many(envs: Sequence[tuple[str, Mapping[str, str]]]) -> list[Resolved
 def resolved(
     project: str, env: Mapping[str, str], values: Mapping[tuple[str, str], str | None]
 ) -> Resolved | Unresolved:
-    mine = {}
+    mine: dict[str, str] = {}
     for variable, value in env.items():
         for name in references.names_in(value):
             if (project, name) not in values:
                 return Unresolved(f'env.{variable}: secret "{name}" does not exist')
-            if values[(project, name)] is None:
+            read = values[(project, name)]
+            if read is None:
                 return Unresolved(
                     f'env.{variable}: secret "{name}" cannot be decrypted with the '
                     "configured CRONIQ_SECRETS_KEYS"
                 )
-            mine[name] = values[(project, name)]
+            mine[name] = read
     if not mine:
         return Resolved(dict(env), [])
     expanded = {variable: references.substitute(value, mine) for variable, value in env.items()}
