@@ -246,7 +246,7 @@ def masked_url(url: str) -> str:
     host = parts.netloc.rpartition("@")[2]
     if "@" in parts.netloc:
         host = f"{MASK}@{host}"
-    if secrets.names_in(url):
+    if secrets.names_in(url) or secrets.store_names_in(url):
         return urlunsplit(parts._replace(netloc=host))
     rest = parts.path not in ("", "/") or parts.query or parts.fragment
     return f"{parts.scheme}://{host}/{MASK}" if rest else f"{parts.scheme}://{host}{parts.path}"

@@ -178,6 +178,7 @@ def _secret_values(config):
     values = [secrets.expand(text) for text in texts if text.startswith(secrets.FILE_PREFIX)]
     for text in texts:
         values += [secrets.resolve(f"${{{name}}}") for name in secrets.names_in(text)]
+        values += [secrets.resolve(f"${{secret:{name}}}") for name in secrets.store_names_in(text)]
     if config.get("secret"):
         values.append(secrets.resolve(config["secret"]))
     return [value for value in values if len(value) >= NO_SECRET_BELOW]

@@ -2,7 +2,8 @@
 
 A channel names its secrets and never holds them: `${ENV_NAME}` reads the
 environment, `file:/absolute/path` reads a file (a Docker or Kubernetes
-secret), stripped. They are resolved at delivery time only, so the database,
+secret), stripped, and `${secret:NAME}` reads the secrets store (vault,
+docs/design.md §11). They are resolved at delivery time only, so the database,
 the apply file and the audit trail carry the reference, never the value.
 
 Whoever writes a channel chooses where it sends what it reads, so a
@@ -19,14 +20,18 @@ from pathlib import Path
 
 from django.conf import settings
 
+from vault import references as store_references
+from vault import resolution as store_resolution
+from vault.models import DEFAULT_PROJECT
+
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 FILE_PREFIX = "file:"
 ENV_PREFIX = "CRONIQ_SECRET_"
 # Kernel file systems: never a secret, however the secrets directory is set.
 NEVER_READ = ("/proc", "/sys", "/dev")
 NOT_A_REFERENCE = (
-    "not a secret reference: write ${CRONIQ_SECRET_NAME} or file:/run/secrets/name, "
-    "never the secret itself"
+    "not a secret reference: write ${secret:NAME} (the secrets store), "
+    "${CRONIQ_SECRET_NAME} or file:/run/secrets/name, never the secret itself"
 )
 
 
@@ -37,7 +42,11 @@ def is_reference(text: str) -> bool:
     """
     if not isinstance(text, str):
         return False
-    return bool(ENV_REFERENCE.fullmatch(text)) or text.startswith(FILE_PREFIX)
+    return (
+        bool(ENV_REFERENCE.fullmatch(text))
+        or bool(store_references.REFERENCE.fullmatch(text))
+        or text.startswith(FILE_PREFIX)
+    )
 
 
 def validate_reference(text: str) -> None:
@@ -52,6 +61,9 @@ def resolve(text: str) -> str:
     match = ENV_REFERENCE.fullmatch(text)
     if match:
         return _from_environment(match.group(1))
+    stored = store_references.REFERENCE.fullmatch(text)
+    if stored:
+        return _from_store(stored.group(1))
     return _from_file(text.removeprefix(FILE_PREFIX))
 
 
@@ -64,12 +76,18 @@ def expand(text: str) -> str:
     """
     if text.startswith(FILE_PREFIX):
         return _from_file(text.removeprefix(FILE_PREFIX))
+    text = store_references.REFERENCE.sub(lambda match: _from_store(match.group(1)), text)
     return ENV_REFERENCE.sub(lambda match: _from_environment(match.group(1)), text)
 
 
 def names_in(text: str) -> list[str]:
     """The environment variables `text` refers to, in order."""
     return ENV_REFERENCE.findall(text)
+
+
+def store_names_in(text: str) -> list[str]:
+    """The secrets of the store `text` refers to (`${secret:NAME}`), in order."""
+    return store_references.names_in(text)
 
 
 def forbidden(text: str) -> str | None:
@@ -87,6 +105,18 @@ def forbidden(text: str) -> str | None:
         if not name.startswith(ENV_PREFIX):
             return _not_a_secret_variable(name)
     return None
+
+
+def _from_store(name: str) -> str:
+    """A secret of the store. Channels are in the default project until
+    projects come (docs/design.md §11)."""
+    if not store_references.NAME.fullmatch(name):
+        raise ValueError(f"${{secret:{name}}}: not a secret name")
+    reference = {"value": f"${{secret:{name}}}"}
+    [found] = store_resolution.resolve_many([(DEFAULT_PROJECT, reference)], count=False)
+    if isinstance(found, store_resolution.Unresolved):
+        raise ValueError(str(found).removeprefix("env.value: "))
+    return found.env["value"]
 
 
 def _from_environment(name):
