@@ -15,6 +15,7 @@ class SchedulerConfig(AppConfig):
 
     def ready(self) -> None:
         from calendars.changes import calendar_changed
+        from scheduler.jobs import secret_checks  # noqa: F401  (registers the system check)
         from scheduler.jobs.calendar_changes import reschedule_jobs_of
 
         calendar_changed.connect(reschedule_jobs_of, dispatch_uid="scheduler.reschedule_jobs_of")

@@ -95,3 +95,19 @@ def test_the_job_admin_refuses_an_unknown_secret(client):
     assert answer.status_code == 200  # the form again, with the error
     assert "unknown secret &quot;db-password&quot;" in answer.content.decode()
     assert not Job.objects.exists()
+
+
+def test_the_database_check_names_stored_jobs_whose_secret_the_store_lacks(stored):
+    from django.core import checks
+
+    from scheduler.jobs.secret_checks import UNKNOWN_SECRET
+
+    # Stored before the store existed (or its secret deleted since): no check ran.
+    Job.objects.bulk_create(
+        [
+            Job(name="old", command="x", schedule="@hourly", env={"T": "${secret:gone}"}),
+            Job(name="fine", command="x", schedule="@hourly", env={"T": REFERENCE}),
+        ]
+    )
+    found = [m for m in checks.run_checks(databases=["default"]) if m.id == UNKNOWN_SECRET]
+    assert [m.msg for m in found] == ["job 'old': env.T: unknown secret \"gone\""]

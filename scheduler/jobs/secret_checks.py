@@ -1,0 +1,68 @@
+"""System check of stored jobs' `${secret:NAME}` references (`migrate` and
+`manage.py check --database default` run it).
+
+Before the secrets store a job's `env` could hold `${secret:...}` as plain
+text; now such a run fails at claim when the store lacks the secret. Rewriting
+the value in a migration would guess at what the operator meant, so the
+upgrade names the jobs to change, or the secrets to set, instead.
+"""
+
+from typing import Any
+
+from django.core import checks
+from django.db import DatabaseError, connections
+
+from vault import references
+from vault.models import DEFAULT_PROJECT, Secret
+
+UNKNOWN_SECRET = "croniq.W202"
+
+
+@checks.register(checks.Tags.database)
+def stored_job_references(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """A warning for each stored job whose env names a secret the store lacks."""
+    found: list[checks.CheckMessage] = []
+    for alias in databases or ():
+        found += [
+            checks.Warning(
+                f"job {name!r}: env.{variable}: {problem}",
+                hint="Its runs fail at claim until the secret is set (croniq secrets set, "
+                "the admin or POST /api/v1/secrets) or the job's env is changed.",
+                id=UNKNOWN_SECRET,
+            )
+            for name, variable, problem in unresolvable(alias)
+        ]
+    return found
+
+
+def unresolvable(alias: str) -> list[tuple[str, str, str]]:
+    """(job, variable, why) of the stored jobs on database `alias`."""
+    from scheduler.models import Job
+
+    connection = connections[alias]
+    try:
+        tables = connection.introspection.table_names()
+        if Job._meta.db_table not in tables or Secret._meta.db_table not in tables:
+            return []  # not migrated yet
+        jobs = list(
+            Job.objects.using(alias).filter(env__icontains="${secret:").values_list("name", "env")
+        )
+        if not jobs:
+            return []
+        known = set(
+            Secret.objects.using(alias)
+            .filter(project=DEFAULT_PROJECT)
+            .values_list("name", flat=True)
+        )
+    except DatabaseError:
+        return []  # no database to look at: nothing to warn about
+    return [
+        (name, variable, problem)
+        for name, env in jobs
+        if isinstance(env, dict)
+        for variable, problem in references.problems(
+            {k: v for k, v in env.items() if isinstance(v, str)}, known
+        )
+    ]
