@@ -61,11 +61,11 @@ def went_down(now: datetime) -> int:
         return 0
     reason = "no ping within its grace"
     datas = [
-        {
-            "check": events.facts_of(name, project, states.DOWN, instant(last_ping_at)),
-            "labels": json.loads(labels) if isinstance(labels, str) else labels,
-            "reason": reason,
-        }
+        events.payload_of(
+            events.facts_of(name, project, states.DOWN, instant(last_ping_at)),
+            json.loads(labels) if isinstance(labels, str) else labels,
+            reason,
+        )
         for _id, name, project, labels, last_ping_at in moved
     ]
     return events.emit_many(states.CHECK_DOWN, datas, now)

@@ -25,7 +25,13 @@ def facts_of(
 
 
 def payload(check: Check, reason: str) -> dict[str, object]:
-    return {"check": facts(check), "labels": list(check.labels), "reason": reason}
+    return payload_of(facts(check), check.labels, reason)
+
+
+def payload_of(facts: dict[str, str | None], labels: list[str], reason: str) -> dict[str, object]:
+    """The event's data: {"check", "labels", "reason"}, for a Check row or
+    the columns the loop's bulk update returned (checks.evaluation)."""
+    return {"check": facts, "labels": list(labels), "reason": reason}
 
 
 def emit(name: str, check: Check, at: datetime, reason: str) -> None:
