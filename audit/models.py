@@ -2,6 +2,8 @@ from typing import Any
 
 from django.db import models
 
+from core.instants import shown
+
 
 class AuditEvent(models.Model):
     """One repair, operator action or rejection: invariant 4, "no silent repair"."""
@@ -36,7 +38,7 @@ class AuditEvent(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_repr}"
+        return f"{shown(self.at)} {self.action} {self.target_repr}"
 
 
 class CounterQuerySet(models.QuerySet):

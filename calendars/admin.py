@@ -12,6 +12,7 @@ from calendars.changes import calendar_changed
 from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import RulesError, month_grid
 from calendars.zones import wall
+from core.instants import shown
 from core.ownership import AdoptedOnSave
 
 PREVIEW_STRETCHES = 10
@@ -107,4 +108,4 @@ class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
 def _local(rules, instant):
     if instant is None:
         return "beyond the horizon"
-    return f"{instant.astimezone(rules.zone):%a %Y-%m-%d %H:%M %Z}"
+    return shown(instant, rules.zone)

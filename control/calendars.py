@@ -105,15 +105,16 @@ def preview(
     name: str, *, start: datetime, end: datetime | None = None
 ) -> list[tuple[datetime, datetime]]:
     """[(start, end)]: the allowed stretches within [start, end), cut at both
-    ends; without `end`, DEFAULT_PREVIEW from start."""
-    start = checked_instant("start", start)
+    ends; without `end`, DEFAULT_PREVIEW from start. Bare instants are read
+    on the calendar's clock."""
+    calendar = get(name)
+    start = checked_instant("start", start, calendar.timezone)
     # Checked first: a start near the end of time has no end a preview away.
-    end = checked_instant("end", start + DEFAULT_PREVIEW if end is None else end)
+    end = checked_instant("end", start + DEFAULT_PREVIEW if end is None else end, calendar.timezone)
     if end <= start:
         raise HttpError(422, "end: must be after start")
     if end - start > MAX_PREVIEW:
         raise HttpError(422, f"end: at most {MAX_PREVIEW.days} days after start")
-    calendar = get(name)
     try:
         rules = calendar.rules()
         return stretches(rules, start, end)

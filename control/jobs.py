@@ -186,18 +186,18 @@ def delete(name: str, *, adopt: bool, now: datetime, actor: object) -> None:
 
 def pause(name: str, *, reason: str, until: datetime | None, now: datetime, actor: object) -> Job:
     """Pause a job (a paused one stays as it is); with `until` it resumes
-    by itself at that instant."""
+    by itself at that instant (bare, on the job's clock)."""
+    job = get(name)
     if until is not None:
         # In UTC: PostgreSQL refuses offsets past 15:59; near the end of
         # time, converting (or the loop's arithmetic) would overflow.
-        until = checked_instant("until", until)
+        until = checked_instant("until", until, job.timezone)
         if until <= now:
             raise HttpError(422, "until: must be in the future")
     if len(reason) > Job._meta.get_field("pause_reason").max_length:
         raise HttpError(422, "reason: at most 200 characters")
     if text_problem(reason):
         raise HttpError(422, f"reason: {text_problem(reason)}")
-    job = get(name)
     operations.pause(Job.objects.filter(pk=job.pk), now, actor, reason=reason, until=until)
     return get(name)
 
@@ -209,11 +209,12 @@ def resume(name: str, *, now: datetime, actor: object) -> Job:
 
 
 def upcoming(name: str, *, count: int, after: datetime) -> list[datetime]:
-    """The next `count` instants the job fires strictly after `after`."""
+    """The next `count` instants the job fires strictly after `after`
+    (bare, on the job's clock)."""
     if not 1 <= count <= MAX_NEXT:
         raise HttpError(422, f"count: between 1 and {MAX_NEXT}")
-    after = checked_instant("after", after)
     job = get(name)
+    after = checked_instant("after", after, job.timezone)
     try:
         return job.upcoming(after, count)
     except ValueError as e:  # a stored schedule or calendar that no longer evaluates

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, StrictBool
 
 from control import auth, examples, jobs, refusals, scopes
 from control.auth import needs, needs_in_db_thread
-from control.fields import Instant
+from control.fields import LocalInstant, checked_instant
 from core.db_threads import run_db
 from core.text import Text
 from scheduler.firing import backfill, fanout, triggers
@@ -27,7 +27,8 @@ class TriggerIn(Schema):
 
     idempotency_key: Text(1, 200) | None = None
     env: dict[Text(1, 200), Text(0, 100_000)] | None = None
-    scheduled_for: Instant | None = None
+    # Bare (no offset): on the job's clock, as every instant of a job's call.
+    scheduled_for: LocalInstant | None = None
 
 
 class TriggerOut(Schema):
@@ -41,8 +42,8 @@ class TriggerOut(Schema):
 class BackfillIn(Schema):
     model_config = ConfigDict(json_schema_extra=examples.schema(examples.BACKFILL))
 
-    start: Instant
-    end: Instant
+    start: LocalInstant
+    end: LocalInstant
     dry_run: StrictBool = False
 
 
@@ -81,9 +82,10 @@ def trigger_step(
     # reading it, then locking it).
     with transaction.atomic():
         job = jobs.locked(name)
-        done = triggers.trigger_locked(
-            job, now, actor, body.idempotency_key, body.env, body.scheduled_for
-        )
+        at = body.scheduled_for
+        if at is not None:
+            at = checked_instant("scheduled_for", at, job.timezone)
+        done = triggers.trigger_locked(job, now, actor, body.idempotency_key, body.env, at)
     runs = [run.pk for run in fanout.occurrence_runs(done.execution)] or [done.execution.pk]
     return done, runs
 
@@ -96,9 +98,11 @@ def trigger_step(
 )
 def backfill_range(request: HttpRequest, name: str, body: BackfillIn) -> Status | JsonResponse:
     job = jobs.get(name)
+    start = checked_instant("start", body.start, job.timezone)
+    end = checked_instant("end", body.end, job.timezone)
     actor = auth.actor(request.auth)
     try:
-        done = backfill.backfill(job, body.start, body.end, timezone.now(), actor, body.dry_run)
+        done = backfill.backfill(job, start, end, timezone.now(), actor, body.dry_run)
     except OperationRefused as refusal:
         return refusals.response(refusal)
     return Status(202, {"instants": done.instants, "created": done.created})

@@ -157,11 +157,12 @@ def round_up(at: datetime, step: timedelta) -> datetime:
 
 
 def tick_label(at: datetime, step: timedelta) -> str:
+    """The tick's UTC instant (the chart's heading says UTC) in the ISO order
+    of every other time on the pages (core.instants), to the minute while
+    the ticks fall within days, the date alone beyond."""
     at = at.astimezone(UTC)
     if step < DAY:
-        return f"{at:%b %d %H:%M}"
-    if step < 365 * DAY:
-        return f"{at:%b %d}"
+        return f"{at:%Y-%m-%d %H:%M}"
     return f"{at:%Y-%m-%d}"
 
 

@@ -1,4 +1,4 @@
-"""Template helpers: instants as <time> elements, durations, state badges,
+"""Template helpers: instants as <time> elements (core.instants' text), durations, state badges,
 and whether the user may use a button."""
 
 import json
@@ -12,7 +12,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
 from audit.models import AuditEvent
-from core import permissions
+from core import instants, permissions
 from dashboard.charts import DurationChart, HeatMap, HeatRow, format_seconds
 from dispatch import coverage
 from scheduler.forecast import Span
@@ -30,17 +30,14 @@ def may(user: Any, action: str) -> bool:
 
 @register.simple_tag
 def when(value: datetime | None, empty: str = "—") -> str:
-    """A UTC instant as <time>: the script shows it in the viewer's timezone
-    and the title keeps the UTC value for hovering."""
+    """An instant as <time>, in UTC as core.instants shows it: dashboard.js
+    shows it in the viewer's timezone and labels it so, the title keeping
+    the UTC value for hovering."""
     if value is None:
         return empty
-    utc = value.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    text = utc(value)
     return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
-        utc.isoformat().replace("+00:00", "Z"),
-        text,
-        text,
+        '<time datetime="{}" title="{}" data-zone="viewer">{}</time>', iso(value), text, text
     )
 
 
@@ -48,15 +45,16 @@ def when(value: datetime | None, empty: str = "—") -> str:
 def job_time(job: Job, value: datetime | None, empty: str = "—") -> str:
     """A fire time on the job's own clock, with UTC beside it. The script
     leaves it as it is (data-job-zone): `0 9 * * 1-5` in Europe/Berlin reads
-    09:00 wherever the viewer sits; the title keeps the full UTC value."""
+    09:00 wherever the viewer sits; the title says whose clock it is and
+    keeps the full UTC value."""
     if value is None:
         return empty
     wall, utc_text = job.wall_and_utc(value)
     html = format_html(
         '<time datetime="{}" data-job-zone="{}" title="{}">{}</time>',
-        value.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        iso(value),
         job.timezone,
-        utc(value),
+        f"{utc(value)}; shown in the job's zone ({job.timezone})",
         wall,
     )
     if utc_text:
@@ -81,10 +79,10 @@ def state(value: str, label: str | None = None) -> str:
 
 @register.filter
 def utc(value: datetime | None) -> str:
-    """An instant as plain UTC text, for title attributes."""
+    """An instant as plain UTC text (core.instants), for title attributes."""
     if value is None:
         return ""
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return instants.shown(value, UTC)
 
 
 @register.filter
@@ -215,25 +213,16 @@ def label_set(labels: Iterable[str] | None) -> str:
 
 
 @register.simple_tag
-def clock(value: datetime) -> str:
-    """An instant as hours and minutes (UTC here; dashboard.js shows it in
-    the viewer's timezone), the full UTC value in the title."""
-    return format_html(
-        '<time datetime="{}" title="{}" data-clock>{}</time>',
-        iso(value),
-        utc(value),
-        value.astimezone(UTC).strftime("%H:%M"),
-    )
-
-
-@register.simple_tag
 def over_capacity(span: Span) -> str:
-    """ "02:00–02:15: 14 slots needed on `linux`, 8 online", a span of the
-    capacity forecast (scheduler.forecast.Span)."""
+    """ "2026-12-01 02:00:00 UTC – 2026-12-01 02:15:00 UTC: 14 slots needed
+    on `linux`, 8 online", a span of the capacity forecast
+    (scheduler.forecast.Span), its instants in the viewer's zone as every
+    other (the forecast spans days: a time of day alone would not say which)."""
     return format_html(
-        '{}–{}: <span title="{} runs at once at the peak">{} slot{} needed</span> on {}, {} online',
-        clock(span.start),
-        clock(span.end),
+        '{} – {}: <span title="{} runs at once at the peak">{} slot{} needed</span>'
+        " on {}, {} online",
+        when(span.start),
+        when(span.end),
         f"{span.peak:.1f}",
         span.slots_needed,
         "" if span.slots_needed == 1 else "s",

@@ -68,6 +68,13 @@ def env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+# A time argument goes to the server as typed: a bare date or date and time
+# (2026-12-08, 2026-12-08T09:00) is read there on the job's clock, which
+# only the server knows (docs/design.md §8); an offset keeps it exact.
+INSTANT = "ISO"
+JOB_CLOCK = "ISO 8601; without an offset (2026-12-08, 2026-12-08T09:00) in the job's timezone"
+
+
 def positive(text: str) -> int:
     try:
         number = int(text)
@@ -124,26 +131,32 @@ def add_jobs(commands: Commands) -> None:
         nargs="+",
         help="set a parameter the job declares (repeatable)",
     )
-    trigger.add_argument("--scheduled-for", metavar="ISO", help="the run's scheduled instant")
+    trigger.add_argument(
+        "--scheduled-for", metavar=INSTANT, help=f"the run's scheduled instant ({JOB_CLOCK})"
+    )
 
     pause = jobs.add("pause", cli_commands.jobs_pause, "stop a job from firing")
     pause.add_argument("name")
     pause.add_argument("--reason", help="why, shown to other operators")
-    pause.add_argument("--until", metavar="ISO", help="resume by itself at this instant")
+    pause.add_argument(
+        "--until", metavar=INSTANT, help=f"resume by itself at this instant ({JOB_CLOCK})"
+    )
     jobs.add("resume", cli_commands.jobs_resume, "let a paused job fire again").add_argument("name")
 
     backfill = jobs.add(
         "backfill", cli_commands.jobs_backfill, "run a job for its past instants in a range"
     )
     backfill.add_argument("name")
-    backfill.add_argument("--start", metavar="ISO", required=True)
-    backfill.add_argument("--end", metavar="ISO", required=True)
+    backfill.add_argument("--start", metavar=INSTANT, required=True, help=f"from ({JOB_CLOCK})")
+    backfill.add_argument("--end", metavar=INSTANT, required=True, help="until, not included")
     backfill.add_argument("--dry-run", action="store_true", help="show the instants only")
 
     upcoming = jobs.add("next", cli_commands.jobs_next, "the next fire instants of a job")
     upcoming.add_argument("name")
     upcoming.add_argument("--count", type=positive, default=10, help="how many (default 10)")
-    upcoming.add_argument("--after", metavar="ISO", help="strictly after this (default: now)")
+    upcoming.add_argument(
+        "--after", metavar=INSTANT, help=f"strictly after this (default: now; {JOB_CLOCK})"
+    )
 
 
 def add_executions(commands: Commands) -> None:

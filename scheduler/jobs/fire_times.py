@@ -18,6 +18,7 @@ from django.conf import settings
 
 from calendars.rules import CalendarRules
 from calendars.zones import get_zone
+from core.instants import shown, shown_time
 from scheduler.jobs.cron import (
     never_fires_reason,
     next_fire,
@@ -339,8 +340,8 @@ def wall_time(job: Firing, instant: datetime) -> datetime:
 
 
 def wall_and_utc(job: Firing, instant: datetime) -> tuple[str, str | None]:
-    """An instant as the admin and the dashboard show it: (on the job's
-    clock, in UTC), e.g. ("Mon 2026-12-07 09:00:00 CET", "08:00:00 UTC").
+    """An instant as the admin and the dashboard show it (core.instants): (on
+    the job's clock, in UTC), e.g. ("2026-12-07 09:00:00 CET", "08:00:00 UTC").
     The UTC text drops the date on the same day and is None for a job in
     UTC; a timezone that no longer resolves shows UTC alone."""
     utc = instant.astimezone(UTC)
@@ -349,9 +350,7 @@ def wall_and_utc(job: Firing, instant: datetime) -> tuple[str, str | None]:
     except ValueError:
         wall = utc
     if wall.tzname() == "UTC":
-        return utc.strftime("%a %Y-%m-%d %H:%M:%S UTC"), None
+        return shown(utc), None
     same_day = wall.date() == utc.date()
-    return (
-        wall.strftime("%a %Y-%m-%d %H:%M:%S %Z"),
-        utc.strftime("%H:%M:%S UTC" if same_day else "%a %Y-%m-%d %H:%M:%S UTC"),
-    )
+    # wall.tzinfo is the job's zone: astimezone() set it.
+    return shown(wall, wall.tzinfo or UTC), shown_time(utc) if same_day else shown(utc)

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 
 import audit
+from core.instants import shown
 from scheduler.firing import notifier
 from scheduler.runs.maintenance_models import MaintenanceSwitch, MaintenanceWindow
 
@@ -96,7 +97,7 @@ def banner(current: Maintenance, now: datetime, reason: str = "") -> str | None:
     windows = current.active_windows(now)
     if not windows:
         return None
-    until = max(w.end for w in windows).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    until = shown(max(w.end for w in windows), UTC)
     if any(not w.labels for w in windows):
         scope = "runners claim no new work"
     else:

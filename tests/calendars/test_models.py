@@ -145,7 +145,7 @@ def test_admin_change_page_shows_preview_and_month_grid(client, admin_user):
     assert "December 2026" in html and "February 2027" in html
     assert "Christmas freeze" in html and "Epiphany" in html  # a holiday is named first
     assert "weekend" in html
-    assert "Thu 2026-12-10 13:00 CET until Sat 2026-12-12 00:00 CET" in html
+    assert "2026-12-10 13:00:00 CET until 2026-12-12 00:00:00 CET" in html
 
 
 @pytest.mark.django_db

@@ -82,7 +82,7 @@ def test_target_matches_an_id_too(client, reader, trail):
 @pytest.mark.parametrize(
     ("query", "field"),
     [
-        ("?since=2026-12-01T10:00:00", "since"),
+        ("?since=2026-12-01T10:00:00%2B99:00", "since"),
         ("?since=yesterday", "since"),
         ("?actor=a%00b", "actor"),
         ("?limit=0", "limit"),

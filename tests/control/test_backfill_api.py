@@ -109,7 +109,7 @@ def test_more_instants_than_the_cap_are_refused_naming_it(api, settings):
         ({"start": "2026-12-01T07:00:00Z", "end": "2026-12-01T07:00:00Z"}, "end"),
         ({"start": "2026-12-01T07:00:00Z", "end": "2026-12-01T12:00:00Z"}, "end"),
         ({"end": "2026-12-01T07:00:00Z"}, "start"),
-        ({"start": "2026-12-01T04:00:00", "end": "2026-12-01T07:00:00Z"}, "start"),
+        ({"start": "2026-12-01T04:00:00+99:00", "end": "2026-12-01T07:00:00Z"}, "start"),
         ({"start": "2026-12-01T04:00:00Z", "end": "later"}, "end"),
         ({"start": "2026-12-01T04:00:00Z", "end": "2026-12-01T07:00:00Z", "dry_run": "y"},
          "dry_run"),

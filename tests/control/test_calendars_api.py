@@ -146,7 +146,6 @@ def test_preview_lists_the_allowed_stretches_cut_to_the_range(api):
         ({"start": "2026-12-08T00:00:00Z", "end": "2026-12-04T00:00:00Z"}, "end: must be after"),
         ({"start": "2026-12-08T00:00:00Z", "end": "2026-12-08T00:00:00Z"}, "end: must be after"),
         ({"start": "2026-01-01T00:00:00Z", "end": "2027-01-03T00:00:00Z"}, "end: at most 366"),
-        ({"start": "2026-12-08T00:00:00"}, "start: needs an offset"),
     ],
 )
 def test_preview_refuses_a_reversed_or_too_long_range(api, query, detail):

@@ -74,7 +74,7 @@ def test_the_filters_select_by_job_state_trigger_and_scheduled_for(api):
         ({"state": "done"}, "state"),
         ({"trigger": "cron"}, "trigger"),
         ({"since": "yesterday"}, "since"),
-        ({"until": "2026-12-01T09:00:00"}, "until"),
+        ({"until": "2026-12-01T09:00:00+99:00"}, "until"),
         ({"limit": MAX_LIMIT + 1}, "limit"),
         ({"limit": "many"}, "limit"),
         ({"cursor": "%%%"}, "cursor"),

@@ -216,7 +216,6 @@ def test_pause_without_a_body_pauses_until_resumed(api):
     ("body", "detail"),
     [
         ({"until": "2026-12-01T09:00:00Z"}, "until: must be in the future"),
-        ({"until": "2026-12-03T00:00:00"}, "until: needs an offset"),
         ({"until": "tomorrow"}, "until: "),
         ({"reason": "x" * 201}, "reason: at most 200 characters"),
     ],
@@ -253,7 +252,7 @@ def test_next_lists_the_fire_times_after_an_instant(api):
 
 
 @pytest.mark.parametrize(
-    "query", [{"count": 101}, {"count": 0}, {"after": "2026-12-04T10:00:00"}, {"after": "x"}]
+    "query", [{"count": 101}, {"count": 0}, {"after": "2026-12-04T10:61"}, {"after": "x"}]
 )
 def test_next_refuses_a_bad_count_or_after(api, query):
     api.post("jobs", REPORT)

@@ -83,7 +83,7 @@ def test_an_expiring_key_mints_only_keys_expiring_no_later(client):
     [
         ({"scopes": []}, "scopes"),
         ({"scopes": ["jobs:destroy"]}, "scopes"),
-        ({"scopes": ["jobs:read"], "expires_at": "2099-01-01T00:00:00"}, "expires_at"),
+        ({"scopes": ["jobs:read"], "expires_at": "2099-01-01T00:00:00+99:00"}, "expires_at"),
         ({"scopes": ["jobs:read"], "expires_at": "2001-01-01T00:00:00Z"}, "expires_at"),
         ({"scopes": ["jobs:read"], "name": ""}, "name"),
         ({"scopes": ["jobs:read"], "name": "a\x00b"}, "name"),

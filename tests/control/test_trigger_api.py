@@ -202,7 +202,7 @@ def test_a_singleton_with_a_live_run_refuses_with_409(api):
         ({"idempotency_key": ""}, "idempotency_key"),
         ({"env": ["REGION"]}, "env"),
         ({"env": {"REGION": 1}}, "env"),
-        ({"scheduled_for": "2026-12-01T09:00:00"}, "scheduled_for"),
+        ({"scheduled_for": "2026-12-01T09:00:00+99:00"}, "scheduled_for"),
         ({"scheduled_for": "tomorrow"}, "scheduled_for"),
     ],
 )

@@ -1,7 +1,7 @@
 """The Capacity page: per label set, a chart of the runs expected at once
 against the runners' slots over the next day, and the quarter hours where
-they exceed them, named as "02:00–02:15: 14 slots needed on `linux`, 8
-online"."""
+they exceed them, named as "2026-12-01 02:00:00 UTC – 2026-12-01 02:15:00
+UTC: 14 slots needed on `linux`, 8 online"."""
 
 import datetime as dt
 import re
@@ -43,11 +43,14 @@ def get(client, at=NOW):
 def test_the_page_names_the_quarter_hours_over_capacity(staff_client, nightly_burst):
     page = get(staff_client)
     (span,) = re.findall(r'<li data-span="linux">(.*?)</li>', page)
-    assert text(span) == "02:00–02:15: 14 slots needed on linux, 8 online"
+    assert text(span) == (
+        "2026-12-01 02:00:00 UTC – 2026-12-01 02:15:00 UTC: 14 slots needed on linux, 8 online"
+    )
     assert '<code class="label-set">linux</code>' in span
     # Shown in the viewer's timezone by dashboard.js, UTC in the title.
     assert (
-        '<time datetime="2026-12-01T02:00:00Z" title="2026-12-01 02:00:00 UTC" data-clock>' in span
+        '<time datetime="2026-12-01T02:00:00Z" title="2026-12-01 02:00:00 UTC" data-zone="viewer">'
+        in span
     )
 
 

@@ -87,12 +87,12 @@ def test_no_runs_means_no_chart():
 def test_ticks_fall_on_round_utc_hours_within_the_span():
     ticks = time_ticks(NOW - timedelta(hours=5, minutes=30), NOW)
     assert [tick.label for tick in ticks] == [
-        "Nov 30 07:00",
-        "Nov 30 08:00",
-        "Nov 30 09:00",
-        "Nov 30 10:00",
-        "Nov 30 11:00",
-        "Nov 30 12:00",
+        "2026-11-30 07:00",
+        "2026-11-30 08:00",
+        "2026-11-30 09:00",
+        "2026-11-30 10:00",
+        "2026-11-30 11:00",
+        "2026-11-30 12:00",
     ]
     assert ticks[-1].x == WIDTH - RIGHT
 
@@ -101,7 +101,13 @@ def test_ticks_of_a_month_are_dates_at_utc_midnight():
     start = NOW - timedelta(days=30)
     ticks = time_ticks(start, NOW)
     assert len(ticks) <= 6
-    assert [tick.label for tick in ticks] == ["Nov 02", "Nov 09", "Nov 16", "Nov 23", "Nov 30"]
+    assert [tick.label for tick in ticks] == [
+        "2026-11-02",
+        "2026-11-09",
+        "2026-11-16",
+        "2026-11-23",
+        "2026-11-30",
+    ]
     # Weekly, on Mondays: the tick of Monday Nov 2, 00:00 UTC sits where that instant falls.
     at = datetime(2026, 11, 2, tzinfo=UTC)
     assert ticks[0].x == pytest.approx(LEFT + PLOT_WIDTH * ((at - start) / (NOW - start)), abs=0.01)

@@ -205,7 +205,7 @@ def test_job_page_draws_each_run_at_its_start_time_and_marks_failures(
     failure = rf'data-run="{bad.pk}"><path class="point failed state-failed" data-failed'
     assert re.search(failure, html)
     assert html.count("data-time-tick") >= 2
-    assert "Nov 30 10:00" in html
+    assert "2026-11-30 10:00" in html
     assert "1 in a row since" in html.split("data-insight-streak>")[1]
     week = html.split('data-window="7"')[1].split("</tr>")[0]
     assert "50.0 %" in week

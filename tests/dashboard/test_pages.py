@@ -136,8 +136,8 @@ def test_times_are_time_elements_in_utc_with_utc_on_hover(staff_client, make_job
     job = make_job("nightly-report", last_scheduled_at=NOW)
     html = staff_client.get(reverse("dashboard:job", args=[job.name])).content.decode()
     assert (
-        '<time datetime="2026-11-30T12:00:00Z" title="2026-11-30 12:00:00 UTC">'
-        "2026-11-30 12:00:00 UTC</time>"
+        '<time datetime="2026-11-30T12:00:00Z" title="2026-11-30 12:00:00 UTC"'
+        ' data-zone="viewer">2026-11-30 12:00:00 UTC</time>'
     ) in html
 
 
@@ -149,16 +149,18 @@ def test_overview_shows_the_next_run_on_the_jobs_clock_with_utc_beside(staff_cli
 
     assert next_run_cell(html, "berlin") == (
         '<time datetime="2026-11-30T12:00:00Z" data-job-zone="Europe/Berlin"'
-        ' title="2026-11-30 12:00:00 UTC">Mon 2026-11-30 13:00:00 CET</time>'
+        ' title="2026-11-30 12:00:00 UTC; shown in the job&#x27;s zone (Europe/Berlin)">'
+        "2026-11-30 13:00:00 CET</time>"
         ' <span class="muted utc">(12:00:00 UTC)</span>'
     )
     # Another day in UTC: the UTC side keeps its date.
-    assert ">Tue 2026-12-01 00:30:00 JST</time>" in next_run_cell(html, "tokyo")
-    assert ">(Mon 2026-11-30 15:30:00 UTC)</span>" in next_run_cell(html, "tokyo")
+    assert ">2026-12-01 00:30:00 JST</time>" in next_run_cell(html, "tokyo")
+    assert ">(2026-11-30 15:30:00 UTC)</span>" in next_run_cell(html, "tokyo")
     # A job in UTC shows it once.
     assert next_run_cell(html, "utc") == (
         '<time datetime="2026-11-30T12:00:00Z" data-job-zone="UTC"'
-        ' title="2026-11-30 12:00:00 UTC">Mon 2026-11-30 12:00:00 UTC</time>'
+        ' title="2026-11-30 12:00:00 UTC; shown in the job&#x27;s zone (UTC)">'
+        "2026-11-30 12:00:00 UTC</time>"
     )
 
 
@@ -272,12 +274,12 @@ def test_job_page_shows_a_berlin_job_at_nine_with_utc_beside_across_dst(staff_cl
     fires = re.search(r"data-next-fires>(.*?)</ol>", html, re.S).group(1)
     items = re.findall(r"<li>(.*?)</li>", fires)
     assert [re.sub(r"<[^>]+>", "", item) for item in items[:3]] == [
-        "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)",
-        "Mon 2026-03-30 09:00:00 CEST (07:00:00 UTC)",
-        "Tue 2026-03-31 09:00:00 CEST (07:00:00 UTC)",
+        "2026-03-27 09:00:00 CET (08:00:00 UTC)",
+        "2026-03-30 09:00:00 CEST (07:00:00 UTC)",
+        "2026-03-31 09:00:00 CEST (07:00:00 UTC)",
     ]
     assert next_fires(html)[:2] == ["2026-03-27T08:00:00Z", "2026-03-30T07:00:00Z"]
-    assert "Europe/Berlin time" in html
+    assert "in the job's zone, Europe/Berlin" in html
 
 
 def test_execution_page_shows_metadata_and_the_whole_log(

@@ -8,6 +8,7 @@ Screenshots of every page land in test-artifacts/screenshots/.
 
 import json
 import os
+import re
 import shutil
 import textwrap
 import time
@@ -30,6 +31,8 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 USERNAME, PASSWORD = "operator", "croniq-operator-pw"
+# An instant as every page shows it (core.instants): "2026-12-05 09:00:00".
+ISO_SECONDS = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
 
 
 def missing_browser():
@@ -150,10 +153,9 @@ def page(chromium, world):
     problems = []
 
     def console(message):
-        url = message.location.get("url", "")
-        # The admin's login page declares no icon, so Chromium asks for one.
-        if message.type == "error" and not url.endswith("/favicon.ico"):
-            problems.append(f"{message.text} {url}")
+        # /favicon.ico included: Chromium asks for it, and it answers.
+        if message.type == "error":
+            problems.append(f"{message.text} {message.location.get('url', '')}")
 
     page.on("console", console)
     page.on("pageerror", lambda e: problems.append(str(e)))
@@ -192,9 +194,10 @@ def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
     assert page.locator("tr[data-job=nightly-report] .cell.state-failed").count() >= 1
     next_run = page.locator("tr[data-job=nightly-report] time")
     assert "UTC" in next_run.get_attribute("title")
-    assert next_run.inner_text().endswith(("CET", "CEST"))
+    assert "job's zone (Europe/Berlin)" in next_run.get_attribute("title")
+    assert re.fullmatch(rf"{ISO_SECONDS} CES?T", next_run.inner_text())
     assert page.locator("tr[data-job=nightly-report] .utc").inner_text().endswith("UTC)")
-    assert "Asia/Tokyo" in page.locator("[data-viewer-tz]").inner_text()
+    assert "your zone, Asia/Tokyo" in page.locator("[data-viewer-tz]").inner_text()
     screenshot(page, "overview")
 
     # Job page: schedule in words, ten fire times at 02:30 Berlin time, chart
@@ -207,7 +210,9 @@ def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
     assert page.locator("[data-next-fires] .utc").count() == 10
     started = page.locator("table.runs tbody tr").nth(1).locator("time").first
     assert "UTC" in started.get_attribute("title")
-    assert "UTC" not in started.inner_text()
+    assert "your zone (Asia/Tokyo)" in started.get_attribute("title")
+    # What the script wrote: ISO order, 24-hour clock, the viewer's zone.
+    assert re.fullmatch(rf"{ISO_SECONDS} GMT\+9", started.inner_text())
     assert page.locator("[data-schedule-words]").inner_text() != "30 2 * * *"
     assert page.locator("svg.duration-chart .point").count() == 29
     assert page.locator("table.runs tbody tr").count() == 30
@@ -238,6 +243,25 @@ def test_an_operator_logs_in_and_reads_every_dashboard_page(page, world):
     screenshot(page, "audit")
 
     assert page.problems == []
+
+
+def test_a_viewer_in_berlin_with_an_american_browser_reads_iso_times(chromium, world):
+    """The report behind the rule: an en-US browser's script wrote
+    "12/05/2026, 04:05:57 AM UTC" beside the server's ISO text."""
+    context = chromium.new_context(timezone_id="Europe/Berlin", locale="en-US")
+    try:
+        page = context.new_page()
+        log_in(page, world["server"])
+        page.goto(world["server"].url + "/jobs/nightly-report/")
+        page.wait_for_selector("table.runs time[data-localised]")
+
+        texts = page.locator("time").all_inner_texts()
+        assert len(texts) > 20
+        wrong = [t for t in texts if not re.fullmatch(rf"{ISO_SECONDS} CES?T", t)]
+        assert wrong == []
+        assert "your zone, Europe/Berlin" in page.locator("[data-viewer-tz]").inner_text()
+    finally:
+        context.close()
 
 
 def test_the_alerts_page_shows_a_failing_jobs_streak_and_what_was_sent(page, world):
@@ -345,7 +369,8 @@ def test_the_execution_page_tails_the_log_while_the_run_goes_on(page, world):
     assert page.locator("[data-field=exit_code]").inner_text() == "0"
     assert page.locator("[data-field=duration]").inner_text() != "—"
     finished = page.locator("[data-field=finished_at] time")
-    assert "UTC" in finished.get_attribute("title") and "GMT+9" in finished.inner_text()
+    assert "UTC" in finished.get_attribute("title")
+    assert re.fullmatch(rf"{ISO_SECONDS} GMT\+9", finished.inner_text())
     assert page.problems == []
 
 

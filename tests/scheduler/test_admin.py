@@ -140,14 +140,14 @@ def test_fire_times_read_on_the_jobs_clock_with_utc_beside(staff):
 
     fires = re.search(r'field-next_fires">.*?<ol>(.*?)</ol>', page, re.S).group(1)
     assert [visible_text(li) for li in re.findall(r"<li>(.*?)</li>", fires)[:3]] == [
-        "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)",
-        "Mon 2026-03-30 09:00:00 CEST (07:00:00 UTC)",
-        "Tue 2026-03-31 09:00:00 CEST (07:00:00 UTC)",
+        "2026-03-27 09:00:00 CET (08:00:00 UTC)",
+        "2026-03-30 09:00:00 CEST (07:00:00 UTC)",
+        "2026-03-31 09:00:00 CEST (07:00:00 UTC)",
     ]
     next_run = re.search(r'field-next_run">.*?<div class="readonly">(.*?)</div>', page, re.S)
-    assert visible_text(next_run.group(1)) == "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)"
+    assert visible_text(next_run.group(1)) == "2026-03-27 09:00:00 CET (08:00:00 UTC)"
     row = re.search(r'<td class="field-next_run">(.*?)</td>', listing, re.S).group(1)
-    assert visible_text(row) == "Fri 2026-03-27 09:00:00 CET (08:00:00 UTC)"
+    assert visible_text(row) == "2026-03-27 09:00:00 CET (08:00:00 UTC)"
 
 
 def test_a_broken_schedule_typed_into_the_change_form_is_refused_not_a_500(staff):
@@ -251,7 +251,7 @@ def test_every_time_in_the_job_and_execution_admin_carries_its_timezone(staff):
     ]
     for url in pages:
         text = visible_text(staff.get(url).content.decode())
-        assert "Mon 2026-11-30 11:40:33 UTC" in text, url
+        assert "2026-11-30 11:40:33 UTC" in text, url
         assert "Nov. 30, 2026" not in text, url
 
 

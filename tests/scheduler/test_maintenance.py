@@ -282,7 +282,7 @@ def test_the_admin_and_the_dashboard_show_a_banner_while_a_window_is_active(supe
         assert "maintenance-banner" not in superuser_client.get(reverse(page)).content.decode()
     with time_machine.travel(at(10), tick=False):
         body = superuser_client.get(reverse(page)).content.decode()
-    assert "Maintenance window until 2026-06-01 13:00 UTC" in body
+    assert "Maintenance window until 2026-06-01 13:00:00 UTC" in body
     assert "kernel upgrade" in body
 
 

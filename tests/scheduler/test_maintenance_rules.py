@@ -69,7 +69,7 @@ def test_the_banner_says_what_is_held_and_until_when():
     )
     labelled = Maintenance(windows=(Window(T0, T0 + HOUR, frozenset({"gpu"}), 2, "drivers"),))
     assert banner(labelled, T0) == (
-        "Maintenance window until 2026-06-01 13:00 UTC: no new work is claimed "
+        "Maintenance window until 2026-06-01 13:00:00 UTC: no new work is claimed "
         "for jobs labelled gpu. drivers"
     )
     assert banner(labelled, T0 + HOUR) is None

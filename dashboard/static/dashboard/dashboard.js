@@ -1,35 +1,31 @@
-// Croniq dashboard: local times and the live log tail. No dependencies.
+// Croniq dashboard: local times and the live log tail. No dependencies but
+// core/static/croniq/instants.js, the one way a page writes an instant.
 "use strict";
 
 (function () {
-  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-  var format = new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "2-digit", day: "2-digit",
-    hour: "2-digit", minute: "2-digit", second: "2-digit",
-    timeZoneName: "short",
-  });
+  // core/static/croniq/instants.js, loaded before this script.
+  var instants = window.CroniqInstants;
+  var zone = instants.viewerZone();
 
-  // Server renders UTC; show each instant in the viewer's timezone and keep
-  // the UTC text in the title for hovering. Fire times stay on the job's own
-  // clock (data-job-zone), where its schedule is read.
-  // Clock times (data-clock: the capacity page's "02:00–02:15") keep to
-  // hours and minutes.
-  var clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
-
+  // The server writes UTC (dashboard_tags.when); show each instant in the
+  // viewer's timezone, labelled so in its title beside the UTC value for
+  // hovering. Fire times stay on the job's own clock (data-job-zone), where
+  // its schedule is read, and say so in theirs.
   function localiseTimes(root) {
     root.querySelectorAll("time[datetime]:not([data-job-zone])").forEach(function (el) {
       if (el.dataset.localised) return;
       var at = new Date(el.getAttribute("datetime"));
       if (isNaN(at)) return;
-      if (!el.title) el.title = el.textContent;
-      el.textContent = ("clock" in el.dataset ? clock : format).format(at);
+      var utc = el.title || el.textContent;
+      el.textContent = instants.format(at);
+      el.title = utc + "; shown in your zone (" + zone + ")";
       el.dataset.localised = "1";
     });
   }
 
   function showZone() {
     var label = document.querySelector("[data-viewer-tz]");
-    if (label) label.textContent = "Times in " + zone + " (UTC on hover)";
+    if (label) label.textContent = "Times in your zone, " + zone + "; fire times in the job's (UTC on hover)";
   }
 
   // While an execution is pending or running, ask for new log chunks every
