@@ -235,6 +235,12 @@ class AssignmentOut(Schema):
         description="The user to run the command as (sent when the job names one); "
         "a runner that cannot switch to it fails the run saying why.",
     )
+    redact: list[str] = Field(
+        [],
+        exclude_if=lambda redact: not redact,
+        description="The values of the secrets the job's env names (sent when it names one): "
+        "the agent masks each of 4 characters or more as *** in the output it sends.",
+    )
 
 
 class PollOut(Schema):
