@@ -254,7 +254,8 @@ class TestSigned:
     ("secret", "detail"),
     [
         ("hunter2", "webhook_secret: not a secret reference"),
-        ("${secret:HOOK}", "webhook_secret: not a secret reference"),
+        # The secrets store's form: a name it does not hold.
+        ("${secret:HOOK}", 'webhook_secret: secret "HOOK" does not exist'),
         ("${DATABASE_URL}", "webhook_secret: ${DATABASE_URL}: a channel reads only"),
     ],
 )

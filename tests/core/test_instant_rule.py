@@ -36,13 +36,19 @@ TWELVE_HOUR = re.compile(r"%[Ilp]")
 PY_FORMATS = re.compile(r"strftime\(\s*[rf]?([\"'])(.*?)\1|\{[^{}:\n]+:([^{}\n]*%[^{}\n]*)\}")
 
 
+def own(path: str) -> bool:
+    """Whether an app lives in this checkout (its virtualenv, often inside
+    the checkout too, holds Django's and other packages' apps)."""
+    return Path(path).is_relative_to(ROOT) and "site-packages" not in Path(path).parts
+
+
 def croniq_dirs(kind: str) -> list[Path]:
     """The `kind` (templates, static) directories of Croniq's own apps, and
     the project's template directories."""
     found = [
         Path(app.path) / kind
         for app in apps.get_app_configs()
-        if Path(app.path).is_relative_to(ROOT) and (Path(app.path) / kind).is_dir()
+        if own(app.path) and (Path(app.path) / kind).is_dir()
     ]
     if kind == "templates":
         found += [Path(d) for engine in settings.TEMPLATES for d in engine["DIRS"]]
@@ -54,7 +60,7 @@ def files(kind: str, pattern: str) -> list[Path]:
 
 
 def python_files() -> list[Path]:
-    apps_here = [Path(a.path) for a in apps.get_app_configs() if Path(a.path).is_relative_to(ROOT)]
+    apps_here = [Path(a.path) for a in apps.get_app_configs() if own(a.path)]
     roots = [*apps_here, ROOT / "croniq_project", ROOT / "runner" / "croniq_runner"]
     return sorted(p for root in roots for p in root.rglob("*.py"))
 
