@@ -26,6 +26,7 @@ from scheduler.apply.document import apply
 from scheduler.models import Execution, Job, LogChunk
 from scheduler.triage.dead_letters import DeadLetter
 from tests.control.management_api import management_operations
+from vault import store
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +84,9 @@ def world():
     run that gave up (a dead letter with a log)."""
     documents = readme_apply_documents()
     assert documents, "the README shows no apply document"
+    # The secrets the README's jobs name, set as its Secrets section says.
+    for name in set(re.findall(r"\$\{secret:([^}]+)\}", README.read_text())):
+        store.put(name, f"{name}-value", actor=None, now=NOW)
     for document in documents:
         apply(document, now=NOW, source="README.md")
     apply(PAYROLL, now=NOW, source="payroll.yaml")
