@@ -4,7 +4,9 @@ detail, logs are answered bounded, and without the `mcp` package the command
 says how to install it."""
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -171,3 +173,20 @@ def test_without_the_mcp_package_the_command_exits_2_saying_how_to_install_it(
     assert (code, out) == (2, "")
     assert "pip install 'croniq-runner[mcp]'" in err
     assert not api.asked
+
+
+def test_the_cli_loads_the_mcp_package_only_when_the_command_runs():
+    """The agent and the other commands stay standard library and requests."""
+    code = (
+        "import sys, croniq_runner.cli, croniq_runner.agent; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(croniq_runner.__file__).parents[1],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert result.stdout.strip() == "[]"
