@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
-from croniq_runner import __version__, cli_commands
+from croniq_runner import __version__, cli_commands, cli_mcp
 from croniq_runner.cli_api import (
     EXIT_AUTH,
     EXIT_OK,
@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_apply(subparsers, leaf)
     add_runners(commands)
     add_secrets(commands)
+    cli_mcp.add(subparsers, leaf)
     return parser
 
 
