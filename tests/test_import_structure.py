@@ -274,10 +274,19 @@ def test_no_import_circle_between_modules():
     assert circles(server_graph()) == []
 
 
+# The runner package's optional extras: each module and what it may import
+# besides (`croniq mcp`'s server, imported only when the command runs).
+AGENT_EXTRAS = {"croniq_runner.mcp_server": {"mcp", "pydantic"}}
+
+
 def test_the_agent_needs_only_the_standard_library_and_requests():
     modules = agent_modules()
     assert modules, "the agent's modules were not found"
+    extras = {name: modules.pop(name) for name in AGENT_EXTRAS if name in modules}
     assert agent_violations(modules) == []
+    for name, module in extras.items():
+        allowed = AGENT_THIRD_PARTY | AGENT_EXTRAS[name]
+        assert agent_violations(modules | {name: module}, allowed) == []
 
 
 # -- the checks themselves, on planted graphs --------------------------------

@@ -44,7 +44,11 @@ def test_the_wheel_holds_the_agent_package_and_nothing_else(wheel):
 def test_the_wheel_depends_on_requests_only_and_installs_croniq_runner_and_croniq(wheel):
     metadata = email.message_from_string(dist_info(wheel, "METADATA"))
     assert metadata["Name"] == "croniq-runner"
-    assert metadata.get_all("Requires-Dist") == ["requests>=2.31"]
+    # Beside requests only the extra `mcp` (`croniq mcp`), which the agent never imports.
+    requires = metadata.get_all("Requires-Dist")
+    assert [r for r in requires if "extra ==" not in r] == ["requests>=2.31"]
+    assert metadata.get_all("Provides-Extra") == ["mcp"]
+    assert [r for r in requires if "extra ==" in r] == ['mcp<3,>=2; extra == "mcp"']
     entry_points = dist_info(wheel, "entry_points.txt")
     assert "croniq-runner = croniq_runner.agent:main" in entry_points.splitlines()
     assert "croniq = croniq_runner.cli:run" in entry_points.splitlines()
