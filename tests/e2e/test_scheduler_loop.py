@@ -37,6 +37,14 @@ def test_two_loops_fire_every_instant_exactly_once(layout, e2e_database, tmp_pat
     apply_every_second_jobs(e2e_database, tmp_path)
     loops = [start_scheduling(layout, e2e_database, tmp_path / f"loop-{i}.log") for i in range(2)]
     try:
+        # Both running before the window starts: on a busy machine a start-up
+        # took longer than the window, and the stop found no loop to stop.
+        for loop in loops:
+            wait_for(
+                lambda loop=loop: "scheduler loop started" in loop.output(),
+                timeout=60,
+                message="the loop to start",
+            )
         time.sleep(RUN_SECONDS)
     finally:
         codes = [loop.stop() for loop in loops]
