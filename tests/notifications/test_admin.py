@@ -422,10 +422,11 @@ def test_viewers_and_operators_read_but_do_not_edit_channels_or_rules(client, us
     answer = client.get(reverse("admin:notifications_channel_change", args=[rows.hook.pk]))
     assert answer.status_code == 200
     page = answer.content.decode()
-    assert "abc-secret-token" not in page and "/croniq" not in page
+    assert "abc-secret-token" not in page and "hooks.example.com/croniq" not in page
     assert "Authorization: ********" in page and "https://hooks.example.com/********" in page
     listed = client.get(reverse("admin:notifications_channel_changelist")).content.decode()
-    assert "/croniq" not in listed and "https://hooks.example.com/********" in listed
+    assert "hooks.example.com/croniq" not in listed
+    assert "https://hooks.example.com/********" in listed
     assert not answer.context["can_send_test"]
     assert b"Send a test notification" not in answer.content
     assert client.get(reverse("admin:notifications_channel_add")).status_code == 403
