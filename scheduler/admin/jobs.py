@@ -110,7 +110,9 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 "fields": [
                     "name",
                     "description",
+                    "kind",
                     "command",
+                    "http",
                     "stdin",
                     "run_as",
                     "env",
