@@ -5,12 +5,16 @@ named like secrets kept out of the audit trail."""
 
 import datetime as dt
 import json
+from io import StringIO
 
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 from django.urls import reverse
 
 from audit.models import AuditEvent
+from runners.models import Runner
 from scheduler.admin.forms import JobAdminForm
 from scheduler.apply.document import ApplyError, apply
 from scheduler.apply.export import export
@@ -211,6 +215,26 @@ def test_the_plan_and_the_audit_trail_mask_a_secret_looking_header():
     [event] = AuditEvent.objects.filter(action="job.created")
     assert "plain-credential" not in str(event.data)
     assert Job.objects.get(name="refresh").http["headers"] == headers
+
+
+def test_apply_warns_when_only_agents_without_http_carry_the_jobs_labels(tmp_path):
+    Runner.objects.create(
+        name="web-1", labels=["linux"], session="s", registered_at=NOW, last_seen_at=NOW,
+        version="0.2.0", features=["stdin", "run_as"],
+    )  # fmt: skip
+    path = tmp_path / "croniq.yaml"
+    path.write_text(yaml.safe_dump({"jobs": [http_job(labels=["linux"])]}))
+    err = StringIO()
+    call_command("apply", str(path), stdout=StringIO(), stderr=err)
+    assert err.getvalue().splitlines() == [
+        "warning: job refresh: the job needs http, which the agents of the runners with "
+        "labels linux do not support: web-1 (0.2.0); upgrade croniq-runner; its runs wait "
+        "until one registers"
+    ]
+    Runner.objects.filter(name="web-1").update(features=["http", "run_as", "stdin"])
+    err = StringIO()
+    call_command("apply", str(path), stdout=StringIO(), stderr=err)
+    assert err.getvalue() == ""
 
 
 # -- export ---------------------------------------------------------------------------
