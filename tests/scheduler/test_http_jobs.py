@@ -9,6 +9,7 @@ from io import StringIO
 
 import pytest
 import yaml
+from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.urls import reverse
@@ -313,3 +314,15 @@ def test_the_job_admin_keeps_a_secret_looking_header_out_of_its_audit_trail(admi
     events = AuditEvent.objects.filter(action__startswith="job.")
     assert events.count() >= 2
     assert all("plain-credential" not in str(event.data) for event in events)
+
+
+def test_who_may_only_view_the_job_sees_a_secret_looking_header_masked(client, django_user_model):
+    headers = {"Authorization": "Bearer plain-credential", "X-Team": "data"}
+    job = applied(http={"url": URL, "headers": headers})
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client.force_login(viewer)
+    page = client.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert URL in page and "X-Team" in page
+    assert "plain-credential" not in page
+    assert MASK in page
