@@ -75,8 +75,12 @@ class Request:
         if not isinstance(url, str):
             raise RequestError("http.url: missing")
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise RequestError("http.url: not an http:// or https:// URL with a host")
+        try:
+            parts.port  # noqa: B018 (it raises on a port that is no number)
+        except ValueError:
+            raise RequestError("http.url: its port is not a number") from None
         return cls(
             method=method,
             url=url,
@@ -97,7 +101,8 @@ class Request:
         """host:port, as errors name the other end (never the path or query)."""
         parts = urllib.parse.urlsplit(self.url)
         port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-        return f"{parts.hostname}:{port}"
+        host = parts.hostname or ""
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def headers_of(value: Any) -> dict[str, str]:
@@ -267,7 +272,8 @@ class HttpJob(Job):
             if first:
                 self.kill_reason = reason
         if first:
-            log.warning("execution %s: %s", self.id, REASONS[reason].format(timeout=self.timeout))
+            why = REASONS[reason].format(timeout=seconds(self.timeout))
+            log.warning("execution %s: %s", self.id, why)
             self._connections.close()
             self._ended.set()
         return first

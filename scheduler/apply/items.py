@@ -133,6 +133,11 @@ def http_url(where: str, value: Any) -> str:
         raise ApplyError(
             f"{where}: {quoted(value)} is not a URL starting http:// or https:// with a host"
         )
+    try:
+        parts.port  # noqa: B018 (it raises on a port that is no number)
+    except ValueError:
+        if "${secret:" not in parts.netloc:  # a reference's colon is no port
+            raise ApplyError(f"{where}: {quoted(value)} has a port that is not a number") from None
     return value
 
 

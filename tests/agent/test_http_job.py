@@ -274,6 +274,7 @@ def test_the_watchdogs_tick_times_it_out_too(web):
         (None, "http: no request in the assignment"),
         ({}, "http.url: missing"),
         ({"url": "file:///etc/passwd"}, "http.url: not an http:// or https:// URL with a host"),
+        ({"url": "http://x:port/"}, "http.url: its port is not a number"),
         ({"url": "http://x", "method": "BREW"}, "http.method: 'BREW' is not one of GET"),
         ({"url": "http://x", "headers": {"X-A": "one\ntwo"}}, "http.headers.X-A: a header's"),
         ({"url": "http://x", "expect_status": "2xx"}, "http.expect_status: not a list"),

@@ -137,6 +137,10 @@ def test_apply_takes_every_field_of_the_request():
         ({"url": "ftp://files.example.com/x"}, "jobs[0].http.url: 'ftp://files.example.com/x' is"),
         ({"url": "https:///path"}, "jobs[0].http.url: 'https:///path' is not a URL"),
         ({"url": "https://a.example.com/x y"}, "jobs[0].http.url: a URL holds no spaces"),
+        (
+            {"url": "https://a.example.com:80x/"},
+            "jobs[0].http.url: 'https://a.example.com:80x/' has",
+        ),
         ({"url": URL, "method": "FETCH"}, "jobs[0].http.method: 'FETCH' is not one of GET, HEAD"),
         ({"url": URL, "headers": ["Accept"]}, "jobs[0].http.headers: expected a mapping"),
         ({"url": URL, "headers": {"Bad Name": "x"}}, "jobs[0].http.headers: 'Bad Name' is not"),
