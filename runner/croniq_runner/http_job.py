@@ -114,9 +114,12 @@ def headers_of(value: Any) -> dict[str, str]:
     for name, text in value.items():
         if not isinstance(name, str) or not isinstance(text, str):
             raise RequestError("http.headers: not a mapping of names to text")
-        # A resolved secret may hold a line break, which would end the header.
+        # A resolved secret may hold a line break, which would end the header
+        # (and requests would quote the value in its error).
         if any(c in name + text for c in "\r\n\0"):
             raise RequestError(f"http.headers.{name}: a header's value is one line")
+        if text[:1].isspace():
+            raise RequestError(f"http.headers.{name}: a header's value does not start with a space")
         headers[name] = text
     return headers
 

@@ -158,6 +158,8 @@ def http_headers(where: str, value: Any) -> dict[str, str]:
         seen[name.lower()] = name
         if "\r" in text or "\n" in text:
             raise ApplyError(f"{where}.{name}: a header's value is one line")
+        if text[:1].isspace():
+            raise ApplyError(f"{where}.{name}: a header's value does not start with a space")
     return headers
 
 

@@ -288,10 +288,12 @@ def test_a_request_the_agent_cannot_send_fails_unstarted_naming_the_field(given,
     assert server.bodies("logs") == []
 
 
-def test_the_error_never_quotes_a_header_value():
+@pytest.mark.parametrize("value", [f"Bearer {SECRET}\n", f" {SECRET}"])
+def test_the_error_never_quotes_a_header_value(value):
     with pytest.raises(RequestError) as refused:
-        Request.of({"url": "http://x", "headers": {"Authorization": f"Bearer {SECRET}\n"}})
+        Request.of({"url": "http://x", "headers": {"Authorization": value}})
     assert SECRET not in str(refused.value)
+    assert str(refused.value).startswith("http.headers.Authorization: a header's value")
 
 
 def test_a_shell_job_never_runs_another_kind_as_a_command(tmp_path):

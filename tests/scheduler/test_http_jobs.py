@@ -145,6 +145,7 @@ def test_apply_takes_every_field_of_the_request():
         ({"url": URL, "headers": ["Accept"]}, "jobs[0].http.headers: expected a mapping"),
         ({"url": URL, "headers": {"Bad Name": "x"}}, "jobs[0].http.headers: 'Bad Name' is not"),
         ({"url": URL, "headers": {"X-A": "1\r\nX-B: 2"}}, "jobs[0].http.headers.X-A: a header's"),
+        ({"url": URL, "headers": {"X-A": " 1"}}, "jobs[0].http.headers.X-A: a header's value does"),
         (
             {"url": URL, "headers": {"Accept": "a", "accept": "b"}},
             "jobs[0].http.headers.accept: set twice (as Accept)",
