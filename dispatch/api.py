@@ -251,8 +251,9 @@ class AssignmentOut(Schema):
     redact: list[str] = Field(
         [],
         exclude_if=lambda redact: not redact,
-        description="The values of the secrets the job's env names (sent when it names one): "
-        "the agent masks each of 4 characters or more as *** in the output it sends.",
+        description="The values of the secrets the job's env or http request names (sent when "
+        "it names one): the agent masks each of 4 characters or more as *** in the output it "
+        "sends.",
     )
 
 
