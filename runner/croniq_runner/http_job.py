@@ -20,12 +20,10 @@ import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from croniq_runner.config import VERSION
 from croniq_runner.job import REASONS, Job
@@ -183,19 +181,17 @@ def shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-Connection = TypeVar("Connection", bound=HTTPConnection)
+def tracked(pool: type[Any], connections: Connections) -> type[Any]:
+    """urllib3's connection pool class `pool` (read from requests' pool
+    manager: the agent imports requests alone), whose connections hand each
+    socket they connect to `connections`."""
 
-
-def tracked(base: type[Connection], connections: Connections) -> type[Connection]:
-    """urllib3's connection class `base`, handing each socket it connects to
-    `connections`."""
-
-    class Tracked(base):  # type: ignore[misc, valid-type]
+    class Tracked(pool.ConnectionCls):  # type: ignore[name-defined]
         def connect(self) -> None:
             super().connect()
             connections.add(self.sock)
 
-    return cast("type[Connection]", Tracked)
+    return type(pool.__name__, (pool,), {"ConnectionCls": Tracked})
 
 
 class TrackingAdapter(HTTPAdapter):
@@ -210,15 +206,11 @@ class TrackingAdapter(HTTPAdapter):
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        connections = self.connections
-
-        class Pool(HTTPConnectionPool):
-            ConnectionCls = tracked(HTTPConnection, connections)
-
-        class TlsPool(HTTPSConnectionPool):
-            ConnectionCls = tracked(HTTPSConnection, connections)
-
-        self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TlsPool}
+        manager = self.poolmanager
+        manager.pool_classes_by_scheme = {
+            scheme: tracked(pool, self.connections)
+            for scheme, pool in manager.pool_classes_by_scheme.items()
+        }
 
 
 class HttpJob(Job):
