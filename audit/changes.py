@@ -11,6 +11,7 @@ stored row keeps the real values.
 """
 
 import json
+import re
 from collections.abc import Collection, Iterator
 from typing import Any
 
@@ -25,6 +26,8 @@ REQUEST_FIELDS = {"http"}
 # Headers that carry credentials whatever their value looks like.
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie")
 MASK = "********"
+# An HTTP authorization scheme: Bearer, Basic, Token, AWS4-HMAC-SHA256.
+AUTH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,39}")
 
 
 def is_secret(field_name: str) -> bool:
@@ -55,14 +58,25 @@ def is_secret_header(name: str) -> bool:
 
 def masked_http(request: Any) -> Any:
     """An http job's request as it may be shown: the values of headers named
-    like secrets masked, unless they are a `${secret:NAME}` reference."""
+    like secrets masked, unless they are a `${secret:NAME}` reference
+    (`is_header_reference`)."""
     if not isinstance(request, dict) or not isinstance(request.get("headers"), dict):
         return request
     headers = {
-        name: MASK if is_secret_header(name) and not is_store_reference(value) else value
+        name: MASK if is_secret_header(name) and not is_header_reference(value) else value
         for name, value in request["headers"].items()
     }
     return {**request, "headers": headers}
+
+
+def is_header_reference(value: Any) -> bool:
+    """Whether a header's value is a `${secret:NAME}` reference to the store,
+    whole or after an authorization scheme (`Bearer ${secret:api-token}`):
+    nothing of it is secret."""
+    if not isinstance(value, str):
+        return False
+    scheme, _, rest = value.rpartition(" ")
+    return is_store_reference(rest) and (not scheme or AUTH_SCHEME.fullmatch(scheme) is not None)
 
 
 def is_store_reference(value: Any) -> bool:

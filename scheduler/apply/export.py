@@ -27,7 +27,7 @@ import yaml
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from audit.changes import is_secret_env, is_secret_header, is_store_reference
+from audit.changes import is_header_reference, is_secret_env, is_secret_header
 from calendars.models import Calendar, CalendarPeriod
 from core import db
 from scheduler.apply.fields import (
@@ -265,9 +265,9 @@ def secret_header_warnings(jobs: list[Job]) -> list[str]:
 
 
 def bare_secret(value: Any) -> bool:
-    """Whether a secret-looking value is written out as itself: not empty,
-    and no `${secret:NAME}` reference to the secrets store."""
-    return value not in ("", None) and not is_store_reference(value)
+    """Whether a secret-looking header's value is written out as itself: not
+    empty, and no `${secret:NAME}` reference to the secrets store."""
+    return value not in ("", None) and not is_header_reference(value)
 
 
 def one_shots_gone_by(job: Job, now: dt.datetime) -> bool:

@@ -10,6 +10,7 @@ import time_machine
 
 from scheduler.models import Job
 from tests.control.keyed_client import KeyedClient
+from vault import store
 
 pytestmark = pytest.mark.django_db
 
@@ -109,3 +110,15 @@ def test_the_api_turns_an_http_job_into_a_shell_job_and_back(writer):
     back = writer.patch("jobs/refresh", {"kind": "http", "command": "", "http": {"url": URL}})
     assert back.status_code == 200, back.content
     assert back.json()["http"]["url"] == URL
+
+
+def test_a_header_naming_a_stored_secret_is_shown_as_its_reference(writer):
+    store.put("api-token", "t-5678-resolved", actor=None, now=NOW)
+    headers = {"Authorization": "Bearer ${secret:api-token}", "Cookie": "${secret:api-token}"}
+    answer = writer.patch("jobs/refresh", {"http": {"url": URL, "headers": headers}})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["http"]["headers"] == headers
+    # A literal before the reference that is no scheme may be a secret: masked.
+    mixed = {"Authorization": "s3cr3t/x ${secret:api-token}"}
+    answer = writer.patch("jobs/refresh", {"http": {"url": URL, "headers": mixed}})
+    assert answer.json()["http"]["headers"] == {"Authorization": MASK}

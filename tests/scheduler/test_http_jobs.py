@@ -256,7 +256,12 @@ def test_the_export_writes_the_request_without_its_defaults():
 
 def test_the_export_warns_of_a_secret_looking_header_but_not_of_a_reference():
     store.put("api-token", "t-5678", actor=None, now=NOW)
-    applied(http={"url": URL, "headers": {"X-Api-Key": "k-1", "Cookie": "${secret:api-token}"}})
+    headers = {
+        "X-Api-Key": "k-1",
+        "Cookie": "${secret:api-token}",
+        "Authorization": "Bearer ${secret:api-token}",
+    }
+    applied(http={"url": URL, "headers": headers})
     warnings = export().warnings
     assert warnings == [
         "job refresh: http header X-Api-Key is written out as stored and looks like a secret: "
