@@ -212,7 +212,8 @@ JOB_FIELDS = (
         "status line, the response's headers and its body, cut after 1 MiB (the cut "
         "said). The url, the header values and the body may hold `${secret:NAME}`; a "
         "header named like a secret (`Authorization`, `Cookie`, `X-Api-Key`, "
-        "`*-Token`) is shown masked by the API unless it is such a reference.",
+        "`*-Token`) is shown masked by the API unless it is such a reference, alone or "
+        "after a scheme (`Bearer ${secret:api-token}`).",
         None,
         fields=(
             Field(
