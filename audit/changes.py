@@ -5,10 +5,13 @@ their primary key). Secrets never enter a snapshot, so they never reach the
 audit trail: fields named like secrets are left out, and in a job's `env` the
 values of variables named like secrets (`*_TOKEN`, `*_PASSWORD`, `*_SECRET`,
 `*_KEY`) are shown as `********`, unless the value is a `${secret:NAME}`
-reference to the secrets store. The stored row keeps the real values.
+reference to the secrets store; so are the headers of an http job's request
+named like secrets (`Authorization`, `Cookie`, `X-Api-Key`, `*-Token`). The
+stored row keeps the real values.
 """
 
 import json
+import re
 from collections.abc import Collection, Iterator
 from typing import Any
 
@@ -18,7 +21,13 @@ from django.db import models
 SECRET_MARKERS = ("secret", "password")
 SECRET_ENV_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY")
 ENV_FIELDS = {"env"}
+# An http job's request (docs/design.md §15), whose headers may carry credentials.
+REQUEST_FIELDS = {"http"}
+# Headers that carry credentials whatever their value looks like.
+SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie")
 MASK = "********"
+# An HTTP authorization scheme: Bearer, Basic, Token, AWS4-HMAC-SHA256.
+AUTH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,39}")
 
 
 def is_secret(field_name: str) -> bool:
@@ -42,6 +51,34 @@ def masked_env(env: Any) -> Any:
     }
 
 
+def is_secret_header(name: str) -> bool:
+    """`Authorization`, `Cookie`, `X-Api-Key`, `X-Auth-Token`, `Client-Secret`..."""
+    return name.lower() in SECRET_HEADERS or is_secret_env(name.replace("-", "_"))
+
+
+def masked_http(request: Any) -> Any:
+    """An http job's request as it may be shown: the values of headers named
+    like secrets masked, unless they are a `${secret:NAME}` reference
+    (`is_header_reference`)."""
+    if not isinstance(request, dict) or not isinstance(request.get("headers"), dict):
+        return request
+    headers = {
+        name: MASK if is_secret_header(name) and not is_header_reference(value) else value
+        for name, value in request["headers"].items()
+    }
+    return {**request, "headers": headers}
+
+
+def is_header_reference(value: Any) -> bool:
+    """Whether a header's value is a `${secret:NAME}` reference to the store,
+    whole or after an authorization scheme (`Bearer ${secret:api-token}`):
+    nothing of it is secret."""
+    if not isinstance(value, str):
+        return False
+    scheme, _, rest = value.rpartition(" ")
+    return is_store_reference(rest) and (not scheme or AUTH_SCHEME.fullmatch(scheme) is not None)
+
+
 def is_store_reference(value: Any) -> bool:
     """Whether an env value is one whole `${secret:NAME}` reference to the
     secrets store (vault.references): the reference is no secret, and the
@@ -55,11 +92,17 @@ def is_store_reference(value: Any) -> bool:
 
 
 def masked_diff(changes: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """A diff ({"field": [old, new]}) whose environment fields are masked."""
-    return {
-        name: [masked_env(side) for side in sides] if name in ENV_FIELDS else sides
-        for name, sides in changes.items()
-    }
+    """A diff ({"field": [old, new]}) whose environment fields and request
+    headers are masked."""
+    return {name: masked_sides(name, sides) for name, sides in changes.items()}
+
+
+def masked_sides(name: str, sides: list[Any]) -> list[Any]:
+    if name in ENV_FIELDS:
+        return [masked_env(side) for side in sides]
+    if name in REQUEST_FIELDS:
+        return [masked_http(side) for side in sides]
+    return sides
 
 
 def audited_fields(

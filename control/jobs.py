@@ -7,10 +7,11 @@ until when, and why), the next run, and who manages it (control.ownership).
 Every write is audited with the key as actor.
 
 The values of secret-looking env variables (audit.changes.is_secret_env)
-are shown masked to every key, as the dashboard and the audit trail show
-them. A write that sends a masked value back keeps the value stored under
-that name, so a read-modify-write never replaces a secret with its mask; a
-masked value with nothing stored under its name is refused.
+and http request headers (audit.changes.is_secret_header) are shown masked
+to every key, as the dashboard and the audit trail show them. A write that
+sends a masked value back keeps the value stored under that name, so a
+read-modify-write never replaces a secret with its mask; a masked value
+with nothing stored under its name is refused.
 """
 
 from datetime import datetime
@@ -21,7 +22,14 @@ from django.db.models import QuerySet
 from ninja.errors import HttpError
 
 import audit
-from audit.changes import MASK, is_secret_env, masked_diff, masked_env
+from audit.changes import (
+    MASK,
+    is_secret_env,
+    is_secret_header,
+    masked_diff,
+    masked_env,
+    masked_http,
+)
 from calendars.validators import text_problem, text_problems
 from control import ownership, paging
 from control.fields import checked_instant
@@ -41,6 +49,7 @@ def fields(job: Job, *, writer: bool = False) -> dict[str, Any]:
     any other reads null."""
     state = job_state(job)
     state["env"] = masked_env(state["env"])
+    state["http"] = masked_http(state["http"])
     return {
         "name": job.name,
         **state,
@@ -118,6 +127,26 @@ def kept_secrets(env: Any, stored: dict[str, str]) -> Any:
     return kept
 
 
+def kept_header_secrets(request: Any, stored: dict[str, Any] | None) -> Any:
+    """An http job's `request` as sent, each masked secret header replaced
+    by the value `stored` (the job's request) holds under its name; 422
+    naming the header when there is none."""
+    if not isinstance(request, dict) or not isinstance(request.get("headers"), dict):
+        return request  # apply's checks name the problem
+    held = (stored or {}).get("headers") or {}
+    headers = dict(request["headers"])
+    for name, value in request["headers"].items():
+        if value != MASK or not is_secret_header(name):
+            continue
+        if name not in held:
+            raise HttpError(
+                422,
+                f"http.headers.{name}: {MASK} is how the API shows a secret; send the real value",
+            )
+        headers[name] = held[name]
+    return {**request, "headers": headers}
+
+
 def refuse_unstorable_text(item: Any) -> None:
     """422 naming the first field whose text the database cannot store."""
     problems = text_problems(item)
@@ -138,6 +167,8 @@ def create(item: dict[str, Any], *, now: datetime, actor: object) -> Job:
     refuse_unstorable_text(item)  # before the name is looked up
     if "env" in item:
         item = {**item, "env": kept_secrets(item["env"], {})}
+    if "http" in item:
+        item = {**item, "http": kept_header_secrets(item["http"], {})}
     name = item.get("name")
     taken = HttpError(409, f"a job named {name!r} already exists")
     if isinstance(name, str) and Job.objects.filter(name=name).exists():
@@ -165,6 +196,8 @@ def update(name: str, patch: dict[str, Any], *, now: datetime, actor: object) ->
         current.update(overlap_of(current, patch))
         if "env" in patch:
             patch["env"] = kept_secrets(patch["env"], current["env"])
+        if "http" in patch:
+            patch["http"] = kept_header_secrets(patch["http"], current["http"])
         write({"name": name, **current, **patch}, now=now, actor=actor)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)

@@ -21,7 +21,10 @@ class JobOut(Schema):
     description: str
     schedule: str
     timezone: str
+    kind: str = "shell"
     command: str
+    # An http job's request (headers named like secrets masked); null for a shell job.
+    http: dict[str, Any] | None = None
     env: dict[str, Any]
     stdin: str = ""
     run_as: str = ""

@@ -23,7 +23,7 @@ from core import db
 from dispatch import identity
 from dispatch.refusals import Refused
 from runners.models import JOB_FEATURES, Runner, feature_marks, split_requirements
-from scheduler.models import Execution
+from scheduler.models import Execution, Job
 from scheduler.runs import groups, lifecycle, maintenance
 from vault import references, resolution
 from vault.models import DEFAULT_PROJECT
@@ -51,6 +51,8 @@ CLAIMED_FIELDS = (
     "job__concurrency_group",
     "job__stdin",
     "job__run_as",
+    "job__kind",
+    "job__http",
 )
 
 
@@ -66,10 +68,18 @@ class Handed(typing.NamedTuple):
 
 # What one claim hands to one poll: its runner, session and executions.
 Claim = tuple[Runner, str, list[Execution]]
+# The executions whose job needs none of a feature (docs/design.md §4): no
+# stdin, no run_as, a kind other than http. An http job is told by its kind,
+# which is what an older agent would misread (it would run the empty command).
+UNNEEDED = {
+    "stdin": Q(job__stdin=""),
+    "run_as": Q(job__run_as=""),
+    "http": ~Q(job__kind=Job.HTTP),
+}
 # Whether an execution's job needs each feature (`understood`), read with
 # its labels where the labels are matched in Python.
 NEEDS = {
-    feature: Case(When(**{f"job__{feature}": ""}, then=Value(False)), default=Value(True))
+    feature: Case(When(UNNEEDED[feature], then=Value(False)), default=Value(True))
     for feature in JOB_FEATURES
 }
 # What a maintenance holds back (`scheduler.runs.maintenance.Maintenance.held`).
@@ -244,7 +254,7 @@ def understood(fits: Iterable[str]) -> Q:
     condition = Q()
     for feature in JOB_FEATURES:
         if feature not in features:
-            condition &= Q(**{f"job__{feature}": ""})
+            condition &= UNNEEDED[feature]
     return condition
 
 
@@ -323,6 +333,8 @@ def assignment(execution: Execution) -> dict[str, Any]:
     for feature in JOB_FEATURES:
         if getattr(job, feature):
             given[feature] = getattr(job, feature)
+    if job.kind != Job.SHELL:
+        given["kind"] = job.kind  # the request is `http`, sent above
     return given
 
 
@@ -347,7 +359,8 @@ def with_secrets(
     executions: list[Execution], now: datetime
 ) -> tuple[list[dict[str, Any]], list[Execution]]:
     """The assignments of `executions`, their jobs' `${secret:NAME}`
-    references resolved (docs/design.md §11), and the executions handed.
+    references resolved (docs/design.md §11): in `env`, and in an http
+    job's url, header values and body (§15); and the executions handed.
 
     Resolved here, after the claim's commit and only into what this poll
     answers: the value never reaches a row. A run whose secret is gone or
@@ -355,24 +368,65 @@ def with_secrets(
     (its job's retry policy applies: the secret may be restored).
     """
     given = [assignment(e) for e in executions]
-    needing = [i for i, e in enumerate(executions) if references.has_reference(e.job.env)]
+    texts = [(e.job.env or {}, request_texts(e.job)) for e in executions]
+    needing = [i for i, pair in enumerate(texts) if any(references.has_reference(t) for t in pair)]
     if not needing:
         return given, executions
     # Projects come with docs/design.md §11's projects: every job is in the default one.
-    found = resolution.resolve_many([(DEFAULT_PROJECT, executions[i].job.env) for i in needing])
+    asked = [(DEFAULT_PROJECT, text) for i in needing for text in texts[i]]
+    found = resolution.resolve_many(asked)
     failed = set()
-    for i, result in zip(needing, found, strict=True):
+    for n, i in enumerate(needing):
         execution = executions[i]
-        if isinstance(result, resolution.Unresolved):
-            lifecycle.settle(execution, Execution.FAILED, now, error=f"not started: {result}")
+        env, request = found[2 * n], found[2 * n + 1]
+        problem = unresolved(env, request)
+        if problem is not None:
+            lifecycle.settle(execution, Execution.FAILED, now, error=f"not started: {problem}")
             failed.add(i)
             continue
         # A manual trigger's overrides are sent as given, never resolved.
-        given[i]["env"] = {**result.env, **(execution.env or {})}
-        if result.redact:
-            given[i]["redact"] = result.redact
+        given[i]["env"] = {**env.env, **(execution.env or {})}
+        if request.env:
+            given[i]["http"] = resolved_request(execution.job.http, request.env)
+        redact = sorted({*env.redact, *request.redact}, key=len, reverse=True)
+        if redact:
+            given[i]["redact"] = redact
     kept = [i for i in range(len(executions)) if i not in failed]
     return [given[i] for i in kept], [executions[i] for i in kept]
+
+
+def request_texts(job: Job) -> dict[str, str]:
+    """The texts of an http job's request that may hold `${secret:NAME}`,
+    by their path in `http` (`url`, `body`, `headers.NAME`); {} for a shell
+    job."""
+    if job.kind != Job.HTTP or not isinstance(job.http, dict):
+        return {}
+    texts = {key: job.http[key] for key in ("url", "body") if job.http.get(key)}
+    for name, value in (job.http.get("headers") or {}).items():
+        texts[f"headers.{name}"] = value
+    return texts
+
+
+def resolved_request(http: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
+    """`http` with its texts (`request_texts`) as resolved."""
+    request = {**http, **{key: texts[key] for key in ("url", "body") if key in texts}}
+    headers = http.get("headers") or {}
+    if headers:
+        request["headers"] = {name: texts[f"headers.{name}"] for name in headers}
+    return request
+
+
+def unresolved(
+    env: resolution.Resolved | resolution.Unresolved,
+    request: resolution.Resolved | resolution.Unresolved,
+) -> str | None:
+    """Why a run's secrets cannot be read (its env's first), or None. The
+    resolution names what it reads `env.PATH`: a request's path is in `http`."""
+    if isinstance(env, resolution.Unresolved):
+        return str(env)
+    if isinstance(request, resolution.Unresolved):
+        return "http." + str(request).removeprefix("env.")
+    return None
 
 
 def serve_waiters(

@@ -12,7 +12,8 @@ with Python. Threads:
   end is reported only once the server must have reaped it, so the server
   settles it lost and retries it (the server then answers 409, as expected);
 - each execution has a reader, a log shipper and a thread that reports its end,
-  through the reports thread, which sends the reports that queue together.
+  through the reports thread, which sends the reports that queue together (an
+  http job's request thread takes the reader's place: http_job.py).
 
 This module holds the Agent's lifecycle (start, drain, shutdown), the poller
 and main(); registration.py its session with the server, leases.py the
@@ -48,6 +49,7 @@ from croniq_runner.config import (
     parse_args,
 )
 from croniq_runner.exits import EXIT_OK, EXIT_SUPERSEDED, EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
+from croniq_runner.http_job import HttpJob
 from croniq_runner.job import Assignment, Job
 from croniq_runner.leases import LeaseKeeping
 from croniq_runner.ledger import Ledger, UnsafeStateDir
@@ -393,7 +395,9 @@ class Agent(Registration, LeaseKeeping):
                 ", ".join(sorted(map(str, assignment))) or "no fields",
             )
             return
-        job = Job(
+        # An http job's request is made by the agent itself (http_job.py).
+        kind = HttpJob if assignment.get("kind") == "http" else Job
+        job = kind(
             assignment,
             client=self.client,
             session=self.session,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from croniq_runner.client import Client, Conflict, NotFound, Rejected, Transient, Unauthorized
-from croniq_runner.config import Account
+from croniq_runner.config import VERSION, Account
 from croniq_runner.logs import LogBatcher
 from croniq_runner.redaction import redactor_for
 from croniq_runner.supervisor import kill_all, terminate
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 Assignment = dict[str, Any]
 # The assignment fields this agent acts on. Announced at registration
 # (`announced_features`): the server hands a job that sets one only to
-# agents that announced it.
-FEATURES = ("stdin", "run_as")
+# agents that announced it. `http`: the kind http and its request
+# (http_job.py).
+FEATURES = ("stdin", "run_as", "http")
 
 log = logging.getLogger("croniq.runner")
 
@@ -237,6 +238,12 @@ class Job:
         return [*args, "--", "sh", "-c", self.assignment["command"]]
 
     def start(self) -> None:
+        kind = self.assignment.get("kind", "shell")
+        if kind != "shell":
+            # Not a command (the agent makes an http job's request with
+            # HttpJob): never run as one, whatever `command` holds.
+            self.refuse_start(f"kind: croniq-runner {VERSION} does not run {kind!r} jobs")
+            return
         # The supervisor reads end-of-file from this pipe once the agent is
         # gone; only the agent holds the write end (not inherited by jobs).
         try:
@@ -519,9 +526,13 @@ class Job:
             return False
         return True
 
-    def _finish(self) -> None:
+    def result(self) -> dict[str, Any]:
+        """The `finish` fields of how the run ended."""
         returncode = self.process.returncode if self.process is not None else None
-        body = outcome(returncode, self.kill_reason, self.timeout, self.start_error)
+        return outcome(returncode, self.kill_reason, self.timeout, self.start_error)
+
+    def _finish(self) -> None:
+        body = self.result()
         log.info(
             "execution %s ended: exit code %s%s",
             self.id,

@@ -18,6 +18,7 @@ from calendars.admin_forms import TimezoneField
 from core.admin_widgets import CheckedField, MappingField, NamesField
 from scheduler.apply.items import (
     ApplyError,
+    http_request,
     job_env,
     one_shot_instants,
     parameter_names,
@@ -92,6 +93,30 @@ class SchedulesField(CheckedField):
         return value
 
 
+class RequestField(CheckedField):
+    """An http job's request as JSON: {"url": ..., "method": ..., "headers":
+    {...}, "body": ..., "expect_status": [...], "timeout": ...}; empty for a
+    shell job."""
+
+    widget = forms.Textarea(attrs={"rows": 6, "class": "vLargeTextField"})
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or isinstance(value, dict):
+            return value or {}
+        text = str(value).strip()
+        if not text:
+            return {}
+        try:
+            return json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise forms.ValidationError('not JSON: {"url": "https://...", ...}') from None
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return json.dumps(value, indent=2) if value else ""
+        return value
+
+
 def apply_check(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """apply's `check(field, *args)`: its value, or its ApplyError as the
     form's error without the field name in front."""
@@ -144,6 +169,20 @@ class JobAdminForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Text fed to the command's standard input, as typed. Empty: no input.",
     )
+    # A post without it (a script written before kinds) is a shell job.
+    kind = forms.ChoiceField(
+        choices=Job.KINDS,
+        required=False,
+        initial=Job.SHELL,
+        help_text="What a run does: run the command (shell) or make the request (http).",
+    )
+    http = RequestField(
+        required=False,
+        help_text='With kind http, the request as JSON: {"url": "https://...", "method": '
+        '"POST", "headers": {"Authorization": "Bearer ${secret:NAME}"}, "body": "...", '
+        '"expect_status": [200, 204], "timeout": 30}; only the url is required. '
+        "Empty for kind shell.",
+    )
     timezone = TimezoneField(
         initial="UTC", help_text="The IANA timezone the schedule is read in, e.g. Europe/Berlin."
     )
@@ -167,7 +206,8 @@ class JobAdminForm(forms.ModelForm):
         }
         model = Job
         fields = [
-            "name", "description", "command", "stdin", "run_as", "env", "parameters", "labels",
+            "name", "description", "kind", "command", "http", "stdin", "run_as", "env",
+            "parameters", "labels",
             "schedule", "schedules", "at", "run_on_register", "webhook", "webhook_secret",
             "timezone", "not_before", "not_after", "max_runs",
             "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
@@ -176,6 +216,9 @@ class JobAdminForm(forms.ModelForm):
             "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
             "requires", "requires_policy", "requires_timeout",
         ]  # fmt: skip
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data["kind"] or Job.SHELL
 
     def clean_schedules(self) -> list[Any]:
         name = self.cleaned_data.get("name") or self.instance.name
@@ -188,6 +231,17 @@ class JobAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        if "http" in cleaned:
+            # Checked here, not on its own: its timeout is bounded by the job's.
+            try:
+                cleaned["http"] = http_request("http", cleaned["http"], cleaned.get("timeout"))
+            except ApplyError as e:
+                # On the field: "url: ...", not "http.url: ...".
+                errors = [m.removeprefix("http: ").removeprefix("http.") for m in e.errors]
+                self.add_error("http", errors)
+        if "http" in self.errors:
+            # Said on the field: the job's own check would add that it has none.
+            self.instance.request_refused = True
         # The form edits the overlap policy; `singleton`, its older name, follows.
         self.instance.singleton = cleaned.get("overlap") == Job.SKIP
         return cleaned

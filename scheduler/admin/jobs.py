@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.audited_admin import AuditedModelAdmin
-from audit.changes import diff, masked_env, snapshot
+from audit.changes import diff, masked_env, masked_http, snapshot
 from core import permissions
 from core.admin_mixins import CheapPaginator
 from core.ownership import AdoptedOnSave
@@ -24,6 +24,8 @@ from scheduler.runs import groups, operations
 # Fields the form does not write; read back after a save so the object (and
 # its audit diff) show what is stored.
 UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at", "paused_until", "pause_reason"]
+# What who may only view a job sees instead of a field: secret-looking values masked.
+MASKED = {"env": "env_masked", "http": "http_masked"}
 NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
@@ -110,7 +112,9 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 "fields": [
                     "name",
                     "description",
+                    "kind",
                     "command",
+                    "http",
                     "stdin",
                     "run_as",
                     "env",
@@ -239,11 +243,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                 title,
                 {
                     **options,
-                    "fields": [
-                        "env_masked" if f == "env" else f
-                        for f in options["fields"]
-                        if f != "webhook_link"
-                    ],
+                    "fields": [MASKED.get(f, f) for f in options["fields"] if f != "webhook_link"],
                 },
             )
             for title, options in fieldsets
@@ -259,6 +259,10 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
     @admin.display(description="env")
     def env_masked(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", json.dumps(masked_env(job.env), indent=2))
+
+    @admin.display(description="http")
+    def http_masked(self, job: Job) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(masked_http(job.http), indent=2))
 
     @admin.display(description="in words")
     def schedule_words(self, job: Job) -> str:

@@ -27,12 +27,13 @@ import yaml
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from audit.changes import is_secret_env
+from audit.changes import is_header_reference, is_secret_env, is_secret_header
 from calendars.models import Calendar, CalendarPeriod
 from core import db
 from scheduler.apply.fields import (
     CALENDAR_FIELDS,
     GROUP_FIELDS,
+    HTTP_FIELDS,
     JOB_FIELDS,
     PERIOD_FIELDS,
     REQUIRED,
@@ -111,7 +112,13 @@ def export(select: Selection = everything, now: dt.datetime | None = None) -> Ex
             if warned is not None:
                 warnings += warned(select)
     document = {key: items for key, items in sections.items() if items}
-    warnings = [*secret_env_warnings(jobs), *pause_warnings(jobs), *done_warnings(done), *warnings]
+    warnings = [
+        *secret_env_warnings(jobs),
+        *secret_header_warnings(jobs),
+        *pause_warnings(jobs),
+        *done_warnings(done),
+        *warnings,
+    ]
     return Export(document, warnings)
 
 
@@ -207,6 +214,9 @@ def job_item(job: Job, now: dt.datetime) -> dict[str, Any]:
     values = {"name": job.name, **job_state(job)}
     # Sorted: PostgreSQL's jsonb keeps its own key order, SQLite the one written.
     values["env"] = dict(sorted(values["env"].items()))
+    if values["http"] is not None:
+        request = {**values["http"], "headers": dict(sorted(values["http"]["headers"].items()))}
+        values["http"] = as_item(HTTP_FIELDS, request)
     # One-shot instants still to come: a past one has fired (or was missed),
     # and apply refuses a past instant a job does not have, so with it the
     # export would not apply into an empty database (a restore).
@@ -233,6 +243,31 @@ def secret_env_warnings(jobs: list[Job]) -> list[str]:
                 f"{look}: do not commit the file as it is"
             )
     return warnings
+
+
+def secret_header_warnings(jobs: list[Job]) -> list[str]:
+    """One warning per http job whose request has headers named like
+    secrets (`Authorization`, `X-Api-Key`, ...) holding more than a
+    `${secret:NAME}` reference: the export writes them out as stored."""
+    warnings = []
+    for job in jobs:
+        headers = (job.http or {}).get("headers") or {}
+        names = sorted(n for n, v in headers.items() if is_secret_header(n) and bare_secret(v))
+        if names:
+            are, look = (
+                ("is", "looks like a secret") if len(names) == 1 else ("are", "look like secrets")
+            )
+            warnings.append(
+                f"job {job.name}: http header {', '.join(names)} {are} written out as stored "
+                f"and {look}: do not commit the file as it is (or write ${{secret:NAME}} instead)"
+            )
+    return warnings
+
+
+def bare_secret(value: Any) -> bool:
+    """Whether a secret-looking header's value is written out as itself: not
+    empty, and no `${secret:NAME}` reference to the secrets store."""
+    return value not in ("", None) and not is_header_reference(value)
 
 
 def one_shots_gone_by(job: Job, now: dt.datetime) -> bool:

@@ -187,7 +187,64 @@ JOB_FIELDS = (
         "once max_runs is raised or removed and it is enabled.",
         None,
     ),
-    Field("command", "text", "Shell command the runner executes (sh -c).", REQUIRED),
+    Field(
+        "kind",
+        "shell | http",
+        "What a run does: `shell` runs `command`; `http` makes the request `http` "
+        "describes, from the runner itself (no shell, no process). Only runners whose "
+        "agent announces `http` take an http job (agents of 0.2.0 and before do not: "
+        "the job waits).",
+        Job.SHELL,
+    ),
+    Field(
+        "command",
+        "text",
+        "Shell command the runner executes (sh -c): required for kind shell, none for kind http.",
+        "",
+    ),
+    Field(
+        "http",
+        "mapping",
+        "The request of kind http (and only of it). The run succeeds on an expected "
+        'status and fails on another (`error: "HTTP 503"`) or when no answer comes '
+        "(the error says why: `connection refused: host:port`, ...); redirects are not "
+        "followed (a 3xx is the answer: expect it to accept it). The log holds the "
+        "status line, the response's headers and its body, cut after 1 MiB (the cut "
+        "said). The url, the header values and the body may hold `${secret:NAME}`; a "
+        "header named like a secret (`Authorization`, `Cookie`, `X-Api-Key`, "
+        "`*-Token`) is shown masked by the API unless it is such a reference, alone or "
+        "after a scheme (`Bearer ${secret:api-token}`).",
+        None,
+        fields=(
+            Field(
+                "method",
+                "GET | HEAD | POST | PUT | PATCH | DELETE | OPTIONS",
+                "The request's method.",
+                "GET",
+            ),
+            Field("url", "URL", "`http://` or `https://`, with a host.", REQUIRED),
+            Field(
+                "headers",
+                "mapping of text",
+                "Request headers, one line each; a name once, whatever its case.",
+                {},
+            ),
+            Field("body", "text", "Sent as UTF-8 (at most 64 KiB); none: no body.", ""),
+            Field(
+                "expect_status",
+                "list of status codes",
+                "The statuses that make the run succeed (100-599); none: any 2xx.",
+                [],
+            ),
+            Field(
+                "timeout",
+                "duration",
+                "The request's own limit, at most the job's `timeout`: past it the run is "
+                "timed out, as past the job's. None: the job's timeout.",
+                None,
+            ),
+        ),
+    ),
     Field("env", "mapping of text", "Extra environment variables of the run.", {}),
     Field(
         "stdin",
@@ -418,6 +475,8 @@ def yaml_paths(fields: Iterable[Field], prefix: str = "") -> dict[str, str]:
 CALENDAR_KEYS = field_names(CALENDAR_FIELDS)
 HOLIDAY_KEYS = field_names(next(f for f in CALENDAR_FIELDS if f.name == "holidays").fields)
 JOB_KEYS = field_names(JOB_FIELDS)
+HTTP_FIELDS = next(f for f in JOB_FIELDS if f.name == "http").fields
+HTTP_KEYS = field_names(HTTP_FIELDS)
 GROUP_FIELDS = (
     Field("name", "slug", "Unique name; jobs join the group by it.", REQUIRED),
     Field("max_concurrent", "whole number", "At most this many of its runs at once.", REQUIRED),

@@ -6,6 +6,8 @@ takes are in scheduler.apply.fields.
 """
 
 import datetime as dt
+import re
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,10 +15,16 @@ from django.core.exceptions import ValidationError
 
 from calendars.models import WEEKDAYS, CalendarPeriod
 from calendars.validators import text_problems, validate_timezone
-from scheduler.apply.fields import HOLIDAY_KEYS, PERIOD_FIELDS, YAML_PATHS, field_names
+from scheduler.apply.fields import (
+    HOLIDAY_KEYS,
+    HTTP_KEYS,
+    PERIOD_FIELDS,
+    YAML_PATHS,
+    field_names,
+)
 from scheduler.jobs import requires
 from scheduler.jobs.cron import EVERY_RE, ScheduleError, parse_schedule
-from scheduler.jobs.models import MAX_AT, MAX_SCHEDULES
+from scheduler.jobs.models import MAX_AT, MAX_SCHEDULES, MAX_STDIN
 from scheduler.jobs.schedules.union import parse_instant
 from scheduler.models import Job, validate_parameters
 from vault import references, store
@@ -26,6 +34,15 @@ from vault.models import DEFAULT_PROJECT
 # MAX_ERROR_CHARS: an answer stays small whatever the document holds.
 QUOTED_CHARS = 80
 MAX_ERROR_CHARS = 500
+# An http job's request (docs/design.md §15). It travels in every
+# assignment of the job, as `stdin` does, so its body has stdin's bound.
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+MAX_HTTP_BODY = MAX_STDIN
+MAX_URL = 8192
+# The largest timeout the job's own column holds (a PositiveIntegerField).
+MAX_REQUEST_TIMEOUT = 2_147_483_647
+# An HTTP header's name: a token (RFC 9110 §5.1).
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
@@ -62,6 +79,121 @@ def job_env(where: str, value: Any) -> dict[str, str]:
     if found:
         raise ApplyError([f"{where}.{variable}: {why}" for variable, why in found])
     return env
+
+
+def http_request(where: str, value: Any, job_timeout: Any = None) -> dict[str, Any]:
+    """An http job's `http` (docs/design.md §15) as stored: every field set,
+    its defaults filled in; {} for none. `job_timeout`: the job's, which
+    bounds the request's own. Its url, header values and body may hold
+    `${secret:NAME}` references, each naming a stored secret. ApplyError
+    names the field (`jobs[0].http.url: ...`)."""
+    if value is None or value == {}:
+        return {}
+    if not isinstance(value, dict):
+        raise ApplyError(f"{where}: expected a mapping {{url, method, headers, body, ...}}")
+    unknown_fields(where, value, HTTP_KEYS)
+    request = {
+        "method": http_method(f"{where}.method", value.get("method", "GET")),
+        "url": http_url(f"{where}.url", value.get("url")),
+        "headers": http_headers(f"{where}.headers", value.get("headers")),
+        "body": http_body(f"{where}.body", value.get("body")),
+        "expect_status": status_codes(f"{where}.expect_status", value.get("expect_status")),
+        "timeout": None,
+    }
+    if value.get("timeout") is not None:
+        request["timeout"] = request_timeout(f"{where}.timeout", value["timeout"], job_timeout)
+    texts = {"url": request["url"], "body": request["body"]}
+    texts.update((f"headers.{name}", text) for name, text in request["headers"].items())
+    if references.has_reference(texts):
+        # Projects come with docs/design.md §11's projects: every job is in the default one.
+        found = references.problems(texts, store.names(DEFAULT_PROJECT))
+        if found:
+            raise ApplyError([f"{where}.{path}: {why}" for path, why in found])
+    return request
+
+
+def http_method(where: str, value: Any) -> str:
+    method = value.upper() if isinstance(value, str) else value
+    if method not in HTTP_METHODS:
+        raise ApplyError(f"{where}: {quoted(value)} is not one of {', '.join(HTTP_METHODS)}")
+    return method
+
+
+def http_url(where: str, value: Any) -> str:
+    if value is None or value == "":
+        raise ApplyError(f"{where}: required: the URL to request (http:// or https://)")
+    if not isinstance(value, str):
+        raise ApplyError(f"{where}: expected a URL, got {quoted(value)}")
+    if len(value) > MAX_URL:
+        raise ApplyError(f"{where}: at most {MAX_URL} characters (got {len(value)})")
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ApplyError(f"{where}: a URL holds no spaces or control characters")
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ApplyError(
+            f"{where}: {quoted(value)} is not a URL starting http:// or https:// with a host"
+        )
+    try:
+        parts.port  # noqa: B018 (it raises on a port that is no number)
+    except ValueError:
+        if "${secret:" not in parts.netloc:  # a reference's colon is no port
+            raise ApplyError(f"{where}: {quoted(value)} has a port that is not a number") from None
+    return value
+
+
+def http_headers(where: str, value: Any) -> dict[str, str]:
+    headers = string_mapping(where, {} if value is None else value)
+    seen: dict[str, str] = {}
+    for name, text in headers.items():
+        if not HEADER_NAME_RE.fullmatch(name):
+            raise ApplyError(
+                f"{where}: {quoted(name)} is not a header name "
+                "(letters, digits and !#$%&'*+-.^_`|~)"
+            )
+        if name.lower() in seen:
+            raise ApplyError(
+                f"{where}.{name}: set twice (as {seen[name.lower()]}): header names are "
+                "the same whatever their case"
+            )
+        seen[name.lower()] = name
+        if "\r" in text or "\n" in text:
+            raise ApplyError(f"{where}.{name}: a header's value is one line")
+        if text[:1].isspace():
+            raise ApplyError(f"{where}.{name}: a header's value does not start with a space")
+    return headers
+
+
+def http_body(where: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ApplyError(f"{where}: expected text, got {quoted(value)}")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_HTTP_BODY:
+        raise ApplyError(f"{where}: at most {MAX_HTTP_BODY} bytes (got {size})")
+    return value
+
+
+def status_codes(where: str, value: Any) -> list[int]:
+    """The statuses that make a run succeed, sorted; [] is any 2xx."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ApplyError(f"{where}: expected a list of HTTP status codes like [200, 204]")
+    for index, code in enumerate(value):
+        if isinstance(code, bool) or not isinstance(code, int) or not 100 <= code <= 599:
+            raise ApplyError(f"{where}[{index}]: {quoted(code)} is not a status code (100-599)")
+    return sorted(set(value))
+
+
+def request_timeout(where: str, value: Any, job_timeout: Any) -> int:
+    timeout = seconds(where, value, least=1)
+    if isinstance(job_timeout, int) and not isinstance(job_timeout, bool) and job_timeout > 0:
+        if timeout > job_timeout:
+            raise ApplyError(f"{where}: at most the job's timeout ({job_timeout}s), got {timeout}")
+    elif timeout > MAX_REQUEST_TIMEOUT:
+        raise ApplyError(f"{where}: at most {MAX_REQUEST_TIMEOUT} seconds, got {timeout}")
+    return timeout
 
 
 def string_list(where: str, value: Any) -> list[str]:
@@ -380,7 +512,10 @@ def job_state(job: Job) -> dict[str, Any]:
         "description": job.description,
         "schedule": job.schedule,
         "timezone": job.timezone,
+        "kind": job.kind,
         "command": job.command,
+        # The request of an http job; none for a shell job.
+        "http": dict(job.http) if job.http else None,
         "env": dict(job.env),
         "stdin": job.stdin,
         "run_as": job.run_as,

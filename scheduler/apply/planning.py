@@ -20,6 +20,7 @@ from scheduler.apply.items import (
     calendar_values,
     describe_errors,
     group_state,
+    http_request,
     instant,
     item_problem,
     job_env,
@@ -284,6 +285,7 @@ class Planner:
     def apply_job(self, where: str, item: dict[str, Any]) -> None:
         values = {**JOB_DEFAULTS, **item}
         values["env"] = job_env(f"{where}.env", values["env"])
+        values["http"] = http_request(f"{where}.http", values["http"], values["timeout"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in ("on_success", "on_failure"):

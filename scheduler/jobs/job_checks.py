@@ -87,11 +87,42 @@ def webhook_problems(job: Job) -> dict[str, str]:
     return {"webhook_secret": problem} if problem else {}
 
 
+# What only a shell job has: an http job starts no process (docs/design.md §15).
+SHELL_ONLY = ("command", "stdin", "run_as", "env", "parameters")
+
+
+def kind_problems(job: Job) -> dict[str, str]:
+    """{field: message} for what the job's kind cannot have or lacks: a
+    shell job runs its command, an http job makes its request and runs
+    nothing (its request's shape is apply's check:
+    `scheduler.apply.items.http_request`)."""
+    if job.kind == job.HTTP:
+        problems = {
+            name: "only with kind: shell (an http job starts no process)"
+            for name in SHELL_ONLY
+            if getattr(job, name)
+        }
+        # A request its own check refused is named there (the admin form).
+        refused = getattr(job, "request_refused", False)
+        if not refused and not (isinstance(job.http, dict) and job.http.get("url")):
+            problems["http"] = "required with kind: http: a mapping with the request's url"
+        return problems
+    if job.kind != job.SHELL:
+        return {}  # the field's choices name it
+    problems = {}
+    if job.http:
+        problems["http"] = "only with kind: http"
+    if not job.command:
+        problems["command"] = "required: the shell command the runner runs (sh -c)"
+    return problems
+
+
 def clean(job: Job) -> None:
     """`Job.clean`: ValidationError naming the fields that cannot hold."""
     # Text first: the checks below look names up and parse the schedule.
     validate_stored_text(job)
     problems = {
+        **kind_problems(job),
         **job.overlap_problems(),
         **by_field(job.chain_problems()),
         **webhook_problems(job),

@@ -205,7 +205,30 @@ class Job(Owned):
         validators=[validate_timezone],
         help_text="IANA timezone the schedule is read in.",
     )
-    command = models.TextField(help_text="Shell command the runner executes (sh -c).")
+    # What a run does (docs/design.md §15): a shell command, or an HTTP
+    # request the runner's agent makes itself.
+    SHELL = "shell"
+    HTTP = "http"
+    KINDS = [(SHELL, "shell: a command under sh -c"), (HTTP, "http: a request the runner makes")]
+    kind = models.CharField(
+        max_length=10,
+        choices=KINDS,
+        default=SHELL,
+        db_default=SHELL,
+        help_text="What a run does: run the command (shell) or make the HTTP request (http).",
+    )
+    command = models.TextField(
+        blank=True,
+        help_text="Shell command the runner executes (sh -c); required for kind shell, "
+        "empty for kind http.",
+    )
+    http = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        help_text="With kind http, the request: {method, url, headers, body, expect_status, "
+        "timeout}. Empty for kind shell.",
+    )
     env = models.JSONField(default=dict, blank=True, help_text="Extra environment variables.")
     stdin = models.TextField(
         blank=True,
@@ -530,11 +553,8 @@ class Job(Owned):
     def features(self) -> frozenset[str]:
         """What its runner's agent must understand to run the job right
         (`runners.models.JOB_FEATURES`; docs/design.md §4)."""
-        return frozenset(
-            feature
-            for feature, needed in (("stdin", self.stdin), ("run_as", self.run_as))
-            if needed
-        )
+        needs = (("stdin", self.stdin), ("run_as", self.run_as), ("http", self.kind == self.HTTP))
+        return frozenset(feature for feature, needed in needs if needed)
 
     @property
     def requirements(self) -> frozenset[str]:

@@ -114,6 +114,21 @@ def rich(secrets_dir):
             },
             # No schedule: it runs when a runner starts (cron's @reboot).
             {"name": "warm-cache", "command": "warm-cache", "run_on_register": True},
+            # An http job (docs/design.md §15): the runner makes the request itself.
+            {
+                "name": "ping-partner",
+                "schedule": "*/15 * * * *",
+                "kind": "http",
+                "http": {
+                    "method": "POST",
+                    "url": "https://partner.example.com/hooks/croniq?team=data",
+                    "headers": {"X-Team": "data", "Content-Type": "application/json"},
+                    "body": '{"ready": true}\n',
+                    "expect_status": [202, 200],
+                    "timeout": "30s",
+                },
+                "timeout": 60,
+            },
             {
                 "name": "cleanup",
                 "schedule": "@every 1h",
