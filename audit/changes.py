@@ -18,6 +18,8 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
+from vault import references
+
 SECRET_MARKERS = ("secret", "password")
 SECRET_ENV_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY")
 ENV_FIELDS = {"env"}
@@ -83,12 +85,7 @@ def is_store_reference(value: Any) -> bool:
     """Whether an env value is one whole `${secret:NAME}` reference to the
     secrets store (vault.references): the reference is no secret, and the
     pages and the API show it so an operator sees where the value comes from."""
-    return (
-        isinstance(value, str)
-        and value.startswith("${secret:")
-        and value.endswith("}")
-        and value.count("}") == 1
-    )
+    return isinstance(value, str) and references.REFERENCE.fullmatch(value) is not None
 
 
 def masked_diff(changes: dict[str, list[Any]]) -> dict[str, list[Any]]:
