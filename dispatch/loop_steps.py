@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Min, Q
 
 import audit
-from dispatch import coverage, identity
+from dispatch import identity, liveness
 from dispatch.notify import notify_new_work
 from runners.models import Runner
 from scheduler.models import Execution
@@ -48,7 +48,7 @@ def update_runner_states(now: datetime) -> int:
     """Mark silent runners offline and forget long-offline ones (each change
     audited). The flapping mark of runners that went quiet is cleared by a
     step of its own (`identity.clear_quiet_flapping`)."""
-    silent_since = now - coverage.offline_after()
+    silent_since = now - liveness.offline_after()
     changed = 0
     silent = Runner.objects.filter(
         state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since
@@ -74,7 +74,7 @@ def next_runner_change(now: datetime) -> datetime:
         live=Min("last_seen_at", filter=live),
         gone=Min("last_seen_at", filter=Q(state=Runner.OFFLINE)),
     )
-    offline_after = coverage.offline_after()
+    offline_after = liveness.offline_after()
     retention = timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
     at = now + offline_after
     if seen["live"] is not None:
