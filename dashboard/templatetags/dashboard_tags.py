@@ -92,6 +92,13 @@ def ago(age: timedelta) -> str:
 
 
 @register.filter
+def join_keys(value: dict[str, Any]) -> str:
+    """A mapping's keys, in order, comma-separated: an http job's header
+    names, shown without their values."""
+    return ", ".join(value)
+
+
+@register.filter
 def as_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
