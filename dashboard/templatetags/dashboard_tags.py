@@ -93,9 +93,9 @@ def ago(age: timedelta) -> str:
 
 @register.filter
 def join_keys(value: dict[str, Any]) -> str:
-    """A mapping's keys, in order, comma-separated: an http job's header
-    names, shown without their values."""
-    return ", ".join(value)
+    """A mapping's keys, sorted (PostgreSQL's jsonb keeps no order),
+    comma-separated: an http job's header names, shown without their values."""
+    return ", ".join(sorted(value))
 
 
 @register.filter
