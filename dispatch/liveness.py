@@ -65,7 +65,7 @@ class Liveness(NamedTuple):
     age: timedelta
 
     @property
-    def gone_quiet(self) -> bool:
+    def out_of_touch(self) -> bool:
         """Silent or offline: nothing it holds is known to make progress."""
         return self.kind in (SILENT, OFFLINE)
 
@@ -126,7 +126,7 @@ def run_liveness(
     seen = liveness(runner.state, runner.last_seen_at, now, interval)
     lease_left = execution.lease_expires_at - now if execution.lease_expires_at else None
     lapsed = lease_left is not None and lease_left <= timedelta(0)
-    if not seen.gone_quiet and not lapsed:
+    if not seen.out_of_touch and not lapsed:
         return None
     return describe(
         seen,
@@ -153,10 +153,10 @@ def describe(
             parts.append(f"lease expires in {span(lease_left, up=True)}")
         else:
             parts.append(f"lease ran out {span(-lease_left)} ago")
-    if not seen.gone_quiet:
+    if not seen.out_of_touch:
         parts.append(f"runner last seen {span(seen.age)} ago")
     parts.append(retry_words(seen, no_retry, pinned_to))
-    return RunLiveness(SILENT if seen.gone_quiet else "lapsed", "; ".join(parts))
+    return RunLiveness(SILENT if seen.out_of_touch else "lapsed", "; ".join(parts))
 
 
 def retry_words(seen: Liveness, no_retry: str | None, pinned_to: str) -> str:
