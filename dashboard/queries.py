@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.models import AuditEvent, Counter
-from dispatch import coverage
+from dispatch import coverage, liveness
 from notifications.models import Delivery, Mute, Notification
 from runners.models import Runner
 from scheduler.models import Execution, Job, JobHealth, LogChunk
@@ -328,7 +328,8 @@ def runners_with_work(now: datetime, state: str = "", limit: int = RUNNERS_LIMIT
         work[execution.runner_id].append(execution)
     for runner in runners:
         runner.current_work = work.get(runner.pk, [])
-        runner.liveness = coverage.liveness(runner.state, runner.last_seen_at, now)
+        runner.liveness = liveness.liveness(runner.state, runner.last_seen_at, now)
+        runner.shown_state = liveness.shown_state(runner.state, runner.liveness)
     return runners
 
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("executions/<int:pk>/", views.execution_detail, name="execution"),
     path("executions/<int:pk>/log", views.execution_log, name="execution-log"),
     path("runners/", views.runners, name="runners"),
+    path("runners/rows", views.runner_rows, name="runners-rows"),
     path("capacity/", views.capacity, name="capacity"),
     path("audit/", views.audit, name="audit"),
     path("alerts/", views.alerts, name="alerts"),

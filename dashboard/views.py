@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -27,7 +28,7 @@ from dashboard import queries, run_stats, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.templatetags import dashboard_tags as tags
 from dispatch import capacity as capacity_forecast
-from dispatch import coverage, identity
+from dispatch import identity, liveness
 from notifications.models import Notification
 from runners.models import Runner
 from scheduler import forecast as forecast_core
@@ -184,6 +185,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "retryable": execution.state in operations.RETRYABLE,
         "waiting": queries.why_waiting(execution, now),
         "occurrence": fanout.summary(execution),
+        "run_liveness": liveness.run_liveness(execution, now),
     }
     return render(request, "dashboard/execution.html", context)
 
@@ -191,13 +193,15 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_page("scheduler.view_execution")
 def execution_log(request: HttpRequest, pk: int) -> HttpResponse:
     """Log chunks after `?after=<seq>`, for the execution page's live tail,
-    with the metadata that changes while an execution runs."""
+    with the metadata that changes while an execution runs and whether its
+    runner still speaks (`dispatch.liveness.run_liveness`)."""
     execution = get_object_or_404(Execution.objects.select_related("runner"), pk=pk)
     try:
         after = int(request.GET.get("after", -1))
     except ValueError:
         return JsonResponse({"detail": "after: expected an integer seq"}, status=400)
     chunks = queries.log_chunks(execution, after=after, limit=queries.LOG_CHUNKS_PER_POLL)
+    run_liveness = liveness.run_liveness(execution, timezone.now())
     return JsonResponse(
         {
             "state": execution.state,
@@ -208,6 +212,9 @@ def execution_log(request: HttpRequest, pk: int) -> HttpResponse:
             # More chunks are waiting when this answer was cut at the limit.
             "more": len(chunks) == queries.LOG_CHUNKS_PER_POLL,
             "fields": live_fields(execution),
+            # A running run whose runner went silent, or whose lease ran
+            # out: what the page says of it, or null.
+            "liveness": run_liveness.as_json() if run_liveness else None,
         }
     )
 
@@ -225,23 +232,39 @@ def live_fields(execution: Execution) -> dict[str, str]:
 
 
 RUNNER_FILTERS = [*dict(Runner.STATES), "flapping"]
+# How often the runners page asks for its rows again (dashboard.js).
+RUNNERS_POLL_SECONDS = 2
+
+
+def runner_filter(request: HttpRequest) -> str:
+    state = request.GET.get("state", "")
+    return state if state in RUNNER_FILTERS else ""
 
 
 @staff_page("runners.view_runner")
 def runners(request: HttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "")
-    if state not in RUNNER_FILTERS:
-        state = ""
+    state = runner_filter(request)
     context = {
         "runners": queries.runners_with_work(timezone.now(), state),
         "state": state,
         "filters": RUNNER_FILTERS,
-        # For the live "last seen" text (dashboard.js), in seconds.
         "heartbeat": settings.CRONIQ_HEARTBEAT_INTERVAL,
-        "quiet_after": coverage.QUIET_AFTER_HEARTBEATS * settings.CRONIQ_HEARTBEAT_INTERVAL,
-        "offline_after": coverage.offline_after().total_seconds(),
+        "silent_after": liveness.silent_after().total_seconds(),
+        "offline_after": liveness.offline_after().total_seconds(),
+        "poll_seconds": RUNNERS_POLL_SECONDS,
     }
     return render(request, "dashboard/runners.html", context)
+
+
+@staff_page("runners.view_runner")
+def runner_rows(request: HttpRequest) -> HttpResponse:
+    """The runners page's rows, as the page renders them, for its script to
+    put in place: states, "last seen" and the buttons that apply follow
+    the runners without a reload, judged by the server's clock."""
+    state = runner_filter(request)
+    context = {"runners": queries.runners_with_work(timezone.now(), state), "state": state}
+    html = render_to_string("dashboard/runner_rows.html", context, request=request)
+    return JsonResponse({"html": html})
 
 
 @staff_page("scheduler.view_job", "runners.view_runner")
@@ -360,7 +383,11 @@ def retry_execution(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_action("runner.drain")
 def drain_runner(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
-    if identity.drain(runner, timezone.now(), actor=request.user):
+    if runner.state == Runner.OFFLINE and not runner.is_drained:
+        # Not offered for it (`Runner.drainable`); a page older than the
+        # runner's last state posted it.
+        messages.warning(request, f"{runner.name} is offline: it takes no work to drain.")
+    elif identity.drain(runner, timezone.now(), actor=request.user):
         messages.success(request, f"{runner.name} is draining.")
     else:
         messages.info(request, f"{runner.name} was draining already.")

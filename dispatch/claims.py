@@ -399,12 +399,10 @@ def request_texts(job: Job) -> dict[str, str]:
     """The texts of an http job's request that may hold `${secret:NAME}`,
     by their path in `http` (`url`, `body`, `headers.NAME`); {} for a shell
     job."""
-    if job.kind != Job.HTTP or not isinstance(job.http, dict):
+    if job.kind != Job.HTTP:
         return {}
-    texts = {key: job.http[key] for key in ("url", "body") if job.http.get(key)}
-    for name, value in (job.http.get("headers") or {}).items():
-        texts[f"headers.{name}"] = value
-    return texts
+    texts = references.request_texts(job.http)
+    return {path: text for path, text in texts.items() if text or path.startswith("headers.")}
 
 
 def resolved_request(http: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:

@@ -148,6 +148,13 @@ class Runner(models.Model):
         return self.drained or self.state == self.DRAINING
 
     @property
+    def drainable(self) -> bool:
+        """Whether a drain is offered for it: it is not drained and not
+        offline. An offline runner takes no work, and the usual way back,
+        a new session, ends a drain anyway."""
+        return not self.is_drained and self.state != self.OFFLINE
+
+    @property
     def fits(self) -> frozenset[str]:
         """Its labels and the marks of its agent's features: it may take
         work whose `Job.requirements` are all among them."""

@@ -364,6 +364,10 @@ def test_the_dashboard_shows_only_the_buttons_the_user_may_use(client, world, us
     for url, offered in pages.items():
         expected = {action for action in offered if allowed(role, action)}
         assert buttons(client, url) == expected, url
+    # The rows the runners page's script puts in place offer the same.
+    finder = ButtonFinder()
+    finder.feed(client.get(reverse("dashboard:runners-rows")).json()["html"])
+    assert finder.actions == buttons(client, reverse("dashboard:runners"))
 
 
 ADMIN_ACTIONS = {
@@ -427,6 +431,7 @@ def test_staff_outside_the_groups_can_open_neither_the_admin_nor_the_dashboard(
         reverse("dashboard:execution", args=[world.failed.pk]),
         reverse("dashboard:execution-log", args=[world.failed.pk]),
         reverse("dashboard:runners"),
+        reverse("dashboard:runners-rows"),
         reverse("dashboard:audit"),
         reverse("dashboard:dead-letters"),
     ]

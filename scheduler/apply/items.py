@@ -102,8 +102,7 @@ def http_request(where: str, value: Any, job_timeout: Any = None) -> dict[str, A
     }
     if value.get("timeout") is not None:
         request["timeout"] = request_timeout(f"{where}.timeout", value["timeout"], job_timeout)
-    texts = {"url": request["url"], "body": request["body"]}
-    texts.update((f"headers.{name}", text) for name, text in request["headers"].items())
+    texts = references.request_texts(request)
     if references.has_reference(texts):
         # Projects come with docs/design.md §11's projects: every job is in the default one.
         found = references.problems(texts, store.names(DEFAULT_PROJECT))

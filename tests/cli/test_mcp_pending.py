@@ -140,6 +140,7 @@ def test_a_pinned_run_waits_for_its_own_runner_only():
 
 
 def test_what_the_api_does_not_show_is_named_as_uncertain():
+    # A server older than the runners' `features` leaves them out.
     answer = why(
         run={"attempt": 3},
         job={"stdin": "data", "run_as": "etl", "concurrency_group": "warehouse"},
@@ -149,9 +150,55 @@ def test_what_the_api_does_not_show_is_named_as_uncertain():
     assert answer["kind"] == "free"
     assert [note.split(":")[0] for note in answer["uncertain"]] == [
         "attempt 3 is a retry",
-        "the job sets stdin and run_as",
+        "the job needs stdin and run_as",
         "the job is in concurrency group warehouse",
     ]
+    http = why(job={"kind": "http"}, runners=[runner("gpu-1")])
+    assert [note.split(":")[0] for note in http["uncertain"]] == ["the job needs http"]
+
+
+def equipped(name, features, version="0.3.0", **fields):
+    return runner(name, **fields) | {"features": list(features), "version": version}
+
+
+def test_an_http_job_no_connected_runners_agent_announced_http_for_names_it():
+    answer = why(
+        job={"kind": "http"},
+        runners=[
+            equipped("gpu-1", ["stdin"], version="0.2.0"),
+            equipped("gpu-2", [], version=""),
+            equipped("web-1", ["stdin", "http"], labels=["linux"]),
+        ],
+    )
+
+    assert (answer["kind"], answer["reason"], answer["uncertain"]) == (
+        "no_runner",
+        "the job needs http, which the agents of the runners with labels gpu do not support:"
+        " gpu-1 (0.2.0), gpu-2 (version unknown); upgrade croniq-runner",
+        [],
+    )
+
+
+def test_an_http_job_a_runner_announced_http_for_is_not_held_by_it():
+    answer = why(
+        job={"kind": "http"},
+        runners=[equipped("gpu-1", ["stdin"], version="0.2.0"), equipped("gpu-2", ["http"])],
+    )
+    assert (answer["kind"], answer["reason"], answer["uncertain"]) == (
+        "free",
+        "the 1 runner with labels gpu has 1 free slot: it should start at a runner's next poll",
+        [],
+    )
+
+
+def test_a_job_whose_user_no_agent_allows_says_so():
+    answer = why(job={"run_as": "etl"}, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert (answer["kind"], answer["reason"]) == (
+        "no_runner",
+        "the job needs run_as, which the agents of the runners with labels gpu do not allow"
+        " (croniq-runner --allow-run-as) or predate: gpu-1 (0.3.0); name the job's user in"
+        " their --allow-run-as, or upgrade croniq-runner",
+    )
 
 
 @pytest.mark.parametrize(

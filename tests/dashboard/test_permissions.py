@@ -29,6 +29,7 @@ def pages(world):
         reverse("dashboard:execution", args=[execution.pk]),
         reverse("dashboard:execution-log", args=[execution.pk]) + "?after=-1",
         reverse("dashboard:runners"),
+        reverse("dashboard:runners-rows"),
         reverse("dashboard:capacity"),
         reverse("dashboard:audit") + "?action=runner.takeover",
         reverse("dashboard:alerts"),
