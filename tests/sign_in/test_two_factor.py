@@ -189,3 +189,12 @@ def test_the_two_factor_pages_need_a_signed_in_user(client):
         answer = client.get(path)
         assert answer.status_code == 302, path
         assert answer["Location"].startswith("/accounts/login/"), path
+
+
+def test_cancelling_the_code_step_forgets_the_password_step(client, enrolled):
+    log_in(client)
+    assert client.get("/accounts/login/")["Location"] == "/accounts/2fa/authenticate/"
+    client.post("/accounts/logout/", {"next": "/accounts/login/"})
+    assert client.get("/accounts/login/").status_code == 200
+    assert client.get("/accounts/2fa/authenticate/")["Location"] == "/accounts/login/"
+    assert not signed_in(client)
