@@ -65,6 +65,8 @@ INSTALLED_APPS = [
     "vault",
     "control",
     "dashboard",
+    # Last: its admin.py fits allauth's admins (registered above) to Croniq.
+    "croniq_project",
 ]
 
 # Croniq's overrides of Django's own machinery that make way for Django's
