@@ -11,7 +11,10 @@ password and before they are signed in. What is Croniq's here:
 - failed sign-ins are counted per username whatever Host the request
   named, and the message says when the limit refuses one;
 - with CRONIQ_REQUIRE_2FA a staff user cannot turn two-factor off
-  (croniq_project.two_factor).
+  (croniq_project.two_factor);
+- a user's two-factor changes are audited: `user.two_factor_on`,
+  `user.two_factor_off`, `user.recovery_codes_renewed`, and each
+  `user.recovery_code_used` (a code that stands in for a lost phone).
 """
 
 from typing import Any
@@ -19,10 +22,12 @@ from typing import Any
 from allauth.account.adapter import DefaultAccountAdapter, get_adapter
 from allauth.account.forms import LoginForm as AllauthLoginForm
 from allauth.core import context
+from allauth.mfa import signals
 from allauth.mfa.adapter import DefaultMFAAdapter
 from allauth.mfa.models import Authenticator
 from django.http import HttpRequest
 
+import audit
 from croniq_project import two_factor
 
 # The login field's name in the page and in what the form posts: what the
@@ -96,3 +101,35 @@ class MFAAdapter(DefaultMFAAdapter):
 
     def can_delete_authenticator(self, authenticator: Authenticator) -> bool:
         return not two_factor.must_have_authenticator(context.request, authenticator.user)
+
+
+def audit_two_factor() -> None:
+    """Record the users' own two-factor changes in the audit trail (an
+    admin's removal of an authenticator is audited by croniq_project.admin)."""
+    signals.authenticator_added.connect(on_added, dispatch_uid="croniq.two_factor_on")
+    signals.authenticator_removed.connect(on_removed, dispatch_uid="croniq.two_factor_off")
+    signals.authenticator_reset.connect(on_reset, dispatch_uid="croniq.recovery_codes_renewed")
+    signals.authenticator_used.connect(on_used, dispatch_uid="croniq.recovery_code_used")
+
+
+def record(action: str, user: Any, authenticator: Authenticator) -> None:
+    audit.record(action, target=user, actor=user, data={"type": authenticator.type})
+
+
+def on_added(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
+    if authenticator.type == Authenticator.Type.TOTP:
+        record("user.two_factor_on", user, authenticator)
+
+
+def on_removed(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
+    if authenticator.type == Authenticator.Type.TOTP:
+        record("user.two_factor_off", user, authenticator)
+
+
+def on_reset(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
+    record("user.recovery_codes_renewed", user, authenticator)
+
+
+def on_used(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
+    if authenticator.type == Authenticator.Type.RECOVERY_CODES:
+        record("user.recovery_code_used", user, authenticator)

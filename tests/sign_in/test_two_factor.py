@@ -198,3 +198,36 @@ def test_cancelling_the_code_step_forgets_the_password_step(client, enrolled):
     assert client.get("/accounts/login/").status_code == 200
     assert client.get("/accounts/2fa/authenticate/")["Location"] == "/accounts/login/"
     assert not signed_in(client)
+
+
+def actions(user):
+    from audit.models import AuditEvent
+
+    events = AuditEvent.objects.filter(target_id=str(user.pk)).order_by("pk")
+    return [(e.action, e.actor_name, e.data) for e in events]
+
+
+def test_two_factor_changes_and_recovery_codes_used_are_audited(
+    client, staff, clock, django_capture_on_commit_callbacks
+):
+    log_in(client)
+    confirm_password(client)
+    # allauth tells of a new authenticator and new codes once committed.
+    with django_capture_on_commit_callbacks(execute=True):
+        enrol(client, clock)
+        client.post("/accounts/2fa/recovery-codes/generate/")
+    codes = client.get("/accounts/2fa/recovery-codes/").context["unused_codes"]
+    client.post("/accounts/2fa/totp/deactivate/")
+    assert actions(staff) == [
+        ("user.two_factor_on", "ops", {"type": "totp"}),
+        ("user.recovery_codes_renewed", "ops", {"type": "recovery_codes"}),
+        ("user.two_factor_off", "ops", {"type": "totp"}),
+    ]
+    assert not any(code in str(actions(staff)) for code in codes)
+
+
+def test_a_recovery_code_used_is_audited(client, enrolled, staff):
+    log_in(client)
+    give_code(client, enrolled[0])
+    assert actions(staff) == [("user.recovery_code_used", "ops", {"type": "recovery_codes"})]
+    assert enrolled[0] not in str(actions(staff))
