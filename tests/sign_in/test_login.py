@@ -94,3 +94,9 @@ def test_the_dashboard_and_the_admin_link_to_two_factor(client, staff):
     staff.is_superuser = True
     staff.save()
     assert 'href="/accounts/2fa/"' in client.get("/admin/").content.decode()
+
+
+def test_signing_in_from_the_admins_login_page_lands_in_the_admin(client, staff):
+    client.get("/admin/login/")
+    answer = log_in(client, next_url="/admin/login/")
+    assert client.get(answer["Location"])["Location"] == "/admin/"
