@@ -88,3 +88,12 @@ def test_wrong_two_factor_codes_count_too(client, enrolled, clock):
     answer = give_code(client, totp(SECRET, NOW))
     assert REFUSED in answer.content.decode()
     assert not signed_in(client)
+
+
+def test_thirty_logins_a_minute_from_one_address_then_a_429_page(client, staff):
+    for n in range(30):
+        assert log_in(client, username=f"user-{n}", password="x").status_code == 200
+    answer = log_in(client)
+    assert answer.status_code == 429
+    assert "Too many attempts from this address" in answer.content.decode()
+    assert not signed_in(client)
