@@ -450,7 +450,7 @@ def test_anonymous_action_posts_go_to_the_login_and_change_nothing(client, world
     before = snapshot()
     answer = client.post(reverse("dashboard:runner-forget", args=[world.runner.pk]))
     assert answer.status_code == 302
-    assert answer["Location"].startswith("/admin/login/")
+    assert answer["Location"].startswith("/accounts/login/")
     assert snapshot() == before
 
 
