@@ -7,8 +7,9 @@ here from the same rules a claim applies (docs/design.md §4, §10): a runner
 takes a pending run when it is online, not drained, carries all the job's
 labels (the run's pinned runner for `run_on: all`), has a free slot, no
 maintenance holds the job, and the run's instant has come. What the API does
-not show (a retry's backoff, which agents support `stdin` or `run_as`, a
-concurrency group's use) is named as a possibility, never asserted.
+not show (a retry's backoff, which agents support `stdin`, `run_as` or
+container jobs, a concurrency group's use) is named as a possibility, never
+asserted.
 
 Standard library only; every function takes `now`.
 """
@@ -188,6 +189,11 @@ def uncertain(execution: Item, job: Item) -> list[str]:
         notes.append(
             f"the job sets {' and '.join(features)}: only agents that announce support for it "
             "take the run (croniq-runner upgraded; for run_as, --allow-run-as naming the user)"
+        )
+    if job.get("kind") == "container":
+        notes.append(
+            "the job is a container job: only runners whose agent found docker or podman take "
+            "the run (they carry the label container)"
         )
     if job.get("concurrency_group"):
         notes.append(

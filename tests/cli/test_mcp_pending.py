@@ -152,6 +152,11 @@ def test_what_the_api_does_not_show_is_named_as_uncertain():
         "the job sets stdin and run_as",
         "the job is in concurrency group warehouse",
     ]
+    container = why(job={"kind": "container"}, runners=[runner("gpu-1")])
+    assert container["uncertain"] == [
+        "the job is a container job: only runners whose agent found docker or podman take "
+        "the run (they carry the label container)"
+    ]
 
 
 @pytest.mark.parametrize(
