@@ -215,6 +215,20 @@ def test_a_cancel_sends_sigterm_through_the_engine_and_the_container_ends_the_ru
     assert fake_engine.verbs(state)[1:] == [f"kill --signal TERM {NAME}", f"rm -f {NAME}"]
 
 
+def test_self_fencing_ends_the_container_the_same_way(engine, tmp_path):
+    docker, state = engine
+    container, ready = busy(tmp_path, "exit 143")
+    job, server, done = start(docker, container)
+    wait_for(lambda: started(state, ready), message="the container to start")
+    assert job.give_up_lease(grace=30, report_after=time.monotonic())
+    assert done.wait(20)
+    assert finished(server) == {
+        "exit_code": 143,
+        "error": "killed by the runner: its lease could not be renewed (server unreachable)",
+    }
+    assert fake_engine.verbs(state)[1:] == [f"kill --signal TERM {NAME}", f"rm -f {NAME}"]
+
+
 def test_a_container_ignoring_sigterm_is_killed_after_the_grace_and_removed(engine, tmp_path):
     docker, state = engine
     container, ready = busy(tmp_path, "")
