@@ -23,8 +23,10 @@ class JobOut(Schema):
     timezone: str
     kind: str = "shell"
     command: str
-    # An http job's request (headers named like secrets masked); null for a shell job.
+    # An http job's request (headers named like secrets masked); null for the other kinds.
     http: dict[str, Any] | None = None
+    # What a container job runs (env values named like secrets masked); null for the others.
+    container: dict[str, Any] | None = None
     env: dict[str, Any]
     stdin: str = ""
     run_as: str = ""

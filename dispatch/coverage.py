@@ -47,17 +47,25 @@ def lacking(missing: Collection[str], one: bool = False) -> tuple[str, str]:
     what to do about it; `one`: said of a single agent. An agent announces
     run_as only when its --allow-run-as names a user, so run_as alone
     missing is as likely the operator's choice as an agent that predates
-    it; stdin missing means an older agent."""
+    it; container only when a container engine answered it at start, so
+    container alone missing is as likely a machine without docker or
+    podman; stdin missing means an older agent."""
     do, their = ("does", "its") if one else ("do", "their")
     allow = f"name the job's user in {their} --allow-run-as"
-    if "run_as" not in missing:
-        return f"{do} not support", "upgrade croniq-runner"
+    engine = "run docker or podman where the agent runs and restart it (croniq-runner --engine)"
     if set(missing) == {"run_as"}:
         return (
             f"{do} not allow (croniq-runner --allow-run-as) or predate",
             f"{allow}, or upgrade croniq-runner",
         )
-    return f"{do} not support", f"upgrade croniq-runner and {allow}"
+    if set(missing) == {"container"}:
+        return f"{do} not have a container engine or predate", f"{engine}, or upgrade croniq-runner"
+    remedies = ["upgrade croniq-runner"]
+    if "run_as" in missing:
+        remedies.append(allow)
+    if "container" in missing:
+        remedies.append(engine)
+    return f"{do} not support", " and ".join(remedies)
 
 
 class Waiting(NamedTuple):

@@ -104,10 +104,10 @@ def able(execution: Item, labels: Iterable[str], runners: list[Item]) -> list[It
 def needed_features(job: Item) -> list[str]:
     """What a runner's agent must have announced to take the job's runs
     (docs/design.md §4): `stdin` and `run_as` when the job sets them, `http`
-    for an http job."""
+    for an http job, `container` for a container job."""
     needs = [name for name in ("stdin", "run_as") if job.get(name)]
-    if job.get("kind") == "http":
-        needs.append("http")
+    if job.get("kind") in ("http", "container"):
+        needs.append(job["kind"])
     return needs
 
 
@@ -243,11 +243,17 @@ def uncertain(execution: Item, job: Item, runners: list[Item]) -> list[str]:
             f"attempt {execution['attempt']} is a retry: it may still wait out the job's "
             f"retry_backoff ({job.get('retry_backoff')} s, doubling per failure)"
         )
-    features = needed_features(job)
+    # A container job's need is said by the note below, in an engine's words.
+    features = [name for name in needed_features(job) if name != "container"]
     if features and not features_shown(runners):
         notes.append(
             f"the job needs {' and '.join(features)}: only agents that announce support for it "
             "take the run (croniq-runner upgraded; for run_as, --allow-run-as naming the user)"
+        )
+    if job.get("kind") == "container" and not features_shown(runners):
+        notes.append(
+            "the job is a container job: only runners whose agent found docker or podman take "
+            "the run (they carry the label container)"
         )
     if job.get("concurrency_group"):
         notes.append(

@@ -1,6 +1,7 @@
 """The parent of one job: it makes the job die with its agent.
 
-    python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] [--start-at T] -- COMMAND...
+    python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] [--start-at T]
+        [--container ENGINE NAME] -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a
@@ -39,6 +40,13 @@ can do (with --user the supervisor stays root, out of the job's reach).
 With --user the job runs as that account (as root only): the supervisor
 stays root, so the job can neither signal it nor read the agent's /proc.
 
+With --container, COMMAND is `ENGINE run` of a container job's container
+NAME (container_job.py), which lives in the engine, not below this
+process: ending COMMAND would leave it running. When the agent dies, the
+container is stopped first through ENGINE (`stop`: SIGTERM, SIGKILL after
+GRACE), then COMMAND and the rest of the group end as usual, and last the
+container is removed (`rm -f`: one COMMAND created meanwhile too).
+
 Runs as a script with `-I -S` (no current directory on sys.path, no PYTHON*
 variables, no site-packages: faster to start) and imports only the
 standard library.
@@ -61,23 +69,29 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # forked before its SIGKILL landed, so a few always suffice.
 KILL_PASSES = 50
 
+# How long one engine command (stop past its grace, rm) may take on agent death.
+ENGINE_TIMEOUT = 30.0
+
 # --user: (uid, gid, supplementary groups).
 UserIds = tuple[int, int, list[int]]
+# --container: (the engine's command line, the container's name).
+Container = tuple[str, str]
+# What parse reads from the arguments.
+Options = tuple[int, float, UserIds | None, float | None, Container | None, list[str]]
 # {pid: (parent pid, process group, start time)}; builtin generics only: the
 # supervisor imports as little as it can (it starts once per job).
 Table = dict[int, tuple[int, int, str]]
 
 
-def parse(
-    argv: list[str],
-) -> tuple[int, float, UserIds | None, float | None, list[str]]:
-    """(fd, grace, account or None, start_at or None, command) from the
-    argument list."""
+def parse(argv: list[str]) -> Options:
+    """(fd, grace, account or None, start_at or None, container or None,
+    command) from the argument list."""
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1 :]
     fd, grace = int(options[0]), float(options[1])
     account: UserIds | None = None
     start_at: float | None = None
+    container: Container | None = None
     rest = options[2:]
     while rest:
         if rest[0] == "--user":
@@ -86,9 +100,11 @@ def parse(
             rest = rest[4:]
         elif rest[0] == "--start-at":
             start_at, rest = float(rest[1]), rest[2:]
+        elif rest[0] == "--container":
+            container, rest = (rest[1], rest[2]), rest[3:]
         else:
             raise SystemExit(f"croniq-runner supervisor: unknown option {rest[0]}")
-    return fd, grace, account, start_at, command
+    return fd, grace, account, start_at, container, command
 
 
 def wait_for_start(start_at: float, fd: int) -> None:
@@ -246,15 +262,40 @@ def end_all(grace: float) -> None:
         send(pid, signal.SIGKILL)
 
 
-def watch_agent(fd: int, grace: float, agent_gone: threading.Event) -> None:
-    """Block until the agent's end of the pipe closes, then end everything."""
+def engine(args: list[str], timeout: float) -> None:
+    """Run a container engine's command, its output dropped: no one is left
+    to read it, and whatever it says, what follows is the same."""
+    import subprocess  # only a container job's supervisor needs it, once
+
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def watch_agent(
+    fd: int, grace: float, agent_gone: threading.Event, container: Container | None = None
+) -> None:
+    """Block until the agent's end of the pipe closes, then end everything:
+    a container first (SIGTERM, SIGKILL after `grace`), which ends the
+    engine's command with it, and removed last, once nothing can create it."""
     try:
         while os.read(fd, 1):
             pass  # the agent never writes; only end-of-file matters
     except OSError:
         pass
     agent_gone.set()
+    if container is not None:
+        path, name = container
+        engine([path, "stop", "-t", str(max(0, round(grace))), name], grace + ENGINE_TIMEOUT)
     end_all(grace)
+    if container is not None:
+        engine([path, "rm", "-f", name], ENGINE_TIMEOUT)
     os.killpg(0, signal.SIGKILL)  # whatever is left, this process included
 
 
@@ -288,7 +329,7 @@ def end_like(status: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    fd, grace, account, start_at, command = parse(argv)
+    fd, grace, account, start_at, container, command = parse(argv)
     become_subreaper()  # before anything below it can be orphaned
     if start_at is not None:
         wait_for_start(start_at, fd)
@@ -297,7 +338,8 @@ def main(argv: list[str]) -> None:
     # this process only passes the job's status on.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     agent_gone = threading.Event()
-    threading.Thread(target=watch_agent, args=(fd, grace, agent_gone), daemon=True).start()
+    watching = (fd, grace, agent_gone, container)
+    threading.Thread(target=watch_agent, args=watching, daemon=True).start()
     status = wait_for(child)
     # What COMMAND left ends before this process does: once it is gone, its
     # orphans would be re-parented beyond reach. Without /proc nothing can

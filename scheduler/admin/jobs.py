@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.audited_admin import AuditedModelAdmin
-from audit.changes import diff, masked_env, masked_http, snapshot
+from audit.changes import diff, masked_container, masked_env, masked_http, snapshot
 from core import permissions
 from core.admin_mixins import CheapPaginator
 from core.ownership import AdoptedOnSave
@@ -25,7 +25,7 @@ from scheduler.runs import groups, operations
 # its audit diff) show what is stored.
 UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at", "paused_until", "pause_reason"]
 # What who may only view a job sees instead of a field: secret-looking values masked.
-MASKED = {"env": "env_masked", "http": "http_masked"}
+MASKED = {"env": "env_masked", "http": "http_masked", "container": "container_masked"}
 NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
@@ -115,6 +115,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "kind",
                     "command",
                     "http",
+                    "container",
                     "stdin",
                     "run_as",
                     "env",
@@ -263,6 +264,10 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
     @admin.display(description="http")
     def http_masked(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", json.dumps(masked_http(job.http), indent=2))
+
+    @admin.display(description="container")
+    def container_masked(self, job: Job) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(masked_container(job.container), indent=2))
 
     @admin.display(description="in words")
     def schedule_words(self, job: Job) -> str:

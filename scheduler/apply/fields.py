@@ -189,17 +189,20 @@ JOB_FIELDS = (
     ),
     Field(
         "kind",
-        "shell | http",
+        "shell | http | container",
         "What a run does: `shell` runs `command`; `http` makes the request `http` "
-        "describes, from the runner itself (no shell, no process). Only runners whose "
-        "agent announces `http` take an http job (agents of 0.2.0 and before do not: "
-        "the job waits).",
+        "describes, from the runner itself (no shell, no process); `container` runs "
+        "the image `container` names with the runner machine's docker or podman. Only "
+        "runners whose agent announces `http` take an http job (agents of 0.2.0 and "
+        "before do not: the job waits), and only those whose agent found a container "
+        "engine announce `container` (and carry the label `container`).",
         Job.SHELL,
     ),
     Field(
         "command",
         "text",
-        "Shell command the runner executes (sh -c): required for kind shell, none for kind http.",
+        "Shell command the runner executes (sh -c): required for kind shell, none for the "
+        "other kinds.",
         "",
     ),
     Field(
@@ -241,6 +244,55 @@ JOB_FIELDS = (
                 "duration",
                 "The request's own limit, at most the job's `timeout`: past it the run is "
                 "timed out, as past the job's. None: the job's timeout.",
+                None,
+            ),
+        ),
+    ),
+    Field(
+        "container",
+        "mapping",
+        "What kind container runs (and only it): `docker run --rm` (or podman's) of "
+        "`image` with `args`, on the runner's machine. The container's output is the "
+        "run's log and its exit code the run's; it is removed after the run, and killed "
+        "with it (timeout, cancel, a lost lease, the agent's death). The job's `timeout` "
+        "counts from the start of the engine's command, a pull included.",
+        None,
+        fields=(
+            Field(
+                "image",
+                "image reference",
+                "The image, as the engine names it (`alpine:3.20`, "
+                "`registry.example.com/team/report@sha256:...`).",
+                REQUIRED,
+            ),
+            Field(
+                "args",
+                "list of text",
+                "The arguments after the image (the command and its arguments, passed to "
+                "the image's entrypoint); none: the image's default command. No "
+                "`${secret:NAME}`: they show in the machine's process list.",
+                [],
+            ),
+            Field(
+                "env",
+                "mapping of text",
+                "The container's environment (names like `DB_HOST`, values one line each; "
+                "`${secret:NAME}` may stand in a value), with `CRONIQ_JOB`, "
+                "`CRONIQ_EXECUTION_ID`, `CRONIQ_SCHEDULED_FOR`, `CRONIQ_ATTEMPT` and "
+                "`CRONIQ_TRIGGER` set over it. Values named like secrets are shown masked.",
+                {},
+            ),
+            Field(
+                "pull",
+                "missing | always | never",
+                "When the engine pulls the image: when it is not on the machine, before "
+                "every run, or never (a missing image fails the run).",
+                "missing",
+            ),
+            Field(
+                "network",
+                "none | bridge | host",
+                "The container's network; none: the engine's default.",
                 None,
             ),
         ),
@@ -477,6 +529,8 @@ HOLIDAY_KEYS = field_names(next(f for f in CALENDAR_FIELDS if f.name == "holiday
 JOB_KEYS = field_names(JOB_FIELDS)
 HTTP_FIELDS = next(f for f in JOB_FIELDS if f.name == "http").fields
 HTTP_KEYS = field_names(HTTP_FIELDS)
+CONTAINER_FIELDS = next(f for f in JOB_FIELDS if f.name == "container").fields
+CONTAINER_KEYS = field_names(CONTAINER_FIELDS)
 GROUP_FIELDS = (
     Field("name", "slug", "Unique name; jobs join the group by it.", REQUIRED),
     Field("max_concurrent", "whole number", "At most this many of its runs at once.", REQUIRED),

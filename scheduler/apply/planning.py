@@ -18,6 +18,7 @@ from scheduler.apply.items import (
     ApplyError,
     calendar_state,
     calendar_values,
+    container_spec,
     describe_errors,
     group_state,
     http_request,
@@ -286,6 +287,7 @@ class Planner:
         values = {**JOB_DEFAULTS, **item}
         values["env"] = job_env(f"{where}.env", values["env"])
         values["http"] = http_request(f"{where}.http", values["http"], values["timeout"])
+        values["container"] = container_spec(f"{where}.container", values["container"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in ("on_success", "on_failure"):

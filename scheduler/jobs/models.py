@@ -205,29 +205,42 @@ class Job(Owned):
         validators=[validate_timezone],
         help_text="IANA timezone the schedule is read in.",
     )
-    # What a run does (docs/design.md §15): a shell command, or an HTTP
-    # request the runner's agent makes itself.
+    # What a run does (docs/design.md §15): a shell command, an HTTP request
+    # the runner's agent makes itself, or a container its machine's engine runs.
     SHELL = "shell"
     HTTP = "http"
-    KINDS = [(SHELL, "shell: a command under sh -c"), (HTTP, "http: a request the runner makes")]
+    CONTAINER = "container"
+    KINDS = [
+        (SHELL, "shell: a command under sh -c"),
+        (HTTP, "http: a request the runner makes"),
+        (CONTAINER, "container: an image the runner's docker or podman runs"),
+    ]
     kind = models.CharField(
         max_length=10,
         choices=KINDS,
         default=SHELL,
         db_default=SHELL,
-        help_text="What a run does: run the command (shell) or make the HTTP request (http).",
+        help_text="What a run does: run the command (shell), make the HTTP request (http) "
+        "or run the container (container).",
     )
     command = models.TextField(
         blank=True,
         help_text="Shell command the runner executes (sh -c); required for kind shell, "
-        "empty for kind http.",
+        "empty for the other kinds.",
     )
     http = models.JSONField(
         default=dict,
         db_default={},
         blank=True,
         help_text="With kind http, the request: {method, url, headers, body, expect_status, "
-        "timeout}. Empty for kind shell.",
+        "timeout}. Empty for the other kinds.",
+    )
+    container = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        help_text="With kind container, what the engine runs: {image, args, env, pull, "
+        "network}. Empty for the other kinds.",
     )
     env = models.JSONField(default=dict, blank=True, help_text="Extra environment variables.")
     stdin = models.TextField(
@@ -553,7 +566,12 @@ class Job(Owned):
     def features(self) -> frozenset[str]:
         """What its runner's agent must understand to run the job right
         (`runners.models.JOB_FEATURES`; docs/design.md §4)."""
-        needs = (("stdin", self.stdin), ("run_as", self.run_as), ("http", self.kind == self.HTTP))
+        needs = (
+            ("stdin", self.stdin),
+            ("run_as", self.run_as),
+            ("http", self.kind == self.HTTP),
+            ("container", self.kind == self.CONTAINER),
+        )
         return frozenset(feature for feature, needed in needs if needed)
 
     @property

@@ -155,6 +155,11 @@ def test_what_the_api_does_not_show_is_named_as_uncertain():
     ]
     http = why(job={"kind": "http"}, runners=[runner("gpu-1")])
     assert [note.split(":")[0] for note in http["uncertain"]] == ["the job needs http"]
+    container = why(job={"kind": "container"}, runners=[runner("gpu-1")])
+    assert container["uncertain"] == [
+        "the job is a container job: only runners whose agent found docker or podman take "
+        "the run (they carry the label container)"
+    ]
 
 
 def equipped(name, features, version="0.3.0", **fields):
@@ -225,3 +230,10 @@ def test_a_queued_run_waits_its_turn_under_the_overlap_policy():
         "it is queued: it waits its turn under the job's overlap policy (queue, "
         "max_concurrent 2), and becomes pending when a live run ends"
     )
+
+
+def test_a_container_job_no_runners_agent_found_an_engine_for_is_held_by_that():
+    answer = why(job={"kind": "container"}, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert answer["kind"] == "no_runner"
+    assert answer["reason"].startswith("the job needs container, which the agents of the runners")
+    assert answer["uncertain"] == []

@@ -129,6 +129,20 @@ def rich(secrets_dir):
                 },
                 "timeout": 60,
             },
+            # A container job (docs/design.md §15): the runner machine's engine runs it.
+            {
+                "name": "render-reports",
+                "schedule": "0 4 * * *",
+                "kind": "container",
+                "container": {
+                    "image": "registry.example.com/data/reports:1.4",
+                    "args": ["python", "render.py", "--days", "7"],
+                    "env": {"REPORT_BUCKET": "s3://reports", "LANG": "C.UTF-8"},
+                    "pull": "always",
+                    "network": "bridge",
+                },
+                "timeout": 900,
+            },
             {
                 "name": "cleanup",
                 "schedule": "@every 1h",
