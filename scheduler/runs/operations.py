@@ -22,7 +22,7 @@ def run_now(
     actor: object,
     scheduled_for: datetime | None = None,
     env: dict[str, str] | None = None,
-    note: str | None = None,
+    note: dict[str, Any] | None = None,
     trigger: str = Execution.MANUAL,
 ) -> Execution:
     """A manual execution now, for the logical instant `scheduled_for`
