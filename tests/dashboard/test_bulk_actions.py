@@ -342,4 +342,4 @@ def test_with_the_token_from_the_overview_it_goes_through(jobs):
 def test_anonymous_users_are_sent_to_log_in(client, jobs):
     answer = client.post(URL, {"action": "pause", "job": ["invoice"]})
     assert answer.status_code == 302
-    assert answer["Location"].startswith("/admin/login/")
+    assert answer["Location"].startswith("/accounts/login/")
