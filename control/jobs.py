@@ -39,6 +39,7 @@ from core import db
 from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
 from scheduler.apply.items import ApplyError, job_state, overlap_of
+from scheduler.jobs import tags
 from scheduler.models import Job
 from scheduler.runs import operations
 
@@ -91,6 +92,7 @@ def locked(name: str) -> Job:
 def listed(
     *,
     label: str | None = None,
+    tag: str | None = None,
     enabled: bool | None = None,
     name: str | None = None,
     limit: int = paging.DEFAULT_LIMIT,
@@ -100,6 +102,8 @@ def listed(
     jobs = Job.objects.select_related("calendar")
     if label is not None:
         jobs = carrying(jobs, label)
+    if tag is not None:
+        jobs = tags.carrying(jobs, tag)
     if enabled is not None:
         jobs = jobs.filter(enabled=enabled)
     if name:

@@ -43,6 +43,7 @@ class JobOut(Schema):
     calendar: str | None
     calendar_policy: str
     labels: list[Any]
+    tags: list[str] = []
     singleton: bool
     overlap: str = "allow"
     max_concurrent: int | None = None
@@ -102,6 +103,7 @@ class NextOut(Schema):
 
 class JobFilters(Schema):
     label: Text(0, 200) | None = None
+    tag: Text(0, 200) | None = None
     enabled: bool | None = None
     name: Text(0, 200) | None = None
     limit: int = paging.DEFAULT_LIMIT

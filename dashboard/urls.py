@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import check_views, dead_letter_views, views
+from dashboard import bulk_views, check_views, dead_letter_views, views
 
 app_name = "dashboard"
 
@@ -17,10 +17,14 @@ urlpatterns = [
     path("dead-letters/", dead_letter_views.dead_letters, name="dead-letters"),
     path("checks/", check_views.checks, name="checks"),
     path("checks/<slug:name>/", check_views.check_detail, name="check"),
+    # The keyboard palette's entries (JSON).
+    path("palette", views.palette, name="palette"),
     # Operator actions (POST only, each behind its own permission).
     path("jobs/<slug:name>/run", views.run_job, name="job-run"),
     path("jobs/<slug:name>/pause", views.pause_job, name="job-pause"),
     path("jobs/<slug:name>/resume", views.resume_job, name="job-resume"),
+    # Pause, resume or run many jobs: a confirmation, then the action.
+    path("bulk/jobs", bulk_views.bulk_jobs, name="jobs-bulk"),
     path("executions/<int:pk>/cancel", views.cancel_execution, name="execution-cancel"),
     path("executions/<int:pk>/retry", views.retry_execution, name="execution-retry"),
     path("runners/<int:pk>/drain", views.drain_runner, name="runner-drain"),

@@ -24,8 +24,9 @@ from django.views.decorators.http import require_POST, require_safe
 
 from calendars.validators import text_problem
 from core import permissions
-from dashboard import queries, run_stats, schedules
+from dashboard import bulk, job_filters, palette_entries, queries, run_stats, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
+from dashboard.job_filters import FilterError, JobFilter
 from dashboard.templatetags import dashboard_tags as tags
 from dispatch import capacity as capacity_forecast
 from dispatch import identity, liveness
@@ -42,7 +43,8 @@ View = Callable[..., HttpResponse]
 def staff_page(*needed: str) -> Callable[[View], View]:
     """A page for staff holding the `needed` permissions, the view
     permissions of what it shows (as in the admin); others get 403. Pages
-    only read: other methods than GET/HEAD get 405."""
+    only read: other methods than GET/HEAD get 405. The page keeps what it
+    needs (`needed_permissions`): the palette offers it only to whom it opens."""
 
     def decorate(view):
         @wraps(view)
@@ -51,7 +53,9 @@ def staff_page(*needed: str) -> Callable[[View], View]:
                 raise PermissionDenied(f"This page needs the permissions {', '.join(needed)}.")
             return view(request, *args, **kwargs)
 
-        return staff_only(require_safe(checked))
+        page = staff_only(require_safe(checked))
+        page.needed_permissions = needed
+        return page
 
     return decorate
 
@@ -106,20 +110,24 @@ def unsearchable(filters: dict[str, str]) -> HttpResponseBadRequest | None:
 @staff_page("scheduler.view_job")
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    search = request.GET.get("q", "").strip()
-    if refused := unsearchable({"q": search}):
-        return refused
-    show = request.GET.get("show", "")
-    if show not in queries.JOB_FILTERS:
-        show = ""
+    try:
+        job_filter = JobFilter.read(request.GET)
+    except FilterError as e:
+        return HttpResponseBadRequest(str(e), content_type="text/plain; charset=utf-8")
+    matching = job_filter.jobs(now)
     number = queries.page_number(request.GET.get("page"))
-    page = queries.jobs_page(number, search, show=show, now=now)
+    page = queries.jobs_page(number, jobs=matching)
     results = queries.recent_results([job.pk for job in page.items])
     pending = queries.pending_work(page.items, now)
     for job in page.items:
         job.recent = results.get(job.pk, [])
         job.schedule_words = schedules.describe(job)
         job.pending = pending.get(job.pk)
+    bulk_actions = [
+        (action, verb)
+        for action, (permission, verb, _) in bulk.ACTIONS.items()
+        if permissions.allows(request.user, permission)
+    ]
     context = {
         "states": queries.state_counts(),
         "runners": queries.runner_counts(),
@@ -130,11 +138,14 @@ def overview(request: HttpRequest) -> HttpResponse:
         ),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
-        "search": search,
-        "show": show,
-        "show_label": queries.JOB_FILTERS.get(show, ""),
-        "filters": queries.JOB_FILTERS,
-        "query": urlencode({key: value for key, value in (("q", search), ("show", show)) if value}),
+        "job_filter": job_filter,
+        "job_states": job_filters.STATES,
+        "state_label": job_filters.STATES.get(job_filter.state, ""),
+        "suggestions": job_filters.suggestions(),
+        # "All N jobs matching the filter": one count over the jobs.
+        "matching": matching.count() if bulk_actions else None,
+        "bulk_actions": bulk_actions,
+        "query": job_filter.query(),
     }
     return render(request, "dashboard/overview.html", context)
 
@@ -229,6 +240,16 @@ def live_fields(execution: Execution) -> dict[str, str]:
         "exit_code": "—" if execution.exit_code is None else str(execution.exit_code),
         "log_size": filesizeformat(execution.log_size),
     }
+
+
+@staff_only
+@require_safe
+def palette(request: HttpRequest) -> JsonResponse:
+    """What the keyboard palette jumps to: the pages, jobs and runners this
+    user may read (dashboard.palette_entries), read when it first opens."""
+    answer = JsonResponse(palette_entries.entries(request.user))
+    answer["Cache-Control"] = "private, no-store"
+    return answer
 
 
 RUNNER_FILTERS = [*dict(Runner.STATES), "flapping"]
@@ -330,17 +351,21 @@ def run_job(request: HttpRequest, name: str) -> HttpResponse:
 PAUSE_REASON_LENGTH = Job._meta.get_field("pause_reason").max_length
 
 
+def pause_reason_problem(reason: str) -> str:
+    """Why `reason` cannot be a pause's reason (it is required), or ""."""
+    if not reason or len(reason) > PAUSE_REASON_LENGTH:
+        return f"give a reason of 1 to {PAUSE_REASON_LENGTH} characters"
+    if text_problem(reason):
+        return f"the reason {text_problem(reason)}"
+    return ""
+
+
 @staff_action("job.pause")
 def pause_job(request: HttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(Job, name=name)
     reason = request.POST.get("reason", "").strip()
-    if not reason or len(reason) > PAUSE_REASON_LENGTH:
-        messages.error(
-            request,
-            f"{job.name} not paused: give a reason of 1 to {PAUSE_REASON_LENGTH} characters.",
-        )
-    elif text_problem(reason):
-        messages.error(request, f"{job.name} not paused: the reason {text_problem(reason)}.")
+    if problem := pause_reason_problem(reason):
+        messages.error(request, f"{job.name} not paused: {problem}.")
     elif operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), request.user, reason):
         messages.success(request, f"{job.name} paused: {reason}")
     else:

@@ -29,6 +29,13 @@ def may(user: Any, action: str) -> bool:
 
 
 @register.simple_tag
+def filter_query(job_filter: Any, **changes: str) -> str:
+    """`{% filter_query job_filter tag="billing" %}`: the overview's query
+    string with one filter changed ("" drops it), the page left out."""
+    return f"?{job_filter.query(**changes)}"
+
+
+@register.simple_tag
 def when(value: datetime | None, empty: str = "—") -> str:
     """An instant as <time>, in UTC as core.instants shows it: dashboard.js
     shows it in the viewer's timezone and labels it so, the title keeping

@@ -26,6 +26,7 @@ from scheduler.apply.items import (
     requirement_list,
     schedule_list,
     string_list,
+    tag_list,
 )
 from scheduler.models import Job
 
@@ -150,6 +151,12 @@ class JobAdminForm(forms.ModelForm):
         help_text="A runner must carry all of these labels to run the job; "
         "separate them with commas, e.g. linux, gpu.",
     )
+    tags = NamesField(
+        required=False,
+        check=checked("tags", tag_list),
+        help_text="What you find and act on jobs by, never where they run; separate them "
+        "with commas, e.g. billing, nightly (lower case, digits, '.', '_', '-').",
+    )
     on_success = NamesField(
         required=False,
         check=checked("on_success", string_list),
@@ -226,7 +233,7 @@ class JobAdminForm(forms.ModelForm):
         model = Job
         fields = [
             "name", "description", "kind", "command", "http", "container", "stdin", "run_as",
-            "env", "parameters", "labels",
+            "env", "parameters", "labels", "tags",
             "schedule", "schedules", "at", "run_on_register", "webhook", "webhook_secret",
             "timezone", "not_before", "not_after", "max_runs",
             "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",

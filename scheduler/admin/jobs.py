@@ -16,6 +16,7 @@ from core.admin_mixins import CheapPaginator
 from core.ownership import AdoptedOnSave
 from scheduler.admin.forms import JobAdminForm
 from scheduler.admin.preview import FirePreviewAdmin
+from scheduler.jobs import tags
 from scheduler.jobs.cron import uses_key
 from scheduler.jobs.label_checks import WarnsOfUnservedLabels
 from scheduler.models import ConcurrencyGroup, Execution, Job, LogChunk
@@ -70,6 +71,22 @@ def fire_time(job: Job, instant: datetime) -> str:
     return format_html('{} <span class="quiet">({})</span>', html, utc)
 
 
+class TagFilter(admin.SimpleListFilter):
+    """`?tag=<tag>`: the jobs carrying one tag (scheduler.jobs.tags), the
+    dashboard's filter of the same name."""
+
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(tag, tag) for tag in tags.in_use(Job.objects.all())]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return tags.carrying(queryset, self.value())
+        return queryset
+
+
 @admin.register(Job)
 class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
     form = JobAdminForm
@@ -83,8 +100,16 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         "enabled",
         "is_paused",
         "has_error",
+        "tags_shown",
     ]
-    list_filter = ["enabled", "overlap", "concurrency_group", "calendar", "misfire_policy"]
+    list_filter = [
+        TagFilter,
+        "enabled",
+        "overlap",
+        "concurrency_group",
+        "calendar",
+        "misfire_policy",
+    ]
     search_fields = ["name", "command", "description"]
     list_select_related = ["calendar"]
     readonly_fields = [
@@ -121,6 +146,7 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "env",
                     "parameters",
                     "labels",
+                    "tags",
                 ]
             },
         ),
@@ -282,6 +308,10 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             return "—"
         done = " — completed: the job disabled itself" if job.completed else ""
         return f"{job.scheduled_runs} of {job.max_runs}{done}"
+
+    @admin.display(description="tags")
+    def tags_shown(self, job: Job) -> str:
+        return ", ".join(job.tags or []) or "—"
 
     @admin.display(description="paused", boolean=True)
     def is_paused(self, job: Job) -> bool:

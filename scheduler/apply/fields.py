@@ -353,6 +353,14 @@ JOB_FIELDS = (
     ),
     Field("labels", "list of text", "A runner must carry all of them to run the job.", []),
     Field(
+        "tags",
+        "list of tags",
+        "What operators group and find jobs by (the dashboard's `?tag=`, the API's job "
+        "list, the admin's filter), never where a job runs: at most 20, each 1 to 50 "
+        "lower-case letters, digits, `.`, `_` and `-`, starting with a letter or digit.",
+        [],
+    ),
+    Field(
         "singleton",
         "true | false",
         "Never two executions at once; an occurrence due while one runs is "

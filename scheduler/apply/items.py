@@ -23,7 +23,7 @@ from scheduler.apply.fields import (
     YAML_PATHS,
     field_names,
 )
-from scheduler.jobs import requires
+from scheduler.jobs import requires, tags
 from scheduler.jobs.cron import EVERY_RE, ScheduleError, parse_schedule
 from scheduler.jobs.models import MAX_AT, MAX_SCHEDULES, MAX_STDIN, PARAMETER_RE
 from scheduler.jobs.schedules.union import parse_instant
@@ -409,6 +409,16 @@ def one_shot_instants(where: str, value: Any, now: dt.datetime, kept: list[Any])
     return [utc_text(moment) for moment in sorted(found)]
 
 
+def tag_list(where: str, value: Any) -> list[str]:
+    """A job's `tags` (scheduler.jobs.tags); ApplyError naming the entry
+    (`jobs[0].tags[1]: ...`)."""
+    found = tags.problem(value)
+    if found is not None:
+        at, message = found
+        raise ApplyError(f"{where}{at}: {message}")
+    return value
+
+
 def parameter_names(where: str, value: Any) -> list[str]:
     """A job's `parameters`: env names a manual trigger may set."""
     try:
@@ -632,6 +642,7 @@ def job_state(job: Job) -> dict[str, Any]:
         "calendar": job.calendar.name if job.calendar is not None else None,
         "calendar_policy": job.calendar_policy,
         "labels": list(job.labels),
+        "tags": list(job.tags or []),
         "singleton": job.singleton,
         "overlap": job.overlap,
         "max_concurrent": job.max_concurrent,

@@ -36,6 +36,7 @@ from scheduler.apply.items import (
     schedule_list,
     seconds,
     string_list,
+    tag_list,
     whole_number,
 )
 from scheduler.apply.report import Change
@@ -289,6 +290,7 @@ class Planner:
         values["http"] = http_request(f"{where}.http", values["http"], values["timeout"])
         values["container"] = container_spec(f"{where}.container", values["container"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
+        values["tags"] = tag_list(f"{where}.tags", values["tags"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in ("on_success", "on_failure"):
             values[key] = string_list(f"{where}.{key}", values[key])

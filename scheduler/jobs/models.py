@@ -18,6 +18,7 @@ from runners.models import feature_marks
 from scheduler.firing import job_edits
 from scheduler.jobs import requires as job_requires
 from scheduler.jobs import webhooks
+from scheduler.jobs.tags import validate_tags
 from scheduler.runs.models import Execution
 
 
@@ -337,6 +338,15 @@ class Job(Owned):
         default=default_labels,
         blank=True,
         help_text="A runner must carry all of these labels to run the job.",
+    )
+    # What operators group and find jobs by (scheduler.jobs.tags); never
+    # where a job runs, which labels decide.
+    tags = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_tags],
+        help_text="Short slugs to find and act on jobs together, e.g. billing, nightly.",
     )
     singleton = models.BooleanField(
         default=False,

@@ -89,11 +89,12 @@ def test_the_job_list_filters(staff_client, three_kinds, at_now, show, names):
 def test_a_filter_combines_with_the_search_and_keeps_it_in_its_links(
     staff_client, three_kinds, at_now
 ):
-    html = html_of(staff_client, reverse("dashboard:overview"), show="failing", q="pause")
+    html = html_of(staff_client, reverse("dashboard:overview"), state="failing", q="pause")
     assert re.findall(r'<tr data-job="([^"]+)"', html) == []
     assert "No job whose name contains “pause” is failing (a failure streak)." in html
-    assert '<input type="hidden" name="show" value="failing">' in html
-    assert 'href="?show=paused&amp;q=pause"' in html
+    assert '<option value="failing" selected>' in html
+    assert 'name="q" value="pause"' in html
+    assert 'href="?q=pause&amp;state=paused"' in html
 
 
 def test_the_overviews_counters_link_to_the_filtered_lists(staff_client, three_kinds, at_now):
@@ -108,11 +109,11 @@ def test_the_overviews_counters_link_to_the_filtered_lists(staff_client, three_k
         return found.group(1), found.group(2)
 
     runners = reverse("dashboard:runners")
-    assert card('data-job-filter="failing"') == ("1", "?show=failing")
-    assert card('data-job-filter="paused"') == ("1", "?show=paused")
-    assert card('data-job-filter="waiting"') == ("1", "?show=waiting")
-    assert card('data-state="pending"') == ("2", "?show=waiting")
-    assert card('data-state="failed"')[1] == "?show=failing"
+    assert card('data-job-filter="failing"') == ("1", "?state=failing")
+    assert card('data-job-filter="paused"') == ("1", "?state=paused")
+    assert card('data-job-filter="waiting"') == ("1", "?state=waiting")
+    assert card('data-state="pending"') == ("2", "?state=waiting")
+    assert card('data-state="failed"')[1] == "?state=failing"
     assert card('data-metric="runners-online"') == ("1", f"{runners}?state=online")
     assert card('data-metric="runners-offline"') == ("0", f"{runners}?state=offline")
     assert card('data-metric="runners-draining"')[1] == f"{runners}?state=draining"

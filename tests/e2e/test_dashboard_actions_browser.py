@@ -140,8 +140,9 @@ def test_a_run_no_runner_can_take_says_why_it_waits(browser_page, world):
     assert page.inner_text("[data-pending-why]").endswith(why)
     screenshot(page, "pending-why-job")
 
-    page.goto(world.url + "/?show=waiting")
-    assert page.locator("tr[data-job]").all_inner_texts()[0].startswith("train-model")
+    page.goto(world.url + "/?state=waiting")
+    # The row's first cell is the operator's tick box, with no text.
+    assert page.locator("tr[data-job]").all_inner_texts()[0].strip().startswith("train-model")
     assert page.locator("tr[data-job]").count() == 1
     assert page.inner_text("tr[data-job=train-model] [data-pending-why]") == f"1 waiting: {why}"
     screenshot(page, "pending-why-overview")

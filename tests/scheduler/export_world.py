@@ -67,6 +67,7 @@ def rich(secrets_dir):
                 "calendar": "narrow",
                 "calendar_policy": "defer",
                 "labels": ["linux", "gpu"],
+                "tags": ["reports", "team-data"],
                 "overlap": "queue",
                 "max_concurrent": 2,
                 "max_queue": 5,

@@ -186,9 +186,45 @@
     setTimeout(poll, every);
   }
 
+  // The overview's bulk actions: a box ticks every job of the page, the
+  // count of ticked jobs is kept beside "the ticked jobs", and ticking a
+  // job chooses them over "all matching the filter". The server asks for
+  // the confirmation (dashboard.bulk).
+  function tickJobs(form) {
+    var boxes = document.querySelectorAll('input[type=checkbox][name=job][form="' + form.id + '"]');
+    var page = document.querySelector("[data-tick-page]");
+    var count = form.querySelector("[data-ticked-count]");
+    var ticked = form.querySelector("input[name=scope][value=selected]");
+    function update() {
+      var n = 0;
+      boxes.forEach(function (box) { if (box.checked) n++; });
+      count.textContent = n + " ticked";
+      if (page) {
+        page.checked = n > 0 && n === boxes.length;
+        page.indeterminate = n > 0 && n < boxes.length;
+      }
+      return n;
+    }
+    boxes.forEach(function (box) {
+      box.addEventListener("change", function () {
+        if (update() > 0) ticked.checked = true;
+      });
+    });
+    if (page) {
+      page.hidden = boxes.length === 0;
+      page.addEventListener("change", function () {
+        boxes.forEach(function (box) { box.checked = page.checked; });
+        if (update() > 0) ticked.checked = true;
+      });
+    }
+    update();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     showZone();
     confirmActions(document);
+    var bulk = document.querySelector("form#bulk");
+    if (bulk) tickJobs(bulk);
     var runners = document.querySelector("table.runners[data-rows-url]");
     if (runners) followRunners(runners);
     localiseTimes(document);
