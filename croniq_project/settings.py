@@ -91,6 +91,8 @@ MIDDLEWARE = middleware_setting(
         "allauth.account.middleware.AccountMiddleware",
         # CRONIQ_REQUIRE_2FA: staff without an authenticator enrol first.
         "croniq_project.two_factor.EnrolmentRequiredMiddleware",
+        # A two-factor secret no key decrypts: a page saying so, not a 500.
+        "croniq_project.sign_in.UnreadableSecretMiddleware",
         "croniq_project.middleware.FrameOptionsMiddleware",
         "croniq_project.middleware.MetricsAfterMiddleware",
     ],

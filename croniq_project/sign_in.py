@@ -14,9 +14,14 @@ password and before they are signed in. What is Croniq's here:
   (croniq_project.two_factor);
 - a user's two-factor changes are audited: `user.two_factor_on`,
   `user.two_factor_off`, `user.recovery_codes_renewed`, and each
-  `user.recovery_code_used` (a code that stands in for a lost phone).
+  `user.recovery_code_used` (a code that stands in for a lost phone);
+- the TOTP secret and the recovery codes' seed are stored encrypted under
+  the secrets store's keys (vault.crypto; `rotate_secrets` rotates them,
+  vault.authenticators), and one no key decrypts refuses the sign-in saying
+  why (UnreadableSecret), never a 500.
 """
 
+import logging
 from typing import Any
 
 from allauth.account.adapter import DefaultAccountAdapter, get_adapter
@@ -25,10 +30,16 @@ from allauth.core import context
 from allauth.mfa import signals
 from allauth.mfa.adapter import DefaultMFAAdapter
 from allauth.mfa.models import Authenticator
-from django.http import HttpRequest
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.deprecation import MiddlewareMixin
 
 import audit
 from croniq_project import two_factor
+from vault import crypto
+
+logger = logging.getLogger(__name__)
 
 # The login field's name in the page and in what the form posts: what the
 # admin's login form posted, and what password managers look for.
@@ -101,6 +112,56 @@ class MFAAdapter(DefaultMFAAdapter):
 
     def can_delete_authenticator(self, authenticator: Authenticator) -> bool:
         return not two_factor.must_have_authenticator(context.request, authenticator.user)
+
+    # allauth passes every secret it stores in Authenticator.data (a TOTP
+    # secret, the recovery codes' seed) through these two.
+    def encrypt(self, text: str) -> str:
+        return crypto.encrypt(text)
+
+    def decrypt(self, encrypted_text: str) -> str:
+        # No clear value is read as one: no release stored a secret in clear,
+        # and a value that is not a token of our keys is an error to show,
+        # not a secret to trust (a row written behind Croniq's back included).
+        try:
+            return crypto.decrypt(encrypted_text)
+        except crypto.InvalidToken:
+            logger.error(
+                "a two-factor secret that no key of CRONIQ_SECRETS_KEYS decrypts: "
+                "`croniq-admin rotate_secrets` names whose"
+            )
+            raise UnreadableSecret() from None
+
+
+UNREADABLE_SECRET = (
+    "Your two-factor sign-in cannot be checked: this server no longer has the key that "
+    "encrypted it (CRONIQ_SECRETS_KEYS). Ask an administrator to restore that key, or to "
+    "remove your authenticator in the admin so that you can set it up again."
+)
+
+
+class UnreadableSecret(ValidationError):
+    """A two-factor secret that no configured key decrypts. Raised inside
+    allauth's check of a code, it is the code's error: the sign-in (or the
+    reauthentication) is refused with this message. Raised on another page
+    (the recovery codes'), UnreadableSecretMiddleware answers with it."""
+
+    def __init__(self) -> None:
+        super().__init__(UNREADABLE_SECRET, code="unreadable_secret")
+
+
+class UnreadableSecretMiddleware(MiddlewareMixin):
+    """A page saying why, 503 (the server lacks a key), in place of a 500 when
+    a two-factor page meets a secret no key decrypts."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, UnreadableSecret):
+            return None
+        return render(
+            request,
+            "sign_in/unreadable_secret.html",
+            {"message": UNREADABLE_SECRET},
+            status=503,
+        )
 
 
 def audit_two_factor() -> None:
