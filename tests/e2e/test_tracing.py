@@ -15,7 +15,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from harness.processes import Server, free_port, manage, start_agent, start_loop, wait_for
+from harness.processes import (
+    LAYOUTS,
+    Server,
+    free_port,
+    manage,
+    start_agent,
+    start_loop,
+    start_web_and_loop,
+    wait_for,
+)
 from tests.agent.world import executions, issue_token, ready
 
 pytestmark = pytest.mark.e2e
@@ -159,17 +168,16 @@ def test_the_four_spans_share_the_trace_of_the_jobs_traceparent(e2e_database, tm
         print(server.output()[-3000:], loop.output()[-3000:])
 
 
-def test_an_endpoint_refusing_connections_never_holds_a_stop(e2e_database, tmp_path):
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
+def test_an_endpoint_refusing_connections_never_holds_a_stop(e2e_database, tmp_path, layout):
     # Nothing listens there; the batches wait for the stop (a minute's delay).
     env = {
         "CRONIQ_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
         "OTEL_BSP_SCHEDULE_DELAY": "60000",
     }
-    server = Server(e2e_database, tmp_path / "web.log", **env)
-    loop = start_loop(e2e_database, tmp_path / "loop.log", **env)
+    token = issue_token(e2e_database)
+    server, processes = start_web_and_loop(layout, e2e_database, tmp_path, **env)
     try:
-        token = issue_token(e2e_database)
-        ready(server)
         apply_job(e2e_database, tmp_path, "unheard", "unheard", "true")
         agent = start_agent(
             server.url, token, tmp_path / "agent.log", "--once", "--labels", "unheard"
@@ -177,14 +185,14 @@ def test_an_endpoint_refusing_connections_never_holds_a_stop(e2e_database, tmp_p
         wait_for(lambda: not agent.alive(), timeout=60, message="the agent's one run")
         agent.stop()  # exited: its log is closed
         assert [e["state"] for e in executions(e2e_database, "unheard")] == ["succeeded"]
-        # Spans are queued in both (fire in the loop; claim, run, finish in
-        # the web process) and their endpoint refuses: each stops anyway.
-        for process in (server, loop):
+        # Spans are queued (fire in the loop; claim, run and finish in the
+        # web process) and their endpoint refuses: every process stops anyway.
+        for process in processes:
             process.popen.send_signal(signal.SIGTERM)
-        for process in (server, loop):
+        for process in processes:
             wait_for(lambda p=process: not p.alive(), timeout=30, message="the process to stop")
             assert process.popen.returncode in (0, -signal.SIGTERM), process.output()[-3000:]
-            assert "spans not exported within 1.0s of the stop: dropped" in process.output()
+            assert "spans not exported within 0.5s of the stop: dropped" in process.output()
     finally:
-        loop.stop()
-        server.stop()
+        for process in processes:
+            process.stop()
