@@ -6,3 +6,6 @@ class CoreConfig(AppConfig):
     # it has no models of its own (abstract ones only).
     name = "core"
     verbose_name = "Croniq core"
+
+    def ready(self) -> None:
+        from core import tracing  # noqa: F401  (registers the system check croniq.E001)

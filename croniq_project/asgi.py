@@ -16,10 +16,12 @@ def get_application() -> "CroniqASGIHandler":
     django.setup(set_prefix=False)
     from django.urls import get_resolver
 
+    from core import tracing
     from croniq_project.asgi_handler import CroniqASGIHandler
     from notifications import stall_watch
     from scheduler.firing.long_lived import settle_the_collector, switch_threads_often
 
+    tracing.require_extra()
     # The web processes outlive a dead scheduler loop: they report its stall.
     stall_watch.start()
     handler = CroniqASGIHandler()

@@ -7,6 +7,7 @@ of a default silently taking its place.
 import ipaddress
 import math
 import os
+import urllib.parse
 from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
@@ -92,6 +93,24 @@ def envnetworks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network
                 f"{name}: expected networks such as 10.0.0.0/8, got {item!r}"
             ) from None
     return networks
+
+
+def envurl(name: str) -> str | None:
+    """An http:// or https:// URL with a host; None when unset or empty."""
+    value = (env(name) or "").strip()
+    if not value:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 (it raises on a port that is no number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured(
+            f"{name}: expected an http:// or https:// URL such as http://collector:4318, "
+            f"got {value!r}"
+        )
+    return value
 
 
 def envproxyheader(name: str) -> tuple[str, str] | None:

@@ -26,12 +26,14 @@ under it) is sent again by its runner; a repeated finish gets the same
 answer (docs/design.md §4).
 """
 
+import asyncio
 import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from core import tracing
 from dispatch import hub
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -50,6 +52,8 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await hub.wind_down(WIND_DOWN)
+            # The spans still queued leave now, within a bounded wait.
+            await asyncio.to_thread(tracing.flush)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -15,6 +15,7 @@ from croniq_project.env import (
     envlist,
     envnetworks,
     envproxyheader,
+    envurl,
 )
 from croniq_project.middleware_list import middleware_setting
 from croniq_project.pooling import listen_database, pooler_safe
@@ -244,6 +245,9 @@ CRONIQ_BACKFILL_CAP = envint("CRONIQ_BACKFILL_CAP", 1000, minimum=1)
 CRONIQ_REPLAY_MAX_AGE = envfloat("CRONIQ_REPLAY_MAX_AGE", 7 * 24 * 3600.0, minimum=0)
 # /metrics asks for `Authorization: Bearer <token>` when set.
 CRONIQ_METRICS_TOKEN = env("CRONIQ_METRICS_TOKEN") or None
+# Executions' spans go to this OTLP/HTTP collector (core/tracing.py, the
+# extra `tracing`); unset, nothing is exported.
+CRONIQ_OTLP_ENDPOINT = envurl("CRONIQ_OTLP_ENDPOINT")
 
 # Check-ins (docs/design.md §12). A ping token may send CRONIQ_PING_LIMIT
 # pings per CRONIQ_PING_WINDOW seconds before it is answered 429: a job pings

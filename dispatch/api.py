@@ -256,6 +256,13 @@ class AssignmentOut(Schema):
         "(its secrets resolved), pull (missing, always or never), network (none, bridge, host "
         "or null: the engine's default).",
     )
+    traceparent: str = Field(
+        "",
+        exclude_if=lambda traceparent: not traceparent,
+        description="The run's W3C trace context (00-<trace id>-<span id>-01; sent when the "
+        "execution has one): the agent sets the job's TRACEPARENT to it, and an http job's "
+        "request carries it as its traceparent header unless the job sets one.",
+    )
     redact: list[str] = Field(
         [],
         exclude_if=lambda redact: not redact,

@@ -24,7 +24,7 @@ from dispatch import identity
 from dispatch.refusals import Refused
 from runners.models import JOB_FEATURES, Runner, feature_marks, split_requirements
 from scheduler.models import Execution, Job
-from scheduler.runs import groups, lifecycle, maintenance
+from scheduler.runs import groups, lifecycle, maintenance, spans
 from vault import references, resolution
 from vault.models import DEFAULT_PROJECT
 
@@ -54,6 +54,7 @@ CLAIMED_FIELDS = (
     "job__kind",
     "job__http",
     "job__container",
+    "traceparent",
 )
 
 
@@ -329,6 +330,9 @@ def assignment(execution: Execution) -> dict[str, Any]:
         # How the run came about, for the agent's CRONIQ_TRIGGER; older
         # agents ignore it.
         "trigger": execution.trigger,
+        # The job's TRACEPARENT (docs/design.md §15); none for an execution
+        # stored before trace contexts.
+        "traceparent": execution.traceparent,
     }
     # Only when set (docs/design.md §4), so other assignments stay as they
     # were; only runners that announced the feature claim such a job
@@ -350,6 +354,7 @@ def answer(runner: Runner, executions: list[Execution], now: datetime) -> Handed
     """A poll's `Handed` (after the commit); a flapping mark may clear here."""
     if runner.flapping:
         identity.check_flapping(runner, now)
+    spans.claimed(runner.name, executions, now)
     given, executions = with_secrets(executions, now)
     return Handed(
         given,

@@ -28,7 +28,7 @@ from dispatch.notify import notify_new_work
 from dispatch.refusals import Conflict, NotFound, Refused, TooLarge
 from runners.models import RunnerToken
 from scheduler.models import LOG_TRUNCATED_MARKER, Execution, LogChunk
-from scheduler.runs import lifecycle, outcomes, requirements
+from scheduler.runs import lifecycle, outcomes, requirements, spans
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -306,6 +306,7 @@ def finish(
     if exit_code == 0 and not timed_out:
         secret_hash = RunnerToken.hash_of(credential.secret)
         if finished_ok(secret_hash, execution_id, session, lease, error, now):
+            spans.finished([execution_id], now)
             return Execution.SUCCEEDED
     token = identity.require_token(credential, now)
     return finish_held(token, execution_id, session, lease, exit_code, error, timed_out, now)
@@ -341,6 +342,7 @@ def finish_many(
     # The successes held under their leases, together; the rest one by one
     # (a success left out is a retry or not held: the full path answers why).
     settled = settle_many.settle_successes(token.secret_hash, session, successes, now)
+    spans.finished(settled, now)
     answers = []
     for execution_id, lease, exit_code, error, timed_out in reports:
         if execution_id in settled:
@@ -481,6 +483,7 @@ def finish_held(
     if result is False:
         execution.refresh_from_db()
         raise StaleLease(execution, token, session, lease, "finish", now)
+    spans.finished([execution.pk], now)
     if result is not None or execution.job.concurrency_group_id is not None:
         notify_new_work()  # a retry, or room in a concurrency group
     return state
@@ -501,6 +504,7 @@ def reap_late(execution: Execution, now: datetime) -> str:
     still accepted: nothing else has run the instant yet."""
     lapsed = Execution.objects.filter(pk=execution.pk, lease_expires_at__lt=now)
     if lifecycle.release(lapsed, lifecycle.LEASE_EXPIRED, now):
+        spans.finished([execution.pk], now)
         notify_new_work()
     execution.refresh_from_db()
     return execution.state

@@ -86,6 +86,21 @@ def no_stray_notifier(monkeypatch):
     notifier.stop_all()
 
 
+@pytest.fixture
+def exported_spans():
+    """Spans exported while the test runs, kept in memory
+    (core.tracing with the SDK's in-memory exporter), as `Span`s read back."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from core import tracing
+
+    exporter = InMemorySpanExporter()
+    tracing.install(SimpleSpanProcessor(exporter))
+    yield exporter
+    tracing.reset()
+
+
 # -- tests without a database run in one pass -------------------------------
 
 # What makes a test depend on the backend: a database fixture, or a marker of

@@ -101,6 +101,28 @@ def test_malformed_integer_setting_names_the_variable():
     assert "CRONIQ_FLAP_THRESHOLD" in result.stderr
 
 
+@pytest.mark.parametrize("value", ["collector:4318", "ftp://collector", "http://", "http://c:x"])
+def test_a_bad_otlp_endpoint_stops_startup_naming_the_setting(value):
+    result = run_check(DEBUG="1", CRONIQ_OTLP_ENDPOINT=value)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "CRONIQ_OTLP_ENDPOINT" in lines[0] and "http://collector:4318" in lines[0]
+
+
+def test_the_web_server_refuses_to_export_spans_without_the_tracing_extra():
+    # The extra's exporter made unimportable, as on an install without it.
+    hidden = "import sys; sys.modules['opentelemetry.exporter.otlp.proto.http'] = None; "
+    web = ("-c", hidden + "import croniq_project.asgi")
+    result = run_check(*web, DEBUG="1", CRONIQ_OTLP_ENDPOINT="http://collector:4318")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "croniq[tracing]" in lines[0]
+    started = run_check(*web, DEBUG="1")
+    assert started.returncode == 0, started.stderr
+
+
 def test_good_configuration_passes_the_check(tmp_path):
     result = run_check(DEBUG="0", SECRET_KEY="x" * 50, DATABASE_URL=f"sqlite:///{tmp_path}/c.db")
     assert result.returncode == 0, result.stderr

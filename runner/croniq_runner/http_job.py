@@ -26,7 +26,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from croniq_runner.config import VERSION
-from croniq_runner.job import REASONS, Job
+from croniq_runner.job import REASONS, Job, traceparent_of
 from croniq_runner.redaction import redactor_for
 
 log = logging.getLogger("croniq.runner")
@@ -322,6 +322,11 @@ class HttpJob(Job):
         headers = dict(request.headers)
         if not any(name.lower() == "user-agent" for name in headers):
             headers["User-Agent"] = f"croniq-runner/{VERSION}"
+        # The run's trace context (docs/design.md §15), unless the job sends
+        # its own; no tracestate.
+        traceparent = traceparent_of(self.assignment)
+        if traceparent and not any(name.lower() == "traceparent" for name in headers):
+            headers["traceparent"] = traceparent
         remaining = self.remaining()
         read = None if remaining is None else remaining + DEADLINE_SLACK
         connect = CONNECT_TIMEOUT if read is None else min(CONNECT_TIMEOUT, read)

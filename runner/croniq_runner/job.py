@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import pwd
+import re
 import select
 import signal
 import subprocess
@@ -49,6 +50,12 @@ LOGS_TIMEOUT = 10.0
 FINISH_TIMEOUT = 10.0
 # Never handed to jobs: a job must not be able to act as the runner.
 SECRET_ENV = ("CRONIQ_TOKEN", "CRONIQ_TOKEN_FILE")
+# A W3C traceparent (version, trace id, parent id, flags), as the server
+# sends a run's (docs/design.md §15); "ff" is no version.
+TRACEPARENT = re.compile(r"(?!ff)[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+# The trace context variables a job would inherit from the agent's own
+# environment: not its run's, so they go when the run has one.
+TRACE_ENV = ("TRACEPARENT", "TRACESTATE")
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 # How long a job gets between SIGTERM and SIGKILL when its agent died.
 ORPHAN_GRACE = 5.0
@@ -63,12 +70,27 @@ REASONS = {
 }
 
 
+def traceparent_of(assignment: Assignment) -> str | None:
+    """The run's trace context, or None: a server that predates it sends
+    none, and a value that is not one is ignored."""
+    value = assignment.get("traceparent")
+    if isinstance(value, str) and TRACEPARENT.fullmatch(value):
+        return value
+    return None
+
+
 def job_environment(
     assignment: Assignment, base: Mapping[str, str], account: "Account | None" = None
 ) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+    traceparent = traceparent_of(assignment)
+    dropped = SECRET_ENV + (TRACE_ENV if traceparent else ())
+    env = {k: v for k, v in base.items() if k not in dropped}
     if account is not None:
         env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
+    if traceparent:
+        # The run's trace, with no TRACESTATE: the server keeps no vendor
+        # state. A job's own env naming them wins (set just below).
+        env["TRACEPARENT"] = traceparent
     env.update({str(k): str(v) for k, v in (assignment.get("env") or {}).items()})
     env.update(run_variables(assignment))
     return env

@@ -30,7 +30,7 @@ from scheduler.firing import fanout, notifier
 from scheduler.firing.triggers import QUEUE_FULL_RETRY_AFTER, QueueFull
 from scheduler.jobs.cron import next_fires
 from scheduler.models import Execution, Job
-from scheduler.runs import overlap
+from scheduler.runs import overlap, spans
 from scheduler.runs.refusals import OperationRefused
 
 TINY = timedelta(microseconds=1)
@@ -157,7 +157,7 @@ def backfill(
         if not waits:  # queued runs become pending only as the overlap policy lets them
             runs_per_instant = len(roster) if roster else 1
             check_queue(job, len(instants) * runs_per_instant)
-        Execution.objects.bulk_create(
+        runs = Execution.objects.bulk_create(
             run
             for t in instants
             for run in fanout.spread(Execution(
@@ -165,6 +165,7 @@ def backfill(
                 singleton=job.one_live, run_after=now, created_at=now,
             ), roster)
         )  # fmt: skip
+        spans.fired(runs)
         audit.record(
             "job.backfilled", target=job, actor=actor, at=now,
             data={"start": start.isoformat(), "end": end.isoformat(), "created": len(instants),

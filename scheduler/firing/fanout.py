@@ -22,6 +22,7 @@ from typing import Any
 
 from django.apps import apps
 
+from core import tracing
 from scheduler.models import Execution, Job
 
 # Worst first: the state an occurrence with runs in several states shows.
@@ -72,6 +73,8 @@ def pinned(execution: Execution, name: str, delay: timedelta) -> Execution:
     copy = Execution(**fields)
     copy.job = execution.job
     copy.pinned_to = name
+    # Each runner's run is a run of its own: its own trace (core.tracing).
+    copy.traceparent = tracing.new_traceparent()
     copy.run_after = execution.run_after + delay
     return copy
 

@@ -57,7 +57,7 @@ from scheduler.firing.skips import (
 )
 from scheduler.firing.timeouts import expire_timeouts, next_timeout, time_out
 from scheduler.models import Execution, Job
-from scheduler.runs import overlap, requirements
+from scheduler.runs import overlap, requirements, spans
 
 __all__ = [  # the names callers import from here, besides the fire step's own
     "FIRE_LEAD",
@@ -325,6 +325,14 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
         record_skip(execution, verdict, now)
     for execution, window, into in in_maintenance:
         record_maintenance(execution, window, into, now)
+    spans.fired(
+        [
+            *pending,
+            *(execution for execution, _ in skipped),
+            *(execution for execution, _, _ in in_maintenance),
+            *(execution for execution, _ in gate.unmet),
+        ]
+    )
     advance_jobs(jobs)
     if created:
         # In the transaction: the hint leaves with its commit (PostgreSQL's

@@ -13,8 +13,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 import audit
+from core import tracing
 from scheduler.models import MAX_RETRY_DELAY, Execution
-from scheduler.runs import chains, outcomes, overlap, requirements
+from scheduler.runs import chains, outcomes, overlap, requirements, spans
 from scheduler.triage import dead_letters
 
 LEASE_EXPIRED = "lease_expired"
@@ -182,10 +183,11 @@ def next_attempt(
     execution: Execution, attempt: int, run_after: datetime, now: datetime
 ) -> Execution | None:
     """A pending retry of the same instant, or None when that attempt exists
-    already or a singleton job has a live execution again."""
+    already or a singleton job has a live execution again. It continues the
+    run's trace (docs/design.md §15)."""
     try:
         with transaction.atomic():
-            return Execution.objects.create(
+            retry = Execution.objects.create(
                 job=execution.job,
                 scheduled_for=execution.scheduled_for,
                 attempt=attempt,
@@ -195,9 +197,12 @@ def next_attempt(
                 created_at=now,
                 env=execution.env,  # a triggered run's overrides hold for its retries
                 pinned_to=execution.pinned_to,  # a run on every runner retries on its own
+                traceparent=tracing.continued(execution.traceparent),
             )
     except IntegrityError:
         return None
+    spans.fired([retry])
+    return retry
 
 
 def confirm_kill(

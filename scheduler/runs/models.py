@@ -5,6 +5,8 @@ from datetime import timedelta
 
 from django.db import models
 
+from core import tracing
+
 
 class Execution(models.Model):
     """One attempt to run a job for one scheduled instant."""
@@ -121,6 +123,16 @@ class Execution(models.Model):
         blank=True,
         help_text="Queued until its job's requirements are met, at most until then "
         "(requires_policy wait); empty otherwise.",
+    )
+    # Drawn when the execution is created (a retry continues its run's
+    # trace, core.tracing.continued); empty for one stored before trace
+    # contexts, whose assignment carries none.
+    traceparent = models.CharField(
+        max_length=55,
+        blank=True,
+        default=tracing.new_traceparent,
+        db_default="",
+        help_text="The run's W3C trace context: the job's TRACEPARENT.",
     )
 
     class Meta:

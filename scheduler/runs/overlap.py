@@ -31,6 +31,7 @@ import audit
 from core import db
 from scheduler.firing import fanout, notifier
 from scheduler.models import Execution, Job
+from scheduler.runs import spans
 from scheduler.runs.refusals import OperationRefused
 
 PENDING = "pending"
@@ -248,7 +249,9 @@ def enter(job: Job, execution: Execution, now: datetime) -> Execution:
     or the instant's attempt refuses it."""
     execution.singleton = job.one_live
     if job.overlap == Job.ALLOW:
-        return save_spread(execution)
+        execution = save_spread(execution)
+        spans.fired(execution.occurrence)
+        return execution
     lock(job.pk)
     verdict = admit(job, execution, occupancy([job]).get(job.pk))
     if verdict.action == SKIPPED:
@@ -261,4 +264,5 @@ def enter(job: Job, execution: Execution, now: datetime) -> Execution:
     for old in verdict.replaces:
         replace(old, by, now)
     execution.save()
+    spans.fired([execution])
     return execution

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, QuerySet
 
 import audit
+from core import tracing
 from scheduler.firing import notifier
 from scheduler.models import Execution
 from scheduler.runs import overlap
@@ -102,6 +103,8 @@ def new_attempt(execution: Execution, now: datetime) -> Execution:
                 created_at=now,
                 env=execution.env,  # a triggered run's overrides hold for its replay
                 pinned_to=execution.pinned_to,  # run on every runner: replayed on its own
+                # Another attempt at the same run: in its trace (docs/design.md §15).
+                traceparent=tracing.continued(execution.traceparent),
             )
             return overlap.enter(job, new, now)
     except IntegrityError:

@@ -157,7 +157,17 @@ def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
         "lease_expires_at",
         "starts_in",  # 0: the answer left at the instant
         "trigger",  # how the run came about: the agent's CRONIQ_TRIGGER
+        "traceparent",  # the run's trace context: the job's TRACEPARENT
     }
+    assert assigned["traceparent"] == execution.traceparent
+
+
+def test_work_stored_before_trace_contexts_is_handed_out_without_one(api_client, registered):
+    execution = pending(now=timezone.now(), labels=["linux"], traceparent="")
+    answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "capacity": 2})
+    [assigned] = answer.json()["executions"]
+    assert assigned["id"] == execution.pk
+    assert "traceparent" not in assigned  # as an older server's assignment
     assert assigned["starts_in"] == 0
     assert assigned["trigger"] == "schedule"
 

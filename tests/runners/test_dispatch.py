@@ -193,6 +193,7 @@ def test_the_assignment_carries_what_the_runner_needs(runner):
         "lease": 1,
         "lease_expires_at": claimed.lease_expires_at,
         "trigger": "schedule",
+        "traceparent": execution.traceparent,
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from core import tracing
 from scheduler.firing.loop import SchedulerLoop
 
 
@@ -27,9 +28,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, once: bool, interval: float, **options: Any) -> None:
         loop = SchedulerLoop(interval=interval)
-        if once:
-            loop.run_once()
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: loop.stop())
-        loop.run_forever()
+        try:
+            if once:
+                loop.run_once()
+                return
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: loop.stop())
+            loop.run_forever()
+        finally:
+            # The spans still queued leave now, within a bounded wait.
+            tracing.flush()

@@ -5,6 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from core import tracing
 from scheduler.firing.loop import SchedulerLoop
 from scheduler.firing.serve import OneProcess, web_server
 
@@ -36,6 +37,10 @@ class Command(BaseCommand):
     ) -> None:
         server = web_server(host, port, access_log=access_log)
         process = OneProcess(server, SchedulerLoop(interval=interval))
-        code = process.run()
+        try:
+            code = process.run()
+        finally:
+            # The loop's last spans too (the web server flushed at its stop).
+            tracing.flush()
         if code:
             raise SystemExit(code)
