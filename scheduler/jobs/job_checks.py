@@ -87,8 +87,22 @@ def webhook_problems(job: Job) -> dict[str, str]:
     return {"webhook_secret": problem} if problem else {}
 
 
-# What only a shell job has: an http job starts no process (docs/design.md §15).
-SHELL_ONLY = ("command", "stdin", "run_as", "env", "parameters")
+# What only a shell job has: an http job starts no process (docs/design.md §15),
+# so it has no memory or CPU of its own to limit, and no exit code.
+SHELL_ONLY = (
+    "command",
+    "stdin",
+    "run_as",
+    "env",
+    "parameters",
+    "max_memory",
+    "max_cpu_seconds",
+    "success_exit_codes",
+)
+# Why, where the general reason would not say it.
+SHELL_ONLY_WHY = {
+    "success_exit_codes": "only with kind: shell (an http job succeeds on http.expect_status)"
+}
 
 
 def kind_problems(job: Job) -> dict[str, str]:
@@ -98,7 +112,7 @@ def kind_problems(job: Job) -> dict[str, str]:
     `scheduler.apply.items.http_request`)."""
     if job.kind == job.HTTP:
         problems = {
-            name: "only with kind: shell (an http job starts no process)"
+            name: SHELL_ONLY_WHY.get(name, "only with kind: shell (an http job starts no process)")
             for name in SHELL_ONLY
             if getattr(job, name)
         }
