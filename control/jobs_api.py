@@ -26,6 +26,13 @@ class JobOut(Schema):
     # An http job's request (headers named like secrets masked); null for a shell job.
     http: dict[str, Any] | None = None
     env: dict[str, Any]
+    # Limits (docs/design.md §15): sizes in bytes; null: none (max_output:
+    # the server's log limit).
+    max_output: int | None = None
+    on_max_output: str = "truncate"
+    max_memory: int | None = None
+    max_cpu_seconds: int | None = None
+    success_exit_codes: list[int] = []
     stdin: str = ""
     run_as: str = ""
     run_on_register: bool = False
