@@ -8,10 +8,10 @@ TOKEN_PREFIX = "crq_"
 
 # Assignment fields a job may need its runner's agent to act on
 # (docs/design.md §4): an agent that ignores one would run the job wrong (as
-# its own user, without its input, or an http job's empty command instead of
-# its request), so it gets such work only when it announced the feature at
-# registration.
-JOB_FEATURES = ("stdin", "run_as", "http")
+# its own user, without its input, an http job's empty command instead of
+# its request, or a limited job unlimited), so it gets such work only when it
+# announced the feature at registration.
+JOB_FEATURES = ("stdin", "run_as", "http", "limits")
 # A feature as a label in the sets claims match (`Runner.fits`,
 # `Job.requirements`): no label holds a NUL character (the API, apply and
 # the admin refuse it), so a mark never meets a real label.

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from audit.models import AuditEvent
@@ -157,9 +158,11 @@ def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
         "lease_expires_at",
         "starts_in",  # 0: the answer left at the instant
         "trigger",  # how the run came about: the agent's CRONIQ_TRIGGER
+        "max_output",  # the bytes its log keeps (docs/design.md §15)
     }
     assert assigned["starts_in"] == 0
     assert assigned["trigger"] == "schedule"
+    assert assigned["max_output"] == settings.CRONIQ_LOG_LIMIT
 
 
 def test_an_early_poll_gets_work_ahead_of_its_instant_with_starts_in(api_client, registered):

@@ -179,7 +179,7 @@ def test_a_poll_refuses_a_superseded_session(runner, secret):
 
 
 def test_the_assignment_carries_what_the_runner_needs(runner):
-    job = JobFactory(name="report", command="echo hi", env={"A": "1"}, timeout=60)
+    job = JobFactory(name="report", command="echo hi", env={"A": "1"}, timeout=60, max_output=4096)
     execution = pending(job=job, attempt=2)
     [claimed] = claim(runner)
     assert claims.assignment(claimed) == {
@@ -193,6 +193,7 @@ def test_the_assignment_carries_what_the_runner_needs(runner):
         "lease": 1,
         "lease_expires_at": claimed.lease_expires_at,
         "trigger": "schedule",
+        "max_output": 4096,
     }
 
 
