@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from croniq_runner import discover, wrap
+from croniq_runner.cgroups import Cgroups
 from croniq_runner.client import (
     Client,
     Conflict,
@@ -96,6 +97,7 @@ class Agent(Registration, LeaseKeeping):
         self.lease_ttl = 30.0
         self.leases: LeaseBook | None = None
         self.ledger: Ledger | None = None
+        self.cgroups: Cgroups | None = None  # where jobs' limits are held (limits.py)
 
         self.jobs: dict[int, Job] = {}
         self.jobs_lock = threading.Lock()
@@ -122,6 +124,7 @@ class Agent(Registration, LeaseKeeping):
     def run(self) -> int:
         try:
             self.open_ledger()
+            self.find_cgroups()
             self.register()
         except Fatal as fatal:
             log.error("%s", fatal)
@@ -161,6 +164,15 @@ class Agent(Registration, LeaseKeeping):
         self.ledger = ledger
         if ended:
             log.warning("ended %d job(s) left running by a previous run", len(ended))
+
+    def find_cgroups(self) -> None:
+        """Where jobs' memory limits and CPU counts go (cgroups.py), said
+        once in the log; nowhere with --cgroups off."""
+        if not self.config.cgroups:
+            log.info("limits: no cgroups (--cgroups off): setrlimit per process, CPU from /proc")
+            return
+        self.cgroups = Cgroups.probe()
+        log.info("limits: %s", self.cgroups.describe())
 
     def stop(self, why: str) -> None:
         if self.stopping.is_set():
@@ -412,6 +424,7 @@ class Agent(Registration, LeaseKeeping):
             start_at=start_at(assignment),
             reports=self.reports,
             allowed_users=self.config.allow_run_as,
+            cgroups=self.cgroups,
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.
