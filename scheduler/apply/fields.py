@@ -210,8 +210,9 @@ JOB_FIELDS = (
         'status and fails on another (`error: "HTTP 503"`) or when no answer comes '
         "(the error says why: `connection refused: host:port`, ...); redirects are not "
         "followed (a 3xx is the answer: expect it to accept it). The log holds the "
-        "status line, the response's headers and its body, cut after 1 MiB (the cut "
-        "said). The url, the header values and the body may hold `${secret:NAME}`; a "
+        "status line, the response's headers and its body, within `max_output` as a "
+        "command's output is (its head and tail, the cut said). The url, the header "
+        "values and the body may hold `${secret:NAME}`; a "
         "header named like a secret (`Authorization`, `Cookie`, `X-Api-Key`, "
         "`*-Token`) is shown masked by the API unless it is such a reference, alone or "
         "after a scheme (`Bearer ${secret:api-token}`).",
