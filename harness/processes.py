@@ -271,12 +271,18 @@ def start_agent(server_url, token, log_path, *args, **extra_env):
     """croniq-runner as installed from its wheel (harness/runner_venv.py)."""
     # Ledgers of the agent's jobs live beside its log, not in root's home.
     extra_env.setdefault("XDG_STATE_HOME", Path(log_path).parent / "agent-state")
-    env = process_env("sqlite:////nonexistent", **extra_env)
+    env = agent_env(process_env("sqlite:////nonexistent", **extra_env))
     return Process(
         [str(runner_venv() / "croniq-runner"), "--server", server_url, "--token", token, *args],
         env,
         log_path,
     )
+
+
+def agent_env(env):
+    """An agent's environment: its wheel's code alone, whatever PYTHONPATH
+    the suite runs with (a checkout's runner/ put first would replace it)."""
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
 
 
 def wait_for(predicate, timeout=20, interval=0.05, message="condition"):
