@@ -105,10 +105,9 @@ class Limits:
         return f"CPU limit {self.max_cpu_seconds} s exceeded"
 
 
-def cpu_table(proc: str = "/proc") -> dict[int, tuple[int, float]]:
-    """{pid: (parent pid, CPU seconds)} of every process, zombies included;
-    a process's seconds are its own and those of the children it reaped
-    (utime, stime, cutime, cstime)."""
+def cpu_table(proc: str = "/proc") -> dict[int, tuple[int, float, float]]:
+    """{pid: (parent pid, own CPU seconds, reaped children's)} of every
+    process, zombies included (utime + stime, cutime + cstime)."""
     tick = os.sysconf("SC_CLK_TCK")
     table = {}
     try:
@@ -124,25 +123,26 @@ def cpu_table(proc: str = "/proc") -> dict[int, tuple[int, float]]:
         except OSError:
             continue  # ended meanwhile
         fields = stat.rsplit(")", 1)[1].split()
-        spent = sum(int(value) for value in fields[11:15]) / tick
-        table[int(entry)] = (int(fields[1]), spent)
+        utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
+        table[int(entry)] = (int(fields[1]), (utime + stime) / tick, (cutime + cstime) / tick)
     return table
 
 
 def tree_cpu_seconds(root: int, proc: str = "/proc") -> float | None:
-    """The CPU time of process `root` and every process below it, those
-    ended included (each in the time of the parent that reaped it, or in
-    `root`'s as the subreaper); None without /proc or `root`."""
+    """The CPU time of every process below `root` (the supervisor, whose
+    own is not the job's), those ended included: each in the time of the
+    parent that reaped it, or in `root`'s as the subreaper. None without
+    /proc or `root`."""
     table = cpu_table(proc)
     if root not in table:
         return None
     children: dict[int, list[int]] = {}
-    for pid, (parent, _) in table.items():
+    for pid, (parent, _, _) in table.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, [root]
+    total, todo = table[root][2], list(children.get(root, ()))
     while todo:
         pid = todo.pop()
-        total += table[pid][1]
+        total += table[pid][1] + table[pid][2]
         todo += children.get(pid, ())
     return total
 
