@@ -164,6 +164,10 @@ def start(
     try:
         os.close(fd)
         for resource_id, soft, hard in rlimits:
+            # Never above what the agent itself may use (only root could raise it).
+            _, ceiling = resource.getrlimit(resource_id)
+            if ceiling != resource.RLIM_INFINITY:
+                soft, hard = min(soft, ceiling), min(hard, ceiling)
             resource.setrlimit(resource_id, (soft, hard))
         if account is not None:
             uid, gid, groups = account
@@ -171,7 +175,7 @@ def start(
             os.setgid(gid)
             os.setuid(uid)
         os.execv(path, command)
-    except OSError as error:
+    except (OSError, ValueError) as error:
         os.write(2, f"croniq-runner: cannot start the job: {error}\n".encode())
     os._exit(127)
 

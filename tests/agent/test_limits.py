@@ -4,6 +4,7 @@ supervisor as cgroups or rlimits; and the error a run past one ends with."""
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from croniq_runner.cgroups import Place, RunCgroup
+from croniq_runner.job import SUPERVISOR
 from croniq_runner.limits import DEFAULT_MAX_OUTPUT, Held, Limits, LimitsError, tree_cpu_seconds
 
 MIB = 1024 * 1024
@@ -161,3 +163,39 @@ def test_the_cpu_is_looked_at_no_sooner_than_it_could_have_run_out(monkeypatch):
     assert looked == [1]
     monkeypatch.setattr(held, "cpu_seconds", lambda root: 100.0)
     assert held.over_cpu(1.0, 1)
+
+
+def supervised(*options, preexec_fn=None):
+    """What `cat /proc/self/limits` says run under the supervisor with `options`."""
+    read, write = os.pipe()
+    try:
+        command = [sys.executable, "-I", "-S", SUPERVISOR, str(read), "1", *options, "--"]
+        command += ["sh", "-c", "cat /proc/self/limits"]
+        # In a process group of its own, as the agent starts it: it ends its group.
+        done = subprocess.run(
+            command, pass_fds=(read,), capture_output=True, text=True, timeout=30,
+            preexec_fn=preexec_fn, start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(read)
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    return {
+        line[:26].strip(): line[26:].split()[:2]
+        for line in done.stdout.splitlines()
+        if line.startswith("Max")
+    }
+
+
+def test_the_supervisor_sets_the_rlimits_on_the_command():
+    limits = supervised("--rlimit", "cpu", "7", "--rlimit", "data", str(64 * MIB))
+    assert limits["Max cpu time"] == ["7", "8"]  # SIGKILL a second after SIGXCPU
+    assert limits["Max data size"] == [str(64 * MIB)] * 2
+
+
+def test_the_supervisor_never_sets_an_rlimit_above_the_agents_own():
+    def lowered():
+        resource.setrlimit(resource.RLIMIT_DATA, (32 * MIB, 32 * MIB))
+
+    limits = supervised("--rlimit", "data", str(64 * MIB), preexec_fn=lowered)
+    assert limits["Max data size"] == [str(32 * MIB)] * 2
