@@ -258,15 +258,16 @@ class HttpJob(Job):
     def running(self) -> bool:
         return self._begun and not self._ended.is_set()
 
-    def kill(self, reason: str, grace: float) -> bool:
+    def kill(self, reason: str, grace: float, error: str | None = None) -> bool:
         """Abandon the request now (a request has no SIGTERM to wait out):
-        its connection is shut, and the run ends with `reason`."""
+        its connection is shut, and the run ends with `reason` (`error`:
+        the limit it is past)."""
         with self._lock:
             if not self.running:
                 return False
             first = self.kill_reason is None
             if first:
-                self.kill_reason = reason
+                self.kill_reason, self.limit_error = reason, error
         if first:
             why = REASONS[reason].format(timeout=seconds(self.timeout))
             log.warning("execution %s: %s", self.id, why)

@@ -264,11 +264,11 @@ class Job:
             # HttpJob): never run as one, whatever `command` holds.
             self.refuse_start(f"kind: croniq-runner {VERSION} does not run {kind!r} jobs")
             return
-        # The supervisor reads end-of-file from this pipe once the agent is
-        # gone; only the agent holds the write end (not inherited by jobs).
         if self.limits_problem is not None:
             self.refuse_start(self.limits_problem)
             return
+        # The supervisor reads end-of-file from this pipe once the agent is
+        # gone; only the agent holds the write end (not inherited by jobs).
         try:
             self.account = job_account(self.assignment, self.account, self.allowed_users)
         except RunAsError as error:
@@ -380,14 +380,15 @@ class Job:
         self.report_after = report_after
         return self.kill("fenced", grace)
 
-    def kill(self, reason: str, grace: float) -> bool:
-        """SIGTERM the process group now, SIGKILL after `grace` seconds."""
+    def kill(self, reason: str, grace: float, error: str | None = None) -> bool:
+        """SIGTERM the process group now, SIGKILL after `grace` seconds.
+        `error`: the limit the run is past (reason "limit"), its error."""
         with self._lock:
             if not self.running:
                 return False
             first = self.kill_reason is None
             if first:
-                self.kill_reason = reason
+                self.kill_reason, self.limit_error = reason, error
             deadline = self.clock() + grace
             if self.sigkill_at is None or deadline < self.sigkill_at:
                 self.sigkill_at = deadline
@@ -427,10 +428,7 @@ class Job:
 
     def end_past_limit(self, error: str, kill_grace: float) -> None:
         """End the run, failed with `error`, unless it is already ending."""
-        if self.kill_reason is not None:
-            return
-        self.limit_error = error
-        if self.kill("limit", kill_grace):
+        if self.kill("limit", kill_grace, error):
             log.warning("execution %s: %s", self.id, error)
 
     def _signal(self, signum: signal.Signals) -> None:
