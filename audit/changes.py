@@ -5,9 +5,9 @@ their primary key). Secrets never enter a snapshot, so they never reach the
 audit trail: fields named like secrets are left out, and in a job's `env` the
 values of variables named like secrets (`*_TOKEN`, `*_PASSWORD`, `*_SECRET`,
 `*_KEY`) are shown as `********`, unless the value is a `${secret:NAME}`
-reference to the secrets store; so are the headers of an http job's request
-named like secrets (`Authorization`, `Cookie`, `X-Api-Key`, `*-Token`). The
-stored row keeps the real values.
+reference to the secrets store; so are those of a container job's env, and
+the headers of an http job's request named like secrets (`Authorization`,
+`Cookie`, `X-Api-Key`, `*-Token`). The stored row keeps the real values.
 """
 
 import json
@@ -25,6 +25,8 @@ SECRET_ENV_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY")
 ENV_FIELDS = {"env"}
 # An http job's request (docs/design.md §15), whose headers may carry credentials.
 REQUEST_FIELDS = {"http"}
+# A container job's `container` (docs/design.md §15), whose env may carry credentials.
+CONTAINER_FIELDS = {"container"}
 # Headers that carry credentials whatever their value looks like.
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie")
 MASK = "********"
@@ -51,6 +53,14 @@ def masked_env(env: Any) -> Any:
         name: MASK if is_secret_env(name) and not is_store_reference(value) else value
         for name, value in env.items()
     }
+
+
+def masked_container(spec: Any) -> Any:
+    """A container job's `container` as it may be shown: its env's
+    secret-looking values masked, as a job's env's are."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("env"), dict):
+        return spec
+    return {**spec, "env": masked_env(spec["env"])}
 
 
 def is_secret_header(name: str) -> bool:
@@ -89,8 +99,8 @@ def is_store_reference(value: Any) -> bool:
 
 
 def masked_diff(changes: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """A diff ({"field": [old, new]}) whose environment fields and request
-    headers are masked."""
+    """A diff ({"field": [old, new]}) whose environment fields (a container's
+    too) and request headers are masked."""
     return {name: masked_sides(name, sides) for name, sides in changes.items()}
 
 
@@ -99,6 +109,8 @@ def masked_sides(name: str, sides: list[Any]) -> list[Any]:
         return [masked_env(side) for side in sides]
     if name in REQUEST_FIELDS:
         return [masked_http(side) for side in sides]
+    if name in CONTAINER_FIELDS:
+        return [masked_container(side) for side in sides]
     return sides
 
 

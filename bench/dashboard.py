@@ -9,6 +9,12 @@ for the overview (failure heat-map) and the job pages (duration insight),
     .venv/bin/python bench/dashboard.py         # SQLite, a temporary file
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_dash_bench \
         .venv/bin/python bench/dashboard.py
+    .venv/bin/python bench/dashboard.py overview   # the pages named overview...
+
+Arguments name the pages to measure by the start of their names (all
+without one). The overview is measured plain, filtered (by tag, label,
+owner, state, a few at once) and as an operator sees it, with the bulk
+actions' count of the jobs the filter matches.
 
 The database is migrated and seeded with raw INSERT ... SELECT (a recursive
 CTE on SQLite, generate_series on PostgreSQL). A PostgreSQL database that does
@@ -140,6 +146,10 @@ def seed_jobs(now):
                 timezone="Europe/Berlin" if i % 3 else "UTC",
                 calendar=workdays if i % 10 == 4 else None,
                 labels=["linux"] if i % 2 else [],
+                # Tags and owners for the filtered overviews: billing on a
+                # tenth of the jobs, nightly on a third.
+                tags=[tag for tag, every in (("billing", 10), ("nightly", 3)) if i % every == 0],
+                owner=f"team-{i % 8}",
                 next_run_at=now + timedelta(minutes=i % 60),
                 last_scheduled_at=now - timedelta(minutes=1),
             )
@@ -299,6 +309,16 @@ def pages():
     return {
         "overview": "/",
         "overview_last_page": f"/?page={JOBS // 50}",
+        "overview_by_name": "/?q=bench-1",
+        "overview_by_tag": "/?tag=nightly",
+        "overview_by_label": "/?label=linux",
+        "overview_by_owner": "/?owner=team-3",
+        "overview_failing": "/?state=failing",
+        "overview_running": "/?state=running",
+        "overview_waiting": "/?state=waiting",
+        "overview_several_filters": "/?tag=nightly&label=linux&owner=team-3&state=active",
+        # As who may act on many jobs sees it: the matching jobs counted too.
+        "overview_operator_by_tag": "/?tag=billing",
         "job": f"/jobs/{busy.name}/",
         "job_busy_every_minute": "/jobs/busy-every-minute/",
         "job_calendar": "/jobs/bench-0004/",
@@ -322,16 +342,14 @@ def pages():
     }
 
 
-def staff_client():
+def staff_client(group="Croniq viewers", username="bench-viewer"):
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.test import Client
 
-    user, _ = get_user_model().objects.get_or_create(
-        username="bench-operator", defaults={"is_staff": True}
-    )
+    user, _ = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": True})
     # The pages show to staff holding the view permissions (migrate made the group).
-    user.groups.add(Group.objects.get(name="Croniq viewers"))
+    user.groups.add(Group.objects.get(name=group))
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     return client
@@ -344,11 +362,12 @@ def measure(client, name, url, backend):
     answer = client.get(url)  # warm-up (and a check that the page works)
     if answer.status_code != 200:
         raise SystemExit(f"{url}: HTTP {answer.status_code}")
-    times = []
+    times, cpu = [], []
     for _ in range(RUNS):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         client.get(url)
         times.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - cpu_started) * 1000)
     with CaptureQueriesContext(connection) as queries:
         client.get(url)
     median = statistics.median(times)
@@ -360,6 +379,9 @@ def measure(client, name, url, backend):
         url=url,
         median_ms=round(median, 1),
         max_ms=round(max(times), 1),
+        # This process's CPU (Django and, on SQLite, the database): what
+        # another process's load on the machine leaves alone.
+        cpu_ms=round(statistics.median(cpu), 1),
         queries=len(queries.captured_queries),
         target_ms=target,
         met=median <= target,
@@ -374,8 +396,13 @@ def main():
     now = datetime.now(UTC)
     seed(now)
     backend = connection_vendor()
-    client = staff_client()
+    viewer = staff_client()
+    operator = staff_client("Croniq operators", "bench-operator")
+    wanted = tuple(sys.argv[1:])
     for name, url in pages().items():
+        if wanted and not name.startswith(wanted):
+            continue
+        client = operator if "_operator" in name else viewer
         # A missed target is reported in its line ("met": false), not an error.
         measure(client, name, url, backend)
     return 0

@@ -9,6 +9,7 @@ JOB = {
     "timezone": "Europe/Berlin",
     "command": "python report.py",
     "labels": ["linux"],
+    "tags": ["reports"],
     "calendar": None,
     "retries": 2,
     "parameters": ["REPORT_DATE"],

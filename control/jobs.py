@@ -6,12 +6,13 @@ and refuse the same things, plus the state operators see: paused (and
 until when, and why), the next run, and who manages it (control.ownership).
 Every write is audited with the key as actor.
 
-The values of secret-looking env variables (audit.changes.is_secret_env)
-and http request headers (audit.changes.is_secret_header) are shown masked
-to every key, as the dashboard and the audit trail show them. A write that
-sends a masked value back keeps the value stored under that name, so a
-read-modify-write never replaces a secret with its mask; a masked value
-with nothing stored under its name is refused.
+The values of secret-looking env variables (audit.changes.is_secret_env),
+a container's among them, and http request headers
+(audit.changes.is_secret_header) are shown masked to every key, as the
+dashboard and the audit trail show them. A write that sends a masked value
+back keeps the value stored under that name, so a read-modify-write never
+replaces a secret with its mask; a masked value with nothing stored under
+its name is refused.
 """
 
 from datetime import datetime
@@ -26,6 +27,7 @@ from audit.changes import (
     MASK,
     is_secret_env,
     is_secret_header,
+    masked_container,
     masked_diff,
     masked_env,
     masked_http,
@@ -37,6 +39,7 @@ from core import db
 from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
 from scheduler.apply.items import ApplyError, job_state, overlap_of
+from scheduler.jobs import tags
 from scheduler.models import Job
 from scheduler.runs import operations
 
@@ -50,6 +53,7 @@ def fields(job: Job, *, writer: bool = False) -> dict[str, Any]:
     state = job_state(job)
     state["env"] = masked_env(state["env"])
     state["http"] = masked_http(state["http"])
+    state["container"] = masked_container(state["container"])
     return {
         "name": job.name,
         **state,
@@ -88,6 +92,7 @@ def locked(name: str) -> Job:
 def listed(
     *,
     label: str | None = None,
+    tag: str | None = None,
     enabled: bool | None = None,
     name: str | None = None,
     limit: int = paging.DEFAULT_LIMIT,
@@ -97,6 +102,8 @@ def listed(
     jobs = Job.objects.select_related("calendar")
     if label is not None:
         jobs = carrying(jobs, label)
+    if tag is not None:
+        jobs = tags.carrying(jobs, tag)
     if enabled is not None:
         jobs = jobs.filter(enabled=enabled)
     if name:
@@ -109,9 +116,9 @@ def carrying(jobs: QuerySet, label: str) -> QuerySet:
     return db.list_holds(jobs, "labels", label)
 
 
-def kept_secrets(env: Any, stored: dict[str, str]) -> Any:
+def kept_secrets(env: Any, stored: dict[str, str], where: str = "env") -> Any:
     """`env` as sent, each masked secret replaced by the value `stored` holds
-    under its name; 422 naming the variable when there is none."""
+    under its name; 422 naming the variable (`where`.NAME) when there is none."""
     if not isinstance(env, dict):
         return env  # apply's checks name the problem
     kept = dict(env)
@@ -121,10 +128,20 @@ def kept_secrets(env: Any, stored: dict[str, str]) -> Any:
         if name not in stored:
             raise HttpError(
                 422,
-                f"env.{name}: {MASK} is how the API shows a secret; send the real value",
+                f"{where}.{name}: {MASK} is how the API shows a secret; send the real value",
             )
         kept[name] = stored[name]
     return kept
+
+
+def kept_container_secrets(spec: Any, stored: dict[str, Any] | None) -> Any:
+    """A container job's `spec` as sent, each masked secret of its env
+    replaced by the value `stored` (the job's container) holds; 422 naming
+    the variable when there is none."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("env"), dict):
+        return spec  # apply's checks name the problem
+    held = (stored or {}).get("env") or {}
+    return {**spec, "env": kept_secrets(spec["env"], held, "container.env")}
 
 
 def kept_header_secrets(request: Any, stored: dict[str, Any] | None) -> Any:
@@ -169,6 +186,8 @@ def create(item: dict[str, Any], *, now: datetime, actor: object) -> Job:
         item = {**item, "env": kept_secrets(item["env"], {})}
     if "http" in item:
         item = {**item, "http": kept_header_secrets(item["http"], {})}
+    if "container" in item:
+        item = {**item, "container": kept_container_secrets(item["container"], {})}
     name = item.get("name")
     taken = HttpError(409, f"a job named {name!r} already exists")
     if isinstance(name, str) and Job.objects.filter(name=name).exists():
@@ -198,6 +217,8 @@ def update(name: str, patch: dict[str, Any], *, now: datetime, actor: object) ->
             patch["env"] = kept_secrets(patch["env"], current["env"])
         if "http" in patch:
             patch["http"] = kept_header_secrets(patch["http"], current["http"])
+        if "container" in patch:
+            patch["container"] = kept_container_secrets(patch["container"], current["container"])
         write({"name": name, **current, **patch}, now=now, actor=actor)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)

@@ -23,8 +23,10 @@ class JobOut(Schema):
     timezone: str
     kind: str = "shell"
     command: str
-    # An http job's request (headers named like secrets masked); null for a shell job.
+    # An http job's request (headers named like secrets masked); null for the other kinds.
     http: dict[str, Any] | None = None
+    # What a container job runs (env values named like secrets masked); null for the others.
+    container: dict[str, Any] | None = None
     env: dict[str, Any]
     # Limits (docs/design.md §15): sizes in bytes; null: none (max_output:
     # the server's log limit).
@@ -48,6 +50,7 @@ class JobOut(Schema):
     calendar: str | None
     calendar_policy: str
     labels: list[Any]
+    tags: list[str] = []
     singleton: bool
     overlap: str = "allow"
     max_concurrent: int | None = None
@@ -107,6 +110,7 @@ class NextOut(Schema):
 
 class JobFilters(Schema):
     label: Text(0, 200) | None = None
+    tag: Text(0, 200) | None = None
     enabled: bool | None = None
     name: Text(0, 200) | None = None
     limit: int = paging.DEFAULT_LIMIT

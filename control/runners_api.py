@@ -35,6 +35,9 @@ class RunnerOut(Schema):
     version: str
     hostname: str
     capacity: int
+    # What its agent announced it acts on (docs/design.md §4): work needing
+    # a feature it lacks (stdin, run_as, http) waits for another runner.
+    features: list[str]
     registered_at: datetime
     last_seen_at: datetime
     running: int

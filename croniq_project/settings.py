@@ -43,6 +43,13 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Sign-in (croniq_project/sign_in.py): allauth's login with its failed-login
+    # rate limit, two-factor (TOTP and recovery codes), and the social accounts
+    # single sign-on will sign in with.
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
     "django_prometheus",
     # Its templates and static files: /api/docs renders Swagger UI from
     # Croniq's own static files, not from a CDN (works offline).
@@ -58,6 +65,8 @@ INSTALLED_APPS = [
     "vault",
     "control",
     "dashboard",
+    # Last: its admin.py fits allauth's admins (registered above) to Croniq.
+    "croniq_project",
 ]
 
 # Croniq's overrides of Django's own machinery that make way for Django's
@@ -78,6 +87,10 @@ MIDDLEWARE = middleware_setting(
         "croniq_project.middleware.BrowserCsrfMiddleware",
         "croniq_project.middleware.BrowserAuthenticationMiddleware",
         "croniq_project.middleware.BrowserMessageMiddleware",
+        # allauth's request context and its redirects (reauthentication).
+        "allauth.account.middleware.AccountMiddleware",
+        # CRONIQ_REQUIRE_2FA: staff without an authenticator enrol first.
+        "croniq_project.two_factor.EnrolmentRequiredMiddleware",
         "croniq_project.middleware.FrameOptionsMiddleware",
         "croniq_project.middleware.MetricsAfterMiddleware",
     ],
@@ -140,7 +153,43 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-LOGIN_URL = "/admin/login/"
+# Sign-in (docs/design.md §11): the dashboard and the admin both send people
+# to allauth's login (croniq_project/sign_in.py), which asks a user with an
+# authenticator for a code before they are signed in.
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "/"
+# Django's own backend alone: usernames match as they always did (exactly).
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+ACCOUNT_ADAPTER = "croniq_project.sign_in.AccountAdapter"
+ACCOUNT_FORMS = {"login": "croniq_project.sign_in.LoginForm"}
+ACCOUNT_LOGIN_METHODS = {"username"}
+# No sign-up: users are made by admins (the adapter closes it too).
+ACCOUNT_SIGNUP_FIELDS = ["username*", "password1*"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_EMAIL_NOTIFICATIONS = False
+# A session lasts SESSION_COOKIE_AGE, as the admin's login made it: no box.
+ACCOUNT_SESSION_REMEMBER = True
+ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
+# Changing two-factor asks for the password (or a code) again when the
+# sign-in is older than 5 minutes; never for a code sent by email.
+ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
+# Failed sign-ins (a wrong password, or a wrong two-factor code): at most 10 a
+# minute from one address and 5 in 5 minutes for one username (one user's
+# codes); then the login is refused, even with the right password, until the
+# window has passed. Counted in the cache: per web process.
+ACCOUNT_RATE_LIMITS = {"login": "30/m/ip", "login_failed": "10/m/ip,5/5m/key"}
+MFA_ADAPTER = "croniq_project.sign_in.MFAAdapter"
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = "Croniq"
+# One 30-second step either side of now: a phone's clock drifts, and a code
+# typed at the end of its step still counts. Each code is accepted once.
+MFA_TOTP_TOLERANCE = 1
+# Users are made by admins and sign in by username: their email is not theirs
+# to verify here, and does not stand in the way of a second factor.
+MFA_ALLOW_UNVERIFIED_EMAIL = True
+# Every staff user without an authenticator (and not signed in through single
+# sign-on) enrols at their next page (croniq_project/two_factor.py).
+CRONIQ_REQUIRE_2FA = envbool("CRONIQ_REQUIRE_2FA", False)
 
 # HTTPS behind a TLS-terminating proxy (README, "Running in production").
 # Off by default so plain-HTTP installs (make run, a first compose) work.

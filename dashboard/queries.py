@@ -10,10 +10,8 @@ from typing import Any, NamedTuple
 from django.db import connection
 from django.db.models import (
     Count,
-    Exists,
     Min,
     OuterRef,
-    Q,
     QuerySet,
     Subquery,
 )
@@ -22,7 +20,8 @@ from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.models import AuditEvent, Counter
-from dispatch import coverage
+from dashboard.job_filters import state_condition
+from dispatch import coverage, liveness
 from notifications.models import Delivery, Mute, Notification
 from runners.models import Runner
 from scheduler.models import Execution, Job, JobHealth, LogChunk
@@ -121,57 +120,23 @@ def scheduler_lag(now: datetime) -> dict[str, Any]:
     }
 
 
-# The job list's filters (`?show=`), each a condition on the jobs.
-JOB_FILTERS = {
-    "failing": "failing (a failure streak)",
-    "paused": "paused",
-    "waiting": "waiting for a runner",
-}
-
-
-def job_filter(show: str, now: datetime | None) -> Q:
-    """The condition on a job of one of JOB_FILTERS."""
-    if show == "failing":
-        return Q(health__failure_streak__gt=0)
-    if show == "paused":
-        return Q(paused_at__isnull=False)
-    # Through the `exec_job_pending` partial index, one probe per job.
-    return Q(Exists(ready_pending(now).filter(job=OuterRef("pk"))))
-
-
-def filtered_jobs(show: str, now: datetime | None) -> QuerySet:
-    """The jobs one of JOB_FILTERS names; all jobs for anything else."""
-    if show not in JOB_FILTERS:
-        return Job.objects.all()
-    return Job.objects.filter(job_filter(show, now))
-
-
-def ready_pending(now: datetime | None) -> QuerySet:
-    """Pending executions a runner could take now (not cancelled meanwhile)."""
-    return Execution.objects.filter(
-        state=Execution.PENDING, run_after__lte=now, cancel_requested_at__isnull=True
-    )
+# The overview's counters of jobs that need a look, each a link to the
+# job list filtered to that state (dashboard.job_filters).
+JOB_COUNTERS = ("failing", "paused", "waiting")
 
 
 def job_filter_counts(now: datetime) -> dict[str, int]:
-    """{filter: how many jobs it shows}: a count over the jobs (a few
+    """{state: how many jobs are in it}: a count over the jobs (a few
     thousand rows at most), never over the executions' history."""
     return Job.objects.aggregate(
-        **{show: Count("pk", filter=job_filter(show, now)) for show in JOB_FILTERS}
+        **{state: Count("pk", filter=state_condition(state, now)) for state in JOB_COUNTERS}
     )
 
 
-def jobs_page(
-    number: int,
-    search: str = "",
-    per_page: int = JOBS_PER_PAGE,
-    show: str = "",
-    now: datetime | None = None,
-) -> Page:
-    jobs = filtered_jobs(show, now).select_related("calendar").order_by("name")
-    if search:
-        jobs = jobs.filter(name__icontains=search)
-    return cheap_page(jobs, number, per_page)
+def jobs_page(number: int, per_page: int = JOBS_PER_PAGE, jobs: QuerySet | None = None) -> Page:
+    """A page of `jobs` (every job by default), by name."""
+    jobs = Job.objects.all() if jobs is None else jobs
+    return cheap_page(jobs.select_related("calendar").order_by("name"), number, per_page)
 
 
 class PendingWork(NamedTuple):
@@ -328,7 +293,8 @@ def runners_with_work(now: datetime, state: str = "", limit: int = RUNNERS_LIMIT
         work[execution.runner_id].append(execution)
     for runner in runners:
         runner.current_work = work.get(runner.pk, [])
-        runner.liveness = coverage.liveness(runner.state, runner.last_seen_at, now)
+        runner.liveness = liveness.liveness(runner.state, runner.last_seen_at, now)
+        runner.shown_state = liveness.shown_state(runner.state, runner.liveness)
     return runners
 
 

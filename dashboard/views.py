@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -23,11 +24,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from calendars.validators import text_problem
 from core import permissions
-from dashboard import queries, run_stats, schedules
+from dashboard import bulk, job_filters, palette_entries, queries, run_stats, schedules
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
+from dashboard.job_filters import FilterError, JobFilter
 from dashboard.templatetags import dashboard_tags as tags
 from dispatch import capacity as capacity_forecast
-from dispatch import coverage, identity
+from dispatch import identity, liveness
 from notifications.models import Notification
 from runners.models import Runner
 from scheduler import forecast as forecast_core
@@ -41,7 +43,8 @@ View = Callable[..., HttpResponse]
 def staff_page(*needed: str) -> Callable[[View], View]:
     """A page for staff holding the `needed` permissions, the view
     permissions of what it shows (as in the admin); others get 403. Pages
-    only read: other methods than GET/HEAD get 405."""
+    only read: other methods than GET/HEAD get 405. The page keeps what it
+    needs (`needed_permissions`): the palette offers it only to whom it opens."""
 
     def decorate(view):
         @wraps(view)
@@ -50,7 +53,9 @@ def staff_page(*needed: str) -> Callable[[View], View]:
                 raise PermissionDenied(f"This page needs the permissions {', '.join(needed)}.")
             return view(request, *args, **kwargs)
 
-        return staff_only(require_safe(checked))
+        page = staff_only(require_safe(checked))
+        page.needed_permissions = needed
+        return page
 
     return decorate
 
@@ -105,20 +110,24 @@ def unsearchable(filters: dict[str, str]) -> HttpResponseBadRequest | None:
 @staff_page("scheduler.view_job")
 def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    search = request.GET.get("q", "").strip()
-    if refused := unsearchable({"q": search}):
-        return refused
-    show = request.GET.get("show", "")
-    if show not in queries.JOB_FILTERS:
-        show = ""
+    try:
+        job_filter = JobFilter.read(request.GET)
+    except FilterError as e:
+        return HttpResponseBadRequest(str(e), content_type="text/plain; charset=utf-8")
+    matching = job_filter.jobs(now)
     number = queries.page_number(request.GET.get("page"))
-    page = queries.jobs_page(number, search, show=show, now=now)
+    page = queries.jobs_page(number, jobs=matching)
     results = queries.recent_results([job.pk for job in page.items])
     pending = queries.pending_work(page.items, now)
     for job in page.items:
         job.recent = results.get(job.pk, [])
         job.schedule_words = schedules.describe(job)
         job.pending = pending.get(job.pk)
+    bulk_actions = [
+        (action, verb)
+        for action, (permission, verb, _) in bulk.ACTIONS.items()
+        if permissions.allows(request.user, permission)
+    ]
     context = {
         "states": queries.state_counts(),
         "runners": queries.runner_counts(),
@@ -129,11 +138,14 @@ def overview(request: HttpRequest) -> HttpResponse:
         ),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
-        "search": search,
-        "show": show,
-        "show_label": queries.JOB_FILTERS.get(show, ""),
-        "filters": queries.JOB_FILTERS,
-        "query": urlencode({key: value for key, value in (("q", search), ("show", show)) if value}),
+        "job_filter": job_filter,
+        "job_states": job_filters.STATES,
+        "state_label": job_filters.STATES.get(job_filter.state, ""),
+        "suggestions": job_filters.suggestions(),
+        # "All N jobs matching the filter": one count over the jobs.
+        "matching": matching.count() if bulk_actions else None,
+        "bulk_actions": bulk_actions,
+        "query": job_filter.query(),
     }
     return render(request, "dashboard/overview.html", context)
 
@@ -184,6 +196,7 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "retryable": execution.state in operations.RETRYABLE,
         "waiting": queries.why_waiting(execution, now),
         "occurrence": fanout.summary(execution),
+        "run_liveness": liveness.run_liveness(execution, now),
     }
     return render(request, "dashboard/execution.html", context)
 
@@ -191,13 +204,15 @@ def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_page("scheduler.view_execution")
 def execution_log(request: HttpRequest, pk: int) -> HttpResponse:
     """Log chunks after `?after=<seq>`, for the execution page's live tail,
-    with the metadata that changes while an execution runs."""
+    with the metadata that changes while an execution runs and whether its
+    runner still speaks (`dispatch.liveness.run_liveness`)."""
     execution = get_object_or_404(Execution.objects.select_related("runner"), pk=pk)
     try:
         after = int(request.GET.get("after", -1))
     except ValueError:
         return JsonResponse({"detail": "after: expected an integer seq"}, status=400)
     chunks = queries.log_chunks(execution, after=after, limit=queries.LOG_CHUNKS_PER_POLL)
+    run_liveness = liveness.run_liveness(execution, timezone.now())
     return JsonResponse(
         {
             "state": execution.state,
@@ -208,6 +223,9 @@ def execution_log(request: HttpRequest, pk: int) -> HttpResponse:
             # More chunks are waiting when this answer was cut at the limit.
             "more": len(chunks) == queries.LOG_CHUNKS_PER_POLL,
             "fields": live_fields(execution),
+            # A running run whose runner went silent, or whose lease ran
+            # out: what the page says of it, or null.
+            "liveness": run_liveness.as_json() if run_liveness else None,
         }
     )
 
@@ -224,24 +242,50 @@ def live_fields(execution: Execution) -> dict[str, str]:
     }
 
 
+@staff_only
+@require_safe
+def palette(request: HttpRequest) -> JsonResponse:
+    """What the keyboard palette jumps to: the pages, jobs and runners this
+    user may read (dashboard.palette_entries), read when it first opens."""
+    answer = JsonResponse(palette_entries.entries(request.user))
+    answer["Cache-Control"] = "private, no-store"
+    return answer
+
+
 RUNNER_FILTERS = [*dict(Runner.STATES), "flapping"]
+# How often the runners page asks for its rows again (dashboard.js).
+RUNNERS_POLL_SECONDS = 2
+
+
+def runner_filter(request: HttpRequest) -> str:
+    state = request.GET.get("state", "")
+    return state if state in RUNNER_FILTERS else ""
 
 
 @staff_page("runners.view_runner")
 def runners(request: HttpRequest) -> HttpResponse:
-    state = request.GET.get("state", "")
-    if state not in RUNNER_FILTERS:
-        state = ""
+    state = runner_filter(request)
     context = {
         "runners": queries.runners_with_work(timezone.now(), state),
         "state": state,
         "filters": RUNNER_FILTERS,
-        # For the live "last seen" text (dashboard.js), in seconds.
         "heartbeat": settings.CRONIQ_HEARTBEAT_INTERVAL,
-        "quiet_after": coverage.QUIET_AFTER_HEARTBEATS * settings.CRONIQ_HEARTBEAT_INTERVAL,
-        "offline_after": coverage.offline_after().total_seconds(),
+        "silent_after": liveness.silent_after().total_seconds(),
+        "offline_after": liveness.offline_after().total_seconds(),
+        "poll_seconds": RUNNERS_POLL_SECONDS,
     }
     return render(request, "dashboard/runners.html", context)
+
+
+@staff_page("runners.view_runner")
+def runner_rows(request: HttpRequest) -> HttpResponse:
+    """The runners page's rows, as the page renders them, for its script to
+    put in place: states, "last seen" and the buttons that apply follow
+    the runners without a reload, judged by the server's clock."""
+    state = runner_filter(request)
+    context = {"runners": queries.runners_with_work(timezone.now(), state), "state": state}
+    html = render_to_string("dashboard/runner_rows.html", context, request=request)
+    return JsonResponse({"html": html})
 
 
 @staff_page("scheduler.view_job", "runners.view_runner")
@@ -307,17 +351,21 @@ def run_job(request: HttpRequest, name: str) -> HttpResponse:
 PAUSE_REASON_LENGTH = Job._meta.get_field("pause_reason").max_length
 
 
+def pause_reason_problem(reason: str) -> str:
+    """Why `reason` cannot be a pause's reason (it is required), or ""."""
+    if not reason or len(reason) > PAUSE_REASON_LENGTH:
+        return f"give a reason of 1 to {PAUSE_REASON_LENGTH} characters"
+    if text_problem(reason):
+        return f"the reason {text_problem(reason)}"
+    return ""
+
+
 @staff_action("job.pause")
 def pause_job(request: HttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(Job, name=name)
     reason = request.POST.get("reason", "").strip()
-    if not reason or len(reason) > PAUSE_REASON_LENGTH:
-        messages.error(
-            request,
-            f"{job.name} not paused: give a reason of 1 to {PAUSE_REASON_LENGTH} characters.",
-        )
-    elif text_problem(reason):
-        messages.error(request, f"{job.name} not paused: the reason {text_problem(reason)}.")
+    if problem := pause_reason_problem(reason):
+        messages.error(request, f"{job.name} not paused: {problem}.")
     elif operations.pause(Job.objects.filter(pk=job.pk), timezone.now(), request.user, reason):
         messages.success(request, f"{job.name} paused: {reason}")
     else:
@@ -360,7 +408,11 @@ def retry_execution(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_action("runner.drain")
 def drain_runner(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
-    if identity.drain(runner, timezone.now(), actor=request.user):
+    if runner.state == Runner.OFFLINE and not runner.is_drained:
+        # Not offered for it (`Runner.drainable`); a page older than the
+        # runner's last state posted it.
+        messages.warning(request, f"{runner.name} is offline: it takes no work to drain.")
+    elif identity.drain(runner, timezone.now(), actor=request.user):
         messages.success(request, f"{runner.name} is draining.")
     else:
         messages.info(request, f"{runner.name} was draining already.")

@@ -111,7 +111,7 @@ class RegisterIn(Schema):
             "version": "0.9.0",
             "hostname": "build-01.example.com",
             "capacity": 2,
-            "features": ["stdin", "run_as", "http", "limits"],
+            "features": ["stdin", "run_as", "http", "container", "limits"],
         }
     )
 
@@ -126,9 +126,9 @@ class RegisterIn(Schema):
         Field(
             max_length=50,
             description="Assignment fields this agent acts on (`stdin`, `run_as`, `http`, "
-            "`limits`: max_memory, max_cpu_seconds, on_max_output): a job that sets one goes "
-            "only to runners that announced it. Unknown names are kept and ignored. An "
-            "addition: without it the runner gets no such job.",
+            "`container`, `limits`: max_memory, max_cpu_seconds, on_max_output): a job that "
+            "sets one goes only to runners that announced it. Unknown names are kept and "
+            "ignored. An addition: without it the runner gets no such job.",
         ),
     ] = []
 
@@ -240,14 +240,22 @@ class AssignmentOut(Schema):
         "shell",
         exclude_if=lambda kind: kind == "shell",
         description="What the run does (sent when it is not shell): http makes the request "
-        "`http` describes instead of running `command`. Only runners that announced `http` "
-        "get such work.",
+        "`http` describes, container runs the image `container` names with the machine's "
+        "docker or podman, instead of running `command`. Only runners that announced `http` "
+        "(`container`) get such work.",
     )
     http: dict[str, Any] = Field(
         default_factory=dict,
         exclude_if=lambda http: not http,
         description="The request of an http job (sent with kind http): method, url, headers, "
         "body, expect_status ([]: any 2xx), timeout (seconds or null), its secrets resolved.",
+    )
+    container: dict[str, Any] = Field(
+        default_factory=dict,
+        exclude_if=lambda container: not container,
+        description="What a container job runs (sent with kind container): image, args, env "
+        "(its secrets resolved), pull (missing, always or never), network (none, bridge, host "
+        "or null: the engine's default).",
     )
     # Limits (docs/design.md §15): max_output always, the others when the job
     # sets them (and then only runners that announced `limits` get the work).
@@ -279,9 +287,9 @@ class AssignmentOut(Schema):
     redact: list[str] = Field(
         [],
         exclude_if=lambda redact: not redact,
-        description="The values of the secrets the job's env or http request names (sent when "
-        "it names one): the agent masks each of 4 characters or more as *** in the output it "
-        "sends.",
+        description="The values of the secrets the job's env, http request or container env "
+        "names (sent when it names one): the agent masks each of 4 characters or more as *** "
+        "in the output it sends.",
     )
 
 

@@ -53,6 +53,7 @@ CLAIMED_FIELDS = (
     "job__run_as",
     "job__kind",
     "job__http",
+    "job__container",
     "job__max_output",
     "job__on_max_output",
     "job__max_memory",
@@ -73,20 +74,21 @@ class Handed(typing.NamedTuple):
 # What one claim hands to one poll: its runner, session and executions.
 Claim = tuple[Runner, str, list[Execution]]
 # The executions whose job needs none of a feature (docs/design.md §4): no
-# stdin, no run_as, a kind other than http, no limit an agent must enforce.
-# An http job is told by its kind, which is what an older agent would
-# misread (it would run the empty command); a limited job by the limits an
-# older agent would ignore (`Job.needs_limits`: it would run unbounded, or
-# to success past its output).
+# stdin, no run_as, a kind other than http or container, no limit an agent
+# must enforce. Those kinds are told by their kind, which is what an older
+# agent would misread (it would run the empty command); a limited job by the
+# limits an older agent would ignore (`Job.needs_limits`: it would run
+# unbounded, or to success past its output).
 UNNEEDED = {
     "stdin": Q(job__stdin=""),
     "run_as": Q(job__run_as=""),
     "http": ~Q(job__kind=Job.HTTP),
+    "container": ~Q(job__kind=Job.CONTAINER),
     "limits": Q(job__max_memory__isnull=True, job__max_cpu_seconds__isnull=True)
     & ~Q(job__on_max_output=Job.FAIL),
 }
 # The features that are job fields of the same name, sent as they are.
-SENT_AS_IS = ("stdin", "run_as", "http")
+SENT_AS_IS = ("stdin", "run_as", "http", "container")
 # Whether an execution's job needs each feature (`understood`), read with
 # its labels where the labels are matched in Python.
 NEEDS = {
@@ -345,7 +347,7 @@ def assignment(execution: Execution) -> dict[str, Any]:
         if getattr(job, feature):
             given[feature] = getattr(job, feature)
     if job.kind != Job.SHELL:
-        given["kind"] = job.kind  # the request is `http`, sent above
+        given["kind"] = job.kind  # the request is `http`, the image `container`, sent above
     given.update(limits(job))
     return given
 
@@ -388,8 +390,9 @@ def with_secrets(
     executions: list[Execution], now: datetime
 ) -> tuple[list[dict[str, Any]], list[Execution]]:
     """The assignments of `executions`, their jobs' `${secret:NAME}`
-    references resolved (docs/design.md §11): in `env`, and in an http
-    job's url, header values and body (§15); and the executions handed.
+    references resolved (docs/design.md §11): in `env`, in an http job's
+    url, header values and body, and in a container job's env (§15); and
+    the executions handed.
 
     Resolved here, after the claim's commit and only into what this poll
     answers: the value never reaches a row. A run whose secret is gone or
@@ -397,7 +400,7 @@ def with_secrets(
     (its job's retry policy applies: the secret may be restored).
     """
     given = [assignment(e) for e in executions]
-    texts = [(e.job.env or {}, request_texts(e.job)) for e in executions]
+    texts = [(e.job.env or {}, kind_texts(e.job)) for e in executions]
     needing = [i for i, pair in enumerate(texts) if any(references.has_reference(t) for t in pair)]
     if not needing:
         return given, executions
@@ -407,33 +410,46 @@ def with_secrets(
     failed = set()
     for n, i in enumerate(needing):
         execution = executions[i]
-        env, request = found[2 * n], found[2 * n + 1]
-        problem = unresolved(env, request)
+        job = execution.job
+        env, own = found[2 * n], found[2 * n + 1]
+        problem = unresolved(env, own, job.kind)
         if problem is not None:
             lifecycle.settle(execution, Execution.FAILED, now, error=f"not started: {problem}")
             failed.add(i)
             continue
         # A manual trigger's overrides are sent as given, never resolved.
         given[i]["env"] = {**env.env, **(execution.env or {})}
-        if request.env:
-            given[i]["http"] = resolved_request(execution.job.http, request.env)
-        redact = sorted({*env.redact, *request.redact}, key=len, reverse=True)
+        if own.env and job.kind == Job.HTTP:
+            given[i]["http"] = resolved_request(job.http, own.env)
+        elif own.env and job.kind == Job.CONTAINER:
+            given[i]["container"] = resolved_container(job.container, own.env)
+        redact = sorted({*env.redact, *own.redact}, key=len, reverse=True)
         if redact:
             given[i]["redact"] = redact
     kept = [i for i in range(len(executions)) if i not in failed]
     return [given[i] for i in kept], [executions[i] for i in kept]
 
 
+def kind_texts(job: Job) -> dict[str, str]:
+    """The texts of what an http or container job does that may hold
+    `${secret:NAME}`, by their path in its field (`url`, `headers.NAME`;
+    `env.NAME`); {} for a shell job."""
+    if job.kind == Job.HTTP:
+        return request_texts(job)
+    if job.kind == Job.CONTAINER and isinstance(job.container, dict):
+        env = job.container.get("env") or {}
+        return {f"env.{name}": value for name, value in env.items()}
+    return {}
+
+
 def request_texts(job: Job) -> dict[str, str]:
     """The texts of an http job's request that may hold `${secret:NAME}`,
-    by their path in `http` (`url`, `body`, `headers.NAME`); {} for a shell
-    job."""
+    by their path in `http` (`url`, `body`, `headers.NAME`); {} for another
+    kind."""
     if job.kind != Job.HTTP or not isinstance(job.http, dict):
         return {}
-    texts = {key: job.http[key] for key in ("url", "body") if job.http.get(key)}
-    for name, value in (job.http.get("headers") or {}).items():
-        texts[f"headers.{name}"] = value
-    return texts
+    texts = references.request_texts(job.http)
+    return {path: text for path, text in texts.items() if text or path.startswith("headers.")}
 
 
 def resolved_request(http: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
@@ -445,16 +461,24 @@ def resolved_request(http: dict[str, Any], texts: dict[str, str]) -> dict[str, A
     return request
 
 
+def resolved_container(container: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
+    """`container` with its env (`kind_texts`) as resolved."""
+    env = container.get("env") or {}
+    return {**container, "env": {name: texts[f"env.{name}"] for name in env}}
+
+
 def unresolved(
     env: resolution.Resolved | resolution.Unresolved,
-    request: resolution.Resolved | resolution.Unresolved,
+    own: resolution.Resolved | resolution.Unresolved,
+    kind: str,
 ) -> str | None:
     """Why a run's secrets cannot be read (its env's first), or None. The
-    resolution names what it reads `env.PATH`: a request's path is in `http`."""
+    resolution names what it reads `env.PATH`: the path of what an http or
+    container job does is in the field named after its kind."""
     if isinstance(env, resolution.Unresolved):
         return str(env)
-    if isinstance(request, resolution.Unresolved):
-        return "http." + str(request).removeprefix("env.")
+    if isinstance(own, resolution.Unresolved):
+        return f"{kind}." + str(own).removeprefix("env.")
     return None
 
 

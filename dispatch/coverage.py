@@ -1,6 +1,6 @@
-"""Which runners can take a job's work, why pending work still waits, and
-whether a runner has gone quiet: what the dashboard, `manage.py apply` and
-the job admin tell an operator.
+"""Which runners can take a job's work and why pending work still waits:
+what the dashboard, `manage.py apply` and the job admin tell an operator
+(how quiet a runner is: `dispatch.liveness`).
 
 A runner carries a job's labels when its labels include all of them (DESIGN
 §4 "Matching"; `dispatch.claims.claimable` applies the same rule in SQL and
@@ -9,21 +9,14 @@ reads the runners once (`Coverage.read`) and takes `now` as an argument.
 """
 
 from collections.abc import Collection, Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
-from django.conf import settings
 from django.db.models import Count
 
 from runners.models import Runner, split_requirements
 from scheduler.models import Execution
 
-# The loop marks a runner offline after this many heartbeat intervals of
-# silence (`loop_steps.update_runner_states`).
-OFFLINE_AFTER_HEARTBEATS = 3
-# A heartbeat counts as missed once half an interval has passed beyond the
-# instant it was due: network jitter alone never turns a runner yellow.
-QUIET_AFTER_HEARTBEATS = 1.5
 # Runners named in a reason, at most.
 NAMED = 5
 
@@ -54,17 +47,25 @@ def lacking(missing: Collection[str], one: bool = False) -> tuple[str, str]:
     what to do about it; `one`: said of a single agent. An agent announces
     run_as only when its --allow-run-as names a user, so run_as alone
     missing is as likely the operator's choice as an agent that predates
-    it; stdin missing means an older agent."""
+    it; container only when a container engine answered it at start, so
+    container alone missing is as likely a machine without docker or
+    podman; stdin missing means an older agent."""
     do, their = ("does", "its") if one else ("do", "their")
     allow = f"name the job's user in {their} --allow-run-as"
-    if "run_as" not in missing:
-        return f"{do} not support", "upgrade croniq-runner"
+    engine = "run docker or podman where the agent runs and restart it (croniq-runner --engine)"
     if set(missing) == {"run_as"}:
         return (
             f"{do} not allow (croniq-runner --allow-run-as) or predate",
             f"{allow}, or upgrade croniq-runner",
         )
-    return f"{do} not support", f"upgrade croniq-runner and {allow}"
+    if set(missing) == {"container"}:
+        return f"{do} not have a container engine or predate", f"{engine}, or upgrade croniq-runner"
+    remedies = ["upgrade croniq-runner"]
+    if "run_as" in missing:
+        remedies.append(allow)
+    if "container" in missing:
+        remedies.append(engine)
+    return f"{do} not support", " and ".join(remedies)
 
 
 class Waiting(NamedTuple):
@@ -215,44 +216,3 @@ def label_warnings(
         if problem:
             found.append(f"job {name}: {problem}; its runs wait until one registers")
     return found
-
-
-# -- a runner's liveness ------------------------------------------------------
-
-
-def heartbeat() -> timedelta:
-    return timedelta(seconds=settings.CRONIQ_HEARTBEAT_INTERVAL)
-
-
-def offline_after() -> timedelta:
-    """Silence after which the loop marks a runner offline."""
-    return OFFLINE_AFTER_HEARTBEATS * heartbeat()
-
-
-class Liveness(NamedTuple):
-    kind: str  # fresh, quiet (a heartbeat missed), silent (due offline), offline
-    age: timedelta
-
-
-def liveness(
-    state: str, last_seen_at: datetime, now: datetime, interval: timedelta | None = None
-) -> Liveness:
-    """How a runner last seen at `last_seen_at` looks at `now`."""
-    interval = interval or heartbeat()
-    age = max(now - last_seen_at, timedelta(0))
-    if state == Runner.OFFLINE:
-        return Liveness("offline", age)
-    if age > OFFLINE_AFTER_HEARTBEATS * interval:
-        return Liveness("silent", age)
-    if age > QUIET_AFTER_HEARTBEATS * interval:
-        return Liveness("quiet", age)
-    return Liveness("fresh", age)
-
-
-def ago(age: timedelta) -> str:
-    """ "17 s ago", "4 min ago", "3 h ago", "2 d ago" (whole units, rounded down)."""
-    seconds = int(age.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit} ago"
-    return f"{seconds} s ago"

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Min, Q
 
 import audit
-from dispatch import coverage, identity
+from dispatch import identity, liveness
 from dispatch.notify import notify_new_work
 from runners.models import Runner
 from scheduler.models import Execution
@@ -45,10 +45,11 @@ def next_lease_expiry(now: datetime) -> datetime:
 
 
 def update_runner_states(now: datetime) -> int:
-    """Mark silent runners offline and forget long-offline ones (each change
-    audited). The flapping mark of runners that went quiet is cleared by a
-    step of its own (`identity.clear_quiet_flapping`)."""
-    silent_since = now - coverage.offline_after()
+    """Mark runners silent for the offline threshold offline and forget
+    long-offline ones (each change audited). The flapping mark of runners
+    that went quiet is cleared by a step of its own
+    (`identity.clear_quiet_flapping`)."""
+    silent_since = now - liveness.offline_after()
     changed = 0
     silent = Runner.objects.filter(
         state__in=[Runner.ONLINE, Runner.DRAINING], last_seen_at__lt=silent_since
@@ -64,8 +65,8 @@ def update_runner_states(now: datetime) -> int:
 
 def next_runner_change(now: datetime) -> datetime:
     """When update_runner_states may next have work (`Step.until`): the
-    earliest instant a runner now online or draining goes silent, or one
-    offline is forgotten. A runner seen later goes silent no sooner than
+    earliest instant a runner now online or draining is due offline, or one
+    offline is forgotten. A runner seen later is due offline no sooner than
     `offline_after` from now. (A pin orphaned otherwise, its runner deleted
     by hand, is dropped by then too.) At rest, the step ran every 5 s, three
     queries a time (bench/idle_cost.py)."""
@@ -74,7 +75,7 @@ def next_runner_change(now: datetime) -> datetime:
         live=Min("last_seen_at", filter=live),
         gone=Min("last_seen_at", filter=Q(state=Runner.OFFLINE)),
     )
-    offline_after = coverage.offline_after()
+    offline_after = liveness.offline_after()
     retention = timedelta(seconds=settings.CRONIQ_RUNNER_RETENTION)
     at = now + offline_after
     if seen["live"] is not None:

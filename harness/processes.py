@@ -271,6 +271,9 @@ def start_agent(server_url, token, log_path, *args, **extra_env):
     """croniq-runner as installed from its wheel (harness/runner_venv.py)."""
     # Ledgers of the agent's jobs live beside its log, not in root's home.
     extra_env.setdefault("XDG_STATE_HOME", Path(log_path).parent / "agent-state")
+    # No container engine unless a test asks for one (tests/docker): whether
+    # this machine's docker answers would otherwise decide an agent's labels.
+    extra_env.setdefault("CRONIQ_ENGINE", "none")
     env = agent_env(process_env("sqlite:////nonexistent", **extra_env))
     return Process(
         [str(runner_venv() / "croniq-runner"), "--server", server_url, "--token", token, *args],

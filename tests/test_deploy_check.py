@@ -109,8 +109,8 @@ plain, proxied = Client(), Client(HTTP_X_FORWARDED_PROTO="https")
 host = {"HTTP_HOST": "croniq.example.com"}
 answers = {}
 for name, client, path, extra in [
-    ("admin_plain", plain, "/admin/login/", {}),
-    ("admin_https", proxied, "/admin/login/", {}),
+    ("login_plain", plain, "/accounts/login/", {}),
+    ("login_https", proxied, "/accounts/login/", {}),
     ("healthz", plain, "/healthz", {}),
     ("metrics", plain, "/metrics", {}),
     ("metrics_token", plain, "/metrics", {"HTTP_AUTHORIZATION": "Bearer scrape-me"}),
@@ -133,9 +133,9 @@ def test_the_production_settings_redirect_browsers_only(production):
     result = run(["-W", "ignore", "-c", CLIENT_SCRIPT], production)
     assert result.returncode == 0, result.stderr
     answers = json.loads(result.stdout.strip().splitlines()[-1])
-    assert answers["admin_plain"]["status"] == 301
-    assert answers["admin_plain"]["location"] == "https://croniq.example.com/admin/login/"
-    https = answers["admin_https"]
+    assert answers["login_plain"]["status"] == 301
+    assert answers["login_plain"]["location"] == "https://croniq.example.com/accounts/login/"
+    https = answers["login_https"]
     assert https["status"] == 200
     assert https["hsts"] == "max-age=31536000; includeSubDomains; preload"
     assert https["cookies"] == {"csrftoken": True}

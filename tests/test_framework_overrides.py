@@ -179,7 +179,8 @@ def test_the_stock_middleware_serve_the_api_static_files_and_the_admin(settings)
     with pytest.warns(Warning, match="must consume synchronous iterators"):
         status, body, _ = asgi_get("/static/admin/css/base.css")
     assert status == 200 and b"body" in body
-    assert asgi_get("/admin/login/")[0] == 200
+    assert asgi_get("/admin/login/")[0] == 302  # to the login page
+    assert asgi_get("/accounts/login/")[0] == 200
 
 
 # -- sqlite_write_lock -----------------------------------------------------------

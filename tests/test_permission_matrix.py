@@ -18,6 +18,7 @@ from django.urls import reverse
 from audit.models import AuditEvent
 from calendars.models import Calendar, CalendarPeriod
 from control.models import ApiKey
+from dashboard import bulk
 from notifications.models import Channel, Mute, Rule
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution, Job
@@ -149,6 +150,11 @@ def dashboard_post(url_name, target, data=None):
     return lambda world: (reverse(f"dashboard:{url_name}", args=[target(world)]), data or {})
 
 
+def bulk_post(action, job):
+    data = {"action": action, "job": [job.name], "reason": "maintenance"}
+    return reverse("dashboard:jobs-bulk"), {**data, "confirm": bulk.digest(action, [job.pk])}
+
+
 def job_form(world):
     return admin_forms.job_form(
         name=world.job.name,
@@ -272,6 +278,10 @@ REQUESTS = {
     ("dashboard", "runner.drain"): dashboard_post("runner-drain", lambda w: w.runner.pk),
     ("dashboard", "runner.resume"): dashboard_post("runner-resume", lambda w: w.draining.pk),
     ("dashboard", "runner.forget"): dashboard_post("runner-forget", lambda w: w.runner.pk),
+    # The overview's bulk actions, confirmed (dashboard.bulk).
+    ("bulk", "job.run"): lambda w: bulk_post("run", w.job),
+    ("bulk", "job.pause"): lambda w: bulk_post("pause", w.job),
+    ("bulk", "job.resume"): lambda w: bulk_post("resume", w.paused_job),
 }
 
 # Adds answered with a page that shows the new secret once, not a redirect.
@@ -360,10 +370,15 @@ def test_the_dashboard_shows_only_the_buttons_the_user_may_use(client, world, us
         reverse("dashboard:execution", args=[world.failed.pk]): {"execution.retry"},
         reverse("dashboard:runners"): {"runner.drain", "runner.resume", "runner.forget"},
         reverse("dashboard:dead-letters"): {"deadletter.replay", "deadletter.discard"},
+        reverse("dashboard:overview"): {"job.run", "job.pause", "job.resume"},
     }
     for url, offered in pages.items():
         expected = {action for action in offered if allowed(role, action)}
         assert buttons(client, url) == expected, url
+    # The rows the runners page's script puts in place offer the same.
+    finder = ButtonFinder()
+    finder.feed(client.get(reverse("dashboard:runners-rows")).json()["html"])
+    assert finder.actions == buttons(client, reverse("dashboard:runners"))
 
 
 ADMIN_ACTIONS = {
@@ -427,6 +442,7 @@ def test_staff_outside_the_groups_can_open_neither_the_admin_nor_the_dashboard(
         reverse("dashboard:execution", args=[world.failed.pk]),
         reverse("dashboard:execution-log", args=[world.failed.pk]),
         reverse("dashboard:runners"),
+        reverse("dashboard:runners-rows"),
         reverse("dashboard:audit"),
         reverse("dashboard:dead-letters"),
     ]
@@ -445,7 +461,7 @@ def test_anonymous_action_posts_go_to_the_login_and_change_nothing(client, world
     before = snapshot()
     answer = client.post(reverse("dashboard:runner-forget", args=[world.runner.pk]))
     assert answer.status_code == 302
-    assert answer["Location"].startswith("/admin/login/")
+    assert answer["Location"].startswith("/accounts/login/")
     assert snapshot() == before
 
 

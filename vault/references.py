@@ -1,4 +1,5 @@
-"""`${secret:NAME}` in a job's environment (docs/design.md §11).
+"""`${secret:NAME}` in a job's environment and in an http job's request
+(docs/design.md §11, §15).
 
 A job stores the reference, never the value: the admin, the dashboard, the
 API, the audit trail, apply's plan and notifications all read the job's row
@@ -8,6 +9,7 @@ the runner that claimed a run (vault.resolution).
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from vault.models import NAME_PATTERN
 
@@ -18,6 +20,21 @@ NAME = re.compile(NAME_PATTERN)
 def names_in(text: str) -> list[str]:
     """The secret names `text` refers to, in order, malformed ones included."""
     return REFERENCE.findall(text)
+
+
+def request_texts(http: Mapping[str, Any] | None) -> dict[str, str]:
+    """The texts of an http job's request (docs/design.md §15) where
+    references may stand, by their path in `http`: `url`, `body`,
+    `headers.NAME`; {} for none."""
+    if not isinstance(http, Mapping):
+        return {}
+    texts = {key: http[key] for key in ("url", "body") if isinstance(http.get(key), str)}
+    headers = http.get("headers")
+    if isinstance(headers, Mapping):
+        texts.update(
+            (f"headers.{name}", value) for name, value in headers.items() if isinstance(value, str)
+        )
+    return texts
 
 
 def has_reference(env: Mapping[str, str] | None) -> bool:

@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 from audit.models import AuditEvent
 from core import instants, permissions
 from dashboard.charts import DurationChart, HeatMap, HeatRow, format_seconds
-from dispatch import coverage
+from dispatch import liveness
 from scheduler.forecast import Span
 from scheduler.models import Execution, Job
 
@@ -26,6 +26,13 @@ def may(user: Any, action: str) -> bool:
     """`{% if request.user|may:"job.run" %}`: show only the buttons the user
     may use (the views refuse the others with 403 all the same)."""
     return permissions.allows(user, action)
+
+
+@register.simple_tag
+def filter_query(job_filter: Any, **changes: str) -> str:
+    """`{% filter_query job_filter tag="billing" %}`: the overview's query
+    string with one filter changed ("" drops it), the page left out."""
+    return f"?{job_filter.query(**changes)}"
 
 
 @register.simple_tag
@@ -88,7 +95,14 @@ def utc(value: datetime | None) -> str:
 @register.filter
 def ago(age: timedelta) -> str:
     """A timedelta as "17 s ago" (dashboard.js keeps it up to date)."""
-    return coverage.ago(age)
+    return liveness.ago(age)
+
+
+@register.filter
+def join_keys(value: dict[str, Any]) -> str:
+    """A mapping's keys, sorted (PostgreSQL's jsonb keeps no order),
+    comma-separated: an http job's header names, shown without their values."""
+    return ", ".join(sorted(value))
 
 
 @register.filter

@@ -13,7 +13,8 @@ with Python. Threads:
   settles it lost and retries it (the server then answers 409, as expected);
 - each execution has a reader, a log shipper and a thread that reports its end,
   through the reports thread, which sends the reports that queue together (an
-  http job's request thread takes the reader's place: http_job.py).
+  http job's request thread takes the reader's place: http_job.py; a
+  container job's process is its engine's `run`: container_job.py).
 
 This module holds the Agent's lifecycle (start, drain, shutdown), the poller
 and main(); registration.py its session with the server, leases.py the
@@ -49,6 +50,8 @@ from croniq_runner.config import (
     forget_token,
     parse_args,
 )
+from croniq_runner.container_job import ContainerJob
+from croniq_runner.engine import Engine, EngineMissing, detect
 from croniq_runner.exits import EXIT_OK, EXIT_SUPERSEDED, EXIT_UNAUTHORIZED, EXIT_USAGE, Fatal
 from croniq_runner.http_job import HttpJob
 from croniq_runner.job import Assignment, Job
@@ -98,6 +101,7 @@ class Agent(Registration, LeaseKeeping):
         self.leases: LeaseBook | None = None
         self.ledger: Ledger | None = None
         self.cgroups: Cgroups | None = None  # where jobs' limits are held (limits.py)
+        self.engine: Engine | None = None  # found at start (--engine)
 
         self.jobs: dict[int, Job] = {}
         self.jobs_lock = threading.Lock()
@@ -124,6 +128,7 @@ class Agent(Registration, LeaseKeeping):
     def run(self) -> int:
         try:
             self.open_ledger()
+            self.find_engine()
             self.find_cgroups()
             self.register()
         except Fatal as fatal:
@@ -164,6 +169,14 @@ class Agent(Registration, LeaseKeeping):
         self.ledger = ledger
         if ended:
             log.warning("ended %d job(s) left running by a previous run", len(ended))
+
+    def find_engine(self) -> None:
+        """The container engine --engine names, or the first that answers
+        (auto); none: container jobs go to other runners."""
+        try:
+            self.engine = detect(self.config.engine)
+        except EngineMissing as error:
+            raise Fatal(EXIT_USAGE, str(error)) from None
 
     def find_cgroups(self) -> None:
         """Where jobs' memory limits and CPU counts go (cgroups.py), said
@@ -407,9 +420,17 @@ class Agent(Registration, LeaseKeeping):
                 ", ".join(sorted(map(str, assignment))) or "no fields",
             )
             return
-        # An http job's request is made by the agent itself (http_job.py).
-        kind = HttpJob if assignment.get("kind") == "http" else Job
-        job = kind(
+        # An http job's request is made by the agent itself (http_job.py), a
+        # container job's image run by the engine (container_job.py); a kind
+        # this agent cannot run, Job fails unstarted.
+        kind = assignment.get("kind")
+        cls: type[Job] = Job
+        extra: dict[str, Any] = {}
+        if kind == "http":
+            cls = HttpJob
+        elif kind == "container" and self.engine is not None:
+            cls, extra = ContainerJob, {"engine": self.engine}
+        job = cls(
             assignment,
             client=self.client,
             session=self.session,
@@ -425,6 +446,7 @@ class Agent(Registration, LeaseKeeping):
             reports=self.reports,
             allowed_users=self.config.allow_run_as,
             cgroups=self.cgroups,
+            **extra,
         )
         # Until the first renewal the lease counts from its arrival; the
         # immediate heartbeat below anchors it on a real renewal.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 from croniq_runner import __version__ as VERSION
+from croniq_runner.engine import CHOICES as ENGINE_CHOICES
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -67,6 +68,10 @@ class Config:
     # that names one fails without running.
     allow_run_as: tuple[str, ...] = ()
     token_on_command_line: bool = False
+    # The container engine (--engine): docker, podman, auto (the first that
+    # answers at start) or none. Built by hand, a Config runs no container
+    # jobs; the command line's default is auto.
+    engine: str = "none"
     # --cgroups: limit jobs' memory and count their CPU in cgroups where the
     # agent may make them (auto), or by setrlimit and /proc only (off).
     cgroups: bool = True
@@ -119,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated users a job's run_as may name (default: none; a job naming "
         "another user fails without running; the agent must run as root, or allow only "
         "its own user) [CRONIQ_ALLOW_RUN_AS]",
+    )
+    add(
+        "--engine",
+        metavar="ENGINE",
+        help="the container engine that runs container jobs: docker, podman, auto (the first "
+        "of docker and podman that answers at start; the default) or none; with one, the "
+        "runner carries the label `container` [CRONIQ_ENGINE]",
     )
     add(
         "--log-level",
@@ -307,6 +319,10 @@ def parse_args(
     if level.upper() not in LOG_LEVELS:
         raise UsageError(f"{source}: expected one of {', '.join(LOG_LEVELS)}, got {level!r}")
 
+    engine, source = _pick(args, "engine", environ, "CRONIQ_ENGINE", "auto")
+    if engine.strip().lower() not in ENGINE_CHOICES:
+        raise UsageError(f"{source}: expected one of {', '.join(ENGINE_CHOICES)}, got {engine!r}")
+
     state_dir, _ = _pick(args, "state-dir", environ, "CRONIQ_STATE_DIR")
     run_as, source = _pick(args, "run-as", environ, "CRONIQ_RUN_AS")
     allowed, allowed_source = _pick(args, "allow-run-as", environ, "CRONIQ_ALLOW_RUN_AS")
@@ -337,5 +353,6 @@ def parse_args(
         run_as=account(run_as.strip(), source) if run_as and run_as.strip() else None,
         allow_run_as=allowed_users(allowed, allowed_source),
         token_on_command_line=args.token is not None,
+        engine=engine.strip().lower(),
         cgroups=cgroups.strip().lower() == "auto",
     )

@@ -215,6 +215,8 @@ class TrackingAdapter(HTTPAdapter):
 class HttpJob(Job):
     """A Job whose run is an HTTP request the agent makes (kind http)."""
 
+    KIND = "http"
+
     def __init__(self, assignment: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(assignment, **kwargs)
         self.request: Request | None = None

@@ -38,9 +38,11 @@ Assignment = dict[str, Any]
 # The assignment fields this agent acts on. Announced at registration
 # (`announced_features`): the server hands a job that sets one only to
 # agents that announced it. `http`: the kind http and its request
-# (http_job.py); `limits`: max_output with on_max_output, max_memory and
-# max_cpu_seconds (limits.py).
-FEATURES = ("stdin", "run_as", "http", "limits")
+# (http_job.py); `container`: the kind container and its image
+# (container_job.py), announced only when a container engine answered;
+# `limits`: max_output with on_max_output, max_memory and max_cpu_seconds
+# (limits.py).
+FEATURES = ("stdin", "run_as", "http", "container", "limits")
 
 log = logging.getLogger("croniq.runner")
 
@@ -74,18 +76,24 @@ def job_environment(
     if account is not None:
         env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
     env.update({str(k): str(v) for k, v in (assignment.get("env") or {}).items()})
-    env.update(
-        CRONIQ_JOB=str(assignment.get("job", "")),
-        CRONIQ_EXECUTION_ID=str(assignment["id"]),
-        CRONIQ_SCHEDULED_FOR=str(assignment.get("scheduled_for", "")),
-        CRONIQ_ATTEMPT=str(assignment.get("attempt", "")),
-    )
+    env.update(run_variables(assignment))
+    return env
+
+
+def run_variables(assignment: Assignment) -> dict[str, str]:
+    """The CRONIQ_* variables a run's program gets over its env."""
+    variables = {
+        "CRONIQ_JOB": str(assignment.get("job", "")),
+        "CRONIQ_EXECUTION_ID": str(assignment["id"]),
+        "CRONIQ_SCHEDULED_FOR": str(assignment.get("scheduled_for", "")),
+        "CRONIQ_ATTEMPT": str(assignment.get("attempt", "")),
+    }
     # How the run came about (schedule, manual, webhook, ...); a server that
     # predates it sends none, and the job then gets none.
     trigger = assignment.get("trigger")
     if isinstance(trigger, str) and trigger:
-        env["CRONIQ_TRIGGER"] = trigger
-    return env
+        variables["CRONIQ_TRIGGER"] = trigger
+    return variables
 
 
 def outcome(
@@ -115,16 +123,23 @@ def outcome(
     return body
 
 
-class RunAsError(Exception):
+class StartRefused(Exception):
+    """The run cannot start as its assignment says; it ends unstarted, this
+    its reason."""
+
+
+class RunAsError(StartRefused):
     """The agent cannot run the job as its `run_as` user."""
 
 
-def announced_features(allowed_users: Collection[str]) -> list[str]:
-    """The features to announce at registration: stdin always, run_as only
-    when --allow-run-as names a user. An agent allowing none would fail
-    every run_as job, so the server keeps them for agents that may run
-    them (and says why they wait)."""
-    return [f for f in FEATURES if f != "run_as" or allowed_users]
+def announced_features(allowed_users: Collection[str], engine: bool = False) -> list[str]:
+    """The features to announce at registration: stdin and http always,
+    run_as only when --allow-run-as names a user, container only with a
+    container `engine`. An agent allowing none would fail every run_as
+    job, one without an engine every container job, so the server keeps
+    them for agents that may run them (and says why they wait)."""
+    lacking = {"run_as": not allowed_users, "container": not engine}
+    return [f for f in FEATURES if not lacking.get(f, False)]
 
 
 def job_account(
@@ -163,6 +178,9 @@ def job_account(
 
 
 class Job:
+    # The assignment's `kind` this class runs (docs/design.md §15).
+    KIND = "shell"
+
     def __init__(
         self,
         assignment: Assignment,
@@ -246,7 +264,7 @@ class Job:
     # -- starting -------------------------------------------------------
 
     def supervised(self, lifeline: int) -> list[str]:
-        """The command line of the supervisor that runs the job's shell."""
+        """The command line of the supervisor that runs the job's program."""
         args = [sys.executable, "-I", "-S", SUPERVISOR, str(lifeline), str(self.orphan_grace)]
         if self.account is not None:
             groups = ",".join(str(g) for g in self.account.groups)
@@ -255,35 +273,67 @@ class Job:
             args += ["--start-at", f"{self.start_at:.6f}"]
         if self.held is not None:
             args += self.held.supervisor_args()
-        return [*args, "--", "sh", "-c", self.assignment["command"]]
+        return [*args, *self.supervisor_options(), "--", *self.program()]
+
+    # -- what runs: a shell job's; a container job's in container_job.py ----
+
+    def prepare(self) -> None:
+        """Check what the run needs before it starts; StartRefused (its
+        reason) ends it unstarted. A shell job: the user it runs as."""
+        self.account = job_account(self.assignment, self.account, self.allowed_users)
+
+    def program(self) -> list[str]:
+        """The command the supervisor runs."""
+        return ["sh", "-c", self.assignment["command"]]
+
+    def supervisor_options(self) -> list[str]:
+        return []
+
+    def environment(self) -> dict[str, str]:
+        return job_environment(self.assignment, os.environ, self.account)
+
+    def input(self) -> str:
+        """What the program reads on its standard input ("": nothing)."""
+        return str(self.assignment.get("stdin") or "")
+
+    def recorded(self) -> None:
+        """Note the started run in the ledger, for a restart after the
+        agent's death to end what it left."""
+        if self.ledger is not None and self.process is not None:
+            self.ledger.add(self.process.pid, self.id)
 
     def start(self) -> None:
         kind = self.assignment.get("kind", "shell")
-        if kind != "shell":
-            # Not a command (the agent makes an http job's request with
-            # HttpJob): never run as one, whatever `command` holds.
-            self.refuse_start(f"kind: croniq-runner {VERSION} does not run {kind!r} jobs")
+        if kind != self.KIND:
+            # Not what this class runs (an http job's request is HttpJob's,
+            # a container job's image ContainerJob's, and an agent without
+            # an engine has none): never run as a command, whatever
+            # `command` holds.
+            cannot = f"croniq-runner {VERSION} does not run {kind!r} jobs"
+            if kind == "container":
+                cannot = "this croniq-runner found no container engine at start (--engine)"
+            self.refuse_start(f"kind: {cannot}")
             return
         if self.limits_problem is not None:
             self.refuse_start(self.limits_problem)
             return
-        # The supervisor reads end-of-file from this pipe once the agent is
-        # gone; only the agent holds the write end (not inherited by jobs).
         try:
-            self.account = job_account(self.assignment, self.account, self.allowed_users)
-        except RunAsError as error:
+            self.prepare()
+        except StartRefused as error:
             self.refuse_start(str(error))
             return
         if self.limits.of_processes:
             self.held = Held.make(self.limits, self.cgroups, self.id)
             log.info("execution %s limits: %s", self.id, self.held.how())
-        stdin = self.assignment.get("stdin") or ""
+        stdin = self.input()
+        # The supervisor reads end-of-file from this pipe once the agent is
+        # gone; only the agent holds the write end (not inherited by jobs).
         lifeline, self._lifeline = os.pipe()
         try:
             self.process = subprocess.Popen(
                 self.supervised(lifeline),
                 cwd=self.work_dir,
-                env=job_environment(self.assignment, os.environ, self.account),
+                env=self.environment(),
                 # The job's input through a pipe, as cron feeds a crontab
                 # line's `%` text; else nothing to read.
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
@@ -299,8 +349,7 @@ class Job:
                 self.held.close()
         finally:
             os.close(lifeline)
-        if self.process is not None and self.ledger is not None:
-            self.ledger.add(self.process.pid, self.id)
+        self.recorded()
         # The timeout counts from the command's start: at the instant when
         # the supervisor waits for it.
         self.started_at = self.clock() + self.wait_for_instant()
@@ -313,7 +362,7 @@ class Job:
                 self.process.pid,
             )
             if stdin:
-                self._thread(lambda: self._feed(str(stdin)), "stdin")
+                self._thread(lambda: self._feed(stdin), "stdin")
             self._thread(self._read, "read")
             self._shipper: threading.Thread | None = self._thread(self._ship, "ship")
         else:
@@ -393,7 +442,7 @@ class Job:
             if self.sigkill_at is None or deadline < self.sigkill_at:
                 self.sigkill_at = deadline
             if first:
-                self._signal(signal.SIGTERM)
+                self._stop(signal.SIGTERM)
         if first:
             log.warning("execution %s: %s", self.id, REASONS[reason].format(timeout=self.timeout))
         return first
@@ -410,7 +459,13 @@ class Job:
             due = self.sigkill_at is not None and now >= self.sigkill_at
             if self.running and due and not self.sigkill_sent:
                 self.sigkill_sent = True
-                self._signal(signal.SIGKILL)
+                self._stop(signal.SIGKILL)
+
+    def _stop(self, signum: signal.Signals) -> None:
+        """How a kill (SIGTERM, then SIGKILL after the grace) reaches the job:
+        a shell job's by `_signal` (a container job's SIGTERM goes through
+        its engine instead). Called holding the lock, the job running."""
+        self._signal(signum)
 
     def enforce_limits(self, now: float, kill_grace: float) -> None:
         """End the run past its output (with on_max_output fail), its memory
@@ -464,16 +519,22 @@ class Job:
                 break
             if self._redactor is not None:
                 data = self._redactor.feed(data)
+            self.seen(data)
             with self._output:
                 self._batcher.feed(data)
                 self._output.notify_all()
         stdout.close()
         with self._output:
             if self._redactor is not None:
-                self._batcher.feed(self._redactor.finish())
+                held = self._redactor.finish()
+                self.seen(held)
+                self._batcher.feed(held)
             self._batcher.finish()
             self._output_closed = True
             self._output.notify_all()
+
+    def seen(self, data: bytes) -> None:
+        """What the program wrote, as its log gets it (masked)."""
 
     def _next_batch(self) -> str | None:
         with self._output:

@@ -13,6 +13,14 @@ line names the boot. A group id is only killed when its leader still is
 the process that was recorded (same start time), or when the leader is
 gone: while a group has members its id cannot be given to a new process.
 
+Container jobs' containers (container_job.py) live in their engine, not in
+a process group: they are listed beside the ledger, in
+`jobs-<pid>.containers` (agents that predate containers read only
+`*.ledger`), a line `<engine> <container name> <execution id>`. A dead
+incarnation's containers are removed (`ENGINE rm -f`) after its process
+groups have ended, so no engine command of it can start one afterwards; a
+name is the run's own (engine.container_name), whatever the boot.
+
 The directory is trusted only when it is the agent's own: owned by the
 agent's user and writable by no one else; otherwise the agent refuses to
 start (UnsafeStateDir). Whoever else could write to it could plant a ledger
@@ -28,15 +36,20 @@ import errno
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import stat
 import threading
 import time
 from typing import TextIO
 
+from croniq_runner import engine as engines
+
 log = logging.getLogger("croniq.runner")
 
 LEFTOVER_WAIT = 5.0
+LEDGER = ".ledger"
+CONTAINERS = ".containers"
 # Never through a symbolic link, never a FIFO that blocks the open.
 READ_LEDGER = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 NEW_LEDGER = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -116,11 +129,14 @@ def group_members(pgid: int) -> list[int]:
 class Ledger:
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self.name = f"jobs-{os.getpid()}.ledger"
+        self.name = f"jobs-{os.getpid()}{LEDGER}"
         self.path = os.path.join(directory, self.name)
         self.entries: dict[int, tuple[str, int]] = {}  # pgid -> (start time, execution id)
+        self.containers_name = f"jobs-{os.getpid()}{CONTAINERS}"
+        self.containers: dict[str, tuple[str, int]] = {}  # name -> (engine, execution id)
         self.dir_fd: int | None = None  # the state directory, checked once and held
         self.handle: TextIO | None = None
+        self.containers_handle: TextIO | None = None  # created with the first container
         self.lock = threading.Lock()  # jobs start and end on their own threads
 
     def open(self) -> list[int]:
@@ -132,8 +148,12 @@ class Ledger:
             ended: list[int] = []
             # This agent's own name too: a dead agent may have had the same pid.
             for name in sorted(os.listdir(dir_fd)):
-                if name.endswith(".ledger"):
+                if name.endswith(LEDGER):
                     ended += self.end_leftovers(name)
+            # A list of containers whose ledger is gone has no agent left.
+            for name in sorted(os.listdir(dir_fd)):
+                if name.endswith(CONTAINERS) and not self.exists(ledger_of(name)):
+                    self.end_containers(name)
             fd = os.open(self.name, NEW_LEDGER, 0o600, dir_fd=dir_fd)
             self.handle = os.fdopen(fd, "w")
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -188,7 +208,53 @@ class Ledger:
                             execution_id,
                         )
                         ended.append(int(pgid))
+            # Its groups have ended: none of its engine commands starts a
+            # container any more.
+            if self.exists(containers_of(name)):
+                self.end_containers(containers_of(name))
             os.unlink(name, dir_fd=self.dir_fd)
+        return ended
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def end_containers(self, name: str) -> list[str]:
+        """Remove the containers the list `name` of a dead incarnation names;
+        the names of those the engine answered for. Removing a container
+        already gone is no error."""
+        handle = self.open_leftover(name)
+        if handle is None:
+            return []
+        with handle:
+            lines = handle.read().splitlines()
+        ended = []
+        for line in lines:
+            parts = line.split()
+            if len(parts) != 3 or parts[0] not in engines.ENGINES:
+                continue
+            engine_name, container, execution_id = parts
+            path = shutil.which(engine_name)
+            if path is None:
+                log.error(
+                    "cannot remove container %s of execution %s: %s is not installed",
+                    container,
+                    execution_id,
+                    engine_name,
+                )
+                continue
+            if engines.remove(engines.Engine(engine_name, path), container):
+                log.warning(
+                    "removed container %s of execution %s, if still there: left by a previous "
+                    "run of this runner",
+                    container,
+                    execution_id,
+                )
+                ended.append(container)
+        os.unlink(name, dir_fd=self.dir_fd)
         return ended
 
     def end_group(self, pgid: int, started: str) -> bool:
@@ -219,6 +285,36 @@ class Ledger:
             if self.entries.pop(pgid, None) is not None:
                 self.write()
 
+    def add_container(self, engine: str, name: str, execution_id: int) -> None:
+        """A container job's container (`engine`: docker or podman)."""
+        with self.lock:
+            self.containers[name] = (engine, execution_id)
+            self.write_containers()
+
+    def remove_container(self, name: str) -> None:
+        with self.lock:
+            if self.containers.pop(name, None) is not None:
+                self.write_containers()
+
+    def write_containers(self) -> None:
+        if self.handle is None:
+            return  # closed (the agent is exiting), or never opened
+        lines = [f"{engine} {name} {eid}" for name, (engine, eid) in self.containers.items()]
+        try:
+            if self.containers_handle is None:
+                fd = os.open(self.containers_name, NEW_LEDGER, 0o600, dir_fd=self.dir_fd)
+                self.containers_handle = os.fdopen(fd, "w")
+            self.containers_handle.seek(0)
+            self.containers_handle.truncate()
+            self.containers_handle.write("".join(line + "\n" for line in lines))
+            self.containers_handle.flush()
+        except OSError as error:  # a full disk must not stop the jobs themselves
+            log.warning(
+                "cannot update the list of containers %s: %s",
+                os.path.join(self.directory, self.containers_name),
+                error,
+            )
+
     def write(self) -> None:
         if self.handle is None:
             return  # closed: the agent is exiting
@@ -235,6 +331,12 @@ class Ledger:
     def close(self) -> None:
         """A clean exit: nothing of this agent is left to end."""
         with self.lock:
+            if self.containers_handle is not None:
+                # Before the ledger: a list without its ledger is a dead one's.
+                with contextlib.suppress(OSError):
+                    os.unlink(self.containers_name, dir_fd=self.dir_fd)
+                self.containers_handle.close()
+                self.containers_handle = None
             if self.handle is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(self.name, dir_fd=self.dir_fd)
@@ -243,3 +345,12 @@ class Ledger:
             if self.dir_fd is not None:
                 os.close(self.dir_fd)
                 self.dir_fd = None
+
+
+def containers_of(ledger: str) -> str:
+    """The name of the list of containers beside the ledger `ledger`."""
+    return ledger.removesuffix(LEDGER) + CONTAINERS
+
+
+def ledger_of(containers: str) -> str:
+    return containers.removesuffix(CONTAINERS) + LEDGER

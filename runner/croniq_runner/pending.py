@@ -5,10 +5,12 @@ The server's dashboard answers the same question from its database
 (dispatch.coverage); the API has no call for it, so `croniq mcp` derives it
 here from the same rules a claim applies (docs/design.md §4, §10): a runner
 takes a pending run when it is online, not drained, carries all the job's
-labels (the run's pinned runner for `run_on: all`), has a free slot, no
-maintenance holds the job, and the run's instant has come. What the API does
-not show (a retry's backoff, which agents support `stdin` or `run_as`, a
-concurrency group's use) is named as a possibility, never asserted.
+labels (the run's pinned runner for `run_on: all`), its agent announced the
+features the job needs (`stdin`, `run_as`, `http`, `container`, `limits`),
+it has a free slot, no maintenance holds the job, and the run's instant has
+come. What the API does not show (a retry's backoff, a concurrency group's use, and the runners'
+features when an older server leaves them out) is named as a possibility,
+never asserted.
 
 Standard library only; every function takes `now`.
 """
@@ -51,7 +53,7 @@ def why_pending(
         "kind": kind,
         "reason": reason,
         "also": [text for _, text in holds[1:]],
-        "uncertain": uncertain(execution, job) if state == "pending" else [],
+        "uncertain": uncertain(execution, job, runners) if state == "pending" else [],
         "derived": DERIVED,
     }
 
@@ -63,10 +65,13 @@ def pending_holds(
     the most lasting first."""
     holds = []
     labels = sorted(job.get("labels") or [])
-    candidates = able(execution, labels, runners)
+    carrying = able(execution, labels, runners)
+    candidates = equipped(carrying, needed_features(job))
     ready = taking_work(candidates)
-    if not candidates:
+    if not carrying:
         holds.append(("no_runner", no_runner_reason(execution, labels, runners)))
+    elif not candidates:
+        holds.append(("no_runner", outdated_reason(needed_features(job), labels, carrying)))
     elif not ready:
         holds.append(("unavailable", unavailable_reason(labels, candidates)))
     held = maintenance_reason(labels, maintenance)
@@ -94,6 +99,65 @@ def able(execution: Item, labels: Iterable[str], runners: list[Item]) -> list[It
         for r in runners
         if set(labels) <= set(r.get("labels") or ()) and (not pinned or r["name"] == pinned)
     ]
+
+
+def needed_features(job: Item) -> list[str]:
+    """What a runner's agent must have announced to take the job's runs
+    (docs/design.md §4): `stdin` and `run_as` when the job sets them, `http`
+    for an http job, `container` for a container job, `limits` for a limit
+    an older agent would ignore (max_memory, max_cpu_seconds, on_max_output
+    fail: the server's `Job.needs_limits`)."""
+    needs = [name for name in ("stdin", "run_as") if job.get(name)]
+    if job.get("kind") in ("http", "container"):
+        needs.append(job["kind"])
+    if job.get("max_memory") or job.get("max_cpu_seconds") or job.get("on_max_output") == "fail":
+        needs.append("limits")
+    return needs
+
+
+def features_shown(runners: list[Item]) -> bool:
+    """Whether the runners list says what each agent announced (`features`:
+    servers older than it leave it out, and then nothing is asserted)."""
+    return all("features" in r for r in runners)
+
+
+def equipped(runners: list[Item], needs: list[str]) -> list[Item]:
+    """The `runners` whose agents announced all of `needs`; all of them
+    when the list does not show features."""
+    if not features_shown(runners):
+        return runners
+    return [r for r in runners if set(needs) <= set(r.get("features") or ())]
+
+
+def outdated_reason(needs: list[str], labels: list[str], carrying: list[Item]) -> str:
+    """Why no runner carrying the job's labels may take it: each lacks a
+    feature the job needs (as the dashboard says it, dispatch.coverage)."""
+    missing = set().union(*(set(needs) - set(r.get("features") or ()) for r in carrying))
+    falls_short, remedy = lacking(missing)
+    named = ", ".join(
+        f"{r['name']} ({r.get('version') or 'version unknown'})" for r in carrying[:NAMED]
+    )
+    more = f" and {len(carrying) - NAMED} more" if len(carrying) > NAMED else ""
+    return (
+        f"the job needs {listed(missing)}, which the agents of the runners "
+        f"{with_labels(labels)} {falls_short}: {named}{more}; {remedy}"
+    )
+
+
+def lacking(missing: set[str]) -> tuple[str, str]:
+    """How agents without the `missing` features fall short, and the
+    remedy: an agent announces run_as only when its --allow-run-as names a
+    user, so run_as alone missing may be the operator's choice; stdin or
+    http missing means an older agent."""
+    allow = "name the job's user in their --allow-run-as"
+    if "run_as" not in missing:
+        return "do not support", "upgrade croniq-runner"
+    if missing == {"run_as"}:
+        return (
+            "do not allow (croniq-runner --allow-run-as) or predate",
+            f"{allow}, or upgrade croniq-runner",
+        )
+    return "do not support", f"upgrade croniq-runner and {allow}"
 
 
 def taking_work(runners: list[Item]) -> list[Item]:
@@ -149,7 +213,7 @@ def maintenance_reason(labels: list[str], maintenance: Item) -> str | None:
 
 def free_reason(execution: Item, job: Item, runners: list[Item]) -> str:
     labels = sorted(job.get("labels") or [])
-    ready = taking_work(able(execution, labels, runners))
+    ready = taking_work(equipped(able(execution, labels, runners), needed_features(job)))
     free = sum(r.get("capacity", 0) - r.get("running", 0) for r in ready)
     who = f"the {plural(len(ready), 'runner')} {with_labels(labels)}"
     has = "has" if len(ready) == 1 else "have"
@@ -175,7 +239,7 @@ def not_pending_reason(execution: Item) -> str:
     return f"it is not pending: it is {state}"
 
 
-def uncertain(execution: Item, job: Item) -> list[str]:
+def uncertain(execution: Item, job: Item, runners: list[Item]) -> list[str]:
     """What may also hold a pending run that the API does not show."""
     notes = []
     if execution.get("attempt", 1) > 1:
@@ -183,11 +247,17 @@ def uncertain(execution: Item, job: Item) -> list[str]:
             f"attempt {execution['attempt']} is a retry: it may still wait out the job's "
             f"retry_backoff ({job.get('retry_backoff')} s, doubling per failure)"
         )
-    features = [name for name in ("stdin", "run_as") if job.get(name)]
-    if features:
+    # A container job's need is said by the note below, in an engine's words.
+    features = [name for name in needed_features(job) if name != "container"]
+    if features and not features_shown(runners):
         notes.append(
-            f"the job sets {' and '.join(features)}: only agents that announce support for it "
+            f"the job needs {' and '.join(features)}: only agents that announce support for it "
             "take the run (croniq-runner upgraded; for run_as, --allow-run-as naming the user)"
+        )
+    if job.get("kind") == "container" and not features_shown(runners):
+        notes.append(
+            "the job is a container job: only runners whose agent found docker or podman take "
+            "the run (they carry the label container)"
         )
     if job.get("concurrency_group"):
         notes.append(

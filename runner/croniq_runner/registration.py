@@ -20,12 +20,15 @@ if TYPE_CHECKING:
 
     from croniq_runner.client import Client, Link
     from croniq_runner.config import Config
+    from croniq_runner.engine import Engine
     from croniq_runner.reports import Reports
     from croniq_runner.timing import LeaseBook
 
 log = logging.getLogger("croniq.runner")
 
 REGISTER_TIMEOUT = 10.0
+# The label a runner whose agent found a container engine carries by itself.
+CONTAINER_LABEL = "container"
 # Registration is repeated this often to pick up the server's current settings.
 REFRESH_INTERVAL = 300.0
 
@@ -41,6 +44,7 @@ class Registration:
         link: Link
         client: Client
         reports: Reports
+        engine: Engine | None
         runner_id: int | None
         lease_ttl: float
         heartbeat_interval: float
@@ -51,18 +55,26 @@ class Registration:
 
         def die(self, code: int, message: str) -> None: ...
 
+    def labels(self) -> list[str]:
+        """--labels, and `container` when a container engine answered (what
+        jobs may require: docs/design.md §15)."""
+        labels = list(self.config.labels)
+        if self.engine is not None and CONTAINER_LABEL not in labels:
+            labels.append(CONTAINER_LABEL)
+        return labels
+
     def registration(self) -> dict[str, Any]:
         return {
             "name": self.config.name,
-            "labels": list(self.config.labels),
+            "labels": self.labels(),
             "session": self.session,
             "version": VERSION,
             "hostname": socket.gethostname(),
             "capacity": self.config.capacity,
             # What it acts on in an assignment (stdin; run_as only with
-            # --allow-run-as): older servers ignore the field, and give such
-            # jobs to no one.
-            "features": announced_features(self.config.allow_run_as),
+            # --allow-run-as, container only with an engine): older servers
+            # ignore the field, and give such jobs to no one.
+            "features": announced_features(self.config.allow_run_as, self.engine is not None),
         }
 
     def register(self) -> None:
@@ -103,7 +115,7 @@ class Registration:
             self.config.name,
             self.runner_id,
             self.session,
-            ",".join(self.config.labels) or "-",
+            ",".join(self.labels()) or "-",
             self.config.capacity,
         )
         if answer.get("takeover"):

@@ -1,7 +1,8 @@
 """The parent of one job: it makes the job die with its agent.
 
     python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] [--start-at T]
-        [--cgroup DIR]... [--rlimit data|as|cpu N]... -- COMMAND...
+        [--cgroup DIR]... [--rlimit data|as|cpu N]... [--container ENGINE NAME]
+        -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a
@@ -49,6 +50,13 @@ SIGKILL a second later). The supervisor itself stays outside them: its own
 memory and CPU are not the job's. A cgroup the child cannot join fails the
 job unstarted (exit 126) rather than run it unlimited.
 
+With --container, COMMAND is `ENGINE run` of a container job's container
+NAME (container_job.py), which lives in the engine, not below this
+process: ending COMMAND would leave it running. When the agent dies, the
+container is stopped first through ENGINE (`stop`: SIGTERM, SIGKILL after
+GRACE), then COMMAND and the rest of the group end as usual, and last the
+container is removed (`rm -f`: one COMMAND created meanwhile too).
+
 Runs as a script with `-I -S` (no current directory on sys.path, no PYTHON*
 variables, no site-packages: faster to start) and imports only the
 standard library.
@@ -71,6 +79,9 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # forked before its SIGKILL landed, so a few always suffice.
 KILL_PASSES = 50
 
+# How long one engine command (stop past its grace, rm) may take on agent death.
+ENGINE_TIMEOUT = 30.0
+
 # --user: (uid, gid, supplementary groups).
 UserIds = tuple[int, int, list[int]]
 # --rlimit: (resource, soft, hard).
@@ -79,6 +90,8 @@ RLIMITS = {"data": "RLIMIT_DATA", "as": "RLIMIT_AS", "cpu": "RLIMIT_CPU"}
 # What the job's processes get past RLIMIT_CPU before SIGKILL: SIGXCPU ends
 # most programs at once, and one that catches it gets this much more.
 CPU_HARD_SLACK = 1
+# --container: (the engine's command line, the container's name).
+Container = tuple[str, str]
 # {pid: (parent pid, process group, start time)}; builtin generics only: the
 # supervisor imports as little as it can (it starts once per job).
 Table = dict[int, tuple[int, int, str]]
@@ -95,6 +108,7 @@ class Options:
         self.start_at: float | None = None
         self.cgroups: list[str] = []
         self.rlimits: list[Rlimit] = []
+        self.container: Container | None = None
         rest = options[2:]
         while rest:
             if rest[0] == "--user":
@@ -109,6 +123,8 @@ class Options:
             elif rest[0] == "--rlimit":
                 self.rlimits.append(rlimit(rest[1], int(rest[2])))
                 rest = rest[3:]
+            elif rest[0] == "--container":
+                self.container, rest = (rest[1], rest[2]), rest[3:]
             else:
                 raise SystemExit(f"croniq-runner supervisor: unknown option {rest[0]}")
 
@@ -302,15 +318,40 @@ def end_all(grace: float) -> None:
         send(pid, signal.SIGKILL)
 
 
-def watch_agent(fd: int, grace: float, agent_gone: threading.Event) -> None:
-    """Block until the agent's end of the pipe closes, then end everything."""
+def engine(args: list[str], timeout: float) -> None:
+    """Run a container engine's command, its output dropped: no one is left
+    to read it, and whatever it says, what follows is the same."""
+    import subprocess  # only a container job's supervisor needs it, once
+
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def watch_agent(
+    fd: int, grace: float, agent_gone: threading.Event, container: Container | None = None
+) -> None:
+    """Block until the agent's end of the pipe closes, then end everything:
+    a container first (SIGTERM, SIGKILL after `grace`), which ends the
+    engine's command with it, and removed last, once nothing can create it."""
     try:
         while os.read(fd, 1):
             pass  # the agent never writes; only end-of-file matters
     except OSError:
         pass
     agent_gone.set()
+    if container is not None:
+        path, name = container
+        engine([path, "stop", "-t", str(max(0, round(grace))), name], grace + ENGINE_TIMEOUT)
     end_all(grace)
+    if container is not None:
+        engine([path, "rm", "-f", name], ENGINE_TIMEOUT)
     os.killpg(0, signal.SIGKILL)  # whatever is left, this process included
 
 
@@ -354,7 +395,8 @@ def main(argv: list[str]) -> None:
     # this process only passes the job's status on.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     agent_gone = threading.Event()
-    threading.Thread(target=watch_agent, args=(fd, grace, agent_gone), daemon=True).start()
+    watching = (fd, grace, agent_gone, options.container)
+    threading.Thread(target=watch_agent, args=watching, daemon=True).start()
     status = wait_for(child)
     # What COMMAND left ends before this process does: once it is gone, its
     # orphans would be re-parented beyond reach. Without /proc nothing can

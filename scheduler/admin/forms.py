@@ -20,6 +20,7 @@ from croniq_runner.sizes import SizeError, parse_size, written
 from scheduler.apply.fields import JOB_SIZE_BOUNDS
 from scheduler.apply.items import (
     ApplyError,
+    container_spec,
     exit_codes,
     http_request,
     job_env,
@@ -29,6 +30,7 @@ from scheduler.apply.items import (
     schedule_list,
     size,
     string_list,
+    tag_list,
 )
 from scheduler.models import Job
 
@@ -103,6 +105,8 @@ class RequestField(CheckedField):
     shell job."""
 
     widget = forms.Textarea(attrs={"rows": 6, "class": "vLargeTextField"})
+    # What the JSON looks like, said when it is none.
+    shape = '{"url": "https://...", ...}'
 
     def to_python(self, value: Any) -> Any:
         if value is None or isinstance(value, dict):
@@ -113,12 +117,19 @@ class RequestField(CheckedField):
         try:
             return json.loads(text)
         except (json.JSONDecodeError, RecursionError):
-            raise forms.ValidationError('not JSON: {"url": "https://...", ...}') from None
+            raise forms.ValidationError(f"not JSON: {self.shape}") from None
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, dict):
             return json.dumps(value, indent=2) if value else ""
         return value
+
+
+class ContainerField(RequestField):
+    """A container job's container as JSON: {"image": ..., "args": [...],
+    "env": {...}, "pull": ..., "network": ...}; empty for the other kinds."""
+
+    shape = '{"image": "alpine:3.20", "args": [...], ...}'
 
 
 class SizeField(CheckedField):
@@ -191,6 +202,12 @@ class JobAdminForm(forms.ModelForm):
         help_text="A runner must carry all of these labels to run the job; "
         "separate them with commas, e.g. linux, gpu.",
     )
+    tags = NamesField(
+        required=False,
+        check=checked("tags", tag_list),
+        help_text="What you find and act on jobs by, never where they run; separate them "
+        "with commas, e.g. billing, nightly (lower case, digits, '.', '_', '-').",
+    )
     on_success = NamesField(
         required=False,
         check=checked("on_success", string_list),
@@ -225,14 +242,23 @@ class JobAdminForm(forms.ModelForm):
         choices=Job.KINDS,
         required=False,
         initial=Job.SHELL,
-        help_text="What a run does: run the command (shell) or make the request (http).",
+        help_text="What a run does: run the command (shell), make the request (http) or run "
+        "the container (container, on runners whose agent found docker or podman).",
     )
     http = RequestField(
         required=False,
         help_text='With kind http, the request as JSON: {"url": "https://...", "method": '
         '"POST", "headers": {"Authorization": "Bearer ${secret:NAME}"}, "body": "...", '
         '"expect_status": [200, 204], "timeout": 30}; only the url is required. '
-        "Empty for kind shell.",
+        "Empty for the other kinds.",
+    )
+    container = ContainerField(
+        required=False,
+        help_text='With kind container, what the engine runs, as JSON: {"image": '
+        '"registry.example.com/team/report:1.4", "args": ["python", "report.py"], "env": '
+        '{"DB_PASSWORD": "${secret:NAME}"}, "pull": "missing", "network": "bridge"}; only '
+        "the image is required (pull: missing, always or never; network: none, bridge or "
+        "host). Empty for the other kinds.",
     )
     # A post without them (a script written before limits) keeps the defaults.
     max_output = SizeField(
@@ -280,8 +306,8 @@ class JobAdminForm(forms.ModelForm):
         }
         model = Job
         fields = [
-            "name", "description", "kind", "command", "http", "stdin", "run_as", "env",
-            "parameters", "labels",
+            "name", "description", "kind", "command", "http", "container", "stdin", "run_as",
+            "env", "parameters", "labels", "tags",
             "schedule", "schedules", "at", "run_on_register", "webhook", "webhook_secret",
             "timezone", "not_before", "not_after", "max_runs",
             "calendar", "calendar_policy", "jitter", "misfire_policy", "overlap",
@@ -317,9 +343,18 @@ class JobAdminForm(forms.ModelForm):
                 # On the field: "url: ...", not "http.url: ...".
                 errors = [m.removeprefix("http: ").removeprefix("http.") for m in e.errors]
                 self.add_error("http", errors)
-        if "http" in self.errors:
-            # Said on the field: the job's own check would add that it has none.
-            self.instance.request_refused = True
+        if "container" in cleaned:
+            try:
+                cleaned["container"] = container_spec("container", cleaned["container"])
+            except ApplyError as e:
+                errors = [
+                    m.removeprefix("container: ").removeprefix("container.") for m in e.errors
+                ]
+                self.add_error("container", errors)
+        for field in ("http", "container"):
+            if field in self.errors:
+                # Said on the field: the job's own check would add that it has none.
+                setattr(self.instance, f"{field}_refused", True)
         # The form edits the overlap policy; `singleton`, its older name, follows.
         self.instance.singleton = cleaned.get("overlap") == Job.SKIP
         return cleaned

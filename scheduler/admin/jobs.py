@@ -10,12 +10,13 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from audit.audited_admin import AuditedModelAdmin
-from audit.changes import diff, masked_env, masked_http, snapshot
+from audit.changes import diff, masked_container, masked_env, masked_http, snapshot
 from core import permissions
 from core.admin_mixins import CheapPaginator
 from core.ownership import AdoptedOnSave
 from scheduler.admin.forms import JobAdminForm
 from scheduler.admin.preview import FirePreviewAdmin
+from scheduler.jobs import tags
 from scheduler.jobs.cron import uses_key
 from scheduler.jobs.label_checks import WarnsOfUnservedLabels
 from scheduler.models import ConcurrencyGroup, Execution, Job, LogChunk
@@ -25,7 +26,7 @@ from scheduler.runs import groups, operations
 # its audit diff) show what is stored.
 UNSAVED_STATE = [*Job.SCHEDULER_FIELDS, "paused_at", "paused_until", "pause_reason"]
 # What who may only view a job sees instead of a field: secret-looking values masked.
-MASKED = {"env": "env_masked", "http": "http_masked"}
+MASKED = {"env": "env_masked", "http": "http_masked", "container": "container_masked"}
 NEXT_FIRES_SHOWN = 10
 LOG_SHOWN = 200_000  # characters of log shown inline in the admin
 
@@ -70,6 +71,22 @@ def fire_time(job: Job, instant: datetime) -> str:
     return format_html('{} <span class="quiet">({})</span>', html, utc)
 
 
+class TagFilter(admin.SimpleListFilter):
+    """`?tag=<tag>`: the jobs carrying one tag (scheduler.jobs.tags), the
+    dashboard's filter of the same name."""
+
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(tag, tag) for tag in tags.in_use(Job.objects.all())]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return tags.carrying(queryset, self.value())
+        return queryset
+
+
 @admin.register(Job)
 class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
     form = JobAdminForm
@@ -83,8 +100,16 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         "enabled",
         "is_paused",
         "has_error",
+        "tags_shown",
     ]
-    list_filter = ["enabled", "overlap", "concurrency_group", "calendar", "misfire_policy"]
+    list_filter = [
+        TagFilter,
+        "enabled",
+        "overlap",
+        "concurrency_group",
+        "calendar",
+        "misfire_policy",
+    ]
     search_fields = ["name", "command", "description"]
     list_select_related = ["calendar"]
     readonly_fields = [
@@ -115,11 +140,13 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
                     "kind",
                     "command",
                     "http",
+                    "container",
                     "stdin",
                     "run_as",
                     "env",
                     "parameters",
                     "labels",
+                    "tags",
                 ]
             },
         ),
@@ -279,6 +306,10 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
     def http_masked(self, job: Job) -> str:
         return format_html("<pre>{}</pre>", json.dumps(masked_http(job.http), indent=2))
 
+    @admin.display(description="container")
+    def container_masked(self, job: Job) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(masked_container(job.container), indent=2))
+
     @admin.display(description="in words")
     def schedule_words(self, job: Job) -> str:
         if not job.schedule and (job.schedules or job.at):
@@ -292,6 +323,10 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             return "—"
         done = " — completed: the job disabled itself" if job.completed else ""
         return f"{job.scheduled_runs} of {job.max_runs}{done}"
+
+    @admin.display(description="tags")
+    def tags_shown(self, job: Job) -> str:
+        return ", ".join(job.tags or []) or "—"
 
     @admin.display(description="paused", boolean=True)
     def is_paused(self, job: Job) -> bool:

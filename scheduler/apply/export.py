@@ -27,12 +27,18 @@ import yaml
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from audit.changes import is_header_reference, is_secret_env, is_secret_header
+from audit.changes import (
+    is_header_reference,
+    is_secret_env,
+    is_secret_header,
+    is_store_reference,
+)
 from calendars.models import Calendar, CalendarPeriod
 from core import db
 from croniq_runner.sizes import written
 from scheduler.apply.fields import (
     CALENDAR_FIELDS,
+    CONTAINER_FIELDS,
     GROUP_FIELDS,
     HTTP_FIELDS,
     JOB_FIELDS,
@@ -117,6 +123,7 @@ def export(select: Selection = everything, now: dt.datetime | None = None) -> Ex
     warnings = [
         *secret_env_warnings(jobs),
         *secret_header_warnings(jobs),
+        *secret_container_env_warnings(jobs),
         *pause_warnings(jobs),
         *done_warnings(done),
         *warnings,
@@ -219,6 +226,9 @@ def job_item(job: Job, now: dt.datetime) -> dict[str, Any]:
     if values["http"] is not None:
         request = {**values["http"], "headers": dict(sorted(values["http"]["headers"].items()))}
         values["http"] = as_item(HTTP_FIELDS, request)
+    if values["container"] is not None:
+        spec = {**values["container"], "env": dict(sorted(values["container"]["env"].items()))}
+        values["container"] = as_item(CONTAINER_FIELDS, spec)
     # One-shot instants still to come: a past one has fired (or was missed),
     # and apply refuses a past instant a job does not have, so with it the
     # export would not apply into an empty database (a restore).
@@ -265,6 +275,29 @@ def secret_header_warnings(jobs: list[Job]) -> list[str]:
             )
             warnings.append(
                 f"job {job.name}: http header {', '.join(names)} {are} written out as stored "
+                f"and {look}: do not commit the file as it is (or write ${{secret:NAME}} instead)"
+            )
+    return warnings
+
+
+def secret_container_env_warnings(jobs: list[Job]) -> list[str]:
+    """One warning per container job whose container's env has values named
+    like secrets holding more than a `${secret:NAME}` reference: the
+    export writes them out as stored."""
+    warnings = []
+    for job in jobs:
+        env = (job.container or {}).get("env") or {}
+        names = sorted(
+            k
+            for k, v in env.items()
+            if is_secret_env(k) and v not in ("", None) and not is_store_reference(v)
+        )
+        if names:
+            are, look = (
+                ("is", "looks like a secret") if len(names) == 1 else ("are", "look like secrets")
+            )
+            warnings.append(
+                f"job {job.name}: container env {', '.join(names)} {are} written out as stored "
                 f"and {look}: do not commit the file as it is (or write ${{secret:NAME}} instead)"
             )
     return warnings

@@ -190,17 +190,20 @@ JOB_FIELDS = (
     ),
     Field(
         "kind",
-        "shell | http",
+        "shell | http | container",
         "What a run does: `shell` runs `command`; `http` makes the request `http` "
-        "describes, from the runner itself (no shell, no process). Only runners whose "
-        "agent announces `http` take an http job (agents of 0.2.0 and before do not: "
-        "the job waits).",
+        "describes, from the runner itself (no shell, no process); `container` runs "
+        "the image `container` names with the runner machine's docker or podman. Only "
+        "runners whose agent announces `http` take an http job (agents of 0.2.0 and "
+        "before do not: the job waits), and only those whose agent found a container "
+        "engine announce `container` (and carry the label `container`).",
         Job.SHELL,
     ),
     Field(
         "command",
         "text",
-        "Shell command the runner executes (sh -c): required for kind shell, none for kind http.",
+        "Shell command the runner executes (sh -c): required for kind shell, none for the "
+        "other kinds.",
         "",
     ),
     Field(
@@ -248,13 +251,62 @@ JOB_FIELDS = (
         ),
     ),
     Field(
+        "container",
+        "mapping",
+        "What kind container runs (and only it): `docker run --rm` (or podman's) of "
+        "`image` with `args`, on the runner's machine. The container's output is the "
+        "run's log and its exit code the run's; it is removed after the run, and killed "
+        "with it (timeout, cancel, a lost lease, the agent's death). The job's `timeout` "
+        "counts from the start of the engine's command, a pull included.",
+        None,
+        fields=(
+            Field(
+                "image",
+                "image reference",
+                "The image, as the engine names it (`alpine:3.20`, "
+                "`registry.example.com/team/report@sha256:...`).",
+                REQUIRED,
+            ),
+            Field(
+                "args",
+                "list of text",
+                "The arguments after the image (the command and its arguments, passed to "
+                "the image's entrypoint); none: the image's default command. No "
+                "`${secret:NAME}`: they show in the machine's process list.",
+                [],
+            ),
+            Field(
+                "env",
+                "mapping of text",
+                "The container's environment (names like `DB_HOST`, values one line each; "
+                "`${secret:NAME}` may stand in a value), with `CRONIQ_JOB`, "
+                "`CRONIQ_EXECUTION_ID`, `CRONIQ_SCHEDULED_FOR`, `CRONIQ_ATTEMPT` and "
+                "`CRONIQ_TRIGGER` set over it. Values named like secrets are shown masked.",
+                {},
+            ),
+            Field(
+                "pull",
+                "missing | always | never",
+                "When the engine pulls the image: when it is not on the machine, before "
+                "every run, or never (a missing image fails the run).",
+                "missing",
+            ),
+            Field(
+                "network",
+                "none | bridge | host",
+                "The container's network; none: the engine's default.",
+                None,
+            ),
+        ),
+    ),
+    Field(
         "max_output",
         "size",
         "Bytes of output a run's log keeps: `64MiB`, `16KiB`, `1GiB` or a number of bytes "
         "(1 KiB to 1 GiB). Past it the log keeps its head and its tail, with a line saying "
-        "how many bytes were cut between them (an http job's answer too). None: the "
-        "server's `CRONIQ_LOG_LIMIT` (1 MiB unless changed), which also bounds what the "
-        "server stores whatever this says.",
+        "how many bytes were cut between them (an http job's answer and a container's "
+        "output too). None: the server's `CRONIQ_LOG_LIMIT` (1 MiB unless changed), which "
+        "also bounds what the server stores whatever this says.",
         None,
     ),
     Field(
@@ -271,9 +323,10 @@ JOB_FIELDS = (
         "size",
         "Memory the command's processes may use together (at least 1 MiB): in a cgroup "
         "where the runner can make one, else a limit on each process's data (setrlimit). "
-        'Past it the run fails: `error: "memory limit 64 MiB exceeded"`. Shell jobs only; '
-        "only runners whose agent announces `limits` take the job (older agents do not: "
-        "the job waits).",
+        'Past it the run fails: `error: "memory limit 64 MiB exceeded"`. Shell jobs only '
+        "(an http job has no memory of its own, a container job's is its engine's to "
+        "limit); only runners whose agent announces `limits` take the job (older agents "
+        "do not: the job waits).",
         None,
     ),
     Field(
@@ -281,8 +334,8 @@ JOB_FIELDS = (
         "seconds",
         "CPU time the command's processes may use together (a cgroup's count, else the "
         "process tree's, and a limit on each process). Past it the run fails: `error: \"CPU "
-        'limit 2 s exceeded"`. Shell jobs only; only runners whose agent announces '
-        "`limits` take the job (older agents do not: the job waits).",
+        'limit 2 s exceeded"`. Shell jobs only (as `max_memory`); only runners whose agent '
+        "announces `limits` take the job (older agents do not: the job waits).",
         None,
     ),
     Field(
@@ -290,7 +343,8 @@ JOB_FIELDS = (
         "list of exit codes",
         "The exit codes that make a run succeed (0-255), e.g. `[0, 3]`; a code not listed "
         "fails it, 0 included. None: 0 alone. Read by the server when the run ends, so "
-        "every agent honours it. Shell jobs only (an http job has `http.expect_status`).",
+        "every agent honours it. Shell and container jobs (the container's exit code); an "
+        "http job has `http.expect_status`.",
         [],
     ),
     Field("env", "mapping of text", "Extra environment variables of the run.", {}),
@@ -348,6 +402,14 @@ JOB_FIELDS = (
         Job.SKIP,
     ),
     Field("labels", "list of text", "A runner must carry all of them to run the job.", []),
+    Field(
+        "tags",
+        "list of tags",
+        "What operators group and find jobs by (the dashboard's `?tag=`, the API's job "
+        "list, the admin's filter), never where a job runs: at most 20, each 1 to 50 "
+        "lower-case letters, digits, `.`, `_` and `-`, starting with a letter or digit.",
+        [],
+    ),
     Field(
         "singleton",
         "true | false",
@@ -525,6 +587,8 @@ HOLIDAY_KEYS = field_names(next(f for f in CALENDAR_FIELDS if f.name == "holiday
 JOB_KEYS = field_names(JOB_FIELDS)
 HTTP_FIELDS = next(f for f in JOB_FIELDS if f.name == "http").fields
 HTTP_KEYS = field_names(HTTP_FIELDS)
+CONTAINER_FIELDS = next(f for f in JOB_FIELDS if f.name == "container").fields
+CONTAINER_KEYS = field_names(CONTAINER_FIELDS)
 GROUP_FIELDS = (
     Field("name", "slug", "Unique name; jobs join the group by it.", REQUIRED),
     Field("max_concurrent", "whole number", "At most this many of its runs at once.", REQUIRED),

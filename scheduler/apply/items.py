@@ -17,15 +17,16 @@ from calendars.models import WEEKDAYS, CalendarPeriod
 from calendars.validators import text_problems, validate_timezone
 from croniq_runner.sizes import SizeError, parse_size, shown
 from scheduler.apply.fields import (
+    CONTAINER_KEYS,
     HOLIDAY_KEYS,
     HTTP_KEYS,
     PERIOD_FIELDS,
     YAML_PATHS,
     field_names,
 )
-from scheduler.jobs import requires
+from scheduler.jobs import requires, tags
 from scheduler.jobs.cron import EVERY_RE, ScheduleError, parse_schedule
-from scheduler.jobs.models import MAX_AT, MAX_EXIT_CODE, MAX_SCHEDULES, MAX_STDIN
+from scheduler.jobs.models import MAX_AT, MAX_EXIT_CODE, MAX_SCHEDULES, MAX_STDIN, PARAMETER_RE
 from scheduler.jobs.schedules.union import parse_instant
 from scheduler.models import Job, validate_parameters
 from vault import references, store
@@ -44,6 +45,15 @@ MAX_URL = 8192
 MAX_REQUEST_TIMEOUT = 2_147_483_647
 # An HTTP header's name: a token (RFC 9110 §5.1).
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# A container job's image (docs/design.md §15), as docker and podman name
+# one: never starting with "-", which the engine would read as an option.
+IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
+MAX_IMAGE = 512
+PULL_POLICIES = ("missing", "always", "never")
+NETWORKS = ("none", "bridge", "host")
+# A container's args and env travel in every assignment of the job, as
+# `stdin` does: together they have stdin's bound.
+MAX_CONTAINER_TEXT = MAX_STDIN
 
 
 def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
@@ -103,8 +113,7 @@ def http_request(where: str, value: Any, job_timeout: Any = None) -> dict[str, A
     }
     if value.get("timeout") is not None:
         request["timeout"] = request_timeout(f"{where}.timeout", value["timeout"], job_timeout)
-    texts = {"url": request["url"], "body": request["body"]}
-    texts.update((f"headers.{name}", text) for name, text in request["headers"].items())
+    texts = references.request_texts(request)
     if references.has_reference(texts):
         # Projects come with docs/design.md §11's projects: every job is in the default one.
         found = references.problems(texts, store.names(DEFAULT_PROJECT))
@@ -225,6 +234,97 @@ def exit_codes(where: str, value: Any) -> list[int]:
     return sorted(set(value))
 
 
+def container_spec(where: str, value: Any) -> dict[str, Any]:
+    """A container job's `container` (docs/design.md §15) as stored: every
+    field set, its defaults filled in; {} for none. Its env values may hold
+    `${secret:NAME}` references, each naming a stored secret; its args may
+    not (they show in the runner machine's process list). ApplyError names
+    the field (`jobs[0].container.image: ...`)."""
+    if value is None or value == {}:
+        return {}
+    if not isinstance(value, dict):
+        raise ApplyError(f"{where}: expected a mapping {{image, args, env, pull, network}}")
+    unknown_fields(where, value, CONTAINER_KEYS)
+    spec = {
+        "image": container_image(f"{where}.image", value.get("image")),
+        "args": container_args(f"{where}.args", value.get("args")),
+        "env": container_env(f"{where}.env", value.get("env")),
+        "pull": one_of(f"{where}.pull", value.get("pull") or "missing", PULL_POLICIES),
+        "network": None,
+    }
+    if value.get("network") is not None:
+        spec["network"] = one_of(f"{where}.network", value["network"], NETWORKS)
+    texts = [*spec["args"], *(f"{k}={v}" for k, v in spec["env"].items())]
+    size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    if size > MAX_CONTAINER_TEXT:
+        raise ApplyError(
+            f"{where}: at most {MAX_CONTAINER_TEXT} bytes of args and env together (got {size})"
+        )
+    return spec
+
+
+def container_image(where: str, value: Any) -> str:
+    if value is None or value == "":
+        raise ApplyError(f"{where}: required: the image to run (like alpine:3.20)")
+    if not isinstance(value, str):
+        raise ApplyError(f"{where}: expected an image reference, got {quoted(value)}")
+    if len(value) > MAX_IMAGE or not IMAGE_RE.fullmatch(value):
+        raise ApplyError(
+            f"{where}: {quoted(value)} is not an image reference (like alpine:3.20 or "
+            "registry.example.com/team/report@sha256:...)"
+        )
+    return value
+
+
+def container_args(where: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ApplyError(f"{where}: expected a list of text, like [python, report.py]")
+    args = []
+    for index, arg in enumerate(value):
+        if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
+            raise ApplyError(f"{where}[{index}]: expected text, got {quoted(arg)}")
+        text = str(arg)
+        if "${secret:" in text:
+            raise ApplyError(
+                f"{where}[{index}]: a ${{secret:NAME}} may stand only in container.env "
+                "(the arguments show in the runner machine's process list)"
+            )
+        args.append(text)
+    return args
+
+
+def container_env(where: str, value: Any) -> dict[str, str]:
+    """The container's environment: names of letters, digits and `_`, values
+    of one line (the engine reads them a line a variable), references
+    naming stored secrets."""
+    env = string_mapping(where, {} if value is None else value)
+    for name, text in env.items():
+        if not PARAMETER_RE.fullmatch(name):
+            raise ApplyError(
+                f"{where}: {quoted(name)} is not an environment variable name (letters, "
+                "digits and _, not starting with a digit)"
+            )
+        if any(c in text for c in "\r\n\0"):
+            raise ApplyError(
+                f"{where}.{name}: a value is one line (the engine reads the environment "
+                "a line a variable)"
+            )
+    if references.has_reference(env):
+        # Projects come with docs/design.md §11's projects: every job is in the default one.
+        found = references.problems(env, store.names(DEFAULT_PROJECT))
+        if found:
+            raise ApplyError([f"{where}.{variable}: {why}" for variable, why in found])
+    return env
+
+
+def one_of(where: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ApplyError(f"{where}: {quoted(value)} is not one of {', '.join(choices)}")
+    return value
+
+
 def string_list(where: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ApplyError(f"{where}: expected a list of non-empty strings")
@@ -336,6 +436,16 @@ def one_shot_instants(where: str, value: Any, now: dt.datetime, kept: list[Any])
         found.add(moment)
     found.update(moment for moment in stored if moment <= now)
     return [utc_text(moment) for moment in sorted(found)]
+
+
+def tag_list(where: str, value: Any) -> list[str]:
+    """A job's `tags` (scheduler.jobs.tags); ApplyError naming the entry
+    (`jobs[0].tags[1]: ...`)."""
+    found = tags.problem(value)
+    if found is not None:
+        at, message = found
+        raise ApplyError(f"{where}{at}: {message}")
+    return value
 
 
 def parameter_names(where: str, value: Any) -> list[str]:
@@ -543,8 +653,10 @@ def job_state(job: Job) -> dict[str, Any]:
         "timezone": job.timezone,
         "kind": job.kind,
         "command": job.command,
-        # The request of an http job; none for a shell job.
+        # The request of an http job; none for the other kinds.
         "http": dict(job.http) if job.http else None,
+        # What a container job runs; none for the other kinds.
+        "container": dict(job.container) if job.container else None,
         "env": dict(job.env),
         "max_output": job.max_output,
         "on_max_output": job.on_max_output,
@@ -564,6 +676,7 @@ def job_state(job: Job) -> dict[str, Any]:
         "calendar": job.calendar.name if job.calendar is not None else None,
         "calendar_policy": job.calendar_policy,
         "labels": list(job.labels),
+        "tags": list(job.tags or []),
         "singleton": job.singleton,
         "overlap": job.overlap,
         "max_concurrent": job.max_concurrent,

@@ -26,6 +26,7 @@ from scheduler.apply.items import (
     ApplyError,
     calendar_state,
     calendar_values,
+    container_spec,
     describe_errors,
     exit_codes,
     group_state,
@@ -45,6 +46,7 @@ from scheduler.apply.items import (
     seconds,
     size,
     string_list,
+    tag_list,
     whole_number,
 )
 from scheduler.apply.report import Change
@@ -296,7 +298,9 @@ class Planner:
         values = {**JOB_DEFAULTS, **item}
         values["env"] = job_env(f"{where}.env", values["env"])
         values["http"] = http_request(f"{where}.http", values["http"], values["timeout"])
+        values["container"] = container_spec(f"{where}.container", values["container"])
         values["labels"] = string_list(f"{where}.labels", values["labels"])
+        values["tags"] = tag_list(f"{where}.tags", values["tags"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])
         for key in ("on_success", "on_failure"):
             values[key] = string_list(f"{where}.{key}", values[key])

@@ -87,47 +87,63 @@ def webhook_problems(job: Job) -> dict[str, str]:
     return {"webhook_secret": problem} if problem else {}
 
 
-# What only a shell job has: an http job starts no process (docs/design.md §15),
-# so it has no memory or CPU of its own to limit, and no exit code.
-SHELL_ONLY = (
-    "command",
-    "stdin",
-    "run_as",
-    "env",
-    "parameters",
-    "max_memory",
-    "max_cpu_seconds",
-    "success_exit_codes",
-)
-# Why, where the general reason would not say it.
-SHELL_ONLY_WHY = {
-    "success_exit_codes": "only with kind: shell (an http job succeeds on http.expect_status)"
+# What only a shell job has: an http job starts no process, a container
+# job's engine runs its image (docs/design.md §15).
+SHELL_ONLY = ("command", "stdin", "run_as", "env", "parameters")
+# Why a job of another kind has none of them.
+NO_SHELL = {
+    "http": "only with kind: shell (an http job starts no process)",
+    "container": "only with kind: shell (a container job runs its image: see container)",
+}
+# The limits a job of another kind cannot have, and why (docs/design.md
+# §15): an http job starts no process, so it has no memory or CPU of its own
+# to limit, and no exit code; a container job's memory and CPU are its
+# engine's to limit (held on the engine's command they would hold nothing of
+# the container), while its output and exit code are the run's as a shell
+# job's are.
+UNLIMITED = {
+    "http": {
+        "max_memory": NO_SHELL["http"],
+        "max_cpu_seconds": NO_SHELL["http"],
+        "success_exit_codes": "only with kind: shell (an http job succeeds on http.expect_status)",
+    },
+    "container": {
+        "max_memory": "only with kind: shell (a container job's memory is its engine's to limit)",
+        "max_cpu_seconds": "only with kind: shell (a container job's CPU is its engine's to limit)",
+    },
+}
+# The field each kind's own work lives in, and what it must hold.
+KIND_FIELDS = {
+    "http": ("http", "url", "a mapping with the request's url"),
+    "container": ("container", "image", "a mapping with the image to run"),
 }
 
 
 def kind_problems(job: Job) -> dict[str, str]:
     """{field: message} for what the job's kind cannot have or lacks: a
-    shell job runs its command, an http job makes its request and runs
-    nothing (its request's shape is apply's check:
-    `scheduler.apply.items.http_request`)."""
-    if job.kind == job.HTTP:
-        problems = {
-            name: SHELL_ONLY_WHY.get(name, "only with kind: shell (an http job starts no process)")
-            for name in SHELL_ONLY
-            if getattr(job, name)
-        }
-        # A request its own check refused is named there (the admin form).
-        refused = getattr(job, "request_refused", False)
-        if not refused and not (isinstance(job.http, dict) and job.http.get("url")):
-            problems["http"] = "required with kind: http: a mapping with the request's url"
-        return problems
-    if job.kind != job.SHELL:
+    shell job runs its command, an http job makes its request and a
+    container job has its image run; neither of those runs a command (the
+    shape of a request or a container is apply's check:
+    `scheduler.apply.items.http_request`, `container_spec`)."""
+    if job.kind not in (job.SHELL, *KIND_FIELDS):
         return {}  # the field's choices name it
     problems = {}
-    if job.http:
-        problems["http"] = "only with kind: http"
-    if not job.command:
-        problems["command"] = "required: the shell command the runner runs (sh -c)"
+    for kind, (field, _, _) in KIND_FIELDS.items():
+        if kind != job.kind and getattr(job, field):
+            problems[field] = f"only with kind: {kind}"
+    if job.kind == job.SHELL:
+        if not job.command:
+            problems["command"] = "required: the shell command the runner runs (sh -c)"
+        return problems
+    problems.update((name, NO_SHELL[job.kind]) for name in SHELL_ONLY if getattr(job, name))
+    limits = UNLIMITED[job.kind]
+    problems.update((name, why) for name, why in limits.items() if getattr(job, name))
+    field, key, shape = KIND_FIELDS[job.kind]
+    # A value its own check refused is named there (the admin form).
+    refused = getattr(job, f"{field}_refused", False)
+    value = getattr(job, field)
+    if not refused and not (isinstance(value, dict) and value.get(key)):
+        problems[field] = f"required with kind: {job.kind}: {shape}"
     return problems
 
 

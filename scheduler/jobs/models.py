@@ -20,6 +20,7 @@ from runners.models import feature_marks
 from scheduler.firing import job_edits
 from scheduler.jobs import requires as job_requires
 from scheduler.jobs import webhooks
+from scheduler.jobs.tags import validate_tags
 from scheduler.runs.models import Execution
 
 
@@ -238,29 +239,42 @@ class Job(Owned):
         validators=[validate_timezone],
         help_text="IANA timezone the schedule is read in.",
     )
-    # What a run does (docs/design.md §15): a shell command, or an HTTP
-    # request the runner's agent makes itself.
+    # What a run does (docs/design.md §15): a shell command, an HTTP request
+    # the runner's agent makes itself, or a container its machine's engine runs.
     SHELL = "shell"
     HTTP = "http"
-    KINDS = [(SHELL, "shell: a command under sh -c"), (HTTP, "http: a request the runner makes")]
+    CONTAINER = "container"
+    KINDS = [
+        (SHELL, "shell: a command under sh -c"),
+        (HTTP, "http: a request the runner makes"),
+        (CONTAINER, "container: an image the runner's docker or podman runs"),
+    ]
     kind = models.CharField(
         max_length=10,
         choices=KINDS,
         default=SHELL,
         db_default=SHELL,
-        help_text="What a run does: run the command (shell) or make the HTTP request (http).",
+        help_text="What a run does: run the command (shell), make the HTTP request (http) "
+        "or run the container (container).",
     )
     command = models.TextField(
         blank=True,
         help_text="Shell command the runner executes (sh -c); required for kind shell, "
-        "empty for kind http.",
+        "empty for the other kinds.",
     )
     http = models.JSONField(
         default=dict,
         db_default={},
         blank=True,
         help_text="With kind http, the request: {method, url, headers, body, expect_status, "
-        "timeout}. Empty for kind shell.",
+        "timeout}. Empty for the other kinds.",
+    )
+    container = models.JSONField(
+        default=dict,
+        db_default={},
+        blank=True,
+        help_text="With kind container, what the engine runs: {image, args, env, pull, "
+        "network}. Empty for the other kinds.",
     )
     env = models.JSONField(default=dict, blank=True, help_text="Extra environment variables.")
     stdin = models.TextField(
@@ -403,6 +417,15 @@ class Job(Owned):
         default=default_labels,
         blank=True,
         help_text="A runner must carry all of these labels to run the job.",
+    )
+    # What operators group and find jobs by (scheduler.jobs.tags); never
+    # where a job runs, which labels decide.
+    tags = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_tags],
+        help_text="Short slugs to find and act on jobs together, e.g. billing, nightly.",
     )
     singleton = models.BooleanField(
         default=False,
@@ -636,6 +659,7 @@ class Job(Owned):
             ("stdin", self.stdin),
             ("run_as", self.run_as),
             ("http", self.kind == self.HTTP),
+            ("container", self.kind == self.CONTAINER),
             ("limits", self.needs_limits),
         )
         return frozenset(feature for feature, needed in needs if needed)

@@ -84,13 +84,20 @@ def count_final(state: str, amount: int = 1) -> None:
     audit.increment("croniq_executions_total", amount, state=state)
 
 
-def retry_delay(execution: Execution) -> timedelta | None:
-    """None when no retry is due; otherwise how long to wait before it runs."""
+def instant_attempts(execution: Execution) -> QuerySet:
+    """The attempts of `execution`'s instant (its runner's, for a run pinned
+    to one): those its retries count."""
     attempts = Execution.objects.filter(
         job_id=execution.job_id, scheduled_for=execution.scheduled_for
     )
     if execution.pinned_to:
         attempts = attempts.filter(pinned_to=execution.pinned_to)  # this runner's attempts
+    return attempts
+
+
+def retry_delay(execution: Execution) -> timedelta | None:
+    """None when no retry is due; otherwise how long to wait before it runs."""
+    attempts = instant_attempts(execution)
     if execution.cancel_requested_at is not None:
         return None  # an operator or a newer occurrence (replace) stopped it
     if execution.lost_reason == RUNNER_GONE:
@@ -107,6 +114,22 @@ def retry_delay(execution: Execution) -> timedelta | None:
             return None
         return backoff(job.retry_backoff, failures)
     return None
+
+
+def no_retry_if_lost(execution: Execution) -> str | None:
+    """Why a running `execution` would get no retry were its lease to run
+    out now, or None when it would get one: `retry_delay` of it as the
+    reaper will settle it (lost, `lease_expired`), read before it is."""
+    if execution.cancel_requested_at is not None:
+        return "its cancel was requested"
+    allowed = settings.CRONIQ_LOST_RETRIES
+    earlier = instant_attempts(execution).filter(state=Execution.LOST).count()
+    if earlier + 1 <= allowed:
+        return None
+    if not earlier:
+        return "CRONIQ_LOST_RETRIES is 0"
+    lost = "1 earlier attempt was" if earlier == 1 else f"{earlier} earlier attempts were"
+    return f"{lost} lost (CRONIQ_LOST_RETRIES is {allowed})"
 
 
 def backoff(first: int, failures: int) -> timedelta:

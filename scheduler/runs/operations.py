@@ -3,6 +3,7 @@ API). Each is audited."""
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Min, Q
@@ -21,7 +22,7 @@ def run_now(
     actor: object,
     scheduled_for: datetime | None = None,
     env: dict[str, str] | None = None,
-    note: str | None = None,
+    note: dict[str, Any] | None = None,
     trigger: str = Execution.MANUAL,
 ) -> Execution:
     """A manual execution now, for the logical instant `scheduled_for`
@@ -76,9 +77,11 @@ def pause(
     actor: object,
     reason: str = "",
     until: datetime | None = None,
+    note: dict[str, Any] | None = None,
 ) -> int:
     """Take the jobs that are not paused out of the schedule; with `until`,
-    each resumes by itself at that instant (`resume_ended_pauses`)."""
+    each resumes by itself at that instant (`resume_ended_pauses`). `note`
+    adds to each audit event's data."""
     paused = 0
     for job in jobs.filter(paused_at__isnull=True):
         job.withdraw_ahead(now)
@@ -90,6 +93,7 @@ def pause(
             updated_at=now,
         )
         data = {"reason": reason} if reason else {}
+        data.update(note or {})
         if until is not None:
             data["until"] = until.isoformat()
             job_edits.saved()  # the loop's pauses_ended step learns of its end
@@ -98,8 +102,11 @@ def pause(
     return paused
 
 
-def resume(jobs: Iterable[Job], now: datetime, actor: object) -> int:
-    """Paused jobs, and jobs quarantined by an error, fire again from now."""
+def resume(
+    jobs: Iterable[Job], now: datetime, actor: object, note: dict[str, Any] | None = None
+) -> int:
+    """Paused jobs, and jobs quarantined by an error, fire again from now.
+    `note` adds to each audit event's data."""
     resumed = 0
     stopped = Q(paused_at__isnull=False) | ~Q(error="")
     for job in jobs.filter(stopped).select_related("calendar"):
@@ -116,6 +123,7 @@ def resume(jobs: Iterable[Job], now: datetime, actor: object) -> int:
         data = {"next_run_at": job.next_run_at.isoformat() if job.next_run_at else None}
         if error:
             data["cleared_error"] = error
+        data.update(note or {})
         audit.record("job.resumed", target=job, actor=actor, at=now, data=data)
         resumed += 1
     return resumed

@@ -23,7 +23,7 @@ def output(server):
 
 
 def test_the_agent_announces_the_assignment_fields_it_acts_on():
-    assert FEATURES == ("stdin", "run_as", "http", "limits")
+    assert FEATURES == ("stdin", "run_as", "http", "container", "limits")
 
 
 def test_the_command_reads_the_jobs_stdin_then_end_of_input(tmp_path):

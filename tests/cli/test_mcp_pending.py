@@ -140,6 +140,7 @@ def test_a_pinned_run_waits_for_its_own_runner_only():
 
 
 def test_what_the_api_does_not_show_is_named_as_uncertain():
+    # A server older than the runners' `features` leaves them out.
     answer = why(
         run={"attempt": 3},
         job={"stdin": "data", "run_as": "etl", "concurrency_group": "warehouse"},
@@ -149,9 +150,60 @@ def test_what_the_api_does_not_show_is_named_as_uncertain():
     assert answer["kind"] == "free"
     assert [note.split(":")[0] for note in answer["uncertain"]] == [
         "attempt 3 is a retry",
-        "the job sets stdin and run_as",
+        "the job needs stdin and run_as",
         "the job is in concurrency group warehouse",
     ]
+    http = why(job={"kind": "http"}, runners=[runner("gpu-1")])
+    assert [note.split(":")[0] for note in http["uncertain"]] == ["the job needs http"]
+    container = why(job={"kind": "container"}, runners=[runner("gpu-1")])
+    assert container["uncertain"] == [
+        "the job is a container job: only runners whose agent found docker or podman take "
+        "the run (they carry the label container)"
+    ]
+
+
+def equipped(name, features, version="0.3.0", **fields):
+    return runner(name, **fields) | {"features": list(features), "version": version}
+
+
+def test_an_http_job_no_connected_runners_agent_announced_http_for_names_it():
+    answer = why(
+        job={"kind": "http"},
+        runners=[
+            equipped("gpu-1", ["stdin"], version="0.2.0"),
+            equipped("gpu-2", [], version=""),
+            equipped("web-1", ["stdin", "http"], labels=["linux"]),
+        ],
+    )
+
+    assert (answer["kind"], answer["reason"], answer["uncertain"]) == (
+        "no_runner",
+        "the job needs http, which the agents of the runners with labels gpu do not support:"
+        " gpu-1 (0.2.0), gpu-2 (version unknown); upgrade croniq-runner",
+        [],
+    )
+
+
+def test_an_http_job_a_runner_announced_http_for_is_not_held_by_it():
+    answer = why(
+        job={"kind": "http"},
+        runners=[equipped("gpu-1", ["stdin"], version="0.2.0"), equipped("gpu-2", ["http"])],
+    )
+    assert (answer["kind"], answer["reason"], answer["uncertain"]) == (
+        "free",
+        "the 1 runner with labels gpu has 1 free slot: it should start at a runner's next poll",
+        [],
+    )
+
+
+def test_a_job_whose_user_no_agent_allows_says_so():
+    answer = why(job={"run_as": "etl"}, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert (answer["kind"], answer["reason"]) == (
+        "no_runner",
+        "the job needs run_as, which the agents of the runners with labels gpu do not allow"
+        " (croniq-runner --allow-run-as) or predate: gpu-1 (0.3.0); name the job's user in"
+        " their --allow-run-as, or upgrade croniq-runner",
+    )
 
 
 @pytest.mark.parametrize(
@@ -178,3 +230,29 @@ def test_a_queued_run_waits_its_turn_under_the_overlap_policy():
         "it is queued: it waits its turn under the job's overlap policy (queue, "
         "max_concurrent 2), and becomes pending when a live run ends"
     )
+
+
+def test_a_container_job_no_runners_agent_found_an_engine_for_is_held_by_that():
+    answer = why(job={"kind": "container"}, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert answer["kind"] == "no_runner"
+    assert answer["reason"].startswith("the job needs container, which the agents of the runners")
+    assert answer["uncertain"] == []
+
+
+@pytest.mark.parametrize(
+    "limits", [{"max_memory": 67108864}, {"max_cpu_seconds": 2}, {"on_max_output": "fail"}]
+)
+def test_a_limited_job_no_runners_agent_announced_limits_for_names_it(limits):
+    answer = why(job=limits, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert (answer["kind"], answer["reason"]) == (
+        "no_runner",
+        "the job needs limits, which the agents of the runners with labels gpu do not support:"
+        " gpu-1 (0.3.0); upgrade croniq-runner",
+    )
+
+
+def test_a_job_whose_limits_every_agent_holds_needs_no_limits():
+    # max_output alone, cut by the server too, and exit codes it reads itself.
+    job = {"max_output": 16384, "on_max_output": "truncate", "success_exit_codes": [0, 3]}
+    answer = why(job=job, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert answer["kind"] == "free"

@@ -22,7 +22,9 @@ def writer():
 
 
 def test_runners_are_listed_by_id_with_what_they_run(client, writer):
-    busy = RunnerFactory(name="web-1", labels=["linux"], capacity=4, hostname="h1")
+    busy = RunnerFactory(
+        name="web-1", labels=["linux"], capacity=4, hostname="h1", features=["stdin", "http"]
+    )
     RunnerFactory(name="web-2", state=Runner.OFFLINE)
     for state in (Execution.RUNNING, Execution.RUNNING, Execution.SUCCEEDED):
         ExecutionFactory(runner=busy, state=state)
@@ -34,6 +36,7 @@ def test_runners_are_listed_by_id_with_what_they_run(client, writer):
     assert web1 == {
         "id": busy.pk, "name": "web-1", "labels": ["linux"], "state": "online",
         "drained": False, "flapping": False, "version": "", "hostname": "h1", "capacity": 4,
+        "features": ["stdin", "http"],
         "registered_at": web1["registered_at"], "last_seen_at": web1["last_seen_at"],
         "running": 2,
     }  # fmt: skip

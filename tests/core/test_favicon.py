@@ -28,7 +28,7 @@ def test_favicon_ico_answers_a_head_and_refuses_a_post(client):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    ("path", "logged_in"), [("/admin/login/", False), ("/admin/", True), ("/", True)]
+    ("path", "logged_in"), [("/accounts/login/", False), ("/admin/", True), ("/", True)]
 )
 def test_the_pages_link_the_icon(client, admin_user, path, logged_in):
     if logged_in:

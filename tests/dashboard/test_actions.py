@@ -147,3 +147,29 @@ def test_every_button_asks_for_confirmation(root_client, make_job, make_executio
 def test_the_pause_form_asks_for_a_reason(root_client, make_job):
     page = root_client.get(reverse("dashboard:job", args=[make_job("nightly").name]))
     assert re.search(r'<input name="reason" required maxlength="200"', page.content.decode())
+
+
+def test_drain_is_offered_only_for_a_runner_it_applies_to(root_client, make_runner):
+    make_runner("web-1")
+    make_runner("web-2", state="offline")
+    make_runner("web-3", state="offline", drained=True)
+    html = root_client.get(reverse("dashboard:runners")).content.decode()
+
+    def offered(name):
+        row = re.search(rf'<tr data-runner="{name}".*?</tr>', html, re.S).group(0)
+        return re.findall(r'data-action="([^"]+)"', row)
+
+    assert offered("web-1") == ["runner.drain", "runner.forget"]
+    # Offline, it takes no work: nothing to drain. Forgetting it still applies.
+    assert offered("web-2") == ["runner.forget"]
+    # Drained before it went offline: resuming applies (it gets work when back).
+    assert offered("web-3") == ["runner.resume", "runner.forget"]
+
+
+def test_a_drain_posted_for_an_offline_runner_changes_nothing(root_client, make_runner):
+    runner = make_runner("web-2", state="offline")
+    answer = root_client.post(reverse("dashboard:runner-drain", args=[runner.pk]), follow=True)
+    assert "web-2 is offline: it takes no work to drain." in answer.content.decode()
+    runner.refresh_from_db()
+    assert (runner.state, runner.drained) == ("offline", False)
+    assert not AuditEvent.objects.filter(action="runner.drained").exists()

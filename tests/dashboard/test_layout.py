@@ -21,7 +21,9 @@ def test_dashboard_pages_extend_the_project_layout(staff_client):
 
 
 def test_the_admin_login_page_carries_croniqs_name(client, db):
-    response = client.get(reverse("admin:login"))
+    # The admin's login page sends people to the sign-in page (allauth's).
+    response = client.get(reverse("admin:login"), follow=True)
+    assert response.redirect_chain == [("/accounts/login/?next=%2Fadmin%2Flogin%2F", 302)]
     assert response.status_code == 200
     assert "admin/base_site.html" in template_names(response)
     page = response.content.decode()

@@ -89,11 +89,12 @@ def test_the_job_list_filters(staff_client, three_kinds, at_now, show, names):
 def test_a_filter_combines_with_the_search_and_keeps_it_in_its_links(
     staff_client, three_kinds, at_now
 ):
-    html = html_of(staff_client, reverse("dashboard:overview"), show="failing", q="pause")
+    html = html_of(staff_client, reverse("dashboard:overview"), state="failing", q="pause")
     assert re.findall(r'<tr data-job="([^"]+)"', html) == []
     assert "No job whose name contains “pause” is failing (a failure streak)." in html
-    assert '<input type="hidden" name="show" value="failing">' in html
-    assert 'href="?show=paused&amp;q=pause"' in html
+    assert '<option value="failing" selected>' in html
+    assert 'name="q" value="pause"' in html
+    assert 'href="?q=pause&amp;state=paused"' in html
 
 
 def test_the_overviews_counters_link_to_the_filtered_lists(staff_client, three_kinds, at_now):
@@ -108,11 +109,11 @@ def test_the_overviews_counters_link_to_the_filtered_lists(staff_client, three_k
         return found.group(1), found.group(2)
 
     runners = reverse("dashboard:runners")
-    assert card('data-job-filter="failing"') == ("1", "?show=failing")
-    assert card('data-job-filter="paused"') == ("1", "?show=paused")
-    assert card('data-job-filter="waiting"') == ("1", "?show=waiting")
-    assert card('data-state="pending"') == ("2", "?show=waiting")
-    assert card('data-state="failed"')[1] == "?show=failing"
+    assert card('data-job-filter="failing"') == ("1", "?state=failing")
+    assert card('data-job-filter="paused"') == ("1", "?state=paused")
+    assert card('data-job-filter="waiting"') == ("1", "?state=waiting")
+    assert card('data-state="pending"') == ("2", "?state=waiting")
+    assert card('data-state="failed"')[1] == "?state=failing"
     assert card('data-metric="runners-online"') == ("1", f"{runners}?state=online")
     assert card('data-metric="runners-offline"') == ("0", f"{runners}?state=offline")
     assert card('data-metric="runners-draining"')[1] == f"{runners}?state=draining"
@@ -136,27 +137,75 @@ def test_the_runners_page_filters_by_state(staff_client, make_runner):
     assert "No runner is online." in html_of(staff_client, url, state="online")
 
 
-def test_a_quiet_runner_shows_how_long_ago_it_was_seen_in_a_warning_colour(
-    staff_client, make_runner, settings
-):
+def runner_row(html, name):
+    return re.search(rf'<tr data-runner="{name}"[^>]*>.*?</tr>', html, re.S).group(0)
+
+
+def cell_text(html):
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).strip()
+
+
+@pytest.fixture
+def runners_by_liveness(make_runner, settings):
     settings.CRONIQ_HEARTBEAT_INTERVAL = 10.0
     make_runner("fresh", last_seen_at=NOW - timedelta(seconds=3))
     make_runner("quiet", last_seen_at=NOW - timedelta(seconds=17))
+    make_runner("silent", last_seen_at=NOW - timedelta(seconds=24))
+    make_runner("overdue", last_seen_at=NOW - timedelta(seconds=45), state="draining", drained=True)
     make_runner("gone", last_seen_at=NOW - timedelta(minutes=5), state="offline")
+
+
+def test_runners_show_how_long_ago_they_were_seen_and_a_silent_one_says_silent(
+    staff_client, runners_by_liveness
+):
     with time_machine.travel(NOW, tick=False):
         html = html_of(staff_client, reverse("dashboard:runners"))
 
     def seen(name):
-        row = re.search(rf'<tr data-runner="{name}">.*?</tr>', html, re.S).group(0)
+        row = runner_row(html, name)
         return re.search(r'<td class="seen ([^"]+)"[^>]*>(.*?)</td>', row, re.S).groups()
 
-    assert seen("fresh")[0] == "seen-fresh"
-    assert seen("quiet")[0] == "seen-quiet"
-    assert re.sub(r"<[^>]+>", "", seen("quiet")[1]) == "last seen 17 s ago"
-    assert 'data-last-seen="2026-11-30T11:59:43+00:00" data-seen-live' in html
-    assert seen("gone")[0] == "seen-offline"
+    def state(name):
+        row = runner_row(html, name)
+        return cell_text(re.search(r"<td data-runner-state>(.*?)</td>", row, re.S).group(1))
+
+    assert [seen(name)[0] for name in ("fresh", "quiet", "silent", "overdue", "gone")] == [
+        "seen-fresh", "seen-quiet", "seen-silent", "seen-silent", "seen-offline",
+    ]  # fmt: skip
+    assert cell_text(seen("quiet")[1]) == "last seen 17 s ago"
+    assert cell_text(seen("silent")[1]) == "last seen 24 s ago"
     assert "<time" in seen("gone")[1]
-    assert 'data-quiet-after="15" data-offline-after="30"' in html
+    # A heartbeat late is a colour; silent is the row's state until the
+    # loop marks the runner offline.
+    assert [state(name) for name in ("fresh", "quiet", "silent", "overdue", "gone")] == [
+        "online", "online", "silent", "silent draining", "offline",
+    ]  # fmt: skip
+    assert 'data-runner="silent" data-state="silent"' in html
+    assert "one not heard from for 20 s is silent, and after 30 s it is marked offline" in html
+
+
+def test_the_runners_rows_the_page_polls_are_the_rows_it_shows(staff_client, runners_by_liveness):
+    with time_machine.travel(NOW, tick=False):
+        page = html_of(staff_client, reverse("dashboard:runners"), state="online")
+        answer = staff_client.get(reverse("dashboard:runners-rows"), {"state": "online"})
+    assert answer.status_code == 200
+    rows = answer.json()["html"]
+    shown = re.search(r"<tbody data-runner-rows>(.*?)</tbody>", page, re.S).group(1)
+    assert rows == shown
+    assert runner_rows(rows) == ["fresh", "quiet", "silent"]
+    assert 'data-rows-url="/runners/rows?state=online"' in page
+
+    # Later, by the server's clock: the quiet one has gone silent too.
+    with time_machine.travel(NOW + timedelta(seconds=4), tick=False):
+        rows = staff_client.get(reverse("dashboard:runners-rows"), {"state": "online"}).json()
+    assert 'data-runner="quiet" data-state="silent"' in rows["html"]
+
+
+def test_the_runners_rows_need_the_runners_view_permission(client, make_runner, db):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_user("x", password="pw", is_staff=True))
+    assert client.get(reverse("dashboard:runners-rows")).status_code == 403
 
 
 def test_a_run_only_older_agents_could_take_says_they_need_upgrading(

@@ -29,6 +29,7 @@ def pages(world):
         reverse("dashboard:execution", args=[execution.pk]),
         reverse("dashboard:execution-log", args=[execution.pk]) + "?after=-1",
         reverse("dashboard:runners"),
+        reverse("dashboard:runners-rows"),
         reverse("dashboard:capacity"),
         reverse("dashboard:audit") + "?action=runner.takeover",
         reverse("dashboard:alerts"),
@@ -38,11 +39,11 @@ def pages(world):
     ]
 
 
-def test_anonymous_users_are_sent_to_the_admin_login(client, pages):
+def test_anonymous_users_are_sent_to_the_login_page(client, pages):
     for url in pages:
         answer = client.get(url)
         assert answer.status_code == 302, url
-        assert answer["Location"].startswith("/admin/login/?next="), url
+        assert answer["Location"].startswith("/accounts/login/?next="), url
 
 
 def test_signed_in_users_who_are_not_staff_get_403(client, pages):

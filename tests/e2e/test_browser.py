@@ -170,7 +170,7 @@ def page(chromium, world):
 
 def log_in(page, server):
     page.goto(server.url + "/")
-    assert "/admin/login/" in page.url
+    assert "/accounts/login/" in page.url
     page.fill("input[name=username]", USERNAME)
     page.fill("input[name=password]", PASSWORD)
     page.click("input[type=submit]")
@@ -439,7 +439,7 @@ def test_a_live_execution_page_goes_to_the_login_when_the_session_ends(page, wor
         out(Session.objects.all().delete()[0])
         """,
     )
-    page.wait_for_url(f"**/admin/login/?next=/executions/{pk}/", timeout=10_000)
+    page.wait_for_url(f"**/accounts/login/?next=/executions/{pk}/", timeout=10_000)
 
 
 def test_the_dead_letters_page_shows_a_run_that_gave_up_with_its_last_log_lines(page, world):

@@ -1,15 +1,12 @@
-"""Why pending work waits, and how quiet a runner looks, at fixed instants."""
+"""Why pending work waits, at fixed instants."""
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from dispatch import coverage
-from dispatch.coverage import Coverage, liveness
+from dispatch.coverage import Coverage
 from runners.models import Runner
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-BEAT = timedelta(seconds=10)
 
 
 def runner(pk, name, labels, state=Runner.ONLINE, drained=False, capacity=1):
@@ -101,42 +98,3 @@ def test_only_labels_no_registered_runner_carries_are_warned_about():
         "job render: no runner with labels cuda, gpu has been seen;"
         " its runs wait until one registers"
     ]
-
-
-@pytest.mark.parametrize(
-    ("seconds", "kind"),
-    [
-        (0, "fresh"),
-        (10, "fresh"),  # the next heartbeat is due just now
-        (15, "fresh"),
-        (15.5, "quiet"),  # one heartbeat missed
-        (30, "quiet"),
-        (30.5, "silent"),  # past the offline threshold, not marked yet
-    ],
-)
-def test_a_runner_turns_quiet_after_one_missed_heartbeat(seconds, kind):
-    seen = NOW - timedelta(seconds=seconds)
-    assert liveness(Runner.ONLINE, seen, NOW, BEAT).kind == kind
-    assert liveness(Runner.DRAINING, seen, NOW, BEAT).kind == kind
-
-
-def test_an_offline_runner_is_offline_whatever_its_age():
-    assert liveness(Runner.OFFLINE, NOW, NOW, BEAT).kind == "offline"
-
-
-def test_a_last_seen_in_the_future_counts_as_now():
-    assert liveness(Runner.ONLINE, NOW + timedelta(seconds=3), NOW, BEAT).age == timedelta(0)
-
-
-def test_the_default_interval_is_the_heartbeat_setting(settings):
-    settings.CRONIQ_HEARTBEAT_INTERVAL = 2.0
-    assert liveness(Runner.ONLINE, NOW - timedelta(seconds=4), NOW).kind == "quiet"
-    assert coverage.offline_after() == timedelta(seconds=6)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [(0, "0 s ago"), (17.9, "17 s ago"), (60, "1 min ago"), (7199, "1 h ago"), (90000, "1 d ago")],
-)
-def test_ages_read_in_whole_units(seconds, text):
-    assert coverage.ago(timedelta(seconds=seconds)) == text

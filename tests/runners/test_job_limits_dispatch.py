@@ -185,3 +185,35 @@ def test_the_server_limit_wins_over_a_larger_output_limit(runner, issued, settin
     dispatch.append_log(issued[0], execution.pk, "s1", execution.lease, 0, "a" * 2000, DONE)
     execution.refresh_from_db()
     assert (execution.log_size, execution.log_truncated) == (1024, True)
+
+
+def test_a_limited_container_job_goes_to_an_agent_announcing_both_and_carries_its_limits(token):
+    spec = {"image": "alpine:3.20", "args": [], "env": {}, "pull": "missing", "network": None}
+    job = JobFactory(
+        kind="container", command="", container=spec, labels=["linux"],
+        max_output=4096, on_max_output="fail", success_exit_codes=[0, 3],
+    )  # fmt: skip
+    assert job.features == {"container", "limits"}
+    run = pending(now=BEFORE, job=job)
+    for name, features in (("no-engine", CURRENT), ("no-limits", (*OLDER, "container"))):
+        lacking = runner_with(token, name, features)
+        assert claims.claim(lacking, lacking.session, 5, NOW) == []
+    found = handed(runner_with(token, "both", (*CURRENT, "container")))
+    assert {k: found[run.pk][k] for k in ("kind", "container", "max_output", "on_max_output")} == {
+        "kind": "container",
+        "container": spec,
+        "max_output": 4096,
+        "on_max_output": "fail",
+    }
+    assert "success_exit_codes" not in found[run.pk]  # the server reads it at the end
+
+
+def test_a_container_jobs_exit_code_is_settled_by_its_success_exit_codes(issued):
+    # The container's exit code is the run's, read as a shell job's is.
+    engine = RunnerFactory(
+        token=issued[0], labels=[], session="s1", capacity=100, features=["container"]
+    )
+    spec = {"image": "alpine:3.20", "args": [], "env": {}, "pull": "missing", "network": None}
+    job = JobFactory(kind="container", command="", container=spec, success_exit_codes=[0, 3])
+    assert finish(issued[1], run(engine, job), 3) == Execution.SUCCEEDED
+    assert finish(issued[1], run(engine, job, 1), 1) == Execution.FAILED

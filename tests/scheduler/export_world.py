@@ -67,6 +67,7 @@ def rich(secrets_dir):
                 "calendar": "narrow",
                 "calendar_policy": "defer",
                 "labels": ["linux", "gpu"],
+                "tags": ["reports", "team-data"],
                 "overlap": "queue",
                 "max_concurrent": 2,
                 "max_queue": 5,
@@ -134,6 +135,20 @@ def rich(secrets_dir):
                     "timeout": "30s",
                 },
                 "timeout": 60,
+            },
+            # A container job (docs/design.md §15): the runner machine's engine runs it.
+            {
+                "name": "render-reports",
+                "schedule": "0 4 * * *",
+                "kind": "container",
+                "container": {
+                    "image": "registry.example.com/data/reports:1.4",
+                    "args": ["python", "render.py", "--days", "7"],
+                    "env": {"REPORT_BUCKET": "s3://reports", "LANG": "C.UTF-8"},
+                    "pull": "always",
+                    "network": "bridge",
+                },
+                "timeout": 900,
             },
             {
                 "name": "cleanup",

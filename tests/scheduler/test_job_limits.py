@@ -109,6 +109,22 @@ def test_an_http_job_takes_an_output_limit_but_no_limit_of_a_process():
     ]
 
 
+CONTAINER = {"kind": "container", "command": "", "container": {"image": "alpine:3.20"}}
+
+
+def test_a_container_job_takes_an_output_limit_and_exit_codes_but_no_limit_of_a_process():
+    job = applied(**CONTAINER, max_output="64KiB", on_max_output="fail", success_exit_codes=[0, 3])
+    assert (job.max_output, job.on_max_output) == (64 * 1024, "fail")
+    assert job.success_exit_codes == [0, 3]
+    assert job.features == {"container", "limits"}
+    assert apply_errors(**CONTAINER, max_memory="64MiB", max_cpu_seconds=5) == [
+        "jobs[0].max_memory: only with kind: shell (a container job's memory is its engine's "
+        "to limit)",
+        "jobs[0].max_cpu_seconds: only with kind: shell (a container job's CPU is its engine's "
+        "to limit)",
+    ]
+
+
 # -- the model ----------------------------------------------------------------------
 
 

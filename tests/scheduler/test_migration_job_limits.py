@@ -1,4 +1,4 @@
-"""scheduler 0024 on a database holding jobs: each gets no limits (its log
+"""scheduler 0026 on a database holding jobs: each gets no limits (its log
 cut at the server's CRONIQ_LOG_LIMIT as before, no memory or CPU limit,
 exit code 0 alone a success), stays valid, and is still claimed by runners
 whose agents predate limits, its assignment as before but for `max_output`."""
@@ -16,8 +16,8 @@ from tests.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("scheduler", "0023_job_kind_http"), ("runners", "0004_runner_features")]
-AFTER = [("scheduler", "0024_job_limits")]
+BEFORE = [("scheduler", "0025_job_tags"), ("runners", "0004_runner_features")]
+AFTER = [("scheduler", "0026_job_limits")]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 

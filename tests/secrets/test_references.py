@@ -111,3 +111,37 @@ def test_the_database_check_names_stored_jobs_whose_secret_the_store_lacks(store
     )
     found = [m for m in checks.run_checks(databases=["default"]) if m.id == UNKNOWN_SECRET]
     assert [m.msg for m in found] == ["job 'old': env.T: unknown secret \"gone\""]
+
+
+def test_the_database_check_names_an_http_jobs_references_the_store_lacks(stored):
+    from django.core import checks
+
+    from scheduler.jobs.secret_checks import UNKNOWN_SECRET
+
+    request = {
+        "method": "POST",
+        "url": "https://api.example.com/${secret:gone-path}/hook",
+        "headers": {"Authorization": "Bearer ${secret:gone-token}", "X-Known": REFERENCE},
+        "body": '{"key": "${secret:Not A Name}"}',
+        "expect_status": [],
+        "timeout": None,
+    }
+    # Written before its secrets were deleted, or by hand: no check ran.
+    Job.objects.bulk_create(
+        [
+            Job(name="hook", kind=Job.HTTP, schedule="@hourly", http=request),
+            Job(
+                name="fine",
+                kind=Job.HTTP,
+                schedule="@hourly",
+                http={**request, "url": "http://x/", "headers": {"X-Known": REFERENCE}, "body": ""},
+            ),  # fmt: skip
+        ]
+    )
+    found = [m for m in checks.run_checks(databases=["default"]) if m.id == UNKNOWN_SECRET]
+    assert sorted(m.msg for m in found) == [
+        "job 'hook': http.body: '${secret:Not A Name}' is not a secret name",
+        "job 'hook': http.headers.Authorization: unknown secret \"gone-token\"",
+        "job 'hook': http.url: unknown secret \"gone-path\"",
+    ]
+    assert "http request" in found[0].hint

@@ -35,6 +35,23 @@
     var url = log.dataset.url;
     var stateBadge = document.querySelector("[data-execution-state] .state");
     var indicator = document.querySelector("[data-live-indicator]");
+    var liveness = document.querySelector("[data-liveness]");
+
+    // A running run whose runner went silent (or whose lease ran out): the
+    // server's words (dispatch.liveness.run_liveness), and a dot that
+    // stands still; both back to "live" when the runner speaks again.
+    function showLiveness(said) {
+      if (liveness) {
+        liveness.hidden = !said;
+        liveness.textContent = said ? said.text : "";
+        if (said) liveness.dataset.kind = said.kind;
+        else delete liveness.dataset.kind;
+      }
+      if (indicator) {
+        indicator.classList.toggle("live-stalled", !!said);
+        indicator.textContent = said ? said.label : "live";
+      }
+    }
 
     function atBottom() {
       return log.scrollHeight - log.scrollTop - log.clientHeight < 30;
@@ -74,10 +91,12 @@
             }
           });
           if (body.live || body.more) {
+            showLiveness(body.liveness);
             setTimeout(poll, body.more ? 0 : 1000);
           } else {
             delete log.dataset.live;
             if (indicator) indicator.remove();
+            if (liveness) liveness.remove();
           }
         })
         .catch(function () {
@@ -87,48 +106,127 @@
     setTimeout(poll, 1000);
   }
 
-  // Buttons with data-confirm (run now, forget) ask before they post.
+  // Buttons with data-confirm (run now, forget) ask before they post. One
+  // listener on the document: rows the runners page puts in place later
+  // ask too.
   function confirmActions(root) {
-    root.querySelectorAll("button[data-confirm]").forEach(function (button) {
-      button.form.addEventListener("submit", function (event) {
-        if (!window.confirm(button.dataset.confirm)) event.preventDefault();
-      });
+    root.addEventListener("submit", function (event) {
+      var button = event.target.querySelector("button[data-confirm]");
+      if (button && !window.confirm(button.dataset.confirm)) event.preventDefault();
     });
   }
 
-  // "last seen 17 s ago" on the runners page, counted on from the ISO time
-  // of the last heartbeat, and coloured as the server does
-  // (dispatch.coverage.liveness): yellow after one missed heartbeat, red past
-  // the offline threshold until the loop marks it offline.
-  function ago(seconds) {
-    var units = [["d", 86400], ["h", 3600], ["min", 60]];
-    for (var i = 0; i < units.length; i++) {
-      if (seconds >= units[i][1]) return Math.floor(seconds / units[i][1]) + " " + units[i][0] + " ago";
-    }
-    return seconds + " s ago";
-  }
+  // The runners page asks the server for its rows every few seconds and
+  // puts them in place: state (silent, offline), "last seen" and the
+  // buttons that apply, all judged on the server's clock
+  // (dispatch.liveness), so a browser whose clock is off shows the same.
+  // Only the cells whose served HTML changed are replaced (a form's CSRF
+  // token, masked anew in each answer, left out of the comparison), so a
+  // button is not swapped under the pointer for nothing.
+  function followRunners(table) {
+    var url = table.dataset.rowsUrl;
+    var every = parseFloat(table.dataset.pollSeconds) * 1000;
+    var rows = table.querySelector("tbody[data-runner-rows]");
 
-  function tickLastSeen(table) {
-    var quietAfter = parseFloat(table.dataset.quietAfter);
-    var offlineAfter = parseFloat(table.dataset.offlineAfter);
-    function tick() {
-      table.querySelectorAll("[data-seen-live]").forEach(function (cell) {
-        var age = Math.max(0, Math.floor((Date.now() - new Date(cell.dataset.lastSeen)) / 1000));
-        var text = cell.querySelector("[data-seen-ago]");
-        if (text) text.textContent = "last seen " + ago(age);
-        var kind = age > offlineAfter ? "silent" : age > quietAfter ? "quiet" : "fresh";
-        cell.className = "seen seen-" + kind;
+    function served(cell) {
+      return cell.innerHTML.replace(/(name="csrfmiddlewaretoken") value="[^"]*"/g, "$1");
+    }
+
+    function names(body) {
+      return Array.prototype.map.call(body.rows, function (row) { return row.dataset.runner; }).join("\n");
+    }
+
+    function mark(body) {
+      Array.prototype.forEach.call(body.querySelectorAll("td"), function (cell) {
+        cell.croniqServed = served(cell);
       });
     }
-    tick();
-    setInterval(tick, 1000);
+
+    function place(html) {
+      var fresh = document.createElement("tbody");
+      fresh.innerHTML = html;
+      mark(fresh);
+      if (names(fresh) !== names(rows)) {
+        rows.replaceChildren.apply(rows, Array.prototype.slice.call(fresh.rows));
+        localiseTimes(rows);
+        return;
+      }
+      Array.prototype.slice.call(fresh.rows).forEach(function (row, i) {
+        var shown = rows.rows[i];
+        shown.dataset.state = row.dataset.state;
+        Array.prototype.slice.call(row.cells).forEach(function (cell, j) {
+          var old = shown.cells[j];
+          if (old && old.croniqServed === cell.croniqServed) return;
+          if (old) shown.replaceChild(cell, old);
+          else shown.appendChild(cell);
+          localiseTimes(cell);
+        });
+      });
+    }
+
+    mark(rows);
+    function poll() {
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (answer) {
+          if (answer.redirected || answer.status === 403) {
+            window.location.reload();
+            return null;
+          }
+          if (!answer.ok) throw new Error("HTTP " + answer.status);
+          return answer.json();
+        })
+        .then(function (body) {
+          if (body) place(body.html);
+          setTimeout(poll, every);
+        })
+        .catch(function () {
+          setTimeout(poll, Math.max(every, 3000));
+        });
+    }
+    setTimeout(poll, every);
+  }
+
+  // The overview's bulk actions: a box ticks every job of the page, the
+  // count of ticked jobs is kept beside "the ticked jobs", and ticking a
+  // job chooses them over "all matching the filter". The server asks for
+  // the confirmation (dashboard.bulk).
+  function tickJobs(form) {
+    var boxes = document.querySelectorAll('input[type=checkbox][name=job][form="' + form.id + '"]');
+    var page = document.querySelector("[data-tick-page]");
+    var count = form.querySelector("[data-ticked-count]");
+    var ticked = form.querySelector("input[name=scope][value=selected]");
+    function update() {
+      var n = 0;
+      boxes.forEach(function (box) { if (box.checked) n++; });
+      count.textContent = n + " ticked";
+      if (page) {
+        page.checked = n > 0 && n === boxes.length;
+        page.indeterminate = n > 0 && n < boxes.length;
+      }
+      return n;
+    }
+    boxes.forEach(function (box) {
+      box.addEventListener("change", function () {
+        if (update() > 0) ticked.checked = true;
+      });
+    });
+    if (page) {
+      page.hidden = boxes.length === 0;
+      page.addEventListener("change", function () {
+        boxes.forEach(function (box) { box.checked = page.checked; });
+        if (update() > 0) ticked.checked = true;
+      });
+    }
+    update();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     showZone();
     confirmActions(document);
-    var runners = document.querySelector("table.runners[data-quiet-after]");
-    if (runners) tickLastSeen(runners);
+    var bulk = document.querySelector("form#bulk");
+    if (bulk) tickJobs(bulk);
+    var runners = document.querySelector("table.runners[data-rows-url]");
+    if (runners) followRunners(runners);
     localiseTimes(document);
     var log = document.querySelector("pre.log[data-live]");
     if (log) tailLog(log);

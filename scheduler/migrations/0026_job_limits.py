@@ -12,7 +12,7 @@ import scheduler.jobs.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0023_job_kind_http"),
+        ("scheduler", "0025_job_tags"),
     ]
 
     operations = [
