@@ -28,6 +28,13 @@ class JobOut(Schema):
     # What a container job runs (env values named like secrets masked); null for the others.
     container: dict[str, Any] | None = None
     env: dict[str, Any]
+    # Limits (docs/design.md §15): sizes in bytes; null: none (max_output:
+    # the server's log limit).
+    max_output: int | None = None
+    on_max_output: str = "truncate"
+    max_memory: int | None = None
+    max_cpu_seconds: int | None = None
+    success_exit_codes: list[int] = []
     stdin: str = ""
     run_as: str = ""
     run_on_register: bool = False

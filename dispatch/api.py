@@ -111,7 +111,7 @@ class RegisterIn(Schema):
             "version": "0.9.0",
             "hostname": "build-01.example.com",
             "capacity": 2,
-            "features": ["stdin", "run_as", "http", "container"],
+            "features": ["stdin", "run_as", "http", "container", "limits"],
         }
     )
 
@@ -126,8 +126,9 @@ class RegisterIn(Schema):
         Field(
             max_length=50,
             description="Assignment fields this agent acts on (`stdin`, `run_as`, `http`, "
-            "`container`): a job that sets one goes only to runners that announced it. Unknown "
-            "names are kept and ignored. An addition: without it the runner gets no such job.",
+            "`container`, `limits`: max_memory, max_cpu_seconds, on_max_output): a job that "
+            "sets one goes only to runners that announced it. Unknown names are kept and "
+            "ignored. An addition: without it the runner gets no such job.",
         ),
     ] = []
 
@@ -262,6 +263,33 @@ class AssignmentOut(Schema):
         description="The run's W3C trace context (00-<trace id>-<span id>-01; sent when the "
         "execution has one): the agent sets the job's TRACEPARENT to it, and an http job's "
         "request carries it as its traceparent header unless the job sets one.",
+    )
+    # Limits (docs/design.md §15): max_output always, the others when the job
+    # sets them (and then only runners that announced `limits` get the work).
+    max_output: int | None = Field(
+        None,
+        exclude_if=lambda size: size is None,
+        description="The bytes of output the run's log keeps: past them the agent keeps the "
+        "head and the tail and says how much it cut (or, with on_max_output fail, ends the "
+        "run and fails it). The server cuts a log there too.",
+    )
+    on_max_output: str = Field(
+        "truncate",
+        exclude_if=lambda policy: policy == "truncate",
+        description="Output past max_output (sent when it is not truncate): fail ends the run "
+        'and fails it, error "output limit 1 MiB exceeded".',
+    )
+    max_memory: int | None = Field(
+        None,
+        exclude_if=lambda size: size is None,
+        description="Bytes of memory the command's processes may use together (sent when the "
+        'job sets it): past them the run fails, error "memory limit 64 MiB exceeded".',
+    )
+    max_cpu_seconds: int | None = Field(
+        None,
+        exclude_if=lambda seconds: seconds is None,
+        description="Seconds of CPU the command's processes may use together (sent when the "
+        'job sets it): past them the run fails, error "CPU limit 2 s exceeded".',
     )
     redact: list[str] = Field(
         [],

@@ -55,6 +55,10 @@ CLAIMED_FIELDS = (
     "job__http",
     "job__container",
     "traceparent",
+    "job__max_output",
+    "job__on_max_output",
+    "job__max_memory",
+    "job__max_cpu_seconds",
 )
 
 
@@ -71,15 +75,21 @@ class Handed(typing.NamedTuple):
 # What one claim hands to one poll: its runner, session and executions.
 Claim = tuple[Runner, str, list[Execution]]
 # The executions whose job needs none of a feature (docs/design.md §4): no
-# stdin, no run_as, a kind other than http or container. Those jobs are told
-# by their kind, which is what an older agent would misread (it would run the
-# empty command).
+# stdin, no run_as, a kind other than http or container, no limit an agent
+# must enforce. Those kinds are told by their kind, which is what an older
+# agent would misread (it would run the empty command); a limited job by the
+# limits an older agent would ignore (`Job.needs_limits`: it would run
+# unbounded, or to success past its output).
 UNNEEDED = {
     "stdin": Q(job__stdin=""),
     "run_as": Q(job__run_as=""),
     "http": ~Q(job__kind=Job.HTTP),
     "container": ~Q(job__kind=Job.CONTAINER),
+    "limits": Q(job__max_memory__isnull=True, job__max_cpu_seconds__isnull=True)
+    & ~Q(job__on_max_output=Job.FAIL),
 }
+# The features that are job fields of the same name, sent as they are.
+SENT_AS_IS = ("stdin", "run_as", "http", "container")
 # Whether an execution's job needs each feature (`understood`), read with
 # its labels where the labels are matched in Python.
 NEEDS = {
@@ -337,11 +347,29 @@ def assignment(execution: Execution) -> dict[str, Any]:
     # Only when set (docs/design.md §4), so other assignments stay as they
     # were; only runners that announced the feature claim such a job
     # (`understood`).
-    for feature in JOB_FEATURES:
+    for feature in SENT_AS_IS:
         if getattr(job, feature):
             given[feature] = getattr(job, feature)
     if job.kind != Job.SHELL:
         given["kind"] = job.kind  # the request is `http`, the image `container`, sent above
+    given.update(limits(job))
+    return given
+
+
+def limits(job: Job) -> dict[str, Any]:
+    """A run's limits as its assignment carries them (docs/design.md §15):
+    `max_output` always (the bytes its log keeps: older agents ignore it and
+    the server cuts the log there, `dispatch.leases.fit_log`); the others only
+    when the job sets them, and then only agents that announced `limits`
+    claim it (`understood`). `success_exit_codes` stays on the server, which
+    reads it when the run ends."""
+    given: dict[str, Any] = {"max_output": job.output_limit}
+    if job.on_max_output != Job.TRUNCATE:
+        given["on_max_output"] = job.on_max_output
+    if job.max_memory:
+        given["max_memory"] = job.max_memory
+    if job.max_cpu_seconds:
+        given["max_cpu_seconds"] = job.max_cpu_seconds
     return given
 
 

@@ -199,10 +199,15 @@ def holds(execution: Execution, token: RunnerToken, session: str, lease: int) ->
     return execution.state == Execution.RUNNING and under_lease(execution, token, session, lease)
 
 
-def find_execution(execution_id: int, lock: bool = False) -> Execution:
+def find_execution(
+    execution_id: int, lock: bool = False, with_max_output: bool = False
+) -> Execution:
     found = Execution.objects.select_related("runner")
     if lock:
         found = found.select_for_update(of=("self",))
+    if with_max_output:
+        # Its job's, read in the same query (`log_limit`).
+        found = found.annotate(job_max_output=F("job__max_output"))
     execution = found.filter(pk=execution_id).first() if identity.is_db_id(execution_id) else None
     if execution is None:
         raise NotFound(f"unknown execution {execution_id}")
@@ -246,14 +251,15 @@ def append_log(
             f"log chunk of {size} bytes is above the {settings.CRONIQ_LOG_CHUNK_LIMIT} byte limit"
         )
     with transaction.atomic():
-        execution = find_execution(execution_id, lock=True)
+        execution = find_execution(execution_id, lock=True, with_max_output=True)
         if not holds(execution, token, session, lease):
             raise StaleLease(execution, token, session, lease, "logs", now)
         if LogChunk.objects.filter(execution=execution, seq=seq).exists():
             return False
         if execution.log_truncated:
             return False
-        stored, size, truncated = fit_log(data, size, execution.log_size)
+        limit = log_limit(execution.job_max_output)
+        stored, size, truncated = fit_log(data, size, execution.log_size, limit)
         try:
             with transaction.atomic():
                 LogChunk.objects.create(execution=execution, seq=seq, data=stored)
@@ -265,9 +271,18 @@ def append_log(
     return True
 
 
-def fit_log(data: str, size: int, used: int) -> tuple[str, int, bool]:
-    """(text to store, bytes counted, truncated) under the per-execution cap."""
-    limit = settings.CRONIQ_LOG_LIMIT
+def log_limit(max_output: int | None) -> int:
+    """The bytes of log kept for a run of a job with this `max_output`: the
+    server's CRONIQ_LOG_LIMIT, lower when the job's limit is. An agent that
+    announced `limits` sends no more (it keeps the output's head and tail
+    within it); an older one sends it all, and the log is cut here
+    (docs/design.md §15)."""
+    limit: int = settings.CRONIQ_LOG_LIMIT
+    return min(limit, max_output) if max_output else limit
+
+
+def fit_log(data: str, size: int, used: int, limit: int) -> tuple[str, int, bool]:
+    """(text to store, bytes counted, truncated) under the per-execution cap `limit`."""
     room = max(0, limit - used)
     if size <= room:
         return data, size, False
@@ -278,7 +293,9 @@ def fit_log(data: str, size: int, used: int) -> tuple[str, int, bool]:
 def outcome(execution: Execution, exit_code: int | None, timed_out: bool) -> str:
     if timed_out:
         return Execution.TIMED_OUT
-    if exit_code == 0:
+    # The job's success_exit_codes as they are when the run ends (0 alone
+    # unless it lists others): every agent reports the exit code as it came.
+    if execution.job.succeeds_with(exit_code):
         return Execution.SUCCEEDED
     if execution.cancel_requested_at is not None:
         return Execution.CANCELLED
@@ -377,7 +394,7 @@ SUCCEED_HELD = {
         FROM {JOBS} job
         WHERE execution.id = %s AND execution.lease = %s AND execution.session = %s
           AND execution.state = %s AND execution.{settle_many.HELD_UNDER_TOKEN}
-          AND job.id = execution.job_id
+          AND job.id = execution.job_id AND {settle_many.ZERO_SUCCEEDS["postgresql"]}
         RETURNING execution.job_id, execution.pinned_to,
             job.concurrency_group_id, job.on_success, job.on_failure
     """,

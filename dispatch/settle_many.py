@@ -33,6 +33,15 @@ HELD_UNDER_TOKEN = f"""runner_id IN (
         SELECT runner.id FROM {Runner._meta.db_table} runner
         JOIN {RunnerToken._meta.db_table} token ON token.id = runner.token_id
         WHERE token.secret_hash = %s AND token.revoked_at IS NULL)"""
+# Exit code 0 is a success of the job `job`: it lists no success_exit_codes,
+# or lists 0 among them (`Job.succeeds_with`). A job that lists others alone
+# is settled by the full finish, which fails its exit code 0.
+ZERO_SUCCEEDS = {
+    "postgresql": "(job.success_exit_codes = '[]'::jsonb "
+    "OR job.success_exit_codes @> '[0]'::jsonb)",
+    "sqlite": "(job.success_exit_codes = '[]' OR EXISTS ("
+    "SELECT 1 FROM json_each(job.success_exit_codes) WHERE json_each.value = 0))",
+}
 # PostgreSQL: every report in one statement, the job's columns joined once.
 SUCCEED_ALL = f"""
     UPDATE {EXECUTIONS} execution
@@ -41,6 +50,7 @@ SUCCEED_ALL = f"""
     WHERE execution.id = report.id AND execution.lease = report.lease
       AND execution.session = %s AND execution.state = %s
       AND execution.{HELD_UNDER_TOKEN} AND job.id = execution.job_id
+      AND {ZERO_SUCCEEDS["postgresql"]}
     RETURNING execution.id, execution.job_id, execution.pinned_to,
         job.concurrency_group_id, job.on_success, job.on_failure
 """
@@ -50,6 +60,8 @@ SUCCEED_ONE = f"""
     UPDATE {EXECUTIONS}
     SET state = %s, finished_at = %s, exit_code = 0, error = %s
     WHERE id = %s AND lease = %s AND session = %s AND state = %s AND {HELD_UNDER_TOKEN}
+      AND EXISTS (SELECT 1 FROM {JOBS} job
+        WHERE job.id = {EXECUTIONS}.job_id AND {ZERO_SUCCEEDS["sqlite"]})
     RETURNING id, job_id, pinned_to,
         (SELECT job.concurrency_group_id FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id),
         (SELECT job.on_success FROM {JOBS} job WHERE job.id = {EXECUTIONS}.job_id),

@@ -36,6 +36,7 @@ from harness.processes import (
     ROOT,
     Process,
     Server,
+    agent_env,
     copy_database,
     create_database,
     drop_template,
@@ -233,7 +234,7 @@ def start_previous_agent(
 ) -> Process:
     """The previous release's croniq-runner, from its wheel."""
     extra_env.setdefault("XDG_STATE_HOME", Path(log_path).parent / "agent-state")
-    env = process_env("sqlite:////nonexistent", **extra_env)
+    env = agent_env(process_env("sqlite:////nonexistent", **extra_env))
     agent = previous_runner_venv() / "croniq-runner"
     return Process([str(agent), "--server", server_url, "--token", token, *args], env, log_path)
 

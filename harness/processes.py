@@ -274,12 +274,18 @@ def start_agent(server_url, token, log_path, *args, **extra_env):
     # No container engine unless a test asks for one (tests/docker): whether
     # this machine's docker answers would otherwise decide an agent's labels.
     extra_env.setdefault("CRONIQ_ENGINE", "none")
-    env = process_env("sqlite:////nonexistent", **extra_env)
+    env = agent_env(process_env("sqlite:////nonexistent", **extra_env))
     return Process(
         [str(runner_venv() / "croniq-runner"), "--server", server_url, "--token", token, *args],
         env,
         log_path,
     )
+
+
+def agent_env(env):
+    """An agent's environment: its wheel's code alone, whatever PYTHONPATH
+    the suite runs with (a checkout's runner/ put first would replace it)."""
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
 
 
 def wait_for(predicate, timeout=20, interval=0.05, message="condition"):

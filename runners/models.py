@@ -8,11 +8,12 @@ TOKEN_PREFIX = "crq_"
 
 # Assignment fields a job may need its runner's agent to act on
 # (docs/design.md §4): an agent that ignores one would run the job wrong (as
-# its own user, without its input, or an http or container job's empty
-# command instead of its request or image), so it gets such work only when it
-# announced the feature at registration. An agent announces `container` only
-# when a container engine answered it (docs/design.md §15).
-JOB_FEATURES = ("stdin", "run_as", "http", "container")
+# its own user, without its input, an http or container job's empty command
+# instead of its request or image, or a limited job unlimited), so it gets
+# such work only when it announced the feature at registration. An agent
+# announces `container` only when a container engine answered it
+# (docs/design.md §15).
+JOB_FEATURES = ("stdin", "run_as", "http", "container", "limits")
 # A feature as a label in the sets claims match (`Runner.fits`,
 # `Job.requirements`): no label holds a NUL character (the API, apply and
 # the admin refuse it), so a mark never meets a real label.

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from croniq_runner import discover, wrap
+from croniq_runner.cgroups import Cgroups
 from croniq_runner.client import (
     Client,
     Conflict,
@@ -99,6 +100,7 @@ class Agent(Registration, LeaseKeeping):
         self.lease_ttl = 30.0
         self.leases: LeaseBook | None = None
         self.ledger: Ledger | None = None
+        self.cgroups: Cgroups | None = None  # where jobs' limits are held (limits.py)
         self.engine: Engine | None = None  # found at start (--engine)
 
         self.jobs: dict[int, Job] = {}
@@ -127,6 +129,7 @@ class Agent(Registration, LeaseKeeping):
         try:
             self.open_ledger()
             self.find_engine()
+            self.find_cgroups()
             self.register()
         except Fatal as fatal:
             log.error("%s", fatal)
@@ -174,6 +177,15 @@ class Agent(Registration, LeaseKeeping):
             self.engine = detect(self.config.engine)
         except EngineMissing as error:
             raise Fatal(EXIT_USAGE, str(error)) from None
+
+    def find_cgroups(self) -> None:
+        """Where jobs' memory limits and CPU counts go (cgroups.py), said
+        once in the log; nowhere with --cgroups off."""
+        if not self.config.cgroups:
+            log.info("limits: no cgroups (--cgroups off): setrlimit per process, CPU from /proc")
+            return
+        self.cgroups = Cgroups.probe()
+        log.info("limits: %s", self.cgroups.describe())
 
     def stop(self, why: str) -> None:
         if self.stopping.is_set():
@@ -433,6 +445,7 @@ class Agent(Registration, LeaseKeeping):
             start_at=start_at(assignment),
             reports=self.reports,
             allowed_users=self.config.allow_run_as,
+            cgroups=self.cgroups,
             **extra,
         )
         # Until the first renewal the lease counts from its arrival; the

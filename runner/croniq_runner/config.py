@@ -72,6 +72,9 @@ class Config:
     # answers at start) or none. Built by hand, a Config runs no container
     # jobs; the command line's default is auto.
     engine: str = "none"
+    # --cgroups: limit jobs' memory and count their CPU in cgroups where the
+    # agent may make them (auto), or by setrlimit and /proc only (off).
+    cgroups: bool = True
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll-wait",
         metavar="SECONDS",
         help="how long one long-poll waits for work, 0-60 (default 20) [CRONIQ_POLL_WAIT]",
+    )
+    add(
+        "--cgroups",
+        metavar="auto|off",
+        help="auto (default): hold a job's max_memory and count its CPU in a cgroup where the "
+        "agent may make one (cgroup v2 delegated to it, or v1), else by setrlimit; off: "
+        "setrlimit and /proc only [CRONIQ_CGROUPS]",
     )
     add("--version", action="version", version=f"croniq-runner {VERSION}")
     return parser
@@ -316,6 +326,9 @@ def parse_args(
     state_dir, _ = _pick(args, "state-dir", environ, "CRONIQ_STATE_DIR")
     run_as, source = _pick(args, "run-as", environ, "CRONIQ_RUN_AS")
     allowed, allowed_source = _pick(args, "allow-run-as", environ, "CRONIQ_ALLOW_RUN_AS")
+    cgroups, source_cgroups = _pick(args, "cgroups", environ, "CRONIQ_CGROUPS", "auto")
+    if cgroups.strip().lower() not in ("auto", "off"):
+        raise UsageError(f"{source_cgroups}: expected auto or off, got {cgroups!r}")
 
     return Config(
         server=server.rstrip("/"),
@@ -341,4 +354,5 @@ def parse_args(
         allow_run_as=allowed_users(allowed, allowed_source),
         token_on_command_line=args.token is not None,
         engine=engine.strip().lower(),
+        cgroups=cgroups.strip().lower() == "auto",
     )

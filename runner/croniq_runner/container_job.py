@@ -146,6 +146,11 @@ class ContainerJob(Job):
     # -- what runs ----------------------------------------------------------
 
     def prepare(self) -> None:
+        if self.limits.of_processes:
+            # Held on the engine's command, a limit would hold nothing of the
+            # container (the server refuses both on a container job).
+            field = "max_memory" if self.limits.max_memory else "max_cpu_seconds"
+            raise ContainerError(f"{field}: a container job's is the engine's to limit")
         self.spec = Spec.of(self.assignment.get("container"))
         self.account = None  # the engine's user: the agent's own
 

@@ -1,7 +1,10 @@
 """One http job on the agent (docs/design.md §15): the request made by the
 agent itself, in a thread of the run's slot instead of a process, and its
-answer (status line, headers, the body cut after MAX_BODY bytes) written to
-the run's log through the same batching and masking as a command's output.
+answer (status line, headers, the body) written to the run's log through
+the same batching, masking and `max_output` as a command's output: past
+it the log keeps the answer's head and tail (the body is read to its end,
+as the other end meant the exchange to go), or with `on_max_output: fail`
+the request is abandoned and the run fails.
 
 The run succeeds on an expected status and fails on another ("HTTP 503")
 or when no answer comes ("connection refused: host:port"). Timeouts, a
@@ -32,11 +35,7 @@ from croniq_runner.redaction import redactor_for
 log = logging.getLogger("croniq.runner")
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-# The body's bytes the log shows; the rest is read (the exchange ends as
-# the server meant it to) and counted, and the log says how much was cut.
-MAX_BODY = 1024 * 1024
 CHUNK = 64 * 1024
-CUT_MARKER = "\n[croniq-runner: the body is cut after {shown} bytes: {cut} more bytes not shown]\n"
 # A connection not made within this long fails the run, deadline or not.
 CONNECT_TIMEOUT = 30.0
 # The request's own socket timeouts run this much past the run's deadline:
@@ -231,6 +230,8 @@ class HttpJob(Job):
 
     def start(self) -> None:
         try:
+            if self.limits_problem is not None:
+                raise RequestError(self.limits_problem)
             self.request = Request.of(self.assignment.get("http"))
         except RequestError as error:
             self._ended.set()
@@ -259,15 +260,16 @@ class HttpJob(Job):
     def running(self) -> bool:
         return self._begun and not self._ended.is_set()
 
-    def kill(self, reason: str, grace: float) -> bool:
+    def kill(self, reason: str, grace: float, error: str | None = None) -> bool:
         """Abandon the request now (a request has no SIGTERM to wait out):
-        its connection is shut, and the run ends with `reason`."""
+        its connection is shut, and the run ends with `reason` (`error`:
+        the limit it is past)."""
         with self._lock:
             if not self.running:
                 return False
             first = self.kill_reason is None
             if first:
-                self.kill_reason = reason
+                self.kill_reason, self.limit_error = reason, error
         if first:
             why = REASONS[reason].format(timeout=seconds(self.timeout))
             log.warning("execution %s: %s", self.id, why)
@@ -346,17 +348,13 @@ class HttpJob(Job):
             response.close()
 
     def _read_body(self, response: requests.Response) -> None:
-        shown = cut = 0
         for chunk in response.iter_content(CHUNK):
             if self._ended.is_set():
                 return
-            room = MAX_BODY - shown
-            if room > 0:
-                self._emit(chunk[:room])
-                shown += min(room, len(chunk))
-            cut += max(0, len(chunk) - max(room, 0))
-        if cut:
-            self._emit(CUT_MARKER.format(shown=shown, cut=cut).encode())
+            self._emit(chunk)
+            if self.limits.fail_on_output and self._cap.exceeded:
+                self.end_past_limit(self.limits.output_error(), 0)
+                return
 
     # -- output ---------------------------------------------------------
 
@@ -410,6 +408,8 @@ class HttpJob(Job):
     def result(self) -> dict[str, Any]:
         if self.start_error is not None:
             return {"exit_code": None, "error": f"could not start: {self.start_error}"}
+        if self.limit_error is not None:
+            return {"exit_code": None, "error": self.limit_error}
         if self.kill_reason is not None:
             body: dict[str, Any] = {
                 "exit_code": None,

@@ -22,12 +22,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 from croniq_runner.client import Client, Conflict, NotFound, Rejected, Transient, Unauthorized
 from croniq_runner.config import VERSION, Account
+from croniq_runner.limits import Held, Limits, LimitsError
 from croniq_runner.logs import LogBatcher
+from croniq_runner.output_cap import OutputCap
 from croniq_runner.redaction import redactor_for
 from croniq_runner.supervisor import kill_all, terminate
 from croniq_runner.timing import Backoff
 
 if TYPE_CHECKING:
+    from croniq_runner.cgroups import Cgroups
     from croniq_runner.ledger import Ledger
     from croniq_runner.reports import Reports
 
@@ -37,8 +40,10 @@ Assignment = dict[str, Any]
 # (`announced_features`): the server hands a job that sets one only to
 # agents that announced it. `http`: the kind http and its request
 # (http_job.py); `container`: the kind container and its image
-# (container_job.py), announced only when a container engine answered.
-FEATURES = ("stdin", "run_as", "http", "container")
+# (container_job.py), announced only when a container engine answered;
+# `limits`: max_output with on_max_output, max_memory and max_cpu_seconds
+# (limits.py).
+FEATURES = ("stdin", "run_as", "http", "container", "limits")
 
 log = logging.getLogger("croniq.runner")
 
@@ -67,6 +72,7 @@ REASONS = {
     "fenced": "killed by the runner: its lease could not be renewed (server unreachable)",
     "shutdown": "killed: the runner shut down before the job ended",
     "superseded": "killed: another process took over this runner's identity",
+    "limit": "killed: past its limit",
 }
 
 
@@ -214,6 +220,7 @@ class Job:
         start_at: float | None = None,
         reports: "Reports | None" = None,
         allowed_users: Collection[str] = (),
+        cgroups: "Cgroups | None" = None,
     ) -> None:
         self.assignment = assignment
         # time.monotonic() before which the job's command must not start
@@ -251,9 +258,21 @@ class Job:
         self.seq = 0
         self.report_after: float | None = None  # monotonic; set when the agent gives the lease up
 
+        # Its limits (limits.py): what its log keeps, and for a command its
+        # memory and CPU, held in a cgroup of `cgroups` or by setrlimit.
+        self.cgroups = cgroups
+        self.limits_problem: str | None = None
+        try:
+            self.limits = Limits.of(assignment)
+        except LimitsError as error:
+            self.limits, self.limits_problem = Limits(), str(error)  # it fails unstarted
+        self.held: Held | None = None
+        self.limit_error: str | None = None  # the limit that ended it
+
         self._lock = threading.Lock()
         self._output = threading.Condition()
-        self._batcher = LogBatcher(clock=clock)
+        self._cap = OutputCap(self.limits.max_output)
+        self._batcher = LogBatcher(clock=clock, cap=self._cap)
         # The run's secret values masked out of its output (`redact`); None
         # when there are none, and the output goes out as it comes.
         self._redactor = redactor_for(assignment)
@@ -274,6 +293,8 @@ class Job:
             args += ["--user", str(self.account.uid), str(self.account.gid), groups]
         if self.start_at is not None and self.start_at > time.monotonic():
             args += ["--start-at", f"{self.start_at:.6f}"]
+        if self.held is not None:
+            args += self.held.supervisor_args()
         return [*args, *self.supervisor_options(), "--", *self.program()]
 
     # -- what runs: a shell job's; a container job's in container_job.py ----
@@ -315,11 +336,17 @@ class Job:
                 cannot = "this croniq-runner found no container engine at start (--engine)"
             self.refuse_start(f"kind: {cannot}")
             return
+        if self.limits_problem is not None:
+            self.refuse_start(self.limits_problem)
+            return
         try:
             self.prepare()
         except StartRefused as error:
             self.refuse_start(str(error))
             return
+        if self.limits.of_processes:
+            self.held = Held.make(self.limits, self.cgroups, self.id)
+            log.info("execution %s limits: %s", self.id, self.held.how())
         stdin = self.input()
         # The supervisor reads end-of-file from this pipe once the agent is
         # gone; only the agent holds the write end (not inherited by jobs).
@@ -340,6 +367,8 @@ class Job:
         except (OSError, ValueError, TypeError) as error:  # no work dir, bad command
             self.start_error = str(error)
             log.error("execution %s could not start: %s", self.id, error)
+            if self.held is not None:
+                self.held.close()
         finally:
             os.close(lifeline)
         self.recorded()
@@ -422,14 +451,15 @@ class Job:
         self.report_after = report_after
         return self.kill("fenced", grace)
 
-    def kill(self, reason: str, grace: float) -> bool:
-        """SIGTERM the process group now, SIGKILL after `grace` seconds."""
+    def kill(self, reason: str, grace: float, error: str | None = None) -> bool:
+        """SIGTERM the process group now, SIGKILL after `grace` seconds.
+        `error`: the limit the run is past (reason "limit"), its error."""
         with self._lock:
             if not self.running:
                 return False
             first = self.kill_reason is None
             if first:
-                self.kill_reason = reason
+                self.kill_reason, self.limit_error = reason, error
             deadline = self.clock() + grace
             if self.sigkill_at is None or deadline < self.sigkill_at:
                 self.sigkill_at = deadline
@@ -440,11 +470,13 @@ class Job:
         return first
 
     def tick(self, now: float, kill_grace: float) -> None:
-        """Enforce the local timeout and the SIGKILL escalation."""
+        """Enforce the local timeout, the limits and the SIGKILL escalation."""
         if self.started_at is None:
             return  # not started yet
         if self.timeout and self.kill_reason is None and now >= self.started_at + self.timeout:
             self.kill("timeout", kill_grace)
+        if self.kill_reason is None and self.running:
+            self.enforce_limits(now, kill_grace)
         with self._lock:
             due = self.sigkill_at is not None and now >= self.sigkill_at
             if self.running and due and not self.sigkill_sent:
@@ -456,6 +488,25 @@ class Job:
         a shell job's by `_signal` (a container job's SIGTERM goes through
         its engine instead). Called holding the lock, the job running."""
         self._signal(signum)
+
+    def enforce_limits(self, now: float, kill_grace: float) -> None:
+        """End the run past its output (with on_max_output fail), its memory
+        (a process of it killed in its cgroup: the others would go on) or
+        its CPU time (its processes together: each has its own setrlimit
+        too)."""
+        if self.limits.fail_on_output and self._cap.exceeded:
+            self.end_past_limit(self.limits.output_error(), kill_grace)
+        elif self.held is None or self.process is None:
+            return
+        elif self.held.over_memory():
+            self.end_past_limit(self.limits.memory_error(), kill_grace)
+        elif self.held.over_cpu(now, self.process.pid):
+            self.end_past_limit(self.limits.cpu_error(), kill_grace)
+
+    def end_past_limit(self, error: str, kill_grace: float) -> None:
+        """End the run, failed with `error`, unless it is already ending."""
+        if self.kill("limit", kill_grace, error):
+            log.warning("execution %s: %s", self.id, error)
 
     def _signal(self, signum: signal.Signals) -> None:
         """SIGTERM or SIGKILL the job: its process group and, on Linux, each
@@ -569,11 +620,25 @@ class Job:
                 closed = self._output.wait_for(lambda: self._output_closed, 1.0)
             if not closed:
                 self._stop_reading.set()  # something outside the group holds the pipe
+        # The run's CPU time, read while the supervisor is a zombie: its own
+        # and that of every process below it, each reaped by then.
+        cpu_at_end = None
+        if self.held is not None and self.limits.max_cpu_seconds:
+            cpu_at_end = self.held.cpu_seconds(pid)
         with self._lock:
             process.wait()
             self.reaped = True
         if self.ledger is not None:
             self.ledger.remove(process.pid)
+        if self.limit_error is None and self.kill_reason is None:
+            # Past a limit before the watchdog saw it, or one the kernel held.
+            if self.limits.fail_on_output and self._cap.exceeded:
+                self.limit_error = self.limits.output_error()
+            elif self.held is not None:
+                said = self._cap.recent
+                self.limit_error = self.held.verdict(process.returncode, said, cpu_at_end)
+        if self.held is not None:
+            self.held.close()
 
     def _run(self) -> None:
         try:
@@ -609,7 +674,10 @@ class Job:
         return True
 
     def result(self) -> dict[str, Any]:
-        """The `finish` fields of how the run ended."""
+        """The `finish` fields of how the run ended: past a limit, the
+        limit's error (its exit code then says nothing of the job)."""
+        if self.limit_error is not None and self.start_error is None:
+            return {"exit_code": None, "error": self.limit_error}
         returncode = self.process.returncode if self.process is not None else None
         return outcome(returncode, self.kill_reason, self.timeout, self.start_error)
 

@@ -1,9 +1,12 @@
-"""Batching of a job's output into `logs` calls. Standard library only."""
+"""Batching of a job's output into `logs` calls, within its `max_output`
+(output_cap.py). Standard library only."""
 
 import codecs
 import time
 from collections import deque
 from collections.abc import Callable
+
+from croniq_runner.output_cap import OutputCap
 
 # The server refuses chunks above 64 KiB; stay far below it, counting the
 # UTF-8 bytes the server counts, not characters.
@@ -30,7 +33,9 @@ class LogBatcher:
     """Collects output and hands it out in batches.
 
     A batch is ready when it holds `max_bytes` (UTF-8) or when its oldest
-    byte has waited `max_age` seconds. Not thread-safe: the caller locks.
+    byte has waited `max_age` seconds. With a `cap`, only what the run's
+    log keeps within its max_output is batched (its head as it comes, its
+    tail at the end). Not thread-safe: the caller locks.
     """
 
     def __init__(
@@ -39,8 +44,10 @@ class LogBatcher:
         max_age: float = MAX_BATCH_AGE,
         max_buffered: int = MAX_BUFFERED_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        cap: OutputCap | None = None,
     ) -> None:
         self.max_bytes = max_bytes
+        self.cap = cap
         self.max_age = max_age
         self.max_buffered = max_buffered
         self.clock = clock
@@ -54,7 +61,9 @@ class LogBatcher:
 
     def feed(self, data: bytes, final: bool = False) -> None:
         """Add raw bytes from the pipe; multi-byte characters may straddle calls."""
-        self.add(self._decoder.decode(data, final))
+        # NUL as the server stores it (U+FFFD): counted so, the log fits its cap.
+        text = self._decoder.decode(data, final).replace("\x00", "\ufffd")
+        self.add(self.cap.take(text) if self.cap is not None else text)
 
     def add(self, text: str) -> None:
         if not text:
@@ -106,9 +115,12 @@ class LogBatcher:
         return batch
 
     def finish(self) -> None:
-        """Flush the decoder (a trailing partial character becomes U+FFFD) and
+        """Flush the decoder (a trailing partial character becomes U+FFFD),
+        hand on the output the cap held (the cut's line and the tail), and
         report any output dropped at the very end."""
-        self.add(self._decoder.decode(b"", True))
+        self.feed(b"", True)
+        if self.cap is not None:
+            self.add(self.cap.finish())
         if self.dropped:
             marker, self.dropped = DROPPED_MARKER.format(n=self.dropped), 0
             self._append(marker)

@@ -6,9 +6,9 @@ The server's dashboard answers the same question from its database
 here from the same rules a claim applies (docs/design.md §4, §10): a runner
 takes a pending run when it is online, not drained, carries all the job's
 labels (the run's pinned runner for `run_on: all`), its agent announced the
-features the job needs (`stdin`, `run_as`, `http`), it has a free slot, no
-maintenance holds the job, and the run's instant has come. What the API does
-not show (a retry's backoff, a concurrency group's use, and the runners'
+features the job needs (`stdin`, `run_as`, `http`, `container`, `limits`),
+it has a free slot, no maintenance holds the job, and the run's instant has
+come. What the API does not show (a retry's backoff, a concurrency group's use, and the runners'
 features when an older server leaves them out) is named as a possibility,
 never asserted.
 
@@ -104,10 +104,14 @@ def able(execution: Item, labels: Iterable[str], runners: list[Item]) -> list[It
 def needed_features(job: Item) -> list[str]:
     """What a runner's agent must have announced to take the job's runs
     (docs/design.md §4): `stdin` and `run_as` when the job sets them, `http`
-    for an http job, `container` for a container job."""
+    for an http job, `container` for a container job, `limits` for a limit
+    an older agent would ignore (max_memory, max_cpu_seconds, on_max_output
+    fail: the server's `Job.needs_limits`)."""
     needs = [name for name in ("stdin", "run_as") if job.get(name)]
     if job.get("kind") in ("http", "container"):
         needs.append(job["kind"])
+    if job.get("max_memory") or job.get("max_cpu_seconds") or job.get("on_max_output") == "fail":
+        needs.append("limits")
     return needs
 
 

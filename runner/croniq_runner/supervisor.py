@@ -1,7 +1,8 @@
 """The parent of one job: it makes the job die with its agent.
 
     python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] [--start-at T]
-        [--container ENGINE NAME] -- COMMAND...
+        [--cgroup DIR]... [--rlimit data|as|cpu N]... [--container ENGINE NAME]
+        -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a
@@ -40,6 +41,15 @@ can do (with --user the supervisor stays root, out of the job's reach).
 With --user the job runs as that account (as root only): the supervisor
 stays root, so the job can neither signal it nor read the agent's /proc.
 
+A job's limits (docs/design.md §15, limits.py) are set on COMMAND before it
+starts, by the forked child, so every process it starts inherits them: it
+joins each --cgroup DIR (the agent made them, its memory limited and its
+CPU counted there), and sets each --rlimit (data or as: bytes of each
+process's memory; cpu: seconds of each process's CPU time, SIGXCPU then and
+SIGKILL a second later). The supervisor itself stays outside them: its own
+memory and CPU are not the job's. A cgroup the child cannot join fails the
+job unstarted (exit 126) rather than run it unlimited.
+
 With --container, COMMAND is `ENGINE run` of a container job's container
 NAME (container_job.py), which lives in the engine, not below this
 process: ending COMMAND would leave it running. When the agent dies, the
@@ -74,37 +84,57 @@ ENGINE_TIMEOUT = 30.0
 
 # --user: (uid, gid, supplementary groups).
 UserIds = tuple[int, int, list[int]]
+# --rlimit: (resource, soft, hard).
+Rlimit = tuple[int, int, int]
+RLIMITS = {"data": "RLIMIT_DATA", "as": "RLIMIT_AS", "cpu": "RLIMIT_CPU"}
+# What the job's processes get past RLIMIT_CPU before SIGKILL: SIGXCPU ends
+# most programs at once, and one that catches it gets this much more.
+CPU_HARD_SLACK = 1
 # --container: (the engine's command line, the container's name).
 Container = tuple[str, str]
-# What parse reads from the arguments.
-Options = tuple[int, float, UserIds | None, float | None, Container | None, list[str]]
 # {pid: (parent pid, process group, start time)}; builtin generics only: the
 # supervisor imports as little as it can (it starts once per job).
 Table = dict[int, tuple[int, int, str]]
 
 
-def parse(argv: list[str]) -> Options:
-    """(fd, grace, account or None, start_at or None, container or None,
-    command) from the argument list."""
-    split = argv.index("--")
-    options, command = argv[:split], argv[split + 1 :]
-    fd, grace = int(options[0]), float(options[1])
-    account: UserIds | None = None
-    start_at: float | None = None
-    container: Container | None = None
-    rest = options[2:]
-    while rest:
-        if rest[0] == "--user":
-            uid, gid, groups = rest[1:4]
-            account = (int(uid), int(gid), [int(g) for g in groups.split(",") if g])
-            rest = rest[4:]
-        elif rest[0] == "--start-at":
-            start_at, rest = float(rest[1]), rest[2:]
-        elif rest[0] == "--container":
-            container, rest = (rest[1], rest[2]), rest[3:]
-        else:
-            raise SystemExit(f"croniq-runner supervisor: unknown option {rest[0]}")
-    return fd, grace, account, start_at, container, command
+class Options:
+    """The supervisor's command line (see the module's text)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        split = argv.index("--")
+        options, self.command = argv[:split], argv[split + 1 :]
+        self.fd, self.grace = int(options[0]), float(options[1])
+        self.account: UserIds | None = None
+        self.start_at: float | None = None
+        self.cgroups: list[str] = []
+        self.rlimits: list[Rlimit] = []
+        self.container: Container | None = None
+        rest = options[2:]
+        while rest:
+            if rest[0] == "--user":
+                uid, gid, groups = rest[1:4]
+                self.account = (int(uid), int(gid), [int(g) for g in groups.split(",") if g])
+                rest = rest[4:]
+            elif rest[0] == "--start-at":
+                self.start_at, rest = float(rest[1]), rest[2:]
+            elif rest[0] == "--cgroup":
+                self.cgroups.append(rest[1])
+                rest = rest[2:]
+            elif rest[0] == "--rlimit":
+                self.rlimits.append(rlimit(rest[1], int(rest[2])))
+                rest = rest[3:]
+            elif rest[0] == "--container":
+                self.container, rest = (rest[1], rest[2]), rest[3:]
+            else:
+                raise SystemExit(f"croniq-runner supervisor: unknown option {rest[0]}")
+
+
+def rlimit(name: str, value: int) -> Rlimit:
+    """The (resource, soft, hard) of --rlimit NAME VALUE."""
+    resource_id = getattr(resource, RLIMITS[name])
+    if name == "cpu":
+        return resource_id, value, value + CPU_HARD_SLACK
+    return resource_id, value, value
 
 
 def wait_for_start(start_at: float, fd: int) -> None:
@@ -127,25 +157,51 @@ def executable(name: str) -> str:
     return name  # execv reports it missing
 
 
-def start(command: list[str], account: UserIds | None, fd: int) -> int:
-    """Fork and exec COMMAND; in the child, as `account` when given. The
-    program is looked up first: once the child is another user, Python's
-    own library may be out of its reach, so it imports nothing more."""
+def start(
+    command: list[str],
+    account: UserIds | None,
+    fd: int,
+    cgroups: list[str],
+    rlimits: list[Rlimit],
+) -> int:
+    """Fork and exec COMMAND; in the child, in `cgroups` and under `rlimits`,
+    as `account` when given. The program is looked up first: once the
+    child is another user, Python's own library may be out of its reach,
+    so it imports nothing more."""
     path = executable(command[0])
     pid = os.fork()
     if pid:
         return pid
     try:
+        join(cgroups)
+    except OSError as error:
+        os.write(2, f"croniq-runner: cannot start the job in its cgroup: {error}\n".encode())
+        os._exit(126)
+    try:
         os.close(fd)
+        for resource_id, soft, hard in rlimits:
+            # Never above what the agent itself may use (only root could raise it).
+            _, ceiling = resource.getrlimit(resource_id)
+            if ceiling != resource.RLIM_INFINITY:
+                soft, hard = min(soft, ceiling), min(hard, ceiling)
+            resource.setrlimit(resource_id, (soft, hard))
         if account is not None:
             uid, gid, groups = account
             os.setgroups(groups)
             os.setgid(gid)
             os.setuid(uid)
         os.execv(path, command)
-    except OSError as error:
+    except (OSError, ValueError) as error:
         os.write(2, f"croniq-runner: cannot start the job: {error}\n".encode())
     os._exit(127)
+
+
+def join(cgroups: list[str]) -> None:
+    """Move this process into each cgroup directory of `cgroups` (before it
+    changes user: the agent made them as its own user)."""
+    for directory in cgroups:
+        with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
+            procs.write(str(os.getpid()))
 
 
 def become_subreaper() -> bool:
@@ -329,16 +385,17 @@ def end_like(status: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    fd, grace, account, start_at, container, command = parse(argv)
+    options = Options(argv)
+    fd, grace = options.fd, options.grace
     become_subreaper()  # before anything below it can be orphaned
-    if start_at is not None:
-        wait_for_start(start_at, fd)
-    child = start(command, account, fd)
+    if options.start_at is not None:
+        wait_for_start(options.start_at, fd)
+    child = start(options.command, options.account, fd, options.cgroups, options.rlimits)
     # The agent signals the whole group; the job decides how to answer,
     # this process only passes the job's status on.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     agent_gone = threading.Event()
-    watching = (fd, grace, agent_gone, container)
+    watching = (fd, grace, agent_gone, options.container)
     threading.Thread(target=watch_agent, args=watching, daemon=True).start()
     status = wait_for(child)
     # What COMMAND left ends before this process does: once it is gone, its

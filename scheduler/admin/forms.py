@@ -16,15 +16,19 @@ from django.utils import timezone
 
 from calendars.admin_forms import TimezoneField
 from core.admin_widgets import CheckedField, MappingField, NamesField
+from croniq_runner.sizes import SizeError, parse_size, written
+from scheduler.apply.fields import JOB_SIZE_BOUNDS
 from scheduler.apply.items import (
     ApplyError,
     container_spec,
+    exit_codes,
     http_request,
     job_env,
     one_shot_instants,
     parameter_names,
     requirement_list,
     schedule_list,
+    size,
     string_list,
     tag_list,
 )
@@ -128,6 +132,53 @@ class ContainerField(RequestField):
     shape = '{"image": "alpine:3.20", "args": [...], ...}'
 
 
+class SizeField(CheckedField):
+    """A size typed as people write it (`64MiB`, `16KiB`, or bytes), shown
+    the same way; stored in bytes, bounded as apply bounds it."""
+
+    widget = forms.TextInput(attrs={"class": "vTextField", "placeholder": "64MiB"})
+
+    def __init__(self, name: str, *, help_text: str = "") -> None:
+        least, most = JOB_SIZE_BOUNDS[name]
+        super().__init__(
+            required=False,
+            help_text=help_text,
+            check=checked(name, lambda where, value: checked_size(where, value, least, most)),
+        )
+
+    def to_python(self, value: Any) -> Any:
+        if value in (None, ""):
+            return None
+        try:
+            return parse_size(value)
+        except SizeError:
+            return value  # the check says what is wrong with it
+
+    def prepare_value(self, value: Any) -> Any:
+        return written(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def checked_size(where: str, value: Any, least: int, most: int) -> int | None:
+    return None if value is None else size(where, value, least, most)
+
+
+class ExitCodesField(CheckedField):
+    """Exit codes typed with commas between them (`0, 3`), stored as a list."""
+
+    widget = forms.TextInput(attrs={"class": "vTextField", "placeholder": "0, 3"})
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or isinstance(value, list):
+            return value or []
+        words = str(value).replace(",", " ").split()
+        return [int(word) if word.isdigit() else word for word in words]
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return ", ".join(str(code) for code in value)
+        return value
+
+
 def apply_check(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """apply's `check(field, *args)`: its value, or its ApplyError as the
     form's error without the field name in front."""
@@ -209,6 +260,29 @@ class JobAdminForm(forms.ModelForm):
         "the image is required (pull: missing, always or never; network: none, bridge or "
         "host). Empty for the other kinds.",
     )
+    # A post without them (a script written before limits) keeps the defaults.
+    max_output = SizeField(
+        "max_output",
+        help_text="Bytes of output a run's log keeps, e.g. 64MiB, 512KiB (1 KiB to 1 GiB); "
+        "past it the log keeps its head and tail. Empty: the server's log limit.",
+    )
+    on_max_output = forms.ChoiceField(
+        choices=Job.OUTPUT_POLICIES,
+        required=False,
+        initial=Job.TRUNCATE,
+        help_text="Output past max output: truncate the log, or end the run and fail it.",
+    )
+    max_memory = SizeField(
+        "max_memory",
+        help_text="Memory the command's processes may use together, e.g. 512MiB, 2GiB; past "
+        "it the run fails. Empty: no limit.",
+    )
+    success_exit_codes = ExitCodesField(
+        required=False,
+        check=checked("success_exit_codes", exit_codes),
+        help_text="The exit codes that make a run succeed, separated by commas, e.g. 0, 3. "
+        "Empty: 0 alone.",
+    )
     timezone = TimezoneField(
         initial="UTC", help_text="The IANA timezone the schedule is read in, e.g. Europe/Berlin."
     )
@@ -241,10 +315,14 @@ class JobAdminForm(forms.ModelForm):
             "timeout", "retries", "retry_backoff", "enabled", "owner", "max_duration",
             "min_duration", "maintenance", "pause_after_failures", "on_success", "on_failure",
             "requires", "requires_policy", "requires_timeout",
+            "max_output", "on_max_output", "max_memory", "max_cpu_seconds", "success_exit_codes",
         ]  # fmt: skip
 
     def clean_kind(self) -> str:
         return self.cleaned_data["kind"] or Job.SHELL
+
+    def clean_on_max_output(self) -> str:
+        return self.cleaned_data["on_max_output"] or Job.TRUNCATE
 
     def clean_schedules(self) -> list[Any]:
         name = self.cleaned_data.get("name") or self.instance.name

@@ -200,6 +200,21 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
             },
         ),  # fmt: skip
         (
+            "Limits",
+            {
+                "fields": [
+                    "max_output",
+                    "on_max_output",
+                    "max_memory",
+                    "max_cpu_seconds",
+                    "success_exit_codes",
+                ],
+                "description": "What a run may take: past its output the log keeps its head "
+                "and tail (or the run fails); past its memory or CPU the run fails. Memory, CPU "
+                "and on max output fail need runners whose agent announces limits.",
+            },
+        ),
+        (
             "Chains",
             {
                 "fields": ["on_success", "on_failure"],

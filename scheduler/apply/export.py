@@ -35,12 +35,14 @@ from audit.changes import (
 )
 from calendars.models import Calendar, CalendarPeriod
 from core import db
+from croniq_runner.sizes import written
 from scheduler.apply.fields import (
     CALENDAR_FIELDS,
     CONTAINER_FIELDS,
     GROUP_FIELDS,
     HTTP_FIELDS,
     JOB_FIELDS,
+    JOB_SIZES,
     PERIOD_FIELDS,
     REQUIRED,
     Field,
@@ -231,6 +233,10 @@ def job_item(job: Job, now: dt.datetime) -> dict[str, Any]:
     # and apply refuses a past instant a job does not have, so with it the
     # export would not apply into an empty database (a restore).
     values["at"] = [text for text in values["at"] if parse_instant(text) > now]
+    # Sizes as people write them (64MiB), which apply reads back as the same bytes.
+    for key in JOB_SIZES:
+        if values[key] is not None:
+            values[key] = written(values[key])
     return as_item(JOB_FIELDS, values, OLDER_NAMES["jobs"])
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calendars.models import WEEKDAYS
+from scheduler.jobs.models import MAX_MAX_MEMORY, MAX_MAX_OUTPUT, MIN_MAX_MEMORY, MIN_MAX_OUTPUT
 from scheduler.models import Job
 
 REQUIRED = "required"  # a Field's default when the item must give it
@@ -212,8 +213,9 @@ JOB_FIELDS = (
         'status and fails on another (`error: "HTTP 503"`) or when no answer comes '
         "(the error says why: `connection refused: host:port`, ...); redirects are not "
         "followed (a 3xx is the answer: expect it to accept it). The log holds the "
-        "status line, the response's headers and its body, cut after 1 MiB (the cut "
-        "said). The url, the header values and the body may hold `${secret:NAME}`; a "
+        "status line, the response's headers and its body, within `max_output` as a "
+        "command's output is (its head and tail, the cut said). The url, the header "
+        "values and the body may hold `${secret:NAME}`; a "
         "header named like a secret (`Authorization`, `Cookie`, `X-Api-Key`, "
         "`*-Token`) is shown masked by the API unless it is such a reference, alone or "
         "after a scheme (`Bearer ${secret:api-token}`).",
@@ -296,6 +298,54 @@ JOB_FIELDS = (
                 None,
             ),
         ),
+    ),
+    Field(
+        "max_output",
+        "size",
+        "Bytes of output a run's log keeps: `64MiB`, `16KiB`, `1GiB` or a number of bytes "
+        "(1 KiB to 1 GiB). Past it the log keeps its head and its tail, with a line saying "
+        "how many bytes were cut between them (an http job's answer and a container's "
+        "output too). None: the server's `CRONIQ_LOG_LIMIT` (1 MiB unless changed), which "
+        "also bounds what the server stores whatever this says.",
+        None,
+    ),
+    Field(
+        "on_max_output",
+        "truncate | fail",
+        "Output past `max_output`: `truncate` the log (the run goes on), or `fail`: the "
+        'run is ended and fails (`error: "output limit 1 MiB exceeded"`). With `fail` '
+        "only runners whose agent announces `limits` take the job (older agents do not: "
+        "the job waits).",
+        Job.TRUNCATE,
+    ),
+    Field(
+        "max_memory",
+        "size",
+        "Memory the command's processes may use together (at least 1 MiB): in a cgroup "
+        "where the runner can make one, else a limit on each process's data (setrlimit). "
+        'Past it the run fails: `error: "memory limit 64 MiB exceeded"`. Shell jobs only '
+        "(an http job has no memory of its own, a container job's is its engine's to "
+        "limit); only runners whose agent announces `limits` take the job (older agents "
+        "do not: the job waits).",
+        None,
+    ),
+    Field(
+        "max_cpu_seconds",
+        "seconds",
+        "CPU time the command's processes may use together (a cgroup's count, else the "
+        "process tree's, and a limit on each process). Past it the run fails: `error: \"CPU "
+        'limit 2 s exceeded"`. Shell jobs only (as `max_memory`); only runners whose agent '
+        "announces `limits` take the job (older agents do not: the job waits).",
+        None,
+    ),
+    Field(
+        "success_exit_codes",
+        "list of exit codes",
+        "The exit codes that make a run succeed (0-255), e.g. `[0, 3]`; a code not listed "
+        "fails it, 0 included. None: 0 alone. Read by the server when the run ends, so "
+        "every agent honours it. Shell and container jobs (the container's exit code); an "
+        "http job has `http.expect_status`.",
+        [],
     ),
     Field("env", "mapping of text", "Extra environment variables of the run.", {}),
     Field(
@@ -547,6 +597,13 @@ GROUP_FIELDS = (
 GROUP_KEYS = field_names(GROUP_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
 JOB_DURATIONS = ("max_duration", "min_duration", "jitter", "stagger", "requires_timeout")
+# Job fields that are sizes: bytes, or a text like "64MiB"
+# (`scheduler.apply.items.size`), with their bounds.
+JOB_SIZE_BOUNDS = {
+    "max_output": (MIN_MAX_OUTPUT, MAX_MAX_OUTPUT),
+    "max_memory": (MIN_MAX_MEMORY, MAX_MAX_MEMORY),
+}
+JOB_SIZES = tuple(JOB_SIZE_BOUNDS)
 JOB_DEFAULTS = defaults(JOB_FIELDS)
 # Model field -> YAML path, for the errors of a calendar, a period, a job.
 YAML_PATHS = {**yaml_paths(CALENDAR_FIELDS), **yaml_paths(PERIOD_FIELDS)}

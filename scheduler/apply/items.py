@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 
 from calendars.models import WEEKDAYS, CalendarPeriod
 from calendars.validators import text_problems, validate_timezone
+from croniq_runner.sizes import SizeError, parse_size, shown
 from scheduler.apply.fields import (
     CONTAINER_KEYS,
     HOLIDAY_KEYS,
@@ -25,7 +26,7 @@ from scheduler.apply.fields import (
 )
 from scheduler.jobs import requires, tags
 from scheduler.jobs.cron import EVERY_RE, ScheduleError, parse_schedule
-from scheduler.jobs.models import MAX_AT, MAX_SCHEDULES, MAX_STDIN, PARAMETER_RE
+from scheduler.jobs.models import MAX_AT, MAX_EXIT_CODE, MAX_SCHEDULES, MAX_STDIN, PARAMETER_RE
 from scheduler.jobs.schedules.union import parse_instant
 from scheduler.models import Job, validate_parameters
 from vault import references, store
@@ -203,6 +204,34 @@ def request_timeout(where: str, value: Any, job_timeout: Any) -> int:
     elif timeout > MAX_REQUEST_TIMEOUT:
         raise ApplyError(f"{where}: at most {MAX_REQUEST_TIMEOUT} seconds, got {timeout}")
     return timeout
+
+
+def size(where: str, value: Any, least: int, most: int) -> int:
+    """A size in bytes: a number, or a text like `64MiB` (croniq_runner.sizes),
+    from `least` to `most`; ApplyError naming `where` otherwise."""
+    try:
+        found = parse_size(value)
+    except SizeError as e:
+        raise ApplyError(f"{where}: {e}") from None
+    if not least <= found <= most:
+        raise ApplyError(
+            f"{where}: from {shown(least)} to {shown(most)}, got {shown(found)} ({quoted(value)})"
+        )
+    return found
+
+
+def exit_codes(where: str, value: Any) -> list[int]:
+    """A job's `success_exit_codes`, sorted and distinct; [] is 0 alone."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ApplyError(f"{where}: expected a list of exit codes like [0, 3]")
+    for index, code in enumerate(value):
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= MAX_EXIT_CODE:
+            raise ApplyError(
+                f"{where}[{index}]: {quoted(code)} is not an exit code (0-{MAX_EXIT_CODE})"
+            )
+    return sorted(set(value))
 
 
 def container_spec(where: str, value: Any) -> dict[str, Any]:
@@ -629,6 +658,11 @@ def job_state(job: Job) -> dict[str, Any]:
         # What a container job runs; none for the other kinds.
         "container": dict(job.container) if job.container else None,
         "env": dict(job.env),
+        "max_output": job.max_output,
+        "on_max_output": job.on_max_output,
+        "max_memory": job.max_memory,
+        "max_cpu_seconds": job.max_cpu_seconds,
+        "success_exit_codes": list(job.success_exit_codes or []),
         "stdin": job.stdin,
         "run_as": job.run_as,
         "run_on_register": job.run_on_register,

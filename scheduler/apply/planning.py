@@ -13,13 +13,22 @@ from audit.changes import masked_diff
 from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import RulesError
 from core.ownership import ManagedBy
-from scheduler.apply.fields import CALENDAR_KEYS, GROUP_KEYS, JOB_DEFAULTS, JOB_DURATIONS, JOB_KEYS
+from scheduler.apply.fields import (
+    CALENDAR_KEYS,
+    GROUP_KEYS,
+    JOB_DEFAULTS,
+    JOB_DURATIONS,
+    JOB_KEYS,
+    JOB_SIZE_BOUNDS,
+    JOB_SIZES,
+)
 from scheduler.apply.items import (
     ApplyError,
     calendar_state,
     calendar_values,
     container_spec,
     describe_errors,
+    exit_codes,
     group_state,
     http_request,
     instant,
@@ -35,6 +44,7 @@ from scheduler.apply.items import (
     requirement_list,
     schedule_list,
     seconds,
+    size,
     string_list,
     tag_list,
     whole_number,
@@ -298,6 +308,17 @@ class Planner:
         for key in JOB_DURATIONS:
             if values[key] is not None:
                 values[key] = seconds(f"{where}.{key}", values[key], least=1)
+        for key in JOB_SIZES:
+            if values[key] is not None:
+                least, most = JOB_SIZE_BOUNDS[key]
+                values[key] = size(f"{where}.{key}", values[key], least, most)
+        if values["max_cpu_seconds"] is not None:
+            values["max_cpu_seconds"] = seconds(
+                f"{where}.max_cpu_seconds", values["max_cpu_seconds"], least=1
+            )
+        values["success_exit_codes"] = exit_codes(
+            f"{where}.success_exit_codes", values["success_exit_codes"]
+        )
         if values["owner"] is None:
             values["owner"] = ""
         for key, least in (("pause_after_failures", 1), ("max_concurrent", 1), ("max_queue", 0)):

@@ -95,6 +95,23 @@ NO_SHELL = {
     "http": "only with kind: shell (an http job starts no process)",
     "container": "only with kind: shell (a container job runs its image: see container)",
 }
+# The limits a job of another kind cannot have, and why (docs/design.md
+# §15): an http job starts no process, so it has no memory or CPU of its own
+# to limit, and no exit code; a container job's memory and CPU are its
+# engine's to limit (held on the engine's command they would hold nothing of
+# the container), while its output and exit code are the run's as a shell
+# job's are.
+UNLIMITED = {
+    "http": {
+        "max_memory": NO_SHELL["http"],
+        "max_cpu_seconds": NO_SHELL["http"],
+        "success_exit_codes": "only with kind: shell (an http job succeeds on http.expect_status)",
+    },
+    "container": {
+        "max_memory": "only with kind: shell (a container job's memory is its engine's to limit)",
+        "max_cpu_seconds": "only with kind: shell (a container job's CPU is its engine's to limit)",
+    },
+}
 # The field each kind's own work lives in, and what it must hold.
 KIND_FIELDS = {
     "http": ("http", "url", "a mapping with the request's url"),
@@ -119,6 +136,8 @@ def kind_problems(job: Job) -> dict[str, str]:
             problems["command"] = "required: the shell command the runner runs (sh -c)"
         return problems
     problems.update((name, NO_SHELL[job.kind]) for name in SHELL_ONLY if getattr(job, name))
+    limits = UNLIMITED[job.kind]
+    problems.update((name, why) for name, why in limits.items() if getattr(job, name))
     field, key, shape = KIND_FIELDS[job.kind]
     # A value its own check refused is named there (the admin form).
     refused = getattr(job, f"{field}_refused", False)

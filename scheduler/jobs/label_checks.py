@@ -18,6 +18,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from runners.models import JOB_FEATURES, feature_marks
+from scheduler.jobs.models import needs_limits
 
 
 def label_warnings(jobs: Iterable[tuple[str, list[str]]]) -> list[str]:
@@ -47,6 +48,8 @@ def requirements(item: dict[str, Any]) -> list[str]:
     """What a runner must carry to take an apply item's job: its labels and
     the marks of the features it needs (`Job.requirements`)."""
     needed = [feature for feature in JOB_FEATURES if item.get(feature)]
+    if needs_limits(item.get("max_memory"), item.get("max_cpu_seconds"), item.get("on_max_output")):
+        needed.append("limits")
     return sorted({*(item.get("labels") or []), *feature_marks(needed)})
 
 

@@ -7,6 +7,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Greatest
@@ -14,6 +15,7 @@ from django.db.models.functions import Greatest
 from calendars.rules import CalendarRules
 from calendars.validators import validate_timezone
 from core.ownership import Owned
+from croniq_runner.sizes import GIB, KIB, MIB
 from runners.models import feature_marks
 from scheduler.firing import job_edits
 from scheduler.jobs import requires as job_requires
@@ -60,6 +62,31 @@ def jitter_offset(name: str, jitter: int) -> timedelta:
 MAX_SCHEDULES = 20
 MAX_AT = 1000
 MAX_RUNS = 100_000
+
+
+# Bounds of a job's limits (docs/design.md §15). The agent keeps up to half
+# of `max_output` in memory (the log's tail) while the run goes on; below
+# MIN_MAX_MEMORY not even a shell starts.
+MIN_MAX_OUTPUT = KIB
+MAX_MAX_OUTPUT = GIB
+MIN_MAX_MEMORY = MIB
+MAX_MAX_MEMORY = 1024 * GIB
+MAX_CPU_SECONDS = 2_147_483_647  # the column's largest
+# An exit status is a byte.
+MAX_EXIT_CODE = 255
+
+
+def validate_exit_codes(value: Any) -> None:
+    """`success_exit_codes`: distinct exit codes 0-255."""
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, list):
+        raise ValidationError("a list of exit codes like [0, 3]")
+    for index, code in enumerate(value):
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= MAX_EXIT_CODE:
+            raise ValidationError(f"[{index}]: {code!r} is not an exit code (0-{MAX_EXIT_CODE})")
+    if len(set(value)) != len(value):
+        raise ValidationError("an exit code appears twice")
 
 
 # What a trigger may set: an environment variable's name, not one of the
@@ -143,6 +170,12 @@ def validate_parameters(value: Any) -> None:
             )
     if len(set(value)) != len(value):
         raise ValidationError("a name appears twice")
+
+
+def needs_limits(max_memory: Any, max_cpu_seconds: Any, on_max_output: Any) -> bool:
+    """Whether a job with these limits needs an agent that announced
+    `limits` (`Job.needs_limits`); also read from an apply item's values."""
+    return bool(max_memory or max_cpu_seconds or on_max_output == job_requires.FAIL)
 
 
 class Job(Owned):
@@ -260,6 +293,52 @@ class Job(Owned):
         validators=[validate_run_as],
         help_text="The user the runner runs the command as (its agent must run as root). "
         "Empty: the agent's --run-as, else the agent's own user.",
+    )
+    # Limits (docs/design.md §15): what a run may take before it is cut or
+    # failed. Sizes in bytes; none: no limit (max_output: the server's
+    # CRONIQ_LOG_LIMIT, 1 MiB unless changed).
+    TRUNCATE = "truncate"
+    OUTPUT_POLICIES = [
+        (TRUNCATE, "truncate: keep the head and the tail, say how much was cut"),
+        (job_requires.FAIL, "fail: end and fail the run"),
+    ]
+    max_output = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_MAX_OUTPUT), MaxValueValidator(MAX_MAX_OUTPUT)],
+        help_text="Bytes of output a run's log keeps; past it the log keeps its head and "
+        "tail (or the run fails, with on_max_output fail). Empty: the server's log limit "
+        "(CRONIQ_LOG_LIMIT, 1 MiB unless changed).",
+    )
+    on_max_output = models.CharField(
+        max_length=8,
+        choices=OUTPUT_POLICIES,
+        default=TRUNCATE,
+        db_default=TRUNCATE,
+        help_text="Output past max_output: truncate the log (keep its head and tail), "
+        "or end the run and fail it.",
+    )
+    max_memory = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_MAX_MEMORY), MaxValueValidator(MAX_MAX_MEMORY)],
+        help_text="Bytes of memory the command's processes may use together (a cgroup where "
+        "the runner can make one, else a limit per process); past it the run fails. "
+        "Empty: no limit.",
+    )
+    max_cpu_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_CPU_SECONDS)],
+        help_text="Seconds of CPU the command's processes may use together; past them the "
+        "run fails. Empty: no limit.",
+    )
+    success_exit_codes = models.JSONField(
+        default=default_labels,
+        db_default=[],
+        blank=True,
+        validators=[validate_exit_codes],
+        help_text="The exit codes that make a run succeed, e.g. [0, 3]. Empty: 0 alone.",
     )
     run_on_register = models.BooleanField(
         default=False,
@@ -581,8 +660,28 @@ class Job(Owned):
             ("run_as", self.run_as),
             ("http", self.kind == self.HTTP),
             ("container", self.kind == self.CONTAINER),
+            ("limits", self.needs_limits),
         )
         return frozenset(feature for feature, needed in needs if needed)
+
+    @property
+    def needs_limits(self) -> bool:
+        """Whether an agent that ignored the job's limits would run it wrong:
+        unbounded (max_memory, max_cpu_seconds), or to success past its
+        output (on_max_output fail). `max_output` alone needs no agent: the
+        server cuts a log at it too; nor `success_exit_codes`, which the
+        server reads when the run ends (docs/design.md §15)."""
+        return needs_limits(self.max_memory, self.max_cpu_seconds, self.on_max_output)
+
+    @property
+    def output_limit(self) -> int:
+        """The bytes of output a run's log keeps: `max_output`, else the
+        server's log limit."""
+        return self.max_output or settings.CRONIQ_LOG_LIMIT
+
+    def succeeds_with(self, exit_code: int | None) -> bool:
+        """Whether a run that exited with `exit_code` succeeded."""
+        return exit_code is not None and exit_code in (self.success_exit_codes or [0])
 
     @property
     def requirements(self) -> frozenset[str]:

@@ -135,13 +135,13 @@ def test_the_agent_hands_its_list_to_each_job(monkeypatch):
 
 def test_without_a_list_the_agent_announces_stdin_but_not_run_as():
     agent = Agent(Config(server="http://croniq.test", token="t", name="n"))
-    assert agent.registration()["features"] == ["stdin", "http"]
-    assert announced_features(()) == ["stdin", "http"]
+    assert agent.registration()["features"] == ["stdin", "http", "limits"]
+    assert announced_features(()) == ["stdin", "http", "limits"]
 
 
 def test_with_a_list_the_agent_announces_run_as_too():
     config = Config(server="http://croniq.test", token="t", name="n", allow_run_as=("nobody",))
-    assert Agent(config).registration()["features"] == ["stdin", "run_as", "http"]
+    assert Agent(config).registration()["features"] == ["stdin", "run_as", "http", "limits"]
 
 
 # -- configuration --------------------------------------------------------------

@@ -187,3 +187,12 @@ def test_the_token_is_wiped_from_the_environment_the_process_started_with(tmp_pa
         assert b"crq_wipe-me-please" not in environ
     finally:
         process.communicate(b"", timeout=10)
+
+
+def test_cgroups_are_used_unless_turned_off():
+    assert parse_args(BASE, environ={}).cgroups is True
+    assert parse_args([*BASE, "--cgroups", "off"], environ={}).cgroups is False
+    assert parse_args(BASE, environ={"CRONIQ_CGROUPS": "OFF"}).cgroups is False
+    with pytest.raises(UsageError) as refused:
+        parse_args([*BASE, "--cgroups", "v2"], environ={})
+    assert str(refused.value) == "--cgroups: expected auto or off, got 'v2'"

@@ -137,6 +137,51 @@ def test_an_agent_without_an_engine_fails_a_container_assignment_unstarted():
     )
 
 
+# -- limits ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("limits", "error"),
+    [
+        ({"max_memory": 64 * 1024 * 1024}, "max_memory: a container job's is the engine's"),
+        ({"max_cpu_seconds": 2}, "max_cpu_seconds: a container job's is the engine's"),
+    ],
+)
+def test_a_limit_of_processes_fails_a_container_run_unstarted(engine, limits, error):
+    # Held on the engine's command it would hold nothing of the container.
+    _, server = run(engine[0], {"image": "alpine", "args": ["true"]}, **limits)
+    assert finished(server)["exit_code"] is None
+    assert finished(server)["error"].startswith(f"could not start: {error}")
+    assert fake_engine.calls(engine[1]) == []
+
+
+def test_a_containers_output_is_kept_within_max_output(engine):
+    container = {"image": "alpine", "args": ["sh", "-c", "seq 1 20000; exit 3"]}
+    _, server = run(engine[0], container, max_output=4096)
+    assert finished(server) == {"exit_code": 3}
+    log = logged(server)
+    assert len(log.encode()) <= 4096
+    assert log.startswith("1\n2\n3\n") and log.endswith("19999\n20000\n")
+    assert " bytes of output cut here (max_output 4 KiB)]\n" in log
+
+
+def test_a_container_past_max_output_with_fail_is_ended_through_the_engine(engine):
+    docker, state = engine
+    # Without the limit it would write for a minute.
+    script = "i=0; while [ $i -lt 600 ]; do seq 1 1000; sleep 0.1; i=$((i+1)); done"
+    job, server, done = start(
+        docker, {"image": "alpine", "args": ["sh", "-c", script]},
+        max_output=4096, on_max_output="fail",
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not done.wait(0.05):
+        assert time.monotonic() < deadline, "the run did not end"
+        job.tick(time.monotonic(), kill_grace=5.0)
+    assert finished(server) == {"exit_code": None, "error": "output limit 4 KiB exceeded"}
+    assert len(logged(server).encode()) <= 4096
+    assert fake_engine.verbs(state)[1:] == [f"kill --signal TERM {NAME}", f"rm -f {NAME}"]
+
+
 # -- a run ------------------------------------------------------------------------------
 
 
@@ -385,12 +430,12 @@ def test_with_an_engine_the_runner_carries_the_label_and_announces_container():
     agent = Agent(config)
     assert (agent.registration()["labels"], agent.registration()["features"]) == (
         ["linux"],
-        ["stdin", "http"],
+        ["stdin", "http", "limits"],
     )
     agent.engine = Engine("docker", "/usr/bin/docker")
     assert (agent.registration()["labels"], agent.registration()["features"]) == (
         ["linux", "container"],
-        ["stdin", "http", "container"],
+        ["stdin", "http", "container", "limits"],
     )
     labelled = Agent(Config(server="http://croniq.test", token="t", name="n", labels=["container"]))
     labelled.engine = agent.engine

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from croniq_runner import http_job
 from croniq_runner.agent import Agent
 from croniq_runner.config import Config
 from croniq_runner.http_job import HttpJob, Request, RequestError
@@ -58,8 +57,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def route_moved(self):
         self.answer(302, b"", Location="/ok")
 
+    def route_huge(self):
+        self.answer(200, b"x" * (1024 * 1024 + 1000))
+
     def route_big(self):
-        self.answer(200, b"x" * (http_job.MAX_BODY + 1000))
+        self.answer(200, b"h" * 10_000 + b"t" * 10_000)
 
     def route_hang(self):
         """Answers nothing; notes when the client hangs up."""
@@ -129,7 +131,7 @@ def finished(server):
 def test_the_agent_announces_http():
     assert "http" in FEATURES
     config = Config(server="http://croniq.test", token="t", name="n")
-    assert Agent(config).registration()["features"] == ["stdin", "http"]
+    assert Agent(config).registration()["features"] == ["stdin", "http", "limits"]
 
 
 def test_an_expected_status_succeeds_and_the_log_holds_the_answer(web):
@@ -191,14 +193,41 @@ def test_a_refused_connection_fails_the_run_saying_so():
     assert finished(server)["exit_code"] is None
 
 
-def test_the_body_is_cut_after_one_mebibyte_and_the_cut_is_said(web):
-    _, server = run({"url": f"{web.url}/big"})
+def test_an_answer_past_max_output_keeps_its_head_and_tail_and_says_what_was_cut(web):
+    _, server = run({"url": f"{web.url}/big"}, max_output=4096)
     assert finished(server)["exit_code"] == 0
     log = logged(server)
-    _, body = log.split("\n\n", 1)
-    assert body == "x" * http_job.MAX_BODY + (
-        "\n[croniq-runner: the body is cut after 1048576 bytes: 1000 more bytes not shown]\n"
-    )
+    assert len(log.encode()) <= 4096
+    head, tail = log.split("\n[croniq-runner: ", 1)
+    assert head.startswith("HTTP/1.1 200 OK\n") and head.endswith("h")
+    cut, tail = tail.split(" bytes of output cut here (max_output 4 KiB)]\n")
+    assert tail == "t" * len(tail) and len(tail) >= 1900
+    # All of it is there but what the line says was cut.
+    assert len(head.split("\n\n", 1)[1]) + int(cut) + len(tail) == 20_000
+
+
+def test_without_max_output_the_log_keeps_one_mebibyte(web):
+    # A server that predates limits sends none: the agent's default, as before.
+    _, server = run({"url": f"{web.url}/huge"})
+    assert finished(server)["exit_code"] == 0
+    log = logged(server)
+    assert 1024 * 1024 - 200 < len(log.encode()) <= 1024 * 1024
+    assert " bytes of output cut here (max_output 1 MiB)]\n" in log
+    assert log.endswith("x" * 1000)
+
+
+def test_an_answer_past_max_output_with_on_max_output_fail_fails_the_run(web):
+    job, server = run({"url": f"{web.url}/big"}, max_output=4096, on_max_output="fail")
+    assert finished(server)["exit_code"] is None
+    assert finished(server)["error"] == "output limit 4 KiB exceeded"
+    assert len(logged(server).encode()) <= 4096
+
+
+def test_a_malformed_limit_fails_the_run_unstarted(web):
+    _, server = run({"url": f"{web.url}/ok"}, max_output="lots")
+    error = "could not start: max_output: 'lots' is not a number of bytes"
+    assert finished(server)["error"] == error
+    assert web.seen == []
 
 
 def test_a_secret_in_a_header_is_masked_in_the_log(web):

@@ -23,7 +23,7 @@ def output(server):
 
 
 def test_the_agent_announces_the_assignment_fields_it_acts_on():
-    assert FEATURES == ("stdin", "run_as", "http", "container")
+    assert FEATURES == ("stdin", "run_as", "http", "container", "limits")
 
 
 def test_the_command_reads_the_jobs_stdin_then_end_of_input(tmp_path):
@@ -109,5 +109,5 @@ def test_a_run_as_that_is_not_text_is_refused():
 def test_the_registration_announces_them_to_the_server():
     config = Config(server="http://croniq.test", token="t", name="n", allow_run_as=("nobody",))
     body = Agent(config).registration()
-    assert body["features"] == ["stdin", "run_as", "http"]
+    assert body["features"] == ["stdin", "run_as", "http", "limits"]
     assert body["name"] == "n"

@@ -237,3 +237,22 @@ def test_a_container_job_no_runners_agent_found_an_engine_for_is_held_by_that():
     assert answer["kind"] == "no_runner"
     assert answer["reason"].startswith("the job needs container, which the agents of the runners")
     assert answer["uncertain"] == []
+
+
+@pytest.mark.parametrize(
+    "limits", [{"max_memory": 67108864}, {"max_cpu_seconds": 2}, {"on_max_output": "fail"}]
+)
+def test_a_limited_job_no_runners_agent_announced_limits_for_names_it(limits):
+    answer = why(job=limits, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert (answer["kind"], answer["reason"]) == (
+        "no_runner",
+        "the job needs limits, which the agents of the runners with labels gpu do not support:"
+        " gpu-1 (0.3.0); upgrade croniq-runner",
+    )
+
+
+def test_a_job_whose_limits_every_agent_holds_needs_no_limits():
+    # max_output alone, cut by the server too, and exit codes it reads itself.
+    job = {"max_output": 16384, "on_max_output": "truncate", "success_exit_codes": [0, 3]}
+    answer = why(job=job, runners=[equipped("gpu-1", ["stdin", "http"])])
+    assert answer["kind"] == "free"

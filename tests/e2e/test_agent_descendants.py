@@ -1,6 +1,6 @@
 """croniq-runner against a real server: a process a job started in a session
-of its own (`setsid`) ends with the run, whether the run times out or the
-agent is SIGKILLed."""
+of its own (`setsid`), or forked twice (a daemon), ends with the run,
+whether the command exits, the run times out or the agent is SIGKILLed."""
 
 import contextlib
 import os
@@ -68,6 +68,24 @@ def pidfile(tmp_path):
 def pid_in(pidfile):
     wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), message="the pid")
     return int(pidfile.read_text())
+
+
+@pytest.mark.parametrize(
+    "started",
+    [
+        pytest.param(lambda pidfile: f"{escaped(pidfile)} echo started", id="setsid"),
+        # The subshell exits at once: its child is orphaned, not the shell's.
+        pytest.param(lambda pidfile: f"({escaped(pidfile)}) ; echo started", id="forked-twice"),
+    ],
+)
+def test_a_run_that_exits_ends_the_process_it_left_running(database, agent, pidfile, started):
+    add_execution(database, agent.label, started(pidfile), labels=[agent.label])
+    process = agent()
+    pid = pid_in(pidfile)
+    wait_for(lambda: " reported: " in process.output(), message="the report")
+    [run] = executions(database, agent.label)
+    assert (run["state"], run["exit_code"], run["log"]) == ("succeeded", 0, "started\n")
+    assert gone(pid, timeout=5)
 
 
 def test_a_timed_out_run_ends_the_process_it_started_in_a_session_of_its_own(

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from audit.models import AuditEvent
@@ -158,6 +159,7 @@ def test_a_poll_hands_out_work_with_a_lease(api_client, registered):
         "starts_in",  # 0: the answer left at the instant
         "trigger",  # how the run came about: the agent's CRONIQ_TRIGGER
         "traceparent",  # the run's trace context: the job's TRACEPARENT
+        "max_output",  # the bytes its log keeps (docs/design.md §15)
     }
     assert assigned["traceparent"] == execution.traceparent
 
@@ -170,6 +172,7 @@ def test_work_stored_before_trace_contexts_is_handed_out_without_one(api_client,
     assert "traceparent" not in assigned  # as an older server's assignment
     assert assigned["starts_in"] == 0
     assert assigned["trigger"] == "schedule"
+    assert assigned["max_output"] == settings.CRONIQ_LOG_LIMIT
 
 
 def test_an_early_poll_gets_work_ahead_of_its_instant_with_starts_in(api_client, registered):

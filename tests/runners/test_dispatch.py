@@ -179,7 +179,7 @@ def test_a_poll_refuses_a_superseded_session(runner, secret):
 
 
 def test_the_assignment_carries_what_the_runner_needs(runner):
-    job = JobFactory(name="report", command="echo hi", env={"A": "1"}, timeout=60)
+    job = JobFactory(name="report", command="echo hi", env={"A": "1"}, timeout=60, max_output=4096)
     execution = pending(job=job, attempt=2)
     [claimed] = claim(runner)
     assert claims.assignment(claimed) == {
@@ -194,6 +194,7 @@ def test_the_assignment_carries_what_the_runner_needs(runner):
         "lease_expires_at": claimed.lease_expires_at,
         "trigger": "schedule",
         "traceparent": execution.traceparent,
+        "max_output": 4096,
     }
 
 

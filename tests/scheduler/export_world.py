@@ -89,6 +89,12 @@ def rich(secrets_dir):
                 "requires_timeout": "30m",
                 "maintenance": "defer",
                 "pause_after_failures": 4,
+                # Limits (docs/design.md §15), written as people write them.
+                "max_output": "256KiB",
+                "on_max_output": "fail",
+                "max_memory": "512MiB",
+                "max_cpu_seconds": "10m",
+                "success_exit_codes": [3, 0],
             },
             # Several schedules, one-shot instants, bounds and a run limit
             # (docs/design.md §14), and no `schedule` of its own.
