@@ -5,6 +5,7 @@ from pathlib import Path
 import django
 
 from core.framework_overrides import stock_from_env
+from croniq_project import sso_settings
 from croniq_project.database import database_from_url
 from croniq_project.env import (
     check_heartbeat_fits_lease,
@@ -192,6 +193,33 @@ MFA_ALLOW_UNVERIFIED_EMAIL = True
 # Every staff user without an authenticator (and not signed in through single
 # sign-on) enrols at their next page (croniq_project/two_factor.py).
 CRONIQ_REQUIRE_2FA = envbool("CRONIQ_REQUIRE_2FA", False)
+
+# Single sign-on through an OpenID provider (croniq_project/sso.py): the
+# authorization code flow with PKCE, configured from these settings alone.
+# Unset CRONIQ_OIDC_ISSUER: no provider, no SSO button.
+_oidc = sso_settings.from_env()
+CRONIQ_OIDC_ISSUER = _oidc.issuer
+CRONIQ_OIDC_CLIENT_ID = _oidc.client_id
+# Hidden from the DEBUG page like every setting named *SECRET* (and the
+# provider's copy under its `secret` key); read by the system check.
+CRONIQ_OIDC_CLIENT_SECRET = _oidc.client_secret
+# The claim listing the user's roles: `croniq:<project>:<role>` and `croniq:admin`.
+CRONIQ_OIDC_ROLES_CLAIM = _oidc.roles_claim
+# Password sign-in for superusers alone (their break-glass); everyone else SSO.
+CRONIQ_OIDC_ONLY = _oidc.only
+SOCIALACCOUNT_PROVIDERS = sso_settings.providers(_oidc)
+SOCIALACCOUNT_ADAPTER = "croniq_project.sso.SocialAccountAdapter"
+# Users are made at their first SSO login, never through a sign-up form.
+SOCIALACCOUNT_AUTO_SIGNUP = True
+# Never sign into a local account because the provider names its email:
+# a provider's email is not proof of owning the Croniq account.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = False
+# Starting a sign-in takes a POST (the login page's button): a link or an
+# image elsewhere cannot send a browser through the provider.
+SOCIALACCOUNT_LOGIN_ON_GET = False
+# The provider's tokens are used once, at login, and not kept.
+SOCIALACCOUNT_STORE_TOKENS = False
 
 # HTTPS behind a TLS-terminating proxy (README, "Running in production").
 # Off by default so plain-HTTP installs (make run, a first compose) work.
