@@ -46,11 +46,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     # Sign-in (croniq_project/sign_in.py): allauth's login with its failed-login
     # rate limit, two-factor (TOTP and recovery codes), and the social accounts
-    # single sign-on will sign in with.
+    # single sign-on signs in with.
     "allauth",
     "allauth.account",
     "allauth.mfa",
     "allauth.socialaccount",
+    # Single sign-on's provider (croniq_project/sso.py): offered only when
+    # CRONIQ_OIDC_ISSUER configures it.
+    "allauth.socialaccount.providers.openid_connect",
     "django_prometheus",
     # Its templates and static files: /api/docs renders Swagger UI from
     # Croniq's own static files, not from a CDN (works offline).

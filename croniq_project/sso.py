@@ -13,7 +13,8 @@ At each login the roles claim sets the user's Croniq groups
 - a new login never takes over an existing user of the same name (however
   cased) that is not linked to this provider's account: a provider that lets
   people choose their username would otherwise hand anyone the account of
-  `admin`. Such a login is refused saying so; an admin links or renames.
+  `admin`. Such a login is refused saying so; a superuser renames or
+  removes the local user.
 - the provider's email signs nobody into an existing account either
   (SOCIALACCOUNT_EMAIL_AUTHENTICATION off) and is kept as the user's email
   only.
@@ -45,7 +46,7 @@ NO_ROLE = (
 NAME_TAKEN = (
     "A Croniq user named {username!r} already exists and is not linked to your single "
     "sign-on account: signing in would take it over, so it is refused. Ask a Croniq "
-    "superuser to rename or remove that user, or to link it to your account."
+    "superuser to rename or remove that user; your next sign-in then makes yours."
 )
 NO_USERNAME = (
     "Your identity provider sent no usable username (preferred_username, email or sub "
@@ -139,8 +140,15 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
         exception: Any = None,
         extra_context: Any = None,
     ) -> None:
-        # The page says only that it failed; the log says why.
-        logger.warning("single sign-on failed: %s: %r", error, exception)
+        # The page says only that it failed; the log says why: what the
+        # provider answered on its redirect, or what failed here.
+        logger.warning(
+            "single sign-on failed: %s: %r (provider's error: %r %r)",
+            error,
+            exception,
+            request.GET.get("error"),
+            request.GET.get("error_description"),
+        )
 
     def populate_user(self, request: HttpRequest, sociallogin: SocialLogin, data: Any) -> Any:
         user = super().populate_user(request, sociallogin, data)
