@@ -200,17 +200,24 @@ CRONIQ_REQUIRE_2FA = envbool("CRONIQ_REQUIRE_2FA", False)
 # Single sign-on through an OpenID provider (croniq_project/sso.py): the
 # authorization code flow with PKCE, configured from these settings alone.
 # Unset CRONIQ_OIDC_ISSUER: no provider, no SSO button.
-_oidc = sso_settings.from_env()
-CRONIQ_OIDC_ISSUER = _oidc.issuer
-CRONIQ_OIDC_CLIENT_ID = _oidc.client_id
-# Hidden from the DEBUG page like every setting named *SECRET* (and the
-# provider's copy under its `secret` key); read by the system check.
-CRONIQ_OIDC_CLIENT_SECRET = _oidc.client_secret
+CRONIQ_OIDC_ISSUER = (env("CRONIQ_OIDC_ISSUER") or "").strip() or None
+CRONIQ_OIDC_CLIENT_ID = (env("CRONIQ_OIDC_CLIENT_ID") or "").strip() or None
+# Or CRONIQ_OIDC_CLIENT_SECRET_FILE. Hidden from the DEBUG page like every
+# setting named *SECRET* (and the provider's copy under its `secret` key).
+CRONIQ_OIDC_CLIENT_SECRET = env("CRONIQ_OIDC_CLIENT_SECRET") or None
 # The claim listing the user's roles: `croniq:<project>:<role>` and `croniq:admin`.
-CRONIQ_OIDC_ROLES_CLAIM = _oidc.roles_claim
+CRONIQ_OIDC_ROLES_CLAIM = (env("CRONIQ_OIDC_ROLES_CLAIM") or "").strip() or "groups"
 # Password sign-in for superusers alone (their break-glass); everyone else SSO.
-CRONIQ_OIDC_ONLY = _oidc.only
-SOCIALACCOUNT_PROVIDERS = sso_settings.providers(_oidc)
+CRONIQ_OIDC_ONLY = envbool("CRONIQ_OIDC_ONLY", False)
+SOCIALACCOUNT_PROVIDERS = sso_settings.providers(
+    sso_settings.OIDC(
+        issuer=CRONIQ_OIDC_ISSUER,
+        client_id=CRONIQ_OIDC_CLIENT_ID,
+        client_secret=CRONIQ_OIDC_CLIENT_SECRET,
+        roles_claim=CRONIQ_OIDC_ROLES_CLAIM,
+        only=CRONIQ_OIDC_ONLY,
+    )
+)
 SOCIALACCOUNT_ADAPTER = "croniq_project.sso.SocialAccountAdapter"
 # Users are made at their first SSO login, never through a sign-up form.
 SOCIALACCOUNT_AUTO_SIGNUP = True

@@ -1,8 +1,9 @@
 """Single sign-on's settings (docs/design.md §11): the CRONIQ_OIDC_*
-variables made into allauth's provider configuration, and the system check
-that names what is missing.
+settings (read from the environment by croniq_project/settings.py) made
+into allauth's provider configuration, and the system checks that name
+what is missing.
 
-Read by croniq_project/settings.py before Django is set up: nothing here
+Used by croniq_project/settings.py before Django is set up: nothing here
 imports allauth or the app registry.
 """
 
@@ -12,14 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from croniq_project.env import env, envbool
-
 # allauth's name for the one OpenID provider Croniq signs in with: its URLs
 # are /accounts/oidc/sso/login/ and the callback the provider redirects to,
 # /accounts/oidc/sso/login/callback/.
 PROVIDER_ID = "sso"
 CALLBACK_PATH = f"/accounts/oidc/{PROVIDER_ID}/login/callback/"
-DEFAULT_ROLES_CLAIM = "groups"
 
 INCOMPLETE = "croniq.E202"
 ONLY_WITHOUT_SSO = "croniq.E203"
@@ -47,18 +45,6 @@ class OIDC:
             "CRONIQ_OIDC_CLIENT_SECRET": self.client_secret,
         }
         return [name for name, value in needed.items() if not value]
-
-
-def from_env() -> OIDC:
-    """The CRONIQ_OIDC_* variables; the secret may come from
-    CRONIQ_OIDC_CLIENT_SECRET_FILE (croniq_project.env)."""
-    return OIDC(
-        issuer=(env("CRONIQ_OIDC_ISSUER") or "").strip() or None,
-        client_id=(env("CRONIQ_OIDC_CLIENT_ID") or "").strip() or None,
-        client_secret=env("CRONIQ_OIDC_CLIENT_SECRET") or None,
-        roles_claim=(env("CRONIQ_OIDC_ROLES_CLAIM") or "").strip() or DEFAULT_ROLES_CLAIM,
-        only=envbool("CRONIQ_OIDC_ONLY", False),
-    )
 
 
 def providers(oidc: OIDC) -> dict[str, Any]:

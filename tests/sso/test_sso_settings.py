@@ -2,10 +2,15 @@
 CRONIQ_OIDC_* variables, allauth's provider made from them, and the
 system checks croniq.E202 and croniq.E203."""
 
-import pytest
-from django.core.exceptions import ImproperlyConfigured
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from croniq_project import sso_settings
+
+ROOT = Path(__file__).resolve().parents[2]
 
 VARIABLES = [
     "CRONIQ_OIDC_ISSUER",
@@ -17,29 +22,58 @@ VARIABLES = [
 ]
 
 
-@pytest.fixture
-def environ(monkeypatch):
-    for name in VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
+def settings_with(**environ):
+    """SOCIALACCOUNT_PROVIDERS and the CRONIQ_OIDC_* settings as
+    croniq_project/settings.py makes them from `environ`, in a fresh
+    process: (returncode, the settings or the error's last line)."""
+    env = {k: v for k, v in os.environ.items() if k.split("_FILE")[0] not in VARIABLES}
+    env.update(environ, DJANGO_SETTINGS_MODULE="croniq_project.settings")
+    result = subprocess.run(
+        [sys.executable, "-c", SHOW],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if result.returncode:
+        return result.returncode, result.stderr.strip().splitlines()[-1]
+    return 0, json.loads(result.stdout)
 
 
-def test_unset_nothing_is_configured(environ):
-    oidc = sso_settings.from_env()
-    assert oidc == sso_settings.OIDC(None, None, None, "groups", False)
-    assert not oidc.configured
-    assert sso_settings.providers(oidc) == {}
+SHOW = """
+import json
+from croniq_project import settings as s
+print(json.dumps({name: getattr(s, name) for name in dir(s) if name.startswith(
+    ("CRONIQ_OIDC_", "SOCIALACCOUNT_PROVIDERS"))}))
+"""
 
 
-def test_the_provider_is_made_from_the_variables_with_pkce(environ):
-    environ.setenv("CRONIQ_OIDC_ISSUER", " https://auth.example/application/o/croniq/ ")
-    environ.setenv("CRONIQ_OIDC_CLIENT_ID", "croniq")
-    environ.setenv("CRONIQ_OIDC_CLIENT_SECRET", "s3cret")
-    environ.setenv("CRONIQ_OIDC_ROLES_CLAIM", "roles")
-    environ.setenv("CRONIQ_OIDC_ONLY", "true")
-    oidc = sso_settings.from_env()
-    assert oidc.roles_claim == "roles" and oidc.only
-    provider = sso_settings.providers(oidc)["openid_connect"]
+def test_unset_nothing_is_configured():
+    code, values = settings_with()
+    assert code == 0
+    assert values == {
+        "CRONIQ_OIDC_ISSUER": None,
+        "CRONIQ_OIDC_CLIENT_ID": None,
+        "CRONIQ_OIDC_CLIENT_SECRET": None,
+        "CRONIQ_OIDC_ROLES_CLAIM": "groups",
+        "CRONIQ_OIDC_ONLY": False,
+        "SOCIALACCOUNT_PROVIDERS": {},
+    }
+
+
+def test_the_provider_is_made_from_the_variables_with_pkce():
+    code, values = settings_with(
+        CRONIQ_OIDC_ISSUER=" https://auth.example/application/o/croniq/ ",
+        CRONIQ_OIDC_CLIENT_ID="croniq",
+        CRONIQ_OIDC_CLIENT_SECRET="s3cret",
+        CRONIQ_OIDC_ROLES_CLAIM="roles",
+        CRONIQ_OIDC_ONLY="true",
+    )
+    assert code == 0
+    assert values["CRONIQ_OIDC_ROLES_CLAIM"] == "roles"
+    assert values["CRONIQ_OIDC_ONLY"] is True
+    provider = values["SOCIALACCOUNT_PROVIDERS"]["openid_connect"]
     assert provider["OAUTH_PKCE_ENABLED"] is True
     (app,) = provider["APPS"]
     assert app["provider_id"] == "sso"
@@ -48,24 +82,35 @@ def test_the_provider_is_made_from_the_variables_with_pkce(environ):
     assert app["settings"]["server_url"] == "https://auth.example/application/o/croniq"
 
 
-def test_the_secret_may_come_from_a_file(environ, tmp_path):
+def test_the_secret_may_come_from_a_file(tmp_path):
     secret = tmp_path / "oidc-secret"
     secret.write_text("from-a-file\n")
-    environ.setenv("CRONIQ_OIDC_CLIENT_SECRET", "ignored")
-    environ.setenv("CRONIQ_OIDC_CLIENT_SECRET_FILE", str(secret))
-    assert sso_settings.from_env().client_secret == "from-a-file"
+    code, values = settings_with(
+        CRONIQ_OIDC_ISSUER="https://idp.example",
+        CRONIQ_OIDC_CLIENT_ID="croniq",
+        CRONIQ_OIDC_CLIENT_SECRET="ignored",
+        CRONIQ_OIDC_CLIENT_SECRET_FILE=str(secret),
+    )
+    assert values["CRONIQ_OIDC_CLIENT_SECRET"] == "from-a-file"
+    (app,) = values["SOCIALACCOUNT_PROVIDERS"]["openid_connect"]["APPS"]
+    assert app["secret"] == "from-a-file"
 
 
-def test_an_unreadable_secret_file_names_the_variable(environ, tmp_path):
-    environ.setenv("CRONIQ_OIDC_CLIENT_SECRET_FILE", str(tmp_path / "missing"))
-    with pytest.raises(ImproperlyConfigured, match="CRONIQ_OIDC_CLIENT_SECRET_FILE: cannot read"):
-        sso_settings.from_env()
+def test_an_unreadable_secret_file_names_the_variable(tmp_path):
+    code, error = settings_with(CRONIQ_OIDC_CLIENT_SECRET_FILE=str(tmp_path / "missing"))
+    assert code != 0
+    assert "CRONIQ_OIDC_CLIENT_SECRET_FILE: cannot read" in error
 
 
-def test_a_malformed_only_names_the_variable(environ):
-    environ.setenv("CRONIQ_OIDC_ONLY", "sometimes")
-    with pytest.raises(ImproperlyConfigured, match="CRONIQ_OIDC_ONLY: expected a boolean"):
-        sso_settings.from_env()
+def test_a_malformed_only_names_the_variable():
+    code, error = settings_with(CRONIQ_OIDC_ONLY="sometimes")
+    assert code != 0
+    assert "CRONIQ_OIDC_ONLY: expected a boolean" in error
+
+
+def test_without_a_secret_no_provider_is_offered():
+    code, values = settings_with(CRONIQ_OIDC_ISSUER="https://idp.example")
+    assert values["SOCIALACCOUNT_PROVIDERS"] == {}
 
 
 def configure(settings, issuer=None, client_id=None, secret=None, only=False):
