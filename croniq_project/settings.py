@@ -5,6 +5,7 @@ from pathlib import Path
 import django
 
 from core.framework_overrides import stock_from_env
+from croniq_project import sso_settings
 from croniq_project.database import database_from_url
 from croniq_project.env import (
     check_heartbeat_fits_lease,
@@ -46,11 +47,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     # Sign-in (croniq_project/sign_in.py): allauth's login with its failed-login
     # rate limit, two-factor (TOTP and recovery codes), and the social accounts
-    # single sign-on will sign in with.
+    # single sign-on signs in with.
     "allauth",
     "allauth.account",
     "allauth.mfa",
     "allauth.socialaccount",
+    # Single sign-on's provider (croniq_project/sso.py): offered only when
+    # CRONIQ_OIDC_ISSUER configures it.
+    "allauth.socialaccount.providers.openid_connect",
     "django_prometheus",
     # Its templates and static files: /api/docs renders Swagger UI from
     # Croniq's own static files, not from a CDN (works offline).
@@ -193,6 +197,40 @@ MFA_ALLOW_UNVERIFIED_EMAIL = True
 # Every staff user without an authenticator (and not signed in through single
 # sign-on) enrols at their next page (croniq_project/two_factor.py).
 CRONIQ_REQUIRE_2FA = envbool("CRONIQ_REQUIRE_2FA", False)
+
+# Single sign-on through an OpenID provider (croniq_project/sso.py): the
+# authorization code flow with PKCE, configured from these settings alone.
+# Unset CRONIQ_OIDC_ISSUER: no provider, no SSO button.
+CRONIQ_OIDC_ISSUER = (env("CRONIQ_OIDC_ISSUER") or "").strip() or None
+CRONIQ_OIDC_CLIENT_ID = (env("CRONIQ_OIDC_CLIENT_ID") or "").strip() or None
+# Or CRONIQ_OIDC_CLIENT_SECRET_FILE. Hidden from the DEBUG page like every
+# setting named *SECRET* (and the provider's copy under its `secret` key).
+CRONIQ_OIDC_CLIENT_SECRET = env("CRONIQ_OIDC_CLIENT_SECRET") or None
+# The claim listing the user's roles: `croniq:<project>:<role>` and `croniq:admin`.
+CRONIQ_OIDC_ROLES_CLAIM = (env("CRONIQ_OIDC_ROLES_CLAIM") or "").strip() or "groups"
+# Password sign-in for superusers alone (their break-glass); everyone else SSO.
+CRONIQ_OIDC_ONLY = envbool("CRONIQ_OIDC_ONLY", False)
+SOCIALACCOUNT_PROVIDERS = sso_settings.providers(
+    sso_settings.OIDC(
+        issuer=CRONIQ_OIDC_ISSUER,
+        client_id=CRONIQ_OIDC_CLIENT_ID,
+        client_secret=CRONIQ_OIDC_CLIENT_SECRET,
+        roles_claim=CRONIQ_OIDC_ROLES_CLAIM,
+        only=CRONIQ_OIDC_ONLY,
+    )
+)
+SOCIALACCOUNT_ADAPTER = "croniq_project.sso.SocialAccountAdapter"
+# Users are made at their first SSO login, never through a sign-up form.
+SOCIALACCOUNT_AUTO_SIGNUP = True
+# Never sign into a local account because the provider names its email:
+# a provider's email is not proof of owning the Croniq account.
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False
+SOCIALACCOUNT_EMAIL_AUTHENTICATION_AUTO_CONNECT = False
+# Starting a sign-in takes a POST (the login page's button): a link or an
+# image elsewhere cannot send a browser through the provider.
+SOCIALACCOUNT_LOGIN_ON_GET = False
+# The provider's tokens are used once, at login, and not kept.
+SOCIALACCOUNT_STORE_TOKENS = False
 
 # HTTPS behind a TLS-terminating proxy (README, "Running in production").
 # Off by default so plain-HTTP installs (make run, a first compose) work.

@@ -12,6 +12,10 @@ password and before they are signed in. What is Croniq's here:
   named, and the message says when the limit refuses one;
 - with CRONIQ_REQUIRE_2FA a staff user cannot turn two-factor off
   (croniq_project.two_factor);
+- with single sign-on configured the page offers "Sign in with SSO"
+  (croniq_project.sso), and with CRONIQ_OIDC_ONLY the password signs in
+  superusers alone: their way in when the identity provider is down (the
+  page folds the password form away under "Superuser sign-in");
 - a user's two-factor changes are audited: `user.two_factor_on`,
   `user.two_factor_off`, `user.recovery_codes_renewed`, and each
   `user.recovery_code_used` (a code that stands in for a lost phone);
@@ -26,17 +30,20 @@ from typing import Any
 
 from allauth.account.adapter import DefaultAccountAdapter, get_adapter
 from allauth.account.forms import LoginForm as AllauthLoginForm
+from allauth.account.views import LoginView as AllauthLoginView
 from allauth.core import context
 from allauth.mfa import signals
 from allauth.mfa.adapter import DefaultMFAAdapter
 from allauth.mfa.models import Authenticator
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.deprecation import MiddlewareMixin
 
 import audit
-from croniq_project import two_factor
+from croniq_project import sso_settings, two_factor
 from vault import crypto
 
 logger = logging.getLogger(__name__)
@@ -46,11 +53,17 @@ logger = logging.getLogger(__name__)
 USERNAME_FIELD = "username"
 
 WRONG_CREDENTIALS = "Enter the username and password of a staff account (both are case-sensitive)."
+SSO_ONLY = (
+    "Sign in with SSO: password sign-in is for superusers only on this server (CRONIQ_OIDC_ONLY)."
+)
 
 
 class LoginForm(AllauthLoginForm):
     """allauth's login form; its `login` field is posted as `username`,
-    and a user who is not staff is refused as a wrong password is."""
+    a user who is not staff is refused as a wrong password is, and with
+    CRONIQ_OIDC_ONLY a user who is not a superuser is sent to SSO. (That
+    message tells whoever typed the right password that it was right: they
+    knew it already, and it signs them in nowhere.)"""
 
     def add_prefix(self, field_name: str) -> str:
         return super().add_prefix(USERNAME_FIELD if field_name == "login" else field_name)
@@ -60,7 +73,31 @@ class LoginForm(AllauthLoginForm):
         if self.user is not None and not self.user.is_staff:
             self.user = None
             raise get_adapter(self.request).validation_error("username_password_mismatch")
+        if self.user is not None and settings.CRONIQ_OIDC_ONLY and not self.user.is_superuser:
+            self.user = None
+            raise ValidationError(SSO_ONLY, code="sso_only")
         return cleaned
+
+
+def sso_login_url() -> str | None:
+    """Where the SSO button posts, or None when single sign-on is not configured."""
+    if not settings.SOCIALACCOUNT_PROVIDERS.get("openid_connect"):
+        return None
+    return reverse("openid_connect_login", kwargs={"provider_id": sso_settings.PROVIDER_ID})
+
+
+class LoginView(AllauthLoginView):
+    """allauth's login page, told whether to offer SSO and whether the
+    password form is the superusers' alone."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["sso_login_url"] = sso_login_url()
+        context["sso_only"] = settings.CRONIQ_OIDC_ONLY
+        return context
+
+
+login = LoginView.as_view()
 
 
 class AccountAdapter(DefaultAccountAdapter):
