@@ -31,6 +31,17 @@ class LabelSetOut(Schema):
     peak: float
     demand: list[float] = Field(description="Runs expected at once, one value per bucket.")
     capacity: list[int] = Field(description="Slots of the runners carrying the labels, per bucket.")
+    runs_at_once: list[int] = Field(
+        description="The most runs going on at once in each bucket, run by run (waiting ones "
+        "included), where `demand` is the bucket's average."
+    )
+    peak_at_once: int = Field(description="The most of `runs_at_once`.")
+    start_delay: list[float | None] = Field(
+        description="Seconds the latest-starting run due in each bucket waits for a slot, "
+        "the label set's runs queued on its slots in the order they are due; "
+        "null when no runner taking work carries the labels."
+    )
+    longest_start_delay: float | None = Field(description="The most of `start_delay`.")
 
 
 class SpanOut(Schema):
@@ -42,12 +53,25 @@ class SpanOut(Schema):
     capacity: int
 
 
+class WaitOut(Schema):
+    start: datetime
+    end: datetime
+    labels: list[str]
+    peak_at_once: int
+    capacity: int
+    start_delay: float = Field(description="Seconds the latest-starting run due then waits.")
+
+
 class ForecastOut(Schema):
     start: datetime
     end: datetime
     bucket_seconds: int
     label_sets: list[LabelSetOut]
     over_capacity: list[SpanOut]
+    waits: list[WaitOut] = Field(
+        description="Quarter hours where runs due on a label set outnumber its free slots "
+        "and start late, earliest first."
+    )
     skipped: dict[str, str] = Field(
         description="Jobs left out (a schedule or calendar that cannot be read), and why."
     )
@@ -72,6 +96,10 @@ def read_forecast(request: HttpRequest, query: Query[ForecastQuery]) -> dict[str
                 "peak": round(label_set.peak, 3),
                 "demand": [round(value, 3) for value in label_set.demand],
                 "capacity": label_set.capacity,
+                "runs_at_once": label_set.peak_runs,
+                "peak_at_once": label_set.most_at_once,
+                "start_delay": [seconds(delay) for delay in label_set.delay],
+                "longest_start_delay": seconds(label_set.longest_delay),
             }
             for label_set in result.label_sets
         ],
@@ -86,5 +114,20 @@ def read_forecast(request: HttpRequest, query: Query[ForecastQuery]) -> dict[str
             }
             for span in result.spans
         ],
+        "waits": [
+            {
+                "start": result.start_of(wait.bucket),
+                "end": result.start_of(wait.bucket + 1),
+                "labels": list(wait.labels),
+                "peak_at_once": wait.peak,
+                "capacity": wait.capacity,
+                "start_delay": seconds(wait.delay),
+            }
+            for wait in result.waits
+        ],
         "skipped": result.skipped,
     }
+
+
+def seconds(delay: float | None) -> float | None:
+    return None if delay is None else round(delay, 3)

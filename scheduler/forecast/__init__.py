@@ -6,6 +6,8 @@ that label set (issue 19, part 6).
 `RunnerSlots`, a `Forecast` back); `fires` gives a job its fire instants from
 the loop's own next-fire math; `reading` is the database side (`job_loads`:
 active jobs, calendars shared, expected durations from one query).
+`contention` places runs one by one on a label set's slots (the peak at
+once, each run's start delay: what an average per quarter hour hides).
 `dispatch.capacity.forecast` adds the runners. The names callers use are
 importable from here.
 """
@@ -23,8 +25,10 @@ from scheduler.forecast.core import (
     LabelForecast,
     RunnerSlots,
     Span,
+    Wait,
     forecast_load,
 )
+from scheduler.forecast.contention import DueRun, Replay, replay
 from scheduler.forecast.fires import schedule_fires
 from scheduler.forecast.reading import expected_seconds, job_loads
 
@@ -40,9 +44,13 @@ __all__ = [
     "JobLoad",
     "LabelForecast",
     "RunnerSlots",
+    "DueRun",
+    "Replay",
     "Span",
+    "Wait",
     "expected_seconds",
     "forecast_load",
     "job_loads",
+    "replay",
     "schedule_fires",
 ]

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from calendars.rules import CalendarRules
+from scheduler.forecast.contention import bucket_peaks, queue_delays
 
 BUCKET = timedelta(minutes=15)
 HOURS = 24
@@ -125,10 +126,53 @@ class LabelForecast:
     demand: list[float]
     capacity: list[int]
     spans: list[Span] = field(default_factory=list)
+    # Run by run (scheduler.forecast.contention), per bucket: the most runs
+    # going on at once, waiting ones included, and the longest start delay
+    # in seconds of the runs due in it (None: no slot carries the labels).
+    # Runs past the enumeration cap (an `@every` job's steady rate) are in
+    # the demand only.
+    peak_runs: list[int] = field(default_factory=list)
+    delay: list[float | None] = field(default_factory=list)
 
     @property
     def peak(self) -> float:
         return max(self.demand, default=0.0)
+
+    @property
+    def most_at_once(self) -> int:
+        return max(self.peak_runs, default=0)
+
+    @property
+    def longest_delay(self) -> float | None:
+        """The longest start delay over the window (None: no slot at all)."""
+        if any(delay is None for delay in self.delay):
+            return None
+        return max((delay for delay in self.delay if delay is not None), default=0.0)
+
+    @property
+    def waits(self) -> list[Wait]:
+        """The buckets where runs wait for a slot, earliest first (a label
+        set no runner carries is over capacity already: not repeated here)."""
+        return [
+            Wait(i, self.labels, peak, slots, delay)
+            for i, (peak, slots, delay) in enumerate(
+                zip(self.peak_runs, self.capacity, self.delay, strict=True)
+            )
+            if delay is not None and delay > EPSILON
+        ]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A bucket (its index) where runs of a label set wait: `peak` runs at
+    once on `capacity` slots, the longest waiting `delay` seconds (None:
+    no runner carries the labels)."""
+
+    bucket: int
+    labels: tuple[str, ...]
+    peak: int
+    capacity: int
+    delay: float | None
 
 
 @dataclass
@@ -147,6 +191,15 @@ class Forecast:
     @property
     def end(self) -> datetime:
         return self.start + self.buckets * self.bucket
+
+    def start_of(self, bucket: int) -> datetime:
+        return self.start + bucket * self.bucket
+
+    @property
+    def waits(self) -> list[Wait]:
+        """Every bucket of every label set where runs wait, earliest first."""
+        found = [wait for forecast in self.label_sets for wait in forecast.waits]
+        return sorted(found, key=lambda wait: (wait.bucket, wait.labels))
 
     @property
     def spans(self) -> list[Span]:
@@ -170,6 +223,7 @@ def forecast_load(
     window = Window(start, count, bucket.total_seconds())
     demand: defaultdict[tuple[str, ...], list[float]] = defaultdict(window.empty)
     jobs_per_set: defaultdict[tuple[str, ...], int] = defaultdict(int)
+    due: defaultdict[tuple[str, ...], list[tuple[float, float]]] = defaultdict(list)
     skipped: dict[str, str] = {}
     for group in grouped(jobs):
         try:
@@ -180,7 +234,7 @@ def forecast_load(
             skipped.update((job.name, str(e)) for job in group)
             continue
         for job in group:
-            add_job(demand[job.labels], window, job, instants)
+            add_job(demand[job.labels], window, job, instants, due[job.labels])
             jobs_per_set[job.labels] += 1
     label_sets = []
     for labels in sorted(demand):
@@ -189,6 +243,7 @@ def forecast_load(
             labels, jobs_per_set[labels], demand[labels], [slots] * count
         )
         label_forecast.spans = over_capacity(label_forecast, window)
+        label_forecast.peak_runs, label_forecast.delay = contention(due[labels], window, slots)
         label_sets.append(label_forecast)
     return Forecast(now, start, bucket, count, label_sets, skipped)
 
@@ -303,14 +358,23 @@ class Window:
         ]
 
 
-def add_job(demand: list[float], window: Window, job: JobLoad, instants: Instants) -> None:
-    """Add one job's runs to its label set's `demand`, bucket by bucket."""
+def add_job(
+    demand: list[float],
+    window: Window,
+    job: JobLoad,
+    instants: Instants,
+    due: list[tuple[float, float]] | None = None,
+) -> None:
+    """Add one job's runs to its label set's `demand`, bucket by bucket,
+    and to `due` as (start, seconds) for the queue."""
     size = window.bucket_seconds
     count = window.count
     # Past the cap the steady rate counts every run going on, the tails of
     # the enumerated runs included.
     until = math.inf if instants.rest_from is None else instants.rest_from
     for start, end in runs(job, instants.seconds):
+        if due is not None:
+            due.append((start, end - start))
         end = min(end, until)
         if end <= 0:
             continue  # over before the window
@@ -402,6 +466,25 @@ def capacity_of(labels: tuple[str, ...], runners: Sequence[RunnerSlots]) -> int:
     """The slots of the runners taking work that carry all of `labels`."""
     wanted = set(labels)
     return sum(r.capacity for r in runners if r.takes_work and wanted <= set(r.labels))
+
+
+def contention(
+    due: list[tuple[float, float]], window: Window, slots: int
+) -> tuple[list[int], list[float | None]]:
+    """Per bucket: the most runs at once, and the longest start delay of
+    the runs due in it when they queue on the label set's `slots`."""
+    peaks = bucket_peaks(due, window.count, window.bucket_seconds)
+    longest: list[float | None] = [0.0] * window.count
+    for (at, _seconds), delay in zip(due, queue_delays(due, slots), strict=True):
+        index = int(at // window.bucket_seconds)
+        if not 0 <= index < window.count:
+            continue  # due before the window: it only holds a slot
+        current = longest[index]
+        if delay is None or current is None:
+            longest[index] = None
+        else:
+            longest[index] = max(current, delay)
+    return peaks, longest
 
 
 def over_capacity(label_forecast: LabelForecast, window: Window) -> list[Span]:

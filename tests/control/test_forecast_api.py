@@ -63,3 +63,37 @@ def test_a_key_that_reads_only_runners_is_refused(client):
     answer = KeyedClient(client, ["runners:read"]).get("forecast")
     assert answer.status_code == 403
     assert answer.json() == {"detail": "needs scope jobs:read"}
+
+
+def test_the_forecast_shows_runs_that_wait_for_a_slot(reader):
+    """Two 44-second runs due at once on a one-slot runner: the quarter
+    hour's average is far below one run, but the second starts 44 s late."""
+    for name in ("backup-a", "backup-b"):
+        job = JobFactory(name=name, schedule="0 2 * * *", labels=["linux"], timeout=44)
+    RunnerFactory(name="one", labels=["linux"], capacity=1)
+    body = reader.get("forecast", hours=24).json()
+    (linux,) = body["label_sets"]
+    assert linux["peak"] < 1 and body["over_capacity"] == []
+    two = 56  # 02:00, 14 hours after 12:00
+    assert (linux["peak_at_once"], linux["runs_at_once"][two]) == (2, 2)
+    assert (linux["longest_start_delay"], linux["start_delay"][two]) == (44.0, 44.0)
+    assert linux["start_delay"][two - 1] == 0.0
+    assert body["waits"] == [
+        {
+            "start": "2026-06-02T02:00:00Z",
+            "end": "2026-06-02T02:15:00Z",
+            "labels": ["linux"],
+            "peak_at_once": 2,
+            "capacity": 1,
+            "start_delay": 44.0,
+        }
+    ]
+    assert job.name == "backup-b"
+
+
+def test_no_runner_for_the_labels_gives_no_delay_but_a_span(reader):
+    JobFactory(name="gpu", schedule="0 2 * * *", labels=["gpu"], timeout=44)
+    body = reader.get("forecast", hours=24).json()
+    (gpu,) = body["label_sets"]
+    assert gpu["longest_start_delay"] is None and gpu["start_delay"][56] is None
+    assert body["waits"] == [] and len(body["over_capacity"]) == 1
