@@ -290,6 +290,11 @@ class CapacityChart:
     capacity: int
     start: datetime
     end: datetime
+    # Run by run (scheduler.forecast.contention): the most runs at once per
+    # bucket as a step line, its highest, and the longest start delay.
+    at_once_path: str = ""
+    most_at_once: int = 0
+    longest_delay: float | None = 0.0
     width: int = WIDTH
     height: int = HEIGHT
     left: int = LEFT
@@ -322,8 +327,9 @@ def capacity_chart(
     start, end = starts[0], starts[-1] + bucket
     peak = label_forecast.peak
     capacity = max(label_forecast.capacity, default=0)
-    # Whole runs on the y axis, with room above the higher line.
-    top_value = max(math.ceil(max(peak, capacity) * 1.15), 1)
+    most = label_forecast.most_at_once
+    # Whole runs on the y axis, with room above the highest line.
+    top_value = max(math.ceil(max(peak, capacity, most) * 1.15), 1)
     chart = CapacityChart(
         labels=label_forecast.labels,
         demand_path="",
@@ -335,8 +341,12 @@ def capacity_chart(
         capacity=capacity,
         start=start,
         end=end,
+        most_at_once=most,
+        longest_delay=label_forecast.longest_delay,
     )
     edges = [time_x(at, start, end) for at in starts] + [time_x(end, start, end)]
+    if label_forecast.peak_runs:
+        chart.at_once_path = step_path(edges, [chart.y(v) for v in label_forecast.peak_runs])
     chart.demand_path = step_path(edges, [chart.y(v) for v in label_forecast.demand])
     chart.capacity_path = step_path(edges, [chart.y(v) for v in label_forecast.capacity])
     chart.over = [

@@ -300,6 +300,7 @@ def capacity(request: HttpRequest) -> HttpResponse:
             for label_set in result.label_sets
         ],
         "spans": result.spans,
+        "waits": result.waits,
         "groups": groups.usage(now),
         "history_runs": forecast_core.HISTORY_RUNS,
         "default_seconds": forecast_core.DEFAULT_SECONDS,

@@ -15,7 +15,7 @@ from audit.models import AuditEvent
 from core import instants, permissions
 from dashboard.charts import DurationChart, HeatMap, HeatRow, format_seconds
 from dispatch import liveness
-from scheduler.forecast import Span
+from scheduler.forecast import Forecast, Span, Wait
 from scheduler.models import Execution, Job
 
 register = template.Library()
@@ -224,6 +224,25 @@ def label_set(labels: Iterable[str] | None) -> str:
     if not labels:
         return mark_safe('<span class="label-set">any runner</span>')  # noqa: S308 (constant)
     return format_html('<code class="label-set">{}</code>', ", ".join(labels))
+
+
+@register.simple_tag
+def start_delay(wait: Wait, forecast: Forecast) -> str:
+    """ "2026-12-01 02:00:00 UTC – 2026-12-01 02:15:00 UTC: 2 runs at once on
+    `linux`, 1 slot online: a run starts up to 44.0 s late", a quarter hour of
+    the forecast (scheduler.forecast.Wait) where runs queue for a slot."""
+    return format_html(
+        "{} – {}: {} runs at once on {}, {} slot{} online: a run starts up to "
+        '<span data-delay="{}">{} late</span>',
+        when(forecast.start_of(wait.bucket)),
+        when(forecast.start_of(wait.bucket + 1)),
+        wait.peak,
+        label_set(wait.labels),
+        wait.capacity,
+        "" if wait.capacity == 1 else "s",
+        f"{wait.delay:.3f}" if wait.delay is not None else "",
+        seconds(wait.delay),
+    )
 
 
 @register.simple_tag

@@ -107,3 +107,24 @@ def test_each_concurrency_group_shows_its_usage(staff_client, make_job):
     assert re.search(r"data-running>2<", row.group(1)) and re.search(
         r"data-waiting>1<", row.group(1)
     )
+
+
+def test_runs_due_at_once_on_one_slot_are_shown_starting_late(
+    staff_client, make_job, make_runner
+):
+    """The average of a quarter hour hides two 44-second runs due at 02:00
+    on a one-slot runner: the page shows the peak and the second's delay."""
+    for name in ("backup-a", "backup-b"):
+        make_job(name, schedule="0 2 * * *", labels=["linux"], timeout=44)
+    make_runner("one", labels=["linux"], capacity=1)
+    page = get(staff_client)
+    assert "data-span" not in page and "data-no-shortage" not in page
+    (wait,) = re.findall(r'<li data-wait="linux">(.*?)</li>', page)
+    assert text(wait) == (
+        "2026-12-01 02:00:00 UTC – 2026-12-01 02:15:00 UTC: 2 runs at once on linux,"
+        " 1 slot online: a run starts up to 44.0 s late"
+    )
+    assert 'data-delay="44.000"' in wait
+    linux = page.split('data-label-set="linux"')[1].split("</section>")[0]
+    assert "at most 2 at once, a run starts up to 44.0 s late" in text(linux)
+    assert "data-at-once-line" in linux
