@@ -30,7 +30,7 @@ from scheduler.forecast.core import (
 )
 from scheduler.forecast.contention import DueRun, Replay, replay
 from scheduler.forecast.fires import schedule_fires
-from scheduler.forecast.reading import expected_seconds, job_loads
+from scheduler.forecast.reading import expected_seconds, job_loads, recorded_runs
 
 __all__ = [
     "BUCKET",
@@ -51,6 +51,7 @@ __all__ = [
     "expected_seconds",
     "forecast_load",
     "job_loads",
+    "recorded_runs",
     "replay",
     "schedule_fires",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from core import db
+from scheduler.forecast.contention import DueRun
 from scheduler.forecast.core import DEFAULT_SECONDS, HISTORY_RUNS, JobLoad
 from scheduler.forecast.fires import WithinWindow, delayed, failing, job_fires, schedule_fires
 from scheduler.jobs import fire_times
@@ -188,3 +189,34 @@ def expected_seconds(job_ids: list[int]) -> dict[int, float]:
     for job_id, value in rows:
         seconds[job_id].append(value)
     return {job_id: statistics.median(values) for job_id, values in seconds.items()}
+
+
+def recorded_runs(since: datetime, until: datetime) -> list[tuple[DueRun, float]]:
+    """The runs due in [since, until) that a runner claimed and finished, as
+    the queue would take them (`DueRun`: the job's label set, the instant
+    it was due, how long it held its slot) with the start delay each had
+    (claimed_at - scheduled_for), in the order they were due: a replay of
+    real runs to check the forecast's delays against."""
+    from scheduler.models import Execution
+
+    rows = (
+        Execution.objects.filter(
+            scheduled_for__gte=since,
+            scheduled_for__lt=until,
+            claimed_at__isnull=False,
+            finished_at__isnull=False,
+        )
+        .order_by("scheduled_for", "pk")
+        .values_list("job__labels", "scheduled_for", "claimed_at", "finished_at")
+    )
+    return [
+        (
+            DueRun(
+                labels=tuple(sorted(set(labels or ()))),
+                at=due,
+                seconds=max((finished - claimed).total_seconds(), 0.0),
+            ),
+            (claimed - due).total_seconds(),
+        )
+        for labels, due, claimed, finished in rows
+    ]
