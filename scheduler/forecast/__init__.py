@@ -12,6 +12,7 @@ once, each run's start delay: what an average per quarter hour hides).
 importable from here.
 """
 
+from scheduler.forecast.contention import DueRun, Replay, replay
 from scheduler.forecast.core import (
     BUCKET,
     DEFAULT_SECONDS,
@@ -28,7 +29,6 @@ from scheduler.forecast.core import (
     Wait,
     forecast_load,
 )
-from scheduler.forecast.contention import DueRun, Replay, replay
 from scheduler.forecast.fires import schedule_fires
 from scheduler.forecast.reading import expected_seconds, job_loads, recorded_runs
 

@@ -109,9 +109,7 @@ def test_each_concurrency_group_shows_its_usage(staff_client, make_job):
     )
 
 
-def test_runs_due_at_once_on_one_slot_are_shown_starting_late(
-    staff_client, make_job, make_runner
-):
+def test_runs_due_at_once_on_one_slot_are_shown_starting_late(staff_client, make_job, make_runner):
     """The average of a quarter hour hides two 44-second runs due at 02:00
     on a one-slot runner: the page shows the peak and the second's delay."""
     for name in ("backup-a", "backup-b"):
