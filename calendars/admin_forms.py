@@ -14,9 +14,9 @@ from typing import Any
 from django import forms
 
 from calendars.models import WEEKDAYS, Calendar
-from calendars.public_holidays import known_categories
+from calendars.public_holidays import categories_by_country, country_categories, known_categories
 from calendars.validators import validate_timezone
-from core.admin_widgets import Checkboxes, NamesField, SuggestionsInput
+from core.admin_widgets import Checkboxes, DependentCheckboxes, NamesField, SuggestionsInput
 
 
 @functools.cache
@@ -58,9 +58,14 @@ class CalendarAdminForm(forms.ModelForm):
     )
     holiday_categories = NamesField(
         required=False,
-        widget=Checkboxes("columns-choices"),
+        widget=DependentCheckboxes(
+            "columns-choices",
+            depends_on="holiday_country",
+            empty="Choose a holiday country (one the holidays package knows) to pick its "
+            "categories.",
+        ),
         help_text="Which of the country's holidays block jobs; none ticked: its public "
-        "holidays. Not every country knows every category.",
+        "holidays. Only the categories the holiday country knows are offered.",
     )
 
     class Meta:
@@ -73,8 +78,18 @@ class CalendarAdminForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if "holiday_categories" in self.fields:  # not when the form is only viewed
-            choices = [(name, name.replace("_", " ")) for name in known_categories()]
-            self.fields["holiday_categories"].widget.choices = choices
+            widget = self.fields["holiday_categories"].widget
+            widget.choices = [(name, name.replace("_", " ")) for name in known_categories()]
+            widget.allowed = categories_by_country()
+            widget.offered = set(country_categories(self.chosen_country()))
+
+    def chosen_country(self) -> str:
+        """The country the categories are offered for: the one posted, else
+        the stored or initial one."""
+        if self.is_bound:
+            return str(self.data.get(self.add_prefix("holiday_country"), "")).strip()
+        initial = self.initial.get("holiday_country") or self.instance.holiday_country
+        return str(initial or "").strip()
 
     def clean_weekdays(self) -> list[Any]:
         return lower_names(self.cleaned_data["weekdays"])

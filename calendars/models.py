@@ -123,6 +123,9 @@ class Calendar(Owned):
         if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
             return [("holiday_categories", 'must be a list of names, e.g. ["public"]')]
         if not country:
+            if categories:
+                # No country knows them: refused, not silently ignored.
+                return [("holiday_categories", "holiday categories need a holiday country")]
             return [("holiday_subdivision", holiday_problem(country, subdivision))]
         if problem := holiday_problem(country):
             return [("holiday_country", problem)]

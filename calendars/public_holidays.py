@@ -49,10 +49,20 @@ def holiday_problem(
 
 
 @functools.cache
+def categories_by_country() -> dict[str, list[str]]:
+    """{country code: its holiday categories, sorted} for every country of
+    the holidays package (about a second the first time: it loads them all)."""
+    return {
+        country: sorted(holidays_lib.country_holidays(country).supported_categories)
+        for country in holidays_lib.list_supported_countries()
+    }
+
+
+def country_categories(country: str) -> list[str]:
+    """The holiday categories `country` supports; none for an unknown one."""
+    return categories_by_country().get(country, [])
+
+
 def known_categories() -> list[str]:
-    """Every holiday category some country of the holidays package supports,
-    sorted (about a second the first time: it loads every country)."""
-    found: set[str] = set()
-    for country in holidays_lib.list_supported_countries():
-        found.update(holidays_lib.country_holidays(country).supported_categories)
-    return sorted(found)
+    """Every holiday category some country of the holidays package supports, sorted."""
+    return sorted({name for names in categories_by_country().values() for name in names})

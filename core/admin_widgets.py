@@ -141,6 +141,40 @@ class Checkboxes(forms.CheckboxSelectMultiple):
         return MEDIA
 
 
+class DependentCheckboxes(Checkboxes):
+    """Checkboxes of which only those another field's value allows are
+    offered (the holiday categories of the chosen country).
+
+    `allowed` maps each value of the other field (`depends_on`, a field
+    name) to the names it allows; `offered` is what the server renders
+    shown, the rest `hidden`, a ticked one always shown so a stored choice
+    the other field no longer allows is seen (and refused by the form's
+    check). The script shows and hides them as the other field is typed in.
+    """
+
+    template_name = "croniq/widgets/dependent_checkboxes.html"
+
+    def __init__(self, layout: str, depends_on: str, empty: str):
+        super().__init__(layout)
+        self.depends_on = depends_on
+        self.empty = empty
+        self.allowed: dict[str, list[str]] = {}
+        self.offered: set[str] = set()
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        widget = context["widget"]
+        # The other field's id, as Django builds ids: "id_" + the prefixed name.
+        widget["depends_on_id"] = widget["attrs"].get("id", "").removesuffix(name) + self.depends_on
+        widget["allowed"] = json.dumps(self.allowed, sort_keys=True)
+        widget["empty"] = self.empty
+        options = [option for _group, group, _index in widget["optgroups"] for option in group]
+        for option in options:
+            option["offered"] = option["value"] in self.offered or option["selected"]
+        widget["any_offered"] = any(option["offered"] for option in options)
+        return context
+
+
 class KeyValueRows(forms.Widget):
     """One row of name and value inputs per entry, and a blank row to add
     one; the script adds and removes rows. The rows post as `<name>__name`

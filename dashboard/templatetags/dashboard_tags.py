@@ -1,7 +1,6 @@
 """Template helpers: instants as <time> elements (core.instants' text), durations, state badges,
 and whether the user may use a button."""
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +12,7 @@ from django.utils.safestring import mark_safe
 
 from audit.models import AuditEvent
 from core import instants, permissions
+from dashboard import audit_details
 from dashboard.charts import DurationChart, HeatMap, HeatRow, format_seconds
 from dispatch import liveness
 from scheduler.forecast import Forecast, Span, Wait
@@ -105,9 +105,10 @@ def join_keys(value: dict[str, Any]) -> str:
     return ", ".join(sorted(value))
 
 
-@register.filter
-def as_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
+@register.simple_tag
+def event_details(event: AuditEvent) -> audit_details.Details:
+    """`{% event_details event as details %}`: its changes and facts."""
+    return audit_details.details(event.action, event.data)
 
 
 @register.simple_tag

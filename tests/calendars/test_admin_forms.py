@@ -2,6 +2,8 @@
 a typed timezone, refused in the words `manage.py apply` uses."""
 
 import datetime as dt
+import html
+import json
 import re
 
 import pytest
@@ -130,6 +132,57 @@ def test_stored_categories_are_ticked_on_the_change_form(staff):
     boxes = checkboxes(page, "holiday_categories")
     assert boxes["school"] is True
     assert boxes["public"] is False
+
+
+def offered(answer, name):
+    """The values of the checkboxes named `name` the page shows (not `hidden`)."""
+    choices = re.findall(r'<div data-choice="([^"]*)"( hidden)?>', answer.content.decode())
+    return {value for value, hidden in choices if not hidden}
+
+
+def test_the_change_form_offers_only_the_countrys_categories(staff):
+    calendar = CalendarFactory(holiday_country="DE")
+    page = staff.get(reverse("admin:calendars_calendar_change", args=[calendar.pk]))
+    assert offered(page, "holiday_categories") == {"catholic", "public", "school"}
+
+
+def test_a_stored_category_the_country_lacks_is_still_shown_ticked(staff):
+    calendar = CalendarFactory(holiday_country="DE")
+    Calendar.objects.filter(pk=calendar.pk).update(holiday_categories=["half_day"])
+    page = staff.get(reverse("admin:calendars_calendar_change", args=[calendar.pk]))
+    assert offered(page, "holiday_categories") == {"catholic", "public", "school", "half_day"}
+    assert checkboxes(page, "holiday_categories")["half_day"] is True
+
+
+def test_without_a_country_no_category_is_offered(staff):
+    page = staff.get(reverse("admin:calendars_calendar_add"))
+    assert offered(page, "holiday_categories") == set()
+    assert "Choose a holiday country" in page.content.decode()
+
+
+def test_a_refused_post_offers_the_posted_countrys_categories(staff):
+    answer = staff.post(
+        reverse("admin:calendars_calendar_add"),
+        calendar_form(holiday_country="US", holiday_categories=["school"]),
+    )
+    assert answer.status_code == 200
+    assert offered(answer, "holiday_categories") == {
+        "government", "half_day", "public", "unofficial", "school"
+    }  # fmt: skip
+    assert "not supported for US" in answer.content.decode()
+    assert not Calendar.objects.filter(name="ops").exists()
+
+
+def test_the_page_carries_every_countrys_categories_for_the_script(staff):
+    page = staff.get(reverse("admin:calendars_calendar_add")).content.decode()
+    allowed = json.loads(html.unescape(re.search(r'data-allowed="([^"]*)"', page)[1]))
+    assert allowed["DE"] == ["catholic", "public", "school"]
+    assert 'data-depends-on="id_holiday_country"' in page
+
+
+def test_categories_without_a_country_are_refused():
+    form = form_of(holiday_country="", holiday_categories=["public"])
+    assert form.errors["holiday_categories"] == ["holiday categories need a holiday country"]
 
 
 # -- timezone ------------------------------------------------------------------------

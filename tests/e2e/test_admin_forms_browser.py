@@ -38,6 +38,15 @@ def ticked_weekdays(page):
     return [day for day in WEEKDAYS if page.is_checked(f"input[name=weekdays][value={day}]")]
 
 
+def offered_categories(page):
+    """The holiday categories the calendar form shows, as the script left them."""
+    return sorted(
+        page.locator("#id_holiday_categories [data-choice]:visible").evaluate_all(
+            "choices => choices.map(choice => choice.dataset.choice)"
+        )
+    )
+
+
 def test_a_calendar_keeps_its_ticked_weekdays(admin_page, world):
     page, server = admin_page, world["server"]
     page.goto(server.url + "/admin/calendars/calendar/add/")
@@ -46,8 +55,12 @@ def test_a_calendar_keeps_its_ticked_weekdays(admin_page, world):
     for day in WEEKDAYS[2:]:
         page.uncheck(f"input[name=weekdays][value={day}]")
     page.fill("input[name=timezone]", "Europe/Berlin")
-    page.check("input[name=holiday_categories][value=public]")
+    assert offered_categories(page) == []  # no country yet, so none of its categories
+    page.fill("input[name=holiday_country]", "US")
+    assert "half_day" in offered_categories(page)
     page.fill("input[name=holiday_country]", "DE")
+    assert offered_categories(page) == ["catholic", "public", "school"]
+    page.check("input[name=holiday_categories][value=public]")
     screenshot(page, "admin-calendar-form")
     page.click("input[name=_continue]")
     page.wait_for_url("**/admin/calendars/calendar/*/change/")

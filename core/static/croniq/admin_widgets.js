@@ -106,9 +106,32 @@
     template.querySelector("[data-remove-row]").hidden = false;
   }
 
+  // Checkboxes offered as another field allows (a country's holiday
+  // categories): shown as that field is typed in, a ticked one always.
+  function enhanceDependent(widget) {
+    const other = document.getElementById(widget.dataset.dependsOn);
+    if (!other) return;
+    const allowed = JSON.parse(widget.dataset.allowed);
+    const choices = widget.querySelectorAll("[data-choice]");
+    const none = widget.querySelector("[data-none-offered]");
+    function offer() {
+      const names = allowed[other.value.trim()] || [];
+      let any = false;
+      for (const choice of choices) {
+        const ticked = choice.querySelector("input").checked;
+        choice.hidden = !(ticked || names.includes(choice.dataset.choice));
+        any = any || !choice.hidden;
+      }
+      none.hidden = any;
+    }
+    other.addEventListener("input", offer);
+    widget.addEventListener("change", offer);
+  }
+
   function enhance() {
     document.querySelectorAll("input[data-tags]").forEach(enhanceTags);
     document.querySelectorAll("[data-key-value-rows]").forEach(enhanceRows);
+    document.querySelectorAll("[data-depends-on]").forEach(enhanceDependent);
   }
 
   if (document.readyState === "loading") {
