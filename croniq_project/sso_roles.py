@@ -30,13 +30,14 @@ ADMINS = "Croniq admins"
 # The groups single sign-on manages: a user's other groups are left alone.
 CRONIQ_GROUPS = (VIEWERS, OPERATORS, ADMINS)
 
-# (project, role) -> the group granting it. There is no editors' group: only
-# the Croniq admins edit jobs and calendars (operators run, pause, cancel
-# and retry), so an editor is a Croniq admin until roles are per project.
+# (project, role) -> the group granting it. There is no editors' group yet:
+# the Croniq admins edit jobs and calendars but also hold API keys and the
+# secrets store, which an editor must not. So an editor gets the operators'
+# group (less than asked, never more) until roles are per project.
 PROJECT_ROLES = {
     (DEFAULT_PROJECT, "viewer"): VIEWERS,
     (DEFAULT_PROJECT, "operator"): OPERATORS,
-    (DEFAULT_PROJECT, "editor"): ADMINS,
+    (DEFAULT_PROJECT, "editor"): OPERATORS,
     (DEFAULT_PROJECT, "admin"): ADMINS,
 }
 

@@ -13,7 +13,11 @@ from croniq_project.sso_roles import ADMINS, OPERATORS, VIEWERS, Grant, grant
         ({"croniq:admin": True}, Grant(frozenset(), False)),
         ("croniq:default:viewer", Grant(frozenset({VIEWERS}), False)),
         (["croniq:default:operator", 42, None], Grant(frozenset({OPERATORS}), False)),
-        (["croniq:default:editor", "croniq:default:admin"], Grant(frozenset({ADMINS}), False)),
+        ("croniq:default:editor", Grant(frozenset({OPERATORS}), False)),
+        (
+            ["croniq:default:editor", "croniq:default:admin"],
+            Grant(frozenset({OPERATORS, ADMINS}), False),
+        ),
         (["/croniq:admin", " croniq:default:viewer "], Grant(frozenset({VIEWERS}), True)),
         (["admins", "croniq-admin", "CRONIQ:admin"], Grant(frozenset(), False)),
         (
