@@ -17,7 +17,7 @@ The scheduler imports nothing from the apps above it: an app config with a
 `labels`) answers, as `loop_steps` adds loop steps.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.apps import apps
@@ -49,22 +49,34 @@ def runners_for(labels: list[str]) -> list[str]:
     return sorted(names)
 
 
-def spread(execution: Execution, names: list[str] | None = None) -> list[Execution]:
+def spread(
+    execution: Execution, names: list[str] | None = None, now: datetime | None = None
+) -> list[Execution]:
     """The executions of `execution`'s occurrence, unsaved: `execution`
     itself for a job that runs on one runner (or a run already pinned); for
     a run-on-all job one copy per runner of `names` (default: `runners_for`
-    the job's labels), staggered. An empty list when no runner matches."""
+    the job's labels), staggered. An empty list when no runner matches.
+
+    The first runner's run keeps the occurrence's `run_after`, so lateness
+    is still measured from the instant. The turns after it count from
+    `now` when the occurrence fires late (a loop that was down or slow):
+    a stagger exists to keep the runners apart, and counting from a past
+    instant would start them all at once."""
     job = execution.job
     if job.run_on != Job.ALL or execution.pinned_to:
         return [execution]
     if names is None:
         names = runners_for(job.requirements)
     step = timedelta(seconds=job.stagger or 0)
-    return [pinned(execution, name, step * n) for n, name in enumerate(names)]
+    start = execution.run_after if now is None else max(execution.run_after, now)
+    return [
+        pinned(execution, name, execution.run_after if n == 0 else start + step * n)
+        for n, name in enumerate(names)
+    ]
 
 
-def pinned(execution: Execution, name: str, delay: timedelta) -> Execution:
-    """A copy of the unsaved `execution` for the runner `name`, `delay` later."""
+def pinned(execution: Execution, name: str, run_after: datetime) -> Execution:
+    """A copy of the unsaved `execution` for the runner `name`, ready at `run_after`."""
     fields = {
         f.attname: getattr(execution, f.attname)
         for f in Execution._meta.concrete_fields
@@ -75,7 +87,7 @@ def pinned(execution: Execution, name: str, delay: timedelta) -> Execution:
     copy.pinned_to = name
     # Each runner's run is a run of its own: its own trace (core.tracing).
     copy.traceparent = tracing.new_traceparent()
-    copy.run_after = execution.run_after + delay
+    copy.run_after = run_after
     return copy
 
 

@@ -291,7 +291,7 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
             if window is not None:
                 inside_maintenance(execution, window, occupied, waiting, pending, in_maintenance)
                 if execution in pending:  # deferred to the window's end
-                    pending[-1:] = fanout.spread(execution, roster(job, rosters))
+                    pending[-1:] = fanout.spread(execution, roster(job, rosters), now)
                 continue
             if not gate.admits(job, execution):
                 continue  # waits, skipped or failed: saved by gate.record()
@@ -299,7 +299,7 @@ def fire_jobs(jobs, now, lead, bulk, held=None, ahead=()):
             if verdict.action == overlap.SKIPPED:
                 skipped.append((execution, verdict))
                 continue
-            runs = fanout.spread(execution, roster(job, rosters))
+            runs = fanout.spread(execution, roster(job, rosters), now)
             if not runs:  # run_on: all, and no runner to run on
                 skipped.append((execution, overlap.Verdict(overlap.SKIPPED, "no_runner")))
                 continue

@@ -86,6 +86,18 @@ def test_stagger_spaces_the_runners_in_the_order_of_their_names(fleet):
     assert [e.pinned_to for e in claim(fleet["web-b"], T0 + dt.timedelta(seconds=30))] == ["web-b"]
 
 
+def test_a_late_fire_keeps_the_runners_apart_counting_from_the_firing(fleet):
+    job = cleanup(stagger=30)
+    late = T0 + dt.timedelta(seconds=45)  # the loop was down past web-b's turn
+    ticks.trigger_due(late)
+    assert [(e.pinned_to, e.run_after - T0) for e in runs(job)] == [
+        ("web-a", dt.timedelta(0)),  # late from its instant, as the detector measures
+        ("web-b", dt.timedelta(seconds=75)),
+        ("web-c", dt.timedelta(seconds=105)),
+    ]
+    assert [e.pinned_to for e in claim(fleet["web-b"], late)] == []  # not all at once
+
+
 def test_an_edit_after_the_instant_keeps_the_staggered_runs_still_to_start(fleet):
     job = cleanup(stagger=30)
     ticks.trigger_due(T0)
