@@ -20,6 +20,7 @@ COPY audit ./audit
 COPY notifications ./notifications
 COPY checks ./checks
 COPY vault ./vault
+COPY projects ./projects
 COPY control ./control
 COPY dashboard ./dashboard
 COPY templates ./templates

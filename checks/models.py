@@ -41,7 +41,6 @@ class Check(Owned):
         (states.PAUSED, "paused"),
     ]
 
-    project = models.CharField(max_length=100, default="default")
     description = models.TextField(blank=True)
     labels = models.JSONField(default=empty_list, blank=True)
     schedule = models.CharField(

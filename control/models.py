@@ -41,6 +41,15 @@ class ApiKey(models.Model):
     name = models.CharField(max_length=100, unique=True)
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
     scopes = models.JSONField(default=list, help_text="What the key may do (docs/design.md §8).")
+    # Bound to one project: everything outside it is 404 to the key and left
+    # out of its lists (docs/design.md §11). Empty: a global key.
+    project = models.SlugField(
+        max_length=100,
+        blank=True,
+        default="",
+        db_default="",  # what the previous release's processes insert
+        help_text="Bind the key to one project (empty: every project).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True)

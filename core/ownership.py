@@ -22,10 +22,21 @@ class ManagedBy(models.TextChoices):
 
 
 class Owned(models.Model):
-    """A named row apply may manage; Job, Calendar, ConcurrencyGroup,
-    Channel and Rule stand on it."""
+    """A named row of a project that apply may manage; Job, Calendar,
+    ConcurrencyGroup, Check, Channel and Rule stand on it."""
 
     name = models.SlugField(max_length=100, unique=True)
+    # The project (team) the row belongs to, by slug (projects.models): its
+    # own column, so the loop's queries join nothing to know it.
+    project = models.SlugField(
+        max_length=100,
+        default="default",
+        # In the table too: a process of the previous release, still running
+        # during a rolling deploy, inserts rows without the column.
+        db_default="default",
+        db_index=True,
+        help_text="The project (team) it belongs to: who may see and change it.",
+    )
     managed_by = models.CharField(
         "managed by",
         max_length=10,

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     # Croniq's own static files, not from a CDN (works offline).
     "ninja",
     "core",
+    "projects",
     "audit",
     "calendars",
     "scheduler",
@@ -166,7 +167,12 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "account_login"
 LOGIN_REDIRECT_URL = "/"
 # Django's own backend alone: usernames match as they always did (exactly).
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+# Global permissions (superusers, the global groups), then the roles held
+# per project (projects.backends, docs/design.md §11).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "projects.backends.ProjectRoleBackend",
+]
 ACCOUNT_ADAPTER = "croniq_project.sign_in.AccountAdapter"
 ACCOUNT_FORMS = {"login": "croniq_project.sign_in.LoginForm"}
 ACCOUNT_LOGIN_METHODS = {"username"}

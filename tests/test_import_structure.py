@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # core (shared infrastructure) is below every app.
 LAYERS = {
     "core": 0,
+    # Projects and the roles held in them: every app names its rows' project.
+    "projects": 1,
     "audit": 1,
     "calendars": 1,
     "runners": 1,

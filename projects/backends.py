@@ -1,0 +1,27 @@
+"""The authentication backend that answers per-project roles.
+
+`user.has_perm(permission, row)` asks every backend: Django's ModelBackend
+answers the global permissions (superusers, the global groups) and only
+without a row; this one answers with a row: yes when the permission is
+held globally (it holds for every row), else by the role `user` holds in
+the row's project. Without a row it answers no: a role never grants a
+permission on every project.
+"""
+
+from typing import Any
+
+from django.contrib.auth.backends import BaseBackend
+
+from projects import roles, scoping
+
+
+class ProjectRoleBackend(BaseBackend):
+    def authenticate(self, request: Any, **credentials: Any) -> None:
+        return None  # it signs nobody in: it only answers permissions
+
+    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+        if obj is None or not getattr(user_obj, "is_active", False):
+            return False
+        if user_obj.has_perm(perm):  # global: ModelBackend, without the row
+            return True
+        return roles.grants(scoping.role_in(user_obj, scoping.project_of(obj)), perm)
