@@ -27,7 +27,7 @@ from checks import items, states
 from checks.models import Check
 from core import db
 from core.ownership import ManagedBy
-from scheduler.apply.export import Selection, as_item, by_name
+from scheduler.apply.export import Selection, as_item, by_name, in_project
 from scheduler.apply.fields import REQUIRED, Field, field_names
 from scheduler.apply.items import ApplyError
 from scheduler.apply.planning import LOOKUP_BATCH, batched
@@ -103,7 +103,7 @@ def check_values(where: str, item: dict[str, Any], now: datetime) -> dict[str, A
         found = items.values(item, now)
     except ApplyError as e:
         raise ApplyError([f"{where}.{error}" for error in e.errors]) from None
-    found.pop("project")  # the default project's until projects exist
+    found.pop("project")  # the applier decides it (scheduler.apply.upsert)
     return found
 
 
@@ -148,7 +148,8 @@ class CheckSections:
     @staticmethod
     def export(select: Selection) -> dict[str, list[dict[str, Any]]]:
         """The section as `croniq-admin export` writes it (scheduler.apply.export)."""
-        return {"checks": [check_item(check) for check in by_name(select(Check.objects.all()))]}
+        checks = by_name(select(Check.objects.all()))
+        return {"checks": [in_project(check_item(check), check) for check in checks]}
 
     @staticmethod
     def export_warnings(select: Selection) -> list[str]:
@@ -177,7 +178,7 @@ class CheckSections:
             if stored is None:
                 check.save()  # new: its token drawn now, its state `new`
                 return
-            fields = [*CONFIGURATION, "managed_by", "managed_source", "updated_at"]
+            fields = [*CONFIGURATION, "project", "managed_by", "managed_source", "updated_at"]
             if any(before[key] != after[key] for key in items.TIMING):
                 check.set_status(states.retimed(check.timing(), stored.status()))
                 fields += STATUS
@@ -193,6 +194,7 @@ class CheckSections:
             state=check_state,
             clean=lambda check: None,  # `check_values` checked every field
             write=write,
+            project=item.get("project"),
         )
 
     def prune(self) -> None:
@@ -200,7 +202,9 @@ class CheckSections:
         pings with them); never those made or adopted through the API, or of
         another file."""
         managed = file_rows(self.applier.source, self.applier.managed_source)
-        for check in Check.objects.filter(managed).exclude(name__in=self.names):
+        for check in self.applier.prunable(Check.objects.filter(managed)).exclude(
+            name__in=self.names
+        ):
             # A copy keeps the pk that delete() clears: the event's target.
             target = copy.copy(check)
             self.applier.record_change("check", check.name, check_state(check), None, target=target)

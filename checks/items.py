@@ -17,11 +17,12 @@ from django.core.validators import validate_slug
 from calendars.validators import text_problems, validate_timezone
 from checks import states
 from checks.models import LONGEST, Check
+from projects import names as project_names
 from scheduler.apply.items import ApplyError, seconds, string_list
 
 KEYS = ("name", "project", "description", "labels", "schedule", "timezone", "period", "grace")
 TIMING = ("schedule", "timezone", "period", "grace")
-# Until projects exist (docs/design.md §11) every check is the default project's.
+# A check given no project belongs to the default one (docs/design.md §11).
 PROJECT = "default"
 
 
@@ -87,9 +88,14 @@ def name(where: str, value: Any) -> str:
 
 
 def project(where: str, value: Any) -> str:
-    if value not in (None, PROJECT):
-        raise ApplyError(f"{where}: only {PROJECT!r} until projects exist")
-    return PROJECT
+    """The name of a project that exists (whether the caller may write it is
+    the caller's to check: apply's upsert, the API)."""
+    if value is None:
+        return PROJECT
+    value = name(where, value)
+    if not project_names.exists(value):
+        raise ApplyError(f"{where}: no project named {value!r}")
+    return value
 
 
 def text(where: str, value: Any) -> str:

@@ -29,7 +29,7 @@ from calendars.models import Calendar
 from core.ownership import ManagedBy
 from notifications import channel_config, secrets
 from notifications.models import Channel, Rule
-from scheduler.apply.export import Selection, as_item, by_name
+from scheduler.apply.export import Selection, as_item, by_name, in_project
 from scheduler.apply.fields import REQUIRED, Field, defaults, field_names
 from scheduler.apply.items import ApplyError, seconds, string_list
 from scheduler.apply.upsert import upsert
@@ -79,7 +79,7 @@ CHANNEL_FIELDS = (
     Field("enabled", "true | false", "A disabled channel sends nothing.", True),
 )
 # What a channel says besides its config (which `channel_config.validate` checks).
-CHANNEL_OWN_KEYS = {"name", "kind", "enabled"}
+CHANNEL_OWN_KEYS = {"name", "kind", "enabled", "project"}
 RULE_FIELDS = (
     Field("name", "slug", "Unique name.", REQUIRED),
     Field(
@@ -429,8 +429,8 @@ class NotifySections:
         channels = by_name(select(Channel.objects.all()))
         rules = select(Rule.objects.select_related("calendar").prefetch_related("channels"))
         return {
-            "channels": [channel_item(c) for c in channels],
-            "notify": [rule_item(r) for r in by_name(rules)],
+            "channels": [in_project(channel_item(c), c) for c in channels],
+            "notify": [in_project(rule_item(r), r) for r in by_name(rules)],
         }
 
     def apply(self, sections: dict[str, Any]) -> None:
@@ -452,6 +452,7 @@ class NotifySections:
             state=channel_state,
             write=lambda channel, *_: channel.save(),
             mask=masked_channel_diff,
+            project=item.get("project"),
         )
 
     def apply_rule(self, where: str, item: dict[str, Any]) -> None:
@@ -489,20 +490,25 @@ class NotifySections:
             state=rule_state,
             planned_state=lambda rule: rule_state(rule, names),
             write=write,
+            project=item.get("project"),
         )
 
     def prune(self) -> None:
         """Delete the channels and rules this file made that it no longer
         names; never those made or adopted in the admin, or of another file."""
         managed = file_rows(self.applier.source, self.applier.managed_source)
-        managed_rules = Rule.objects.filter(managed).exclude(name__in=self.rule_names)
+        managed_rules = self.applier.prunable(Rule.objects.filter(managed)).exclude(
+            name__in=self.rule_names
+        )
         for rule in managed_rules:
             # A copy keeps the pk that delete() clears: the event's target.
             self.applier.record_change(
                 "rule", rule.name, rule_state(rule), None, target=copy.copy(rule)
             )
             rule.delete()
-        managed_channels = Channel.objects.filter(managed).exclude(name__in=self.channel_names)
+        managed_channels = self.applier.prunable(Channel.objects.filter(managed)).exclude(
+            name__in=self.channel_names
+        )
         for channel in managed_channels:
             users = sorted(channel.rules.values_list("name", flat=True))
             if users:

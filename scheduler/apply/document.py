@@ -135,7 +135,8 @@ def check_document(document: Any, where: str = "") -> dict[str, Any]:
         document = {}
     if not isinstance(document, dict):
         raise ApplyError(f"{where}expected a mapping with 'calendars' and 'jobs'")
-    unknown = set(document) - set(section_keys())
+    # `project:` (a name) puts the document's items in a project (docs/design.md §11).
+    unknown = set(document) - set(section_keys()) - {"project"}
     if unknown:
         raise ApplyError(f"{where}unknown top-level key(s): {', '.join(sorted(unknown))}")
     for key in section_keys():
@@ -157,6 +158,7 @@ def apply(
     actor: object = ("user", "apply"),
     source: str = "",
     managed_source: str = "",
+    projects: set[str] | None = None,
 ) -> list[Change]:
     """Apply the document; returns the list of Changes. Raises ApplyError.
 
@@ -164,6 +166,9 @@ def apply(
     `managed_source` (the file's name), and `prune` deletes only those of
     that source the document no longer lists: several files each manage
     their own. `source` is what the audit events say the document came from.
+    `projects` are those the caller may write (a key bound to one, a project
+    editor): an item of any other, or a stored row of one, refuses the
+    whole document; None: every project.
 
     Every item is checked and the plan made first, reading only (on SQLite
     a write transaction holds the database's write lock, and every tick,
@@ -172,7 +177,13 @@ def apply(
     never overwritten: the plan is made again (at most PLAN_ATTEMPTS times).
     """
     for _attempt in range(PLAN_ATTEMPTS):
-        applier = Applier(now=now, actor=actor, source=source, managed_source=managed_source)
+        applier = Applier(
+            now=now,
+            actor=actor,
+            source=source,
+            managed_source=managed_source,
+            projects=projects,
+        )
         applier.plan(document)
         if applier.errors:
             # Refused before any write: the write lock is never taken for it.
@@ -196,14 +207,20 @@ def apply_item(
     managed_by: Any,
     via: str,
     source: str = "",
+    projects: set[str] | None = None,
 ) -> Change:
     """Check and write one job or calendar (`kind`) as apply would, marked
     `managed_by`; returns its Change. ApplyError names the field
-    ("schedule: ..."). The management API's writes: one item, no file."""
-    problem = item_problem("", item, {"job": JOB_KEYS, "calendar": CALENDAR_KEYS}[kind])
+    ("schedule: ..."). The management API's writes: one item, no file.
+    `projects`: those the caller may write (a key bound to one); None: all."""
+    problem = item_problem(
+        "", item, {"job": JOB_KEYS, "calendar": CALENDAR_KEYS}[kind] | {"project"}
+    )
     if problem:
         raise ApplyError(relative_errors([problem]))
-    applier = Applier(now=now, actor=actor, source=source, managed_by=managed_by, via=via)
+    applier = Applier(
+        now=now, actor=actor, source=source, managed_by=managed_by, via=via, projects=projects
+    )
     plan_item = applier.apply_job if kind == "job" else applier.apply_calendar
     # One row: planned and written in one transaction, which reads it again.
     with transaction.atomic():

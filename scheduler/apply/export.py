@@ -36,6 +36,8 @@ from audit.changes import (
 from calendars.models import Calendar, CalendarPeriod
 from core import db
 from croniq_runner.sizes import written
+from projects.models import DEFAULT as DEFAULT_PROJECT
+from projects.models import Project
 from scheduler.apply.fields import (
     CALENDAR_FIELDS,
     CONTAINER_FIELDS,
@@ -67,10 +69,22 @@ OLDER_NAMES = {"jobs": {"singleton"}}
 
 
 def everything(rows: QuerySet) -> QuerySet:
-    """The selection of a whole export. Projects (docs/design.md §11) will
-    bring one project's (`export --project P`: the rows of P, and
-    `project: P` at the top of the document)."""
+    """The selection of a whole export."""
     return rows
+
+
+def one_project(name: str) -> Selection:
+    """The selection of `export --project NAME`: that project's rows."""
+    return lambda rows: rows.filter(project=name)
+
+
+def in_project(item: dict[str, Any], row: Any) -> dict[str, Any]:
+    """`item` with its row's `project` after its name, unless `default`:
+    an export applied elsewhere puts each row back in its project."""
+    if row.project == DEFAULT_PROJECT:
+        return item
+    name, rest = item["name"], {k: v for k, v in item.items() if k != "name"}
+    return {"name": name, "project": row.project, **rest}
 
 
 class ExportError(Exception):
@@ -79,7 +93,7 @@ class ExportError(Exception):
 
 @dataclass
 class Export:
-    document: dict[str, list[dict[str, Any]]]
+    document: dict[str, Any]
     # What the person exporting should know (stderr): secret-looking env
     # values written out, pauses not carried.
     warnings: list[str] = field(default_factory=list)
@@ -89,13 +103,22 @@ class Export:
         return HEADER + dumped(self.document)
 
 
-def export(select: Selection = everything, now: dt.datetime | None = None) -> Export:
+def export(
+    select: Selection = everything, now: dt.datetime | None = None, project: str | None = None
+) -> Export:
     """The configuration `select` picks, read from one snapshot (a row
     changed meanwhile cannot leave a job naming a calendar the document
     lacks), as an apply document, at `now` (default: the clock's); ExportError
-    when an app's section cannot be exported."""
+    when an app's section cannot be exported. With `project`, that project's
+    rows alone, under `project:` at the top; the document declares the
+    projects it names (`projects:`), so it applies to a new database."""
     now = now or timezone.now()
+    if project is not None:
+        select = one_project(project)
     with db.snapshot():
+        declared = Project.objects.exclude(name=DEFAULT_PROJECT)
+        if project is not None:
+            declared = declared.filter(name=project)
         calendars = by_name(select(Calendar.objects.select_related("base")))
         periods = periods_by_calendar(select)
         groups = by_name(select(ConcurrencyGroup.objects.all()))
@@ -103,9 +126,12 @@ def export(select: Selection = everything, now: dt.datetime | None = None) -> Ex
         warnings: list[str] = []
         done = [job for job in jobs if one_shots_gone_by(job, now)]
         sections = {
-            "calendars": [calendar_item(c, periods.get(c.pk, [])) for c in calendars],
-            "concurrency_groups": [group_item(g) for g in groups],
-            "jobs": [job_item(j, now) for j in jobs if j not in done],
+            "projects": [project_item(p) for p in declared],
+            "calendars": [
+                in_project(calendar_item(c, periods.get(c.pk, [])), c) for c in calendars
+            ],
+            "concurrency_groups": [in_project(group_item(g), g) for g in groups],
+            "jobs": [in_project(job_item(j, now), j) for j in jobs if j not in done],
         }
         for keys, factory in added_sections():
             exported = getattr(factory, "export", None)
@@ -119,7 +145,9 @@ def export(select: Selection = everything, now: dt.datetime | None = None) -> Ex
             warned = getattr(factory, "export_warnings", None)
             if warned is not None:
                 warnings += warned(select)
-    document = {key: items for key, items in sections.items() if items}
+    document: dict[str, Any] = {key: items for key, items in sections.items() if items}
+    if project is not None:
+        document = {"project": project, **document}
     warnings = [
         *secret_env_warnings(jobs),
         *secret_header_warnings(jobs),
@@ -213,6 +241,13 @@ def period_item(period: CalendarPeriod) -> dict[str, Any]:
 def clock(time: dt.time) -> str:
     """A time of day as `"HH:MM"`, with seconds only when it has them."""
     return time.isoformat(timespec="minutes" if not (time.second or time.microsecond) else "auto")
+
+
+def project_item(project: Project) -> dict[str, Any]:
+    item = {"name": project.name}
+    if project.description:
+        item["description"] = project.description
+    return item
 
 
 def group_item(group: ConcurrencyGroup) -> dict[str, Any]:

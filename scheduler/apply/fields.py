@@ -595,6 +595,11 @@ GROUP_FIELDS = (
     Field("description", "text", "Free text.", ""),
 )
 GROUP_KEYS = field_names(GROUP_FIELDS)
+PROJECT_FIELDS = (
+    Field("name", "slug", "Unique name; items and API keys name their project by it.", REQUIRED),
+    Field("description", "text", "Free text.", ""),
+)
+PROJECT_KEYS = field_names(PROJECT_FIELDS)
 # Job fields that are durations: seconds, or a text like "30m" (see `seconds`).
 JOB_DURATIONS = ("max_duration", "min_duration", "jitter", "stagger", "requires_timeout")
 # Job fields that are sizes: bytes, or a text like "64MiB"

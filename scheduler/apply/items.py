@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
 
 from calendars.models import WEEKDAYS, CalendarPeriod
 from calendars.validators import text_problems, validate_timezone
@@ -753,6 +754,21 @@ def field_path(where: str, model_field: str | None) -> str:
     if model_field == "__all__":
         return where
     return f"{where}.{YAML_PATHS.get(model_field, model_field)}"
+
+
+def project_name(where: str, value: Any) -> str:
+    """A project's name as an item or the document names it: a slug."""
+    if not isinstance(value, str) or not value:
+        raise ApplyError(f"{where}: expected a project's name")
+    try:
+        validate_slug(value)
+    except ValidationError:
+        raise ApplyError(
+            f"{where}: {quoted(value)} is not a name: letters, digits, - and _"
+        ) from None
+    if len(value) > 100:
+        raise ApplyError(f"{where}: at most 100 characters")
+    return value
 
 
 def item_problem(where: str, item: Any, allowed: set[str]) -> str | None:

@@ -13,6 +13,9 @@ from audit.changes import masked_diff
 from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import RulesError
 from core.ownership import ManagedBy
+from projects import names as project_names
+from projects.models import DEFAULT as DEFAULT_PROJECT
+from projects.models import Project
 from scheduler.apply.fields import (
     CALENDAR_KEYS,
     GROUP_KEYS,
@@ -21,6 +24,7 @@ from scheduler.apply.fields import (
     JOB_KEYS,
     JOB_SIZE_BOUNDS,
     JOB_SIZES,
+    PROJECT_KEYS,
 )
 from scheduler.apply.items import (
     ApplyError,
@@ -40,6 +44,7 @@ from scheduler.apply.items import (
     parameter_names,
     period_values,
     periods_of,
+    project_name,
     quoted,
     requirement_list,
     schedule_list,
@@ -106,6 +111,7 @@ class Planner:
         managed_by=ManagedBy.APPLY,
         via: str = "apply",
         managed_source: str = "",
+        projects: set[str] | None = None,
     ) -> None:
         self.now = now
         self.actor = actor
@@ -129,9 +135,17 @@ class Planner:
         self.touched_calendars = []  # calendars whose rules this document changes
         self.jobs_to_reschedule = []
         self.fire_changes = {}  # job name: its Change, whose fire times moved
+        # The projects the caller may write (a key bound to one, a project
+        # editor): None for every project. The document's own `project:`
+        # and the projects its `projects:` section declares.
+        self.projects = projects
+        self.project = DEFAULT_PROJECT
+        self.declared = {}  # name: description
+        self.known_projects = None  # read once, when the first item asks
 
     def plan(self, document: dict[str, Any]) -> None:
         """Check every item and plan its writes, reading only."""
+        self.plan_projects(document)
         self.apply_calendars(document.get("calendars") or [])
         self.apply_groups(document.get("concurrency_groups") or [])
         self.apply_jobs(document.get("jobs") or [])
@@ -144,6 +158,86 @@ class Planner:
             self.errors.extend(describe_errors(where, e))
         except ApplyError as e:
             self.errors.extend(e.errors)
+
+    # Projects
+
+    def plan_projects(self, document: dict[str, Any]) -> None:
+        """The `projects:` section (created, or their description changed,
+        before any item names them) and the document's `project:`, which
+        every item without a `project` of its own belongs to."""
+        for where, item in self.check_items(
+            "projects", document.get("projects") or [], PROJECT_KEYS
+        ):
+            if self.projects is not None:
+                self.errors.append(f"{where}: only a global key or a superuser declares projects")
+                continue
+            try:
+                name = project_name(f"{where}.name", item["name"])
+                description = item.get("description") or ""
+                if not isinstance(description, str):
+                    raise ApplyError(f"{where}.description: expected text")
+            except ApplyError as e:
+                self.errors.extend(e.errors)
+                continue
+            self.declared[name] = description
+        chosen = document.get("project")
+        if chosen is None:
+            return
+        try:
+            self.project = project_name("project", chosen)
+        except ApplyError as e:
+            self.errors.extend(e.errors)
+            return
+        if not self.may_write(self.project):
+            self.errors.append(f"project: no project named {quoted(self.project)}")
+
+    def may_write(self, project: str) -> bool:
+        """Whether the document may put rows in `project`: it exists (or
+        the document declares it) and the caller may write it."""
+        if self.projects is not None and project not in self.projects:
+            return False
+        if self.known_projects is None:
+            self.known_projects = project_names.known()
+        return project in self.known_projects or project in self.declared
+
+    def project_for(self, name: Any, stored: Any) -> str:
+        """The project of an item whose own `project` is `name` (None: the
+        document's), stored as `stored`: ValidationError when the caller may
+        not write it, or may not write the stored row's. To a caller bound
+        to projects, the others do not exist: "no project named"."""
+        if name is not None:
+            try:
+                name = project_name("project", name)
+            except ApplyError:
+                raise ValidationError(
+                    {"project": "expected a project's name: letters, digits, - and _"}
+                ) from None
+        chosen = name or self.project
+        if not self.may_write(chosen):
+            raise ValidationError({"project": f"no project named {quoted(chosen)}"})
+        if stored is not None and not self.may_write(stored.project):
+            raise ValidationError({"name": f"{quoted(stored.name)} is taken"})
+        return chosen
+
+    def prunable(self, rows: Any) -> Any:
+        """`rows` narrowed to the projects the caller may write: a bound
+        caller's prune never reaches another project's rows."""
+        return rows if self.projects is None else rows.filter(project__in=sorted(self.projects))
+
+    def write_projects(self) -> None:
+        """Create the declared projects, or change their description."""
+        stored = {p.name: p for p in Project.objects.filter(name__in=list(self.declared))}
+        for name, description in self.declared.items():
+            project = stored.get(name)
+            before = None if project is None else {"description": project.description}
+            if project is None:
+                project = Project.objects.create(name=name, description=description)
+            elif project.description != description:
+                project.description = description
+                project.save(update_fields=["description"])
+            self.record_change(
+                "project", name, before, {"description": description}, target=project
+            )
 
     def schedule_new(self, job: Job) -> None:
         """A new job's first fire time, as Job.reschedule computes it (a new
@@ -173,7 +267,9 @@ class Planner:
                 period.full_clean(exclude=["calendar"])
 
         def write(calendar, version, before, after) -> None:
-            fields = None if version is None else [*values, "managed_by", "managed_source"]
+            fields = (
+                None if version is None else [*values, "project", "managed_by", "managed_source"]
+            )
             fields = fields and [*fields, "updated_at"]
             self.writes.append(Write(calendar, fields, version, periods))
             if version is not None:  # a new calendar has no jobs but this document's new ones
@@ -189,6 +285,7 @@ class Planner:
             planned_state=lambda calendar: calendar_state(calendar, planned_periods),
             clean=clean,
             write=write,
+            project=item.get("project"),
         )
         self.planned_calendars[calendar.name] = calendar
         self.rules[calendar.name] = self.planned_rules(calendar, planned_periods)
@@ -242,6 +339,7 @@ class Planner:
             values,
             state=group_state,
             write=write,
+            project=item.get("project"),
         )
         self.planned_groups[group.name] = group
 
@@ -427,7 +525,8 @@ class Planner:
         good, seen = [], set()
         for index, item in enumerate(items):
             where = f"{key}[{index}]"
-            problem = item_problem(where, item, allowed)
+            # Every section's items may name their project (docs/design.md §11).
+            problem = item_problem(where, item, allowed | {"project"})
             if problem:
                 self.errors.append(problem)
                 continue

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import yaml
 
-from scheduler.apply.fields import CALENDAR_FIELDS, GROUP_FIELDS, JOB_FIELDS, REQUIRED, Field
+from scheduler.apply.fields import (
+    CALENDAR_FIELDS,
+    GROUP_FIELDS,
+    JOB_FIELDS,
+    PROJECT_FIELDS,
+    REQUIRED,
+    Field,
+)
 from scheduler.apply.sections import added_sections
 
 HEADER = """\
@@ -35,9 +42,19 @@ under CRONIQ_SECRETS_DIR) or `${CRONIQ_SECRET_NAME}`.
 A document is YAML without anchors or aliases (`&name`, `*name`: write the
 value out), or JSON; at most 2.5 MB, with at most 5,000 jobs, 1,000
 calendars, 1,000 concurrency groups and 1,000 items of any other section.
+
+Projects (docs/design.md §11): a top-level `project: NAME` puts every item
+of the document in that project (default: `default`); an item's own
+`project` field, which every section's items accept, wins over it. A
+project must exist or be declared in the document's `projects:` section
+(which only a global key or a superuser may write). A caller bound to
+projects (a key bound to one, a project editor) is refused the whole
+document when an item, or the stored row of an item's name, is elsewhere;
+its `--prune` never deletes another project's rows.
 """
 
 BUILT_IN = {
+    "projects": PROJECT_FIELDS,
     "calendars": CALENDAR_FIELDS,
     "concurrency_groups": GROUP_FIELDS,
     "jobs": JOB_FIELDS,

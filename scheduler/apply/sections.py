@@ -7,7 +7,7 @@ as jobs and calendars."""
 from collections.abc import Callable
 from typing import Any
 
-BUILT_IN_SECTIONS = ("calendars", "concurrency_groups", "jobs")
+BUILT_IN_SECTIONS = ("projects", "calendars", "concurrency_groups", "jobs")
 # [(keys, factory)] added by apps above the scheduler, in the order applied.
 _sections = []
 

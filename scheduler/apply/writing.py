@@ -34,6 +34,7 @@ class Applier(Planner):
         try:
             with transaction.atomic():
                 added = [(keys, factory(self)) for keys, factory in added_sections()]
+                self.write_projects()  # before any row names them
                 self.write_rows()
                 self.check_chains()
                 for keys, section in added:
@@ -101,13 +102,13 @@ class Applier(Planner):
         rows of other files, and those made or adopted through the API or
         the admin, stay."""
         managed = {"managed_by": ManagedBy.APPLY, "managed_source": self.managed_source}
-        unlisted_jobs = Job.objects.filter(**managed)
+        unlisted_jobs = self.prunable(Job.objects.filter(**managed))
         for job in unlisted_jobs.exclude(name__in=self.job_names):
             # A copy keeps the pk that delete() clears: the event's target.
             target = copy.copy(job)
             self.record_change("job", job.name, job_state(job), None, target=target)
             job.delete()
-        unlisted_groups = ConcurrencyGroup.objects.filter(**managed)
+        unlisted_groups = self.prunable(ConcurrencyGroup.objects.filter(**managed))
         for group in unlisted_groups.exclude(name__in=self.group_names):
             before, target = group_state(group), copy.copy(group)
             try:
@@ -120,7 +121,7 @@ class Applier(Planner):
                 )
                 continue
             self.record_change("concurrency_group", group.name, before, None, target=target)
-        unlisted_calendars = Calendar.objects.filter(**managed)
+        unlisted_calendars = self.prunable(Calendar.objects.filter(**managed))
         for calendar in unlisted_calendars.exclude(name__in=self.calendar_names).order_by("-pk"):
             before = calendar_state(calendar)
             target = copy.copy(calendar)

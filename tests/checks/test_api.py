@@ -104,7 +104,7 @@ def test_a_cron_check_defaults_its_grace_and_shows_when_the_next_ping_is_due(cli
         ({"name": "x", "period": 60, "timezone": "Mars/Olympus"}, "timezone: 'Mars/Olympus'"),
         ({"name": "not a name", "period": 60}, "name: 'not a name' is not a name"),
         ({"period": 60}, "name: required"),
-        ({"name": "x", "period": 60, "project": "other"}, "project: only 'default'"),
+        ({"name": "x", "period": 60, "project": "other"}, "project: no project named 'other'"),
         ({"name": "x", "period": 60, "labels": "db"}, "labels: expected a list"),
         ({"name": "x", "period": 60, "colour": "red"}, "colour: unknown field"),
         ({"name": "x", "period": 60, "description": "a\x00b"}, "description: must not contain"),

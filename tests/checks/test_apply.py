@@ -135,7 +135,10 @@ def test_a_pause_is_the_operators_and_apply_leaves_it():
         ({**HEARTBEAT, "name": "no spaces"}, "checks[2].name: 'no spaces' is not a name"),
         ({**HEARTBEAT, "name": "x", "token": "mine"}, "checks[2]: unknown field(s): token"),
         ({**HEARTBEAT, "name": "x", "paused": True}, "checks[2]: unknown field(s): paused"),
-        ({**HEARTBEAT, "name": "x", "project": "default"}, "checks[2]: unknown field(s): project"),
+        (
+            {**HEARTBEAT, "name": "x", "project": "nowhere"},
+            "checks[2].project: no project named 'nowhere'",
+        ),
         ({**HEARTBEAT, "name": "backup"}, "checks[2].name: 'backup' is listed twice"),
         ("heartbeat", "checks[2]: expected a mapping"),
     ],

@@ -2,6 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from projects import names as project_names
 from scheduler.apply.export import ExportError, export
 
 
@@ -11,9 +12,18 @@ class Command(BaseCommand):
         "channels and rules) as one apply document; no runs, runners, pauses or audit."
     )
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--project",
+            help="only this project's rows, under `project:` at the top of the document",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        project = options.get("project")
+        if project is not None and not project_names.exists(project):
+            raise CommandError(f"--project: no project named {project!r}")
         try:
-            exported = export()
+            exported = export(project=project)
         except ExportError as e:
             raise CommandError(str(e)) from None
         # stdout is the document alone (`export > croniq.yaml`); the rest on stderr.
