@@ -34,6 +34,7 @@ from django.http import HttpRequest
 from django.shortcuts import render
 
 from croniq_project import sso_roles
+from projects import names as project_names
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ def claims(sociallogin: SocialLogin) -> dict[str, Any]:
 
 
 def granted(sociallogin: SocialLogin) -> sso_roles.Grant:
-    return sso_roles.grant(claims(sociallogin).get(settings.CRONIQ_OIDC_ROLES_CLAIM))
+    claim = claims(sociallogin).get(settings.CRONIQ_OIDC_ROLES_CLAIM)
+    return sso_roles.grant(claim, project_names.known())
 
 
 def valid_username(candidate: Any) -> bool:

@@ -1,14 +1,15 @@
 """What an identity provider's roles claim grants in Croniq (docs/design.md §11).
 
-A value `croniq:<project>:<role>` grants that role in that project, and
-`croniq:admin` makes a superuser. Projects do not exist yet: every object
-is in project `default`, and a role is one of the global groups the
-dashboard's migrations made. PROJECT_ROLES is the one place a Project model
-replaces; a role in another project is ignored (and logged) until then.
+A value `croniq:<project>:<role>` grants that role (viewer, operator,
+editor, admin) in that project, and `croniq:admin` makes a superuser. A
+role in a project that does not exist, or an unknown role, grants nothing
+and is logged: the provider's groups can run ahead of Croniq's projects.
 
-At each single sign-on login the user's Croniq groups become exactly what
-the claim grants (`apply`): a role taken away at the provider is taken away
-here at the next login.
+At each single sign-on login the user's roles from single sign-on become
+exactly what the claim grants (`apply`): a role taken away at the provider
+is taken away here at the next login. A role an admin gave the user by
+hand (in the project's page) is the admin's, and single sign-on leaves it
+alone; in that project the claim's role is not written (and is logged).
 """
 
 import logging
@@ -16,45 +17,29 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import Group
+from projects import roles, scoping
+from projects.models import Project, Role
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "croniq:"
 SUPERUSER = "croniq:admin"
-DEFAULT_PROJECT = "default"
-
-VIEWERS = "Croniq viewers"
-OPERATORS = "Croniq operators"
-ADMINS = "Croniq admins"
-# The groups single sign-on manages: a user's other groups are left alone.
-CRONIQ_GROUPS = (VIEWERS, OPERATORS, ADMINS)
-
-# (project, role) -> the group granting it. There is no editors' group yet:
-# the Croniq admins edit jobs and calendars but also hold API keys and the
-# secrets store, which an editor must not. So an editor gets the operators'
-# group (less than asked, never more) until roles are per project.
-PROJECT_ROLES = {
-    (DEFAULT_PROJECT, "viewer"): VIEWERS,
-    (DEFAULT_PROJECT, "operator"): OPERATORS,
-    (DEFAULT_PROJECT, "editor"): OPERATORS,
-    (DEFAULT_PROJECT, "admin"): ADMINS,
-}
 
 
 @dataclass(frozen=True)
 class Grant:
-    """What a claim grants: Croniq groups, superuser or not, and the
-    `croniq:` values that granted nothing (another project, an unknown role)."""
+    """What a claim grants: {project: role} (the highest where several
+    name one project), superuser or not, and the `croniq:` values that
+    granted nothing (an unknown project or role)."""
 
-    groups: frozenset[str]
+    roles: tuple[tuple[str, str], ...]
     superuser: bool
     ignored: tuple[str, ...] = ()
 
     @property
     def any(self) -> bool:
         """Whether the claim grants any role: a user without one is refused."""
-        return self.superuser or bool(self.groups)
+        return self.superuser or bool(self.roles)
 
 
 def values(claim: Any) -> list[str]:
@@ -67,13 +52,15 @@ def values(claim: Any) -> list[str]:
     return []
 
 
-def grant(claim: Any) -> Grant:
-    """The Grant of a roles claim's value (None when the claim is absent).
+def grant(claim: Any, projects: Iterable[str]) -> Grant:
+    """The Grant of a roles claim's value (None when the claim is absent),
+    where `projects` exist.
 
     Keycloak's group mapper sends full group paths (`/croniq:default:viewer`):
     the leading slash is dropped. Values not starting with `croniq:` are
     someone else's groups and are skipped silently."""
-    groups: set[str] = set()
+    known = set(projects)
+    held: dict[str, list[str]] = {}
     superuser = False
     ignored: list[str] = []
     for raw in values(claim):
@@ -84,43 +71,57 @@ def grant(claim: Any) -> Grant:
             superuser = True
             continue
         project, _, role = value[len(PREFIX) :].partition(":")
-        group = PROJECT_ROLES.get((project, role))
-        if group is None:
-            ignored.append(value)
+        if project in known and role in roles.ORDER:
+            held.setdefault(project, []).append(role)
         else:
-            groups.add(group)
-    return Grant(frozenset(groups), superuser, tuple(ignored))
+            ignored.append(value)
+    granted = {project: roles.highest(names) for project, names in held.items()}
+    return Grant(
+        tuple(sorted((p, r) for p, r in granted.items() if r is not None)),
+        superuser,
+        tuple(ignored),
+    )
 
 
 def log_ignored(username: str, ignored: Iterable[str]) -> None:
     for value in ignored:
         logger.warning(
-            "single sign-on: %s's role %r grants nothing: Croniq has only the project %r "
-            "and the roles %s",
+            "single sign-on: %s's role %r grants nothing: no such project, or a role other than %s",
             username,
             value,
-            DEFAULT_PROJECT,
-            ", ".join(sorted({role for _, role in PROJECT_ROLES})),
+            ", ".join(roles.ORDER),
         )
 
 
 def apply(user: Any, granted: Grant) -> bool:
-    """Set `user`'s Croniq groups to exactly the granted ones, is_superuser to
-    `croniq:admin`, and is_staff to whether any role is granted. Only for a
-    user who signs in through single sign-on: a local superuser is never
-    demoted by this. Returns whether anything changed."""
-    held = set(user.groups.filter(name__in=CRONIQ_GROUPS).values_list("name", flat=True))
-    missing = granted.groups - set(
-        Group.objects.filter(name__in=granted.groups).values_list("name", flat=True)
-    )
-    for name in sorted(missing):
-        logger.error("single sign-on: the group %r no longer exists: nothing granted", name)
+    """Set `user`'s roles from single sign-on to exactly the granted ones,
+    is_superuser to `croniq:admin`, and is_staff to whether any role is
+    granted. Only for a user who signs in through single sign-on: a local
+    superuser is never demoted by this. Returns whether anything changed."""
+    wanted = dict(granted.roles)
+    mine = {r.project.name: r for r in Role.objects.filter(user=user).select_related("project")}
     changed = False
-    if to_remove := held - granted.groups:
-        user.groups.remove(*Group.objects.filter(name__in=to_remove))
-        changed = True
-    if to_add := granted.groups - held - missing:
-        user.groups.add(*Group.objects.filter(name__in=to_add))
+    for project, role in mine.items():
+        if role.from_sso and wanted.get(project) != role.role:
+            role.delete()
+            changed = True
+    projects = {p.name: p for p in Project.objects.filter(name__in=list(wanted))}
+    for project, role_name in wanted.items():
+        held = mine.get(project)
+        if held is not None and not held.from_sso:
+            logger.warning(
+                "single sign-on: %s holds %s in %s from an admin: the claim's %s is not written",
+                user.get_username(),
+                held.role,
+                project,
+                role_name,
+            )
+            continue
+        if held is not None and held.role == role_name:
+            continue
+        if project not in projects:  # `default` on a database emptied by hand
+            projects[project] = Project.objects.get_or_create(name=project)[0]
+        Role.objects.create(project=projects[project], user=user, role=role_name, from_sso=True)
         changed = True
     flags = {"is_superuser": granted.superuser, "is_staff": granted.any}
     if any(getattr(user, name) != value for name, value in flags.items()):
@@ -128,4 +129,6 @@ def apply(user: Any, granted: Grant) -> bool:
             setattr(user, name, value)
         user.save(update_fields=list(flags))
         changed = True
+    if changed:
+        scoping.forget(user)
     return changed

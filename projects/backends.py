@@ -4,8 +4,9 @@
 answers the global permissions (superusers, the global groups) and only
 without a row; this one answers with a row: yes when the permission is
 held globally (it holds for every row), else by the role `user` holds in
-the row's project. Without a row it answers no: a role never grants a
-permission on every project.
+the row's project. Without a row it answers no, a role never granting a
+permission on every project, but for what every project shares
+(`roles.SHARED`: reading the runners), which any role holds.
 """
 
 from typing import Any
@@ -20,8 +21,10 @@ class ProjectRoleBackend(BaseBackend):
         return None  # it signs nobody in: it only answers permissions
 
     def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
-        if obj is None or not getattr(user_obj, "is_active", False):
+        if not getattr(user_obj, "is_active", False):
             return False
+        if obj is None:
+            return perm in roles.SHARED and bool(scoping.roles_of(user_obj))
         if user_obj.has_perm(perm):  # global: ModelBackend, without the row
             return True
         return roles.grants(scoping.role_in(user_obj, scoping.project_of(obj)), perm)

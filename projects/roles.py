@@ -51,6 +51,10 @@ ADMINISTERING = _model_permissions(HELD, ("view", "add", "change", "delete")) | 
     "control.revoke_apikey"
 }
 
+# What every role holds without a row, in every project: the runners are
+# shared by all projects, and a run waiting for one is explained by them.
+SHARED = frozenset({"runners.view_runner"})
+
 PERMISSIONS: dict[str, frozenset[str]] = {
     VIEWER: frozenset(VIEWING),
     OPERATOR: frozenset(VIEWING | OPERATING),

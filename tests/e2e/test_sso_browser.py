@@ -36,10 +36,15 @@ out(True)
 
 ROLES = """
 from django.contrib.auth import get_user_model
+from projects.models import Role
 
 user = get_user_model().objects.filter(username={username!r}).first()
 out(user and {{
     "groups": sorted(user.groups.values_list("name", flat=True)),
+    "roles": sorted(
+        project + ":" + role
+        for project, role in Role.objects.filter(user=user).values_list("project__name", "role")
+    ),
     "is_staff": user.is_staff,
     "is_superuser": user.is_superuser,
     "usable_password": user.has_usable_password(),
@@ -137,7 +142,8 @@ def test_sso_signs_in_with_the_mapped_role_and_rereads_it_at_each_login(browser_
     assert "alice" in page.inner_text("header.top .user")
     screenshot(page, "sso-signed-in")
     assert roles(database, "alice") == {
-        "groups": ["Croniq viewers"],
+        "groups": [],
+        "roles": ["default:viewer"],
         "is_staff": True,
         "is_superuser": False,
         "usable_password": False,
@@ -154,7 +160,7 @@ def test_sso_signs_in_with_the_mapped_role_and_rereads_it_at_each_login(browser_
     )
     sign_in_with_sso(page, server)
     page.wait_for_url(server.url + "/runners/")
-    assert roles(database, "alice")["groups"] == ["Croniq operators"]
+    assert roles(database, "alice")["roles"] == ["default:operator"]
     assert roles(database, "alice")["is_superuser"] is True
     log_out(page, server)
 
@@ -166,6 +172,7 @@ def test_sso_signs_in_with_the_mapped_role_and_rereads_it_at_each_login(browser_
     screenshot(page, "sso-refused-no-role")
     assert roles(database, "alice") == {
         "groups": [],
+        "roles": [],
         "is_staff": False,
         "is_superuser": False,
         "usable_password": False,

@@ -126,3 +126,12 @@ def test_a_role_is_given_to_a_user_or_a_group_not_both(two_projects):
     team_a = two_projects[0]
     with pytest.raises(ValidationError):
         Role(project=team_a, role=roles.VIEWER).full_clean()
+
+
+def test_any_role_reads_the_runners_every_project_shares(two_projects):
+    team_a = two_projects[0]
+    ann, bob = user(), user("bob")
+    Role.objects.create(project=team_a, user=ann, role=roles.VIEWER)
+    assert ann.has_perm("runners.view_runner")
+    assert not ann.has_perm("runners.drain_runner")
+    assert not bob.has_perm("runners.view_runner")  # no role anywhere

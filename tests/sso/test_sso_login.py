@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from croniq_project import sso_settings
+from projects.models import Project, Role
 from tests.sign_in.conftest import PASSWORD
 from tests.sso.conftest import signed_in_as, sso_login
 
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.django_db
 ALICE = {"sub": "u-1", "preferred_username": "alice", "email": "alice@example.com"}
 
 
-def croniq_groups(user):
-    return sorted(user.groups.filter(name__startswith="Croniq ").values_list("name", flat=True))
+def held_roles(user):
+    """[(project, role)] the user holds, as (project, role, from single sign-on)."""
+    return sorted(Role.objects.filter(user=user).values_list("project__name", "role", "from_sso"))
 
 
 def test_the_login_page_offers_sso_only_when_configured(client, settings):
@@ -59,25 +61,20 @@ def test_a_first_login_makes_the_user_with_the_roles_granted(client, oidc):
     assert user.email == "alice@example.com"
     assert user.is_staff and not user.is_superuser
     assert not user.has_usable_password()
-    assert croniq_groups(user) == ["Croniq operators"]
+    assert held_roles(user) == [("default", "operator", True)]
     assert SocialAccount.objects.get(user=user).uid == "u-1"
     # The PKCE verifier went with the code.
     assert oidc.verifiers and len(oidc.verifiers[0]) >= 43
     assert client.get("/runners/").status_code == 200
 
 
-@pytest.mark.parametrize(
-    ("role", "group"),
-    [
-        ("viewer", "Croniq viewers"),
-        ("operator", "Croniq operators"),
-        ("editor", "Croniq operators"),  # never the admins' keys and secrets
-        ("admin", "Croniq admins"),
-    ],
-)
-def test_each_role_of_the_default_project_maps_to_its_group(client, oidc, role, group):
-    sso_login(client, oidc, {**ALICE, "groups": [f"croniq:default:{role}"]})
-    assert croniq_groups(signed_in_as(client)) == [group]
+@pytest.mark.parametrize("role", ["viewer", "operator", "editor", "admin"])
+def test_each_role_is_held_in_its_project_and_no_global_group(client, oidc, role):
+    Project.objects.create(name="payroll")
+    sso_login(client, oidc, {**ALICE, "groups": [f"croniq:payroll:{role}"]})
+    user = signed_in_as(client)
+    assert held_roles(user) == [("payroll", role, True)]
+    assert not user.groups.exists()  # nothing granted on every project
 
 
 def test_each_login_rereads_the_roles_adding_and_removing(client, oidc):
@@ -89,13 +86,13 @@ def test_each_login_rereads_the_roles_adding_and_removing(client, oidc):
 
     sso_login(client, oidc, {**ALICE, "groups": ["croniq:default:admin", "croniq:admin"]})
     user = signed_in_as(client)
-    assert croniq_groups(user) == ["Croniq admins"]
+    assert held_roles(user) == [("default", "admin", True)]
     assert user.is_superuser and user.is_staff
     client.post("/accounts/logout/")
 
     sso_login(client, oidc, {**ALICE, "groups": ["/croniq:default:viewer"]})
     user = signed_in_as(client)
-    assert croniq_groups(user) == ["Croniq viewers"]
+    assert held_roles(user) == [("default", "viewer", True)]
     assert not user.is_superuser and user.is_staff
     assert user.groups.filter(name="Payroll").exists()
     assert get_user_model().objects.filter(username="alice").count() == 1
@@ -105,7 +102,7 @@ def test_croniq_admin_alone_makes_a_superuser(client, oidc):
     sso_login(client, oidc, {**ALICE, "groups": "croniq:admin"})
     user = signed_in_as(client)
     assert user.is_superuser and user.is_staff
-    assert croniq_groups(user) == []
+    assert held_roles(user) == []
 
 
 def test_a_login_with_no_croniq_role_is_refused_and_makes_no_user(client, oidc):
@@ -127,19 +124,29 @@ def test_a_known_user_whose_roles_are_gone_is_refused_and_loses_them(client, oid
     assert answer.status_code == 403
     assert signed_in_as(client) is None
     user = get_user_model().objects.get(username="alice")
-    assert croniq_groups(user) == []
+    assert held_roles(user) == []
     assert not user.is_staff and not user.is_superuser
 
 
-def test_a_role_in_another_project_is_ignored_and_logged(client, oidc, caplog):
+def test_a_role_in_a_project_that_does_not_exist_is_ignored_and_logged(client, oidc, caplog):
     claims = {**ALICE, "groups": ["croniq:payroll:admin", "croniq:default:viewer"]}
     sso_login(client, oidc, claims)
-    assert croniq_groups(signed_in_as(client)) == ["Croniq viewers"]
+    assert held_roles(signed_in_as(client)) == [("default", "viewer", True)]
     assert "'croniq:payroll:admin' grants nothing" in caplog.text
     client.post("/accounts/logout/")
     # Alone it grants no role: refused.
     answer = sso_login(client, oidc, {**ALICE, "sub": "u-2", "groups": ["croniq:payroll:admin"]})
     assert answer.status_code == 403
+
+
+def test_a_role_an_admin_gave_by_hand_is_left_alone(client, oidc):
+    sso_login(client, oidc, {**ALICE, "groups": ["croniq:default:viewer"]})
+    user = signed_in_as(client)
+    payroll = Project.objects.create(name="payroll")
+    Role.objects.create(project=payroll, user=user, role="admin")  # the project's page
+    client.post("/accounts/logout/")
+    sso_login(client, oidc, {**ALICE, "groups": ["croniq:payroll:viewer", "croniq:default:editor"]})
+    assert held_roles(user) == [("default", "editor", True), ("payroll", "admin", False)]
 
 
 @pytest.mark.parametrize("name", ["alice", "Alice"])
