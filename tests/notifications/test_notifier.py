@@ -25,7 +25,7 @@ from harness.hooks import SECRET, Hook
 from notifications import notifier, notifier_process, wakeup
 from notifications.models import Delivery, Notification
 from scheduler.firing.loop import SchedulerLoop
-from tests.notifications.factories import SECRET_VARIABLE, notification, webhook
+from tests.notifications.factories import NOW, SECRET_VARIABLE, notification, webhook
 
 
 @pytest.fixture
@@ -179,6 +179,16 @@ def test_each_round_routes_first(postgres_only, hook):
     start(before=[broken, route])
     wait_for(lambda: routed and state_of(routed[0]) == Notification.DELIVERED)
     assert hook.ids() == [str(routed[0].pk)]
+
+
+def test_a_notifier_sleeps_no_longer_than_until_the_next_try_is_due(db):
+    idle = notifier.Notifier(before=[])
+    notification(webhook("http://127.0.0.1:9/hook"), at=NOW + timedelta(seconds=2))
+    assert idle.wait_after(NOW) == 2.0  # a retry's backoff, not the poll
+    assert idle.wait_after(NOW + timedelta(seconds=3)) == notifier.POLL  # nothing due later
+    idle.listening = True
+    assert idle.wait_after(NOW) == 2.0
+    assert idle.wait_after(NOW + timedelta(seconds=3)) == notifier.LISTENING_POLL
 
 
 def test_a_receiver_failing_twice_gets_three_tries_with_one_delivery_id(postgres_only, monkeypatch):
