@@ -3,6 +3,7 @@ as soon as it is free, and still gives up after its busy timeout."""
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from django.db import OperationalError
@@ -25,37 +26,50 @@ def file_connections(tmp_path, django_db_blocker):
             each.close()
 
 
-def hold_write_lock(holder, seconds, taken):
-    """Holds the write lock for `seconds`; returns (monotonic time before
-    its COMMIT, after it): the lock is released between the two."""
+def hold_write_lock(holder, taken, release):
+    """Holds the write lock from `taken` until `release`; returns the
+    monotonic time before its COMMIT (the lock is released from then)."""
     holder.inc_thread_sharing()  # opened here, used by the thread below
     with holder.cursor() as cursor:
         cursor.execute("BEGIN IMMEDIATE")
         taken.set()
-        time.sleep(seconds)
+        release.wait(10)
         committing = time.monotonic()
         cursor.execute("COMMIT")
-    return committing, time.monotonic()
+    return committing
 
 
-def test_an_eager_connection_takes_the_write_lock_right_after_its_release(file_connections):
+def test_an_eager_connection_takes_the_write_lock_right_after_its_release(
+    file_connections, monkeypatch
+):
+    from croniq_project.sqlite import base
+
     holder, eager = file_connections
     eager.eager_write_lock = True
     holder.ensure_connection()
-    taken, released = threading.Event(), []
-    thread = threading.Thread(target=lambda: released.append(hold_write_lock(holder, 0.25, taken)))
+    taken, release, committing = threading.Event(), threading.Event(), []
+    thread = threading.Thread(
+        target=lambda: committing.append(hold_write_lock(holder, taken, release))
+    )
     thread.start()
     taken.wait(5)
+    # Instead of SQLite's busy handler (its sleeps grow to 100 ms), it asks
+    # again every EAGER_RETRY: the lock is released once it has asked.
+    pauses = []
+
+    def pause(seconds):
+        pauses.append(seconds)
+        release.set()
+        time.sleep(seconds)
+
+    monkeypatch.setattr(base, "time", SimpleNamespace(monotonic=time.monotonic, sleep=pause))
     eager._start_transaction_under_autocommit()  # what atomic() calls
     got = time.monotonic()
     eager.cursor().execute("COMMIT")
     thread.join()
-    # SQLite's own busy handler sleeps up to 100 ms between tries. (The
-    # eager connection may take the lock before the holder's COMMIT
-    # returns: timed from both ends of it.)
-    committing, committed = released[0]
-    assert committing <= got
-    assert got - committed < 0.02
+    assert pauses and set(pauses) == {base.EAGER_RETRY}
+    # It had the lock once the holder let go (how soon: bench/wakeups.py).
+    assert committing[0] <= got
     with eager.cursor() as cursor:
         cursor.execute("PRAGMA busy_timeout")
         assert cursor.fetchone()[0] == 20000  # restored for later statements
@@ -71,7 +85,8 @@ def test_an_eager_connection_still_gives_up_after_its_busy_timeout(file_connecti
     started = time.monotonic()
     with pytest.raises(OperationalError, match="locked"):
         eager._start_transaction_under_autocommit()
-    assert 0.2 <= time.monotonic() - started < 2
+    # Its own 200 ms, not the 20 s the connection's settings give.
+    assert 0.2 <= time.monotonic() - started < 20 / 2
     with eager.cursor() as cursor:
         cursor.execute("PRAGMA busy_timeout")
         assert cursor.fetchone()[0] == 200

@@ -82,11 +82,12 @@ def test_a_watcher_blocks_until_another_connection_commits(database, closing):
 
     thread = later(lambda: writer.execute("INSERT INTO t VALUES (1)"))
     started = time.monotonic()
-    assert watcher.wait(5.0)
+    # True: woken by the commit (its timeout would be False; how soon:
+    # bench/wakeups.py's commit_wake), and not before it.
+    assert watcher.wait(60.0)
     thread.join()
 
-    # Woken by the commit, well before its 5 s timeout (how soon: bench/).
-    assert 0.15 <= time.monotonic() - started < 4.0
+    assert time.monotonic() - started >= 0.15
     assert not watcher.moved()  # that commit was seen
 
 
@@ -98,15 +99,15 @@ def test_its_wait_ends_at_its_timeout_or_interrupt_when_nobody_commits(database,
 
     started = time.monotonic()
     assert not watcher.wait(0.3)
-    assert 0.25 <= time.monotonic() - started < 4.0  # its timeout ended it
+    assert time.monotonic() - started >= 0.25  # its timeout ended it
 
     read, write = os.pipe()
     try:
         thread = later(lambda: os.write(write, b"!"))
         started = time.monotonic()
-        assert not watcher.wait(5.0, read)
+        assert not watcher.wait(60.0, read)
         thread.join()
-        assert time.monotonic() - started < 4.0  # the interrupt, not the 5 s timeout
+        assert time.monotonic() - started < 60.0 / 2  # the interrupt, not the timeout
     finally:
         os.close(read)
         os.close(write)
@@ -135,7 +136,7 @@ def test_it_sees_commits_after_the_log_was_deleted_and_made_anew(database, closi
     another = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
 
     thread = later(lambda: another.execute("INSERT INTO t VALUES (1)"))
-    assert watcher.wait(5.0)
+    assert watcher.wait(60.0)
     thread.join()
     another.close()
 
@@ -172,7 +173,8 @@ def test_a_commit_that_becomes_visible_a_while_after_its_write_is_seen(tmp_path,
             log.write(b"frame")
 
     thread = later(write, 0.1)
-    started = time.monotonic()
-    assert watcher.wait(5.0)
+    # True: its looks after the write went on until the commit became
+    # visible (its settling looks used up, it would wait out its timeout
+    # and return False).
+    assert watcher.wait(60.0)
     thread.join()
-    assert time.monotonic() - started < 2.0

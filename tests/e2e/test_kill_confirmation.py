@@ -84,13 +84,15 @@ def test_the_retry_starts_once_the_agent_confirms_the_kill_not_at_lease_expiry(w
     assert attempt(db, 2)["state"] == "pending"  # the old process may still run...
     assert not process_gone(old_pid)  # ...and it does
 
-    resumed = time.time()
     frozen.popen.send_signal(signal.SIGCONT)
-    wait_for(lambda: attempt(db, 2)["claimed_at"], timeout=10, message="the retry to be claimed")
+    wait_for(
+        lambda: attempt(db, 2)["claimed_at"], timeout=LEASE_TTL / 3, message="the retry's claim"
+    )
     assert process_gone(old_pid)  # killed before its end was reported
     claimed = attempt(db, 2)["claimed_at"]
-    assert claimed - resumed < 3  # within a second or two of the confirmation
-    assert first["lease_expires_at"] - claimed > LEASE_TTL / 2  # not at lease expiry
+    # Once the agent confirmed the kill, not at the old lease's expiry (the
+    # audit event below says which).
+    assert first["lease_expires_at"] - claimed > LEASE_TTL / 2
     [(data,)] = query(
         db, "SELECT data FROM audit_auditevent WHERE action = %s", ("execution.kill_confirmed",)
     )

@@ -15,6 +15,7 @@ from tests.e2e.notification_rows import (
     SECRET_VARIABLE,
     delivery_rows,
     insert_notifications,
+    normal_id,
     states,
 )
 
@@ -48,8 +49,7 @@ def test_a_notification_written_to_the_database_reaches_the_receiver(e2e_databas
     hook = Hook()
     try:
         [sent] = insert_notifications(e2e_database, hook.url)
-        committed = time.time()
-        wait_for(lambda: hook.received, timeout=10, message="the delivery")
+        wait_for(lambda: hook.received, timeout=30, message="the delivery")
         wait_for(lambda: states(e2e_database)[sent][0] == "delivered", message="the record")
     finally:
         hook.close()
@@ -57,8 +57,9 @@ def test_a_notification_written_to_the_database_reaches_the_receiver(e2e_databas
     [request] = hook.received
     assert request["verified"] and request["delivery"] == sent == request["body"]["id"]
     assert request["event"] == "execution.failed"
-    # The shell's commit is noticed by NOTIFY (PostgreSQL) or the 50 ms poll.
-    assert request["at"] - committed < 2.0
+    # The shell's commit wakes the notifier (NOTIFY on PostgreSQL, the
+    # commit itself on SQLite: tests/notifications/test_notifier.py); how
+    # soon is bench/notifications.py's latency.
     assert delivery_rows(e2e_database)[sent] == [(1, True)]
 
 
@@ -73,11 +74,13 @@ def test_a_receiver_answering_500_twice_gets_the_same_delivery_id_three_times(e2
     assert hook.ids() == [sent, sent, sent]
     assert all(request["verified"] for request in hook.received)
     assert delivery_rows(e2e_database)[sent] == [(1, False), (2, False), (3, True)]
-    arrivals = [request["at"] for request in hook.received]
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    # 1 s, then 2 s of backoff, counted from when each try left: a try that
-    # took a while to arrive makes the next gap look shorter by as much.
-    assert 0.6 < gaps[0] < 2.0 and 1.6 < gaps[1] < 3.0 and gaps[1] > gaps[0]
+    # 1 s, then 2 s of backoff, from when each try left (the delivery log's
+    # instants, not the arrivals: a try that took a while to arrive made the
+    # next gap look shorter by as much). That the notifier sleeps until the
+    # next try, not its poll: tests/notifications/test_notifier.py.
+    left = try_instants(e2e_database, sent)
+    gaps = [(b - a).total_seconds() for a, b in zip(left, left[1:], strict=False)]
+    assert gaps[0] >= 1 and gaps[1] >= 2, gaps
 
 
 def test_a_hanging_receiver_never_delays_firing(e2e_database, loop, tmp_path):
@@ -88,18 +91,33 @@ def test_a_hanging_receiver_never_delays_firing(e2e_database, loop, tmp_path):
     hook = Hook()
     hook.hang = True
     try:
-        # More than the loop's two delivery lanes: every lane hangs.
-        insert_notifications(e2e_database, hook.url, count=4, timeout=4.0)
+        # More than the loop's two delivery lanes: every lane hangs. The
+        # hook holds each request 30 s, the tries' timeout is a minute: a
+        # tick that waited on a lane would wait at least 30 s.
+        insert_notifications(e2e_database, hook.url, count=4, timeout=60.0)
         wait_for(lambda: len(hook.received) == 2, message="both lanes to hang")
         hung_at = time.time()
-        time.sleep(3.5)
-        fired = fired_between(e2e_database, hung_at, time.time())
+        fired = wait_for(
+            lambda: (found := fired_between(e2e_database, hung_at, time.time()))[2:] and found,
+            timeout=15,
+            message="three instants fired while the lanes hang",
+        )
+        still_hung = len(hook.received) == 2  # no try ended, no lane took another
     finally:
         hook.close()
     # The loop fired each second while every delivery lane hung.
-    assert len(fired) >= 3, fired
+    assert still_hung
     gaps = {round((b - a).total_seconds()) for a, b in zip(fired, fired[1:], strict=False)}
     assert gaps == {1}
+
+
+def try_instants(database, sent):
+    """When each try of notification `sent` left, in order."""
+    rows = query(
+        database,
+        "SELECT notification_id, at FROM notifications_delivery ORDER BY attempt",
+    )
+    return [parse(at) for pk, at in rows if normal_id(pk) == sent]
 
 
 def fired_between(database, start, end):

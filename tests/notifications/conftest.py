@@ -20,6 +20,8 @@ from scheduler.models import Execution
 from tests.factories import ExecutionFactory, JobFactory, RunnerFactory
 
 NOW = datetime(2026, 3, 2, 3, 0, 12, tzinfo=UTC)
+# How long a hanging receiver holds a request before it lets go (unanswered).
+HANG = 60
 
 
 class Receiver(ThreadingHTTPServer):
@@ -52,7 +54,7 @@ class ReceiverHandler(BaseHTTPRequestHandler):
         if self.server.secret and not channels.verify(self.server.secret, signature, body, NOW):
             return self.answer(401, b"bad signature")
         if self.server.hang:
-            self.server.released.wait(30)
+            self.server.released.wait(HANG)
             return
         self.answer(self.server.status, self.server.reply)
 

@@ -48,7 +48,9 @@ def test_backoff_doubles_from_one_second_up_to_ten_minutes():
 def test_a_due_notification_is_delivered_and_logged(db, hook):
     sent = notification(webhook(hook.url))
 
+    started = time.perf_counter()  # the clock the try's latency is read on
     assert delivery.deliver_due(NOW) == 1
+    took = time.perf_counter() - started
 
     sent.refresh_from_db()
     assert sent.state == Notification.DELIVERED
@@ -59,7 +61,7 @@ def test_a_due_notification_is_delivered_and_logged(db, hook):
     assert request["body"]["id"] == str(sent.pk)
     [row] = Delivery.objects.filter(notification=sent)
     assert (row.attempt, row.ok, row.status_code, row.at, row.error) == (1, True, 200, NOW, "")
-    assert 0 < row.latency < 2
+    assert 0 < row.latency <= took  # in seconds, the try's own
 
 
 def test_delivery_moves_the_counter_and_the_latency_histogram(db, hook):
@@ -253,9 +255,9 @@ def test_postgres_skips_a_notification_being_claimed_without_waiting(postgres_on
     thread.start()
     try:
         assert locked.wait(5)
-        started = time.monotonic()
+        # Skipped, not waited for: a claim that waited for the row would get
+        # it once the holder gives up (10 s), and claim it.
         assert delivery.claim(NOW, owner="other") == []
-        assert time.monotonic() - started < 5.0  # skipped, not waited for (10 s)
     finally:
         release.set()
         thread.join(10)

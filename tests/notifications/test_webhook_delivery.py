@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from notifications import channels, payloads
-from tests.notifications.conftest import NOW
+from tests.notifications.conftest import HANG, NOW
 
 SECRET = "whsec-0123456789"
 
@@ -27,10 +27,12 @@ def signed(receiver, **config):
 
 def test_a_signed_delivery_reaches_the_receiver_and_verifies(receiver, message):
     receiver.secret = SECRET
+    started = time.perf_counter()  # the clock the latency is read on
     result = channels.send("webhook", signed(receiver), message, now=NOW)
+    took = time.perf_counter() - started
 
     assert result.ok and result.status_code == 200 and result.error == ""
-    assert 0 < result.latency < 1
+    assert 0 < result.latency <= took  # in seconds, the request's own
     [(path, headers, body)] = receiver.received
     assert path == "/hook"
     assert json.loads(body) == message
@@ -162,13 +164,14 @@ def test_a_redirect_is_not_followed(receiver, message):
 
 def test_a_hanging_receiver_times_out_within_the_timeout(receiver, message):
     receiver.hang = True
-    started = time.monotonic()
+    started = time.perf_counter()
     result = channels.send("webhook", signed(receiver, timeout=0.5), message, now=NOW)
-    elapsed = time.monotonic() - started
+    elapsed = time.perf_counter() - started
     assert not result.ok and result.status_code is None
     assert result.error == "timed out after 0.5s"
-    # The receiver hangs until the test ends: only the timeout ends the call.
-    assert 0.5 <= result.latency < 5 and elapsed < 5
+    # The receiver holds the request for a minute (then hangs up, another
+    # error): only the timeout ends the call, not before it.
+    assert 0.5 <= result.latency <= elapsed < HANG / 2
 
 
 def test_the_callers_timeout_wins_over_the_channels(receiver, message):
@@ -176,14 +179,18 @@ def test_the_callers_timeout_wins_over_the_channels(receiver, message):
     started = time.monotonic()
     result = channels.send("webhook", signed(receiver, timeout=30), message, now=NOW, timeout=0.3)
     assert result.error == "timed out after 0.3s"
-    assert time.monotonic() - started < 10  # not the channel's 30 s
+    assert time.monotonic() - started < 30 / 2  # not the channel's 30 s
 
 
 def test_a_refused_connection_is_a_result(closed_port, message):
-    config = {"url": f"http://127.0.0.1:{closed_port}/hook", "secret": "${CRONIQ_SECRET_HOOK}"}
+    config = {
+        "url": f"http://127.0.0.1:{closed_port}/hook",
+        "secret": "${CRONIQ_SECRET_HOOK}",
+        "timeout": 60,
+    }
     result = channels.send("webhook", config, message, now=NOW)
     assert result == channels.Result(False, None, "connection refused", result.latency)
-    assert result.latency < 1
+    assert result.latency < config["timeout"] / 2  # refused at once, not timed out
 
 
 def test_secrets_stay_out_of_the_error_text(receiver, message):

@@ -352,13 +352,17 @@ def test_work_already_ready_is_answered_at_once(db, loop, runners):
     assert handed.not_before is None
 
 
-def test_the_hub_rescans_claim_ahead_of_the_next_pending_executions_instant(loop):
+def test_the_hub_rescans_claim_ahead_of_the_next_pending_executions_instant(loop, monkeypatch):
     hub = Hub(loop)
+    delays = []
+    call_later = loop.call_later
+    monkeypatch.setattr(
+        loop, "call_later", lambda delay, *a: delays.append(delay) or call_later(delay, *a)
+    )
     hub.wake_at([(NOW + dt.timedelta(seconds=CLAIM_AHEAD + 0.2), None)], NOW)
-    loop.run_until_complete(asyncio.sleep(0.1))
+    assert delays == [pytest.approx(0.2)]  # CLAIM_AHEAD before the instant
     assert not hub.scan_requested.is_set()
-    loop.run_until_complete(asyncio.sleep(0.2))
-    assert hub.scan_requested.is_set()
+    loop.run_until_complete(asyncio.wait_for(hub.scan_requested.wait(), timeout=10))
 
 
 def test_a_poll_waiting_after_a_scan_found_none_asks_for_a_scan(loop):
@@ -489,8 +493,8 @@ def test_on_sqlite_the_watch_reads_executions_only_after_another_connection_comm
         loop.run_until_complete(asyncio.sleep(0.3))  # a dozen looks, nobody commits
         assert len(reads) == 1 and not current.scan_requested.is_set()
         pending(now=NOW, labels=["linux"])  # committed by the test's connection
-        loop.run_until_complete(asyncio.sleep(0.1))
-        assert len(reads) == 2 and current.scan_requested.is_set()
+        loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=10))
+        assert len(reads) == 2
     finally:
         watch.cancel()
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
@@ -522,6 +526,13 @@ def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
 
     monkeypatch.setattr(hints, "QUIET_AFTER", 0.2)
     looks = count_looks(monkeypatch)
+    intervals = []  # the watch's sleeps between looks, in turn
+    watch_interval = hints.watch_interval
+    monkeypatch.setattr(
+        hints,
+        "watch_interval",
+        lambda since: intervals.append(watch_interval(since)) or intervals[-1],
+    )
     current = local_hub_with_a_waiter(loop)
     watch = loop.create_task(current.watch())
 
@@ -535,9 +546,12 @@ def test_on_sqlite_only_new_work_quickens_the_watch_not_any_commit(
         Runner.objects.update(last_seen_at=NOW)  # a commit, but no new execution
         # At 25 ms it would look 20 times.
         assert looks_within(0.5) <= 0.5 / hints.QUIET_WATCH_INTERVAL + 2
+        assert intervals[-1] == hints.QUIET_WATCH_INTERVAL
+        quiet = len(intervals)
         pending(now=NOW, labels=["linux"])
         loop.run_until_complete(asyncio.wait_for(current.scan_requested.wait(), timeout=5))
-        assert looks_within(0.15) >= 3  # new work: every 25 ms again
+        # The sleep after the look that found it (no await between the two).
+        assert intervals[quiet:][-1] == hints.WATCH_INTERVAL  # new work: every 25 ms again
     finally:
         watch.cancel()
         loop.run_until_complete(asyncio.gather(watch, return_exceptions=True))
@@ -568,8 +582,14 @@ def test_on_sqlite_the_watch_sleeps_until_the_database_is_written(
     )
     current = local_hub_with_a_waiter(loop)
     watch = loop.create_task(current.watch())
+
+    async def first_read():
+        while not reads:
+            await asyncio.sleep(0.01)
+
     try:
-        loop.run_until_complete(asyncio.sleep(0.3))
+        loop.run_until_complete(asyncio.wait_for(first_read(), timeout=10))
+        loop.run_until_complete(asyncio.sleep(0.3))  # the wake-up of its coming up is past
         start = time.monotonic()
         loop.run_until_complete(asyncio.sleep(0.5))
         # Nothing written: no read (every 100 ms at rest, it would look 5 times).

@@ -100,7 +100,8 @@ def test_a_job_saved_by_another_connection_wakes_the_sleeping_loop():
     job = JobFactory(next_run_at=T0 + dt.timedelta(hours=1))
     loop = SchedulerLoop(interval=5.0, clock=lambda: T0)
     loop.sleep_until_due()  # after a first look at the jobs' edit marker (none: 5 s)
-    loop.interval = 3.0
+    saved = count_job_saved(loop)
+    loop.interval = 60.0  # only the edit can end this sleep within the test
 
     def edit():
         time.sleep(0.3)
@@ -115,7 +116,16 @@ def test_a_job_saved_by_another_connection_wakes_the_sleeping_loop():
     loop.sleep_until_due()
     editor.join()
 
-    assert time.monotonic() - started < 1.5
+    assert saved == [1]  # the edit woke it...
+    assert time.monotonic() - started < loop.interval / 2  # ...not the interval
+
+
+def count_job_saved(loop):
+    """A list that gets an item each time `loop` learns a job was saved."""
+    saved = []
+    job_saved = loop.job_saved
+    loop.job_saved = lambda: saved.append(1) or job_saved()
+    return saved
 
 
 def test_a_sleeping_loop_reads_the_edit_marker_only_when_a_job_may_have_been_saved():
@@ -162,17 +172,19 @@ def test_on_postgresql_a_sleeping_loop_blocks_until_a_job_is_saved_or_it_is_stop
         looks.clear()
         started = time.monotonic()
         loop.sleep_until_due()  # nothing happens: the interval
-        assert 0.9 <= time.monotonic() - started < 1.5
-        assert loop.watched
+        assert time.monotonic() - started >= 0.9
+        assert loop.watched  # the interval ended it
         assert len(looks) <= 2  # not one look every 100 ms
 
-        loop.interval = 10.0
+        saved = count_job_saved(loop)
+        loop.interval = 60.0  # only the save, then the stop, can end these sleeps
         for action in (save, loop.stop):
             thread = later(action)
             started = time.monotonic()
             loop.sleep_until_due()
             thread.join()
-            assert time.monotonic() - started < 1.5, action
+            assert time.monotonic() - started < loop.interval / 2, action
+        assert saved == [1]  # the save woke the first
     finally:
         for end in loop.waker:
             os.close(end)
@@ -421,7 +433,7 @@ def test_a_pause_with_an_end_wakes_the_sleeping_loop():
     loop = SchedulerLoop(interval=5.0, clock=lambda: T0)
     loop.sleep_until_due()
     loop.not_before["pauses_ended"] = T0 + dt.timedelta(seconds=5)
-    loop.interval = 3.0
+    loop.interval = 60.0  # only the pause can end this sleep within the test
 
     def pause():
         time.sleep(0.3)
@@ -435,8 +447,9 @@ def test_a_pause_with_an_end_wakes_the_sleeping_loop():
     loop.sleep_until_due()
     pausing.join()
 
-    assert time.monotonic() - started < 1.5
+    # The pause is a job edit: it woke the loop and cleared `not_before`.
     assert "pauses_ended" not in loop.not_before
+    assert time.monotonic() - started < loop.interval / 2
 
 
 def test_a_failing_step_is_logged_and_the_steps_after_it_still_run(caplog):
@@ -580,7 +593,7 @@ def test_a_job_edit_wakes_the_napping_housekeeping_thread(monkeypatch):
         loop.not_before["paced"] = timezone.now() + dt.timedelta(hours=1)
         loop.last_run["paced"] = timezone.now() - dt.timedelta(seconds=60)  # due but for `until`
         loop.job_saved()  # the edit clears what `until` said, and wakes the thread
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 15  # well before its next run in 30 s
         while len(runs) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(runs) == 2
@@ -701,10 +714,12 @@ def test_a_job_saved_while_the_loop_rests_is_fired_at_its_instant():
     editor = threading.Thread(target=edit)
     editor.start()
     editor.join()
-    loop.interval = 5.0
+    saved = count_job_saved(loop)
+    loop.interval = 60.0  # only the edit can end this sleep within the test
     started = time.monotonic()
     loop.sleep_until_due()
-    assert time.monotonic() - started < 1.5
+    assert saved == [1]  # the edit ended the sleep...
+    assert time.monotonic() - started < loop.interval / 2  # ...not the interval
     assert loop.run_once() == {"fired": 1}
 
 

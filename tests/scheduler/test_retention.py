@@ -1,7 +1,6 @@
 """History retention at fixed instants: which executions and logs go, which stay."""
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -510,14 +509,13 @@ def test_a_pruner_skips_rows_another_one_holds_instead_of_waiting():
     thread.start()
     assert locked.wait(10)
     try:
-        started = time.monotonic()
         pruned = retention.prune(NOW, batch_size=10)
-        waited = time.monotonic() - started
     finally:
         release.set()
         thread.join()
 
-    assert waited < 5
+    # A pruner that waited for the lock would have had it once the other
+    # gave up (10 s), and pruned the held row too.
     assert pruned.executions == 3
     assert Execution.objects.filter(id=held.id).exists()
     assert not Execution.objects.filter(id__in=[e.id for e in others]).exists()
