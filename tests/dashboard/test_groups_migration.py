@@ -42,6 +42,7 @@ VIEWING = {
 NOTIFICATIONS = ["event", "channel", "rule", "mute", "notification", "delivery"]
 VIEWING |= {f"notifications.view_{model}" for model in NOTIFICATIONS}
 VIEWING |= {"checks.view_check", "checks.view_ping"}
+VIEWING |= {"projects.view_project"}  # the projects; their members are the admins'
 MUTING = {"notifications.add_mute", "notifications.change_mute"}
 DAY_TO_DAY = {
     "scheduler.run_job",
@@ -142,6 +143,8 @@ def test_the_upgrade_creates_the_permissions_and_the_three_groups(wave_one):
         "notifications.change_channel",
         "notifications.add_rule",
         "checks.change_check",
+        "projects.add_project",
+        "projects.change_role",
     } | VIEWING | DAY_TO_DAY | MUTING <= granted(admins)
     assert not {p for p in granted(admins) if p.split(".")[0] in {"auth", "sessions"}}
 

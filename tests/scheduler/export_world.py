@@ -29,6 +29,7 @@ def rich(secrets_dir):
     """The configuration, as an apply document; the chat URL is read from
     a `file:` reference under `secrets_dir`."""
     return {
+        "projects": [{"name": "analytics", "description": "The data team's jobs"}],
         "calendars": [
             {
                 "name": "base-days",
@@ -49,7 +50,13 @@ def rich(secrets_dir):
                     }
                 ],
             },
-            {"name": "narrow", "base": "base-days", "weekdays": ["tue", "thu"]},
+            # In another project: the export puts it back there.
+            {
+                "name": "narrow",
+                "project": "analytics",
+                "base": "base-days",
+                "weekdays": ["tue", "thu"],
+            },
         ],
         "concurrency_groups": [
             {"name": "warehouse", "max_concurrent": 3, "description": "Three licences"}
