@@ -22,6 +22,12 @@ class AuditEvent(models.Model):
     target_id = models.CharField(max_length=64, blank=True)
     target_repr = models.CharField(max_length=300, blank=True)
     data = models.JSONField(default=dict, blank=True)
+    # The project of the row it is about, as it was then (audit.recording):
+    # a key bound to a project reads only its project's events, those of
+    # rows deleted or moved since included. Empty: about nothing of a
+    # project (a runner, maintenance, a global key), or written before
+    # projects.
+    project = models.CharField(max_length=100, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -35,6 +41,13 @@ class AuditEvent(models.Model):
             models.Index(fields=["actor_kind", "at"], name="audit_actor_at"),
             # "History of this object" on job, runner and execution pages.
             models.Index(fields=["target_type", "target_id"], name="audit_target"),
+            # A project's events, newest first (the API as a key bound to
+            # it); only events of a project are indexed.
+            models.Index(
+                fields=["project", "id"],
+                name="audit_project_id",
+                condition=~models.Q(project=""),
+            ),
         ]
 
     def __str__(self):

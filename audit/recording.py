@@ -7,10 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from audit.models import AuditEvent, Counter, Heartbeat
 from core import db
+from projects import scoping
 
 
 def actor_of(actor: object) -> tuple[str, str]:
@@ -69,7 +72,26 @@ def event_of(
         target_id=str(target.pk) if target is not None else "",
         target_repr=str(target)[:300] if target is not None else "",
         data=data or {},
+        project=project_of(target),
     )
+
+
+def project_of(target: models.Model | None) -> Any:
+    """The project of the row an event is about, as the event stores it:
+    its own, or its job's (an execution), or its execution's job's (a dead
+    letter); "" for a row of no project. When the job is not loaded, the
+    INSERT itself reads it (a subquery): the runs' paths, which audit
+    executions, make no round trip more."""
+    lookup = scoping.project_lookup(type(target)) if target is not None else None
+    if lookup is None:
+        return ""
+    row, path = target, lookup.split("__")
+    while len(path) > 1 and row._meta.get_field(path[0]).is_cached(row):
+        row, path = getattr(row, path[0]), path[1:]
+    if len(path) == 1:
+        return getattr(row, path[0]) or ""
+    found = type(row)._default_manager.filter(pk=row.pk).values("__".join(path))[:1]
+    return Coalesce(Subquery(found), Value(""))  # a row deleted meanwhile: none
 
 
 def label_value(value: object) -> str:

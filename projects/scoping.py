@@ -9,7 +9,7 @@ global: no project role reaches it.
 import contextlib
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from projects import roles
 
@@ -32,6 +32,27 @@ def project_of(row: Any) -> str | None:
         return row.job.project
     if hasattr(row, "execution_id") and getattr(row, "execution_id", None) is not None:
         return project_of(row.execution)
+    return None
+
+
+def project_lookup(model: type[Model]) -> str | None:
+    """The lookup from a row of `model` to its project's slug, as
+    `project_of` walks it: `project` (its own), `project__name` (a role),
+    `job__project` (an execution), `execution__job__project` (a dead
+    letter); None for a model of no project (a runner)."""
+    from projects.models import Project
+
+    if model is Project:
+        return "name"
+    fields = {field.name: field for field in model._meta.concrete_fields}
+    own = fields.get("project")
+    if own is not None:
+        return "project__name" if own.is_relation else "project"
+    for name in ("job", "execution"):
+        through = fields.get(name)
+        if through is not None and through.is_relation:
+            inner = project_lookup(through.related_model)
+            return f"{name}__{inner}" if inner else None
     return None
 
 
