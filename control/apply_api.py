@@ -16,6 +16,13 @@ The body is JSON, or YAML when its Content-Type says so
 `source` names the file the document is, as `manage.py apply --source`
 does: the jobs and calendars it writes are managed under that name, and
 `prune` deletes only that name's. Without it the name is "api".
+
+A key bound to a project applies only documents whose every item, and
+every stored row they touch, is in its project (docs/design.md §11): apply
+is told the projects the key may write (control.reach.writable) and refuses
+any other document whole, naming the field; its prune stays in them. A
+bound key's document without `project:` is its project's, as the API's
+writes without a project are.
 """
 
 from datetime import datetime
@@ -27,7 +34,8 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from checks.applyitems import writes_checks
-from control import auth, examples, scopes
+from control import auth, examples, reach, scopes
+from control.models import ApiKey
 from notifications.applyitems import writes_notifications
 from scheduler.apply.document import ApplyError, apply, parse, plan, source_name
 from scheduler.jobs.label_checks import document_label_warnings
@@ -80,6 +88,15 @@ def document_of(request: HttpRequest) -> Any:
     return parse(text, syntax)
 
 
+def in_keys_project(document: Any, key: ApiKey) -> Any:
+    """`document`, its items put in the project `key` is bound to unless
+    it names one (`project:`); as it is for a global key."""
+    project = reach.bound(key)
+    if project is None or not isinstance(document, dict) or "project" in document:
+        return document
+    return {**document, "project": project}
+
+
 @router.post(
     "apply",
     response=ApplyOut,
@@ -94,7 +111,7 @@ def apply_document(
 ) -> dict[str, Any]:
     key = request.auth
     try:
-        document = document_of(request)
+        document = in_keys_project(document_of(request), key)
         managed_source = source_name(source)
         if writes_notifications(document, prune, f"api:{key.name}", managed_source):
             auth.require(key, scopes.NOTIFICATIONS_WRITE)
@@ -108,6 +125,7 @@ def apply_document(
             actor=auth.actor(key),
             source=f"api:{key.name}",
             managed_source=managed_source,
+            projects=reach.writable(key),
         )
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None

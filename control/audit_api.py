@@ -1,5 +1,6 @@
 """The audit trail over the management API (docs/design.md §8): newest first,
-filtered by action prefix, actor, target and time."""
+filtered by action prefix, actor, target, project and time. A key bound to
+a project reads the events of its project's rows only (control.reach)."""
 
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
 from audit.models import AuditEvent
-from control import auth, paging, scopes
+from control import auth, paging, reach, scopes
 from control.fields import Instant
 from control.schemas import ERRORS, PageQuery
 from core.text import Text
@@ -26,6 +27,7 @@ class AuditEventOut(Schema):
     target_type: str
     target_id: str
     target_repr: str
+    project: str = Field(description="The project of the row it is about; empty: none.")
     data: dict[str, Any]
 
 
@@ -39,6 +41,7 @@ class AuditFilters(PageQuery):
     actor: Text(1, 200) | None = Field(None, description="The actor's name, exactly.")
     target: Text(1, 300) | None = Field(None, description="The target's name or id, exactly.")
     since: Instant | None = Field(None, description="At or after this instant (ISO 8601).")
+    project: Text(0, 100) | None = Field(None, description="The events of this project's rows.")
 
 
 def events(filters: AuditFilters) -> QuerySet:
@@ -58,6 +61,10 @@ def events(filters: AuditFilters) -> QuerySet:
 def list_events(request: HttpRequest, filters: Query[AuditFilters]) -> dict[str, Any]:
     """Audit events, newest first (by id: the order they were written)."""
     rows, cursor = paging.page(
-        events(filters), "id", filters.limit, filters.cursor, descending=True
+        reach.of_project(request.auth, events(filters), filters.project),
+        "id",
+        filters.limit,
+        filters.cursor,
+        descending=True,
     )
     return {"items": rows, "next_cursor": cursor}

@@ -1,6 +1,9 @@
 """Calendars through the management API (docs/design.md §8): the fields of the
 apply file, checked and written by the code `manage.py apply` runs; PUT
-creates or replaces. Ownership as for jobs (control.ownership)."""
+creates or replaces. Ownership as for jobs (control.ownership), and so are
+projects (control.reach): a key bound to a project reaches only its
+calendars; a `project` in a PUT creates or moves the calendar there (without
+one, a stored calendar stays where it is)."""
 
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,8 +14,9 @@ from ninja.errors import HttpError
 from calendars.models import Calendar, CalendarPeriod
 from calendars.rules import CalendarRules, RulesError
 from calendars.validators import text_problem
-from control import ownership, paging
+from control import ownership, paging, reach
 from control.fields import checked_instant
+from control.models import ApiKey
 from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
 from scheduler.apply.items import ApplyError
@@ -27,6 +31,7 @@ def fields(calendar: Calendar) -> dict[str, Any]:
     periods = list(calendar.periods.all())
     return {
         "name": calendar.name,
+        "project": calendar.project,
         "description": calendar.description,
         "timezone": calendar.timezone,
         "weekdays": list(calendar.weekdays),
@@ -56,32 +61,39 @@ def period(row: CalendarPeriod) -> dict[str, str]:
     return {"start": start.isoformat(), "end": end.isoformat(), "label": row.label}
 
 
-def get(name: str) -> Calendar:
-    """The calendar named `name`, or 404. A name with NUL names no calendar
-    (PostgreSQL refuses it in a query)."""
-    calendar = (
-        None
-        if text_problem(name)
-        else Calendar.objects.select_related("base").filter(name=name).first()
-    )
+def get(name: str, key: ApiKey) -> Calendar:
+    """The calendar named `name` that `key` reaches (control.reach), or 404.
+    A name with NUL names no calendar (PostgreSQL refuses it in a query)."""
+    rows = reach.narrowed(key, Calendar.objects.select_related("base"))
+    calendar = None if text_problem(name) else rows.filter(name=name).first()
     if calendar is None:
         raise HttpError(404, f"no calendar named {name!r}")
     return calendar
 
 
 def listed(
-    *, limit: int = paging.DEFAULT_LIMIT, cursor: str | None = None
+    key: ApiKey,
+    *,
+    project: str | None = None,
+    limit: int = paging.DEFAULT_LIMIT,
+    cursor: str | None = None,
 ) -> tuple[list[Calendar], str | None]:
     calendars = Calendar.objects.select_related("base").prefetch_related("periods")
-    return paging.page(calendars, "name", limit=limit, cursor=cursor)
+    return paging.page(
+        reach.of_project(key, calendars, project), "name", limit=limit, cursor=cursor
+    )
 
 
-def put(name: str, item: Any, *, now: datetime, actor: object) -> tuple[Calendar, bool]:
-    """Create or replace the calendar `name`; (calendar, created)."""
+def put(
+    name: str, item: Any, *, key: ApiKey, now: datetime, actor: object
+) -> tuple[Calendar, bool]:
+    """Create or replace the calendar `name`; (calendar, created). One of
+    a project the key does not reach answers 404, as for a GET."""
     if not isinstance(item, dict):
         raise HttpError(422, "expected a mapping of calendar fields")
     item = dict(item)
     adopt = ownership.adopt_flag(item.pop("adopt", False))
+    wanted = item.pop("project", None)
     # What GET shows may be sent back: who manages it is not for the caller to set.
     item.pop("managed_by", None)
     item.pop("managed_source", None)
@@ -91,23 +103,37 @@ def put(name: str, item: Any, *, now: datetime, actor: object) -> tuple[Calendar
         raise HttpError(422, f"name: {text_problem(name)}")
     with transaction.atomic():
         calendar = Calendar.objects.select_for_update().filter(name=name).first()
+        if calendar is not None and not reach.reaches(key, calendar.project):
+            raise HttpError(404, f"no calendar named {name!r}")
+        if wanted is None and calendar is not None:
+            project = calendar.project
+        else:
+            project = reach.chosen(key, wanted)
         adopted = calendar is not None and ownership.check(calendar, adopt)
         try:
-            apply_item("calendar", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
+            apply_item(
+                "calendar",
+                {**item, "project": project},
+                now=now,
+                actor=actor,
+                managed_by=ManagedBy.API,
+                via="api",
+                projects=reach.writable(key),
+            )
         except ApplyError as e:
             raise HttpError(422, "; ".join(e.errors)) from None
         if adopted:
             ownership.record_adopted(calendar, now=now, actor=actor)
-    return get(name), calendar is None
+    return get(name, key), calendar is None
 
 
 def preview(
-    name: str, *, start: datetime, end: datetime | None = None
+    name: str, *, key: ApiKey, start: datetime, end: datetime | None = None
 ) -> list[tuple[datetime, datetime]]:
     """[(start, end)]: the allowed stretches within [start, end), cut at both
     ends; without `end`, DEFAULT_PREVIEW from start. Bare instants are read
     on the calendar's clock."""
-    calendar = get(name)
+    calendar = get(name, key)
     start = checked_instant("start", start, calendar.timezone)
     # Checked first: a start near the end of time has no end a preview away.
     end = checked_instant("end", start + DEFAULT_PREVIEW if end is None else end, calendar.timezone)

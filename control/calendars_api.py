@@ -10,6 +10,7 @@ from django.utils import timezone
 from ninja import Body, Router, Schema
 
 from control import auth, calendars, examples, paging, scopes
+from core.text import Text
 
 router = Router(tags=["calendars"])
 
@@ -33,6 +34,7 @@ class PeriodOut(Schema):
 
 class CalendarOut(Schema):
     name: str
+    project: str
     description: str
     timezone: str
     weekdays: list[str]
@@ -61,15 +63,18 @@ class PreviewOut(Schema):
 
 @router.get("calendars", response=CalendarPage, auth=auth.needs(scopes.CALENDARS_READ))
 def list_calendars(
-    request: HttpRequest, limit: int = paging.DEFAULT_LIMIT, cursor: str | None = None
+    request: HttpRequest,
+    limit: int = paging.DEFAULT_LIMIT,
+    cursor: str | None = None,
+    project: Text(0, 100) | None = None,
 ) -> dict[str, Any]:
-    rows, next_cursor = calendars.listed(limit=limit, cursor=cursor)
+    rows, next_cursor = calendars.listed(request.auth, project=project, limit=limit, cursor=cursor)
     return {"items": [calendars.fields(c) for c in rows], "next_cursor": next_cursor}
 
 
 @router.get("calendars/{name}", response=CalendarOut, auth=auth.needs(scopes.CALENDARS_READ))
 def get_calendar(request: HttpRequest, name: str) -> dict[str, Any]:
-    return calendars.fields(calendars.get(name))
+    return calendars.fields(calendars.get(name, request.auth))
 
 
 @router.put(
@@ -79,7 +84,8 @@ def get_calendar(request: HttpRequest, name: str) -> dict[str, Any]:
     openapi_extra=examples.body(examples.CALENDAR),
 )
 def put_calendar(request: HttpRequest, name: str, item: Body[dict[str, Any]]) -> dict[str, Any]:
-    calendar, _ = calendars.put(name, item, now=timezone.now(), actor=auth.actor(request.auth))
+    now, actor = timezone.now(), auth.actor(request.auth)
+    calendar, _ = calendars.put(name, item, key=request.auth, now=now, actor=actor)
     return calendars.fields(calendar)
 
 
@@ -87,5 +93,5 @@ def put_calendar(request: HttpRequest, name: str, item: Body[dict[str, Any]]) ->
 def preview(
     request: HttpRequest, name: str, start: datetime | None = None, end: datetime | None = None
 ) -> dict[str, Any]:
-    found = calendars.preview(name, start=start or timezone.now(), end=end)
+    found = calendars.preview(name, key=request.auth, start=start or timezone.now(), end=end)
     return {"allowed": [{"start": s, "end": e} for s, e in found]}

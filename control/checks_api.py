@@ -7,6 +7,9 @@ apply-managed check is changed only by a call that adopts it
 Beside the fields a check answers its `ping_url` (the secret its pings
 carry, so only keys with `checks:read` see it), `state`, `last_ping_at`
 and `next_expected_at`. PATCH also takes `"paused": true | false`.
+
+A check is in one project: a key bound to a project reaches only its
+checks, and a `project` in a write creates or moves it there (control.reach).
 """
 
 from datetime import datetime
@@ -21,7 +24,8 @@ from ninja.errors import HttpError
 import audit
 from checks import items
 from checks.models import Check
-from control import auth, examples, ownership, paging, scopes
+from control import auth, examples, ownership, paging, reach, scopes
+from control.models import ApiKey
 from core.ownership import ManagedBy
 from core.text import Text
 from scheduler.apply.items import ApplyError
@@ -52,31 +56,35 @@ class CheckPage(Schema):
 
 
 class CheckFilters(Schema):
+    project: Text(0, 100) | None = None
     state: Text(0, 10) | None = None
     name: Text(0, 200) | None = None
     limit: int = paging.DEFAULT_LIMIT
     cursor: Text(0, 1000) | None = None
 
 
-def get(name: str, *, lock: bool = False) -> Check:
-    """The check named `name`, or 404 (a NUL names none: PostgreSQL refuses it)."""
-    rows = Check.objects.select_for_update() if lock else Check.objects
+def get(name: str, key: ApiKey, *, lock: bool = False) -> Check:
+    """The check named `name` that `key` reaches (control.reach), or 404 (a
+    NUL names none: PostgreSQL refuses it)."""
+    rows = reach.narrowed(key, Check.objects.select_for_update() if lock else Check.objects.all())
     found = None if "\x00" in name else rows.filter(name=name).first()
     if found is None:
         raise HttpError(404, f"no check named {name!r}")
     return found
 
 
-def checked(item: dict[str, Any], now: datetime) -> dict[str, Any]:
+def checked(item: dict[str, Any], project: str, now: datetime) -> dict[str, Any]:
+    """The Check field values of `item`, in `project` (control.reach.chosen)."""
     try:
-        return items.values(item, now)
+        found = items.values({k: v for k, v in item.items() if k != "project"}, now)
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None
+    return {**found, "project": project}
 
 
 @router.get("checks", response=CheckPage, auth=auth.needs(scopes.CHECKS_READ))
 def list_checks(request: HttpRequest, filters: Query[CheckFilters]) -> dict[str, Any]:
-    rows = Check.objects.all()
+    rows = reach.of_project(request.auth, Check.objects.all(), filters.project)
     if filters.state:
         rows = rows.filter(state=filters.state)
     if filters.name:
@@ -93,7 +101,7 @@ def list_checks(request: HttpRequest, filters: Query[CheckFilters]) -> dict[str,
 )
 def create_check(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
     now = timezone.now()
-    found = checked(item, now)
+    found = checked(item, reach.chosen(request.auth, item.get("project")), now)
     taken = HttpError(409, f"a check named {found['name']!r} already exists")
     if Check.objects.filter(name=found["name"]).exists():
         raise taken
@@ -114,7 +122,7 @@ def create_check(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
 
 @router.get("checks/{name}", response=CheckOut, auth=auth.needs(scopes.CHECKS_READ))
 def get_check(request: HttpRequest, name: str) -> dict[str, Any]:
-    return items.fields(get(name))
+    return items.fields(get(name, request.auth))
 
 
 @router.patch(
@@ -133,10 +141,12 @@ def change_check(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -
         raise HttpError(422, "name: a check is addressed by its name and cannot be renamed")
     now, actor = timezone.now(), auth.actor(request.auth)
     with transaction.atomic():
-        check = get(name, lock=True)
+        check = get(name, request.auth, lock=True)
+        wanted = patch.get("project")
+        project = check.project if wanted is None else reach.chosen(request.auth, wanted)
         adopted = ownership.check(check, adopt)
         before = items.stored(check)
-        found = checked({**before, **patch}, now)
+        found = checked({**before, **patch}, project, now)
         if adopted:
             ownership.record_adopted(check, now=now, actor=actor)
             check.managed_by, check.managed_source = ManagedBy.API, ""
@@ -162,7 +172,7 @@ def change_check(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -
 def delete_check(request: HttpRequest, name: str, adopt: bool = False) -> Status:
     now, actor = timezone.now(), auth.actor(request.auth)
     with transaction.atomic():
-        check = get(name, lock=True)
+        check = get(name, request.auth, lock=True)
         if ownership.check(check, adopt):
             ownership.record_adopted(check, now=now, actor=actor)
         data = {"name": name, "fields": items.stored(check), "via": "api"}

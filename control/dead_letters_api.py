@@ -1,7 +1,8 @@
 """`/api/v1/dead-letters` (docs/design.md §8, §10): executions that exhausted
 their retries, their replay (409 `stale replay` past CRONIQ_REPLAY_MAX_AGE
 without force) and their discard, one or in bulk. The rules are in
-scheduler.triage.dead_letter_actions."""
+scheduler.triage.dead_letter_actions. A dead letter is in its job's
+project: a key bound to a project reaches only its jobs' (control.reach)."""
 
 from datetime import datetime
 from typing import Any
@@ -13,9 +14,10 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import ConfigDict, Field
 
-from control import auth, examples, paging, refusals, scopes
+from control import auth, examples, paging, reach, refusals, scopes
 from control.executions_api import ExecutionOut, execution_numbered, one_as_json
 from control.fields import ID_MAX, Name, RowId
+from control.models import ApiKey
 from scheduler.runs.refusals import OperationRefused
 from scheduler.triage import dead_letter_actions
 from scheduler.triage.dead_letters import DeadLetter, with_status
@@ -27,6 +29,7 @@ class DeadLetterOut(Schema):
     id: int
     execution: int
     job: str
+    project: str
     scheduled_for: datetime
     attempt: int
     reason: str
@@ -73,6 +76,7 @@ def as_json(dead_letter: DeadLetter) -> dict[str, Any]:
         "id": dead_letter.pk,
         "execution": execution.pk,
         "job": execution.job.name,
+        "project": execution.job.project,
         "scheduled_for": execution.scheduled_for,
         "attempt": execution.attempt,
         "reason": dead_letter.reason,
@@ -86,8 +90,9 @@ def as_json(dead_letter: DeadLetter) -> dict[str, Any]:
     }
 
 
-def dead_letter_numbered(dead_letter_id: int) -> DeadLetter:
-    rows = DeadLetter.objects.select_related("execution__job")
+def dead_letter_numbered(dead_letter_id: int, key: ApiKey) -> DeadLetter:
+    """The dead letter `dead_letter_id` that `key` reaches, or 404."""
+    rows = reach.narrowed(key, DeadLetter.objects.select_related("execution__job"))
     dead_letter = rows.filter(pk=dead_letter_id).first()
     if dead_letter is None:
         raise HttpError(404, f"no dead letter {dead_letter_id}")
@@ -108,7 +113,11 @@ def filtered(filters: DeadLetterFilters) -> QuerySet:
 @router.get("dead-letters", response=DeadLetterPage, auth=auth.needs(scopes.DEAD_LETTERS_READ))
 def list_dead_letters(request: HttpRequest, filters: Query[DeadLetterFilters]) -> dict[str, Any]:
     rows, cursor = paging.page(
-        filtered(filters), "id", filters.limit, filters.cursor, descending=True
+        reach.narrowed(request.auth, filtered(filters)),
+        "id",
+        filters.limit,
+        filters.cursor,
+        descending=True,
     )
     return {"items": [as_json(row) for row in rows], "next_cursor": cursor}
 
@@ -122,7 +131,7 @@ def discard_many(request: HttpRequest, body: DiscardIn) -> dict[str, int]:
     """Discard the open dead letters among `ids`; others are left alone."""
     if any(not 1 <= each <= ID_MAX for each in body.ids):
         raise HttpError(422, f"ids: each between 1 and {ID_MAX}")
-    rows = DeadLetter.objects.filter(pk__in=set(body.ids))
+    rows = reach.narrowed(request.auth, DeadLetter.objects.filter(pk__in=set(body.ids)))
     count = dead_letter_actions.discard(rows, timezone.now(), auth.actor(request.auth))
     return {"discarded": count}
 
@@ -133,7 +142,7 @@ def discard_many(request: HttpRequest, body: DiscardIn) -> dict[str, int]:
     auth=auth.needs(scopes.DEAD_LETTERS_READ),
 )
 def show(request: HttpRequest, dead_letter_id: RowId) -> dict[str, Any]:
-    return as_json(dead_letter_numbered(dead_letter_id))
+    return as_json(dead_letter_numbered(dead_letter_id, request.auth))
 
 
 @router.post(
@@ -145,14 +154,14 @@ def replay(
     request: HttpRequest, dead_letter_id: RowId, body: ReplayIn | None = None
 ) -> Status | JsonResponse:
     body = body or ReplayIn()
-    dead_letter = dead_letter_numbered(dead_letter_id)
+    dead_letter = dead_letter_numbered(dead_letter_id, request.auth)
     try:
         new = dead_letter_actions.replay(
             dead_letter, timezone.now(), auth.actor(request.auth), force=body.force
         )
     except OperationRefused as refusal:
         return refusals.response(refusal)
-    return Status(202, one_as_json(execution_numbered(new.pk)))
+    return Status(202, one_as_json(execution_numbered(new.pk, request.auth)))
 
 
 @router.delete(
@@ -161,7 +170,7 @@ def replay(
     auth=auth.needs(scopes.DEAD_LETTERS_WRITE),
 )
 def discard(request: HttpRequest, dead_letter_id: RowId) -> Status | JsonResponse:
-    dead_letter = dead_letter_numbered(dead_letter_id)
+    dead_letter = dead_letter_numbered(dead_letter_id, request.auth)
     rows = DeadLetter.objects.filter(pk=dead_letter.pk)
     if not dead_letter_actions.discard(rows, timezone.now(), auth.actor(request.auth)):
         return refusals.response(

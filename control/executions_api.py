@@ -1,5 +1,6 @@
 """`/api/v1/executions` (docs/design.md §8): the history of runs, their logs, and
-an operator's cancel and retry.
+an operator's cancel and retry. A run is in its job's project: a key bound
+to a project reaches only the runs of its jobs (control.reach).
 
 Mounted at /v1/ as "executions/...", beside the runner protocol's
 /v1/executions/{id}/logs and /finish (dispatch.api): the paths differ
@@ -17,9 +18,10 @@ from ninja.errors import HttpError
 from ninja.responses import NinjaJSONEncoder
 from pydantic import Field
 
-from control import auth, paging, refusals, scopes
+from control import auth, paging, reach, refusals, scopes
 from control.auth import needs
 from control.fields import Instant, Name, RowId
+from control.models import ApiKey
 from runners.models import Runner
 from scheduler.models import Execution, Job
 from scheduler.runs import operations
@@ -43,6 +45,7 @@ SHOWN = (
 class ExecutionOut(Schema):
     id: int
     job: str
+    project: str
     scheduled_for: datetime
     attempt: int
     trigger: str
@@ -77,10 +80,12 @@ class LogOut(Schema):
     complete: bool
 
 
-def as_json(execution: Execution, job_name: str, runner_name: str | None) -> dict[str, Any]:
+def as_json(execution: Execution, job: tuple[str, str], runner_name: str | None) -> dict[str, Any]:
+    """The execution as the API shows it; `job` is its job's (name, project)."""
     return {
         "id": execution.pk,
-        "job": job_name,
+        "job": job[0],
+        "project": job[1],
         "scheduled_for": execution.scheduled_for,
         "attempt": execution.attempt,
         "trigger": execution.trigger,
@@ -97,21 +102,24 @@ def as_json(execution: Execution, job_name: str, runner_name: str | None) -> dic
 
 def one_as_json(execution: Execution) -> dict[str, Any]:
     runner_name = execution.runner.name if execution.runner_id else None
-    return as_json(execution, execution.job.name, runner_name)
+    return as_json(execution, (execution.job.name, execution.job.project), runner_name)
 
 
 def page_as_json(rows: list[Execution]) -> list[dict[str, Any]]:
     """A page's executions with their job and runner names, read in one
     query each: joined into the page's own query, the planner may start
     from the jobs and sort, instead of reading the newest ids in order."""
-    jobs = dict(Job.objects.filter(pk__in={e.job_id for e in rows}).values_list("pk", "name"))
+    found = Job.objects.filter(pk__in={e.job_id for e in rows}).values_list("pk", "name", "project")
+    jobs = {pk: (name, project) for pk, name, project in found}
     runner_ids = {e.runner_id for e in rows if e.runner_id}
     runners = dict(Runner.objects.filter(pk__in=runner_ids).values_list("pk", "name"))
     return [as_json(e, jobs[e.job_id], runners.get(e.runner_id)) for e in rows]
 
 
-def execution_numbered(execution_id: int) -> Execution:
-    execution = Execution.objects.select_related("job", "runner").filter(pk=execution_id).first()
+def execution_numbered(execution_id: int, key: ApiKey) -> Execution:
+    """The execution `execution_id` that `key` reaches (control.reach), or 404."""
+    rows = reach.narrowed(key, Execution.objects.select_related("job", "runner"))
+    execution = rows.filter(pk=execution_id).first()
     if execution is None:
         raise HttpError(404, f"no execution {execution_id}")
     return execution
@@ -152,7 +160,11 @@ def list_executions(request: HttpRequest, filters: Query[ExecutionFilters]) -> J
     # Newest first by id: the primary key (or exec_job_newest for one job)
     # is read backwards from the cursor, however many rows there are.
     rows, cursor = paging.page(
-        filtered(filters), "id", filters.limit, filters.cursor, descending=True
+        reach.narrowed(request.auth, filtered(filters)),
+        "id",
+        filters.limit,
+        filters.cursor,
+        descending=True,
     )
     # Built here and not checked again against ExecutionPage (which
     # documents it): validating each item would double a page's time.
@@ -162,12 +174,12 @@ def list_executions(request: HttpRequest, filters: Query[ExecutionFilters]) -> J
 
 @router.get("executions/{execution_id}", auth=needs(scopes.EXECUTIONS_READ), response=ExecutionOut)
 def show(request: HttpRequest, execution_id: RowId) -> dict[str, Any]:
-    return one_as_json(execution_numbered(execution_id))
+    return one_as_json(execution_numbered(execution_id, request.auth))
 
 
 @router.get("executions/{execution_id}/log", auth=needs(scopes.EXECUTIONS_READ), response=LogOut)
 def log(request: HttpRequest, execution_id: RowId, offset: int = 0) -> dict[str, Any]:
-    execution = execution_numbered(execution_id)
+    execution = execution_numbered(execution_id, request.auth)
     if offset < 0:
         raise HttpError(422, "offset: must be 0 or more")
     try:
@@ -183,14 +195,14 @@ def log(request: HttpRequest, execution_id: RowId, offset: int = 0) -> dict[str,
     "executions/{execution_id}/cancel", auth=needs(scopes.EXECUTIONS_WRITE), response=ExecutionOut
 )
 def cancel(request: HttpRequest, execution_id: RowId) -> dict[str, Any] | JsonResponse:
-    execution = execution_numbered(execution_id)
+    execution = execution_numbered(execution_id, request.auth)
     if execution.state in Execution.FINAL_STATES and execution.state != Execution.CANCELLED:
         return refusals.response(
             OperationRefused(f"execution {execution.pk} is {execution.state}: nothing to cancel")
         )
     rows = Execution.objects.filter(pk=execution.pk)
     operations.cancel(rows, timezone.now(), auth.actor(request.auth))
-    return one_as_json(execution_numbered(execution_id))
+    return one_as_json(execution_numbered(execution_id, request.auth))
 
 
 @router.post(
@@ -199,9 +211,9 @@ def cancel(request: HttpRequest, execution_id: RowId) -> dict[str, Any] | JsonRe
     response={202: ExecutionOut},
 )
 def retry(request: HttpRequest, execution_id: RowId) -> Status | JsonResponse:
-    execution = execution_numbered(execution_id)
+    execution = execution_numbered(execution_id, request.auth)
     try:
         new = operations.retry(execution, timezone.now(), auth.actor(request.auth))
     except OperationRefused as refusal:
         return refusals.response(refusal)
-    return Status(202, one_as_json(execution_numbered(new.pk)))
+    return Status(202, one_as_json(execution_numbered(new.pk, request.auth)))

@@ -1,7 +1,11 @@
 """`GET /api/v1/forecast`: the capacity forecast (dispatch.capacity) as the
 dashboard's Capacity page shows it: per job label set, the runs expected at
 once in each quarter hour against the slots of the runners taking work, and
-the spans over capacity. Read once a minute per web process."""
+the spans over capacity. Read once a minute per web process.
+
+The runners' slots are shared by every project, so the forecast is the
+whole install's to every key; `skipped`, keyed by job, names to a key bound
+to a project only its own jobs (control.reach)."""
 
 from datetime import datetime
 from typing import Annotated, Any
@@ -10,9 +14,11 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
-from control import auth, scopes
+from control import auth, reach, scopes
+from control.models import ApiKey
 from control.schemas import ERRORS
 from dispatch import capacity
+from scheduler.models import Job
 
 router = Router(tags=["forecast"])
 
@@ -125,8 +131,17 @@ def read_forecast(request: HttpRequest, query: Query[ForecastQuery]) -> dict[str
             }
             for wait in result.waits
         ],
-        "skipped": result.skipped,
+        "skipped": skipped(request.auth, result.skipped),
     }
+
+
+def skipped(key: ApiKey, jobs: dict[str, str]) -> dict[str, str]:
+    """{job: why} of the jobs the forecast left out that `key` reaches."""
+    if reach.bound(key) is None or not jobs:
+        return jobs
+    rows = reach.narrowed(key, Job.objects.filter(name__in=list(jobs)))
+    seen = set(rows.values_list("name", flat=True))
+    return {name: why for name, why in jobs.items() if name in seen}
 
 
 def seconds(delay: float | None) -> float | None:

@@ -4,7 +4,9 @@ A job in the API has the fields of the apply file, checked by the very code
 `manage.py apply` runs (`scheduler.apply.document.apply_item`), so both accept
 and refuse the same things, plus the state operators see: paused (and
 until when, and why), the next run, and who manages it (control.ownership).
-Every write is audited with the key as actor.
+Every write is audited with the key as actor. A job is in one project
+(`project`): a key bound to a project reaches only its jobs
+(control.reach), and a `project` in a write creates or moves the job there.
 
 The values of secret-looking env variables (audit.changes.is_secret_env),
 a container's among them, and http request headers
@@ -33,8 +35,9 @@ from audit.changes import (
     masked_http,
 )
 from calendars.validators import text_problem, text_problems
-from control import ownership, paging
+from control import ownership, paging, reach
 from control.fields import checked_instant
+from control.models import ApiKey
 from core import db
 from core.ownership import ManagedBy
 from scheduler.apply.document import apply_item
@@ -56,6 +59,7 @@ def fields(job: Job, *, writer: bool = False) -> dict[str, Any]:
     state["container"] = masked_container(state["container"])
     return {
         "name": job.name,
+        "project": job.project,
         **state,
         "paused": job.paused_at is not None,
         "paused_until": job.paused_until,
@@ -67,30 +71,31 @@ def fields(job: Job, *, writer: bool = False) -> dict[str, Any]:
     }
 
 
-def get(name: str) -> Job:
-    """The job named `name`, or 404. A name with NUL names no job
-    (PostgreSQL refuses it in a query)."""
-    job = (
-        None if "\x00" in name else Job.objects.select_related("calendar").filter(name=name).first()
-    )
+def get(name: str, key: ApiKey) -> Job:
+    """The job named `name` that `key` reaches (control.reach), or 404. A
+    name with NUL names no job (PostgreSQL refuses it in a query)."""
+    rows = reach.narrowed(key, Job.objects.select_related("calendar"))
+    job = None if "\x00" in name else rows.filter(name=name).first()
     if job is None:
         raise HttpError(404, f"no job named {name!r}")
     return job
 
 
-def locked(name: str) -> Job:
-    """The job named `name` with its row locked until the transaction ends,
-    or 404, in one query (its calendar is not loaded)."""
+def locked(name: str, key: ApiKey) -> Job:
+    """The job named `name` that `key` reaches, its row locked until the
+    transaction ends, or 404, in one query (its calendar is not loaded)."""
     if "\x00" in name:
         raise HttpError(404, f"no job named {name!r}")
-    job = Job.objects.select_for_update().filter(name=name).first()
+    job = reach.narrowed(key, Job.objects.select_for_update()).filter(name=name).first()
     if job is None:
         raise HttpError(404, f"no job named {name!r}")
     return job
 
 
 def listed(
+    key: ApiKey,
     *,
+    project: str | None = None,
     label: str | None = None,
     tag: str | None = None,
     enabled: bool | None = None,
@@ -98,8 +103,8 @@ def listed(
     limit: int = paging.DEFAULT_LIMIT,
     cursor: str | None = None,
 ) -> tuple[list[Job], str | None]:
-    """(jobs, next_cursor): jobs by name, filtered."""
-    jobs = Job.objects.select_related("calendar")
+    """(jobs, next_cursor): the jobs `key` reaches by name, filtered."""
+    jobs = reach.of_project(key, Job.objects.select_related("calendar"), project)
     if label is not None:
         jobs = carrying(jobs, label)
     if tag is not None:
@@ -172,15 +177,27 @@ def refuse_unstorable_text(item: Any) -> None:
         raise HttpError(422, f"{where}: {problem}")
 
 
-def write(item: dict[str, Any], *, now: datetime, actor: object) -> Any:
+def write(item: dict[str, Any], *, key: ApiKey, now: datetime, actor: object) -> Any:
+    """Write `item` (its `project` chosen: control.reach.chosen) as apply does."""
     try:
-        return apply_item("job", item, now=now, actor=actor, managed_by=ManagedBy.API, via="api")
+        return apply_item(
+            "job",
+            item,
+            now=now,
+            actor=actor,
+            managed_by=ManagedBy.API,
+            via="api",
+            projects=reach.writable(key),
+        )
     except ApplyError as e:
         raise HttpError(422, "; ".join(e.errors)) from None
 
 
-def create(item: dict[str, Any], *, now: datetime, actor: object) -> Job:
-    """201: a new job, managed by the API; 409 when the name is taken."""
+def create(item: dict[str, Any], *, key: ApiKey, now: datetime, actor: object) -> Job:
+    """201: a new job, managed by the API, in the project the item names
+    (else the key's, else default); 409 when the name is taken."""
+    item = dict(item)
+    project = reach.chosen(key, item.pop("project", None))
     refuse_unstorable_text(item)  # before the name is looked up
     if "env" in item:
         item = {**item, "env": kept_secrets(item["env"], {})}
@@ -194,18 +211,21 @@ def create(item: dict[str, Any], *, now: datetime, actor: object) -> Job:
         raise taken
     try:
         with transaction.atomic():
-            write(item, now=now, actor=actor)
+            write({**item, "project": project}, key=key, now=now, actor=actor)
     except IntegrityError:
         raise taken from None  # created by someone else meanwhile
-    return get(name)
+    return get(name, key)
 
 
-def update(name: str, patch: dict[str, Any], *, now: datetime, actor: object) -> Job:
-    """Some fields of a job changed; the others as they are."""
+def update(name: str, patch: dict[str, Any], *, key: ApiKey, now: datetime, actor: object) -> Job:
+    """Some fields of a job changed; the others as they are. A `project`
+    moves it (control.reach.chosen)."""
     patch = dict(patch)
     adopt = ownership.adopt_flag(patch.pop("adopt", False))
+    wanted = patch.pop("project", None)
     with transaction.atomic():
-        job = locked(name)
+        job = locked(name, key)
+        project = job.project if wanted is None else reach.chosen(key, wanted)
         adopted = ownership.check(job, adopt)
         if patch.get("name", name) != name:
             raise HttpError(422, "name: a job is addressed by its name and cannot be renamed")
@@ -219,16 +239,17 @@ def update(name: str, patch: dict[str, Any], *, now: datetime, actor: object) ->
             patch["http"] = kept_header_secrets(patch["http"], current["http"])
         if "container" in patch:
             patch["container"] = kept_container_secrets(patch["container"], current["container"])
-        write({"name": name, **current, **patch}, now=now, actor=actor)
+        item = {"name": name, **current, **patch, "project": project}
+        write(item, key=key, now=now, actor=actor)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)
-    return get(name)
+    return get(name, key)
 
 
-def delete(name: str, *, adopt: bool, now: datetime, actor: object) -> None:
+def delete(name: str, *, key: ApiKey, adopt: bool, now: datetime, actor: object) -> None:
     """The job and its history, gone; audited with what it was."""
     with transaction.atomic():
-        job = locked(name)
+        job = locked(name, key)
         adopted = ownership.check(job, adopt)
         if adopted:
             ownership.record_adopted(job, now=now, actor=actor)
@@ -238,10 +259,18 @@ def delete(name: str, *, adopt: bool, now: datetime, actor: object) -> None:
         job.delete()
 
 
-def pause(name: str, *, reason: str, until: datetime | None, now: datetime, actor: object) -> Job:
+def pause(
+    name: str,
+    *,
+    key: ApiKey,
+    reason: str,
+    until: datetime | None,
+    now: datetime,
+    actor: object,
+) -> Job:
     """Pause a job (a paused one stays as it is); with `until` it resumes
     by itself at that instant (bare, on the job's clock)."""
-    job = get(name)
+    job = get(name, key)
     if until is not None:
         # In UTC: PostgreSQL refuses offsets past 15:59; near the end of
         # time, converting (or the loop's arithmetic) would overflow.
@@ -253,21 +282,21 @@ def pause(name: str, *, reason: str, until: datetime | None, now: datetime, acto
     if text_problem(reason):
         raise HttpError(422, f"reason: {text_problem(reason)}")
     operations.pause(Job.objects.filter(pk=job.pk), now, actor, reason=reason, until=until)
-    return get(name)
+    return get(name, key)
 
 
-def resume(name: str, *, now: datetime, actor: object) -> Job:
-    job = get(name)
+def resume(name: str, *, key: ApiKey, now: datetime, actor: object) -> Job:
+    job = get(name, key)
     operations.resume(Job.objects.filter(pk=job.pk), now, actor)
-    return get(name)
+    return get(name, key)
 
 
-def upcoming(name: str, *, count: int, after: datetime) -> list[datetime]:
+def upcoming(name: str, *, key: ApiKey, count: int, after: datetime) -> list[datetime]:
     """The next `count` instants the job fires strictly after `after`
     (bare, on the job's clock)."""
     if not 1 <= count <= MAX_NEXT:
         raise HttpError(422, f"count: between 1 and {MAX_NEXT}")
-    job = get(name)
+    job = get(name, key)
     after = checked_instant("after", after, job.timezone)
     try:
         return job.upcoming(after, count)

@@ -1,6 +1,7 @@
 """`/api/v1/jobs`: list, create, read, change, delete, pause, resume and
-the next fire times of jobs, addressed by name (docs/design.md §8). The rules
-are in control.jobs; each view names its scope."""
+the next fire times of jobs, addressed by name (docs/design.md §8), the
+list filtered by `?project=` among others. The rules are in control.jobs;
+each view names its scope."""
 
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ router = Router(tags=["jobs"])
 
 class JobOut(Schema):
     name: str
+    project: str
     description: str
     schedule: str
     timezone: str
@@ -109,6 +111,7 @@ class NextOut(Schema):
 
 
 class JobFilters(Schema):
+    project: Text(0, 100) | None = None
     label: Text(0, 200) | None = None
     tag: Text(0, 200) | None = None
     enabled: bool | None = None
@@ -119,7 +122,7 @@ class JobFilters(Schema):
 
 @router.get("jobs", response=JobPage, auth=auth.needs(scopes.JOBS_READ))
 def list_jobs(request: HttpRequest, filters: Query[JobFilters]) -> dict[str, Any]:
-    rows, cursor = jobs.listed(**filters.dict())
+    rows, cursor = jobs.listed(request.auth, **filters.dict())
     return {"items": [shown(request, job) for job in rows], "next_cursor": cursor}
 
 
@@ -130,13 +133,13 @@ def list_jobs(request: HttpRequest, filters: Query[JobFilters]) -> dict[str, Any
     openapi_extra=examples.body(examples.JOB),
 )
 def create_job(request: HttpRequest, item: Body[dict[str, Any]]) -> Status:
-    job = jobs.create(item, now=timezone.now(), actor=auth.actor(request.auth))
+    job = jobs.create(item, key=request.auth, now=timezone.now(), actor=auth.actor(request.auth))
     return Status(201, shown(request, job))
 
 
 @router.get("jobs/{name}", response=JobOut, auth=auth.needs(scopes.JOBS_READ))
 def get_job(request: HttpRequest, name: str) -> dict[str, Any]:
-    return shown(request, jobs.get(name))
+    return shown(request, jobs.get(name, request.auth))
 
 
 @router.patch(
@@ -146,13 +149,15 @@ def get_job(request: HttpRequest, name: str) -> dict[str, Any]:
     openapi_extra=examples.body(examples.JOB_PATCH),
 )
 def change_job(request: HttpRequest, name: str, patch: Body[dict[str, Any]]) -> dict[str, Any]:
-    job = jobs.update(name, patch, now=timezone.now(), actor=auth.actor(request.auth))
+    now, actor = timezone.now(), auth.actor(request.auth)
+    job = jobs.update(name, patch, key=request.auth, now=now, actor=actor)
     return shown(request, job)
 
 
 @router.delete("jobs/{name}", response={204: None}, auth=auth.needs(scopes.JOBS_WRITE))
 def delete_job(request: HttpRequest, name: str, adopt: bool = False) -> Status:
-    jobs.delete(name, adopt=adopt, now=timezone.now(), actor=auth.actor(request.auth))
+    now, actor = timezone.now(), auth.actor(request.auth)
+    jobs.delete(name, key=request.auth, adopt=adopt, now=now, actor=actor)
     return Status(204, None)
 
 
@@ -161,6 +166,7 @@ def pause_job(request: HttpRequest, name: str, body: PauseIn | None = None) -> d
     body = body or PauseIn()
     job = jobs.pause(
         name,
+        key=request.auth,
         reason=body.reason,
         until=body.until,
         now=timezone.now(),
@@ -171,7 +177,7 @@ def pause_job(request: HttpRequest, name: str, body: PauseIn | None = None) -> d
 
 @router.post("jobs/{name}/resume", response=JobOut, auth=auth.needs(scopes.JOBS_WRITE))
 def resume_job(request: HttpRequest, name: str) -> dict[str, Any]:
-    job = jobs.resume(name, now=timezone.now(), actor=auth.actor(request.auth))
+    job = jobs.resume(name, key=request.auth, now=timezone.now(), actor=auth.actor(request.auth))
     return shown(request, job)
 
 
@@ -179,5 +185,5 @@ def resume_job(request: HttpRequest, name: str) -> dict[str, Any]:
 def next_runs(
     request: HttpRequest, name: str, count: int = 10, after: datetime | None = None
 ) -> dict[str, list[str]]:
-    instants = jobs.upcoming(name, count=count, after=after or timezone.now())
+    instants = jobs.upcoming(name, key=request.auth, count=count, after=after or timezone.now())
     return {"instants": [instant.isoformat() for instant in instants]}

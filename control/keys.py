@@ -1,8 +1,9 @@
 """Issuing and revoking API keys, audited, for the admin and the API.
 
 A key may mint another only within its own reach: no scope it does not
-cover, no expiry later than its own (docs/design.md §8, "a key can never mint a
-broader key").
+cover, no expiry later than its own, and a key bound to a project only keys
+bound to that project, never a global one (docs/design.md §8, §11: "a key
+can never mint a broader key").
 """
 
 from collections.abc import Iterable
@@ -24,8 +25,13 @@ class KeyRefused(Exception):
         self.detail = detail
 
 
-def beyond(parent: ApiKey, wanted_scopes: list[str], expires_at: datetime | None) -> str | None:
-    """Why `parent` may not mint a key with these scopes and expiry, or None."""
+def beyond(
+    parent: ApiKey, wanted_scopes: list[str], expires_at: datetime | None, project: str = ""
+) -> str | None:
+    """Why `parent` may not mint a key with these scopes, expiry and
+    project ("": global), or None."""
+    if parent.project and project != parent.project:
+        return f"a key bound to project {parent.project!r} mints only keys bound to it"
     if not scopes.within(wanted_scopes, parent.scopes):
         extra = [s for s in wanted_scopes if not scopes.within([s], parent.scopes)]
         return f"scope {', '.join(extra)} is beyond this key's scopes"
@@ -46,12 +52,15 @@ def mint(
     expires_at: datetime | None,
     now: datetime,
     actor: object,
+    project: str | None = None,
 ) -> tuple[ApiKey, str]:
-    """A new key (key, secret) made by the key `parent`, which it records;
-    KeyRefused when it would reach further than `parent`, the name is
-    taken, or `parent` was revoked meanwhile."""
+    """A new key (key, secret) made by the key `parent`, which it records,
+    bound to `project` (None: `parent`'s own; "": global); KeyRefused when
+    it would reach further than `parent`, the name is taken, or `parent`
+    was revoked meanwhile."""
     wanted = scopes.parse(wanted_scopes)
-    why = beyond(parent, wanted, expires_at)
+    project = parent.project if project is None else project
+    why = beyond(parent, wanted, expires_at, project)
     if why:
         raise KeyRefused(403, why)
     if expires_at is not None and expires_at <= now:
@@ -61,7 +70,8 @@ def mint(
         # running now either comes first (refused here) or finds the child.
         if not ApiKey.objects.select_for_update().filter(pk=parent.pk).usable(now).exists():
             raise KeyRefused(401, "this key was revoked")
-        return issue(name, wanted, expires_at, now, actor, f"key {parent.name}", parent=parent)
+        made_by = f"key {parent.name}"
+        return issue(name, wanted, expires_at, now, actor, made_by, parent=parent, project=project)
 
 
 def issue(
@@ -72,19 +82,17 @@ def issue(
     actor: object,
     created_by: str,
     parent: ApiKey | None = None,
+    project: str = "",
 ) -> tuple[ApiKey, str]:
     try:
         with transaction.atomic():
             key, secret = ApiKey.issue(
-                name, key_scopes, expires_at, created_by=created_by, parent=parent
+                name, key_scopes, expires_at, created_by=created_by, parent=parent, project=project
             )
-            audit.record(
-                "apikey.created",
-                target=key,
-                actor=actor,
-                at=now,
-                data={"via": "api", "scopes": key.scopes, "expires_at": iso(expires_at)},
-            )
+            data = {"via": "api", "scopes": key.scopes, "expires_at": iso(expires_at)}
+            if project:
+                data["project"] = project
+            audit.record("apikey.created", target=key, actor=actor, at=now, data=data)
     except IntegrityError:
         raise KeyRefused(409, f"an API key named {name!r} exists already") from None
     return key, secret

@@ -1,6 +1,8 @@
 """`/api/v1/maintenance`: read and set maintenance mode (docs/design.md §10),
 the global switch and the windows not yet ended. The rules are in
-scheduler.runs.maintenance; every change is audited with the key as actor."""
+scheduler.runs.maintenance; every change is audited with the key as actor.
+Maintenance is the whole install's: a key bound to a project reads it, only
+a global key sets it (control.reach.needs_global)."""
 
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +14,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 from pydantic import ConfigDict, Field
 
-from control import auth, examples, scopes
+from control import auth, examples, reach, scopes
 from control.fields import Instant
 from core.text import Text
 from scheduler.models import MaintenanceWindow
@@ -94,6 +96,7 @@ def get_maintenance(request: HttpRequest) -> dict[str, Any]:
 
 @router.put("maintenance", response=MaintenanceOut, auth=auth.needs(scopes.ADMIN))
 def put_maintenance(request: HttpRequest, body: MaintenanceIn) -> dict[str, Any]:
+    reach.needs_global(request.auth, "setting maintenance")
     now, actor = timezone.now(), auth.actor(request.auth)
     with transaction.atomic():
         if body.windows is not None:

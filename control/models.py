@@ -86,9 +86,11 @@ class ApiKey(models.Model):
         expires_at: datetime | None = None,
         created_by: str = "",
         parent: "ApiKey | None" = None,
+        project: str = "",
     ) -> "tuple[ApiKey, str]":
-        """Create a key (minted by the key `parent`, if any); returns (key,
-        secret). The secret is not stored. ValueError for unknown scopes."""
+        """Create a key (minted by the key `parent`, if any), bound to
+        `project` ("": global); returns (key, secret). The secret is not
+        stored. ValueError for unknown scopes."""
         secret = new_secret()
         key = cls.objects.create(
             name=name,
@@ -97,6 +99,7 @@ class ApiKey(models.Model):
             expires_at=expires_at,
             created_by=created_by,
             parent=parent,
+            project=project,
         )
         return key, secret
 

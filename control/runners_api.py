@@ -4,6 +4,10 @@ or forget one, as the admin's actions do (dispatch.identity).
 Mounted under /v1/ beside the runner protocol's /v1/runners/ routes, with
 paths of its own (`runners`, `runners/{runner_id}/drain`), so that protocol
 is untouched.
+
+Runners are the whole install's, shared by every project: a key bound to a
+project reads them, but only a global key drains, resumes or forgets one
+(control.reach.needs_global).
 """
 
 from datetime import datetime
@@ -15,7 +19,7 @@ from django.utils import timezone
 from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 
-from control import auth, paging, scopes
+from control import auth, paging, reach, scopes
 from control.schemas import ERRORS, PageQuery
 from dispatch import identity
 from runners.models import Runner
@@ -89,6 +93,7 @@ def list_runners(request: HttpRequest, filters: Query[RunnerFilters]) -> dict[st
 )
 def drain(request: HttpRequest, runner_id: int) -> Runner:
     """Give the runner no new work; what it runs now may finish."""
+    reach.needs_global(request.auth, "draining a runner")
     runner = find(runner_id)
     identity.drain(runner, timezone.now(), actor=auth.actor(request.auth))
     return runner
@@ -101,6 +106,7 @@ def drain(request: HttpRequest, runner_id: int) -> Runner:
 )
 def resume(request: HttpRequest, runner_id: int) -> Runner:
     """Undo a drain: the runner gets work again."""
+    reach.needs_global(request.auth, "resuming a runner")
     runner = find(runner_id)
     identity.resume(runner, timezone.now(), actor=auth.actor(request.auth))
     return runner
@@ -114,6 +120,7 @@ def resume(request: HttpRequest, runner_id: int) -> Runner:
 def forget(request: HttpRequest, runner_id: int) -> dict[str, Any]:
     """Release the runner's executions now and delete it; it registers anew
     if it comes back."""
+    reach.needs_global(request.auth, "forgetting a runner")
     runner = find(runner_id)
     released = identity.forget(runner, timezone.now(), actor=auth.actor(request.auth))
     return {"name": runner.name, "released": [execution.pk for execution in released]}

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, StrictBool
 from control import auth, examples, jobs, refusals, scopes
 from control.auth import needs, needs_in_db_thread
 from control.fields import LocalInstant, checked_instant
+from control.models import ApiKey
 from core.db_threads import run_db
 from core.text import Text
 from scheduler.firing import backfill, fanout, triggers
@@ -67,7 +68,7 @@ async def trigger(
     body = body or TriggerIn()
     actor = auth.actor(request.auth)
     try:
-        done, runs = await run_db(trigger_step, name, timezone.now(), actor, body)
+        done, runs = await run_db(trigger_step, name, request.auth, timezone.now(), actor, body)
     except OperationRefused as refusal:
         return refusals.response(refusal)
     answer = {"execution_id": done.execution.pk, "deduplicated": done.deduplicated}
@@ -75,13 +76,13 @@ async def trigger(
 
 
 def trigger_step(
-    name: str, now: datetime, actor: object, body: TriggerIn
+    name: str, key: ApiKey, now: datetime, actor: object, body: TriggerIn
 ) -> tuple[triggers.Triggered, list[int]]:
     """(Triggered, the ids of every run of its occurrence)."""
     # The job is read and locked in one query (a round trip fewer than
     # reading it, then locking it).
     with transaction.atomic():
-        job = jobs.locked(name)
+        job = jobs.locked(name, key)
         at = body.scheduled_for
         if at is not None:
             at = checked_instant("scheduled_for", at, job.timezone)
@@ -97,7 +98,7 @@ def trigger_step(
     summary="Run a job for the past instants of its schedule in a range",
 )
 def backfill_range(request: HttpRequest, name: str, body: BackfillIn) -> Status | JsonResponse:
-    job = jobs.get(name)
+    job = jobs.get(name, request.auth)
     start = checked_instant("start", body.start, job.timezone)
     end = checked_instant("end", body.end, job.timezone)
     actor = auth.actor(request.auth)

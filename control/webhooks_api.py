@@ -203,8 +203,8 @@ def checked_idempotency_key(key: str | None) -> str | None:
     summary="Give a job a new webhook URL (the old one answers 404 at once)",
 )
 def regenerate_webhook(request: HttpRequest, name: str) -> dict[str, typing.Any]:
-    job = jobs.get(name)
+    job = jobs.get(name, request.auth)
     actor = auth.actor(request.auth)
     if not operations.regenerate_webhooks(Job.objects.filter(pk=job.pk), timezone.now(), actor):
         raise HttpError(409, f"{name} has no webhook: set webhook: true first")
-    return jobs.fields(jobs.get(name), writer=True)
+    return jobs.fields(jobs.get(name, request.auth), writer=True)

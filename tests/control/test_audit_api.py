@@ -50,6 +50,7 @@ def test_events_come_newest_first_with_every_field(client, reader, trail):
         "target_type": "scheduler.job",
         "target_id": str(trail[0].target_id),
         "target_repr": "nightly",
+        "project": "default",
         "data": {},
     }
 

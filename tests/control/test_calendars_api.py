@@ -44,6 +44,7 @@ def test_put_creates_a_calendar_that_reads_back_as_the_apply_file_says_it(api):
     assert answer.status_code == 200, answer.content
     assert answer.json() == {
         "name": "office",
+        "project": "default",
         "description": "",
         "timezone": "Europe/Berlin",
         "weekdays": ["mon", "tue", "wed", "thu", "fri"],

@@ -42,7 +42,7 @@ def test_the_list_shows_open_dead_letters_newest_first_in_cursor_pages(api):
     page = api.get("dead-letters", limit=1).json()
     assert [item["id"] for item in page["items"]] == [second.pk]
     assert page["items"][0] | {"landed_at": None, "scheduled_for": None} == {
-        "id": second.pk, "execution": second.execution_id, "job": "b",
+        "id": second.pk, "execution": second.execution_id, "job": "b", "project": "default",
         "scheduled_for": None, "attempt": 1, "reason": "failed", "detail": "exit code 2",
         "log_tail": "oops", "landed_at": None, "status": "open", "replayed_at": None,
         "replayed_execution": None, "discarded_at": None,

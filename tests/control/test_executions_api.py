@@ -32,8 +32,9 @@ def test_an_execution_as_json(api):
 
     assert answer.status_code == 200
     assert answer.json() == {
-        "id": execution.pk, "job": "report", "scheduled_for": "2026-06-01T12:00:00Z",
-        "attempt": 1, "trigger": "schedule", "state": "failed", "runner": "rack-1",
+        "id": execution.pk, "job": "report", "project": "default",
+        "scheduled_for": "2026-06-01T12:00:00Z", "attempt": 1, "trigger": "schedule",
+        "state": "failed", "runner": "rack-1",
         "pinned_to": "", "created_at": "2026-06-01T12:00:00Z", "claimed_at": "2026-12-01T09:01:00Z",
         "finished_at": "2026-12-01T09:02:00Z", "exit_code": 3, "error": "boom",
     }  # fmt: skip

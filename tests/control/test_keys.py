@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from audit.models import AuditEvent
 from control import scopes
 from control.models import ApiKey, hash_secret
+from projects.models import Project
 from runners.models import RunnerToken
 
 NOW = datetime(2026, 12, 24, 9, 0, tzinfo=UTC)
@@ -81,6 +82,8 @@ def test_create_api_key_prints_the_key_once_and_audits_it(db):
         (["ci", "--scopes", "jobs:destroy"], "unknown scope 'jobs:destroy'"),
         (["ci", "--scopes", "admin", "--expires-in", "soon"], "'soon' is not a duration"),
         (["", "--scopes", "admin"], "1 to 100 characters"),
+        (["ci", "--scopes", "admin", "--project", "payroll"], "--project: no project named"),
+        (["ci", "--scopes", "admin", "--project", "a\x00b"], "--project: no project named"),
     ],
 )
 def test_create_api_key_refuses_bad_input_and_creates_nothing(db, arguments, message):
@@ -93,3 +96,21 @@ def test_a_name_is_taken_once(db):
     ApiKey.issue("ci", ["admin"])
     with pytest.raises(CommandError, match="exists already"):
         call_command("create_api_key", "ci", "--scopes", "admin", stdout=StringIO())
+
+
+def test_create_api_key_binds_the_key_to_a_project(db):
+    Project.objects.create(name="payroll")
+    out, err = StringIO(), StringIO()
+    call_command("create_api_key", "payroll-ci", "--scopes", "jobs:read", "--project", "payroll",
+                 stdout=out, stderr=err)  # fmt: skip
+
+    key = ApiKey.objects.authenticate(out.getvalue().strip(), NOW)
+    assert key.project == "payroll"
+    assert "bound to project payroll" in err.getvalue()
+    event = AuditEvent.objects.get(action="apikey.created")
+    assert (event.project, event.data["project"]) == ("payroll", "payroll")
+
+
+def test_create_api_key_makes_a_global_key_without_a_project(db):
+    call_command("create_api_key", "ci", "--scopes", "admin", stdout=StringIO(), stderr=StringIO())
+    assert ApiKey.objects.get(name="ci").project == ""

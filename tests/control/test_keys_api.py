@@ -118,7 +118,8 @@ def test_admin_lists_keys_by_name_without_secrets(client):
     assert [k["name"] for k in first["items"] + rest["items"]] == ["a", "b", "c", "root"]
     assert rest["next_cursor"] is None
     assert set(first["items"][0]) == {
-        "name", "scopes", "created_at", "created_by", "expires_at", "last_used_at", "revoked_at"
+        "name", "project", "scopes", "created_at", "created_by", "expires_at", "last_used_at",
+        "revoked_at",
     }  # fmt: skip
 
 

@@ -7,6 +7,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
+from control import reach
 from control.models import ApiKey
 from scheduler.apply.items import ApplyError, seconds
 
@@ -25,6 +26,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--expires-in", help="A duration such as 90d or 12h; the key never expires without it."
         )
+        parser.add_argument(
+            "--project",
+            default="",
+            help="Bind the key to this project: everything outside it is unknown to the key "
+            "(docs/design.md §11). Without it the key is global.",
+        )
 
     def handle(
         self,
@@ -32,11 +39,14 @@ class Command(BaseCommand):
         name: str,
         scopes: list[str],
         expires_in: str | None = None,
+        project: str = "",
         **options: Any,
     ) -> None:
         name = name.strip()
         if not name or len(name) > ApiKey._meta.get_field("name").max_length:
             raise CommandError("key name: 1 to 100 characters")
+        if project and not reach.known(project):
+            raise CommandError(f"--project: no project named {project!r}")
         now = timezone.now()
         expires_at = None
         if expires_in:
@@ -46,16 +56,17 @@ class Command(BaseCommand):
                 raise CommandError(str(error)) from None
         try:
             with transaction.atomic():
-                key, secret = ApiKey.issue(name, scopes, expires_at, created_by="command")
-                audit.record(
-                    "apikey.created",
-                    target=key,
-                    at=now,
-                    data={"via": "command", "scopes": key.scopes},
+                key, secret = ApiKey.issue(
+                    name, scopes, expires_at, created_by="command", project=project
                 )
+                data = {"via": "command", "scopes": key.scopes}
+                if project:
+                    data["project"] = project
+                audit.record("apikey.created", target=key, at=now, data=data)
         except ValueError as error:
             raise CommandError(f"--scopes: {error}") from None
         except IntegrityError:
             raise CommandError(f"an API key named {name!r} exists already") from None
         self.stdout.write(secret)
-        self.stderr.write(f"API key {name!r} created; the key above is not shown again.")
+        bound = f" (bound to project {project})" if project else ""
+        self.stderr.write(f"API key {name!r}{bound} created; the key above is not shown again.")
