@@ -73,6 +73,8 @@ def env_pair(text: str) -> tuple[str, str]:
 # only the server knows (docs/design.md §8); an offset keeps it exact.
 INSTANT = "ISO"
 JOB_CLOCK = "ISO 8601; without an offset (2026-12-08, 2026-12-08T09:00) in the job's timezone"
+# Where a secret is without --project: the server's answer (docs/design.md §11).
+KEYS_PROJECT = "default: the key's own project, or default for a global key"
 
 
 def positive(text: str) -> int:
@@ -113,6 +115,7 @@ class Commands:
 def add_jobs(commands: Commands) -> None:
     jobs = commands.group("jobs", "jobs by name")
     listing = jobs.add("list", cli_commands.jobs_list, "list jobs")
+    listing.add_argument("--project", help="only this project's jobs")
     listing.add_argument("--label", help="only jobs with this label")
     listing.add_argument("--name", metavar="PREFIX", help="only jobs whose name starts so")
     listing.add_argument("--limit", type=positive, help="at most this many (default: all)")
@@ -223,10 +226,13 @@ def add_secrets(commands: Commands) -> None:
         "echo at a terminal; one trailing newline dropped)",
     )
     setting.add_argument("name")
-    setting.add_argument("--project", help="the project it belongs to (else the server's default)")
+    setting.add_argument("--project", help=f"the project it belongs to ({KEYS_PROJECT})")
     listing = secrets.add("list", cli_commands.secrets_list, "list secrets (never their values)")
+    listing.add_argument("--project", help=f"this project's secrets ({KEYS_PROJECT})")
     listing.add_argument("--limit", type=positive, help="at most this many (default: all)")
-    secrets.add("delete", cli_commands.secrets_delete, "delete a secret").add_argument("name")
+    deleting = secrets.add("delete", cli_commands.secrets_delete, "delete a secret")
+    deleting.add_argument("name")
+    deleting.add_argument("--project", help=f"the project it belongs to ({KEYS_PROJECT})")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -149,8 +149,8 @@ class Api:
     def post(self, path: str, body: Any = None, **params: Any) -> Any:
         return self.call("POST", path, body=body, params=params or None)
 
-    def delete(self, path: str) -> Any:
-        return self.call("DELETE", path)
+    def delete(self, path: str, **params: Any) -> Any:
+        return self.call("DELETE", path, params=params)
 
     def pages(self, path: str, limit: int | None = None, **params: Any) -> dict[str, Any]:
         """A list's items, page by page to its end, or its first `limit`

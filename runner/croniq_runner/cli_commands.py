@@ -51,7 +51,7 @@ def listed(
 
 
 def jobs_list(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    answer = api.pages("jobs", args.limit, label=args.label, name=args.name)
+    answer = api.pages("jobs", args.limit, project=args.project, label=args.label, name=args.name)
     return listed(args, out, answer, cli_tables.JOB_COLUMNS, "jobs")
 
 
@@ -285,12 +285,12 @@ def secrets_set(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) ->
 
 
 def secrets_list(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    answer = api.pages("secrets", args.limit)
+    answer = api.pages("secrets", args.limit, project=args.project)
     return listed(args, out, answer, cli_tables.SECRET_COLUMNS, "secrets")
 
 
 def secrets_delete(api: Api, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    api.delete(f"secrets/{quoted(args.name)}")
+    api.delete(f"secrets/{quoted(args.name)}", project=args.project)
     if not args.json:  # the API answers 204, no body: the exit code says it
         out.write(f"secret {args.name}: deleted\n")
     return EXIT_OK

@@ -14,6 +14,7 @@ Column = tuple[str, str | Callable[[Item], Any]]
 # (heading, field or function of the item) of each list's columns.
 JOB_COLUMNS: list[Column] = [
     ("NAME", "name"),
+    ("PROJECT", "project"),
     ("SCHEDULE", "schedule"),
     ("TIMEZONE", "timezone"),
     ("NEXT RUN", lambda job: when(job.get("next_run_at"))),

@@ -10,7 +10,7 @@ from croniq_project.api import api as management_api
 
 PAGE = {"items": [], "next_cursor": None}
 COMMANDS = [
-    (["jobs", "list", "--label", "l", "--name", "n", "--limit", "5"], PAGE),
+    (["jobs", "list", "--project", "p", "--label", "l", "--name", "n", "--limit", "5"], PAGE),
     (["jobs", "show", "j"], {}),
     (
         [
@@ -39,8 +39,8 @@ COMMANDS = [
     (["runners", "list", "--state", "online", "--limit", "5"], PAGE),
     (["runners", "drain", "1"], {}),
     (["secrets", "set", "s", "--project", "p"], {"name": "s", "project": "p"}),
-    (["secrets", "list", "--limit", "5"], PAGE),
-    (["secrets", "delete", "s"], None),
+    (["secrets", "list", "--project", "p", "--limit", "5"], PAGE),
+    (["secrets", "delete", "s", "--project", "p"], None),
 ]
 # The verbs answered otherwise than 200.
 STATUS = {"trigger": 202, "backfill": 202, "retry": 202, "set": 201, "delete": 204}

@@ -19,19 +19,20 @@ def test_instants_are_shown_in_utc_to_the_second():
 
 def test_columns_are_as_wide_as_their_widest_cell():
     jobs = [
-        {"name": "a", "schedule": "@daily", "timezone": "UTC", "next_run_at": None,
-         "paused": False, "enabled": True, "labels": ["linux", "gpu"], "managed_by": "apply"},
-        {"name": "nightly-report", "schedule": "30 2 * * *", "timezone": "Europe/Berlin",
-         "next_run_at": "2026-12-02T01:30:00Z", "paused": True, "paused_until": None,
-         "labels": [], "managed_by": "api"},
+        {"name": "a", "project": "default", "schedule": "@daily", "timezone": "UTC",
+         "next_run_at": None, "paused": False, "enabled": True, "labels": ["linux", "gpu"],
+         "managed_by": "apply"},
+        {"name": "nightly-report", "project": "payroll", "schedule": "30 2 * * *",
+         "timezone": "Europe/Berlin", "next_run_at": "2026-12-02T01:30:00Z", "paused": True,
+         "paused_until": None, "labels": [], "managed_by": "api"},
     ]  # fmt: skip
 
     shown = [column for column in JOB_COLUMNS if column[0] != "TIMEZONE"]
 
     assert table(jobs, shown).splitlines() == [
-        "NAME            SCHEDULE    NEXT RUN              STATUS   LABELS     MANAGED BY",
-        "a               @daily                            enabled  linux,gpu  apply",
-        "nightly-report  30 2 * * *  2026-12-02 01:30:00Z  paused              api",
+        "NAME            PROJECT  SCHEDULE    NEXT RUN              STATUS   LABELS     MANAGED BY",
+        "a               default  @daily                            enabled  linux,gpu  apply",
+        "nightly-report  payroll  30 2 * * *  2026-12-02 01:30:00Z  paused              api",
     ]
 
 
