@@ -3,7 +3,11 @@
 - jobs_page: `GET /api/v1/jobs?limit=100`, the first page, with 2,000 jobs
   (p50, target <= 20 ms). Skipped when this build has no jobs list.
 - executions_page: `GET /api/v1/executions?limit=100`, the first page, with
-  1,000,000 executions (p50, target <= 50 ms); also one job's first page.
+  1,000,000 executions (p50, target <= 50 ms); also one job's first page,
+  and the first page of a key bound to a project (docs/design.md §11) of
+  one job ("one-job"), of half the jobs ("half"), of one job that ran only
+  long ago ("retired": its 10 runs are the oldest) and of one that never ran
+  ("idle": a page that finds nothing).
 - trigger_to_running: `POST /api/v1/jobs/{name}/trigger` until a runner
   waiting in a long-poll holds the execution (real uvicorn, HTTP; p50,
   target <= 20 ms).
@@ -81,19 +85,31 @@ def seed(jobs, rows):
     from scheduler.models import Job
 
     started = time.perf_counter()
+    from projects.models import Project
+
     Job.objects.bulk_create(
         (
             Job(name=f"bench-{i:05}", schedule="0 * * * *", command="true", enabled=False,
-                labels=["linux"] if i % 2 else [])
+                labels=["linux"] if i % 2 else [], project=project_of(i, jobs))
             for i in range(jobs)
         ),
         batch_size=500,
     )  # fmt: skip
+    projects = ("one-job", "half", "retired", "idle")
+    Project.objects.bulk_create(Project(name=name) for name in projects)
     sql = EXECUTIONS_SQL.replace("@NOW", str(int(timezone.now().timestamp())))
     sql = for_backend(sql.replace("@JOBS", str(jobs)), connection.vendor, rows - 1)
     with connection.cursor() as cursor:
         if rows:
             cursor.execute(sql)
+        Job.objects.create(name="bench-idle", schedule="0 * * * *", command="true",
+                           enabled=False, project="idle")  # fmt: skip
+        retired = Job.objects.get(project="retired").pk
+        cursor.execute(
+            "DELETE FROM scheduler_execution WHERE job_id = %s AND id NOT IN"
+            " (SELECT id FROM scheduler_execution WHERE job_id = %s ORDER BY id LIMIT 10)",
+            [retired, retired],
+        )
         # A table that grew row by row has been vacuumed along the way; a
         # million rows inserted at once have not, and autovacuum would run
         # beside the timed calls (PostgreSQL). Start from the steady state.
@@ -102,10 +118,19 @@ def seed(jobs, rows):
          seconds=round(time.perf_counter() - started, 1))  # fmt: skip
 
 
-def api_key(*scopes):
+def project_of(i, jobs):
+    """Job i's project: the last job alone in "one-job", the first in
+    "retired", every other in "half"."""
+    if i in (0, jobs - 1):
+        return "retired" if i == 0 else "one-job"
+    return "half" if i % 2 else "default"
+
+
+def api_key(*scopes, project=""):
     from control.models import ApiKey
 
-    return ApiKey.issue(f"bench-{'-'.join(scopes)}-{time.time_ns()}", list(scopes))[1]
+    name = f"bench-{'-'.join(scopes)}-{time.time_ns()}"
+    return ApiKey.issue(name, list(scopes), project=project)[1]
 
 
 def time_gets(path, secret, runs):
@@ -150,6 +175,10 @@ def executions_page(url, runs):
     name = Job.objects.order_by("pk").values_list("name", flat=True).first()
     _, times = time_gets(f"/api/v1/executions?limit=100&job={name}", secret, runs)
     report("executions_page", url, times, filter="job")
+    for project in ("one-job", "half", "retired", "idle"):
+        secret = api_key("executions:read", project=project)
+        _, times = time_gets("/api/v1/executions?limit=100", secret, runs)
+        report("executions_page", url, times, filter="none", key_bound_to=project)
 
 
 def trigger_to_running(url, runs):
