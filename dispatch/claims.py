@@ -26,7 +26,6 @@ from runners.models import JOB_FEATURES, Runner, feature_marks, split_requiremen
 from scheduler.models import Execution, Job
 from scheduler.runs import groups, lifecycle, maintenance, spans
 from vault import references, resolution
-from vault.models import DEFAULT_PROJECT
 
 CLAIM_ORDER = ("run_after", "scheduled_for", "id")
 # What a claim reads of an execution and its job: the assignment, the
@@ -409,8 +408,8 @@ def with_secrets(
     needing = [i for i, pair in enumerate(texts) if any(references.has_reference(t) for t in pair)]
     if not needing:
         return given, executions
-    # Projects come with docs/design.md §11's projects: every job is in the default one.
-    asked = [(DEFAULT_PROJECT, text) for i in needing for text in texts[i]]
+    # A job reads the secrets of its own project alone (docs/design.md §11).
+    asked = [(executions[i].job.project, text) for i in needing for text in texts[i]]
     found = resolution.resolve_many(asked)
     failed = set()
     for n, i in enumerate(needing):

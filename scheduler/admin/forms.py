@@ -9,6 +9,7 @@ same things with the same words. Scripts that post the old JSON ('{}',
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django import forms
@@ -28,6 +29,7 @@ from scheduler.apply.items import (
     parameter_names,
     requirement_list,
     schedule_list,
+    secret_problems,
     size,
     string_list,
     tag_list,
@@ -193,7 +195,8 @@ def apply_check(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any
 class JobAdminForm(forms.ModelForm):
     env = MappingField(
         required=False,
-        check=checked("env", job_env),
+        # Its secret references are checked in `clean`, against the job's project.
+        check=checked("env", partial(job_env, project=None)),
         help_text="Extra environment variables, one name and value per row.",
     )
     labels = NamesField(
@@ -335,17 +338,26 @@ class JobAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        # A job reads its own project's secrets alone (docs/design.md §11).
+        project = cleaned.get("project") or self.instance.project
+        if cleaned.get("env"):
+            try:
+                secret_problems("env", cleaned["env"], project)
+            except ApplyError as e:
+                self.add_error("env", [m.removeprefix("env.") for m in e.errors])
         if "http" in cleaned:
             # Checked here, not on its own: its timeout is bounded by the job's.
             try:
-                cleaned["http"] = http_request("http", cleaned["http"], cleaned.get("timeout"))
+                cleaned["http"] = http_request(
+                    "http", cleaned["http"], cleaned.get("timeout"), project
+                )
             except ApplyError as e:
                 # On the field: "url: ...", not "http.url: ...".
                 errors = [m.removeprefix("http: ").removeprefix("http.") for m in e.errors]
                 self.add_error("http", errors)
         if "container" in cleaned:
             try:
-                cleaned["container"] = container_spec("container", cleaned["container"])
+                cleaned["container"] = container_spec("container", cleaned["container"], project)
             except ApplyError as e:
                 errors = [
                     m.removeprefix("container: ").removeprefix("container.") for m in e.errors

@@ -79,21 +79,30 @@ def string_mapping(where: str, value: Any) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 
-def job_env(where: str, value: Any) -> dict[str, str]:
+def job_env(where: str, value: Any, project: str | None = DEFAULT_PROJECT) -> dict[str, str]:
     """A job's `env`: a mapping of text whose `${secret:NAME}` references
-    each name a stored secret (docs/design.md §11). ApplyError names the
-    variable (`jobs[0].env.DB_PASSWORD: unknown secret "db-password"`)."""
+    each name a secret of the job's `project` (docs/design.md §11: a job
+    reads its own project's secrets alone; None: not checked here, the
+    caller checks once it knows the project). ApplyError names the variable
+    (`jobs[0].env.DB_PASSWORD: unknown secret "db-password"`)."""
     env = string_mapping(where, value)
-    if not references.has_reference(env):
-        return env
-    # Projects come with docs/design.md §11's projects: every job is in the default one.
-    found = references.problems(env, store.names(DEFAULT_PROJECT))
-    if found:
-        raise ApplyError([f"{where}.{variable}: {why}" for variable, why in found])
+    secret_problems(where, env, project)
     return env
 
 
-def http_request(where: str, value: Any, job_timeout: Any = None) -> dict[str, Any]:
+def secret_problems(where: str, texts: dict[str, str], project: str | None) -> None:
+    """ApplyError naming each text of `texts` (by its path under `where`)
+    whose `${secret:NAME}` is not a secret of `project` (None: unchecked)."""
+    if project is None or not references.has_reference(texts):
+        return
+    found = references.problems(texts, store.names(project))
+    if found:
+        raise ApplyError([f"{where}.{path}: {why}" for path, why in found])
+
+
+def http_request(
+    where: str, value: Any, job_timeout: Any = None, project: str | None = DEFAULT_PROJECT
+) -> dict[str, Any]:
     """An http job's `http` (docs/design.md §15) as stored: every field set,
     its defaults filled in; {} for none. `job_timeout`: the job's, which
     bounds the request's own. Its url, header values and body may hold
@@ -114,12 +123,7 @@ def http_request(where: str, value: Any, job_timeout: Any = None) -> dict[str, A
     }
     if value.get("timeout") is not None:
         request["timeout"] = request_timeout(f"{where}.timeout", value["timeout"], job_timeout)
-    texts = references.request_texts(request)
-    if references.has_reference(texts):
-        # Projects come with docs/design.md §11's projects: every job is in the default one.
-        found = references.problems(texts, store.names(DEFAULT_PROJECT))
-        if found:
-            raise ApplyError([f"{where}.{path}: {why}" for path, why in found])
+    secret_problems(where, references.request_texts(request), project)
     return request
 
 
@@ -235,7 +239,7 @@ def exit_codes(where: str, value: Any) -> list[int]:
     return sorted(set(value))
 
 
-def container_spec(where: str, value: Any) -> dict[str, Any]:
+def container_spec(where: str, value: Any, project: str | None = DEFAULT_PROJECT) -> dict[str, Any]:
     """A container job's `container` (docs/design.md §15) as stored: every
     field set, its defaults filled in; {} for none. Its env values may hold
     `${secret:NAME}` references, each naming a stored secret; its args may
@@ -249,7 +253,7 @@ def container_spec(where: str, value: Any) -> dict[str, Any]:
     spec = {
         "image": container_image(f"{where}.image", value.get("image")),
         "args": container_args(f"{where}.args", value.get("args")),
-        "env": container_env(f"{where}.env", value.get("env")),
+        "env": container_env(f"{where}.env", value.get("env"), project),
         "pull": one_of(f"{where}.pull", value.get("pull") or "missing", PULL_POLICIES),
         "network": None,
     }
@@ -296,7 +300,7 @@ def container_args(where: str, value: Any) -> list[str]:
     return args
 
 
-def container_env(where: str, value: Any) -> dict[str, str]:
+def container_env(where: str, value: Any, project: str | None = DEFAULT_PROJECT) -> dict[str, str]:
     """The container's environment: names of letters, digits and `_`, values
     of one line (the engine reads them a line a variable), references
     naming stored secrets."""
@@ -312,11 +316,7 @@ def container_env(where: str, value: Any) -> dict[str, str]:
                 f"{where}.{name}: a value is one line (the engine reads the environment "
                 "a line a variable)"
             )
-    if references.has_reference(env):
-        # Projects come with docs/design.md §11's projects: every job is in the default one.
-        found = references.problems(env, store.names(DEFAULT_PROJECT))
-        if found:
-            raise ApplyError([f"{where}.{variable}: {why}" for variable, why in found])
+    secret_problems(where, env, project)
     return env
 
 

@@ -221,7 +221,8 @@ class Planner:
 
     def prunable(self, rows: Any) -> Any:
         """`rows` narrowed to the projects the caller may write: a bound
-        caller's prune never reaches another project's rows."""
+        caller's prune never reaches another project's rows, nor its
+        references another project's calendars and groups."""
         return rows if self.projects is None else rows.filter(project__in=sorted(self.projects))
 
     def write_projects(self) -> None:
@@ -291,10 +292,12 @@ class Planner:
         self.rules[calendar.name] = self.planned_rules(calendar, planned_periods)
 
     def calendar_named(self, name: str) -> Calendar | None:
-        """The calendar `name` as this document makes it, else as stored, or None."""
+        """The calendar `name` as this document makes it, else as stored, or
+        None: also a stored one of a project the caller may not write, which
+        to it does not exist (a job or a base names it in vain)."""
         if name in self.planned_calendars:
             return self.planned_calendars[name]
-        return Calendar.objects.filter(name=name).first()
+        return self.prunable(Calendar.objects.filter(name=name)).first()
 
     def planned_rules(self, calendar: Calendar, periods: list[CalendarPeriod]) -> Any:
         """The CalendarRules of `calendar` with `periods`, its base as this
@@ -344,9 +347,10 @@ class Planner:
         self.planned_groups[group.name] = group
 
     def group_named(self, name: str) -> ConcurrencyGroup | None:
+        """As `calendar_named`, a concurrency group."""
         if name in self.planned_groups:
             return self.planned_groups[name]
-        return ConcurrencyGroup.objects.filter(name=name).first()
+        return self.prunable(ConcurrencyGroup.objects.filter(name=name)).first()
 
     # Jobs
 
@@ -394,9 +398,12 @@ class Planner:
 
     def apply_job(self, where: str, item: dict[str, Any]) -> None:
         values = {**JOB_DEFAULTS, **item}
-        values["env"] = job_env(f"{where}.env", values["env"])
-        values["http"] = http_request(f"{where}.http", values["http"], values["timeout"])
-        values["container"] = container_spec(f"{where}.container", values["container"])
+        # Its references name secrets of its own project (docs/design.md §11).
+        owner = item.get("project") or self.project
+        owner = owner if isinstance(owner, str) else None  # refused by upsert
+        values["env"] = job_env(f"{where}.env", values["env"], owner)
+        values["http"] = http_request(f"{where}.http", values["http"], values["timeout"], owner)
+        values["container"] = container_spec(f"{where}.container", values["container"], owner)
         values["labels"] = string_list(f"{where}.labels", values["labels"])
         values["tags"] = tag_list(f"{where}.tags", values["tags"])
         values["parameters"] = parameter_names(f"{where}.parameters", values["parameters"])

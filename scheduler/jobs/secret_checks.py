@@ -15,7 +15,7 @@ from django.db import DatabaseError, connections
 from django.db.models import Q
 
 from vault import references
-from vault.models import DEFAULT_PROJECT, Secret
+from vault.models import Secret
 
 UNKNOWN_SECRET = "croniq.W202"
 
@@ -53,18 +53,19 @@ def unresolvable(alias: str) -> list[tuple[str, str, str]]:
         if Job._meta.db_table not in tables or Secret._meta.db_table not in tables:
             return []  # not migrated yet
         referring = Q(env__icontains="${secret:") | Q(http__icontains="${secret:")
-        jobs = list(Job.objects.using(alias).filter(referring).values_list("name", "env", "http"))
+        jobs = list(
+            Job.objects.using(alias).filter(referring).values_list("name", "env", "http", "project")
+        )
         if not jobs:
             return []
-        known = set(
-            Secret.objects.using(alias)
-            .filter(project=DEFAULT_PROJECT)
-            .values_list("name", flat=True)
-        )
+        # A job reads its own project's secrets alone (docs/design.md §11).
+        known: dict[str, set[str]] = {}
+        for project, secret in Secret.objects.using(alias).values_list("project", "name"):
+            known.setdefault(project, set()).add(secret)
     except DatabaseError:
         return []  # no database to look at: nothing to warn about
     found = []
-    for name, env, http in jobs:
+    for name, env, http, project in jobs:
         texts = {
             f"env.{variable}": value
             for variable, value in (env.items() if isinstance(env, dict) else ())
@@ -73,5 +74,8 @@ def unresolvable(alias: str) -> list[tuple[str, str, str]]:
         texts.update(
             (f"http.{path}", text) for path, text in references.request_texts(http).items()
         )
-        found += [(name, path, problem) for path, problem in references.problems(texts, known)]
+        found += [
+            (name, path, problem)
+            for path, problem in references.problems(texts, known.get(project, set()))
+        ]
     return found

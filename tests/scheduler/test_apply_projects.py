@@ -170,3 +170,38 @@ def test_an_export_of_one_project_holds_its_rows_alone():
     assert [job["name"] for job in document["jobs"]] == ["invoice"]
     with pytest.raises(CommandError, match="--project: no project named 'nope'"):
         call_command("export", "--project", "nope", stdout=StringIO(), stderr=StringIO())
+
+
+def test_a_bound_caller_cannot_name_another_projects_calendar_or_group():
+    Project.objects.create(name="team-b")
+    apply({"project": "team-b", "calendars": [{"name": "b-days"}], "concurrency_groups": [
+        {"name": "b-pool", "max_concurrent": 1}
+    ]})  # fmt: skip
+    apply({"projects": [{"name": "team-a"}]})
+    job = {"name": "mine", "schedule": "@daily", "command": "true", "calendar": "b-days"}
+    pooled = {
+        "name": "pooled",
+        "schedule": "@daily",
+        "command": "true",
+        "concurrency_group": "b-pool",
+    }
+    with pytest.raises(ApplyError) as refused:
+        apply({"project": "team-a", "jobs": [job, pooled]}, projects={"team-a"})
+    assert refused.value.errors == [
+        "jobs[0].calendar: no calendar named 'b-days'",
+        "jobs[1].concurrency_group: no concurrency group named 'b-pool'",
+    ]
+    assert not Job.objects.exists()
+
+
+def test_a_job_reads_the_secrets_of_its_own_project_alone():
+    from vault import store
+
+    apply({"projects": [{"name": "team-a"}, {"name": "team-b"}]})
+    store.put("token", "b-value-1234", project="team-b", actor=("user", "test"), now=NOW)
+    job = {"name": "j", "schedule": "@daily", "command": "true", "env": {"T": "${secret:token}"}}
+    with pytest.raises(ApplyError) as refused:
+        apply({"project": "team-a", "jobs": [job]})
+    assert refused.value.errors[0].startswith("jobs[0].env.T: ")
+    apply({"project": "team-b", "jobs": [job]})
+    assert Job.objects.get(name="j").project == "team-b"

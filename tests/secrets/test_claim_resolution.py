@@ -123,3 +123,25 @@ def hub_serves(runner, loop):
 
     waiter = Waiter(loop, runner.pk, runner.token, runner.session, None)
     return claims.serve_waiters([waiter], NOW, NOW)
+
+
+def test_a_job_resolves_its_own_projects_secret_never_anothers(runner):
+    from projects.models import Project
+
+    Project.objects.create(name="team-a")
+    put()  # default's
+    store.put("db-password", "team-a-value-99", project="team-a", actor=None, now=NOW)
+    theirs = pending(
+        job=JobFactory(name="a-job", project="team-a", env={"P": "${secret:db-password}"})
+    )
+    [given] = handed(runner).assignments
+    assert given["env"] == {"P": "team-a-value-99"}  # team-a's, not default's
+    assert given["id"] == theirs.pk
+    # A job of a project without the secret fails unstarted, not with default's.
+    Project.objects.create(name="team-b")
+    lone = pending(
+        job=JobFactory(name="b-job", project="team-b", env={"P": "${secret:db-password}"})
+    )
+    assert handed(runner).assignments == []
+    lone.refresh_from_db()
+    assert lone.state == Execution.FAILED and "db-password" in lone.error
