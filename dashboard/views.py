@@ -144,7 +144,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = {
         "states": queries.state_counts(projects),
         "every_project": projects is None,
-        "runners": queries.runner_counts(),
+        # The runners are no project's: their counts are for who sees them.
+        "runners": queries.runner_counts() if seen.opens(user, ("runners.view_runner",)) else None,
         "job_counts": queries.job_filter_counts(now, seen.jobs(user)),
         "lag": queries.scheduler_lag(now),
         "heatmap": failure_heatmap(

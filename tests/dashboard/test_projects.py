@@ -137,6 +137,18 @@ def test_the_palette_offers_the_users_projects_jobs_and_pages(client, world):
         assert client.get(reverse(f"dashboard:{url_name}")).status_code == 403, url_name
 
 
+def test_no_link_leads_a_member_to_a_page_that_would_refuse_it(client, world):
+    sign_in(client, alpha=roles.OPERATOR)
+    for url in (
+        reverse("dashboard:overview"),
+        reverse("dashboard:job", args=[f"report-{A}"]),
+        reverse("dashboard:check", args=[f"backup-{A}"]),
+    ):
+        html = client.get(url).content.decode()
+        for refused in ("runners", "capacity", "alerts", "audit"):
+            assert f'href="{reverse(f"dashboard:{refused}")}' not in html, (url, refused)
+
+
 def test_a_bulk_action_on_the_filter_acts_on_the_users_jobs_alone(client, world):
     from dashboard import bulk
 
