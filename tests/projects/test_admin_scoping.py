@@ -156,6 +156,18 @@ def test_a_project_admin_makes_keys_of_its_project_alone(client, world):
     assert not ApiKey.objects.filter(name="every").exists()
 
 
+def test_a_project_admin_keeps_secrets_in_its_project(client, world):
+    member(client, "ann", alpha=roles.ADMIN, beta=roles.EDITOR)
+    url = reverse("admin:vault_secret_add")
+    refused = client.post(url, {"name": "db-password", "value": "s3cret", "project": B})
+    assert "project" in refused.context["adminform"].form.errors
+    assert (
+        client.post(url, {"name": "db-password", "value": "s3cret", "project": A}).status_code
+        == 302
+    )
+    assert list(Secret.objects.filter(name="db-password").values_list("project", flat=True)) == [A]
+
+
 def test_a_crafted_post_naming_another_project_is_refused_on_its_field(client, world):
     member(client, "ann", alpha=roles.EDITOR, beta=roles.VIEWER)
     form = admin_forms.job_form(name="sneaky", project=B)
