@@ -176,7 +176,7 @@ class ProjectScoped:
         if action is None:
             return  # Django answers "No action selected"
         needed = getattr(action[0], "allowed_permissions", ())
-        if request.POST.get("select_across") in ("1", "True", "true", "on"):
+        if selects_across(request):
             rows = queryset
         else:
             ticked = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
@@ -233,6 +233,13 @@ def chosen_action(request: HttpRequest) -> str:
         return request.POST.getlist("action")[int(request.POST.get("index", 0))]
     except (IndexError, ValueError):
         return ""
+
+
+def selects_across(request: HttpRequest) -> bool:
+    """Whether the POST asks for every row of the list, as Django's action
+    form reads its `select_across` (a BooleanField)."""
+    value = request.POST.get("select_across", "")
+    return bool(value) and value.lower() not in ("false", "0")
 
 
 def default_of(choices: list[tuple[str, str]], default: str) -> str:
