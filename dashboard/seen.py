@@ -64,6 +64,15 @@ def executions(user: Any, rows: QuerySet | None = None) -> QuerySet:
     return scoping.visible(user, "scheduler.view_execution", rows, "job__project")
 
 
+def runs(user: Any, rows: list[Execution]) -> list[Execution]:
+    """Those of the runs `rows` (their jobs read along) that `user` sees."""
+    permission = "scheduler.view_execution"
+    if scoping.everywhere(user, permission):
+        return rows
+    projects = scoping.projects_where(user, permission)
+    return [run for run in rows if run.job.project in projects]
+
+
 def dead_letters(user: Any, rows: QuerySet | None = None) -> QuerySet:
     rows = DeadLetter.objects.all() if rows is None else rows
     return scoping.visible(user, "scheduler.view_deadletter", rows, "execution__job__project")

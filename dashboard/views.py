@@ -283,7 +283,7 @@ def runner_filter(request: HttpRequest) -> str:
 def runners(request: HttpRequest) -> HttpResponse:
     state = runner_filter(request)
     context = {
-        "runners": queries.runners_with_work(timezone.now(), state),
+        "runners": work_seen(request.user, queries.runners_with_work(timezone.now(), state)),
         "state": state,
         "filters": RUNNER_FILTERS,
         "heartbeat": settings.CRONIQ_HEARTBEAT_INTERVAL,
@@ -300,9 +300,21 @@ def runner_rows(request: HttpRequest) -> HttpResponse:
     put in place: states, "last seen" and the buttons that apply follow
     the runners without a reload, judged by the server's clock."""
     state = runner_filter(request)
-    context = {"runners": queries.runners_with_work(timezone.now(), state), "state": state}
+    shown = work_seen(request.user, queries.runners_with_work(timezone.now(), state))
+    context = {"runners": shown, "state": state}
     html = render_to_string("dashboard/runner_rows.html", context, request=request)
     return JsonResponse({"html": html})
+
+
+def work_seen(user: Any, runners: list[Runner]) -> list[Runner]:
+    """The runners every project shares, each with the runs of theirs the
+    user sees (`current_work`), how many it runs in all (`busy`) and how
+    many of those are other projects' (`unseen`), counted, not named."""
+    for runner in runners:
+        runner.busy = len(runner.current_work)
+        runner.current_work = seen.runs(user, runner.current_work)
+        runner.unseen = runner.busy - len(runner.current_work)
+    return runners
 
 
 @staff_page("scheduler.view_job", "runners.view_runner")

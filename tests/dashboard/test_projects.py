@@ -130,11 +130,23 @@ def test_the_palette_offers_the_users_projects_jobs_and_pages(client, world):
     entries = client.get("/palette").json()
     assert [job["name"] for job in entries["jobs"]] == [f"report-{A}"]
     pages = [page["name"] for page in entries["pages"]]
-    assert pages == ["Overview", "Checks", "Dead letters", "Admin"]
-    assert entries["runners"] == []
-    # The pages left out do not open to it.
-    for url_name in ("runners", "capacity", "alerts", "audit"):
+    # The runners are every project's; the alerts and the audit trail the global groups'.
+    assert pages == ["Overview", "Checks", "Runners", "Capacity", "Dead letters", "Admin"]
+    for url_name in ("alerts", "audit"):
         assert client.get(reverse(f"dashboard:{url_name}")).status_code == 403, url_name
+
+
+def test_the_runners_page_names_the_runs_of_the_users_projects_alone(client, world, make_runner):
+    runner = make_runner("web-1", capacity=4)
+    for project in (A, B):
+        Execution.objects.filter(pk=world[project]["pending"].pk).update(
+            state=Execution.RUNNING, runner=runner, claimed_at=NOW
+        )
+    sign_in(client, alpha=roles.VIEWER)
+    html = client.get(reverse("dashboard:runners")).content.decode()
+    assert f"report-{A}" in html and f"report-{B}" not in html
+    assert "1 run of other projects" in html
+    assert "2 / 4 slots" in html
 
 
 def test_no_link_leads_a_member_to_a_page_that_would_refuse_it(client, world):
@@ -145,7 +157,7 @@ def test_no_link_leads_a_member_to_a_page_that_would_refuse_it(client, world):
         reverse("dashboard:check", args=[f"backup-{A}"]),
     ):
         html = client.get(url).content.decode()
-        for refused in ("runners", "capacity", "alerts", "audit"):
+        for refused in ("alerts", "audit"):
             assert f'href="{reverse(f"dashboard:{refused}")}' not in html, (url, refused)
 
 
