@@ -102,7 +102,8 @@ def test_a_viewer_sees_neither_secrets_nor_keys_nor_what_is_global(client, world
     member(client, "ann", alpha=roles.VIEWER)
     index = client.get(reverse("admin:index")).content.decode()
     assert reverse("admin:scheduler_job_changelist") in index
-    for hidden in ("vault_secret", "control_apikey", "runners_runner", "runners_runnertoken"):
+    assert reverse("admin:runners_runner_changelist") in index  # every project's
+    for hidden in ("vault_secret", "control_apikey", "runners_runnertoken"):
         assert reverse(f"admin:{hidden}_changelist") not in index, hidden
         assert client.get(reverse(f"admin:{hidden}_changelist")).status_code == 403, hidden
     maintenance = reverse("admin:scheduler_maintenancewindow_changelist")
