@@ -13,8 +13,9 @@ for the overview (failure heat-map) and the job pages (duration insight),
 
 Arguments name the pages to measure by the start of their names (all
 without one). The overview is measured plain, filtered (by tag, label,
-owner, state, a few at once) and as an operator sees it, with the bulk
-actions' count of the jobs the filter matches.
+owner, project, state, a few at once), as an operator sees it, with the bulk
+actions' count of the jobs the filter matches, and as the operator of one
+project sees it (its roles read, its project's jobs alone: `_member`).
 
 The database is migrated and seeded with raw INSERT ... SELECT (a recursive
 CTE on SQLite, generate_series on PostgreSQL). A PostgreSQL database that does
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 JOBS = 2_000
+PROJECTS = 8  # the jobs spread over them; the member holds a role in the first
 EXECUTIONS = 1_000_000
 AUDIT_EVENTS = 200_000
 RUNNERS = 50
@@ -124,8 +126,10 @@ def seed_jobs(now):
     from datetime import timedelta
 
     from calendars.models import Calendar
+    from projects.models import Project
     from scheduler.models import Job
 
+    Project.objects.bulk_create(Project(name=f"project-{n}") for n in range(PROJECTS))
     workdays = Calendar.objects.create(
         name="bench-workdays", weekdays=["mon", "tue", "wed", "thu", "fri"]
     )
@@ -150,6 +154,7 @@ def seed_jobs(now):
                 # tenth of the jobs, nightly on a third.
                 tags=[tag for tag, every in (("billing", 10), ("nightly", 3)) if i % every == 0],
                 owner=f"team-{i % 8}",
+                project=f"project-{i % PROJECTS}",
                 next_run_at=now + timedelta(minutes=i % 60),
                 last_scheduled_at=now - timedelta(minutes=1),
             )
@@ -317,8 +322,13 @@ def pages():
         "overview_running": "/?state=running",
         "overview_waiting": "/?state=waiting",
         "overview_several_filters": "/?tag=nightly&label=linux&owner=team-3&state=active",
+        "overview_by_project": "/?project=project-3",
         # As who may act on many jobs sees it: the matching jobs counted too.
         "overview_operator_by_tag": "/?tag=billing",
+        # As the operator of one project sees it: its jobs alone, its roles read.
+        "overview_member": "/",
+        "overview_member_by_tag": "/?tag=billing",
+        "job_member": f"/jobs/{busy.name}/",
         "job": f"/jobs/{busy.name}/",
         "job_busy_every_minute": "/jobs/busy-every-minute/",
         "job_calendar": "/jobs/bench-0004/",
@@ -350,6 +360,20 @@ def staff_client(group="Croniq viewers", username="bench-viewer"):
     user, _ = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": True})
     # The pages show to staff holding the view permissions (migrate made the group).
     user.groups.add(Group.objects.get(name=group))
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    return client
+
+
+def member_client(project="project-0", username="bench-member"):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from projects.models import Project, Role
+
+    user, _ = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": True})
+    where, _ = Project.objects.get_or_create(name=project)
+    Role.objects.get_or_create(project=where, user=user, defaults={"role": "operator"})
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     return client
@@ -398,11 +422,12 @@ def main():
     backend = connection_vendor()
     viewer = staff_client()
     operator = staff_client("Croniq operators", "bench-operator")
+    member = member_client()
     wanted = tuple(sys.argv[1:])
     for name, url in pages().items():
         if wanted and not name.startswith(wanted):
             continue
-        client = operator if "_operator" in name else viewer
+        client = operator if "_operator" in name else member if "_member" in name else viewer
         # A missed target is reported in its line ("met": false), not an error.
         measure(client, name, url, backend)
     return 0

@@ -14,21 +14,51 @@ from calendars.rules import RulesError, month_grid
 from calendars.zones import wall
 from core.instants import shown
 from core.ownership import AdoptedOnSave
+from projects import scoping
+from projects.admin_scoping import ProjectScoped
 
 PREVIEW_STRETCHES = 10
 GRID_MONTHS = 3
 
 
 class CalendarPeriodInline(admin.TabularInline):
+    """A calendar's periods are part of it: whoever may change the calendar
+    (add one, on the add page) edits them, by the role in its project."""
+
     model = CalendarPeriod
     extra = 0
     fields = ["kind", "label", "start_date", "end_date", "start_at", "end_at"]
 
+    def may_edit(self, request: HttpRequest, calendar: Calendar | None) -> bool:
+        if calendar is None:
+            return scoping.may(request.user, "calendars.add_calendar")
+        return scoping.may(request.user, "calendars.change_calendar", calendar)
+
+    def has_add_permission(self, request: HttpRequest, obj: Calendar | None = None) -> bool:
+        return self.may_edit(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Calendar | None = None) -> bool:
+        return self.may_edit(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Calendar | None = None) -> bool:
+        return self.may_edit(request, obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Calendar | None = None) -> bool:
+        return scoping.may(request.user, "calendars.view_calendar", obj)
+
 
 @admin.register(Calendar)
-class CalendarAdmin(AdoptedOnSave, AuditedModelAdmin):
+class CalendarAdmin(ProjectScoped, AdoptedOnSave, AuditedModelAdmin):
     form = CalendarAdminForm
-    list_display = ["name", "timezone", "weekdays_shown", "holidays_shown", "window_shown", "base"]
+    list_display = [
+        "name",
+        "project",
+        "timezone",
+        "weekdays_shown",
+        "holidays_shown",
+        "window_shown",
+        "base",
+    ]
     list_select_related = ["base"]
     search_fields = ["name", "description"]
     show_full_result_count = False

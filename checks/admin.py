@@ -12,11 +12,34 @@ from django.utils.html import format_html
 from checks import items
 from checks.models import Check, Ping
 from core.admin_mixins import CheapPaginator, ReadOnlyModelAdmin
+from projects import scoping
+from projects.admin_scoping import ProjectScoped
+
+
+class ReadOnlyScoped(ProjectScoped, ReadOnlyModelAdmin):
+    """Seen by the role in the row's project; written through the API alone."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(Check)
-class CheckAdmin(ReadOnlyModelAdmin):
-    list_display = ["name", "state", "timing", "last_ping_at", "next_expected_at", "pings_link"]
+class CheckAdmin(ReadOnlyScoped):
+    list_display = [
+        "name",
+        "project",
+        "state",
+        "timing",
+        "last_ping_at",
+        "next_expected_at",
+        "pings_link",
+    ]
     list_filter = ["state"]
     search_fields = ["name"]
     fields = [
@@ -58,7 +81,7 @@ class CheckAdmin(ReadOnlyModelAdmin):
         return items.ping_url(check)
 
     def get_fields(self, request: HttpRequest, obj: Check | None = None) -> list[str]:
-        if request.user.has_perm("checks.change_check"):
+        if scoping.may(request.user, "checks.change_check", obj):
             return list(self.fields)
         return [field for field in self.fields if field != "ping_url"]
 
@@ -83,7 +106,9 @@ class CheckNameFilter(admin.SimpleListFilter):
 
 
 @admin.register(Ping)
-class PingAdmin(ReadOnlyModelAdmin):
+class PingAdmin(ReadOnlyScoped):
+    # A check's pings are seen by the role in its project.
+    project_field = "subject__project"
     list_display = ["received_at", "subject", "kind", "exit_status", "duration", "remote_addr"]
     list_filter = [CheckNameFilter, "kind"]
     list_select_related = ["subject"]
@@ -102,3 +127,6 @@ class PingAdmin(ReadOnlyModelAdmin):
     readonly_fields = fields
     paginator = CheapPaginator
     show_full_result_count = False
+
+    def holder(self, obj: Ping) -> Check:
+        return obj.subject

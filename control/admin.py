@@ -9,8 +9,8 @@ from django.utils import timezone
 from audit.audited_admin import AuditedModelAdmin
 from control import keys, scopes
 from control.models import ApiKey, hash_secret, new_secret
-from core import permissions
 from core.admin_mixins import ShowsSecretOnce
+from projects.admin_scoping import ProjectScoped
 
 
 class ApiKeyForm(forms.ModelForm):
@@ -22,7 +22,7 @@ class ApiKeyForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ["name", "scopes", "expires_at"]
+        fields = ["name", "project", "scopes", "expires_at"]
         help_texts = {"expires_at": "Leave empty for a key that never expires."}
 
     def clean_scopes(self) -> list[str]:
@@ -36,15 +36,18 @@ class ApiKeyForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
+class ApiKeyAdmin(ProjectScoped, ShowsSecretOnce, AuditedModelAdmin):
     """Create shows the key once; revoke ends it. A key is never edited or
-    deleted: its name stays in the audit trail of what it did."""
+    deleted: its name stays in the audit trail of what it did. A project's
+    admins make and revoke the keys bound to it; a key of every project
+    (a global key) is the Croniq admins' alone."""
 
     shown_once_note = "The key is shown only now: Croniq keeps only its hash."
 
     form = ApiKeyForm
     list_display = [
         "name",
+        "project_text",
         "scopes_text",
         "created_at",
         "created_by",
@@ -57,6 +60,7 @@ class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
     actions = ["revoke"]
     shown = [
         "name",
+        "project",
         "scopes",
         "created_at",
         "created_by",
@@ -66,13 +70,17 @@ class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
     ]
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        return ["name", "scopes", "expires_at"] if obj is None else self.shown
+        return ["name", "project", "scopes", "expires_at"] if obj is None else self.shown
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return [] if obj is None else self.shown
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
         return False
+
+    @admin.display(description="project", ordering="project")
+    def project_text(self, key: ApiKey) -> str:
+        return key.project or "every project"
 
     @admin.display(description="scopes")
     def scopes_text(self, key: ApiKey) -> str:
@@ -88,8 +96,8 @@ class ApiKeyAdmin(ShowsSecretOnce, AuditedModelAdmin):
             obj.created_by = f"admin {request.user.get_username()}"
         super().save_model(request, obj, form, change)
 
-    def has_revoke_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "apikey.revoke")
+    def has_revoke_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        return self.may_act(request, "apikey.revoke", obj)
 
     @admin.action(description="Revoke: its calls answer 401 from now on", permissions=["revoke"])
     def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -103,7 +103,13 @@ class AdoptedOnSave:
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         obj = self.get_object(request, object_id)
-        if request.method == "GET" and obj is not None and obj.managed_by == ManagedBy.APPLY:
+        if (
+            request.method == "GET"
+            and obj is not None
+            and obj.managed_by == ManagedBy.APPLY
+            # Not for a row the page is about to refuse (another project's).
+            and self.has_view_or_change_permission(request, obj)
+        ):
             self.message_user(request, apply_warning(obj), messages.WARNING)
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -6,7 +6,9 @@ in core, below every app: every app may call it, and it names the apps'
 permissions only as strings.
 
 Superusers hold every permission; other staff hold what their groups grant
-(see the "Croniq viewers / operators / admins" groups).
+(see the "Croniq viewers / operators / admins" groups), and what their role
+grants in the project of the row acted on (projects.backends answers
+`user.has_perm(permission, row)`): a caller acting on a row passes it.
 """
 
 from typing import Any
@@ -34,16 +36,16 @@ ACTIONS = {
 def allows(user: Any, action: str, target: Any = None) -> bool:
     """Whether `user` may do `action` (a key of ACTIONS); with `target`,
     whether to that object: the permission held for every object (the
-    groups'), or held for this one by an object-permission backend. None is
-    configured today, so every job answers alike; a bulk action still asks
-    for each job, which is where per-project roles will answer."""
+    groups'), or held for this one by the role in its project. Without a
+    target it means globally, for every object (runners, which no project
+    holds, are asked so)."""
     permission = ACTIONS[action]
     if user.has_perm(permission):
         return True
     return target is not None and user.has_perm(permission, target)
 
 
-def require(user: Any, action: str) -> None:
-    """Raise PermissionDenied (a 403) unless `user` may do `action`."""
-    if not allows(user, action):
+def require(user: Any, action: str, target: Any = None) -> None:
+    """Raise PermissionDenied (a 403) unless `user` may do `action` (to `target`)."""
+    if not allows(user, action, target):
         raise PermissionDenied(f"{action} needs the permission {ACTIONS[action]}")

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from core import permissions
+from dashboard import seen
 from dashboard.job_filters import JobFilter
 from scheduler.models import Job
 from scheduler.runs import operations
@@ -97,10 +98,15 @@ def select(
     user: Any, action: str, scope: str, job_filter: JobFilter, names: list[str], now: datetime
 ) -> Selection:
     """The jobs the action would act on, each checked against the user's
-    permission for it (core.permissions.allows). Jobs gone since they were
-    ticked are left out."""
+    permission for it (core.permissions.allows, by the role in the job's
+    project). A filter matches among the jobs the user sees; a ticked job
+    of another project is refused like any other. Jobs gone since they
+    were ticked are left out."""
     selection = Selection(action, scope, job_filter, names)
-    jobs = Job.objects.filter(name__in=names) if scope == SELECTED else job_filter.jobs(now)
+    if scope == SELECTED:
+        jobs = Job.objects.filter(name__in=names)
+    else:
+        jobs = job_filter.jobs(now, seen.jobs(user))
     found = list(jobs.order_by("name")[: MAX_JOBS + 1])
     if len(found) > MAX_JOBS:
         raise BulkError(f"the filter matches more than {MAX_JOBS} jobs: narrow it")

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from core import permissions
 from dashboard import bulk
 from dashboard.views import pause_reason_problem, staff_only
+from projects import scoping
 
 
 @staff_only
@@ -29,9 +30,8 @@ def bulk_jobs(request: HttpRequest) -> HttpResponse:
     except bulk.BulkError as e:
         return HttpResponseBadRequest(str(e), content_type="text/plain; charset=utf-8")
     permission = selection.permission
-    may = permissions.allows(request.user, permission)
-    if not selection.jobs and (selection.refused or not may):
-        needed = permissions.ACTIONS[permission]
+    needed = permissions.ACTIONS[permission]
+    if not selection.jobs and (selection.refused or not scoping.may(request.user, needed)):
         raise PermissionDenied(f"{permission} needs the permission {needed}")
     back = reverse("dashboard:overview") + (f"?{job_filter.query()}" if job_filter else "")
     if not selection.jobs:

@@ -23,14 +23,16 @@ PINGS_PER_PAGE = 50
 CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def state_counts() -> dict[str, int]:
-    """{state: checks in it}, every state present (one grouped query)."""
-    counted = dict(Check.objects.values_list("state").annotate(n=Count("pk")).order_by())
+def state_counts(checks: QuerySet | None = None) -> dict[str, int]:
+    """{state: `checks` in it (every check by default)}, every state present
+    (one grouped query)."""
+    checks = Check.objects.all() if checks is None else checks
+    counted = dict(checks.values_list("state").annotate(n=Count("pk")).order_by())
     return {state: counted.get(state, 0) for state in states.STATES}
 
 
-def checks_page(number: int, state: str) -> queries.Page:
-    rows: QuerySet[Check] = Check.objects.order_by("name")
+def checks_page(number: int, state: str, checks: QuerySet | None = None) -> queries.Page:
+    rows: QuerySet[Check] = (Check.objects.all() if checks is None else checks).order_by("name")
     if state:
         rows = rows.filter(state=state)
     page = queries.cheap_page(rows, number, CHECKS_PER_PAGE)

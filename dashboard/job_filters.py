@@ -1,6 +1,7 @@
 """The overview's job filters, kept in the URL (docs/design.md §17):
 `?q=` (part of the name), `?tag=`, `?label=`, `?owner=`, `?project=` and
-`?state=`, each one value, all of them together. The same filter picks the
+`?state=`, each one value, all of them together; the page passes the
+jobs the user sees (`dashboard.seen`), which the filter narrows. The same filter picks the
 jobs a bulk action acts on ("all N matching the filter"), read again from
 the form the confirmation posts.
 
@@ -8,6 +9,7 @@ Conditions on the jobs table alone, or one semi-join over a partial index
 of the executions (running, waiting): a filtered overview costs what the
 plain one does at 2,000 jobs."""
 
+import hashlib
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
@@ -21,7 +23,6 @@ from calendars.validators import text_problem
 from core import db
 from scheduler.jobs import tags
 from scheduler.models import Execution, Job
-from vault.models import DEFAULT_PROJECT
 
 # ?state=: what a job is doing or how it stands, each a condition on it.
 STATES = {
@@ -92,9 +93,12 @@ class JobFilter:
         said = {"q": "name contains", "state": "state"}
         return ", ".join(f"{said.get(key, key)} {value!r}" for key, value in self.items())
 
-    def jobs(self, now: datetime) -> QuerySet:
-        """The jobs the filter matches."""
-        jobs = Job.objects.filter(project_condition(self.project))
+    def jobs(self, now: datetime, among: QuerySet | None = None) -> QuerySet:
+        """The jobs the filter matches among `among` (every job by default:
+        a page passes those the user sees)."""
+        jobs = Job.objects.all() if among is None else among
+        if self.project:
+            jobs = jobs.filter(project=self.project)
         if self.q:
             jobs = jobs.filter(name__icontains=self.q)
         if self.tag:
@@ -106,15 +110,6 @@ class JobFilter:
         if self.state:
             jobs = jobs.filter(state_condition(self.state, now))
         return jobs
-
-
-def project_condition(project: str) -> Q:
-    """The jobs of `project`. Projects have not landed (docs/design.md §11):
-    every job is in `default`, so it matches every job and any other name
-    none. The Project model replaces this, the one place that knows."""
-    if not project or project == DEFAULT_PROJECT:
-        return Q()
-    return Q(pk__in=[])
 
 
 def state_condition(state: str, now: datetime) -> Q:
@@ -145,17 +140,21 @@ def ready_pending(now: datetime | None) -> QuerySet:
     )
 
 
-def suggestions() -> dict[str, list[str]]:
-    """The tags, labels and owners the jobs carry, most used first, for the
-    filter form to suggest: one read of every job's three fields, kept a
-    minute (a new tag shows in the suggestions within it)."""
+def suggestions(projects: tuple[str, ...] | None = None) -> dict[str, list[str]]:
+    """The tags, labels and owners the jobs of `projects` (None: every
+    project) carry, most used first, for the filter form to suggest: one
+    read of those jobs' three fields, kept a minute (a new tag shows in the
+    suggestions within it)."""
     key = "croniq:job-filter-suggestions"
-    return cache.get_or_set(key, read_suggestions, SUGGESTIONS_CACHE_SECONDS)
+    if projects is not None:
+        key += ":" + hashlib.sha256(",".join(projects).encode()).hexdigest()[:16]
+    return cache.get_or_set(key, lambda: read_suggestions(projects), SUGGESTIONS_CACHE_SECONDS)
 
 
-def read_suggestions() -> dict[str, list[str]]:
+def read_suggestions(projects: tuple[str, ...] | None = None) -> dict[str, list[str]]:
     counted: dict[str, Counter] = {"tags": Counter(), "labels": Counter(), "owners": Counter()}
-    for job_tags, labels, owner in Job.objects.values_list("tags", "labels", "owner"):
+    jobs = Job.objects.all() if projects is None else Job.objects.filter(project__in=projects)
+    for job_tags, labels, owner in jobs.values_list("tags", "labels", "owner"):
         counted["tags"].update(job_tags or [])
         counted["labels"].update(label for label in labels or [] if isinstance(label, str))
         if owner:

@@ -2,14 +2,15 @@
 jumps to: the dashboard's pages, every job and every runner, each only to a
 user who may read it (docs/design.md §17). One answer, read when the palette
 first opens: two short queries however many runs there are (2,000 jobs are
-some 60 KB of names and tags)."""
+some 60 KB of names and tags). A user whose roles are per project is
+offered the jobs of those projects and the pages that open to it."""
 
 from typing import Any
 
-from django.urls import resolve, reverse
+from django.urls import reverse
 
+from dashboard import seen
 from runners.models import Runner
-from scheduler.models import Job
 
 # (title, URL name) of the pages offered, in the nav's order; each is
 # offered to whom its view opens (`needed_permissions`, dashboard.views).
@@ -30,16 +31,12 @@ NAME = "__name__"
 def entries(user: Any) -> dict[str, Any]:
     """{"pages": [{name, url}], "jobs": [{name, tags}], "runners": [{name}],
     "urls": {"job", "runner"}} of what `user` may read."""
-    pages = []
-    for title, url_name in PAGES:
-        url = reverse(url_name)
-        needed = getattr(resolve(url).func, "needed_permissions", ())
-        if user.has_perms(needed):
-            pages.append({"name": title, "url": url})
+    shown = seen.pages_open(user, [url_name for _, url_name in PAGES])
+    pages = [{"name": title, "url": reverse(name)} for title, name in PAGES if name in shown]
     pages.append({"name": "Admin", "url": reverse("admin:index")})
     jobs, runners = [], []
-    if user.has_perm("scheduler.view_job"):
-        rows = Job.objects.order_by("name").values_list("name", "tags")
+    if seen.opens(user, ("scheduler.view_job",)):
+        rows = seen.jobs(user).order_by("name").values_list("name", "tags")
         jobs = [{"name": name, "tags": tags or []} for name, tags in rows]
     if user.has_perm("runners.view_runner"):
         names = Runner.objects.order_by("name").values_list("name", flat=True)

@@ -67,12 +67,18 @@ def page_number(value: object) -> int:
 # Overview
 
 
-def live_counts() -> dict[str, int]:
-    """Pending and running executions right now: both states have a partial
-    index, so these counts never read the finished history."""
+def live_counts(projects: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Pending and running executions right now (of the jobs of `projects`,
+    None for every one): both states have a partial index, so these counts
+    never read the finished history."""
+    runs = Execution.objects.all()
+    if projects is not None:
+        # A join, not `job_id IN (...)`: SQLite then reads the state's partial
+        # index, not every run of the projects' jobs.
+        runs = runs.filter(job__project__in=projects)
     return {
-        Execution.PENDING: Execution.objects.filter(state=Execution.PENDING).count(),
-        Execution.RUNNING: Execution.objects.filter(state=Execution.RUNNING).count(),
+        Execution.PENDING: runs.filter(state=Execution.PENDING).count(),
+        Execution.RUNNING: runs.filter(state=Execution.RUNNING).count(),
     }
 
 
@@ -87,8 +93,13 @@ def finished_totals() -> dict[str, int]:
     return totals
 
 
-def state_counts() -> list[tuple[str, str, int]]:
-    """[(state, label, count)] in the model's order of states."""
+def state_counts(projects: tuple[str, ...] | None = None) -> list[tuple[str, str, int]]:
+    """[(state, label, count)] in the model's order of states. For some
+    `projects` only the live states: the finished totals are counted for
+    every project together."""
+    if projects is not None:
+        live = live_counts(projects)
+        return [(state, label, live[state]) for state, label in Execution.STATES if state in live]
     counts = {**finished_totals(), **live_counts()}
     return [(state, label, counts.get(state, 0)) for state, label in Execution.STATES]
 
@@ -125,10 +136,12 @@ def scheduler_lag(now: datetime) -> dict[str, Any]:
 JOB_COUNTERS = ("failing", "paused", "waiting")
 
 
-def job_filter_counts(now: datetime) -> dict[str, int]:
-    """{state: how many jobs are in it}: a count over the jobs (a few
-    thousand rows at most), never over the executions' history."""
-    return Job.objects.aggregate(
+def job_filter_counts(now: datetime, jobs: QuerySet | None = None) -> dict[str, int]:
+    """{state: how many of `jobs` (every job by default) are in it}: a count
+    over the jobs (a few thousand rows at most), never over the executions'
+    history."""
+    jobs = Job.objects.all() if jobs is None else jobs
+    return jobs.aggregate(
         **{state: Count("pk", filter=state_condition(state, now)) for state in JOB_COUNTERS}
     )
 

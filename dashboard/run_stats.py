@@ -4,6 +4,7 @@ hourly counts. Counted through the outcome indexes (partial on the settled
 states), each in a fixed, small number of queries however long the history.
 """
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -254,25 +255,39 @@ HOUR_BUCKET_SQL = {
 HEATMAP_CACHE_SECONDS = 60
 
 
-def cached_failure_heatmap_rows(now: datetime) -> list[tuple[str, str, dict[int, tuple[int, int]]]]:
-    """`failure_heatmap_rows(now)`, reused for the rest of `now`'s minute."""
+def cached_failure_heatmap_rows(
+    now: datetime, projects: tuple[str, ...] | None = None
+) -> list[tuple[str, str, dict[int, tuple[int, int]]]]:
+    """`failure_heatmap_rows(now, projects=projects)`, reused for the rest
+    of `now`'s minute (per set of projects)."""
     key = f"croniq:heatmap:{now:%Y-%m-%dT%H:%M}"
-    return cache.get_or_set(key, lambda: failure_heatmap_rows(now), HEATMAP_CACHE_SECONDS)
+    if projects is not None:
+        key += ":" + hashlib.sha256(",".join(projects).encode()).hexdigest()[:16]
+    read = lambda: failure_heatmap_rows(now, projects=projects)  # noqa: E731
+    return cache.get_or_set(key, read, HEATMAP_CACHE_SECONDS)
 
 
 def failure_heatmap_rows(
-    now: datetime, hours: int = HEATMAP_HOURS, jobs: int = HEATMAP_JOBS
+    now: datetime,
+    hours: int = HEATMAP_HOURS,
+    jobs: int = HEATMAP_JOBS,
+    projects: tuple[str, ...] | None = None,
 ) -> list[tuple[str, str, dict[int, tuple[int, int]]]]:
     """[(label, job name, {bucket: (failed, total)})] of the runs settled in
     the last `hours` clock hours (bucket 0 the oldest): all jobs together,
-    then the `jobs` jobs with the most failures. Four queries on the
+    then the `jobs` jobs with the most failures; the jobs of `projects`
+    alone when given (None: every project). Four queries on the
     `exec_state_finished` and `exec_job_state_finished` indexes."""
     starts = charts.hour_buckets(now, hours)
-    rows = [("All jobs", "", hourly_counts(starts))]
     first, end = starts[0], starts[-1] + charts.HOUR
+    runs = settled_runs()
+    if projects is None:
+        rows = [("All jobs", "", hourly_counts(starts))]
+    else:
+        runs = runs.filter(job__in=Job.objects.filter(project__in=projects))
+        rows = [("All jobs", "", bucket_counts(runs, first, end).get(None, {}))]
     worst = list(
-        settled_runs()
-        .filter(state__in=FAILING, finished_at__gte=first, finished_at__lt=end)
+        runs.filter(state__in=FAILING, finished_at__gte=first, finished_at__lt=end)
         .values_list("job_id")
         .annotate(n=Count("pk"))
         .order_by("-n", "job_id")[:jobs]
@@ -301,16 +316,24 @@ def job_hourly_counts(
     job_ids: list[int], first: datetime, end: datetime
 ) -> dict[int, dict[int, tuple[int, int]]]:
     """{job_id: {bucket: (failed, total)}} of a few jobs."""
+    return bucket_counts(settled_runs().filter(job_id__in=job_ids), first, end, "job_id")
+
+
+def bucket_counts(
+    runs: QuerySet, first: datetime, end: datetime, per: str | None = None
+) -> dict[Any, dict[int, tuple[int, int]]]:
+    """{value of `per` (None: all `runs` together): {bucket: (failed, total)}}
+    of the settled `runs` that finished in [first, end)."""
     bucket = RawSQL(HOUR_BUCKET_SQL[db.vendor()], [int(first.timestamp())])
+    keys = [per, "bucket"] if per else ["bucket"]
     rows = (
-        settled_runs()
-        .filter(job_id__in=job_ids, finished_at__gte=first, finished_at__lt=end)
+        runs.filter(finished_at__gte=first, finished_at__lt=end)
         .annotate(bucket=bucket)
-        .values("job_id", "bucket")
+        .values(*keys)
         .annotate(failed=Count("pk", filter=Q(state__in=FAILING)), total=Count("pk"))
         .order_by()
     )
-    counts = defaultdict(dict)
+    counts: dict[Any, dict[int, tuple[int, int]]] = defaultdict(dict)
     for row in rows:
-        counts[row["job_id"]][row["bucket"]] = (row["failed"], row["total"])
+        counts[row[per] if per else None][row["bucket"]] = (row["failed"], row["total"])
     return dict(counts)

@@ -2,7 +2,11 @@
 trail, and buttons for the operator actions the user holds the permission
 for. Views stay thin; the reads are in `dashboard.queries` (and what runs
 add up to in `dashboard.run_stats`), the actions in
-`scheduler.runs.operations` and `dispatch.identity`."""
+`scheduler.runs.operations` and `dispatch.identity`.
+
+A user whose roles are per project sees the rows of those projects alone
+(`dashboard.seen`): another project's job or run is 404, and a button
+shows, and its POST acts, only where the role on that row allows."""
 
 from collections.abc import Callable
 from functools import wraps
@@ -24,13 +28,14 @@ from django.views.decorators.http import require_POST, require_safe
 
 from calendars.validators import text_problem
 from core import permissions
-from dashboard import bulk, job_filters, palette_entries, queries, run_stats, schedules
+from dashboard import bulk, job_filters, palette_entries, queries, run_stats, schedules, seen
 from dashboard.charts import capacity_chart, duration_chart, failure_heatmap
 from dashboard.job_filters import FilterError, JobFilter
 from dashboard.templatetags import dashboard_tags as tags
 from dispatch import capacity as capacity_forecast
 from dispatch import identity, liveness
 from notifications.models import Notification
+from projects import scoping
 from runners.models import Runner
 from scheduler import forecast as forecast_core
 from scheduler.firing import fanout
@@ -42,14 +47,15 @@ View = Callable[..., HttpResponse]
 
 def staff_page(*needed: str) -> Callable[[View], View]:
     """A page for staff holding the `needed` permissions, the view
-    permissions of what it shows (as in the admin); others get 403. Pages
-    only read: other methods than GET/HEAD get 405. The page keeps what it
-    needs (`needed_permissions`): the palette offers it only to whom it opens."""
+    permissions of what it shows (as in the admin), globally or by a role
+    in some project (`seen.opens`); others get 403. Pages only read: other
+    methods than GET/HEAD get 405. The page keeps what it needs
+    (`needed_permissions`): the palette offers it only to whom it opens."""
 
     def decorate(view):
         @wraps(view)
         def checked(request, *args, **kwargs):
-            if not request.user.has_perms(needed):
+            if not seen.opens(request.user, needed):
                 raise PermissionDenied(f"This page needs the permissions {', '.join(needed)}.")
             return view(request, *args, **kwargs)
 
@@ -62,13 +68,17 @@ def staff_page(*needed: str) -> Callable[[View], View]:
 
 def staff_action(action: str) -> Callable[[View], View]:
     """A button's POST: staff only, and a 403 unless the user holds the
-    permission `action` needs (core.permissions), checked before anything
-    is looked up or changed."""
+    permission `action` needs (core.permissions) globally or in some
+    project, checked before anything is looked up or changed. The view then
+    finds the row among those the user sees (404 otherwise) and asks again
+    for that row (`permissions.require(user, action, row)`)."""
 
     def decorate(view):
         @wraps(view)
         def checked(request, *args, **kwargs):
-            permissions.require(request.user, action)
+            needed = permissions.ACTIONS[action]
+            if not scoping.may(request.user, needed):
+                raise PermissionDenied(f"{action} needs the permission {needed}")
             return view(request, *args, **kwargs)
 
         return staff_only(require_POST(checked))
@@ -114,7 +124,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         job_filter = JobFilter.read(request.GET)
     except FilterError as e:
         return HttpResponseBadRequest(str(e), content_type="text/plain; charset=utf-8")
-    matching = job_filter.jobs(now)
+    user = request.user
+    projects = seen.project_set(user)
+    matching = job_filter.jobs(now, seen.jobs(user))
     number = queries.page_number(request.GET.get("page"))
     page = queries.jobs_page(number, jobs=matching)
     results = queries.recent_results([job.pk for job in page.items])
@@ -123,25 +135,29 @@ def overview(request: HttpRequest) -> HttpResponse:
         job.recent = results.get(job.pk, [])
         job.schedule_words = schedules.describe(job)
         job.pending = pending.get(job.pk)
+    # Offered where the user may act on some job; each job is asked again.
     bulk_actions = [
         (action, verb)
         for action, (permission, verb, _) in bulk.ACTIONS.items()
-        if permissions.allows(request.user, permission)
+        if scoping.may(user, permissions.ACTIONS[permission])
     ]
     context = {
-        "states": queries.state_counts(),
-        "runners": queries.runner_counts(),
-        "job_counts": queries.job_filter_counts(now),
+        "states": queries.state_counts(projects),
+        "every_project": projects is None,
+        # The runners are no project's: their counts are for who sees them.
+        "runners": queries.runner_counts() if seen.opens(user, ("runners.view_runner",)) else None,
+        "job_counts": queries.job_filter_counts(now, seen.jobs(user)),
         "lag": queries.scheduler_lag(now),
         "heatmap": failure_heatmap(
-            run_stats.cached_failure_heatmap_rows(now), now, run_stats.HEATMAP_HOURS
+            run_stats.cached_failure_heatmap_rows(now, projects), now, run_stats.HEATMAP_HOURS
         ),
         "page": page,
         "strip_length": queries.STRIP_LENGTH,
         "job_filter": job_filter,
         "job_states": job_filters.STATES,
         "state_label": job_filters.STATES.get(job_filter.state, ""),
-        "suggestions": job_filters.suggestions(),
+        "suggestions": job_filters.suggestions(projects),
+        "projects": seen.projects(user),
         # "All N jobs matching the filter": one count over the jobs.
         "matching": matching.count() if bulk_actions else None,
         "bulk_actions": bulk_actions,
@@ -153,7 +169,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 @staff_page("scheduler.view_job")
 def job_detail(request: HttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
-    job = get_object_or_404(Job.objects.select_related("calendar", "health"), name=name)
+    jobs = seen.jobs(request.user, Job.objects.select_related("calendar", "health"))
+    job = get_object_or_404(jobs, name=name)
     state = request.GET.get("state", "")
     if state not in dict(Execution.STATES):
         state = ""
@@ -182,9 +199,8 @@ def job_detail(request: HttpRequest, name: str) -> HttpResponse:
 @staff_page("scheduler.view_execution")
 def execution_detail(request: HttpRequest, pk: int) -> HttpResponse:
     now = timezone.now()
-    execution = get_object_or_404(
-        Execution.objects.select_related("job", "runner", "upstream__job"), pk=pk
-    )
+    runs = Execution.objects.select_related("job", "runner", "upstream__job")
+    execution = get_object_or_404(seen.executions(request.user, runs), pk=pk)
     chunks = queries.log_chunks(execution)
     context = {
         "execution": execution,
@@ -206,7 +222,8 @@ def execution_log(request: HttpRequest, pk: int) -> HttpResponse:
     """Log chunks after `?after=<seq>`, for the execution page's live tail,
     with the metadata that changes while an execution runs and whether its
     runner still speaks (`dispatch.liveness.run_liveness`)."""
-    execution = get_object_or_404(Execution.objects.select_related("runner"), pk=pk)
+    runs = Execution.objects.select_related("runner")
+    execution = get_object_or_404(seen.executions(request.user, runs), pk=pk)
     try:
         after = int(request.GET.get("after", -1))
     except ValueError:
@@ -266,7 +283,7 @@ def runner_filter(request: HttpRequest) -> str:
 def runners(request: HttpRequest) -> HttpResponse:
     state = runner_filter(request)
     context = {
-        "runners": queries.runners_with_work(timezone.now(), state),
+        "runners": work_seen(request.user, queries.runners_with_work(timezone.now(), state)),
         "state": state,
         "filters": RUNNER_FILTERS,
         "heartbeat": settings.CRONIQ_HEARTBEAT_INTERVAL,
@@ -283,17 +300,32 @@ def runner_rows(request: HttpRequest) -> HttpResponse:
     put in place: states, "last seen" and the buttons that apply follow
     the runners without a reload, judged by the server's clock."""
     state = runner_filter(request)
-    context = {"runners": queries.runners_with_work(timezone.now(), state), "state": state}
+    shown = work_seen(request.user, queries.runners_with_work(timezone.now(), state))
+    context = {"runners": shown, "state": state}
     html = render_to_string("dashboard/runner_rows.html", context, request=request)
     return JsonResponse({"html": html})
+
+
+def work_seen(user: Any, runners: list[Runner]) -> list[Runner]:
+    """The runners every project shares, each with the runs of theirs the
+    user sees (`current_work`), how many it runs in all (`busy`) and how
+    many of those are other projects' (`unseen`), counted, not named."""
+    for runner in runners:
+        runner.busy = len(runner.current_work)
+        runner.current_work = seen.runs(user, runner.current_work)
+        runner.unseen = runner.busy - len(runner.current_work)
+    return runners
 
 
 @staff_page("scheduler.view_job", "runners.view_runner")
 def capacity(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     result = capacity_forecast.cached_forecast(now)
+    # The load is every project's (they share the runners); the names shown
+    # are those of the jobs and groups the user sees.
     context = {
         "forecast": result,
+        "skipped": skipped_seen(request.user, result.skipped),
         "now": now,
         "charts": [
             capacity_chart(label_set, result.starts, result.bucket)
@@ -301,11 +333,24 @@ def capacity(request: HttpRequest) -> HttpResponse:
         ],
         "spans": result.spans,
         "waits": result.waits,
-        "groups": groups.usage(now),
+        "groups": groups_seen(request.user, groups.usage(now)),
         "history_runs": forecast_core.HISTORY_RUNS,
         "default_seconds": forecast_core.DEFAULT_SECONDS,
     }
     return render(request, "dashboard/capacity.html", context)
+
+
+def skipped_seen(user: Any, skipped: dict[str, str]) -> dict[str, str]:
+    """The forecast's left-out jobs {name: why} that `user` sees."""
+    if seen.everything(user) or not skipped:
+        return skipped
+    names = set(seen.jobs(user).filter(name__in=list(skipped)).values_list("name", flat=True))
+    return {name: why for name, why in skipped.items() if name in names}
+
+
+def groups_seen(user: Any, usage: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names = seen.group_names(user)
+    return usage if names is None else [row for row in usage if row["name"] in names]
 
 
 @staff_page("audit.view_auditevent")
@@ -338,9 +383,24 @@ def alerts(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/alerts.html", context)
 
 
+def acted_on_job(request: HttpRequest, name: str, action: str) -> Job:
+    """The job `name` among those the user sees (404 otherwise), if the
+    user may do `action` to it (403 otherwise)."""
+    job = get_object_or_404(seen.jobs(request.user), name=name)
+    permissions.require(request.user, action, job)
+    return job
+
+
+def acted_on_execution(request: HttpRequest, pk: int, action: str) -> Execution:
+    runs = Execution.objects.select_related("job")
+    execution = get_object_or_404(seen.executions(request.user, runs), pk=pk)
+    permissions.require(request.user, action, execution)
+    return execution
+
+
 @staff_action("job.run")
 def run_job(request: HttpRequest, name: str) -> HttpResponse:
-    job = get_object_or_404(Job, name=name)
+    job = acted_on_job(request, name, "job.run")
     try:
         execution = operations.run_now(job, timezone.now(), request.user)
         messages.success(request, f"Run {execution.pk} of {job.name} started.")
@@ -363,7 +423,7 @@ def pause_reason_problem(reason: str) -> str:
 
 @staff_action("job.pause")
 def pause_job(request: HttpRequest, name: str) -> HttpResponse:
-    job = get_object_or_404(Job, name=name)
+    job = acted_on_job(request, name, "job.pause")
     reason = request.POST.get("reason", "").strip()
     if problem := pause_reason_problem(reason):
         messages.error(request, f"{job.name} not paused: {problem}.")
@@ -376,7 +436,7 @@ def pause_job(request: HttpRequest, name: str) -> HttpResponse:
 
 @staff_action("job.resume")
 def resume_job(request: HttpRequest, name: str) -> HttpResponse:
-    job = get_object_or_404(Job, name=name)
+    job = acted_on_job(request, name, "job.resume")
     if operations.resume(Job.objects.filter(pk=job.pk), timezone.now(), request.user):
         messages.success(request, f"{job.name} resumed.")
     else:
@@ -386,7 +446,7 @@ def resume_job(request: HttpRequest, name: str) -> HttpResponse:
 
 @staff_action("execution.cancel")
 def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
-    execution = get_object_or_404(Execution, pk=pk)
+    execution = acted_on_execution(request, pk, "execution.cancel")
     if operations.cancel(Execution.objects.filter(pk=pk), timezone.now(), request.user):
         messages.success(request, f"Run {pk} cancelled or asked to stop.")
     else:
@@ -396,7 +456,7 @@ def cancel_execution(request: HttpRequest, pk: int) -> HttpResponse:
 
 @staff_action("execution.retry")
 def retry_execution(request: HttpRequest, pk: int) -> HttpResponse:
-    execution = get_object_or_404(Execution.objects.select_related("job"), pk=pk)
+    execution = acted_on_execution(request, pk, "execution.retry")
     try:
         new = operations.retry(execution, timezone.now(), request.user)
     except operations.OperationRefused as e:

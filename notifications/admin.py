@@ -18,14 +18,15 @@ from core.ownership import AdoptedOnSave
 from notifications.admin_forms import ChannelForm, MuteForm, RuleForm
 from notifications.applyitems import masked_channel_diff, masked_url
 from notifications.models import Channel, Delivery, Mute, Notification, Rule
+from projects.admin_scoping import ProjectScoped
 
 ERROR_SHOWN = 80  # characters of a delivery error in lists
 
 
 @admin.register(Channel)
-class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
+class ChannelAdmin(ProjectScoped, AdoptedOnSave, AuditedModelAdmin):
     form = ChannelForm
-    list_display = ["name", "kind", "target", "enabled", "managed_by"]
+    list_display = ["name", "project", "kind", "target", "enabled", "managed_by"]
     list_filter = ["kind", "enabled"]
     # Never the url: a chat webhook's URL is its secret, and a search that
     # matches it tells a viewer its characters one by one.
@@ -33,7 +34,7 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
     readonly_fields = ["managed_by", "managed_source"]
     actions = ["send_test"]
     fieldsets = [
-        (None, {"fields": ["name", "kind", "enabled"]}),
+        (None, {"fields": ["name", "project", "kind", "enabled"]}),
         ("Email", {"fields": ["to"]}),
         (
             "Webhook and chat",
@@ -60,7 +61,8 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
 
     def get_list_display(self, request: HttpRequest) -> list[str]:
         shown = super().get_list_display(request)
-        if self.has_change_permission(request):
+        # One list for every row: unmasked only when the user may change them all.
+        if self.changes_all_it_sees(request):
             return shown
         return ["target_masked" if f == "target" else f for f in shown]
 
@@ -174,10 +176,11 @@ class ChannelAdmin(AdoptedOnSave, AuditedModelAdmin):
 
 
 @admin.register(Rule)
-class RuleAdmin(AdoptedOnSave, AuditedModelAdmin):
+class RuleAdmin(ProjectScoped, AdoptedOnSave, AuditedModelAdmin):
     form = RuleForm
     list_display = [
         "name",
+        "project",
         "events_text",
         "channels_text",
         "jobs",
@@ -185,11 +188,16 @@ class RuleAdmin(AdoptedOnSave, AuditedModelAdmin):
         "enabled",
         "managed_by",
     ]
-    list_filter = ["enabled", "fallback", "digest", "channels"]
+    list_filter = [
+        "enabled",
+        "fallback",
+        "digest",
+        ("channels", admin.RelatedOnlyFieldListFilter),
+    ]
     search_fields = ["name", "jobs", "owner"]
     readonly_fields = ["managed_by", "managed_source"]
     fieldsets = [
-        (None, {"fields": ["name", "enabled", "events"]}),
+        (None, {"fields": ["name", "project", "enabled", "events"]}),
         (
             "Filters",
             {

@@ -28,3 +28,11 @@ class ProjectRoleBackend(BaseBackend):
         if user_obj.has_perm(perm):  # global: ModelBackend, without the row
             return True
         return roles.grants(scoping.role_in(user_obj, scoping.project_of(obj)), perm)
+
+    def has_module_perms(self, user_obj: Any, app_label: str) -> bool:
+        """The admin's index lists an app to who holds a permission in it:
+        the apps of what every project shares, to any role holder."""
+        return any(
+            permission.startswith(f"{app_label}.") and self.has_perm(user_obj, permission)
+            for permission in roles.SHARED
+        )

@@ -19,6 +19,8 @@ EDITED: dict[str, tuple[str, ...]] = {
 SEEN: dict[str, tuple[str, ...]] = {
     **EDITED,
     "scheduler": (*EDITED["scheduler"], "execution", "deadletter"),
+    # A check's pings are seen with it (checks.admin answers by the check's project).
+    "checks": (*EDITED["checks"], "ping"),
 }
 # A project admin's own rows: its secrets, its API keys and its members.
 HELD: dict[str, tuple[str, ...]] = {

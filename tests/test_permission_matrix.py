@@ -1,7 +1,13 @@
 """Every operator action, through the admin and the dashboard, for every kind
-of user: allowed, or refused with 403 and nothing changed in the database."""
+of user: allowed, or refused with 403 and nothing changed in the database.
+
+The kinds are the global ones (the Croniq groups, staff outside them, a
+superuser), which answer for every project, and the four roles of project
+A (docs/design.md §11), which answer for A's rows alone: on B's rows each
+is refused (403, 404, or the form's project field), nothing changed."""
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -12,7 +18,7 @@ import pytest
 from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.contrib.messages import get_messages
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 
 from audit.models import AuditEvent
@@ -20,6 +26,7 @@ from calendars.models import Calendar, CalendarPeriod
 from control.models import ApiKey
 from dashboard import bulk
 from notifications.models import Channel, Mute, Rule
+from projects.models import Project, Role
 from runners.models import Runner, RunnerToken
 from scheduler.models import Execution, Job
 from scheduler.triage.dead_letters import DeadLetter
@@ -68,6 +75,49 @@ def allowed(role, action):
     return role == "operator" and action in DAY_TO_DAY
 
 
+# Project A and B; the project roles are held in A.
+A, B = "alpha", "beta"
+PROJECT_ROLES = ["viewer", "operator", "editor", "admin"]
+# What each project role adds to the one before it (the contract of §11);
+# runners, runner tokens and mutes are global: no role reaches them.
+ROLE_ACTIONS = {
+    "viewer": set(),
+    "operator": {
+        "job.run",
+        "job.pause",
+        "job.resume",
+        "execution.cancel",
+        "execution.retry",
+        "deadletter.replay",
+        "deadletter.discard",
+    },
+    "editor": {
+        "job.add",
+        "job.change",
+        "job.delete",
+        "job.webhook",
+        "calendar.add",
+        "calendar.change",
+        "channel.add",
+        "channel.change",
+        "channel.delete",
+        "rule.add",
+        "rule.change",
+        "rule.delete",
+        "channel.test",
+    },
+    "admin": {"apikey.add", "apikey.revoke"},
+}
+# Adds name their project in the form: another project's is refused there.
+ADDS = {"job.add", "calendar.add", "channel.add", "rule.add", "apikey.add"}
+
+
+def role_allows(role, action):
+    """Whether `role`, held in the project of the row acted on, allows `action`."""
+    held = PROJECT_ROLES[: PROJECT_ROLES.index(role) + 1]
+    return any(action in ROLE_ACTIONS[r] for r in held)
+
+
 @dataclass
 class World:
     job: Job
@@ -85,28 +135,38 @@ class World:
     dead_letter: DeadLetter
 
 
-@pytest.fixture
-def world():
-    job = JobFactory(name="nightly", schedule="30 2 * * *", next_run_at=NOW)
+def build_world(project, suffix=""):
+    """One of each row the actions act on, the project's rows in `project`;
+    `suffix` ends every name, for a second world beside the first."""
+    Project.objects.get_or_create(name=project)
+    job = JobFactory(
+        name=f"nightly{suffix}", schedule="30 2 * * *", next_run_at=NOW, project=project
+    )
     failed_at = datetime(2026, 11, 29, 2, 30, tzinfo=UTC)
-    channel = Channel.objects.create(name="ops-mail", kind="email", to=["ops@example.com"])
-    rule = Rule.objects.create(name="failures", events=["job.failing"])
+    channel = Channel.objects.create(
+        name=f"ops-mail{suffix}", kind="email", to=["ops@example.com"], project=project
+    )
+    rule = Rule.objects.create(name=f"failures{suffix}", events=["job.failing"], project=project)
     rule.channels.add(channel)
+    apikey = ApiKey.issue(f"ci{suffix}", ["jobs:read"])[0]
+    apikey.project = project
+    apikey.save(update_fields=["project"])
+    paused = {"paused_at": NOW, "webhook": True, "project": project}
     return World(
         job=job,
-        paused_job=JobFactory(name="weekly", schedule="0 3 * * 1", paused_at=NOW, webhook=True),
+        paused_job=JobFactory(name=f"weekly{suffix}", schedule="0 3 * * 1", **paused),
         pending=ExecutionFactory(job=job, scheduled_for=NOW, state=Execution.PENDING),
         failed=ExecutionFactory(job=job, scheduled_for=failed_at, state=Execution.FAILED),
-        runner=RunnerFactory(name="web-1", registered_at=NOW, last_seen_at=NOW),
+        runner=RunnerFactory(name=f"web-1{suffix}", registered_at=NOW, last_seen_at=NOW),
         draining=RunnerFactory(
-            name="web-2", registered_at=NOW, last_seen_at=NOW, state=Runner.DRAINING
+            name=f"web-2{suffix}", registered_at=NOW, last_seen_at=NOW, state=Runner.DRAINING
         ),
-        token=RunnerTokenFactory(name="spare"),
-        calendar=CalendarFactory(name="ops", timezone="UTC"),
+        token=RunnerTokenFactory(name=f"spare{suffix}"),
+        calendar=CalendarFactory(name=f"ops{suffix}", timezone="UTC", project=project),
         channel=channel,
         rule=rule,
         mute=Mute.objects.create(job=job, until=MUTED_UNTIL, note="deploy", created_at=NOW),
-        apikey=ApiKey.issue("ci", ["jobs:read"])[0],
+        apikey=apikey,
         dead_letter=DeadLetter.objects.create(
             execution=ExecutionFactory(
                 job=job, scheduled_for=failed_at - timedelta(days=1), state=Execution.FAILED
@@ -115,6 +175,12 @@ def world():
             landed_at=failed_at,
         ),
     )
+
+
+@pytest.fixture
+def world():
+    """The rows in B: the global kinds answer there as in any project."""
+    return build_world(B)
 
 
 @pytest.fixture
@@ -132,6 +198,19 @@ def user_for(django_user_model):
         user = django_user_model.objects.create_user(role, password=None, is_staff=True)
         if role in GROUP_OF:
             user.groups.add(Group.objects.get(name=GROUP_OF[role]))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def member_of_a(django_user_model):
+    """A staff user holding `role` in project A alone."""
+
+    def make(role):
+        project, _ = Project.objects.get_or_create(name=A)
+        user = django_user_model.objects.create_user(f"{role}-of-a", is_staff=True)
+        Role.objects.create(project=project, user=user, role=role)
         return user
 
     return make
@@ -165,16 +244,27 @@ def job_form(world):
     )
 
 
+def project_of(world):
+    return world.job.project
+
+
 MUTED_UNTIL = datetime(2099, 1, 1, tzinfo=UTC)  # the forms refuse a mute already over
 
 
-def channel_form(name):
-    return {"name": name, "kind": "email", "enabled": "on", "to": "oncall@example.com"}
+def channel_form(world, name):
+    return {
+        "name": name,
+        "project": project_of(world),
+        "kind": "email",
+        "enabled": "on",
+        "to": "oncall@example.com",
+    }
 
 
 def rule_form(world, name):
     return {
         "name": name,
+        "project": project_of(world),
         "enabled": "on",
         "events": ["job.failing"],
         "failures_in_a_row": "2",
@@ -210,7 +300,7 @@ REQUESTS = {
     ("admin", "apikey.revoke"): admin_action("control_apikey", "revoke", lambda w: w.apikey),
     ("admin", "apikey.add"): lambda w: (
         reverse("admin:control_apikey_add"),
-        {"name": "new-key", "scopes": ["jobs:read", "jobs:trigger"]},
+        {"name": "new-key", "project": project_of(w), "scopes": ["jobs:read", "jobs:trigger"]},
     ),
     ("admin", "job.delete"): admin_action("scheduler_job", "delete_selected", lambda w: w.job),
     # A new webhook URL: who may change the job.
@@ -219,7 +309,7 @@ REQUESTS = {
     ),
     ("admin", "job.add"): lambda w: (
         reverse("admin:scheduler_job_add"),
-        {**job_form(w), "name": "new-job"},
+        {**job_form(w), "name": "new-job", "project": project_of(w)},
     ),
     ("admin", "job.change"): lambda w: (
         reverse("admin:scheduler_job_change", args=[w.job.pk]),
@@ -227,7 +317,7 @@ REQUESTS = {
     ),
     ("admin", "calendar.add"): lambda w: (
         reverse("admin:calendars_calendar_add"),
-        admin_forms.calendar_form(name="new-calendar"),
+        admin_forms.calendar_form(name="new-calendar", project=project_of(w)),
     ),
     ("admin", "calendar.change"): lambda w: (
         reverse("admin:calendars_calendar_change", args=[w.calendar.pk]),
@@ -240,11 +330,11 @@ REQUESTS = {
     ),
     ("admin", "channel.add"): lambda w: (
         reverse("admin:notifications_channel_add"),
-        channel_form("new-mail"),
+        channel_form(w, "new-mail"),
     ),
     ("admin", "channel.change"): lambda w: (
         reverse("admin:notifications_channel_change", args=[w.channel.pk]),
-        channel_form(w.channel.name),
+        channel_form(w, w.channel.name),
     ),
     ("admin", "channel.delete"): admin_action(
         "notifications_channel", "delete_selected", lambda w: w.channel
@@ -332,6 +422,52 @@ def test_each_action_is_allowed_or_refused_with_nothing_changed(
         assert after == before
 
 
+@contextmanager
+def undone():
+    """What the block writes is rolled back after it (a savepoint): one
+    world serves each role in turn."""
+    point = transaction.savepoint()
+    try:
+        yield
+    finally:
+        transaction.savepoint_rollback(point)
+
+
+@pytest.mark.parametrize(("way", "action"), list(REQUESTS))
+def test_each_project_role_acts_on_its_projects_rows_alone(client, member_of_a, way, action):
+    mine, theirs = build_world(A), build_world(B, suffix="-b")
+    members = {role: member_of_a(role) for role in PROJECT_ROLES}
+    before = snapshot()  # and again after each role: its writes are undone
+    for role, member in members.items():
+        client.force_login(member)
+
+        # B's rows: refused whatever the role, nothing changed.
+        url, data = REQUESTS[way, action](theirs)
+        answer = client.post(url, data)
+        assert snapshot() == before, role
+        if action in ADDS and role_allows(role, action):
+            # The form again, its project field refusing B (and B's channels
+            # not among a rule's choices).
+            assert answer.status_code == 200, role
+            assert "project" in answer.context["adminform"].form.errors, role
+        else:
+            assert answer.status_code in (403, 404), (role, answer.status_code)
+
+        # A's rows: as far as the role goes.
+        url, data = REQUESTS[way, action](mine)
+        with undone():
+            answer = client.post(url, data)
+            after = snapshot()
+        if role_allows(role, action):
+            expected = ANSWERED.get(action, 302)
+            assert answer.status_code == expected, (role, answer.content.decode()[:3000])
+            assert after != before, f"{role}: an allowed action changed nothing"
+            assert len(after["AuditEvent"]) > len(before["AuditEvent"]), f"{role}: not audited"
+        else:
+            assert answer.status_code == 403, role
+            assert after == before, role
+
+
 def test_the_matrix_covers_every_action_in_both_places():
     from core.permissions import ACTIONS
 
@@ -381,6 +517,25 @@ def test_the_dashboard_shows_only_the_buttons_the_user_may_use(client, world, us
     assert finder.actions == buttons(client, reverse("dashboard:runners"))
 
 
+@pytest.mark.parametrize("role", PROJECT_ROLES)
+def test_the_dashboard_shows_a_project_role_the_buttons_its_role_allows(client, member_of_a, role):
+    world = build_world(A)
+    client.force_login(member_of_a(role))
+    pages = {
+        reverse("dashboard:job", args=[world.job.name]): {"job.run", "job.pause"},
+        reverse("dashboard:job", args=[world.paused_job.name]): {"job.run", "job.resume"},
+        reverse("dashboard:execution", args=[world.pending.pk]): {"execution.cancel"},
+        reverse("dashboard:execution", args=[world.failed.pk]): {"execution.retry"},
+        reverse("dashboard:dead-letters"): {"deadletter.replay", "deadletter.discard"},
+        reverse("dashboard:overview"): {"job.run", "job.pause", "job.resume"},
+        # Every project's runners, seen by any role, acted on by the global groups.
+        reverse("dashboard:runners"): {"runner.drain", "runner.resume", "runner.forget"},
+    }
+    for url, offered in pages.items():
+        expected = {action for action in offered if role_allows(role, action)}
+        assert buttons(client, url) == expected, url
+
+
 ADMIN_ACTIONS = {
     "scheduler_job": {
         "run_now": "job.run",
@@ -427,6 +582,29 @@ def test_admin_changelists_offer_only_the_actions_the_user_may_use(client, world
         form = answer.context["action_form"]
         offered = {name for name, _ in form.fields["action"].choices if name} if form else set()
         expected = {name for name, action in actions.items() if allowed(role, action)}
+        assert offered == expected, changelist
+
+
+# Changelists of what no project holds: no role opens them (the runners,
+# which every project shares, any role reads, and acts on none).
+GLOBAL_ONLY = {"runners_runnertoken", "notifications_mute"}
+
+
+@pytest.mark.parametrize("role", PROJECT_ROLES)
+def test_admin_changelists_offer_a_project_role_the_actions_its_role_allows(
+    client, member_of_a, role
+):
+    build_world(A)
+    client.force_login(member_of_a(role))
+    for changelist, actions in ADMIN_ACTIONS.items():
+        answer = client.get(reverse(f"admin:{changelist}_changelist"))
+        if changelist in GLOBAL_ONLY or (changelist in ADMINS_ONLY and role != "admin"):
+            assert answer.status_code == 403, changelist
+            continue
+        assert answer.status_code == 200, changelist
+        form = answer.context["action_form"]
+        offered = {name for name, _ in form.fields["action"].choices if name} if form else set()
+        expected = {name for name, action in actions.items() if role_allows(role, action)}
         assert offered == expected, changelist
 
 

@@ -1,6 +1,8 @@
 """Secrets in the admin: write-only. The value field is never filled in,
 the list shows names and dates, and every change is audited without its
-value (vault.store). Only the Croniq admins hold the permissions."""
+value (vault.store). Only the Croniq admins hold the permissions, and a
+project's admins for its own secrets; a secret stays in the project it was
+made in (jobs name it there)."""
 
 from typing import Any
 
@@ -12,6 +14,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from audit.audited_admin import AuditedModelAdmin
+from projects.admin_scoping import ProjectScoped
 from vault import store
 from vault.models import Secret
 
@@ -41,16 +44,19 @@ class SecretForm(forms.ModelForm):
 
 
 @admin.register(Secret)
-class SecretAdmin(AuditedModelAdmin):
+class SecretAdmin(ProjectScoped, AuditedModelAdmin):
     form = SecretForm
     list_display = ["name", "project", "created_at", "updated_at"]
     search_fields = ["name"]
     fields = ["name", "value", "project", "created_at", "updated_at"]
-    readonly_fields = ["project", "created_at", "updated_at"]
+    readonly_fields = ["created_at", "updated_at"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        # Jobs name a secret: renaming one would break them without a word.
-        return [*self.readonly_fields, "name"] if obj is not None else list(self.readonly_fields)
+        # Jobs name a secret in their project: renaming or moving one would
+        # break them without a word.
+        if obj is not None:
+            return [*self.readonly_fields, "name", "project"]
+        return list(self.readonly_fields)
 
     def save_model(
         self, request: HttpRequest, obj: Secret, form: forms.ModelForm, change: bool

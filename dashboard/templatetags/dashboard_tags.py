@@ -12,7 +12,7 @@ from django.utils.safestring import mark_safe
 
 from audit.models import AuditEvent
 from core import instants, permissions
-from dashboard import audit_details
+from dashboard import audit_details, palette_entries, seen
 from dashboard.charts import DurationChart, HeatMap, HeatRow, format_seconds
 from dispatch import liveness
 from scheduler.forecast import Forecast, Span, Wait
@@ -23,9 +23,25 @@ register = template.Library()
 
 @register.filter
 def may(user: Any, action: str) -> bool:
-    """`{% if request.user|may:"job.run" %}`: show only the buttons the user
-    may use (the views refuse the others with 403 all the same)."""
+    """`{% if request.user|may:"runner.drain" %}`: show only the buttons the
+    user may use (the views refuse the others with 403 all the same), for
+    what no project holds (runners): the permission held globally."""
     return permissions.allows(user, action)
+
+
+@register.simple_tag(takes_context=True)
+def allowed(context: template.Context, action: str, target: Any) -> bool:
+    """`{% allowed "job.run" job as may_run %}`: whether the user may do
+    `action` to `target`, a row of a project: by the role in its project
+    (read once per request), or globally."""
+    return permissions.allows(context["request"].user, action, target)
+
+
+@register.simple_tag(takes_context=True)
+def pages_open(context: template.Context) -> set[str]:
+    """`{% pages_open as shown %}`: the URL names of the pages the nav links
+    that open to the user (a project's member: not the runners' pages)."""
+    return seen.pages_open(context["request"].user, [name for _, name in palette_entries.PAGES])
 
 
 @register.simple_tag

@@ -10,8 +10,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from audit.audited_admin import AuditedModelAdmin
-from core import permissions
 from core.admin_mixins import CheapPaginator
+from projects.admin_scoping import ProjectScoped
 from scheduler.models import Job
 from scheduler.runs.refusals import OperationRefused
 from scheduler.triage import dead_letter_actions
@@ -32,7 +32,8 @@ class StatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(AuditedModelAdmin):
+class DeadLetterAdmin(ProjectScoped, AuditedModelAdmin):
+    project_field = "execution__job__project"
     list_display = ["id", "job", "scheduled_for", "attempt", "reason", "landed_at", "status"]
     list_filter = [StatusFilter, "reason", "landed_at"]
     search_fields = ["execution__job__name", "detail"]
@@ -76,11 +77,11 @@ class DeadLetterAdmin(AuditedModelAdmin):
             "<pre style='white-space:pre-wrap'>{}</pre>", dead_letter.log_tail or "(no output)"
         )
 
-    def has_replay_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "deadletter.replay")
+    def has_replay_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return self.may_act(request, "deadletter.replay", obj)
 
-    def has_discard_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "deadletter.discard")
+    def has_discard_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return self.may_act(request, "deadletter.discard", obj)
 
     @admin.action(description="Replay selected dead letters", permissions=["replay"])
     def replay(self, request: HttpRequest, queryset: QuerySet, force: bool = False) -> None:

@@ -11,9 +11,9 @@ from django.utils.html import format_html, format_html_join
 
 from audit.audited_admin import AuditedModelAdmin
 from audit.changes import diff, masked_container, masked_env, masked_http, snapshot
-from core import permissions
 from core.admin_mixins import CheapPaginator
 from core.ownership import AdoptedOnSave
+from projects.admin_scoping import ProjectScoped
 from scheduler.admin.forms import JobAdminForm
 from scheduler.admin.preview import FirePreviewAdmin
 from scheduler.jobs import tags
@@ -79,7 +79,8 @@ class TagFilter(admin.SimpleListFilter):
     parameter_name = "tag"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [(tag, tag) for tag in tags.in_use(Job.objects.all())]
+        # The tags of the jobs the user may see: another project's are its own.
+        return [(tag, tag) for tag in tags.in_use(model_admin.get_queryset(request))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value():
@@ -88,10 +89,13 @@ class TagFilter(admin.SimpleListFilter):
 
 
 @admin.register(Job)
-class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin):
+class JobAdmin(
+    ProjectScoped, FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedModelAdmin
+):
     form = JobAdminForm
     list_display = [
         "name",
+        "project",
         "schedule",
         "schedule_words",
         "calendar",
@@ -102,12 +106,14 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         "has_error",
         "tags_shown",
     ]
+    # Groups and calendars of the jobs listed: another project's are not named.
     list_filter = [
         TagFilter,
+        "project",
         "enabled",
         "overlap",
-        "concurrency_group",
-        "calendar",
+        ("concurrency_group", admin.RelatedOnlyFieldListFilter),
+        ("calendar", admin.RelatedOnlyFieldListFilter),
         "misfire_policy",
     ]
     search_fields = ["name", "command", "description"]
@@ -396,14 +402,14 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
         if changes:
             self.audit(request, obj, "changed", changes)
 
-    def has_run_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "job.run")
+    def has_run_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return self.may_act(request, "job.run", obj)
 
-    def has_pause_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "job.pause")
+    def has_pause_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return self.may_act(request, "job.pause", obj)
 
-    def has_resume_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "job.resume")
+    def has_resume_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return self.may_act(request, "job.resume", obj)
 
     @admin.action(description="Run selected jobs now", permissions=["run"])
     def run_now(self, request: HttpRequest, queryset: QuerySet) -> None:
@@ -435,7 +441,8 @@ class JobAdmin(FirePreviewAdmin, WarnsOfUnservedLabels, AdoptedOnSave, AuditedMo
 
 
 @admin.register(Execution)
-class ExecutionAdmin(AuditedModelAdmin):
+class ExecutionAdmin(ProjectScoped, AuditedModelAdmin):
+    project_field = "job__project"
     list_display = [
         "id",
         "job",
@@ -498,11 +505,11 @@ class ExecutionAdmin(AuditedModelAdmin):
             text = text[-LOG_SHOWN:]
         return format_html("<pre style='white-space:pre-wrap'>{}</pre>", text or "(no output)")
 
-    def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "execution.cancel")
+    def has_cancel_permission(self, request: HttpRequest, obj: Execution | None = None) -> bool:
+        return self.may_act(request, "execution.cancel", obj)
 
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        return permissions.allows(request.user, "execution.retry")
+    def has_retry_permission(self, request: HttpRequest, obj: Execution | None = None) -> bool:
+        return self.may_act(request, "execution.retry", obj)
 
     @admin.action(description="Cancel selected executions", permissions=["cancel"])
     def cancel(self, request: HttpRequest, queryset: QuerySet) -> None:
@@ -522,10 +529,10 @@ class ExecutionAdmin(AuditedModelAdmin):
 
 
 @admin.register(ConcurrencyGroup)
-class ConcurrencyGroupAdmin(AdoptedOnSave, AuditedModelAdmin):
+class ConcurrencyGroupAdmin(ProjectScoped, AdoptedOnSave, AuditedModelAdmin):
     """Budgets shared by jobs; the running count is read live."""
 
-    list_display = ["name", "max_concurrent", "running", "job_count", "managed_by"]
+    list_display = ["name", "project", "max_concurrent", "running", "job_count", "managed_by"]
     search_fields = ["name"]
     readonly_fields = ["managed_by", "managed_source", "created_at", "updated_at"]
 

@@ -16,8 +16,12 @@ from tests.dashboard.conftest import NOW
 # Each page also reads whether a maintenance is in force (its banner).
 # + the filter form's suggestions (kept a minute), and, to who may act on
 # many jobs, how many jobs the filter matches.
-OVERVIEW_QUERIES = 23
-JOB_QUERIES = 13  # + the run statistics: their counts and their durations
+# + the user's roles in the projects (once a request, for a user the global
+# permissions do not answer for) and the projects, the project filter's choices.
+OVERVIEW_QUERIES = 24
+# + the run statistics: their counts and their durations; the user's roles
+# (the buttons ask for the job's project).
+JOB_QUERIES = 14
 EXECUTION_QUERIES = 9
 RUNNERS_QUERIES = 8
 AUDIT_QUERIES = 7

@@ -1,7 +1,8 @@
 """Many jobs in headless Chromium against a real uvicorn (the set-up of
 tests/e2e/test_browser.py): the overview's filters kept in the URL, a bulk
-pause asked for and confirmed, and the keyboard palette (Ctrl+K, "/").
-Screenshots land in test-artifacts/screenshots/."""
+pause asked for and confirmed, the keyboard palette (Ctrl+K, "/"), and the
+project filter as a member of two projects sees it. Screenshots land in
+test-artifacts/screenshots/."""
 
 import re
 
@@ -65,8 +66,8 @@ def page(chromium, world):
     context.close()
 
 
-def log_in(page, server):
-    name, password = OPERATOR
+def log_in(page, server, person=OPERATOR):
+    name, password = person
     page.goto(server.url + "/")
     page.fill("input[name=username]", name)
     page.fill("input[name=password]", password)
@@ -181,4 +182,56 @@ def test_the_palette_jumps_to_a_job_a_runner_or_a_page(page, world):
     page.wait_for_selector(".palette li[data-kind=page]")
     page.keyboard.press("Enter")
     page.wait_for_url(world.url + "/dead-letters/")
+    assert page.problems == []
+
+
+MEMBER = ("mira", "croniq-member-pw")
+
+PROJECTS = """
+from datetime import timedelta
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from projects.models import Project, Role
+from scheduler.models import Job
+
+now = timezone.now()
+mira = get_user_model().objects.create_user({name!r}, password={password!r}, is_staff=True)
+for project, role in (("payments", "operator"), ("search", "viewer"), ("secret-lab", None)):
+    where = Project.objects.create(name=project)
+    if role:
+        Role.objects.create(project=where, user=mira, role=role)
+for name, project in (
+    ("charge-cards", "payments"),
+    ("settle-payouts", "payments"),
+    ("reindex", "search"),
+    ("train-model", "secret-lab"),
+):
+    Job.objects.create(
+        name=name, schedule="0 4 * * *", command="true", project=project,
+        next_run_at=now + timedelta(hours=3),
+    )
+out(True)
+"""
+
+
+def test_a_member_picks_one_of_its_projects_in_the_filter(page, world, e2e_database):
+    django_shell(e2e_database, PROJECTS.format(name=MEMBER[0], password=MEMBER[1]))
+    log_in(page, world, MEMBER)
+    # Its two projects' jobs; neither the default project's nor another's.
+    assert rows(page) == ["charge-cards", "reindex", "settle-payouts"]
+    choices = page.locator("form.job-filters select[name=project] option")
+    assert choices.all_inner_texts() == ["any", "payments", "search"]
+
+    page.select_option("form.job-filters select[name=project]", "payments")
+    page.click("form.job-filters button[type=submit]")
+    page.wait_for_url(re.compile(r"/\?.*project=payments"))
+    assert rows(page) == ["charge-cards", "settle-payouts"]
+    badges = page.locator("tr[data-job] a[data-project]").all_inner_texts()
+    assert badges == ["payments", "payments"]
+    screenshot(page, "project-filter")
+
+    # A job of a project it has no role in is not there to open.
+    answer = page.goto(world.url + "/jobs/train-model/")
+    assert answer.status == 404
+    page.problems.remove(f"404 {world.url}/jobs/train-model/")
     assert page.problems == []
