@@ -95,6 +95,10 @@ Container = tuple[str, str]
 # {pid: (parent pid, process group, start time)}; builtin generics only: the
 # supervisor imports as little as it can (it starts once per job).
 Table = dict[int, tuple[int, int, str]]
+# Python ignores these at its start, and an ignored signal stays ignored
+# across exec: the job gets them back at their default, as a command a shell
+# or cron starts has them (`yes | head -1` ends quietly by SIGPIPE).
+RESTORED_SIGNALS = [signal.SIGPIPE, signal.SIGXFSZ]
 
 
 class Options:
@@ -179,6 +183,8 @@ def start(
         os._exit(126)
     try:
         os.close(fd)
+        for signum in RESTORED_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
         for resource_id, soft, hard in rlimits:
             # Never above what the agent itself may use (only root could raise it).
             _, ceiling = resource.getrlimit(resource_id)
