@@ -1,7 +1,7 @@
-"""How the supervisor starts a job's program, with no limits and under an
-rlimit: as a shell would have started it, its signals at their default and
-the agent's pipe not its own, and a program that cannot start ends the
-supervisor with 127."""
+"""How the supervisor starts a job's program, spawned (no limits, no other
+user) or forked (here: under an rlimit): either way as a shell would have
+started it, its signals at their default and the agent's pipe not its own,
+and a program that cannot start ends the supervisor with 127."""
 
 import os
 import signal
@@ -12,7 +12,8 @@ import pytest
 
 from croniq_runner.job import SUPERVISOR
 
-WAYS = {"plain": [], "rlimit": ["--rlimit", "cpu", "3600"]}
+# No options: spawned. An rlimit is set by the forked child before its exec.
+WAYS = {"spawned": [], "forked": ["--rlimit", "cpu", "3600"]}
 
 
 def supervise(options, *command):
