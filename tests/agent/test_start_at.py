@@ -12,6 +12,7 @@ import pytest
 
 from croniq_runner.agent import MAX_STARTS_IN, MAX_TRANSIT, Arrival, start_at
 from croniq_runner.job import SUPERVISOR
+from croniq_runner.supervisor import LAST_STRETCH, STEP, next_turn
 
 # An answer arrived when time.monotonic() read 100 and the wall clock 1000.
 ARRIVED = Arrival(100.0, 1_000.0)
@@ -64,6 +65,20 @@ def test_an_agent_gone_before_the_instant_means_the_command_never_runs(tmp_path)
     assert process.returncode == 1
     time.sleep(1.2)  # past the instant
     assert not marker.exists()
+
+
+def test_the_supervisor_sleeps_the_last_stretch_before_the_instant_in_short_turns():
+    turns, left = [], 0.15
+    while left > 1e-9:
+        turns.append(next_turn(left))
+        left -= turns[-1]
+    assert turns[0] == pytest.approx(0.15 - LAST_STRETCH)
+    assert turns[1:] == pytest.approx([STEP] * round(LAST_STRETCH / STEP))
+
+
+@pytest.mark.parametrize("left", [STEP / 2, LAST_STRETCH + STEP / 2])
+def test_a_wait_shorter_than_the_last_stretch_is_slept_in_short_turns_only(left):
+    assert next_turn(left) == min(left, STEP)
 
 
 @pytest.mark.parametrize("value", [None, "0.05", True, 0, -1.0, float("nan"), [0.1]])
