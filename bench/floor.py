@@ -7,14 +7,20 @@ In one run, on one machine, side by side:
   seconds; the figure is its scheduled instant (CRONIQ_SCHEDULED_FOR) ->
   its command's first instruction.
 - floor: a small Python process (`python -I -S`, as the job's supervisor
-  runs) sleeps until a deadline on each half second and starts the same
-  `sh -c` command with subprocess.Popen (one fork and exec); the figure is
-  the deadline -> the same first instruction. Half a second apart from the
-  job's instants, so the two never compete for the same moment.
+  runs) sleeps until a deadline and starts the same `sh -c` command with
+  subprocess.Popen (one fork and exec); the figure is the deadline -> the
+  same first instruction.
 - croniq_http: an http job `@every 1s` on the quarter seconds, run by the
   same agent against an endpoint in this process; the figure is its
   instant -> the endpoint has its request (headers read). No floor: it is
   measured for comparison only.
+
+Croniq and the floor each start once a second, half a second apart, so
+the two never compete for the same moment, and take whole and half
+seconds in turn (two shell jobs `@every 2s`, one on even whole seconds,
+one on odd half seconds; the floor on the other two): a shared machine's
+periodic work tends to wake on whole seconds and would otherwise weigh on
+one side only.
 
 The command is `exec date "+$CRONIQ_SCHEDULED_FOR %s.%N" >> FILE`. /bin/sh
 has no clock of its own (dash: no $EPOCHREALTIME), so the cheapest honest
@@ -32,7 +38,8 @@ load average goes with the figures: on a busy machine both grow.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/croniq_floor_bench \
         .venv/bin/python bench/floor.py        # a fresh database, dropped after
 
-Options: --seconds N (default 60; the first 5 s are left out as warm-up).
+Options: --seconds N (default 120: about 115 samples a side once the first
+5 s are left out as warm-up).
 """
 
 import argparse
@@ -45,6 +52,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from itertools import count
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +60,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WARM_UP = 5.0
 P50_OVER_FLOOR_MS = 1.5
 P99_OVER_FLOOR_MS = 10.0
-# Within each second: the shell job's instants, the http job's, the floor's.
-SHELL_OFFSET, HTTP_OFFSET, FLOOR_OFFSET = 0.0, 0.25, 0.5
+# Within each two seconds from the first instant: the shell jobs' instants,
+# the floor's deadlines; the http job's within each second.
+SHELL_OFFSETS, FLOOR_OFFSETS, HTTP_OFFSET = (0.0, 1.5), (0.5, 1.0), 0.25
 LABEL = "floor-bench"
 
 
@@ -70,19 +79,24 @@ def iso(seconds):
 # -- the floor: its own small process ----------------------------------------
 
 
-def floor(path, until):
-    """Until the wall clock reads `until`: sleep to the next deadline on a
-    half second, start the command there, wait for it."""
+def floor(path, first, until):
+    """Sleep to each deadline from `first` (epoch seconds) to `until`, start
+    the command there, wait for it."""
     run = command(path)
-    while (deadline := int(time.time() - FLOOR_OFFSET) + 1 + FLOOR_OFFSET) < until:
+    deadlines = (first + period + offset for period in count(0, 2) for offset in FLOOR_OFFSETS)
+    for deadline in deadlines:
+        if deadline >= until:
+            return
+        if deadline < time.time():
+            continue
         env = dict(os.environ, CRONIQ_SCHEDULED_FOR=iso(deadline))
         time.sleep(max(0.0, deadline - time.time()))
         subprocess.Popen(["sh", "-c", run], env=env, stdin=subprocess.DEVNULL).wait()
 
 
-def start_floor(path, until):
+def start_floor(path, first, until):
     code = f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import floor; "
-    code += f"floor.floor({str(path)!r}, {until!r})"
+    code += f"floor.floor({str(path)!r}, {first!r}, {until!r})"
     return subprocess.Popen([sys.executable, "-I", "-S", "-c", code])
 
 
@@ -167,19 +181,19 @@ def start_agent(server_url, token, workdir):
     return Process([*args, "--log-level", "WARNING"], env, workdir / "agent.log")
 
 
-def create_jobs(workdir, endpoint):
-    from django.utils import timezone
-
+def create_jobs(workdir, endpoint, first):
+    """The shell jobs and the http job from `first` (a whole second); the
+    http job is returned."""
     from scheduler.models import Job
 
-    first = timezone.now().replace(microsecond=0) + timedelta(seconds=2)
-    Job.objects.create(
-        name="floor-shell",
-        schedule="@every 1s",
-        command=command(workdir / "croniq.txt"),
-        labels=[LABEL],
-        next_run_at=first + timedelta(seconds=SHELL_OFFSET),
-    )
+    for n, offset in enumerate(SHELL_OFFSETS):
+        Job.objects.create(
+            name=f"floor-shell-{n}",
+            schedule="@every 2s",
+            command=command(workdir / "croniq.txt"),
+            labels=[LABEL],
+            next_run_at=first + timedelta(seconds=offset),
+        )
     return Job.objects.create(
         name="floor-http",
         kind=Job.HTTP,
@@ -192,7 +206,7 @@ def create_jobs(workdir, endpoint):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seconds", type=float, default=120.0)
     options = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from dispatch_latency import emit, percentile, prepare_database
@@ -214,11 +228,12 @@ def main():
         web.wait_ready()
         processes.append(start_agent(web.url, secret, workdir))
         time.sleep(2)  # registered and polling
-        http_job = create_jobs(workdir, endpoint)
-        begin = time.time() + 2 + WARM_UP
-        until = time.time() + 2 + options.seconds
+        first = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+        http_job = create_jobs(workdir, endpoint, first)
+        begin = first.timestamp() + WARM_UP
+        until = first.timestamp() + options.seconds
         processes.append(start_loop(url, workdir / "loop.log"))
-        floor_process = start_floor(workdir / "floor.txt", until)
+        floor_process = start_floor(workdir / "floor.txt", first.timestamp(), until)
         floor_process.wait(options.seconds + 30)
         time.sleep(1)  # the last instants' runs end
     finally:
@@ -238,7 +253,8 @@ def main():
     shared = dict(
         bench="floor",
         backend="postgresql" if url.startswith("postgres") else "sqlite",
-        load_average=[round(load_before, 2), round(os.getloadavg()[0], 2)],
+        load_average_before=round(load_before, 2),
+        load_average=round(os.getloadavg()[0], 2),
     )
     base = figures(found["floor"], percentile)
     emit(**shared, case="floor", **base, met=None)
