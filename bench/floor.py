@@ -251,7 +251,7 @@ def main():
     }
     found = {case: [d for d in delays if begin <= d[0] < until] for case, delays in found.items()}
     shared = dict(
-        bench="floor",
+        bench="instant_to_start",
         backend="postgresql" if url.startswith("postgres") else "sqlite",
         load_average_before=round(load_before, 2),
         load_average=round(os.getloadavg()[0], 2),
