@@ -88,6 +88,8 @@ def project_of(target: models.Model | None) -> Any:
     row, path = target, lookup.split("__")
     while len(path) > 1 and row._meta.get_field(path[0]).is_cached(row):
         row, path = getattr(row, path[0]), path[1:]
+        if row is None:  # a relation it lacks (a mute of no job): no project
+            return ""
     if len(path) == 1:
         return getattr(row, path[0]) or ""
     found = type(row)._default_manager.filter(pk=row.pk).values("__".join(path))[:1]
