@@ -464,7 +464,9 @@ class NotifySections:
         names = item.get("channels")
         found = {}
         if isinstance(names, list) and all(isinstance(n, str) for n in names):
-            found = {c.name: c for c in Channel.objects.filter(name__in=names)}
+            # To a caller bound to projects, the others' channels do not exist.
+            reachable = self.applier.prunable(Channel.objects.filter(name__in=names))
+            found = {c.name: c for c in reachable}
             # A channel of this file that was refused has its own error already.
             errors += [
                 f"{where}.channels: unknown channel {n!r}"

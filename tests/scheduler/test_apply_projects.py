@@ -205,3 +205,13 @@ def test_a_job_reads_the_secrets_of_its_own_project_alone():
     assert refused.value.errors[0].startswith("jobs[0].env.T: ")
     apply({"project": "team-b", "jobs": [job]})
     assert Job.objects.get(name="j").project == "team-b"
+
+
+def test_a_bound_callers_rule_cannot_send_to_another_projects_channel():
+    apply({"projects": [{"name": "team-a"}, {"name": "team-b"}]})
+    apply({"project": "team-b", "channels": [TEAM_A["channels"][0]]})
+    rule = {"name": "mine", "events": ["execution.failed"], "channels": ["ops"]}
+    with pytest.raises(ApplyError) as refused:
+        apply({"project": "team-a", "notify": [rule]}, projects={"team-a"})
+    assert refused.value.errors == ["notify[0].channels: unknown channel 'ops'"]
+    assert not Rule.objects.exists()
