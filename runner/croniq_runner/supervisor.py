@@ -16,10 +16,6 @@ With --start-at, COMMAND starts when the monotonic clock (system-wide,
 the agent's too) reaches T, not before: the agent starts the supervisor as
 soon as work arrives ahead of its instant, so Python's start-up is over by
 then. An agent gone or a SIGTERM meanwhile ends it with nothing started.
-All the rest is done before T too (the program looked up in PATH): at T
-the supervisor only starts COMMAND, spawned (posix_spawn: the C library's
-vfork and exec, nothing of this process copied), or forked when the child
-must set the job's limits or user first.
 
 A pipe rather than PR_SET_PDEATHSIG: the kernel sends that signal when the
 *thread* that forked exits, and the agent starts jobs from threads that end
@@ -76,14 +72,6 @@ import sys
 import threading
 import time
 
-# The last LAST_STRETCH seconds before the instant are slept in turns of
-# STEP. On a busy machine a process that has just started (Python's
-# start-up is one burst of CPU) and then sleeps through its whole wait gets
-# a CPU after waking later than one that has been waking in short turns,
-# which the scheduler treats as interactive: 2-3 ms at p50 with both cores
-# of a small machine busy (bench/floor.py), against ten wake-ups a job.
-LAST_STRETCH = 0.05
-STEP = 0.005
 # What COMMAND leaves running when it exits gets this long after SIGTERM.
 LEFTOVER_GRACE = 2.0
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -107,10 +95,6 @@ Container = tuple[str, str]
 # {pid: (parent pid, process group, start time)}; builtin generics only: the
 # supervisor imports as little as it can (it starts once per job).
 Table = dict[int, tuple[int, int, str]]
-# Python ignores these at its start, and an ignored signal stays ignored
-# across exec: the job gets them back at their default, as a command a shell
-# or cron starts has them (`yes | head -1` ends quietly by SIGPIPE).
-RESTORED_SIGNALS = [signal.SIGPIPE, signal.SIGXFSZ]
 
 
 class Options:
@@ -157,17 +141,9 @@ def wait_for_start(start_at: float, fd: int) -> None:
     """Sleep until the monotonic clock reaches `start_at`, watching the
     agent's pipe: end-of-file (the agent is gone) exits, nothing started."""
     while (left := start_at - time.monotonic()) > 0:
-        readable, _, _ = select.select([fd], [], [], next_turn(left))
+        readable, _, _ = select.select([fd], [], [], left)
         if readable and not os.read(fd, 1):
             os._exit(1)
-
-
-def next_turn(left: float) -> float:
-    """How long to sleep with `left` seconds to the instant: until
-    LAST_STRETCH before it, then in turns of STEP."""
-    if left > LAST_STRETCH + STEP:
-        return left - LAST_STRETCH
-    return min(left, STEP)
 
 
 def executable(name: str) -> str:
@@ -182,36 +158,6 @@ def executable(name: str) -> str:
 
 
 def start(
-    path: str,
-    command: list[str],
-    account: UserIds | None,
-    fd: int,
-    cgroups: list[str],
-    rlimits: list[Rlimit],
-) -> int:
-    """Start COMMAND (its program at `path`); in `cgroups` and under
-    `rlimits`, as `account` when given. Without any of them, spawned;
-    with them, forked."""
-    if account is None and not cgroups and not rlimits:
-        return spawn(path, command)
-    return fork(path, command, account, fd, cgroups, rlimits)
-
-
-def spawn(path: str, command: list[str]) -> int:
-    """posix_spawn: the C library starts the program from a child that
-    shares this process's memory until its exec, so nothing of this
-    process is copied and no Python runs in between. What a fork takes at
-    the instant (page tables, Python's after-fork work) is left out.
-    Failing, the supervisor exits as the child would have."""
-    try:
-        return os.posix_spawn(path, command, os.environ, setsigdef=RESTORED_SIGNALS)
-    except OSError as error:
-        os.write(2, f"croniq-runner: cannot start the job: {error}\n".encode())
-        os._exit(127)
-
-
-def fork(
-    path: str,
     command: list[str],
     account: UserIds | None,
     fd: int,
@@ -219,9 +165,10 @@ def fork(
     rlimits: list[Rlimit],
 ) -> int:
     """Fork and exec COMMAND; in the child, in `cgroups` and under `rlimits`,
-    as `account` when given. The program was looked up before: once the
+    as `account` when given. The program is looked up first: once the
     child is another user, Python's own library may be out of its reach,
     so it imports nothing more."""
+    path = executable(command[0])
     pid = os.fork()
     if pid:
         return pid
@@ -232,8 +179,6 @@ def fork(
         os._exit(126)
     try:
         os.close(fd)
-        for signum in RESTORED_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
         for resource_id, soft, hard in rlimits:
             # Never above what the agent itself may use (only root could raise it).
             _, ceiling = resource.getrlimit(resource_id)
@@ -443,13 +388,9 @@ def main(argv: list[str]) -> None:
     options = Options(argv)
     fd, grace = options.fd, options.grace
     become_subreaper()  # before anything below it can be orphaned
-    # Before the instant: the lookup (os.get_exec_path imports), and the
-    # agent's pipe kept from the job by its exec, spawned or forked.
-    path = executable(options.command[0])
-    os.set_inheritable(fd, False)
     if options.start_at is not None:
         wait_for_start(options.start_at, fd)
-    child = start(path, options.command, options.account, fd, options.cgroups, options.rlimits)
+    child = start(options.command, options.account, fd, options.cgroups, options.rlimits)
     # The agent signals the whole group; the job decides how to answer,
     # this process only passes the job's status on.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
