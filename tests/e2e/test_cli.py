@@ -143,7 +143,7 @@ def test_jobs_are_listed_shown_and_their_next_instants_told(applied, croniq):
     instants = ok(croniq("jobs", "next", "greet", "--count", "3")).splitlines()
     page = as_json(croniq("jobs", "list", "--limit", "2", "--json"))
 
-    assert table[0].split()[:2] == ["NAME", "SCHEDULE"]
+    assert table[0].split()[:3] == ["NAME", "PROJECT", "SCHEDULE"]
     assert sorted(line.split()[0] for line in table[1:]) == ["countdown", "greet", "sleeper"]
     assert re.search(r"^command: +echo hello$", shown, re.M)
     assert re.search(r"^managed_by: +apply$", shown, re.M)
