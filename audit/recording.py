@@ -82,7 +82,9 @@ def project_of(target: models.Model | None) -> Any:
     letter); "" for a row of no project. When the job is not loaded, the
     INSERT itself reads it (a subquery): the runs' paths, which audit
     executions, make no round trip more."""
-    lookup = scoping.project_lookup(type(target)) if target is not None else None
+    # `__class__`, not type(): a request's user is a lazy object standing in
+    # for the row, and says the row's class only that way.
+    lookup = scoping.project_lookup(target.__class__) if target is not None else None
     if lookup is None:
         return ""
     row, path = target, lookup.split("__")
