@@ -38,12 +38,16 @@ def record(
     at: datetime | None = None,
     counter: tuple[str, dict[str, Any]] | None = None,
 ) -> AuditEvent:
-    """Write one AuditEvent; with `counter=(name, labels)` also bump that counter."""
+    """Write one AuditEvent; with `counter=(name, labels)` also bump that
+    counter, in the same transaction: a process that dies (or a database
+    that restarts) between the two must not leave /metrics one behind the
+    audit trail. Inside a caller's transaction it joins it (no savepoint)."""
     event = event_of(action, target=target, actor=actor, data=data, at=at)
-    event.save()
-    if counter is not None:
-        counter_name, labels = counter
-        increment(counter_name, 1, **labels)
+    with transaction.atomic(savepoint=False):
+        event.save()
+        if counter is not None:
+            counter_name, labels = counter
+            increment(counter_name, 1, **labels)
     return event
 
 

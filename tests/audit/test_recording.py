@@ -3,6 +3,7 @@
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from django.db import connection
 
 import audit
@@ -69,3 +70,23 @@ def test_a_series_moved_from_several_threads_is_their_sum(transactional_db):
     assert rows.count() >= 3  # the threads have shards of their own
     assert Counter.objects.value_of("croniq_executions_total", "state=succeeded") == 7
     assert Counter.objects.totals() == [("croniq_executions_total", "state=succeeded", 7)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_and_its_counter_are_written_together_or_not_at_all(monkeypatch):
+    from django.db import OperationalError
+
+    from audit import recording
+    from audit.models import AuditEvent, Counter
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("the server closed the connection")
+
+    monkeypatch.setattr(recording, "increment", database_gone)
+    with pytest.raises(OperationalError):
+        recording.record(
+            "execution.fencing_rejected", counter=("croniq_fencing_rejections_total", {})
+        )
+    # Neither: /metrics never lags the audit trail.
+    assert not AuditEvent.objects.filter(action="execution.fencing_rejected").exists()
+    assert not Counter.objects.filter(name="croniq_fencing_rejections_total").exists()
