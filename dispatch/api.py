@@ -218,6 +218,15 @@ class AssignmentOut(Schema):
     # Seconds after the answer arrives before the run may start: 0 unless
     # the poll asked `early` and the work's instant is still ahead.
     starts_in: float = 0.0
+    starts_at: str = Field(
+        "",
+        exclude_if=lambda instant: not instant,
+        description="The instant `starts_in` counts to, ISO 8601 to the microsecond (sent "
+        "to `early` polls only; the other times of an answer stop at the millisecond): a "
+        "runner whose clock agrees with the server's within a few hundredths of a second "
+        "starts the run at it, not `starts_in` after the answer arrived, which is late by "
+        "the answer's way. An addition; agents that do not know it wait `starts_in`.",
+    )
     trigger: str = Field(
         "schedule",
         description="How the run came about (schedule, manual, retry, catch_up, backfill, "

@@ -187,9 +187,17 @@ class AnswerHold:
 
 def with_starts_in(handed: Handed, now: datetime) -> list[dict[str, Any]]:
     """`handed`'s assignments for an `early` poll: each with `starts_in`,
-    the seconds from `now` to its instant (its run_after)."""
+    the seconds from `now` to its instant (its run_after), and `starts_at`,
+    that instant itself: a runner whose clock agrees with this one's starts
+    the run at it, without the answer's way there added."""
     return [
-        {**assignment, "starts_in": max(0.0, (ready_at - now).total_seconds())}
+        {
+            **assignment,
+            "starts_in": max(0.0, (ready_at - now).total_seconds()),
+            # Text: the answer's datetimes stop at the millisecond, and an
+            # instant cut short would start its run early.
+            "starts_at": ready_at.isoformat(),
+        }
         for assignment, ready_at in zip(handed.assignments, handed.ready_at, strict=True)
     ]
 

@@ -28,7 +28,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from croniq_runner import discover, wrap
 from croniq_runner.cgroups import Cgroups
@@ -67,6 +68,13 @@ log = logging.getLogger("croniq.runner")
 REPORT_WINDOW = 15.0
 # The longest wait for an instant an answer may ask (`starts_in`).
 MAX_STARTS_IN = 60.0
+# `starts_in` counts from when the server wrote its answer, so a run waiting
+# on it alone starts late by the answer's way here (a millisecond or a few).
+# The instant itself (`starts_at`) read on this machine's clock is trusted
+# instead when it falls at most this much before: further off (or after),
+# the two machines' clocks disagree, and `starts_in` decides, as with a
+# server that sends no `starts_at`.
+MAX_TRANSIT = 0.05
 # After a drain that let runs end, how long the long-poll still in flight
 # gets to bring back what the server claimed for the slots they freed.
 POLL_LANDING = 2.0
@@ -348,11 +356,14 @@ class Agent(Registration, LeaseKeeping):
             return backoff.next_delay()
         finally:
             self.polling = False
+        # Both clocks read once: every run of the answer waits from its
+        # arrival, not from when the runs before it had started.
+        arrived = Arrival.now()
         server_stopping = answer.get("stopping") is True
         pause = self.server_stopping(backoff) if server_stopping else self.answered(backoff)
         received_at = self.clock()
         for assignment in answer.get("executions") or []:
-            self.accept(assignment, received_at)
+            self.accept(assignment, received_at, arrived)
         if self.config.once and not (server_stopping and not self.taken):
             if not self.taken:
                 log.info("--once: no work was waiting")
@@ -406,7 +417,9 @@ class Agent(Registration, LeaseKeeping):
             "execution(s) %s arrived while stopping; handed back %s", ids, answer["handed_back"]
         )
 
-    def accept(self, assignment: Assignment, received_at: float) -> None:
+    def accept(
+        self, assignment: Assignment, received_at: float, arrived: "Arrival | None" = None
+    ) -> None:
         if self.stopping.is_set():  # the poll was in flight when the stop came
             self.hand_back([assignment])
             return
@@ -442,7 +455,7 @@ class Agent(Registration, LeaseKeeping):
             orphan_grace=self.fence_grace(),
             account=self.config.run_as,
             ledger=self.ledger,
-            start_at=start_at(assignment),
+            start_at=start_at(assignment, arrived or Arrival.now()),
             reports=self.reports,
             allowed_users=self.config.allow_run_as,
             cgroups=self.cgroups,
@@ -467,18 +480,54 @@ class Agent(Registration, LeaseKeeping):
         self.changed.notify()
 
 
-def start_at(assignment: Assignment) -> float | None:
+class Arrival(NamedTuple):
+    """When a poll's answer arrived: time.monotonic() and time.time()."""
+
+    monotonic: float
+    wall: float
+
+    @classmethod
+    def now(cls) -> "Arrival":
+        """Both clocks, the wall clock read first: an instant on it turned
+        into time.monotonic() is then late, never early, by the time
+        between the two reads."""
+        wall = time.time()
+        return cls(time.monotonic(), wall)
+
+
+def start_at(assignment: Assignment, arrived: Arrival) -> float | None:
     """The time.monotonic() an assignment answered ahead may start at (None:
-    at once). A real clock, whatever the agent's injected one: the job's
-    supervisor reads the same one. A malformed value starts at once; the
-    server claims at most a fraction of a second ahead, so a longer wait is
-    cut to MAX_STARTS_IN."""
+    at once), the answer having `arrived`. A real clock, whatever the
+    agent's injected one: the job's supervisor reads the same one.
+
+    `starts_in` from the arrival, or a little earlier the instant
+    `starts_at` on this machine's wall clock, when the two agree within
+    MAX_TRANSIT (see there): never later than `starts_in` says. A
+    malformed `starts_in` starts at once, a malformed `starts_at` is
+    ignored; the server claims at most a few seconds ahead, so a longer
+    wait is cut to MAX_STARTS_IN."""
     starts_in = assignment.get("starts_in")
     if not isinstance(starts_in, (int, float)) or isinstance(starts_in, bool):
         return None
     if not starts_in > 0:
         return None
-    return time.monotonic() + min(starts_in, MAX_STARTS_IN)
+    latest = arrived.monotonic + min(starts_in, MAX_STARTS_IN)
+    instant = wall_instant(assignment.get("starts_at"))
+    if instant is None:
+        return latest
+    by_clock = arrived.monotonic + (instant - arrived.wall)
+    return by_clock if latest - MAX_TRANSIT <= by_clock < latest else latest
+
+
+def wall_instant(value: Any) -> float | None:
+    """The epoch seconds of an ISO 8601 instant with its offset, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return instant.timestamp() if instant.tzinfo is not None else None
 
 
 def configure_logging(level: str) -> None:

@@ -285,9 +285,10 @@ class Job:
 
     # -- starting -------------------------------------------------------
 
-    def supervised(self, lifeline: int) -> list[str]:
+    def supervised(self, lifeline: int, output: int) -> list[str]:
         """The command line of the supervisor that runs the job's program."""
         args = [sys.executable, "-I", "-S", SUPERVISOR, str(lifeline), str(self.orphan_grace)]
+        args += ["--output", str(output)]
         if self.account is not None:
             groups = ",".join(str(g) for g in self.account.groups)
             args += ["--user", str(self.account.uid), str(self.account.gid), groups]
@@ -351,26 +352,34 @@ class Job:
         # The supervisor reads end-of-file from this pipe once the agent is
         # gone; only the agent holds the write end (not inherited by jobs).
         lifeline, self._lifeline = os.pipe()
+        # The job's output, read here. The supervisor holds the read end
+        # too and drains it once the agent is gone, so what the job writes
+        # while it ends (a trap's words, the shell's "Terminated") never
+        # meets a pipe without a reader: that is SIGPIPE, which kills it.
+        output, output_end = os.pipe()
         try:
             self.process = subprocess.Popen(
-                self.supervised(lifeline),
+                self.supervised(lifeline, output),
                 cwd=self.work_dir,
                 env=self.environment(),
                 # The job's input through a pipe, as cron feeds a crontab
                 # line's `%` text; else nothing to read.
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=output_end,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kills reach every child
-                pass_fds=(lifeline,),
+                pass_fds=(lifeline, output),
             )
+            self._output_pipe: IO[bytes] = os.fdopen(output, "rb", buffering=0)
         except (OSError, ValueError, TypeError) as error:  # no work dir, bad command
             self.start_error = str(error)
             log.error("execution %s could not start: %s", self.id, error)
+            os.close(output)
             if self.held is not None:
                 self.held.close()
         finally:
             os.close(lifeline)
+            os.close(output_end)
         self.recorded()
         # The timeout counts from the command's start: at the instant when
         # the supervisor waits for it.
@@ -528,8 +537,7 @@ class Job:
     # -- output -----------------------------------------------------------
 
     def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        stdout: IO[bytes] = self.process.stdout
+        stdout = self._output_pipe
         fd = stdout.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN)

@@ -1,8 +1,8 @@
 """The parent of one job: it makes the job die with its agent.
 
-    python -I -S supervisor.py FD GRACE [--user UID GID GROUPS] [--start-at T]
-        [--cgroup DIR]... [--rlimit data|as|cpu N]... [--container ENGINE NAME]
-        -- COMMAND...
+    python -I -S supervisor.py FD GRACE [--output FD] [--user UID GID GROUPS]
+        [--start-at T] [--cgroup DIR]... [--rlimit data|as|cpu N]...
+        [--container ENGINE NAME] -- COMMAND...
 
 The agent starts this script as the leader of the job's own process group,
 and it starts COMMAND (`sh -c ...`) in that group. FD is the read end of a
@@ -16,6 +16,17 @@ With --start-at, COMMAND starts when the monotonic clock (system-wide,
 the agent's too) reaches T, not before: the agent starts the supervisor as
 soon as work arrives ahead of its instant, so Python's start-up is over by
 then. An agent gone or a SIGTERM meanwhile ends it with nothing started.
+All the rest is done before T too (the program looked up in PATH): at T
+the supervisor only starts COMMAND, spawned (posix_spawn: the C library's
+vfork and exec, nothing of this process copied), or forked when the child
+must set the job's limits or user first.
+
+With --output, FD is the read end of the pipe the job writes its output
+to (the agent reads it). The supervisor keeps it, the job does not get it,
+and once the agent is gone the supervisor reads and drops what comes: a
+job ending on the agent's death may write (its trap's words, or a shell's
+"Terminated" for a job it waited on), and a write to a pipe nobody can
+read is SIGPIPE, which would kill it before its trap had run.
 
 A pipe rather than PR_SET_PDEATHSIG: the kernel sends that signal when the
 *thread* that forked exits, and the agent starts jobs from threads that end
@@ -72,6 +83,14 @@ import sys
 import threading
 import time
 
+# The last LAST_STRETCH seconds before the instant are slept in turns of
+# STEP. On a busy machine a process that has just started (Python's
+# start-up is one burst of CPU) and then sleeps through its whole wait gets
+# a CPU after waking later than one that has been waking in short turns,
+# which the scheduler treats as interactive: 2-3 ms at p50 with both cores
+# of a small machine busy (bench/floor.py), against ten wake-ups a job.
+LAST_STRETCH = 0.05
+STEP = 0.005
 # What COMMAND leaves running when it exits gets this long after SIGTERM.
 LEFTOVER_GRACE = 2.0
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -95,6 +114,10 @@ Container = tuple[str, str]
 # {pid: (parent pid, process group, start time)}; builtin generics only: the
 # supervisor imports as little as it can (it starts once per job).
 Table = dict[int, tuple[int, int, str]]
+# Python ignores these at its start, and an ignored signal stays ignored
+# across exec: the job gets them back at their default, as a command a shell
+# or cron starts has them (`yes | head -1` ends quietly by SIGPIPE).
+RESTORED_SIGNALS = [signal.SIGPIPE, signal.SIGXFSZ]
 
 
 class Options:
@@ -104,6 +127,7 @@ class Options:
         split = argv.index("--")
         options, self.command = argv[:split], argv[split + 1 :]
         self.fd, self.grace = int(options[0]), float(options[1])
+        self.output: int | None = None
         self.account: UserIds | None = None
         self.start_at: float | None = None
         self.cgroups: list[str] = []
@@ -111,7 +135,9 @@ class Options:
         self.container: Container | None = None
         rest = options[2:]
         while rest:
-            if rest[0] == "--user":
+            if rest[0] == "--output":
+                self.output, rest = int(rest[1]), rest[2:]
+            elif rest[0] == "--user":
                 uid, gid, groups = rest[1:4]
                 self.account = (int(uid), int(gid), [int(g) for g in groups.split(",") if g])
                 rest = rest[4:]
@@ -141,9 +167,17 @@ def wait_for_start(start_at: float, fd: int) -> None:
     """Sleep until the monotonic clock reaches `start_at`, watching the
     agent's pipe: end-of-file (the agent is gone) exits, nothing started."""
     while (left := start_at - time.monotonic()) > 0:
-        readable, _, _ = select.select([fd], [], [], left)
+        readable, _, _ = select.select([fd], [], [], next_turn(left))
         if readable and not os.read(fd, 1):
             os._exit(1)
+
+
+def next_turn(left: float) -> float:
+    """How long to sleep with `left` seconds to the instant: until
+    LAST_STRETCH before it, then in turns of STEP."""
+    if left > LAST_STRETCH + STEP:
+        return left - LAST_STRETCH
+    return min(left, STEP)
 
 
 def executable(name: str) -> str:
@@ -158,6 +192,36 @@ def executable(name: str) -> str:
 
 
 def start(
+    path: str,
+    command: list[str],
+    account: UserIds | None,
+    fd: int,
+    cgroups: list[str],
+    rlimits: list[Rlimit],
+) -> int:
+    """Start COMMAND (its program at `path`); in `cgroups` and under
+    `rlimits`, as `account` when given. Without any of them, spawned;
+    with them, forked."""
+    if account is None and not cgroups and not rlimits:
+        return spawn(path, command)
+    return fork(path, command, account, fd, cgroups, rlimits)
+
+
+def spawn(path: str, command: list[str]) -> int:
+    """posix_spawn: the C library starts the program from a child that
+    shares this process's memory until its exec, so nothing of this
+    process is copied and no Python runs in between. What a fork takes at
+    the instant (page tables, Python's after-fork work) is left out.
+    Failing, the supervisor exits as the child would have."""
+    try:
+        return os.posix_spawn(path, command, os.environ, setsigdef=RESTORED_SIGNALS)
+    except OSError as error:
+        os.write(2, f"croniq-runner: cannot start the job: {error}\n".encode())
+        os._exit(127)
+
+
+def fork(
+    path: str,
     command: list[str],
     account: UserIds | None,
     fd: int,
@@ -165,10 +229,9 @@ def start(
     rlimits: list[Rlimit],
 ) -> int:
     """Fork and exec COMMAND; in the child, in `cgroups` and under `rlimits`,
-    as `account` when given. The program is looked up first: once the
+    as `account` when given. The program was looked up before: once the
     child is another user, Python's own library may be out of its reach,
     so it imports nothing more."""
-    path = executable(command[0])
     pid = os.fork()
     if pid:
         return pid
@@ -179,6 +242,8 @@ def start(
         os._exit(126)
     try:
         os.close(fd)
+        for signum in RESTORED_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
         for resource_id, soft, hard in rlimits:
             # Never above what the agent itself may use (only root could raise it).
             _, ceiling = resource.getrlimit(resource_id)
@@ -335,17 +400,24 @@ def engine(args: list[str], timeout: float) -> None:
 
 
 def watch_agent(
-    fd: int, grace: float, agent_gone: threading.Event, container: Container | None = None
+    fd: int,
+    grace: float,
+    agent_gone: threading.Event,
+    container: Container | None = None,
+    output: int | None = None,
 ) -> None:
     """Block until the agent's end of the pipe closes, then end everything:
     a container first (SIGTERM, SIGKILL after `grace`), which ends the
-    engine's command with it, and removed last, once nothing can create it."""
+    engine's command with it, and removed last, once nothing can create it.
+    The job's `output` is drained meanwhile, in place of the agent."""
     try:
         while os.read(fd, 1):
             pass  # the agent never writes; only end-of-file matters
     except OSError:
         pass
     agent_gone.set()
+    if output is not None:
+        threading.Thread(target=drain, args=(output,), daemon=True).start()
     if container is not None:
         path, name = container
         engine([path, "stop", "-t", str(max(0, round(grace))), name], grace + ENGINE_TIMEOUT)
@@ -353,6 +425,14 @@ def watch_agent(
     if container is not None:
         engine([path, "rm", "-f", name], ENGINE_TIMEOUT)
     os.killpg(0, signal.SIGKILL)  # whatever is left, this process included
+
+
+def drain(fd: int) -> None:
+    """Read and drop what comes from `fd` until its end: the job's output
+    once no agent reads it, so its writes neither fail nor fill the pipe."""
+    with contextlib.suppress(OSError):
+        while os.read(fd, 65536):
+            pass
 
 
 def wait_for(child: int) -> int:
@@ -388,14 +468,20 @@ def main(argv: list[str]) -> None:
     options = Options(argv)
     fd, grace = options.fd, options.grace
     become_subreaper()  # before anything below it can be orphaned
+    # Before the instant: the lookup (os.get_exec_path imports), and the
+    # agent's pipe kept from the job by its exec, spawned or forked.
+    path = executable(options.command[0])
+    os.set_inheritable(fd, False)
+    if options.output is not None:
+        os.set_inheritable(options.output, False)
     if options.start_at is not None:
         wait_for_start(options.start_at, fd)
-    child = start(options.command, options.account, fd, options.cgroups, options.rlimits)
+    child = start(path, options.command, options.account, fd, options.cgroups, options.rlimits)
     # The agent signals the whole group; the job decides how to answer,
     # this process only passes the job's status on.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     agent_gone = threading.Event()
-    watching = (fd, grace, agent_gone, options.container)
+    watching = (fd, grace, agent_gone, options.container, options.output)
     threading.Thread(target=watch_agent, args=watching, daemon=True).start()
     status = wait_for(child)
     # What COMMAND left ends before this process does: once it is gone, its

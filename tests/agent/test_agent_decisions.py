@@ -360,3 +360,32 @@ def test_a_once_poll_asks_for_one_execution_and_no_more(clock, monkeypatch):
     [body] = agent.client.bodies
     assert body["capacity"] == 1
     assert "slots" not in body
+
+
+class Answering:
+    """Answers every poll with `executions`."""
+
+    def __init__(self, executions):
+        self.executions = executions
+
+    def post(self, path, body, timeout):
+        return {"executions": self.executions}
+
+
+def test_the_runs_of_one_answer_wait_from_its_arrival_not_from_the_starts_before(
+    clock, monkeypatch
+):
+    waits = {}
+
+    class Recorded(AcceptedJob):
+        def __init__(self, assignment, **kwargs):
+            super().__init__(assignment)
+            waits[assignment["id"]] = kwargs["start_at"]
+
+    monkeypatch.setattr("croniq_runner.agent.Job", Recorded)
+    agent = make_agent(clock)
+    agent.config = Config(server="http://croniq.test", token="t", name="n", capacity=3)
+    work = [{"id": n, "lease": 1, "command": "true", "starts_in": 0.1} for n in (1, 2, 3)]
+    agent.client = Answering(work)
+    agent.poll_once(Backoff())
+    assert len(set(waits.values())) == 1, waits  # the same instant for all three

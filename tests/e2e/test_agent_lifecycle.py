@@ -119,6 +119,24 @@ def test_a_job_dies_with_its_agent_killed_by_sigkill(database, agents, tmp_path)
     wait_for(lambda: not group_members(group), timeout=3, message="the job's process group to end")
 
 
+def test_a_job_killed_with_its_agent_runs_its_sigterm_trap_to_the_end(database, agents, tmp_path):
+    # The trap prints on the job's output before it writes its file: with
+    # the agent (the pipe's reader) gone, the supervisor's drain is what
+    # keeps that print from being a SIGPIPE, which would end the job there.
+    pidfile, said = tmp_path / "sleep.pid", tmp_path / "said"
+    command = (
+        f"trap 'echo stopping; echo killed > {said}; exit 143' TERM; "
+        f"sleep 300 & echo $! > {pidfile}; wait $!"
+    )
+    add_execution(database, agents.label, command, labels=[agents.label])
+    agent = agents()
+    group = group_of(job_pid(pidfile))
+    agent.popen.kill()  # SIGKILL: the agent gets no say
+    agent.popen.wait()
+    wait_for(lambda: not group_members(group), timeout=10, message="the job's process group to end")
+    assert said.exists() and said.read_text() == "killed\n"
+
+
 def test_a_restart_under_the_same_name_first_ends_what_the_killed_run_left(
     database, agents, tmp_path
 ):

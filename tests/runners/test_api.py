@@ -192,6 +192,8 @@ def test_an_early_poll_gets_work_ahead_of_its_instant_with_starts_in(api_client,
     )
     if arrived < instant - dt.timedelta(milliseconds=20):
         assert assigned["starts_in"] > 0
+    # The instant itself, for a runner whose clock agrees to start at.
+    assert dt.datetime.fromisoformat(assigned["starts_at"]) == instant
 
 
 def test_a_poll_without_early_is_answered_at_the_instant(api_client, registered):
@@ -200,6 +202,7 @@ def test_a_poll_without_early_is_answered_at_the_instant(api_client, registered)
     answer = api_client.post(f"/v1/runners/{registered}/poll", {"session": "s1", "wait": 2})
     assert timezone.now() >= instant
     assert answer.json()["executions"][0]["starts_in"] == 0
+    assert "starts_at" not in answer.json()["executions"][0]  # as before `early`
 
 
 @pytest.mark.parametrize(("slots", "gets"), [(None, 1), (3, 3)])
