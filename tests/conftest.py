@@ -2,13 +2,25 @@ import pytest
 
 
 @pytest.fixture(autouse=True, scope="session")
-def quick_password_hashing():
-    """Users are created and logged in with a one-iteration PBKDF2
-    (tests/hashers.py): the stock 1,000,000 iterations cost a third of a
-    second of CPU each time, in hundreds of tests."""
+def quick_settings():
+    """Two settings that cost CPU in every test and are not what the tests
+    are about:
+
+    - Users are created and logged in with a one-iteration PBKDF2
+      (tests/hashers.py): the stock 1,000,000 iterations cost a third of a
+      second of CPU each time, in hundreds of tests.
+    - WhiteNoise finds a static file when it is asked for
+      (WHITENOISE_AUTOREFRESH) instead of indexing every app's static files
+      when its middleware is made: a test client makes the middleware again
+      for each client, and the index cost 31 ms of CPU each time, about a
+      tenth of the suite. A server the suite starts as a process keeps the
+      production settings (tests/e2e)."""
     from django.test.utils import override_settings
 
-    with override_settings(PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2PasswordHasher"]):
+    with override_settings(
+        PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2PasswordHasher"],
+        WHITENOISE_AUTOREFRESH=True,
+    ):
         yield
 
 
