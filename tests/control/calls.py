@@ -1,9 +1,11 @@
 """Helpers for calling the management API in tests: keys by their scopes, and
 a fingerprint of the whole database to show a refused call changed nothing."""
 
+import functools
 import hashlib
 
 from django.apps import apps
+from django.db import connection
 
 from control.models import ApiKey
 
@@ -28,18 +30,33 @@ def call(client, method, url, authorization=None, body=None):
 def fingerprint(ignore=()):
     """{table: (row count, checksum of its rows)} over every model's table;
     `ignore` names columns as "app_label.Model.field" (informational ones
-    such as a key's last_used_at)."""
+    such as a key's last_used_at). The rows as the database gives them,
+    read with one plain query a table: through the ORM, the 80-odd queries
+    cost 36 ms of CPU, and the scope matrix and the fuzz tests take one
+    before and after every call."""
     found = {}
-    for model in apps.get_models(include_auto_created=True):
-        fields = [
-            f.attname
-            for f in model._meta.concrete_fields
-            if f"{model._meta.label}.{f.name}" not in ignore
-        ]
-        rows = list(model._default_manager.order_by("pk").values_list(*fields))
-        digest = hashlib.sha256(repr(rows).encode()).hexdigest()
-        found[model._meta.label] = (len(rows), digest)
+    with connection.cursor() as cursor:
+        for label, sql in table_queries(tuple(sorted(ignore))):
+            cursor.execute(sql)
+            rows = cursor.fetchall()
+            found[label] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())
     return found
+
+
+@functools.cache
+def table_queries(ignore):
+    """(model label, SELECT of its columns but `ignore`'s, in key order)
+    for every model's table."""
+    quote = connection.ops.quote_name
+    queries = []
+    for model in apps.get_models(include_auto_created=True):
+        meta = model._meta
+        columns = [
+            quote(f.column) for f in meta.concrete_fields if f"{meta.label}.{f.name}" not in ignore
+        ]
+        table, key = quote(meta.db_table), quote(meta.pk.column)
+        queries.append((meta.label, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}"))
+    return queries
 
 
 def changed(before, after):
