@@ -75,29 +75,36 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Both backends side by side, each in three runs: the tests that start real
-# processes, in two shares (PROCESS_A, PROCESS_B), and the rest. Measured on
-# two cores, the rest is CPU in the pytest process itself (one core a run,
-# about 11 minutes each), while the process tests mostly wait on their
-# processes' instants, timeouts and leases (16.5 minutes of wall time for
-# 4 of CPU in one run a backend, the last 5.5 minutes after the rest had
-# ended). Two shares a backend lay that waiting over itself; more workers
-# for the rest (pytest-xdist) would only queue for the same two cores. -O
-# prints each run's output whole when it ends. The Docker base image is
-# built beside them (it mostly downloads); image builds and containers come
-# after the rest of the suite on PostgreSQL.
+# Both backends side by side: the tests that start real processes, in two
+# shares a backend (PROCESS_A, PROCESS_B), and the rest, in two shares on
+# SQLite (REST_A and the others), one on PostgreSQL, which deselects the
+# tests of SQLite alone. Measured on two cores, the rest is CPU in the
+# pytest process itself (about 10 minutes of it on SQLite), while the
+# process tests mostly wait on their processes' instants, timeouts and
+# leases. The whole run is about 40 minutes of CPU: the runs are cut so
+# that none is left alone at the end with a core idle. More workers
+# (pytest-xdist) would only queue for the same two cores. Every run and the
+# Docker base image's build (it mostly downloads) start at once (-j8: one
+# slot each), and -O prints each run's output whole when it ends; image
+# builds and containers come after the rest of the suite on PostgreSQL.
 PROCESS_TESTS := tests/e2e tests/chaos tests/conformance
+# Each run ends with its slowest tests, where CI's minutes go.
+PYTEST_ARGS ?= --durations=25
 # The shares hold about the same wait: the chaos and conformance suites
 # and the e2e modules from a to c, then the other e2e modules.
 PROCESS_A := tests/chaos tests/conformance $(sort $(wildcard tests/e2e/test_[a-c]*.py))
 PROCESS_B := $(filter-out $(PROCESS_A),$(sort $(wildcard tests/e2e/test_*.py)))
+# The rest's first share on SQLite: about half its CPU (the scheduler's
+# upgrade tests are most of it); the second share is everything else.
+REST_A := tests/scheduler tests/agent tests/calendars tests/cli tests/core tests/secrets \
+	tests/sign_in tests/sso tests/projects
 
 .PHONY: test-sqlite-processes test-sqlite-rest test-postgres-processes test-postgres-rest
-.PHONY: test-sqlite-processes-a test-sqlite-processes-b
+.PHONY: test-sqlite-processes-a test-sqlite-processes-b test-sqlite-rest-a test-sqlite-rest-b
 .PHONY: test-postgres-processes-a test-postgres-processes-b
 
 test: lint
-	@$(MAKE) --no-print-directory -j6 -O test-sqlite test-postgres-processes postgres-rest-then-docker
+	@$(MAKE) --no-print-directory -j8 -O test-sqlite test-postgres-processes postgres-rest-then-docker
 
 postgres-rest-then-docker: test-postgres-rest docker-engine
 	@$(MAKE) --no-print-directory test-docker
@@ -115,10 +122,16 @@ test-sqlite-processes-b: bytecode
 	@echo "=== tests that start processes, on SQLite (share B)"
 	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(PROCESS_B) $(PYTEST_ARGS)
 
-test-sqlite-rest: bytecode
-	@echo "=== the rest of the suite, on SQLite"
+test-sqlite-rest: test-sqlite-rest-a test-sqlite-rest-b
+
+test-sqlite-rest-a: bytecode
+	@echo "=== the rest of the suite, on SQLite (share A)"
+	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(REST_A) $(PYTEST_ARGS)
+
+test-sqlite-rest-b: bytecode
+	@echo "=== the rest of the suite, on SQLite (share B)"
 	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" \
-		$(addprefix --ignore=,$(PROCESS_TESTS)) $(PYTEST_ARGS)
+		$(addprefix --ignore=,$(PROCESS_TESTS) $(REST_A)) $(PYTEST_ARGS)
 
 test-postgres: test-postgres-processes test-postgres-rest
 
