@@ -20,7 +20,14 @@ pytestmark = [
     pytest.mark.skipif(on_postgres(), reason="PostgreSQL's waiters block on their sockets"),
 ]
 
-SECONDS = 4.0
+# A second's wake-ups: a loop looking for commits every 100 ms wakes at
+# least 10 times in each, its notifier looking every 50 ms 20 times; one
+# waiting for commits has quiet seconds, once its start-up is over.
+MAIN_THREAD_AT_MOST = 7
+NOTIFIER_AT_MOST = 10
+# How long quiet seconds are looked for: start-up (first ticks,
+# housekeeping) takes longer on a loaded machine.
+PATIENCE = 30.0
 
 
 def children(pid):
@@ -58,6 +65,24 @@ def notifier_of(loop_pid):
     return None
 
 
+def quietest_seconds(loop_pid, notifier, patience):
+    """(the fewest wake-ups of the loop's main thread in one second, and of
+    the notifier's process), looking second by second until both are under
+    their bounds or `patience` seconds have passed."""
+    fewest = [float("inf"), float("inf")]
+    deadline = time.monotonic() + patience
+    before = wakes(loop_pid, loop_pid), wakes(notifier)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        after = wakes(loop_pid, loop_pid), wakes(notifier)
+        for index, (a, b) in enumerate(zip(before, after, strict=True)):
+            fewest[index] = min(fewest[index], b - a)
+        before = after
+        if fewest[0] <= MAIN_THREAD_AT_MOST and fewest[1] <= NOTIFIER_AT_MOST:
+            break
+    return tuple(fewest)
+
+
 def test_an_idle_loop_and_its_notifier_on_sqlite_wake_only_when_someone_commits(
     e2e_database, tmp_path
 ):
@@ -65,15 +90,12 @@ def test_an_idle_loop_and_its_notifier_on_sqlite_wake_only_when_someone_commits(
     try:
         wait_for(lambda: notifier_of(loop.popen.pid), message="the notifier process")
         notifier = notifier_of(loop.popen.pid)
-        time.sleep(3.0)  # started, first ticks and housekeeping done
-        before = wakes(loop.popen.pid, loop.popen.pid), wakes(notifier)
-        time.sleep(SECONDS)
-        after = wakes(loop.popen.pid, loop.popen.pid), wakes(notifier)
+        main_thread, notifier_process = quietest_seconds(loop.popen.pid, notifier, PATIENCE)
     finally:
         code = loop.stop()  # a failure above is not hidden by a stop during start-up
     assert code == 0, loop.output()
-    main_thread, notifier_process = ((b - a) / SECONDS for a, b in zip(before, after, strict=True))
     # Looking for commits every 100 ms, the loop's main thread woke 10.5
     # times a second (2.75 now: its ticks); the notifier's process, looking
-    # every 50 ms, 22 (3 now).
-    assert main_thread < 7 and notifier_process < 10, (main_thread, notifier_process)
+    # every 50 ms, 22 (3 now). A polling loop has no quiet second at all.
+    assert main_thread <= MAIN_THREAD_AT_MOST, main_thread
+    assert notifier_process <= NOTIFIER_AT_MOST, notifier_process
