@@ -4,14 +4,20 @@ The agent tests run the server in its own process on its own database, so
 they create jobs and read results the way an operator's script would.
 """
 
+import atexit
+import contextlib
 import json
+import subprocess
+import sys
+import tempfile
 import textwrap
+import threading
 import time
 from datetime import UTC, datetime
 
 import requests
 
-from harness.processes import Server, manage, query
+from harness.processes import ROOT, Server, process_env, query
 
 PRELUDE = """
 import json
@@ -25,13 +31,117 @@ def out(value):
 """
 
 
+# What a kept `manage.py shell` runs: each line it reads is one call's code
+# (JSON), run in a namespace of its own; it answers DONE or ERROR and the
+# traceback, and closes its connections, so none is held between calls (a
+# database restarted or dropped by the test meanwhile is no matter).
+SERVE = """
+import json, sys, traceback
+from django.db import connections
+for line in sys.stdin:
+    try:
+        exec(json.loads(line), {})
+        print("DONE:", flush=True)
+    except BaseException:
+        print("ERROR:" + json.dumps(traceback.format_exc()), flush=True)
+    finally:
+        connections.close_all()
+"""
+# The `manage.py shell` processes kept, the newest last: a module's tests use
+# one database, so two are plenty.
+KEPT = 2
+CALL_TIMEOUT = 120.0
+
+
+class Shell:
+    """A `manage.py shell` on database `db`, kept running between calls: a
+    call costs its queries, not a process start (Django's set-up, about a
+    second of CPU, which some 300 calls a CI run paid each)."""
+
+    def __init__(self, env):
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self.popen = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "shell", "-c", SERVE],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        self.lock = threading.Lock()
+
+    def run(self, code):
+        """The lines `code` printed; AssertionError if it raised, or if the
+        process died or took longer than CALL_TIMEOUT."""
+        with self.lock:
+            assert self.popen.stdin is not None and self.popen.stdout is not None
+            stuck = threading.Timer(CALL_TIMEOUT, self.popen.kill)
+            stuck.start()
+            try:
+                self.popen.stdin.write(json.dumps(code) + "\n")
+                self.popen.stdin.flush()
+                lines = []
+                for line in self.popen.stdout:
+                    if line.startswith("DONE:"):
+                        return lines
+                    if line.startswith("ERROR:"):
+                        raise AssertionError(json.loads(line[len("ERROR:") :]))
+                    lines.append(line)
+            except BrokenPipeError:
+                pass
+            finally:
+                stuck.cancel()
+        self.log.seek(0)
+        raise AssertionError(f"manage.py shell ended:\n{self.log.read().decode(errors='replace')}")
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+        self.log.close()
+
+
+# By the environment they were started with: the database's URL, and what
+# a test has set since (a secrets key) starts another.
+_shells: dict[tuple[tuple[str, str], ...], Shell] = {}
+
+
+def shell(db):
+    """The kept Shell on `db` in this environment, started if need be; the
+    oldest is closed when more than KEPT would be running."""
+    env = process_env(db)
+    key = tuple(sorted(env.items()))
+    if key in _shells and _shells[key].popen.poll() is None:
+        _shells[key] = _shells.pop(key)  # newest last
+        return _shells[key]
+    if key in _shells:
+        _shells.pop(key).close()
+    while len(_shells) >= KEPT:
+        _shells.pop(next(iter(_shells))).close()
+    _shells[key] = Shell(env)
+    return _shells[key]
+
+
+@atexit.register
+def close_shells():
+    while _shells:
+        _shells.popitem()[1].close()
+
+
 def django(db, code):
     """Run `code` in the server's Django; returns what it passed to out()."""
-    result = manage(db, "shell", "-c", PRELUDE + textwrap.dedent(code))
-    for line in result.stdout.splitlines():
+    lines = shell(db).run(PRELUDE + textwrap.dedent(code))
+    for line in lines:
         if line.startswith("RESULT:"):
             return json.loads(line[len("RESULT:") :])
-    raise AssertionError(f"no result from manage.py shell:\n{result.stdout}\n{result.stderr}")
+    raise AssertionError("no result from manage.py shell:\n" + "".join(lines))
 
 
 def issue_token(db, name="agent"):
