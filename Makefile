@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 CRONIQ_PORT ?= 8000
 
-.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres postgres-rest-then-docker test-docker docker-engine bench chaos clean
+.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres sqlite-rest-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,18 +75,18 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Both backends side by side: the tests that start real processes, in two
-# shares a backend (PROCESS_A, PROCESS_B), and the rest, in two shares on
-# SQLite (REST_A and the others), one on PostgreSQL, which deselects the
-# tests of SQLite alone. Measured on two cores, the rest is CPU in the
-# pytest process itself (about 10 minutes of it on SQLite), while the
-# process tests mostly wait on their processes' instants, timeouts and
-# leases. The whole run is about 40 minutes of CPU: the runs are cut so
-# that none is left alone at the end with a core idle. More workers
-# (pytest-xdist) would only queue for the same two cores. Every run and the
-# Docker base image's build (it mostly downloads) start at once (-j8: one
-# slot each), and -O prints each run's output whole when it ends; image
-# builds and containers come after the rest of the suite on PostgreSQL.
+# Both backends side by side, each in four runs: the tests that start real
+# processes, in two shares (PROCESS_A, PROCESS_B), and the rest, in two
+# shares (REST_A and the others; PostgreSQL's deselect the tests of SQLite
+# alone). Measured on two cores, the rest is CPU in the pytest process
+# itself, while the process tests mostly wait on their processes' instants,
+# timeouts and leases. The whole run is about 37 minutes of CPU: the runs
+# are cut so that none is left alone at the end with a core idle. More
+# workers (pytest-xdist) would only queue for the same two cores. Every run
+# and the Docker base image's build (it mostly downloads) start at once
+# (-j9: one slot each), and -O prints each run's output whole when it ends;
+# image builds and containers come after the shortest run, the second
+# share of the rest on SQLite.
 PROCESS_TESTS := tests/e2e tests/chaos tests/conformance
 # Each run ends with its slowest tests, where CI's minutes go.
 PYTEST_ARGS ?= --durations=25
@@ -101,12 +101,13 @@ REST_A := tests/scheduler tests/agent tests/calendars tests/cli tests/core tests
 
 .PHONY: test-sqlite-processes test-sqlite-rest test-postgres-processes test-postgres-rest
 .PHONY: test-sqlite-processes-a test-sqlite-processes-b test-sqlite-rest-a test-sqlite-rest-b
-.PHONY: test-postgres-processes-a test-postgres-processes-b
+.PHONY: test-postgres-processes-a test-postgres-processes-b test-postgres-rest-a test-postgres-rest-b
 
 test: lint
-	@$(MAKE) --no-print-directory -j8 -O test-sqlite test-postgres-processes postgres-rest-then-docker
+	@$(MAKE) --no-print-directory -j9 -O test-sqlite-processes test-sqlite-rest-a \
+		sqlite-rest-then-docker test-postgres
 
-postgres-rest-then-docker: test-postgres-rest docker-engine
+sqlite-rest-then-docker: test-sqlite-rest-b docker-engine
 	@$(MAKE) --no-print-directory test-docker
 
 # Alone (no -j) the runs go one after the other.
@@ -137,34 +138,33 @@ test-postgres: test-postgres-processes test-postgres-rest
 
 test-postgres-processes: test-postgres-processes-a test-postgres-processes-b
 
+test-postgres-rest: test-postgres-rest-a test-postgres-rest-b
+
 # The PostgreSQL runs side by side each need a test database of their own
-# (pytest-django names it test_ and the URL's database): a process share's
-# URL names CRONIQ_TEST_POSTGRES_URL's database with _processes_a or
-# _processes_b after it.
+# (pytest-django names it test_ and the URL's database): a share's URL names
+# CRONIQ_TEST_POSTGRES_URL's database with _processes_a, _processes_b,
+# _rest_a or _rest_b after it.
 test-postgres-processes-a: bytecode
-	@$(call postgres-processes,a,$(PROCESS_A))
+	@$(call postgres-run,processes_a,tests that start processes,$(PROCESS_A))
 
 test-postgres-processes-b: bytecode
-	@$(call postgres-processes,b,$(PROCESS_B))
+	@$(call postgres-run,processes_b,tests that start processes,$(PROCESS_B))
 
-define postgres-processes
+test-postgres-rest-a: bytecode
+	@$(call postgres-run,rest_a,the rest of the suite,$(REST_A))
+
+test-postgres-rest-b: bytecode
+	@$(call postgres-run,rest_b,the rest of the suite,$(addprefix --ignore=,$(PROCESS_TESTS) $(REST_A)))
+
+define postgres-run
 	if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
-		echo "=== tests that start processes, on PostgreSQL (share $(1))"; \
-		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_processes_$(1)" \
-			$(BIN)/python -m pytest -m "not docker" $(2) $(PYTEST_ARGS); \
+		echo "=== $(2), on PostgreSQL ($(1))"; \
+		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_$(1)" \
+			$(BIN)/python -m pytest -m "not docker" $(3) $(PYTEST_ARGS); \
 	else \
 		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
 	fi
 endef
-
-test-postgres-rest: bytecode
-	@if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
-		echo "=== the rest of the suite, on PostgreSQL"; \
-		CRONIQ_TEST_DATABASE_URL="$$CRONIQ_TEST_POSTGRES_URL" $(BIN)/python -m pytest \
-			-m "not docker" $(addprefix --ignore=,$(PROCESS_TESTS)) $(PYTEST_ARGS); \
-	else \
-		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
-	fi
 
 # Builds both images from a clean checkout and runs them and the README's
 # compose commands; deploy/docker-base.sh first starts the engine and, with
