@@ -94,8 +94,13 @@ PYTEST_ARGS ?= --durations=25
 # and the e2e modules from a to c, then the other e2e modules.
 PROCESS_A := tests/chaos tests/conformance $(sort $(wildcard tests/e2e/test_[a-c]*.py))
 PROCESS_B := $(filter-out $(PROCESS_A),$(sort $(wildcard tests/e2e/test_*.py)))
-# The rest's first share on SQLite: about half its CPU (the scheduler's
-# upgrade tests are most of it); the second share is everything else.
+# The rest runs at a lower priority: it is mostly CPU in the pytest
+# process, while the process tests wait on real instants, leases and
+# timeouts, which a machine busy with the rest stretched until a lease
+# lapsed; it takes the CPU they leave.
+REST_NICE := nice -n 10
+# The rest's first share: about half its CPU (the scheduler's upgrade tests
+# are most of it); the second share is everything else.
 REST_A := tests/scheduler tests/agent tests/calendars tests/cli tests/core tests/secrets \
 	tests/sign_in tests/sso tests/projects
 
@@ -127,11 +132,11 @@ test-sqlite-rest: test-sqlite-rest-a test-sqlite-rest-b
 
 test-sqlite-rest-a: bytecode
 	@echo "=== the rest of the suite, on SQLite (share A)"
-	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" $(REST_A) $(PYTEST_ARGS)
+	env -u DATABASE_URL $(REST_NICE) $(BIN)/python -m pytest -m "not docker" $(REST_A) $(PYTEST_ARGS)
 
 test-sqlite-rest-b: bytecode
 	@echo "=== the rest of the suite, on SQLite (share B)"
-	env -u DATABASE_URL $(BIN)/python -m pytest -m "not docker" \
+	env -u DATABASE_URL $(REST_NICE) $(BIN)/python -m pytest -m "not docker" \
 		$(addprefix --ignore=,$(PROCESS_TESTS) $(REST_A)) $(PYTEST_ARGS)
 
 test-postgres: test-postgres-processes test-postgres-rest
@@ -145,22 +150,22 @@ test-postgres-rest: test-postgres-rest-a test-postgres-rest-b
 # CRONIQ_TEST_POSTGRES_URL's database with _processes_a, _processes_b,
 # _rest_a or _rest_b after it.
 test-postgres-processes-a: bytecode
-	@$(call postgres-run,processes_a,tests that start processes,$(PROCESS_A))
+	@$(call postgres-run,processes_a,tests that start processes,,$(PROCESS_A))
 
 test-postgres-processes-b: bytecode
-	@$(call postgres-run,processes_b,tests that start processes,$(PROCESS_B))
+	@$(call postgres-run,processes_b,tests that start processes,,$(PROCESS_B))
 
 test-postgres-rest-a: bytecode
-	@$(call postgres-run,rest_a,the rest of the suite,$(REST_A))
+	@$(call postgres-run,rest_a,the rest of the suite,$(REST_NICE),$(REST_A))
 
 test-postgres-rest-b: bytecode
-	@$(call postgres-run,rest_b,the rest of the suite,$(addprefix --ignore=,$(PROCESS_TESTS) $(REST_A)))
+	@$(call postgres-run,rest_b,the rest of the suite,$(REST_NICE),$(addprefix --ignore=,$(PROCESS_TESTS) $(REST_A)))
 
 define postgres-run
 	if [ -n "$$CRONIQ_TEST_POSTGRES_URL" ]; then \
 		echo "=== $(2), on PostgreSQL ($(1))"; \
 		CRONIQ_TEST_DATABASE_URL="$${CRONIQ_TEST_POSTGRES_URL}_$(1)" \
-			$(BIN)/python -m pytest -m "not docker" $(3) $(PYTEST_ARGS); \
+			$(3) $(BIN)/python -m pytest -m "not docker" $(4) $(PYTEST_ARGS); \
 	else \
 		echo "=== CRONIQ_TEST_POSTGRES_URL not set: PostgreSQL run skipped"; \
 	fi
