@@ -55,6 +55,9 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
 
+# The singleton bench's reading of the stamped lines (bench/ is on sys.path).
+from singleton_latency import starts
+
 ROOT = Path(__file__).resolve().parents[1]
 
 WARM_UP = 5.0
@@ -131,16 +134,6 @@ class Arrival(http.server.BaseHTTPRequestHandler):
 
 
 # -- figures -----------------------------------------------------------------
-
-
-def stamped(path):
-    """[(instant, ms from it to the first instruction)] of each line."""
-    delays = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        scheduled, started = line.split()
-        instant = datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp()
-        delays.append((instant, (float(started) - instant) * 1000))
-    return delays
 
 
 def received(instants, arrivals):
@@ -245,8 +238,8 @@ def main():
         for at in Execution.objects.filter(job=http_job).values_list("scheduled_for", flat=True)
     ]
     found = {
-        "floor": stamped(workdir / "floor.txt"),
-        "croniq_shell": stamped(workdir / "croniq.txt"),
+        "floor": starts(workdir / "floor.txt"),
+        "croniq_shell": starts(workdir / "croniq.txt"),
         "croniq_http": received(instants, endpoint.arrivals),
     }
     found = {case: [d for d in delays if begin <= d[0] < until] for case, delays in found.items()}
