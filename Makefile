@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 CRONIQ_PORT ?= 8000
 
-.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres sqlite-rest-then-docker test-docker docker-engine bench chaos clean
+.PHONY: install install-run lock bytecode run test lint test-sqlite test-postgres postgres-processes-a-then-docker test-docker docker-engine bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,8 +85,9 @@ lint: install
 # workers (pytest-xdist) would only queue for the same two cores. Every run
 # and the Docker base image's build (it mostly downloads) start at once
 # (-j9: one slot each), and -O prints each run's output whole when it ends;
-# image builds and containers come after the shortest run, the second
-# share of the rest on SQLite.
+# image builds and containers come after the shortest run, the first share
+# of the process tests on PostgreSQL, so that they share the machine with
+# the rest rather than end the run alone.
 PROCESS_TESTS := tests/e2e tests/chaos tests/conformance
 # Each run ends with its slowest tests, where CI's minutes go.
 PYTEST_ARGS ?= --durations=25
@@ -109,10 +110,10 @@ REST_A := tests/scheduler tests/agent tests/calendars tests/cli tests/core tests
 .PHONY: test-postgres-processes-a test-postgres-processes-b test-postgres-rest-a test-postgres-rest-b
 
 test: lint
-	@$(MAKE) --no-print-directory -j9 -O test-sqlite-processes test-sqlite-rest-a \
-		sqlite-rest-then-docker test-postgres
+	@$(MAKE) --no-print-directory -j9 -O test-sqlite-processes test-sqlite-rest \
+		postgres-processes-a-then-docker test-postgres-processes-b test-postgres-rest
 
-sqlite-rest-then-docker: test-sqlite-rest-b docker-engine
+postgres-processes-a-then-docker: test-postgres-processes-a docker-engine
 	@$(MAKE) --no-print-directory test-docker
 
 # Alone (no -j) the runs go one after the other.
