@@ -14,6 +14,11 @@ from scheduler.apply.items import ApplyError, seconds
 
 class Command(BaseCommand):
     help = "Create an API key for the management API and print it (shown only this once)."
+    # Like Django's changepassword, minting a credential skips the system
+    # checks: they import the whole URLconf and the management API's
+    # schemas (half a second of CPU) and check nothing this command uses;
+    # `manage.py check` and every long-running command still run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name", help="A name for the key: who or what uses it.")

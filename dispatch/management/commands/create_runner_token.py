@@ -11,6 +11,11 @@ from runners.models import RunnerToken
 
 class Command(BaseCommand):
     help = "Create a runner token and print its secret (shown only this once)."
+    # Like Django's changepassword, minting a credential skips the system
+    # checks: they import the whole URLconf and the management API's
+    # schemas (half a second of CPU) and check nothing this command uses;
+    # `manage.py check` and every long-running command still run them.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name", help="A name for the token, e.g. the machine or team.")
