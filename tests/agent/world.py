@@ -31,32 +31,45 @@ def out(value):
 """
 
 
-# What a kept `manage.py shell` runs: each line it reads is one call's code
-# (JSON), run in a namespace of its own; it answers DONE or ERROR and the
-# traceback, and closes its connections, so none is held between calls (a
-# database restarted or dropped by the test meanwhile is no matter).
+# What a kept `manage.py shell` runs: each line it reads is one call (JSON:
+# the database's URL and the code), its code run in a namespace of its own;
+# it answers DONE or ERROR and the traceback, and closes its connections, so
+# none is held between calls (a database restarted or dropped by the test
+# meanwhile is no matter). A call on another database than the last points
+# the connection at it, read as the settings read DATABASE_URL: every test
+# has a database of its own, and one shell serves them all.
 SERVE = """
 import json, sys, traceback
 from django.db import connections
+from croniq_project.database import database_from_url
+from croniq_project.pooling import pooler_safe
+current = None
 for line in sys.stdin:
     try:
-        exec(json.loads(line), {})
+        call = json.loads(line)
+        if call["db"] != current:
+            connections["default"].close()
+            connections["default"].settings_dict.update(pooler_safe(database_from_url(call["db"])))
+            current = call["db"]
+        exec(call["code"], {})
         print("DONE:", flush=True)
     except BaseException:
         print("ERROR:" + json.dumps(traceback.format_exc()), flush=True)
     finally:
         connections.close_all()
 """
-# The `manage.py shell` processes kept, the newest last: a module's tests use
-# one database, so two are plenty.
+# The `manage.py shell` processes kept, the newest last: one serves every
+# database in an environment, and a test that sets one (a secrets key)
+# starts another.
 KEPT = 2
 CALL_TIMEOUT = 120.0
 
 
 class Shell:
-    """A `manage.py shell` on database `db`, kept running between calls: a
-    call costs its queries, not a process start (Django's set-up, about a
-    second of CPU, which some 300 calls a CI run paid each)."""
+    """A `manage.py shell`, kept running between calls: a call costs its
+    queries, not a process start (Django's set-up, about a second of CPU,
+    which some 300 calls a CI run paid each, then one start per test's
+    database: 231)."""
 
     def __init__(self, env):
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
@@ -71,15 +84,15 @@ class Shell:
         )
         self.lock = threading.Lock()
 
-    def run(self, code):
-        """The lines `code` printed; AssertionError if it raised, or if the
-        process died or took longer than CALL_TIMEOUT."""
+    def run(self, db, code):
+        """The lines `code` printed, run on database `db`; AssertionError if
+        it raised, or if the process died or took longer than CALL_TIMEOUT."""
         with self.lock:
             assert self.popen.stdin is not None and self.popen.stdout is not None
             stuck = threading.Timer(CALL_TIMEOUT, self.popen.kill)
             stuck.start()
             try:
-                self.popen.stdin.write(json.dumps(code) + "\n")
+                self.popen.stdin.write(json.dumps({"db": db, "code": code}) + "\n")
                 self.popen.stdin.flush()
                 lines = []
                 for line in self.popen.stdout:
@@ -108,16 +121,16 @@ class Shell:
         self.log.close()
 
 
-# By the environment they were started with: the database's URL, and what
-# a test has set since (a secrets key) starts another.
+# By the environment they were started with, but for the database's URL,
+# which each call names: what a test has set (a secrets key) starts another.
 _shells: dict[tuple[tuple[str, str], ...], Shell] = {}
 
 
 def shell(db):
-    """The kept Shell on `db` in this environment, started if need be; the
-    oldest is closed when more than KEPT would be running."""
+    """The kept Shell for `db`'s environment, started if need be; the oldest
+    is closed when more than KEPT would be running."""
     env = process_env(db)
-    key = tuple(sorted(env.items()))
+    key = tuple(sorted((name, value) for name, value in env.items() if name != "DATABASE_URL"))
     if key in _shells and _shells[key].popen.poll() is None:
         _shells[key] = _shells.pop(key)  # newest last
         return _shells[key]
@@ -137,7 +150,7 @@ def close_shells():
 
 def django(db, code):
     """Run `code` in the server's Django; returns what it passed to out()."""
-    lines = shell(db).run(PRELUDE + textwrap.dedent(code))
+    lines = shell(db).run(db, PRELUDE + textwrap.dedent(code))
     for line in lines:
         if line.startswith("RESULT:"):
             return json.loads(line[len("RESULT:") :])
