@@ -6,12 +6,14 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.core.management.base import SystemCheckError
 
 from audit.models import AuditEvent
 from control import scopes
 from control.models import ApiKey, hash_secret
 from projects.models import Project
 from runners.models import RunnerToken
+from tests.failing_check import a_failing_system_check
 
 NOW = datetime(2026, 12, 24, 9, 0, tzinfo=UTC)
 
@@ -114,3 +116,14 @@ def test_create_api_key_binds_the_key_to_a_project(db):
 def test_create_api_key_makes_a_global_key_without_a_project(db):
     call_command("create_api_key", "ci", "--scopes", "admin", stdout=StringIO(), stderr=StringIO())
     assert ApiKey.objects.get(name="ci").project == ""
+
+
+def test_create_api_key_mints_with_a_failing_system_check_which_stops_check(db):
+    # Minting needs nothing the checks look at; `check` still stops.
+    with a_failing_system_check():
+        out = StringIO()
+        call_command("create_api_key", "despite", "--scopes", "jobs:read", stdout=out,
+                     stderr=StringIO(), skip_checks=False)  # fmt: skip
+        assert ApiKey.objects.get(name="despite").secret_hash == hash_secret(out.getvalue().strip())
+        with pytest.raises(SystemCheckError, match="tests.E001"):
+            call_command("check")

@@ -1,4 +1,4 @@
-from argparse import ArgumentParser
+from argparse import SUPPRESS, ArgumentParser
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +22,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name", help="A name for the key: who or what uses it.")
+        # Scripts written when it ran the checks may still pass it.
+        parser.add_argument("--skip-checks", action="store_true", help=SUPPRESS)
         parser.add_argument(
             "--scopes",
             nargs="+",

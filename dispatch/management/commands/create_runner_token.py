@@ -1,4 +1,4 @@
-from argparse import ArgumentParser
+from argparse import SUPPRESS, ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -19,6 +19,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name", help="A name for the token, e.g. the machine or team.")
+        # Scripts written when it ran the checks may still pass it.
+        parser.add_argument("--skip-checks", action="store_true", help=SUPPRESS)
 
     def handle(self, *args: Any, name: str, **options: Any) -> None:
         name = name.strip()
