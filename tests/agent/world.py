@@ -39,6 +39,7 @@ def out(value):
 # the connection at it, read as the settings read DATABASE_URL: every test
 # has a database of its own, and one shell serves them all.
 SERVE = """
+imported = dict(globals())  # what `manage.py shell -c` gives code: the models
 import json, sys, traceback
 from django.db import connections
 from croniq_project.database import database_from_url
@@ -51,7 +52,7 @@ for line in sys.stdin:
             connections["default"].close()
             connections["default"].settings_dict.update(pooler_safe(database_from_url(call["db"])))
             current = call["db"]
-        exec(call["code"], {})
+        exec(call["code"], dict(imported))
         print("DONE:", flush=True)
     except BaseException:
         print("ERROR:" + json.dumps(traceback.format_exc()), flush=True)
@@ -74,7 +75,8 @@ class Shell:
     def __init__(self, env):
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self.popen = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "shell", "-c", SERVE],
+            # -v 0: no line saying what it imported before the first answer.
+            [sys.executable, str(ROOT / "manage.py"), "shell", "-v", "0", "-c", SERVE],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -146,6 +148,12 @@ def shell(db):
 def close_shells():
     while _shells:
         _shells.popitem()[1].close()
+
+
+def python(db, code):
+    """What `code` printed, run as `manage.py shell -c` would run it (the
+    models imported) on database `db`, in the kept shell."""
+    return "".join(shell(db).run(db, textwrap.dedent(code)))
 
 
 def django(db, code):

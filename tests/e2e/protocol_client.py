@@ -10,6 +10,7 @@ import uuid
 import requests
 
 from harness.processes import Server, manage
+from tests.agent.world import python
 
 SEED = """
 import json, time
@@ -74,13 +75,13 @@ def seed(db_url, *specs):
 
 def seed_timed(db_url, *specs):
     code = SEED.format(specs=json.dumps(list(specs)))
-    return json.loads(manage(db_url, "shell", "-c", code).stdout.strip().splitlines()[-1])
+    return json.loads(python(db_url, code).strip().splitlines()[-1])
 
 
 def query(db_url, code):
     """Run `code` (which assigns `result`) in the e2e database; returns `result`."""
     script = textwrap.dedent(code) + "\nimport json\nprint(json.dumps(result, default=str))\n"
-    return json.loads(manage(db_url, "shell", "-c", script).stdout.strip().splitlines()[-1])
+    return json.loads(python(db_url, script).strip().splitlines()[-1])
 
 
 def execution_row(db_url, pk):

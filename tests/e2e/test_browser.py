@@ -16,7 +16,8 @@ import time
 import pytest
 import requests
 
-from harness.processes import ROOT, Server, manage, start_agent
+from harness.processes import ROOT, Server, start_agent
+from tests.agent.world import python
 
 pytestmark = pytest.mark.e2e
 
@@ -90,8 +91,7 @@ def django_shell(db, code):
     """Run `code` in `manage.py shell` against the server's database; it
     reports back with out(value), read as JSON from the last output line."""
     prelude = "import json\ndef out(value): print(json.dumps(value, default=str))\n"
-    result = manage(db, "shell", "-c", prelude + textwrap.dedent(code))
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(python(db, prelude + textwrap.dedent(code)).strip().splitlines()[-1])
 
 
 WORLD = """

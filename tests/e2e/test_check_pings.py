@@ -5,7 +5,8 @@ shared by two web processes on one database."""
 import pytest
 import requests
 
-from harness.processes import Server, manage, query
+from harness.processes import Server, query
+from tests.agent.world import python
 
 pytestmark = pytest.mark.e2e
 
@@ -18,8 +19,7 @@ for name in ("backup", "report"):
 
 @pytest.fixture
 def tokens(e2e_database):
-    # --no-imports: Django's shell would first print what it imported.
-    out = manage(e2e_database, "shell", "--no-imports", "-c", MAKE_CHECKS).stdout.split()
+    out = python(e2e_database, MAKE_CHECKS).split()
     return dict(zip(("backup", "report"), out, strict=True))
 
 

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from harness.processes import manage, start_agent, start_web_and_loop, wait_for
+from harness.processes import start_agent, start_web_and_loop, wait_for
+from tests.agent.world import python
 
 pytestmark = pytest.mark.e2e
 
@@ -39,8 +40,8 @@ class Api:
 
 
 def credentials(db: str) -> tuple[str, str]:
-    result = manage(db, "shell", "--no-imports", "-c", CREDENTIALS)
-    [line] = [line for line in result.stdout.splitlines() if line.startswith("CREDENTIALS:")]
+    printed = python(db, CREDENTIALS)
+    [line] = [line for line in printed.splitlines() if line.startswith("CREDENTIALS:")]
     return tuple(json.loads(line.removeprefix("CREDENTIALS:")))
 
 

@@ -11,8 +11,9 @@ import time
 import pytest
 import requests
 
-from harness.processes import drop_database, manage, migrated_database, on_postgres, wait_for
+from harness.processes import drop_database, migrated_database, on_postgres, wait_for
 from harness.processes import query as db_query
+from tests.agent.world import python
 from tests.e2e.protocol_client import (
     RunnerClient,
     execution_row,
@@ -388,10 +389,8 @@ def test_every_error_is_json_with_the_contract_status(runner, server, e2e_databa
     assert requests.post(register, json=body, headers=wrong, timeout=5).status_code == 401
 
     revoked = token(e2e_database, "revoked-token")
-    manage(
+    python(
         e2e_database,
-        "shell",
-        "-c",
         "from django.utils import timezone; from runners.models import RunnerToken; "
         "RunnerToken.objects.filter(name='revoked-token').update(revoked_at=timezone.now())",
     )

@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from harness.processes import Server, manage, query, wait_for
+from tests.agent.world import python
 
 pytestmark = pytest.mark.e2e
 
@@ -42,10 +43,8 @@ class Hook(BaseHTTPRequestHandler):
 
 
 def route_stalls_to(database, url):
-    manage(
+    python(
         database,
-        "shell",
-        "-c",
         "from notifications.models import Channel, Rule\n"
         f"channel = Channel.objects.create(name='ops-hook', kind='webhook', url={url!r})\n"
         "rule = Rule.objects.create(name='stalls', events=['scheduler.stalled'])\n"
