@@ -17,10 +17,8 @@ test suite alone starts about 800 of them.
 """
 
 import argparse
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -29,9 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dispatch_latency import backend, drop_database, emit, prepare_database  # noqa: E402
+from dispatch_latency import (  # noqa: E402
+    backend,
+    cpu_seconds,
+    drop_database,
+    emit,
+    prepare_database,
+)
 
-from harness.processes import Server, process_env  # noqa: E402
+from harness.processes import Server, manage  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -42,26 +46,15 @@ def children_cpu() -> float:
 def command_cpu(url: str, *args: str) -> float:
     """CPU seconds of one `manage.py ARGS` run to its exit."""
     before = children_cpu()
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        env=process_env(url),
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    manage(url, *args)
     return children_cpu() - before
-
-
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def web_cpu(url: str, workdir: Path) -> float:
     """CPU seconds of a uvicorn process from exec until /healthz answers."""
     server = Server(url, workdir / f"web-{uuid.uuid4().hex[:6]}.log").wait_ready()
     try:
-        return process_cpu(server.popen.pid)
+        return cpu_seconds(server.popen.pid)
     finally:
         server.stop()
 
