@@ -143,6 +143,29 @@ def test_a_bulk_pause_asks_first_naming_how_many(page, world):
     assert page.problems == []
 
 
+def test_a_key_pressed_as_the_palette_closes_reaches_the_page_not_the_hidden_input(page, world):
+    # One task, no style update between: closing must move the focus itself,
+    # or a "/" pressed straight after Escape lands on the hidden input and
+    # the palette does not open again.
+    log_in(page, world)
+    page.click("h1")
+    reopened = page.evaluate(
+        """() => {
+        const key = (name) =>
+            new KeyboardEvent("keydown", {key: name, bubbles: true, cancelable: true});
+        window.CroniqPalette.open();
+        const input = document.querySelector(".palette input");
+        input.dispatchEvent(key("Escape"));
+        const closed = document.querySelector(".palette").hidden;
+        const target = document.activeElement;
+        target.dispatchEvent(key("/"));
+        return [closed, target.tagName, !document.querySelector(".palette").hidden];
+    }"""
+    )
+    assert reopened == [True, "BODY", True]
+    assert page.problems == []
+
+
 def test_the_palette_jumps_to_a_job_a_runner_or_a_page(page, world):
     log_in(page, world)
     palette = page.locator(".palette")
@@ -171,6 +194,7 @@ def test_the_palette_jumps_to_a_job_a_runner_or_a_page(page, world):
     palette.wait_for(state="hidden")
 
     page.keyboard.press("/")
+    palette.wait_for(state="visible")
     page.keyboard.type("web")
     page.wait_for_selector(".palette li[data-kind=runner]")
     page.keyboard.press("Enter")

@@ -180,8 +180,13 @@
 
   function close() {
     if (!overlay || overlay.hidden) return;
+    // Blur the input before hiding it: a hidden element keeps the focus
+    // until the browser's next style update, so a key pressed meanwhile
+    // ("/" again) would reach the hidden input, not the page. `before` may
+    // be the body, which takes no focus and so would not take it back.
+    input.blur();
     overlay.hidden = true;
-    if (before && before.focus) before.focus();
+    if (before && before !== document.body && before.focus) before.focus();
   }
 
   function typing(target) {
