@@ -182,11 +182,11 @@
     if (!overlay || overlay.hidden) return;
     // Blur the input before hiding it: a hidden element keeps the focus
     // until the browser's next style update, so a key pressed meanwhile
-    // ("/" again) would reach the hidden input, not the page. `before` may
-    // be the body, which takes no focus and so would not take it back.
+    // ("/" again) would reach the hidden input, not the page. `before` is
+    // often the body, which takes no focus and so would not take it back.
     input.blur();
     overlay.hidden = true;
-    if (before && before !== document.body && before.focus) before.focus();
+    if (before && before.focus) before.focus();
   }
 
   function typing(target) {
