@@ -326,7 +326,11 @@ def require_extra() -> None:
         raise ImproperlyConfigured(extra_missing_message())
 
 
-@checks.register()
+# The tag of the check below, which every command runs (core.commands).
+TRACING_CHECKS = "tracing"
+
+
+@checks.register(TRACING_CHECKS)
 def tracing_extra(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """croniq.E001: spans are to be exported, and the SDK is missing."""
     if settings.CRONIQ_OTLP_ENDPOINT and missing_extra():

@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from core.commands import WITHOUT_THE_WEB
 from scheduler.apply.document import ApplyError, apply, load, plan, source_name
 from scheduler.apply.report import Change
 from scheduler.jobs.label_checks import document_label_warnings
@@ -16,6 +17,7 @@ class Command(BaseCommand):
         "Apply jobs and calendars (and the sections apps add: notification channels "
         "and rules, checks) from a YAML or JSON file (all or nothing, audited)."
     )
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")

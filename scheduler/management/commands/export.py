@@ -2,6 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.commands import WITHOUT_THE_WEB
 from projects import names as project_names
 from scheduler.apply.export import ExportError, export
 
@@ -11,6 +12,7 @@ class Command(BaseCommand):
         "Print the whole configuration (calendars, concurrency groups, jobs, notification "
         "channels and rules) as one apply document; no runs, runners, pauses or audit."
     )
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(

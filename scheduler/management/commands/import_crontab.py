@@ -5,6 +5,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.commands import WITHOUT_THE_WEB
 from croniq_runner.crontab import (
     Crontab,
     Imported,
@@ -25,6 +26,7 @@ class Command(BaseCommand):
         "--checks: a check per line instead; --checks --wrap: the crontab with its "
         "lines run by croniq-runner wrap, pinging those checks."
     )
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", metavar="FILE", help="crontab files; - reads stdin")

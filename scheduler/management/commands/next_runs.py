@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from calendars.rules import RulesError
+from core.commands import WITHOUT_THE_WEB
 from scheduler.jobs.cron import ScheduleError
 from scheduler.jobs.previews import skipped_months
 from scheduler.models import Job
@@ -20,6 +21,7 @@ class Command(BaseCommand):
         "(an @every job keeps the grid of its next run). An @business_day job's months "
         "without an occurrence among them are named on stderr."
     )
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("job", help="Job name.")

@@ -4,6 +4,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
+from core.commands import WITHOUT_THE_WEB
 from scheduler.housekeeping import retention
 from scheduler.housekeeping.retention import Pruned
 
@@ -13,6 +14,7 @@ class Command(BaseCommand):
         "Delete finished executions older than CRONIQ_EXECUTION_RETENTION_DAYS and "
         "logs older than CRONIQ_LOG_RETENTION_DAYS (in short batches, audited)."
     )
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -11,11 +11,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from core import tracing
+from core.commands import WITHOUT_THE_WEB
 from scheduler.firing.loop import SchedulerLoop
 
 
 class Command(BaseCommand):
     help = "Fire due jobs and reap orphaned executions, until SIGTERM/SIGINT."
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="Run a single tick and exit.")

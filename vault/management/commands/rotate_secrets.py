@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from core.commands import WITHOUT_THE_WEB
 from vault import authenticators, crypto, store
 
 
@@ -16,6 +17,7 @@ class Command(BaseCommand):
         "Re-encrypt every stored secret and two-factor authenticator under the first key "
         "of CRONIQ_SECRETS_KEYS."
     )
+    requires_system_checks = WITHOUT_THE_WEB
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
