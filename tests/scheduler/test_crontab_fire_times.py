@@ -17,9 +17,10 @@ job whose minute field starts with `*` as on absolute time (docs/design.md
 §14), but for the hour field Croniq asks whether it covers all 24 hours,
 cron whether it starts with `*` (docs/design.md §3). The property test checks every other instant
 of such lines, and all instants of every other line. Where the zone's clocks
-move by half an hour (Lord Howe Island), cronsim itself slips for jobs on
-absolute time (the two cronsim tests at the end): there the days around each
-change are walked minute by minute with cronsim's fields and day rule.
+move by half an hour (Lord Howe Island) or skip a midnight (Santiago),
+cronsim itself slips for jobs on absolute time (the three cronsim tests at
+the end): there the days around each change are walked minute by minute
+with cronsim's fields and day rule.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -43,9 +44,10 @@ ZONES = [
     "America/St_Johns",  # a half-hour offset with DST
     "Asia/Kolkata",  # no DST
 ]
-# Zones whose clocks move by half an hour, where the oracle skips instants
-# (test_cronsim_misses_a_repeated_half_hour_of_an_absolute_time_job).
-HALF_HOUR_SHIFTS = {"Australia/Lord_Howe"}
+# Zones where the oracle slips for jobs on absolute time: clocks that move by
+# half an hour (test_cronsim_misses_a_repeated_half_hour_of_an_absolute_time_job)
+# or skip a midnight (test_cronsim_fires_at_a_skipped_midnight).
+ORACLE_SLIPS = {"Australia/Lord_Howe", "America/Santiago"}
 MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -189,7 +191,7 @@ def test_an_imported_line_fires_when_cron_would_run_it(schedule, zone, start):
     # Where cronsim's walk is wrong (clocks moving by half an hour, for jobs
     # on absolute time: test_cronsim_misses_...), the day before and the
     # two after each change are checked minute by minute instead.
-    oracle_blind = zone in HALF_HOUR_SHIFTS and not cron_fixed_time(schedule)
+    oracle_blind = zone in ORACLE_SLIPS and not cron_fixed_time(schedule)
     left_out = BLIND if oracle_blind else NEAR
 
     def comparable(fires):
@@ -365,3 +367,20 @@ def test_cronsim_drifts_by_half_an_hour_until_the_next_day():
     assert croniq_fires(imported_job("*/10 0 * * *", zone), start, end) == night
     assert wall_walk("*/10 0 * * *", zone, start, end) == night
     assert cron_fires("*/10 0 * * *", zone, start, end) == night[3:]
+
+
+def test_cronsim_fires_at_a_skipped_midnight():
+    """The oracle's slip where a day has no midnight: on 2027-09-05 Santiago
+    moves its clocks from 00:00 to 01:00 (04:00 UTC), so 00:xx never happens
+    that day. `* */2 5 * *` (absolute time) runs at every real minute whose
+    wall time matches: from 02:00 (05:00 UTC). cronsim also fires once at
+    04:00 UTC, 01:00 on the wall, an hour the field does not list."""
+    zone, start = "America/Santiago", datetime(2027, 9, 5, 1, 0, tzinfo=UTC)
+    end = start + timedelta(hours=6)
+    two_oclock = [datetime(2027, 9, 5, 5, m, tzinfo=UTC) for m in range(60)]
+    assert croniq_fires(imported_job("* */2 5 * *", zone), start, end) == two_oclock
+    assert wall_walk("* */2 5 * *", zone, start, end) == two_oclock
+    assert cron_fires("* */2 5 * *", zone, start, end) == [
+        datetime(2027, 9, 5, 4, 0, tzinfo=UTC),
+        *two_oclock,
+    ]
