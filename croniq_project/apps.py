@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class CroniqProjectConfig(AppConfig):
     """The project as an app: its admin.py (allauth's models) and the audit
-    of two-factor changes (croniq_project.sign_in), and single sign-on's
+    of two-factor changes (croniq_project.two_factor_audit), and single sign-on's
     system check (croniq_project.sso_settings)."""
 
     name = "croniq_project"
@@ -11,7 +11,7 @@ class CroniqProjectConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from croniq_project import sign_in, sso_settings
+        from croniq_project import sso_settings, two_factor_audit
 
-        sign_in.audit_two_factor()
+        two_factor_audit.audit_two_factor()
         checks.register(sso_settings.incomplete, checks.Tags.security)

@@ -16,9 +16,7 @@ password and before they are signed in. What is Croniq's here:
   (croniq_project.sso), and with CRONIQ_OIDC_ONLY the password signs in
   superusers alone: their way in when the identity provider is down (the
   page folds the password form away under "Superuser sign-in");
-- a user's two-factor changes are audited: `user.two_factor_on`,
-  `user.two_factor_off`, `user.recovery_codes_renewed`, and each
-  `user.recovery_code_used` (a code that stands in for a lost phone);
+- a user's two-factor changes are audited (croniq_project.two_factor_audit);
 - the TOTP secret and the recovery codes' seed are stored encrypted under
   the secrets store's keys (vault.crypto; `rotate_secrets` rotates them,
   vault.authenticators), and one no key decrypts refuses the sign-in saying
@@ -32,7 +30,6 @@ from allauth.account.adapter import DefaultAccountAdapter, get_adapter
 from allauth.account.forms import LoginForm as AllauthLoginForm
 from allauth.account.views import LoginView as AllauthLoginView
 from allauth.core import context
-from allauth.mfa import signals
 from allauth.mfa.adapter import DefaultMFAAdapter
 from allauth.mfa.models import Authenticator
 from django.conf import settings
@@ -42,7 +39,6 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.deprecation import MiddlewareMixin
 
-import audit
 from croniq_project import sso_settings, two_factor
 from vault import crypto
 
@@ -199,35 +195,3 @@ class UnreadableSecretMiddleware(MiddlewareMixin):
             {"message": UNREADABLE_SECRET},
             status=503,
         )
-
-
-def audit_two_factor() -> None:
-    """Record the users' own two-factor changes in the audit trail (an
-    admin's removal of an authenticator is audited by croniq_project.admin)."""
-    signals.authenticator_added.connect(on_added, dispatch_uid="croniq.two_factor_on")
-    signals.authenticator_removed.connect(on_removed, dispatch_uid="croniq.two_factor_off")
-    signals.authenticator_reset.connect(on_reset, dispatch_uid="croniq.recovery_codes_renewed")
-    signals.authenticator_used.connect(on_used, dispatch_uid="croniq.recovery_code_used")
-
-
-def record(action: str, user: Any, authenticator: Authenticator) -> None:
-    audit.record(action, target=user, actor=user, data={"type": authenticator.type})
-
-
-def on_added(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
-    if authenticator.type == Authenticator.Type.TOTP:
-        record("user.two_factor_on", user, authenticator)
-
-
-def on_removed(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
-    if authenticator.type == Authenticator.Type.TOTP:
-        record("user.two_factor_off", user, authenticator)
-
-
-def on_reset(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
-    record("user.recovery_codes_renewed", user, authenticator)
-
-
-def on_used(sender: Any, user: Any, authenticator: Authenticator, **kwargs: Any) -> None:
-    if authenticator.type == Authenticator.Type.RECOVERY_CODES:
-        record("user.recovery_code_used", user, authenticator)
