@@ -7,11 +7,13 @@ from django.core import checks
 
 
 @contextlib.contextmanager
-def a_failing_system_check():
+def a_failing_system_check(*tags: str):
+    """`tests.E001`, in the families `tags` (none: only `check` runs it)."""
+
     def broken(app_configs, **kwargs):
         return [checks.Error("broken on purpose", id="tests.E001")]
 
-    checks.register(broken)
+    checks.register(broken, *tags)
     try:
         yield
     finally:

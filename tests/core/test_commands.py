@@ -1,7 +1,6 @@
 """The system checks of the commands that serve no page (core.commands):
 they skip the web's families, and only those."""
 
-import sys
 from io import StringIO
 
 import pytest
@@ -11,6 +10,8 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from core.commands import NOT_THEIRS, WITHOUT_THE_WEB
+from scheduler.models import Job
+from tests.failing_check import a_failing_system_check
 
 # A URLconf that cannot be imported: a command that loaded it to check it
 # would stop.
@@ -39,7 +40,6 @@ def test_every_registered_check_is_in_one_of_the_two_lists():
 
 
 def test_the_loop_ticks_without_loading_the_urlconf(db):
-    sys.modules.pop(BROKEN_URLCONF, None)
     with override_settings(ROOT_URLCONF=BROKEN_URLCONF):
         call_command("scheduler_loop", "--once", stdout=StringIO(), stderr=StringIO(),
                      skip_checks=False)  # fmt: skip
@@ -48,22 +48,16 @@ def test_the_loop_ticks_without_loading_the_urlconf(db):
             call_command("check", stdout=StringIO(), stderr=StringIO())
 
 
-def test_apply_checks_its_file_without_loading_the_urlconf(db, tmp_path):
+def test_apply_applies_its_file_without_loading_the_urlconf(db, tmp_path):
     path = tmp_path / "croniq.yaml"
     path.write_text("jobs:\n  - name: report\n    schedule: '0 3 * * *'\n    command: echo hi\n")
     with override_settings(ROOT_URLCONF=BROKEN_URLCONF):
-        call_command("apply", str(path), "--dry-run", stdout=StringIO(), stderr=StringIO(),
-                     skip_checks=False)  # fmt: skip
+        call_command("apply", str(path), stdout=StringIO(), stderr=StringIO(), skip_checks=False)
+    assert Job.objects.get(name="report").command == "echo hi"
 
 
 def test_the_loop_still_stops_on_a_failing_check_of_its_families(db):
-    def broken(app_configs, **kwargs):
-        return [checks.Error("broken on purpose", id="tests.E002")]
-
-    checks.register(broken, checks.Tags.security)
-    try:
-        with pytest.raises(SystemCheckError, match="tests.E002"):
-            call_command("scheduler_loop", "--once", stdout=StringIO(), stderr=StringIO(),
-                         skip_checks=False)  # fmt: skip
-    finally:
-        checks.registry.registry.registered_checks.discard(broken)
+    failing = a_failing_system_check(checks.Tags.security)
+    with failing, pytest.raises(SystemCheckError, match="tests.E001"):
+        call_command("scheduler_loop", "--once", stdout=StringIO(), stderr=StringIO(),
+                     skip_checks=False)  # fmt: skip

@@ -188,8 +188,8 @@ def test_an_imported_line_fires_when_cron_would_run_it(schedule, zone, start):
     # The one known difference (the xfail tests below): which jobs count as
     # a fixed time of day. Their instants near a clock change are left out.
     same_rule = parse_schedule(schedule, key=job.name).fixed_time == cron_fixed_time(schedule)
-    # Where cronsim's walk is wrong (clocks moving by half an hour, for jobs
-    # on absolute time: test_cronsim_misses_...), the day before and the
+    # Where cronsim's walk is wrong (ORACLE_SLIPS, for jobs on absolute
+    # time: the test_cronsim_... tests below), the day before and the
     # two after each change are checked minute by minute instead.
     oracle_blind = zone in ORACLE_SLIPS and not cron_fixed_time(schedule)
     left_out = BLIND if oracle_blind else NEAR
