@@ -164,9 +164,12 @@ class ProjectScoped:
 
     # -- actions -------------------------------------------------------------
 
-    def response_action(self, request: HttpRequest, queryset: models.QuerySet) -> Any:
+    def response_action(
+        self, request: HttpRequest, queryset: models.QuerySet, **kwargs: Any
+    ) -> Any:
+        # Django 6.1 passes where the action was chosen (`action_location`).
         self.refuse_rows_out_of_reach(request, queryset)
-        return super().response_action(request, queryset)
+        return super().response_action(request, queryset, **kwargs)
 
     def refuse_rows_out_of_reach(self, request: HttpRequest, queryset: models.QuerySet) -> None:
         """403 before an action touches anything when one row it was asked
@@ -175,16 +178,20 @@ class ProjectScoped:
         action = self.get_actions(request).get(chosen_action(request))
         if action is None:
             return  # Django answers "No action selected"
-        needed = getattr(action[0], "allowed_permissions", ())
+        # Django 6.1 gives an Action, 5.2 a (func, name, description) tuple.
+        func, verb = (action.func, action.name) if hasattr(action, "func") else action[:2]
+        needed = getattr(func, "allowed_permissions", ())
         if selects_across(request):
             rows = queryset
         else:
             ticked = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
             rows = self.model._default_manager.filter(pk__in=ticked)
-        for row in rows.select_related(*self.related_to_project()):
+        if related := self.related_to_project():
+            rows = rows.select_related(*related)  # none: it would follow every foreign key
+        for row in rows:
             for name in needed:
                 if not getattr(self, f"has_{name}_permission")(request, row):
-                    raise PermissionDenied(f"you may not {action[1]} {row}")
+                    raise PermissionDenied(f"you may not {verb} {row}")
 
     # -- the project field ------------------------------------------------
 
