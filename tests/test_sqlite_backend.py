@@ -104,3 +104,18 @@ def test_an_eager_transaction_start_is_one_statement(file_connections):
     eager.cursor().execute("COMMIT")
 
     assert [q["sql"] for q in queries] == ["BEGIN IMMEDIATE"]
+
+
+def test_asking_for_json_support_waits_for_no_write_lock(file_connections):
+    """From Django 6.1 every command's model checks ask (fields.E180); asked
+    in a transaction, the answer waited for another process's write lock and
+    turned into "SQLite does not support JSONFields" at the busy timeout."""
+    holder, asking = file_connections
+    asking.ensure_connection()
+    asking.connection.execute("PRAGMA busy_timeout = 100")  # fail fast, not in 20 s
+    with holder.cursor() as cursor:
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            assert asking.features.supports_json_field is True
+        finally:
+            cursor.execute("ROLLBACK")

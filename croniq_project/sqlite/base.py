@@ -18,19 +18,41 @@ private `_start_transaction_under_autocommit`. With CRONIQ_STOCK_DJANGO
 naming `sqlite_write_lock`, or on a Django release it has not been verified
 with, an eager connection begins its transactions as Django does and waits
 in the busy handler like any other.
+
+Its features ask SQLite whether it has JSON outside a transaction
+(DatabaseFeatures below): a backend's own features, not an override.
 """
 
 import time
 
 from django.db import OperationalError
-from django.db.backends.sqlite3 import base
+from django.db.backends.sqlite3 import base, features
+from django.utils.functional import cached_property
 
 from core.framework_overrides import in_use
 
 EAGER_RETRY = 0.0005  # seconds between two tries for the write lock
 
 
+class DatabaseFeatures(features.DatabaseFeatures):
+    @cached_property
+    def supports_json_field(self) -> bool:
+        """Django asks inside a transaction, which under `transaction_mode`
+        IMMEDIATE waits for the write lock. From Django 6.1 every command's
+        model checks ask (`fields.E180`), so a command started while another
+        process held the lock past the busy timeout stopped on "SQLite does
+        not support JSONFields". A read needs no lock, and a failed one
+        leaves no transaction to spoil."""
+        with self.connection.cursor() as cursor:
+            try:
+                cursor.execute('SELECT JSON(\'{"a": "b"}\')')
+            except OperationalError:
+                return False
+        return True
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    features_class = DatabaseFeatures
     eager_write_lock = False
     # (raw connection, its busy timeout): read once per connection.
     _patience = (None, None)
