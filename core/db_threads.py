@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection
+from django.utils import timezone
 
 # Database threads for runner calls. Each keeps its connection between calls
 # (a new PostgreSQL connection costs milliseconds on every dispatch); a
@@ -89,6 +90,21 @@ def _run_in_db_thread(fn, args, kwargs):
 # Tests that keep their data inside the test's transaction run the steps in
 # the caller's thread instead (see `steps_in_caller_thread`).
 _caller_thread = False
+
+
+def now_at_start(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """`fn(*args, now)`, `now` read when the step begins in its database
+    thread rather than when the runner call queued it.
+
+    A step can wait for its thread: behind other steps, or while the
+    thread's idle connection is checked against a server that stopped
+    answering (a lost primary: up to the connection's TCP timeout, 10 s).
+    An instant read before that wait is stale by all of it, and a lease
+    stamped from it ran out early: a claim answered 11 s late after a
+    failover left its runner 4 s of a 15 s lease, and the run was reaped
+    and run twice.
+    """
+    return lambda: fn(*args, timezone.now())
 
 
 async def run_db(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -18,7 +18,7 @@ from ninja import Field, Router, Schema
 from ninja.security import HttpBearer
 from pydantic import ConfigDict, StrictBool, StrictInt, StrictStr
 
-from core.db_threads import run_db
+from core.db_threads import now_at_start, run_db
 from core.text import Text
 from dispatch import identity, polls
 from dispatch import leases as dispatch
@@ -65,10 +65,11 @@ class RunnerAuth(HttpBearer):
 
 
 async def as_runner(request: HttpRequest, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run `fn(token, *args, now=now, **kwargs)` in one database step."""
-    now = timezone.now()
+    """Run `fn(token, *args, now=now, **kwargs)` in one database step, `now`
+    read when the step begins (`core.db_threads.now_at_start`)."""
 
     def step():
+        now = timezone.now()
         token = identity.require_token(request.auth, now)
         return fn(token, *args, now=now, **kwargs)
 
@@ -374,7 +375,7 @@ async def heartbeat(request: HttpRequest, runner_id: int, body: HeartbeatIn) -> 
     """Renew held leases; report lost and cancelled executions."""
     held = [(item.id, item.lease) for item in body.executions]
     return await run_db(
-        dispatch.heartbeat, request.auth, runner_id, body.session, held, timezone.now()
+        now_at_start(dispatch.heartbeat, request.auth, runner_id, body.session, held)
     )
 
 
@@ -399,7 +400,7 @@ async def hand_back(request: HttpRequest, runner_id: int, body: HandBackIn) -> d
     longer holds under that lease are left alone and not listed."""
     held = [(item.id, item.lease) for item in body.executions]
     handed_back = await run_db(
-        dispatch.hand_back_unstarted, request.auth, runner_id, body.session, held, timezone.now()
+        now_at_start(dispatch.hand_back_unstarted, request.auth, runner_id, body.session, held)
     )
     return {"handed_back": handed_back}
 
@@ -462,15 +463,16 @@ class FinishOut(Schema):
 async def finish(request: HttpRequest, execution_id: int, body: FinishIn) -> dict[str, str]:
     """Report the outcome; answers the execution's final state."""
     state = await run_db(
-        dispatch.finish,
-        request.auth,
-        execution_id,
-        body.session,
-        body.lease,
-        body.exit_code,
-        body.error,
-        body.timed_out,
-        timezone.now(),
+        now_at_start(
+            dispatch.finish,
+            request.auth,
+            execution_id,
+            body.session,
+            body.lease,
+            body.exit_code,
+            body.error,
+            body.timed_out,
+        )
     )
     return {"state": state}
 
@@ -522,6 +524,6 @@ async def finish_many(request: HttpRequest, runner_id: int, body: FinishManyIn) 
         for item in body.executions
     ]
     answers = await run_db(
-        dispatch.finish_many, request.auth, runner_id, body.session, reports, timezone.now()
+        now_at_start(dispatch.finish_many, request.auth, runner_id, body.session, reports)
     )
     return {"executions": answers}

@@ -30,7 +30,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from core import db
-from core.db_threads import run_db, run_hub
+from core.db_threads import now_at_start, run_db, run_hub
 from dispatch import hints
 from dispatch.claims import Handed, serve_waiters
 from dispatch.identity import come_back
@@ -164,6 +164,17 @@ def serve(
     """
     until = now if until is None else until
     return serve_waiters(waiters, now, until), upcoming_work(until)
+
+
+def serve_from_start(
+    waiters: list[Waiter], queued: datetime, until: datetime
+) -> tuple[list[tuple[Waiter, Any]], list[tuple[datetime, int | None]]]:
+    """`serve` as of the instant the step begins in the hub's thread: the
+    scan read `queued` and `until` before the step waited for its thread,
+    and both move on by that wait (`core.db_threads.now_at_start`: a lease
+    stamped from `queued` would lose the wait)."""
+    now = max(timezone.now(), queued)
+    return serve(waiters, now, until + (now - queued))
 
 
 class Hub:
@@ -376,7 +387,7 @@ class Hub:
         now = timezone.now()
         until = self.claim_until(now)
         try:
-            served, upcoming = await run_hub(serve, waiters, now, until)
+            served, upcoming = await run_hub(serve_from_start, waiters, now, until)
         finally:
             for waiter in waiters:
                 waiter.serving = False
@@ -445,7 +456,7 @@ class Hub:
                 self.last_touch = time.monotonic()
                 ids = {w.runner_id for w in self.waiters}
                 try:
-                    await run_db(touch_runners, ids, timezone.now())
+                    await run_db(now_at_start(touch_runners, ids))
                 except Exception as e:  # noqa: BLE001 - logged; the next round retries
                     log.warning("croniq hub: cannot touch waiting runners: %s", e)
 

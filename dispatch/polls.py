@@ -19,7 +19,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
-from core.db_threads import run_db, run_dispatch
+from core.db_threads import now_at_start, run_db, run_dispatch
 from dispatch import identity
 from dispatch.claims import Handed, answer, claim, wanted
 from dispatch.hub import hub, stopping
@@ -74,7 +74,7 @@ async def long_poll(
         # Answered early by the stop: no check-in, a database step per poll
         # for a thousand polls at once; the runner's next poll counts.
         return Handed([])
-    await run_db(check_in, token, runner_id, session, timezone.now())
+    await run_db(now_at_start(check_in, token, runner_id, session))
     return Handed([])
 
 
@@ -87,7 +87,7 @@ async def first_step(
     step commits its claim all the same, and what it claimed is handed back.
     """
     step = asyncio.ensure_future(
-        run_dispatch(first_poll, credential, runner_id, session, capacity, timezone.now())
+        run_dispatch(now_at_start(first_poll, credential, runner_id, session, capacity))
     )
     try:
         return await asyncio.shield(step)
@@ -154,7 +154,7 @@ def handed_over(handed: Handed, at: datetime) -> None:
 async def return_unanswered(runner_id: int, session: str, assignments: list) -> None:
     """`hand_back` from the event loop (the poll's caller is gone)."""
     if assignments:
-        ids = await run_db(hand_back, runner_id, session, assignments, timezone.now())
+        ids = await run_db(now_at_start(hand_back, runner_id, session, assignments))
         if ids:
             log.info("runner %s hung up before its answer: handed back %s", runner_id, ids)
             hub().signal()  # polls waiting here; other processes get the NOTIFY
