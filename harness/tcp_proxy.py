@@ -64,6 +64,8 @@ class _Connection:
                     return
                 if not data:
                     return
+                if sock is self.client:
+                    self.proxy._note_sent(data)
                 other = self.upstream if sock is self.client else self.client
                 try:
                     other.sendall(data)
@@ -78,6 +80,9 @@ class TcpProxy:
         self.mode = None
         self.connections = set()
         self.accepted = 0
+        # The first line of each chunk a client sent on: an HTTP call's
+        # request line, which says that call has reached the target.
+        self.sent_lines = []
         self._lock = threading.Lock()
         self._listener = socket.socket()
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -105,6 +110,15 @@ class TcpProxy:
                 self.connections.add(connection)
                 self.accepted += 1
             threading.Thread(target=connection.run, name="proxy-conn", daemon=True).start()
+
+    def _note_sent(self, data):
+        with self._lock:
+            self.sent_lines.append(data.split(b"\r\n", 1)[0][:200].decode("latin-1"))
+
+    def forwarded(self, text):
+        """How many chunks sent on so far began with a line holding `text`."""
+        with self._lock:
+            return sum(text in line for line in self.sent_lines)
 
     def _forget(self, connection):
         with self._lock:

@@ -256,6 +256,11 @@ def test_an_agent_whose_server_stops_polls_again_at_once_through_its_balancer(
         )  # fmt: skip
         registered = "SELECT COUNT(*) FROM runners_runner WHERE name = 'lb-agent'"
         wait_for(lambda: query(e2e_database, registered)[0][0], timeout=60, message="the agent")
+        # The poll has reached the server, not only the agent's heartbeat
+        # (which moves last_seen_at too): a stop before the poll arrived
+        # closed the idle connection it was about to use, and the agent
+        # backed off from that error instead of noting the stop.
+        wait_for(lambda: balancer.forwarded("/poll"), timeout=30, message="the agent's first poll")
         waiting_in_the_hub(e2e_database, "lb-agent")
 
         balancer.target = ("127.0.0.1", other.port)  # new connections go to the other server
