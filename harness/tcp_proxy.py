@@ -64,7 +64,7 @@ class _Connection:
                     return
                 if not data:
                     return
-                if sock is self.client:
+                if sock is self.client and self.proxy.watched:
                     self.proxy._note_sent(data)
                 other = self.upstream if sock is self.client else self.client
                 try:
@@ -74,15 +74,16 @@ class _Connection:
 
 
 class TcpProxy:
-    def __init__(self, target_port, target_host="127.0.0.1"):
+    def __init__(self, target_port, target_host="127.0.0.1", watch=()):
         self.target = (target_host, target_port)
         self.blocked = False
         self.mode = None
         self.connections = set()
         self.accepted = 0
-        # The first line of each chunk a client sent on: an HTTP call's
-        # request line, which says that call has reached the target.
-        self.sent_lines = []
+        # {text: chunks sent on whose first line holds it}: an HTTP call's
+        # request line says that call has reached the target. Only the
+        # texts asked for, so a long chaos run keeps no log of its calls.
+        self.watched = dict.fromkeys(watch, 0)
         self._lock = threading.Lock()
         self._listener = socket.socket()
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -112,13 +113,17 @@ class TcpProxy:
             threading.Thread(target=connection.run, name="proxy-conn", daemon=True).start()
 
     def _note_sent(self, data):
+        line = data.split(b"\r\n", 1)[0].decode("latin-1")
         with self._lock:
-            self.sent_lines.append(data.split(b"\r\n", 1)[0][:200].decode("latin-1"))
+            for text in self.watched:
+                if text in line:
+                    self.watched[text] += 1
 
     def forwarded(self, text):
-        """How many chunks sent on so far began with a line holding `text`."""
+        """How many chunks sent on so far began with a line holding `text`
+        (one of `watch`)."""
         with self._lock:
-            return sum(text in line for line in self.sent_lines)
+            return self.watched[text]
 
     def _forget(self, connection):
         with self._lock:

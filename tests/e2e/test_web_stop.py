@@ -247,7 +247,7 @@ def test_an_agent_whose_server_stops_polls_again_at_once_through_its_balancer(
         secret = issue_token(e2e_database)  # while both boot
         ready(web)
         ready(other)
-        balancer = TcpProxy(web.port)
+        balancer = TcpProxy(web.port, watch=("/poll",))
         # A poll waits a minute: without the stop's answer the agent would
         # reach the other server only then.
         agent = start_agent(

@@ -85,25 +85,20 @@ def test_a_claim_for_waiting_polls_that_waited_for_its_thread_leases_from_when_i
 
 
 def post(path, body, secret):
+    """A runner call whose steps run in the database threads (`api_client`'s
+    run on the test's thread)."""
     client = TestAsyncClient(api)
     return client.post(path, json=body, headers={"Authorization": f"Bearer {secret}"})
 
 
 @pytest.fixture
-def secret(issued):
-    return issued[1]
-
-
-def register(secret):
-    answer = asyncio.run(
-        post("/v1/runners/register", {"name": "r1", "labels": [], "session": "s1"}, secret)
-    )
+def runner_id(api_client):
+    answer = api_client.post("/v1/runners/register", {"name": "r1", "session": "s1"})
     assert answer.status_code == 200, answer.content
     return answer.json()["runner_id"]
 
 
-def test_a_poll_that_waited_for_its_thread_leases_from_when_it_ran(secret):
-    runner_id = register(secret)
+def test_a_poll_that_waited_for_its_thread_leases_from_when_it_ran(runner_id, secret):
     execution = pending(now=timezone.now() - dt.timedelta(seconds=1))
 
     async def scenario():
@@ -120,10 +115,11 @@ def test_a_poll_that_waited_for_its_thread_leases_from_when_it_ran(secret):
     assert lease_of(execution.pk) >= freed_at + ttl()
 
 
-def test_a_heartbeat_that_waited_for_its_thread_renews_from_when_it_ran(secret):
-    runner_id = register(secret)
+def test_a_heartbeat_that_waited_for_its_thread_renews_from_when_it_ran(
+    runner_id, secret, api_client
+):
     execution = pending(now=timezone.now() - dt.timedelta(seconds=1))
-    polled = asyncio.run(post(f"/v1/runners/{runner_id}/poll", {"session": "s1"}, secret))
+    polled = api_client.post(f"/v1/runners/{runner_id}/poll", {"session": "s1"})
     [held] = polled.json()["executions"]
     assert held["id"] == execution.pk
     body = {"session": "s1", "executions": [{"id": held["id"], "lease": held["lease"]}]}
