@@ -211,3 +211,20 @@ def test_the_server_image_installs_the_runner_package_from_the_checkout():
     assert copied_to("Dockerfile", "runner") == "runner"
     installs = pip_installs_of_dockerfile("Dockerfile")
     assert any("./runner" in words and "--no-deps" in words for words in installs)
+
+
+def test_the_installer_is_pinned_as_the_development_lock_pins_it():
+    """`make install` installs uv from requirements/uv.txt with pip, hashes
+    required, then every lock with it; `make lock` writes that file too."""
+    [(name, (version, hashes, _))] = read_lock("requirements/uv.txt").items()
+    assert name == "uv" and hashes
+    assert read_lock("requirements/dev.txt")["uv"][0] == version
+    first = pip_installs_of_make("install")[0]
+    assert first[:4] == ["/nonexistent/venv/bin/python", "-m", "pip", "install"]
+    assert "--require-hashes" in first and locks_read([first], "make install") == {
+        "requirements/uv.txt"
+    }
+    later = pip_installs_of_make("install")[1:]
+    assert later and all(
+        words[:3] == ["/nonexistent/venv/bin/uv", "pip", "install"] for words in later
+    )
