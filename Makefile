@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # The packages install with uv, itself pinned and hash-checked in
 # requirements/uv.txt: from a clean clone pip took 113 s (most of it one
-# index request after another), uv 24 s with the same locks and hashes.
+# index request after another), uv 45 s with the same locks and hashes.
 # --compile-bytecode does what pip does: where PYTHONDONTWRITEBYTECODE is
 # set, no process the suite starts could cache the packages' bytecode.
 $(BIN)/uv: $(BIN)/python requirements/uv.txt
