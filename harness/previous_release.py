@@ -46,8 +46,10 @@ from harness.runner_venv import checked, install, run
 
 # 0.2.0. There are no tags: this is the commit that dated `## [0.2.0]` in
 # CHANGELOG.md and set both packages' version to 0.2.0
-# (`git log -S'## [0.2.0]' -- CHANGELOG.md`); every later commit is
-# Unreleased. Move it to the next release's commit when that one is cut.
+# (`git log -S'## [0.2.0]' -- CHANGELOG.md`). It stays the previous release
+# while the current one, 0.3.0, is what the checkout holds: the upgrade that
+# users make is 0.2.0's database and agents meeting 0.3.0. Move it to 0.3.0's
+# commit with the first change made after that release.
 PREVIOUS_RELEASE = "6844e5140b6f1b85fb66663db1b8491396faae96"
 PREVIOUS_VERSION = "0.2.0"
 

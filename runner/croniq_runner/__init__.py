@@ -5,4 +5,4 @@ The version is the server's too (both pyproject.toml files carry it); it
 goes to the server in the registration and in the User-Agent.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
